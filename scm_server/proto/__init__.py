@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC modules (build products of `make proto`; do not edit)."""

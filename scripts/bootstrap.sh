@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create the project's virtual environment and install everything `make test` / `make run` need.
+# Idempotent; used by the Makefile. Extra pip extras can be passed in EXTRAS (default: dev,bench).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+EXTRAS=${EXTRAS:-dev,bench}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[${EXTRAS}]"
+.venv/bin/python scripts/gen_proto.py
