@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: help env proto lint test test-unit test-sim test-integration run bench soak chaos clean
+.PHONY: help env proto lint test test-unit run bench soak chaos clean wheels image
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -49,3 +49,9 @@ chaos: env ## many randomized real-process fault runs, histories checked for lin
 
 clean:
 	rm -rf $(STAMPS) scm_server/proto/*_pb2*.py scm_server/proto/*_pb2*.pyi run-data
+
+wheels: env ## build wheels of the project and its runtime deps into dist/wheels (for the image)
+	$(BIN)/python -m pip wheel --quiet . -w dist/wheels
+
+image: wheels ## build the container image with podman (BASE_IMAGE=... to override)
+	podman build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE),) -t ozone-scm:dev .
