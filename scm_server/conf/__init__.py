@@ -1,0 +1,32 @@
+"""Configuration: ``OzoneConfiguration`` (raw key/value sources) and typed config groups.
+
+Configuration is parsed once at the edge (daemon start, CLI, tests) into frozen dataclasses
+(:mod:`scm_server.conf.groups`); managers receive those objects and never read raw keys or
+the environment themselves.
+"""
+
+from scm_server.conf.groups import (
+    BlockConfig,
+    NodeManagerConfig,
+    PipelineConfig,
+    ReplicationManagerConfig,
+    SafeModeConfig,
+    SCMConfig,
+    SCMHAConfig,
+    SCMNodeDetails,
+)
+from scm_server.conf.ozone_configuration import OzoneConfiguration, parse_duration, parse_size
+
+__all__ = [
+    "BlockConfig",
+    "NodeManagerConfig",
+    "OzoneConfiguration",
+    "PipelineConfig",
+    "ReplicationManagerConfig",
+    "SCMConfig",
+    "SCMHAConfig",
+    "SCMNodeDetails",
+    "SafeModeConfig",
+    "parse_duration",
+    "parse_size",
+]
