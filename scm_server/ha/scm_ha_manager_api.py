@@ -1,0 +1,92 @@
+"""SCMHAManager protocol: what the SCM facade and the managers need from the HA layer.
+
+Two implementations: the Raft-backed ``scm_server.ha.scm_ha_manager.SCMHAManagerImpl`` (HA helper)
+and :class:`~scm_server.ha.scm_ha_manager_stub.SCMHAManagerStub` (single non-Raft SCM).
+
+Wiring (done by ``StorageContainerManager.create``):
+
+1. the facade opens scm.db, builds the :class:`SCMHADBTransactionBuffer`, the dispatcher, the
+   SCMContext, the SCMServiceManager and every manager (each replicated state manager gets the
+   ha_manager, whose ``submit_request`` it awaits);
+2. it registers the state managers with the dispatcher;
+3. it calls ``ha_manager.attach(scm)`` with itself (an :class:`SCMHAHost`), which gives the HA
+   layer the buffer, dispatcher, context, store and the leader-change / reload hooks;
+4. ``await scm.start()`` calls ``await ha_manager.start()`` (Raft: replay entries after the
+   persisted #TRANSACTIONINFO, join the ring) and then starts the services.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from scm_server.ha.dispatcher import SCMStateMachineDispatcher
+from scm_server.ha.scm_context import SCMContext
+from scm_server.ha.scm_service import SCMServiceManager
+from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
+from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
+from scm_server.proto import scm_ratis_pb2
+
+
+class SCMHAHost(Protocol):
+    """What the SCM facade exposes to its HA manager."""
+
+    @property
+    def metadata_store(self) -> SCMMetadataStore: ...
+
+    @property
+    def transaction_buffer(self) -> SCMHADBTransactionBuffer: ...
+
+    @property
+    def dispatcher(self) -> SCMStateMachineDispatcher: ...
+
+    @property
+    def scm_context(self) -> SCMContext: ...
+
+    @property
+    def service_manager(self) -> SCMServiceManager: ...
+
+    @property
+    def storage_config(self) -> SCMStorageConfig: ...
+
+    def on_become_leader(self, term: int) -> None:
+        """Ozone notifyLeaderChanged(self): context update, invalidate ID batches, flush, services."""
+        ...
+
+    def on_leader_ready(self) -> None:
+        """Ozone notifyLeaderReady: all entries of earlier terms applied; services may run."""
+        ...
+
+    def on_step_down(self, term: int) -> None:
+        """Ozone notifyNotLeader: pause services, stop issuing commands."""
+        ...
+
+    def reinitialize(self) -> None:
+        """Reload every manager from scm.db (after a checkpoint install)."""
+        ...
+
+
+class SCMHAManager(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def attach(self, scm: SCMHAHost) -> None: ...
+
+    @property
+    def transaction_buffer(self) -> SCMHADBTransactionBuffer: ...
+
+    async def submit_request(
+        self, request: scm_ratis_pb2.SCMRatisRequestProto
+    ) -> scm_ratis_pb2.SCMRatisResponseProto:
+        """Replicate and apply ``request``; return the local apply result (leader only)."""
+        ...
+
+    def is_leader(self) -> bool: ...
+
+    def get_leader(self) -> tuple[str, str] | None:
+        """(leader SCM id, leader address) if known."""
+        ...
+
+    def peer_roles(self) -> list[str]:
+        """Ozone's ``host:port:ROLE:peerId:ip`` strings (GetScmInfo.peerRoles, `admin scm roles`)."""
+        ...
