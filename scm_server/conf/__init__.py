@@ -12,6 +12,7 @@ from scm_server.conf.groups import (
     ReplicationManagerConfig,
     SafeModeConfig,
     SCMConfig,
+    SCMConfigurations,
     SCMHAConfig,
     SCMNodeDetails,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "PipelineConfig",
     "ReplicationManagerConfig",
     "SCMConfig",
+    "SCMConfigurations",
     "SCMHAConfig",
     "SCMNodeDetails",
     "SafeModeConfig",

@@ -444,3 +444,28 @@ class SCMHAConfig:
         if nid is not None and nid == self.primordial_node_id:
             return True
         return hostname is not None and hostname == self.primordial_node_id
+
+
+@dataclasses.dataclass(frozen=True)
+class SCMConfigurations:
+    """Every typed group an SCM needs, parsed once from one OzoneConfiguration."""
+
+    scm: SCMConfig
+    safemode: SafeModeConfig
+    node: NodeManagerConfig
+    pipeline: PipelineConfig
+    replication: ReplicationManagerConfig
+    block: BlockConfig
+    ha: SCMHAConfig
+
+    @classmethod
+    def from_conf(cls, conf: OzoneConfiguration) -> SCMConfigurations:
+        return cls(
+            scm=SCMConfig.from_conf(conf),
+            safemode=SafeModeConfig.from_conf(conf),
+            node=NodeManagerConfig.from_conf(conf),
+            pipeline=PipelineConfig.from_conf(conf),
+            replication=ReplicationManagerConfig.from_conf(conf),
+            block=BlockConfig.from_conf(conf),
+            ha=SCMHAConfig.from_conf(conf),
+        )
