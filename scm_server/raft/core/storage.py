@@ -95,9 +95,10 @@ class MemoryStorage:
 
     __slots__ = ("_ents", "_hard_state", "_snapshot")
 
-    def __init__(self) -> None:
+    def __init__(self, conf_state: ConfState | None = None) -> None:
+        """A fresh log; ``conf_state`` is the initial configuration of a new group (held at index 0)."""
         self._hard_state = HardState()
-        self._snapshot = Snapshot()
+        self._snapshot = Snapshot(metadata=SnapshotMetadata(conf_state=conf_state or ConfState()))
         self._ents: list[Entry] = [Entry(term=0, index=0)]
 
     # ---- read side (Storage protocol) ----
@@ -115,7 +116,19 @@ class MemoryStorage:
             raise CompactedError(f"entries from {lo} requested but the log is compacted up to {offset}")
         if hi > self.last_index() + 1:
             raise UnavailableError(f"entries up to {hi - 1} requested but the last index is {self.last_index()}")
-        return limit_size(self._ents[lo - offset : hi - offset], max_size)
+        ents = self._ents
+        if max_size is None:
+            return ents[lo - offset : hi - offset]
+        # walk instead of slicing the whole range: a far-behind follower must not cost O(log)
+        end = lo - offset + 1
+        total = entry_size(ents[lo - offset])
+        stop = hi - offset
+        while end < stop:
+            total += entry_size(ents[end])
+            if total > max_size:
+                break
+            end += 1
+        return ents[lo - offset : end]
 
     def term(self, index: int) -> int:
         offset = self._ents[0].index
