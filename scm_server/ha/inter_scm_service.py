@@ -1,0 +1,224 @@
+"""Server side of ``InterSCMProtocolService`` (proto/scm_ha.proto), served on ozone.scm.grpc.port.
+
+Ozone serves checkpoint downloads on this port (``InterSCMGrpcProtocolService``) and puts the HA
+admin calls (roles, transfer, decommission, addSCM) on the client protocol; we keep every
+inter-SCM and HA-admin call on this one service so an operator and the CLI use the same calls:
+
+* ``Download``: flush the transaction buffer, take a consistent checkpoint of scm.db, stream it
+  as a gzip'd tar in 1 MiB chunks with its TransactionInfo first and its sha256 last;
+* ``GetScmInfo``: cluster id + scm id, answered by ANY SCM (no leader needed: the cluster id is
+  immutable), which is what lets ``scm --bootstrap`` succeed while there is no leader (HDDS-5062);
+* ``AddSCM`` / ``RemoveSCM`` / ``TransferLeadership``: leader only (NotLeader with the leader's
+  address on this port otherwise); both membership calls check the cluster id, and RemoveSCM
+  refuses the leader ("Cannot remove current leader"), as Ozone's ``removePeerFromHARing``;
+* ``GetScmRatisRoles``: ``host:port:ROLE:peerId`` lines plus term, commit/applied index and lag;
+* ``GetTableDigests``: sha256 per replicated column family at this SCM's applied index, for the
+  cross-SCM consistency check.
+
+Errors are SCMExceptions travelling as status + ``x-scm-result`` metadata (same contract as the
+client protocols).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import grpc.aio
+
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ha.inter_scm_client import error_metadata, pack_checkpoint
+from scm_server.metadata.scm_db_definition import SCMDBDefinition
+from scm_server.proto import hdds_pb2, scm_ha_pb2, scm_ha_pb2_grpc
+
+if TYPE_CHECKING:
+    from scm_server.ha.scm_ha_manager import SCMHAManagerImpl
+
+LOG = logging.getLogger(__name__)
+
+CHUNK_SIZE = 1 << 20
+# Column families that are NOT replicated state (the applied index itself).
+NON_REPLICATED_TABLES = frozenset({SCMDBDefinition.TRANSACTION_INFO.name})
+
+_STATUS = {
+    ResultCodes.SCM_NOT_LEADER: grpc.StatusCode.UNAVAILABLE,
+    ResultCodes.INVALID_CLUSTER_ID: grpc.StatusCode.PERMISSION_DENIED,
+    ResultCodes.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+    ResultCodes.TIMEOUT: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+
+
+async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: SCMException, leader_address: str = "") -> None:
+    context.set_trailing_metadata(error_metadata(exc, leader_address))
+    await context.abort(_STATUS.get(exc.result, grpc.StatusCode.INTERNAL), str(exc))
+
+
+def table_digests(store: Any) -> list[scm_ha_pb2.TableDigestProto]:
+    """sha256 over the sorted raw (key, value) pairs of each replicated column family."""
+    out = []
+    for cf in SCMDBDefinition.column_families():
+        if cf.name in NON_REPLICATED_TABLES:
+            continue
+        h = hashlib.sha256()
+        count = 0
+        for key, value in store.db.iterator(prefix=cf.prefix):
+            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
+            count += 1
+        out.append(scm_ha_pb2.TableDigestProto(table=cf.name, sha256=h.hexdigest(), count=count))
+    return out
+
+
+class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
+    def __init__(self, ha: SCMHAManagerImpl) -> None:
+        self._ha = ha
+
+    def _leader_grpc_address(self, exc: NotLeaderException) -> str:
+        node = self._ha.node_of_peer(exc.leader_id) if exc.leader_id else None
+        return node.grpc_address if node is not None else ""
+
+    async def _require_leader(self, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+        if self._ha.is_leader():
+            return True
+        exc = self._ha.not_leader_exception()
+        await _abort(context, exc, self._leader_grpc_address(exc))
+        return False
+
+    async def _check_cluster(self, cluster_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+        if cluster_id and cluster_id != self._ha.cluster_id:
+            await _abort(
+                context,
+                SCMException(
+                    ResultCodes.INVALID_CLUSTER_ID,
+                    f"SCM ClusterId mismatch: request carries {cluster_id}, this SCM is in {self._ha.cluster_id}",
+                ),
+            )
+            return False
+        return True
+
+    # ---- checkpoint download ----
+    async def Download(
+        self, request: scm_ha_pb2.CopyDBCheckpointRequestProto, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[scm_ha_pb2.CopyDBCheckpointResponseProto]:
+        if not await self._check_cluster(request.clusterId, context):
+            return
+        host = self._ha.host
+        tmp = Path(tempfile.mkdtemp(prefix="checkpoint-", dir=self._ha.checkpoint_work_dir()))
+        try:
+            if request.flush:
+                host.transaction_buffer.flush()
+            # flush + checkpoint run without yielding: the copy matches the flushed index.
+            db_path = host.metadata_store.checkpoint(tmp)
+            trx = host.metadata_store.read_transaction_info(db_path) or hdds_pb2.TransactionInfoProto(term=0, index=0)
+            blob = await asyncio.to_thread(pack_checkpoint, db_path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        LOG.info("serving checkpoint at (term %d, index %d), %d bytes", trx.term, trx.index, len(blob))
+        yield scm_ha_pb2.CopyDBCheckpointResponseProto(
+            transactionInfo=trx, totalSize=len(blob), clusterId=self._ha.cluster_id
+        )
+        for off in range(0, len(blob), CHUNK_SIZE):
+            yield scm_ha_pb2.CopyDBCheckpointResponseProto(data=blob[off : off + CHUNK_SIZE])
+        yield scm_ha_pb2.CopyDBCheckpointResponseProto(sha256=hashlib.sha256(blob).hexdigest())
+
+    # ---- info / roles ----
+    async def GetScmInfo(
+        self, request: scm_ha_pb2.ScmInfoRequestProto, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> scm_ha_pb2.ScmInfoResponseProto:
+        leader = self._ha.leader_peer_id() or ""
+        return scm_ha_pb2.ScmInfoResponseProto(
+            clusterId=self._ha.cluster_id,
+            scmId=self._ha.peer_id,
+            nodeId=self._ha.node_id or "",
+            leaderId=leader,
+            term=self._ha.current_term(),
+            peerRoles=self._ha.peer_roles(),
+        )
+
+    async def GetScmRatisRoles(
+        self, request: scm_ha_pb2.ScmRatisRolesRequestProto, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> scm_ha_pb2.ScmRatisRolesResponseProto:
+        return self._ha.roles_proto()
+
+    # ---- membership / leadership (leader only) ----
+    async def AddSCM(
+        self, request: scm_ha_pb2.AddScmRequestProto, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> scm_ha_pb2.AddScmResponseProto:
+        if not await self._check_cluster(request.clusterId, context):
+            return scm_ha_pb2.AddScmResponseProto(success=False)
+        if not await self._require_leader(context):
+            return scm_ha_pb2.AddScmResponseProto(success=False)
+        try:
+            message = await self._ha.add_scm(request.scmId, request.ratisAddr, request.nodeId)
+        except NotLeaderException as exc:
+            await _abort(context, exc, self._leader_grpc_address(exc))
+            return scm_ha_pb2.AddScmResponseProto(success=False)
+        except SCMException as exc:
+            await _abort(context, exc)
+            return scm_ha_pb2.AddScmResponseProto(success=False)
+        return scm_ha_pb2.AddScmResponseProto(success=True, message=message)
+
+    async def RemoveSCM(
+        self, request: scm_ha_pb2.RemoveScmRequestProto, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> scm_ha_pb2.RemoveScmResponseProto:
+        if not await self._check_cluster(request.clusterId, context):
+            return scm_ha_pb2.RemoveScmResponseProto(success=False)
+        if not await self._require_leader(context):
+            return scm_ha_pb2.RemoveScmResponseProto(success=False)
+        try:
+            message = await self._ha.remove_scm(request.scmId)
+        except NotLeaderException as exc:
+            await _abort(context, exc, self._leader_grpc_address(exc))
+            return scm_ha_pb2.RemoveScmResponseProto(success=False)
+        except SCMException as exc:
+            await _abort(context, exc)
+            return scm_ha_pb2.RemoveScmResponseProto(success=False)
+        return scm_ha_pb2.RemoveScmResponseProto(success=True, message=message)
+
+    async def TransferLeadership(
+        self, request: scm_ha_pb2.TransferLeadershipRequestProto, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> scm_ha_pb2.TransferLeadershipResponseProto:
+        if not await self._require_leader(context):
+            return scm_ha_pb2.TransferLeadershipResponseProto(newLeaderId="")
+        try:
+            new_leader = await self._ha.transfer_leadership(request.newLeaderId or None)
+        except NotLeaderException as exc:
+            await _abort(context, exc, self._leader_grpc_address(exc))
+            return scm_ha_pb2.TransferLeadershipResponseProto(newLeaderId="")
+        except SCMException as exc:
+            await _abort(context, exc)
+            return scm_ha_pb2.TransferLeadershipResponseProto(newLeaderId="")
+        return scm_ha_pb2.TransferLeadershipResponseProto(newLeaderId=new_leader)
+
+    # ---- consistency ----
+    async def GetTableDigests(
+        self, request: scm_ha_pb2.TableDigestsRequestProto, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> scm_ha_pb2.TableDigestsResponseProto:
+        host = self._ha.host
+        want = request.minAppliedIndex
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, request.waitSeconds)
+        while host.transaction_buffer.latest_trx_info().index < want:
+            if loop.time() >= deadline:
+                await _abort(
+                    context,
+                    SCMException(
+                        ResultCodes.TIMEOUT,
+                        f"applied index {host.transaction_buffer.latest_trx_info().index} did not reach {want} "
+                        f"within {request.waitSeconds}s",
+                    ),
+                )
+                return scm_ha_pb2.TableDigestsResponseProto()
+            await asyncio.sleep(0.05)
+        info = host.transaction_buffer.flush()
+        return scm_ha_pb2.TableDigestsResponseProto(
+            transactionInfo=info.to_proto(),
+            digests=table_digests(host.metadata_store),
+            scmId=self._ha.peer_id,
+        )

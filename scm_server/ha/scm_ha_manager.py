@@ -1,0 +1,500 @@
+"""SCMHAManagerImpl: SCM's Raft-replicated HA manager (Ozone's ``SCMHAManagerImpl`` + ``SCMRatisServerImpl``).
+
+Where it sits: ``StorageContainerManager.create`` builds the managers and the transaction
+buffer, then calls :meth:`attach` with itself (an ``SCMHAHost``); ``scm.start()`` calls
+:meth:`start`. From then on every ``@replicate`` state-manager call on the leader awaits
+:meth:`submit_request`, which proposes the encoded ``SCMRatisRequestProto`` to our
+:class:`~scm_server.raft.server.RaftServer` with this SCM's client id and a monotonically
+increasing call id (exactly-once through the Raft retry cache) and returns the response of the
+local apply (:class:`~scm_server.ha.scm_state_machine.SCMStateMachine`).
+
+It also owns:
+
+* the inter-SCM gRPC service (``ozone.scm.grpc.port``): checkpoint download, GetScmInfo, AddSCM,
+  RemoveSCM, roles, transfer and table digests (:mod:`scm_server.ha.inter_scm_service`);
+* joining the ring on the first start of a bootstrapped SCM: its Raft storage has no
+  configuration, so it asks the leader (``AddSCM``: cluster id check, then learner -> catch up by
+  log or checkpoint -> voter), trying every configured SCM and following NotLeader hints, with a
+  bounded number of rounds and backoff; names are re-resolved on every attempt (HDDS-15514);
+* the datanode-report gate (see :mod:`scm_server.ha.scm_state_machine`): a monitor task asks the
+  leader for its commit index once per (re)join and re-evaluates the gate every tick;
+* leader hints: a follower answers client calls with NotLeaderException carrying the leader's
+  peer id and its *client* address (``ozone.scm.client.port``), found by matching the leader's Raft
+  address against the configured SCMs; :meth:`leader_node` gives the edges every port.
+
+Raft timing defaults (``ozone.scm.ha.ratis.*``, docs/ha.md): tick 100 ms, election timeout 1 s
+randomised to [1 s, 2 s) (Ozone: 5 s fixed), pre-vote + check-quorum, snapshot every 1000
+entries, log purge ON keeping 10000 entries behind the snapshot (Ozone leaves purge off and the
+log grows, HDDS-3212).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from scm_server.conf import OzoneConfiguration, SCMNodeDetails
+from scm_server.exceptions import ConfigError, NotLeaderException, ResultCodes, SCMException
+from scm_server.ha.bootstrap import LocalSCM, resolve_local_scm
+from scm_server.ha.inter_scm_client import DownloadedCheckpoint, add_scm, download_checkpoint, get_roles
+from scm_server.ha.inter_scm_service import InterSCMService
+from scm_server.ha.scm_ha_manager_api import SCMHAHost
+from scm_server.ha.scm_state_machine import SCMStateMachine, Terminate, terminate_process
+from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
+from scm_server.metadata.storage_config import SCMStorageConfig
+from scm_server.proto import scm_ha_pb2, scm_ha_pb2_grpc, scm_ratis_pb2
+from scm_server.raft.core.types import ConfState, SnapshotMetadata
+from scm_server.raft.errors import NotLeaderError, ProposalQueueFullError, RaftStoppedError, RaftTimeoutError
+from scm_server.raft.server import RaftServer, RaftServerConfig
+from scm_server.raft.statemachine import ApplyRejected
+
+LOG = logging.getLogger(__name__)
+
+# Our defaults (Ozone's in brackets): faster failover, purge on.
+DEFAULT_TICK = "100ms"
+DEFAULT_ELECTION_TIMEOUT = "1s"  # [5s]
+DEFAULT_LOG_PURGE_GAP = 10000  # [1000000, purge disabled]
+ELECTION_TIMEOUT_KEY = "ozone.scm.ha.ratis.leader.election.timeout"
+
+
+def _duration_seconds(conf: OzoneConfiguration, key: str, default: str) -> float:
+    value = conf.get_duration(key) if conf.get_str(key) is not None else None
+    if value is None:
+        from scm_server.conf import parse_duration
+
+        value = parse_duration(key, default)
+    return value.total_seconds()
+
+
+def raft_config_from_conf(conf: OzoneConfiguration, local: LocalSCM, scm_id: str, storage_dir: Path) -> RaftServerConfig:
+    """Build the RaftServerConfig from ``ozone.scm.ha.ratis.*`` keys (documented in docs/ha.md)."""
+    tick = _duration_seconds(conf, "ozone.scm.ha.ratis.tick.interval", DEFAULT_TICK)
+    # Ozone ships 5s; our own default is 1s unless the key is set explicitly (site/env/override).
+    if conf.get_str(ELECTION_TIMEOUT_KEY) is not None and conf.source_of(ELECTION_TIMEOUT_KEY) != "default":
+        election = _duration_seconds(conf, ELECTION_TIMEOUT_KEY, DEFAULT_ELECTION_TIMEOUT)
+    else:
+        election = _duration_seconds(conf, "ozone.scm.ha.ratis.leader.election.timeout.min", DEFAULT_ELECTION_TIMEOUT)
+    if tick <= 0 or election < 2 * tick:
+        raise ConfigError(
+            f"{ELECTION_TIMEOUT_KEY}={election}s must be at least two ticks (ozone.scm.ha.ratis.tick.interval="
+            f"{tick}s); e.g. {ELECTION_TIMEOUT_KEY}=1s"
+        )
+    purge_enabled = conf.get_bool("ozone.scm.ha.ratis.log.purge.enabled", True)
+    purge_gap = conf.get_int("ozone.scm.ha.ratis.log.purge.gap", DEFAULT_LOG_PURGE_GAP) or 0
+    snapshot_threshold = conf.get_int("ozone.scm.ha.ratis.snapshot.threshold", 1000) or 1000
+    request_timeout = _duration_seconds(conf, "ozone.scm.ha.ratis.request.timeout", "30s")
+    return RaftServerConfig(
+        node_id=scm_id,
+        address=local.ratis_address,
+        storage_dir=storage_dir,
+        tick_interval=tick,
+        election_tick=max(2, round(election / tick)),
+        heartbeat_tick=1,
+        snapshot_threshold=snapshot_threshold,
+        log_purge_gap=purge_gap if purge_enabled else 1 << 62,
+        install_snapshot_mode="notify",
+        request_timeout=request_timeout,
+        fsync=bool(conf.get_bool("ozone.scm.ha.ratis.fsync", True)),
+        enable_fault_injection=bool(conf.get_bool("ozone.scm.ha.ratis.fault.injection.enabled", False)),
+    )
+
+
+class SCMHAManagerImpl:
+    """The Raft-backed :class:`~scm_server.ha.scm_ha_manager_api.SCMHAManager`."""
+
+    def __init__(
+        self,
+        conf: OzoneConfiguration,
+        storage_config: SCMStorageConfig,
+        metadata_store: Any = None,
+        *,
+        terminate: Terminate = terminate_process,
+        join_attempts: int = 30,
+        **_: Any,
+    ) -> None:
+        if storage_config.cluster_id is None or storage_config.scm_id is None:
+            raise SCMException(
+                ResultCodes.SCM_NOT_INITIALIZED,
+                "SCM storage is not initialized; run `ozone-scm scm --init` (primordial) or "
+                "`ozone-scm scm --bootstrap` first",
+            )
+        self.conf = conf
+        self.storage_config = storage_config
+        self.metadata_store = metadata_store
+        self.local = resolve_local_scm(conf)
+        self.cluster_id: str = storage_config.cluster_id
+        self.peer_id: str = storage_config.scm_id
+        self.node_id = self.local.node_id
+        self.state_machine = SCMStateMachine(self, terminate)
+        self.raft_config = raft_config_from_conf(conf, self.local, self.peer_id, self.local.raft_group_dir(self.cluster_id))
+        self.raft: RaftServer | None = None
+        self._host: SCMHAHost | None = None
+        self._client_id = uuid.uuid4().bytes
+        self._call_ids = itertools.count(1)
+        self._grpc: grpc.aio.Server | None = None
+        self.grpc_port = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._join_attempts = join_attempts
+        self._target_leader: str | None = None  # leader whose commit index we captured
+        self._running = False
+
+    # ---- wiring ----
+    def attach(self, scm: SCMHAHost) -> None:
+        self._host = scm
+        with contextlib.suppress(AttributeError):
+            scm.scm_context.set_leader_hint(self.get_leader)
+
+    @property
+    def host(self) -> SCMHAHost:
+        if self._host is None:
+            raise RuntimeError("SCMHAManagerImpl used before attach(scm)")
+        return self._host
+
+    @property
+    def transaction_buffer(self) -> SCMHADBTransactionBuffer:
+        return self.host.transaction_buffer
+
+    def checkpoint_work_dir(self) -> str:
+        path = self.local.snapshot_dir
+        path.mkdir(parents=True, exist_ok=True)
+        return str(path)
+
+    # ---- lifecycle ----
+    async def start(self) -> None:
+        host = self.host
+        del host
+        await self._start_inter_scm_server()
+        self.raft = RaftServer(self.raft_config, self.state_machine)
+        await self.raft.start()
+        self._running = True
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._monitor(), name=f"scm-ha-monitor-{self.node_id}"))
+        if not self.raft.conf.members():
+            await self._join_ring()
+
+    async def stop(self) -> None:
+        self._running = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._tasks = []
+        if self.raft is not None:
+            await self.raft.stop()
+        if self._host is not None:
+            with contextlib.suppress(Exception):
+                self._host.transaction_buffer.flush_if_needed()
+        if self._grpc is not None:
+            await self._grpc.stop(grace=0.5)
+            self._grpc = None
+
+    async def _start_inter_scm_server(self) -> None:
+        node = self.local.node
+        port = node.grpc_port if node is not None else int(self.conf.get_int("ozone.scm.grpc.port", 9895) or 9895)
+        host = node.host if node is not None else "0.0.0.0"
+        server = grpc.aio.server(
+            options=[("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+        )
+        scm_ha_pb2_grpc.add_InterSCMProtocolServiceServicer_to_server(InterSCMService(self), server)
+        try:
+            self.grpc_port = server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError as exc:
+            raise ConfigError(
+                f"cannot listen on {host}:{port} for the inter-SCM service (ozone.scm.grpc.port): {exc}"
+            ) from exc
+        await server.start()
+        self._grpc = server
+
+    async def _join_ring(self) -> None:
+        """First start of a bootstrapped SCM: ask the leader to add us (AddSCM), bounded."""
+        raft = self._raft()
+        addresses = [p.grpc_address for p in self.local.peers]
+        if not addresses:
+            raise SCMException(
+                ResultCodes.SCM_NOT_INITIALIZED,
+                f"SCM {self.node_id} has no Raft configuration and no other SCM is configured to join; "
+                "run `ozone-scm scm --init` on the primordial SCM",
+            )
+        request = scm_ha_pb2.AddScmRequestProto(
+            clusterId=self.cluster_id, scmId=self.peer_id, ratisAddr=self.raft_config.address, nodeId=self.node_id or ""
+        )
+        LOG.info("SCM %s (%s) has no Raft configuration: asking the leader to add it", self.node_id, self.peer_id)
+        accepted = await add_scm(addresses, request, attempts=self._join_attempts)
+        LOG.info("SCM %s added to the ring by %s (conf %s)", self.node_id, accepted, raft.conf.voters)
+
+    def _raft(self) -> RaftServer:
+        if self.raft is None:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "SCM HA manager is not started")
+        return self.raft
+
+    # ---- replication ----
+    async def submit_request(self, request: scm_ratis_pb2.SCMRatisRequestProto) -> scm_ratis_pb2.SCMRatisResponseProto:
+        raft = self._raft()
+        if not raft.is_leader:
+            raise self.not_leader_exception()
+        data = request.SerializeToString()
+        call_id = next(self._call_ids)
+        for attempt in range(2):
+            try:
+                result = await raft.submit(data, client_id=self._client_id, call_id=call_id)
+                break
+            except NotLeaderError as exc:
+                raise self.not_leader_exception(exc.leader_id) from exc
+            except ApplyRejected as exc:
+                return scm_ratis_pb2.SCMRatisResponseProto(errorResult=exc.code, errorMessage=exc.message)
+            except ProposalQueueFullError as exc:
+                raise SCMException(ResultCodes.TIMEOUT, f"Raft proposal queue is full; retry later ({exc})") from exc
+            except RaftTimeoutError as exc:
+                if attempt == 0 and raft.is_leader:
+                    continue  # same call id: the retry cache makes the retry exactly-once
+                raise SCMException(ResultCodes.TIMEOUT, f"replicated {request.method.name} timed out: {exc}") from exc
+            except RaftStoppedError as exc:
+                raise self.not_leader_exception() from exc
+        response = scm_ratis_pb2.SCMRatisResponseProto()
+        response.ParseFromString(result)
+        return response
+
+    # ---- leadership ----
+    def is_leader(self) -> bool:
+        return self.raft is not None and self.raft.is_leader
+
+    def current_term(self) -> int:
+        return self.raft.term if self.raft is not None else 0
+
+    def leader_peer_id(self) -> str | None:
+        if self.raft is None:
+            return None
+        return self.raft.leader_id or None
+
+    def node_of_peer(self, peer_id: str) -> SCMNodeDetails | None:
+        """The configured SCM whose Raft address matches ``peer_id``'s address in the Raft conf."""
+        if peer_id == self.peer_id:
+            return self.local.node
+        raft = self.raft
+        if raft is None:
+            return None
+        address = raft.conf.address_of(peer_id)
+        for node in self.local.ha.nodes:
+            if node.ratis_address == address:
+                return node
+        return None
+
+    def leader_node(self) -> SCMNodeDetails | None:
+        leader = self.leader_peer_id()
+        return self.node_of_peer(leader) if leader else None
+
+    def get_leader(self) -> tuple[str, str] | None:
+        """(leader peer id, leader's client address) if known."""
+        leader = self.leader_peer_id()
+        if not leader:
+            return None
+        node = self.node_of_peer(leader)
+        return leader, node.client_address if node is not None else ""
+
+    def not_leader_exception(self, leader_id: str | None = None) -> NotLeaderException:
+        leader = leader_id or self.leader_peer_id() or ""
+        node = self.node_of_peer(leader) if leader else None
+        return NotLeaderException(
+            f"SCM {self.node_id} ({self.peer_id}) is not the leader",
+            leader,
+            node.client_address if node is not None else "",
+        )
+
+    def on_leader_changed(self, leader_id: str, term: int) -> None:
+        host = self.host
+        if leader_id == self.peer_id:
+            LOG.info("SCM %s became leader in term %d", self.node_id, term)
+            host.on_become_leader(term)
+        else:
+            LOG.info("SCM %s: leader is now %s (term %d)", self.node_id, leader_id, term)
+
+    def on_leader_ready(self) -> None:
+        self.state_machine.mark_leader()
+        self.host.on_leader_ready()
+
+    def on_not_leader(self) -> None:
+        LOG.info("SCM %s stepped down", self.node_id)
+        self.host.on_step_down(self.current_term())
+
+    def on_configuration_changed(self, conf: ConfState) -> None:
+        LOG.info("SCM %s: Raft configuration voters=%s learners=%s", self.node_id, conf.voters, conf.learners)
+
+    def on_state_machine_ready(self) -> None:
+        hook = getattr(self._host, "on_state_machine_ready", None)
+        if callable(hook):
+            hook()
+
+    def is_state_machine_ready(self) -> bool:
+        """StateMachineReadyRule / datanode-report gate (HDDS-14989)."""
+        return self.state_machine.is_state_machine_ready
+
+    def dn_reports_ready(self) -> bool:
+        return self.state_machine.dn_reports_ready
+
+    async def _monitor(self) -> None:
+        """Capture the leader's commit index on (re)join and re-evaluate the gate every tick."""
+        tick = max(self.raft_config.tick_interval, 0.05)
+        last_ask = 0.0
+        loop = asyncio.get_running_loop()
+        while self._running:
+            await asyncio.sleep(tick * 2)
+            sm = self.state_machine
+            if sm.dn_reports_ready:
+                continue
+            raft = self.raft
+            if raft is None:
+                continue
+            leader = raft.leader_id
+            if not leader or leader == self.peer_id:
+                sm.check_catch_up()
+                continue
+            if sm.catch_up_target is None or self._target_leader != leader:
+                if loop.time() - last_ask < 0.5:
+                    continue
+                last_ask = loop.time()
+                node = self.node_of_peer(leader)
+                addresses = [node.grpc_address] if node is not None else [p.grpc_address for p in self.local.peers]
+                for address in addresses:
+                    try:
+                        roles = await get_roles(address, timeout=2.0)
+                    except grpc.aio.AioRpcError:
+                        continue
+                    if roles.answeredBy == leader or roles.leaderId == roles.answeredBy:
+                        self._target_leader = leader
+                        sm.set_catch_up_target(roles.commitIndex)
+                        LOG.info(
+                            "SCM %s: leader %s commit index %d captured; datanode reports wait until applied",
+                            self.node_id,
+                            leader,
+                            roles.commitIndex,
+                        )
+                        break
+            sm.check_catch_up()
+
+    # ---- membership / leadership admin ----
+    async def add_scm(self, scm_id: str, ratis_address: str, node_id: str = "") -> str:
+        raft = self._raft()
+        if scm_id in raft.conf.voters:
+            return f"SCM {scm_id} is already a member"
+        LOG.info("adding SCM %s (%s) at %s to the ring", node_id or "?", scm_id, ratis_address)
+        try:
+            await raft.add_member(scm_id, ratis_address, timeout=max(60.0, self.raft_config.request_timeout * 4))
+        except NotLeaderError as exc:
+            raise self.not_leader_exception(exc.leader_id) from exc
+        except RaftTimeoutError as exc:
+            raise SCMException(ResultCodes.TIMEOUT, str(exc)) from exc
+        return f"SCM {scm_id} added"
+
+    async def remove_scm(self, scm_id: str) -> str:
+        raft = self._raft()
+        if scm_id == self.peer_id or scm_id == raft.leader_id:
+            raise SCMException(
+                ResultCodes.INVALID_REQUEST,
+                f"Cannot remove current leader {scm_id}; transfer leadership first (`ozone-scm admin scm transfer`)",
+            )
+        if scm_id not in raft.conf.members():
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"SCM {scm_id} is not a member of the ring {raft.conf.voters}")
+        try:
+            await raft.remove_member(scm_id)
+        except NotLeaderError as exc:
+            raise self.not_leader_exception(exc.leader_id) from exc
+        except RaftTimeoutError as exc:
+            raise SCMException(ResultCodes.TIMEOUT, str(exc)) from exc
+        return f"SCM {scm_id} removed from the ring"
+
+    async def transfer_leadership(self, target: str | None) -> str:
+        raft = self._raft()
+        try:
+            return await raft.transfer_leadership(target)
+        except NotLeaderError as exc:
+            raise self.not_leader_exception(exc.leader_id) from exc
+        except ConfigError as exc:
+            raise SCMException(ResultCodes.INVALID_REQUEST, str(exc)) from exc
+        except RaftTimeoutError as exc:
+            raise SCMException(ResultCodes.TIMEOUT, f"leadership transfer to {target or 'any'} timed out: {exc}") from exc
+
+    # ---- roles ----
+    def peer_roles(self) -> list[str]:
+        return list(self.roles_proto().roles)
+
+    def roles_proto(self) -> scm_ha_pb2.ScmRatisRolesResponseProto:
+        raft = self.raft
+        resp = scm_ha_pb2.ScmRatisRolesResponseProto(answeredBy=self.peer_id, term=0, commitIndex=0, appliedIndex=0)
+        if raft is None:
+            return resp
+        st = raft.status()
+        resp.term = st.term
+        resp.commitIndex = st.commit_index
+        resp.appliedIndex = st.applied_index
+        resp.leaderId = st.leader_id
+        for peer in st.conf.members():
+            address = st.conf.address_of(peer)
+            host, _, port = address.rpartition(":")
+            if peer == st.leader_id:
+                role = "LEADER"
+            elif peer in st.conf.learners:
+                role = "LEARNER"
+            else:
+                role = "FOLLOWER"
+            node = self.node_of_peer(peer)
+            p = scm_ha_pb2.ScmPeerRoleProto(
+                host=host, ratisPort=int(port or 0), role=role, peerId=peer, nodeId=node.node_id if node else ""
+            )
+            if node is not None:
+                p.clientAddress = node.client_address
+                p.grpcAddress = node.grpc_address
+            if st.peers and peer in st.peers:
+                p.matchIndex = st.peers[peer]
+                p.lag = max(0, st.commit_index - st.peers[peer])
+            elif peer == self.peer_id:
+                p.matchIndex = st.last_index
+                p.lag = max(0, st.commit_index - st.applied_index)
+            resp.peers.append(p)
+            resp.roles.append(f"{host}:{port}:{role}:{peer}")
+        return resp
+
+    # ---- snapshot install support ----
+    async def pause_for_install(self) -> None:
+        return None
+
+    async def download_checkpoint_from_leader(
+        self, leader_id: str, leader_address: str, meta: SnapshotMetadata
+    ) -> DownloadedCheckpoint:
+        """Try the leader's inter-SCM service first, then any other configured SCM."""
+        addresses: list[str] = []
+        node = self.node_of_peer(leader_id) if leader_id else None
+        if node is None and leader_address:
+            for n in self.local.ha.nodes:
+                if n.ratis_address == leader_address:
+                    node = n
+        if node is not None:
+            addresses.append(node.grpc_address)
+        addresses += [p.grpc_address for p in self.local.peers if p.grpc_address not in addresses]
+        errors: list[str] = []
+        dest = Path(self.checkpoint_work_dir())
+        for address in addresses:
+            try:
+                ck = await download_checkpoint(address, self.cluster_id, dest)
+            except (SCMException, OSError) as exc:
+                errors.append(f"{address}: {exc}")
+                continue
+            if ck.transaction_info.index < meta.index:
+                errors.append(f"{address}: checkpoint at {ck.transaction_info.index} < snapshot index {meta.index}")
+                import shutil
+
+                shutil.rmtree(ck.db_path.parent.parent, ignore_errors=True)
+                continue
+            return ck
+        raise SCMException(
+            ResultCodes.IO_EXCEPTION,
+            f"could not download a checkpoint at index >= {meta.index} from {', '.join(addresses)}: {'; '.join(errors)}",
+        )
