@@ -1,0 +1,497 @@
+"""Peer-to-peer transport of the Raft driver on grpc.aio (proto/raft.proto, service ``RaftPeer``).
+
+Where it sits: the driver (:mod:`scm_server.raft.server`) hands every Ready's messages to
+:meth:`RaftTransport.send` AFTER the Ready was persisted; inbound messages are handed to the
+driver's :class:`TransportHandler`, which steps them into the core.
+
+Design (etcd rafthttp / Ratis ``appendEntries`` stream, adapted):
+
+* One long-lived client stream per destination (``Deliver``) carries batched core messages:
+  AppendEntries with many entries, heartbeats and every response. Messages queued while a write is
+  in flight go out together in the next batch, so there is no per-message RPC nor asyncio task.
+  Responses flow back on the destination's own stream to us.
+* Votes, pre-votes and TimeoutNow are unary calls (``RequestVote``/``TimeoutNow``) so an election
+  never waits behind a large append batch.
+* InstallSnapshot is a client stream of chunks: the SNAPSHOT message first, then the state
+  machine's data in chunked mode (nothing more in notification mode); the driver reports the
+  outcome to the core (``report_snapshot``).
+* Channels are created from unresolved "host:port" strings (gRPC re-resolves DNS on reconnect,
+  HDDS-15514) and re-created with exponential backoff after a failure; a failed send reports the
+  peer unreachable so the leader falls back to probing. Messages are never retried: Raft tolerates
+  loss, and retrying stale messages only adds load.
+* TLS: with a :class:`TlsConfig`, the server requires client certificates (mutual TLS) and the
+  channels present ours; otherwise plain insecure channels.
+* Fault injection (tests): :class:`~scm_server.raft.faults.NetworkFaults` decides per outbound
+  message drop/delay/cut and per inbound batch whether the source is cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+import grpc.aio
+
+from scm_server.proto import raft_pb2, raft_pb2_grpc
+from scm_server.raft.core.types import (
+    ConfState,
+    Entry,
+    EntryType,
+    Message,
+    MessageType,
+    Snapshot,
+    SnapshotMetadata,
+)
+from scm_server.raft.faults import NetworkFaults
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 64 << 20
+SNAPSHOT_CHUNK_BYTES = 1 << 20
+_BATCH_MAX_MESSAGES = 512
+_QUEUE_LIMIT = 8192  # messages waiting per peer before the oldest are dropped
+_UNARY_TYPES = frozenset({MessageType.VOTE, MessageType.PRE_VOTE, MessageType.TIMEOUT_NOW})
+_ETYPES = {int(t): t for t in EntryType}
+_MTYPES = {int(t): t for t in MessageType}
+
+CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+SERVER_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.so_reuseport", 0),
+]
+
+
+# ---------------------------------------------------------------------------- TLS
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """PEM files for mutual TLS between Raft peers (and their clients)."""
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path
+
+    def _read(self) -> tuple[bytes, bytes, bytes]:
+        return (Path(self.cert_file).read_bytes(), Path(self.key_file).read_bytes(), Path(self.ca_file).read_bytes())
+
+    def server_credentials(self) -> grpc.ServerCredentials:
+        cert, key, ca = self._read()
+        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        cert, key, ca = self._read()
+        return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+def make_channel(address: str, tls: TlsConfig | None = None) -> grpc.aio.Channel:
+    """A channel to an unresolved host:port (never a pre-resolved IP: gRPC re-resolves on reconnect)."""
+    if tls is not None:
+        return grpc.aio.secure_channel(address, tls.channel_credentials(), options=CHANNEL_OPTIONS)
+    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+def add_port(server: grpc.aio.Server, address: str, tls: TlsConfig | None = None) -> int:
+    if tls is not None:
+        return server.add_secure_port(address, tls.server_credentials())
+    return server.add_insecure_port(address)
+
+
+# ---------------------------------------------------------------------------- conversions
+def conf_to_proto(conf: ConfState) -> raft_pb2.ConfStateProto:
+    return raft_pb2.ConfStateProto(
+        voters=list(conf.voters),
+        learners=list(conf.learners),
+        addresses=[raft_pb2.PeerAddressProto(node_id=n, address=a) for n, a in conf.addresses],
+    )
+
+
+def conf_from_proto(p: raft_pb2.ConfStateProto) -> ConfState:
+    return ConfState(
+        voters=tuple(p.voters),
+        learners=tuple(p.learners),
+        addresses=tuple((a.node_id, a.address) for a in p.addresses),
+    )
+
+
+def meta_to_proto(meta: SnapshotMetadata) -> raft_pb2.SnapshotMetadataProto:
+    return raft_pb2.SnapshotMetadataProto(index=meta.index, term=meta.term, conf_state=conf_to_proto(meta.conf_state))
+
+
+def meta_from_proto(p: raft_pb2.SnapshotMetadataProto) -> SnapshotMetadata:
+    return SnapshotMetadata(index=p.index, term=p.term, conf_state=conf_from_proto(p.conf_state))
+
+
+def message_to_proto(m: Message) -> raft_pb2.MessageProto:
+    EP = raft_pb2.EntryProto
+    p = raft_pb2.MessageProto(
+        type=int(m.type),
+        to=m.to,
+        term=m.term,
+        log_term=m.log_term,
+        index=m.index,
+        entries=[EP(term=e.term, index=e.index, type=int(e.type), data=e.data) for e in m.entries],
+        commit=m.commit,
+        reject=m.reject,
+        reject_hint=m.reject_hint,
+        context=m.context,
+        pre_vote=m.type in (MessageType.PRE_VOTE, MessageType.PRE_VOTE_RESP),
+    )
+    setattr(p, "from", m.frm)
+    if m.snapshot is not None:
+        p.snapshot.CopyFrom(meta_to_proto(m.snapshot.metadata))
+    return p
+
+
+def message_from_proto(p: raft_pb2.MessageProto) -> Message:
+    etypes = _ETYPES
+    return Message(
+        type=_MTYPES[p.type],
+        to=p.to,
+        frm=getattr(p, "from"),
+        term=p.term,
+        log_term=p.log_term,
+        index=p.index,
+        entries=tuple(Entry(term=e.term, index=e.index, type=etypes[e.type], data=e.data) for e in p.entries),
+        commit=p.commit,
+        snapshot=Snapshot(metadata=meta_from_proto(p.snapshot)) if p.HasField("snapshot") else None,
+        reject=p.reject,
+        reject_hint=p.reject_hint,
+        context=p.context,
+    )
+
+
+# ---------------------------------------------------------------------------- handler
+class TransportHandler(Protocol):
+    """What the transport needs from the driver."""
+
+    def on_messages(self, messages: list[Message]) -> None: ...
+
+    async def on_snapshot(self, message: Message, chunks: AsyncIterator[bytes]) -> None:
+        """Receive an InstallSnapshot (message + data chunks); raise to reject it."""
+        ...
+
+    def snapshot_data(self) -> AsyncIterator[bytes] | None:
+        """Leader side: the data stream of the latest snapshot (chunked mode), or None (notify mode)."""
+        ...
+
+    def report_unreachable(self, peer: str) -> None: ...
+
+    def report_snapshot(self, peer: str, ok: bool) -> None: ...
+
+
+# ---------------------------------------------------------------------------- outbound
+class _Peer:
+    """Outbound path to one destination: a queue drained into a long-lived Deliver stream."""
+
+    def __init__(self, transport: RaftTransport, node_id: str, address: str) -> None:
+        self.transport = transport
+        self.node_id = node_id
+        self.address = address
+        self.queue: collections.deque[Message] = collections.deque()
+        self.wakeup = asyncio.Event()
+        self.channel: grpc.aio.Channel | None = None
+        self.stub: raft_pb2_grpc.RaftPeerStub | None = None
+        self.snapshot_task: asyncio.Task[None] | None = None
+        self.closed = False
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-peer-{node_id}")
+
+    def enqueue(self, m: Message) -> None:
+        if self.closed:
+            return
+        q = self.queue
+        if len(q) >= _QUEUE_LIMIT:
+            q.popleft()  # drop the oldest: Raft retransmits what matters
+        q.append(m)
+        self.wakeup.set()
+
+    def _ensure_channel(self) -> raft_pb2_grpc.RaftPeerStub:
+        if self.stub is None:
+            self.channel = make_channel(self.address, self.transport.tls)
+            self.stub = raft_pb2_grpc.RaftPeerStub(self.channel)
+        return self.stub
+
+    async def _reset_channel(self) -> None:
+        ch, self.channel, self.stub = self.channel, None, None
+        if ch is not None:
+            with contextlib.suppress(Exception):
+                await ch.close(grace=None)
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while not self.closed:
+            call: Any = None
+            try:
+                stub = self._ensure_channel()
+                call = stub.Deliver()
+                while not self.closed:
+                    if not self.queue:
+                        self.wakeup.clear()
+                        await self.wakeup.wait()
+                        continue
+                    batch = raft_pb2.MessageBatch()
+                    msgs = batch.messages
+                    q = self.queue
+                    n = 0
+                    while q and n < _BATCH_MAX_MESSAGES:
+                        msgs.append(message_to_proto(q.popleft()))
+                        n += 1
+                    await call.write(batch)
+                    backoff = 0.05
+            except asyncio.CancelledError:
+                if call is not None:
+                    call.cancel()
+                raise
+            except Exception as exc:
+                if self.closed:
+                    break
+                log.debug("raft stream to %s (%s) failed: %s", self.node_id, self.address, exc)
+                if call is not None:
+                    call.cancel()
+                self.queue.clear()
+                self.transport.handler.report_unreachable(self.node_id)
+                await self._reset_channel()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    def send_unary(self, m: Message) -> None:
+        async def go() -> None:
+            try:
+                stub = self._ensure_channel()
+                p = message_to_proto(m)
+                timeout = self.transport.unary_timeout
+                if m.type == MessageType.TIMEOUT_NOW:
+                    await stub.TimeoutNow(p, timeout=timeout)
+                else:
+                    await stub.RequestVote(p, timeout=timeout)
+            except Exception as exc:
+                log.debug("raft %s to %s failed: %s", m.type.name, self.node_id, exc)
+
+        self.transport._spawn(go())
+
+    def send_snapshot(self, m: Message) -> None:
+        if self.snapshot_task is not None and not self.snapshot_task.done():
+            return  # one snapshot at a time per follower; the core re-sends if needed
+        self.snapshot_task = self.transport._spawn(self._send_snapshot(m))
+
+    async def _send_snapshot(self, m: Message) -> None:
+        transport = self.transport
+        ok = False
+        try:
+            stub = self._ensure_channel()
+            data = transport.handler.snapshot_data()
+
+            async def chunks() -> AsyncIterator[raft_pb2.SnapshotChunk]:
+                yield raft_pb2.SnapshotChunk(message=message_to_proto(m), done=data is None)
+                if data is None:
+                    return
+                offset = 0
+                async for piece in data:
+                    for i in range(0, len(piece), SNAPSHOT_CHUNK_BYTES):
+                        part = piece[i : i + SNAPSHOT_CHUNK_BYTES]
+                        yield raft_pb2.SnapshotChunk(offset=offset, data=part, crc32=zlib.crc32(part))
+                        offset += len(part)
+                yield raft_pb2.SnapshotChunk(offset=offset, done=True)
+
+            reply = await stub.InstallSnapshot(chunks(), timeout=transport.snapshot_timeout)
+            ok = reply.accepted
+            if not ok:
+                log.warning("follower %s rejected snapshot %d: %s", self.node_id, m.snapshot.metadata.index if m.snapshot else 0, reply.error)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("sending snapshot to %s failed: %s", self.node_id, exc)
+        transport.handler.report_snapshot(self.node_id, ok)
+
+    async def close(self) -> None:
+        self.closed = True
+        self.wakeup.set()
+        self.task.cancel()
+        if self.snapshot_task is not None:
+            self.snapshot_task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
+        await self._reset_channel()
+
+
+class RaftTransport:
+    """Sends core messages to peers and feeds inbound ones to the handler (see module docstring)."""
+
+    def __init__(
+        self,
+        node_id: str,
+        handler: TransportHandler,
+        *,
+        tls: TlsConfig | None = None,
+        faults: NetworkFaults | None = None,
+        unary_timeout: float = 5.0,
+        snapshot_timeout: float = 600.0,
+    ) -> None:
+        self.node_id = node_id
+        self.handler = handler
+        self.tls = tls
+        self.faults = faults
+        self.unary_timeout = unary_timeout
+        self.snapshot_timeout = snapshot_timeout
+        self._peers: dict[str, _Peer] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    # ---- peers
+    def update_peers(self, addresses: dict[str, str]) -> None:
+        """Set the destinations (node id -> host:port), excluding ourselves; re-create changed ones."""
+        wanted = {n: a for n, a in addresses.items() if n != self.node_id and a}
+        for nid in list(self._peers):
+            if nid not in wanted or wanted[nid] != self._peers[nid].address:
+                peer = self._peers.pop(nid)
+                self._spawn(peer.close())
+        for nid, addr in wanted.items():
+            if nid not in self._peers:
+                self._peers[nid] = _Peer(self, nid, addr)
+
+    def peer_address(self, node_id: str) -> str:
+        p = self._peers.get(node_id)
+        return p.address if p is not None else ""
+
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ---- outbound
+    def send(self, messages: Sequence[Message]) -> None:
+        faults = self.faults
+        loop: asyncio.AbstractEventLoop | None = None
+        for m in messages:
+            peer = self._peers.get(m.to)
+            if peer is None:
+                continue
+            if faults is not None and faults.active:
+                delay = faults.outbound(m.to)
+                if delay is None:
+                    continue
+                if delay > 0:
+                    loop = loop or asyncio.get_running_loop()
+                    loop.call_later(delay, self._dispatch, peer, m)
+                    continue
+            self._dispatch(peer, m)
+
+    def _dispatch(self, peer: _Peer, m: Message) -> None:
+        if peer.closed:
+            return
+        t = m.type
+        if t in _UNARY_TYPES:
+            peer.send_unary(m)
+        elif t == MessageType.SNAPSHOT:
+            peer.send_snapshot(m)
+        else:
+            peer.enqueue(m)
+
+    # ---- inbound
+    def _accept(self, frm: str) -> bool:
+        f = self.faults
+        return f is None or not f.active or f.inbound_allowed(frm)
+
+    def deliver_inbound(self, msgs: list[Message]) -> None:
+        accepted = [m for m in msgs if m.to == self.node_id and self._accept(m.frm)]
+        if accepted:
+            self.handler.on_messages(accepted)
+
+    def servicer(self) -> raft_pb2_grpc.RaftPeerServicer:
+        return _PeerServicer(self)
+
+    async def close(self) -> None:
+        self._closed = True
+        peers, self._peers = list(self._peers.values()), {}
+        for p in peers:
+            await p.close()
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await t
+
+
+class _PeerServicer(raft_pb2_grpc.RaftPeerServicer):
+    def __init__(self, transport: RaftTransport) -> None:
+        self.t = transport
+
+    async def Deliver(
+        self, request_iterator: AsyncIterator[raft_pb2.MessageBatch], context: grpc.aio.ServicerContext
+    ) -> raft_pb2.DeliverAck:
+        conv = message_from_proto
+        deliver = self.t.deliver_inbound
+        async for batch in request_iterator:
+            deliver([conv(p) for p in batch.messages])
+        return raft_pb2.DeliverAck()
+
+    async def RequestVote(
+        self, request: raft_pb2.MessageProto, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.DeliverAck:
+        self.t.deliver_inbound([message_from_proto(request)])
+        return raft_pb2.DeliverAck()
+
+    async def TimeoutNow(
+        self, request: raft_pb2.MessageProto, context: grpc.aio.ServicerContext
+    ) -> raft_pb2.DeliverAck:
+        self.t.deliver_inbound([message_from_proto(request)])
+        return raft_pb2.DeliverAck()
+
+    async def InstallSnapshot(
+        self, request_iterator: AsyncIterator[raft_pb2.SnapshotChunk], context: grpc.aio.ServicerContext
+    ) -> raft_pb2.InstallSnapshotReply:
+        it = request_iterator.__aiter__()
+        try:
+            first = await it.__anext__()
+        except StopAsyncIteration:
+            return raft_pb2.InstallSnapshotReply(accepted=False, error="empty InstallSnapshot stream")
+        msg = message_from_proto(first.message)
+        if msg.to != self.t.node_id or not self.t._accept(msg.frm):
+            return raft_pb2.InstallSnapshotReply(accepted=False, error="not accepted by fault injection or wrong node")
+        done = first.done
+
+        async def chunks() -> AsyncIterator[bytes]:
+            nonlocal done
+            expected = 0
+            while not done:
+                try:
+                    c = await it.__anext__()
+                except StopAsyncIteration:
+                    raise ValueError("InstallSnapshot stream ended before the final chunk") from None
+                if c.data:
+                    if c.offset != expected:
+                        raise ValueError(f"snapshot chunk at offset {c.offset}, expected {expected}")
+                    if zlib.crc32(c.data) != c.crc32:
+                        raise ValueError(f"snapshot chunk at offset {c.offset} fails its CRC32 check")
+                    expected += len(c.data)
+                    yield c.data
+                done = c.done
+
+        try:
+            await self.t.handler.on_snapshot(msg, chunks())
+        except Exception as exc:
+            log.warning("rejecting snapshot from %s: %s", msg.frm, exc)
+            return raft_pb2.InstallSnapshotReply(accepted=False, error=str(exc))
+        return raft_pb2.InstallSnapshotReply(accepted=True)
+
+
+OnMessages = Callable[[list[Message]], None]
