@@ -7,7 +7,7 @@ messages breadth-first until the network is quiet, honouring dropped links.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from scm_server.raft.core.rawnode import Config, RawNode
@@ -64,6 +64,7 @@ class Cluster:
     dropped: set[tuple[NodeId, NodeId]] = field(default_factory=set)
     drop_types: set[MessageType] = field(default_factory=set)
     delivered: list[Message] = field(default_factory=list)
+    filter: Callable[[Message], bool] | None = None  # returns True to drop a message
 
     @staticmethod
     def of(n: int, **cfg: object) -> Cluster:
@@ -99,6 +100,8 @@ class Cluster:
         return out
 
     def blocked(self, m: Message) -> bool:
+        if self.filter is not None and self.filter(m):
+            return True
         return (m.frm, m.to) in self.dropped or m.type in self.drop_types or m.to not in self.nodes
 
     def deliver(self, msgs: Iterable[Message], limit: int = 100_000) -> None:
@@ -113,6 +116,16 @@ class Cluster:
             self.delivered.append(m)
             self.nodes[m.to].step(m)
             queue.extend(self.process(m.to))
+
+    def step_one(self, queue: list[Message]) -> Message | None:
+        """Deliver the first message of queue (appending the replies); None if it was dropped."""
+        m = queue.pop(0)
+        if self.blocked(m):
+            return None
+        self.delivered.append(m)
+        self.nodes[m.to].step(m)
+        queue.extend(self.process(m.to))
+        return m
 
     def settle(self) -> None:
         """Process every node's Ready and deliver until quiet."""
