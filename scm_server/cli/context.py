@@ -1,0 +1,49 @@
+"""Shared CLI state: the loaded configuration and how to reach SCM.
+
+Kept apart from ``main.py`` so every command module (and HA's ``admin_scm.py``) can import it
+without importing the whole command tree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import click
+
+from scm_server.client.config import SCMClientConfig
+from scm_server.client.scm_client import parse_addresses
+from scm_server.client.sync import SyncSCMClient
+from scm_server.conf import OzoneConfiguration
+from scm_server.server import endpoints
+
+
+@dataclasses.dataclass
+class CliContext:
+    conf_dir: Path | None
+    _conf: OzoneConfiguration | None = None
+    scm_override: str | None = None
+
+    @property
+    def conf(self) -> OzoneConfiguration:
+        if self._conf is None:
+            self._conf = OzoneConfiguration.load(self.conf_dir)
+        return self._conf
+
+    def scm_addresses(self, protocol: endpoints.Protocol = endpoints.Protocol.CLIENT) -> list[str]:
+        """``--scm`` if given, else every SCM's address for ``protocol`` from the configuration."""
+        if self.scm_override:
+            try:
+                return parse_addresses(self.scm_override)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--scm") from exc
+        return endpoints.protocol_addresses(self.conf.get_str, protocol)
+
+    def client_config(self) -> SCMClientConfig:
+        return SCMClientConfig.from_getter(self.conf.get_str)
+
+    def client(self) -> SyncSCMClient:
+        return SyncSCMClient(self.scm_addresses(), self.client_config())
+
+
+pass_ctx = click.make_pass_decorator(CliContext)

@@ -1,0 +1,104 @@
+"""``ozone-scm datanode-sim``: run N simulated datanodes against one or more SCMs until Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+import click
+from rich.live import Live
+from rich.table import Table
+
+from scm_server.cli.context import CliContext, pass_ctx
+from scm_server.client.config import parse_duration_seconds
+from scm_server.client.scm_client import parse_addresses
+from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.proto import hdds_pb2
+from scm_server.server import endpoints
+
+
+def _status_table(sim: DatanodeSimulator) -> Table:
+    table = Table(title=f"{len(sim.datanodes)} simulated datanode(s) -> {', '.join(sim.scm_addresses)}")
+    for col in ("host", "rack", "endpoints", "heartbeats", "containers", "pipelines", "op state", "last error"):
+        table.add_column(col)
+    for dn in sim.datanodes:
+        table.add_row(
+            dn.hostname,
+            dn.rack,
+            " ".join(ep.state.value for ep in dn.endpoints),
+            str(sum(ep.heartbeats for ep in dn.endpoints)),
+            str(len(dn.containers)),
+            str(len(dn.pipelines)),
+            hdds_pb2.NodeOperationalState.Name(dn.op_state),  # type: ignore[arg-type]
+            next((ep.last_error or ep.register_error for ep in dn.endpoints if ep.last_error or ep.register_error), "")[:60],
+        )
+    return table
+
+
+@click.command("datanode-sim")
+@click.option("--count", "-n", default=5, show_default=True, help="Number of simulated datanodes.")
+@click.option("--scm", "scm", default=None, metavar="HOST:PORT[,HOST:PORT]",
+              help="SCM datanode-protocol address(es); default: every SCM's ozone.scm.datanode.port.")
+@click.option("--admin-scm", default=None, metavar="HOST:PORT[,...]",
+              help="SCM client address(es) for --containers-per-node (default from config).")
+@click.option("--heartbeat-interval", default="1s", show_default=True, help="e.g. 500ms, 1s, 30s.")
+@click.option("--racks", default=2, show_default=True)
+@click.option("--containers-per-node", default=0, show_default=True,
+              help="Allocate containers through SCM once out of safemode and hold their replicas.")
+@click.option("--container-size", default=None, help="Bytes (default ozone.scm.container.size).")
+@click.option("--prefix", default="sim-dn", show_default=True, help="Hostname prefix.")
+@click.option("--duration", default=0.0, help="Seconds to run (0 = until Ctrl-C).")
+@pass_ctx
+def datanode_sim(
+    ctx: CliContext, count: int, scm: str | None, admin_scm: str | None, heartbeat_interval: str, racks: int,
+    containers_per_node: int, container_size: str | None, prefix: str, duration: float,
+) -> None:
+    """Run simulated datanodes that talk the real gRPC datanode protocol to every SCM."""
+    try:
+        dn_addresses = parse_addresses(scm) if scm else endpoints.protocol_addresses(
+            ctx.conf.get_str, endpoints.Protocol.DATANODE
+        )
+        admin_addresses = parse_addresses(admin_scm) if admin_scm else endpoints.protocol_addresses(
+            ctx.conf.get_str, endpoints.Protocol.CLIENT
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    interval = parse_duration_seconds("--heartbeat-interval", heartbeat_interval)
+    size = int(container_size) if container_size else (ctx.conf.get_size("ozone.scm.container.size") or 5 << 30)
+    asyncio.run(_run(dn_addresses, admin_addresses, count, interval, racks, containers_per_node, size, prefix, duration))
+
+
+async def _run(
+    dn_addresses: list[str], admin_addresses: list[str], count: int, interval: float, racks: int,
+    containers_per_node: int, size: int, prefix: str, duration: float,
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    sim = DatanodeSimulator(
+        dn_addresses, count, heartbeat_interval=interval, racks=racks, container_size=size,
+        admin_addresses=admin_addresses, name_prefix=prefix,
+    )
+    await sim.start()
+    populated = containers_per_node <= 0
+    deadline = loop.time() + duration if duration > 0 else None
+    try:
+        with Live(_status_table(sim), refresh_per_second=2) as live:
+            while not stop.is_set():
+                if deadline is not None and loop.time() >= deadline:
+                    break
+                if not populated and sim.registered() == count:
+                    from scm_server.client.scm_client import SCMClient
+
+                    async with SCMClient(admin_addresses) as admin:
+                        if not (await admin.in_safe_mode()).in_safe_mode:
+                            await sim.populate(containers_per_node)
+                            populated = True
+                live.update(_status_table(sim))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=1.0)
+    finally:
+        await sim.stop()

@@ -1,0 +1,165 @@
+"""``ozone-scm local run``: the main job — a local SCM cluster with simulated datanodes.
+
+Steps: lay out ``./run-data`` (config + metadata per SCM), ``scm --init`` (and ``--bootstrap``
+for HA nodes), start each SCM as its own process, start N simulated datanodes (in this
+process, over gRPC), wait until SCM leaves safemode and pipelines are OPEN, run a short
+block-allocation workload (and simulated writes into the allocated containers), then print a
+summary and where to look. ``run_local(num_scms=...)`` is the reusable entry point; the HA
+issue runs it with 3 SCMs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from scm_server.cli import throughput
+from scm_server.cli.local_cluster import LocalCluster
+from scm_server.cli.output import console
+from scm_server.client.scm_client import SCMClient
+from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.proto import hdds_pb2
+
+
+@click.group()
+def local() -> None:
+    """Local cluster on loopback (the embedded default)."""
+
+
+@local.command("run")
+@click.option("--scms", "num_scms", default=1, show_default=True, help="Number of SCM processes.")
+@click.option("--datanodes", default=5, show_default=True)
+@click.option("--racks", default=2, show_default=True)
+@click.option("--blocks", default=2000, show_default=True, help="Blocks to allocate in the workload.")
+@click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
+@click.option("--exit-after", is_flag=True, help="Stop everything after the workload instead of waiting for Ctrl-C.")
+@click.option("--keep-data", is_flag=True, help="Reuse an existing --data-dir instead of starting fresh.")
+def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: Path, exit_after: bool,
+              keep_data: bool) -> None:
+    """Start SCM(s) + simulated datanodes, run a block workload, print where to look."""
+    run_local(num_scms, datanodes, racks, blocks, data_dir, exit_after, keep_data)
+
+
+def run_local(
+    num_scms: int = 1, datanodes: int = 5, racks: int = 2, blocks: int = 2000,
+    data_dir: Path = Path("run-data"), exit_after: bool = False, keep_data: bool = False,
+) -> None:
+    if data_dir.exists() and not keep_data:
+        shutil.rmtree(data_dir)
+    cluster = LocalCluster(
+        data_dir.resolve(), num_scms,
+        settings={
+            "hdds.scm.safemode.min.datanode": str(min(datanodes, 3)),
+            "ozone.scm.stale.node.interval": "10s",
+            "ozone.scm.dead.node.interval": "20s",
+            "hdds.scm.replication.thread.interval": "3s",
+        },
+    )
+    cluster.write_configs()
+    with console.status(f"initialising {num_scms} SCM(s) under {data_dir}"):
+        cluster.init()
+    try:
+        with console.status("starting SCM process(es)"):
+            cluster.start_all()
+            for i in range(num_scms):
+                cluster.wait_serving(i)
+        asyncio.run(_workload(cluster, datanodes, racks, blocks, exit_after))
+    finally:
+        with console.status("stopping SCM process(es)"):
+            cluster.stop_all()
+
+
+async def _workload(cluster: LocalCluster, datanodes: int, racks: int, blocks: int, exit_after: bool) -> None:
+    sim = DatanodeSimulator(
+        cluster.datanode_addresses, datanodes, heartbeat_interval=0.5, racks=racks,
+        admin_addresses=cluster.client_addresses, container_report_interval=30,
+    )
+    await sim.start()
+    try:
+        async with SCMClient(cluster.client_addresses) as admin:
+            with console.status("waiting for datanodes to register, safemode exit and OPEN pipelines"):
+                await _wait_ready(admin, sim, timeout=90)
+            with console.status(f"allocating {blocks} blocks"):
+                result, ids = await throughput.bench_allocate_blocks(admin, blocks, 8, 4 * 1024 * 1024)
+                containers = sorted({cid for cid, _ in ids})
+                for cid in containers:
+                    await sim.write_to_container(cid, 4 * 1024 * 1024 * 16, 16)
+            duplicates = len(ids) - len(set(ids))
+            await _summary(cluster, admin, sim, result, len(containers), duplicates)
+            if not exit_after:
+                console.print("\nRunning; press Ctrl-C to stop.")
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    with contextlib.suppress(NotImplementedError):
+                        loop.add_signal_handler(sig, stop.set)
+                await stop.wait()
+    finally:
+        await sim.stop()
+
+
+async def _wait_ready(admin: SCMClient, sim: DatanodeSimulator, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            safe = await admin.in_safe_mode()
+            pipelines = await admin.list_pipelines()
+            open_three = [p for p in pipelines if p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE]
+            if sim.registered() == len(sim.datanodes) and not safe.in_safe_mode and open_three:
+                return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise click.ClickException("the cluster did not become ready in time (see run-data/*/scm.log)")
+        await asyncio.sleep(0.3)
+
+
+async def _summary(
+    cluster: LocalCluster, admin: SCMClient, sim: DatanodeSimulator, result: throughput.BenchResult,
+    containers: int, duplicates: int,
+) -> None:
+    info = await admin.get_scm_info()
+    nodes = await admin.query_nodes()
+    pipelines = await admin.list_pipelines()
+    report = await admin.replication_manager_report()
+    table = Table(title="Local SCM cluster")
+    table.add_column("what")
+    table.add_column("value")
+    table.add_row("cluster id", info.clusterId)
+    table.add_row("SCMs", ", ".join(info.peerRoles) or str(cluster.num_scms))
+    healthy = sum(1 for n in nodes if n.nodeStates and n.nodeStates[0] == hdds_pb2.HEALTHY)
+    table.add_row("datanodes", f"{len(nodes)} registered, {healthy} HEALTHY, racks {sim.racks}")
+    table.add_row("pipelines", ", ".join(
+        f"{hdds_pb2.PipelineState.Name(s)}={sum(1 for p in pipelines if p.state == s)}"
+        for s in sorted({p.state for p in pipelines})
+    ))
+    stats = {c.key: c.count for c in report.stat}
+    table.add_row("containers", ", ".join(f"{k}={v}" for k, v in stats.items() if v) or "-")
+    table.add_row(
+        "workload",
+        f"{result.operations} blocks in {result.seconds:.2f}s = {result.ops_per_second:,.0f} blocks/s "
+        f"(p50 {result.percentile(50):.2f} ms, p99 {result.percentile(99):.2f} ms) into {containers} containers; "
+        f"duplicate block ids: {duplicates}",
+    )
+    console.print(table)
+    where = Table(title="Where to look")
+    where.add_column("SCM")
+    where.add_column("admin (ozone-scm admin --scm)")
+    where.add_column("web")
+    where.add_column("metrics")
+    for s in cluster.scms:
+        where.add_row(s.node_id or "scm", s.client_address, s.http_url + "/", s.http_url + "/prom")
+    console.print(where)
+    console.print(
+        f"Try: ozone-scm admin --scm {','.join(cluster.client_addresses)} container report\n"
+        f"     ozone-scm --conf {cluster.scms[0].conf_dir} admin datanode list\n"
+        f"Logs: {', '.join(str(s.log_path) for s in cluster.scms)}"
+    )

@@ -1,0 +1,317 @@
+"""A local SCM cluster as separate processes on loopback: config generation, init, start, kill.
+
+Used by ``ozone-scm local run`` (the main job) and by the integration tests, which need a REAL
+SCM daemon process (``python -m scm_server.cli.main scm``) with short intervals. Everything
+binds 127.0.0.1 with ports picked free at runtime. ``num_scms`` > 1 lays out an Ozone HA
+service (``ozone.scm.service.ids``, ``ozone.scm.nodes.<svc>``, per-node port suffix keys,
+``ozone.scm.primordial.node.id``) and runs ``scm --init`` and ``scm --bootstrap`` on every node,
+as Ozone's auto-bootstrap does.
+
+Synchronous on purpose (subprocess + polling with deadlines): callers run it from plain
+threads, pytest fixtures, or before starting their own event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+from xml.sax.saxutils import escape
+
+SERVICE_ID = "scmservice"
+
+# Short intervals so a local cluster (and a test) sees safemode exit, stale/dead nodes and
+# replication within seconds rather than Ozone's production minutes.
+FAST_SETTINGS: dict[str, str] = {
+    "hdds.heartbeat.interval": "500ms",
+    "ozone.scm.heartbeat.thread.interval": "250ms",
+    "ozone.scm.stale.node.interval": "3s",
+    "ozone.scm.dead.node.interval": "6s",
+    "hdds.scm.replication.thread.interval": "1s",
+    "ozone.scm.pipeline.creation.interval": "1s",
+    "hdds.scm.wait.time.after.safemode.exit": "0s",
+    "hdds.scm.safemode.rule.refresh.interval": "250ms",
+    "ozone.scm.pipeline.destroy.timeout": "2s",
+    "ozone.scm.pipeline.allocated.timeout": "30s",
+    "hdds.scmclient.failover.retry.interval": "200ms",
+    "hdds.scmclient.failover.max.retry": "15",
+    "ozone.block.deleting.service.interval": "1s",
+    "hdds.scm.replication.event.timeout": "10s",
+    "ozone.scm.ha.ratis.leader.election.timeout": "1s",
+    "ozone.scm.ha.dbtransactionbuffer.flush.interval": "1s",
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def site_xml(values: Mapping[str, str]) -> str:
+    props = "\n".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value></property>"
+        for k, v in sorted(values.items())
+    )
+    return f'<?xml version="1.0"?>\n<configuration>\n{props}\n</configuration>\n'
+
+
+@dataclasses.dataclass
+class ScmProcessInfo:
+    node_id: str | None
+    conf_dir: Path
+    metadata_dir: Path
+    client_port: int
+    block_port: int
+    datanode_port: int
+    http_port: int
+    ratis_port: int
+    grpc_port: int
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    @property
+    def client_address(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def block_address(self) -> str:
+        return f"127.0.0.1:{self.block_port}"
+
+    @property
+    def datanode_address(self) -> str:
+        return f"127.0.0.1:{self.datanode_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+
+class LocalCluster:
+    """``num_scms`` SCM processes sharing one cluster, under ``base_dir``."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        num_scms: int = 1,
+        *,
+        settings: Mapping[str, str] | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.base_dir = Path(base_dir)
+        self.num_scms = num_scms
+        self.python = python
+        self.settings = {**FAST_SETTINGS, **(settings or {})}
+        self.scms: list[ScmProcessInfo] = []
+        for i in range(num_scms):
+            node_id = f"scm{i + 1}" if num_scms > 1 else None
+            root = self.base_dir / (node_id or "scm")
+            self.scms.append(
+                ScmProcessInfo(
+                    node_id=node_id,
+                    conf_dir=root / "conf",
+                    metadata_dir=root / "metadata",
+                    client_port=free_port(),
+                    block_port=free_port(),
+                    datanode_port=free_port(),
+                    http_port=free_port(),
+                    ratis_port=free_port(),
+                    grpc_port=free_port(),
+                    log_path=root / "scm.log",
+                )
+            )
+
+    # ---- configuration ----
+
+    def common_settings(self) -> dict[str, str]:
+        values = dict(self.settings)
+        if self.num_scms == 1:
+            s = self.scms[0]
+            values.update({
+                "ozone.scm.names": "127.0.0.1",
+                "ozone.scm.client.address": "127.0.0.1",
+                "ozone.scm.client.port": str(s.client_port),
+                "ozone.scm.block.client.port": str(s.block_port),
+                "ozone.scm.datanode.port": str(s.datanode_port),
+                "ozone.scm.http-address": f"127.0.0.1:{s.http_port}",
+                "ozone.scm.ratis.port": str(s.ratis_port),
+                "ozone.scm.grpc.port": str(s.grpc_port),
+            })
+            return values
+        ids = [s.node_id for s in self.scms if s.node_id]
+        values.update({
+            "ozone.scm.service.ids": SERVICE_ID,
+            "ozone.scm.default.service.id": SERVICE_ID,
+            f"ozone.scm.nodes.{SERVICE_ID}": ",".join(ids),
+            "ozone.scm.primordial.node.id": ids[0],
+            "ozone.scm.names": ",".join("127.0.0.1" for _ in ids),
+        })
+        for s in self.scms:
+            sfx = f"{SERVICE_ID}.{s.node_id}"
+            values.update({
+                f"ozone.scm.address.{sfx}": "127.0.0.1",
+                f"ozone.scm.client.port.{sfx}": str(s.client_port),
+                f"ozone.scm.block.client.port.{sfx}": str(s.block_port),
+                f"ozone.scm.datanode.port.{sfx}": str(s.datanode_port),
+                f"ozone.scm.http-address.{sfx}": f"127.0.0.1:{s.http_port}",
+                f"ozone.scm.ratis.port.{sfx}": str(s.ratis_port),
+                f"ozone.scm.grpc.port.{sfx}": str(s.grpc_port),
+            })
+        return values
+
+    def write_configs(self, create_metadata_dirs: bool = True) -> None:
+        common = self.common_settings()
+        for s in self.scms:
+            s.conf_dir.mkdir(parents=True, exist_ok=True)
+            if create_metadata_dirs:
+                s.metadata_dir.mkdir(parents=True, exist_ok=True)
+            values = {**common, "ozone.metadata.dirs": str(s.metadata_dir)}
+            if s.node_id:
+                values["ozone.scm.node.id"] = s.node_id
+            (s.conf_dir / "ozone-site.xml").write_text(site_xml(values))
+
+    # ---- processes ----
+
+    def cli(self, scm: ScmProcessInfo, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run ``ozone-scm --conf <scm conf> args...`` to completion."""
+        return subprocess.run(
+            [self.python, "-m", "scm_server.cli.main", "--conf", str(scm.conf_dir), *args],
+            capture_output=True, text=True, timeout=timeout, env=self._env(),
+        )
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OZONE-SITE.XML_")}
+        env.pop("OZONE_CONF_DIR", None)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def init(self, cluster_id: str | None = None) -> None:
+        """``scm --init`` then ``scm --bootstrap`` on every node (each skips what does not apply)."""
+        for i, s in enumerate(self.scms):
+            args = ["scm", "--init"] + ([f"--clusterid={cluster_id}"] if cluster_id else [])
+            result = self.cli(s, *args)
+            if result.returncode != 0:
+                raise RuntimeError(f"scm --init on {s.node_id or 'scm'} failed: {result.stderr.strip()}")
+            if self.num_scms > 1 and i > 0:
+                continue  # bootstrap needs the primordial SCM running: done in start()
+
+    def start(self, index: int = 0, extra_env: Mapping[str, str] | None = None) -> ScmProcessInfo:
+        s = self.scms[index]
+        if self.num_scms > 1 and index > 0 and not (s.metadata_dir / "scm" / "current" / "VERSION").exists():
+            result = self.cli(s, "scm", "--bootstrap", timeout=120)
+            if result.returncode != 0:
+                raise RuntimeError(f"scm --bootstrap on {s.node_id} failed: {result.stderr.strip()}")
+        s.log_path.parent.mkdir(parents=True, exist_ok=True)
+        s._log = open(s.log_path, "ab")  # noqa: SIM115 - closed in stop()/kill()
+        env = self._env()
+        env.update(extra_env or {})
+        s.proc = subprocess.Popen(
+            [self.python, "-m", "scm_server.cli.main", "--conf", str(s.conf_dir), "scm"],
+            stdout=s._log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+        return s
+
+    def start_all(self) -> None:
+        self.start(0)
+        if self.num_scms > 1:
+            self.wait_serving(0)
+        for i in range(1, self.num_scms):
+            self.start(i)
+
+    def wait_serving(self, index: int = 0, timeout: float = 60.0) -> None:
+        """Poll /health until the SCM's HTTP server answers (its gRPC servers start before it)."""
+        s = self.scms[index]
+        wait_for(lambda: self._http_ok(s, "/health"), timeout, f"SCM {s.node_id or ''} at {s.http_url}",
+                 lambda: self._check_alive(s))
+
+    def _check_alive(self, s: ScmProcessInfo) -> None:
+        if s.proc is not None and s.proc.poll() is not None:
+            raise RuntimeError(
+                f"SCM process exited with {s.proc.returncode}; log {s.log_path}:\n{tail(s.log_path)}"
+            )
+
+    @staticmethod
+    def _http_ok(s: ScmProcessInfo, path: str) -> bool:
+        try:
+            with urllib.request.urlopen(s.http_url + path, timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def kill(self, index: int = 0, sig: int = signal.SIGKILL) -> None:
+        s = self.scms[index]
+        if s.proc is not None and s.proc.poll() is None:
+            s.proc.send_signal(sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                s.proc.wait(timeout=20)
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait(timeout=10)
+        if s._log is not None:
+            s._log.close()
+            s._log = None
+
+    def stop_all(self) -> None:
+        for i in range(len(self.scms)):
+            self.kill(i, signal.SIGTERM)
+
+    # ---- addresses ----
+
+    @property
+    def client_addresses(self) -> list[str]:
+        return [s.client_address for s in self.scms]
+
+    @property
+    def datanode_addresses(self) -> list[str]:
+        return [s.datanode_address for s in self.scms]
+
+    @property
+    def block_addresses(self) -> list[str]:
+        return [s.block_address for s in self.scms]
+
+    def fetch(self, index: int, path: str) -> str:
+        with urllib.request.urlopen(self.scms[index].http_url + path, timeout=5) as resp:
+            return str(resp.read().decode())
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float,
+    what: str,
+    check: Callable[[], None] | None = None,
+    interval: float = 0.1,
+) -> Any:
+    """Poll ``predicate`` until truthy or ``timeout`` seconds pass (then TimeoutError naming ``what``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check is not None:
+            check()
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,168 @@
+"""``ozone-scm``: the command line, mirroring Ozone's ``ozone scm`` / ``ozone admin`` / ``ozone debug``
+/ ``ozone freon`` so that an Ozone admin's muscle memory works.
+
+    ozone-scm [--conf DIR] scm [--init [--clusterid ID] | --bootstrap]   (no flag: run the daemon)
+    ozone-scm admin [--scm HOST:PORT,...] safemode|container|pipeline|replicationmanager|datanode ...
+    ozone-scm debug ldb --db=<path> ls | scan --column_family=<cf>
+    ozone-scm freon stb --benchmark AllocateBlocks|AllocateContainers|ProcessReports
+    ozone-scm datanode-sim --count N --scm HOST:PORT[,...]
+    ozone-scm local run
+
+Everything talking to a running SCM goes through ``scm_server.client``. ``main`` turns our errors
+(SCMException, unreachable SCM, bad configuration) into one clear line on stderr and exit code 1,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from scm_server.cli.admin import admin
+from scm_server.cli.context import CliContext, pass_ctx
+from scm_server.cli.output import err_console, print_json
+from scm_server.client.errors import SCMUnavailableError
+from scm_server.exceptions import ConfigError, NotLeaderException, SCMError, SCMException, StorageError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--conf", "conf_dir", type=click.Path(path_type=Path), envvar="OZONE_CONF_DIR",
+              help="Directory holding ozone-site.xml (default: $OZONE_CONF_DIR).")
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+@click.pass_context
+def cli(click_ctx: click.Context, conf_dir: Path | None, verbose: int) -> None:
+    """Apache Ozone Storage Container Manager (Python), with Raft HA."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    click_ctx.obj = CliContext(conf_dir)
+
+
+@cli.command("scm")
+@click.option("--init", "do_init", is_flag=True, help="Initialise this SCM's storage (primordial SCM).")
+@click.option("--clusterid", default=None, help="Cluster id for --init (CID-<uuid> or a UUID).")
+@click.option("--bootstrap", "do_bootstrap", is_flag=True, help="Prepare a non-primordial SCM of an HA ring.")
+@pass_ctx
+def scm_command(ctx: CliContext, do_init: bool, clusterid: str | None, do_bootstrap: bool) -> None:
+    """Run the SCM daemon in the foreground, or --init / --bootstrap its storage."""
+    if clusterid and not do_init:
+        raise click.UsageError("--clusterid only applies to --init")
+    if do_init or do_bootstrap:
+        from scm_server.ha.bootstrap import scm_bootstrap, scm_init
+
+        logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
+        ok = scm_init(ctx.conf, clusterid) if do_init else True
+        if ok and do_bootstrap:
+            ok = scm_bootstrap(ctx.conf)
+        if not ok:
+            raise click.ClickException("SCM " + ("init" if do_init else "bootstrap") + " failed")
+        return
+    from scm_server.server import daemon
+
+    logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
+    code = daemon.run(ctx.conf)
+    if code:
+        sys.exit(code)
+
+
+@cli.group()
+def debug() -> None:
+    """Debugging tools (ldb)."""
+
+
+@debug.group()
+@click.option("--db", "db_path", required=True, type=click.Path(path_type=Path), help="Path to scm.db.")
+@click.pass_context
+def ldb(click_ctx: click.Context, db_path: Path) -> None:
+    """Read scm.db (LevelDB) offline or from a copy while SCM runs."""
+    click_ctx.meta["ldb_db"] = db_path
+
+
+@ldb.command("ls")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def ldb_ls(click_ctx: click.Context, as_json: bool) -> None:
+    """List the column families (tables) of scm.db."""
+    from scm_server.metadata import ldb as ldb_backend
+
+    families = ldb_backend.list_column_families(click_ctx.meta["ldb_db"])
+    if as_json:
+        print_json(families)
+        return
+    for cf in families:
+        click.echo(f"{cf['name']}\t{cf['count']}")
+
+
+@ldb.command("scan")
+@click.option("--column_family", "--column-family", "column_family", required=True, help="Table name, e.g. containers.")
+@click.option("--with-keys/--without-keys", default=True, show_default=True)
+@click.option("--limit", type=int, default=None)
+@click.pass_context
+def ldb_scan(click_ctx: click.Context, column_family: str, with_keys: bool, limit: int | None) -> None:
+    """Print one JSON line per entry of a column family."""
+    from scm_server.metadata import ldb as ldb_backend
+
+    for line in ldb_backend.scan(click_ctx.meta["ldb_db"], column_family, limit=limit, with_keys=with_keys):
+        click.echo(line)
+
+
+cli.add_command(admin)
+
+
+def _register_optional() -> None:
+    from scm_server.cli.datanode_sim_cmd import datanode_sim
+    from scm_server.cli.freon import freon
+    from scm_server.cli.local import local
+
+    cli.add_command(freon)
+    cli.add_command(datanode_sim)
+    cli.add_command(local)
+    # `ozone-scm admin scm roles|transfer|decommission` belongs to the HA helper's module.
+    if importlib.util.find_spec("scm_server.cli.admin_scm") is not None:
+        admin_scm = importlib.import_module("scm_server.cli.admin_scm")
+        group = getattr(admin_scm, "scm", None) or getattr(admin_scm, "admin_scm", None)
+        if isinstance(group, click.Command):
+            admin.add_command(group, "scm")
+
+
+_register_optional()
+
+
+def _fail(message: str) -> int:
+    err_console.print(f"[red]Error:[/] {message}", highlight=False, soft_wrap=True)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        rv = cli.main(args=args, prog_name="ozone-scm", standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(_fail("aborted"))
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except SCMUnavailableError as exc:
+        sys.exit(_fail(str(exc)))
+    except NotLeaderException as exc:
+        sys.exit(_fail(f"{exc} — no leader answered; retry or pass --scm with the leader's address"))
+    except SCMException as exc:
+        sys.exit(_fail(str(exc)))
+    except (ConfigError, StorageError) as exc:
+        sys.exit(_fail(str(exc)))
+    except SCMError as exc:
+        sys.exit(_fail(str(exc)))
+    except BrokenPipeError:
+        os._exit(0)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    if isinstance(rv, int) and rv:
+        sys.exit(rv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Datanode-side client of StorageContainerDatanodeProtocol (one SCM, no failover).
+
+Datanodes talk to *every* SCM, each through its own endpoint state machine
+(SEARCHING_SCM -> REGISTER -> HEARTBEAT), so unlike ``SCMClient`` there is no failover
+here: each endpoint sticks to its SCM and reports its own failures.
+"""
+
+from __future__ import annotations
+
+import grpc
+import grpc.aio
+
+from scm_server.client.errors import SCMUnavailableError
+from scm_server.client.scm_client import CHANNEL_OPTIONS
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.proto import scm_datanode_pb2, scm_datanode_pb2_grpc
+from scm_server.server.errors import from_grpc_error
+
+
+class DatanodeProtocolClient:
+    def __init__(self, address: str, timeout: float = 10.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._stub = scm_datanode_pb2_grpc.StorageContainerDatanodeProtocolServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    def _error(self, err: grpc.aio.AioRpcError) -> Exception:
+        exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
+        if exc is not None:
+            return exc
+        if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return SCMUnavailableError(self.address, err.details() or err.code().name)
+        return SCMException(ResultCodes.INTERNAL_ERROR, f"{self.address}: {err.code().name}: {err.details()}")
+
+    async def get_version(self) -> scm_datanode_pb2.SCMVersionResponseProto:
+        try:
+            return await self._stub.GetVersion(scm_datanode_pb2.SCMVersionRequestProto(), timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            raise self._error(err) from err
+
+    async def register(
+        self, request: scm_datanode_pb2.SCMRegisterRequestProto
+    ) -> scm_datanode_pb2.SCMRegisteredResponseProto:
+        try:
+            return await self._stub.Register(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            raise self._error(err) from err
+
+    async def send_heartbeat(
+        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto
+    ) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
+        try:
+            return await self._stub.SendHeartbeat(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            raise self._error(err) from err

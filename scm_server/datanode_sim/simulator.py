@@ -1,0 +1,615 @@
+"""Simulated datanodes that speak the real gRPC datanode protocol to every SCM.
+
+Used by integration tests, ``ozone-scm datanode-sim``, ``ozone-scm local run`` and the
+benchmarks. One ``DatanodeSimulator`` holds N ``SimDatanode``s in one asyncio loop; each
+datanode runs one endpoint task per SCM, walking Ozone's DN endpoint state machine
+
+    SEARCHING_SCM (GetVersion: learn clusterID) -> REGISTER (full report) -> HEARTBEAT
+
+and every heartbeat carries the node report, pending incremental container reports (ICRs),
+command status reports (block deletion ACKs), container actions (CLOSE when a replica passes
+90% of ``ozone.scm.container.size``), pipeline reports, and periodically a full container
+report. Every SCM gets every report (followers rebuild soft state too), but commands are
+executed only when ``fencing.CommandFence`` says the issuing SCM is the current leader.
+
+The simulated state is a dict of replicas per datanode (state, used bytes, key count, BCSID,
+delete transaction id) plus the pipelines it has joined. ``replicateContainer`` copies a
+replica from a source datanode found in the simulator's registry (all simulated datanodes
+of the process). Test controls: ``kill``, ``make_stale``, ``revive``, ``corrupt_replica``,
+``write_to_container``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import enum
+import logging
+import random
+import time
+import uuid as uuidlib
+from collections.abc import Iterable, Sequence
+
+from scm_server.client.datanode_client import DatanodeProtocolClient
+from scm_server.client.errors import SCMUnavailableError
+from scm_server.client.scm_client import SCMClient
+from scm_server.datanode_sim.fencing import CommandFence
+from scm_server.exceptions import SCMException
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
+
+LOG = logging.getLogger(__name__)
+
+RState = hdds_pb2.ContainerReplicaProto
+CmdType = scm_datanode_pb2.SCMCommandProto
+GB = 1024**3
+
+
+class EndpointState(enum.Enum):
+    SEARCHING_SCM = "SEARCHING_SCM"
+    REGISTER = "REGISTER"
+    HEARTBEAT = "HEARTBEAT"
+    SHUTDOWN = "SHUTDOWN"
+
+
+@dataclasses.dataclass
+class Replica:
+    container_id: int
+    state: int = RState.OPEN
+    used: int = 0
+    key_count: int = 0
+    bcsid: int = 0
+    delete_txn_id: int = 0
+    origin_node: str = ""
+    close_requested: bool = False
+
+    def to_proto(self, size: int) -> hdds_pb2.ContainerReplicaProto:
+        return hdds_pb2.ContainerReplicaProto(
+            containerID=self.container_id,
+            state=self.state,  # type: ignore[arg-type]
+            size=size,
+            used=self.used,
+            keyCount=self.key_count,
+            deleteTransactionId=self.delete_txn_id,
+            blockCommitSequenceId=self.bcsid,
+            originNodeId=self.origin_node,
+            isEmpty=self.key_count == 0,
+        )
+
+
+@dataclasses.dataclass
+class _Outbox:
+    """What one SCM endpoint still has to be told (each SCM gets its own copy)."""
+
+    icrs: list[hdds_pb2.ContainerReplicaProto] = dataclasses.field(default_factory=list)
+    statuses: list[scm_datanode_pb2.CommandStatus] = dataclasses.field(default_factory=list)
+    actions: list[scm_datanode_pb2.ContainerAction] = dataclasses.field(default_factory=list)
+    pipelines_dirty: bool = True
+    full_report_due: bool = True
+
+
+@dataclasses.dataclass
+class Endpoint:
+    address: str
+    state: EndpointState = EndpointState.SEARCHING_SCM
+    cluster_id: str = ""
+    outbox: _Outbox = dataclasses.field(default_factory=_Outbox)
+    last_full_report: float = 0.0
+    last_pipeline_report: float = 0.0
+    heartbeats: int = 0
+    failures: int = 0
+    last_error: str = ""
+    register_error: str = ""
+
+
+class SimDatanode:
+    """One simulated datanode: identity, replicas, pipelines, and its per-SCM endpoints."""
+
+    def __init__(
+        self,
+        sim: DatanodeSimulator,
+        index: int,
+        rack: str,
+        hostname: str,
+        capacity: int,
+        dn_uuid: str | None = None,
+    ) -> None:
+        self.sim = sim
+        self.index = index
+        self.uuid = dn_uuid or str(uuidlib.uuid4())
+        self.hostname = hostname
+        self.rack = rack
+        self.ip = "127.0.0.1"
+        self.capacity = capacity
+        self.containers: dict[int, Replica] = {}
+        self.pipelines: dict[str, bool] = {}  # pipeline id -> this DN is the Ratis leader
+        self.op_state: int = hdds_pb2.IN_SERVICE
+        self.op_state_expiry = 0
+        self.fence = CommandFence()
+        self.endpoints = [Endpoint(a) for a in sim.scm_addresses]
+        self.alive = True
+        self.resume = asyncio.Event()
+        self.resume.set()
+        self.tasks: list[asyncio.Task[None]] = []
+        self.executed: dict[str, int] = {}
+
+    # ---- identity and reports ----
+
+    def details(self) -> hdds_pb2.DatanodeDetailsProto:
+        base = 20000 + self.index * 10
+        return hdds_pb2.DatanodeDetailsProto(
+            uuid=self.uuid,
+            ipAddress=self.ip,
+            hostName=self.hostname,
+            ports=[
+                hdds_pb2.Port(name="STANDALONE", value=base),
+                hdds_pb2.Port(name="RATIS", value=base + 1),
+                hdds_pb2.Port(name="REST", value=base + 2),
+            ],
+            networkName=self.uuid,
+            networkLocation=self.rack,
+            persistedOpState=self.op_state,  # type: ignore[arg-type]
+            persistedOpStateExpiry=self.op_state_expiry,
+        )
+
+    def node_report(self) -> scm_datanode_pb2.NodeReportProto:
+        used = sum(r.used for r in self.containers.values())
+        return scm_datanode_pb2.NodeReportProto(
+            storageReport=[
+                scm_datanode_pb2.StorageReportProto(
+                    storageUuid=f"DS-{self.uuid}",
+                    storageLocation=f"/data/hdds/{self.hostname}",
+                    capacity=self.capacity,
+                    scmUsed=used,
+                    remaining=max(self.capacity - used, 0),
+                    committed=0,
+                    failed=False,
+                )
+            ]
+        )
+
+    def container_report(self) -> scm_datanode_pb2.ContainerReportsProto:
+        size = self.sim.container_size
+        return scm_datanode_pb2.ContainerReportsProto(
+            reports=[r.to_proto(size) for r in self.containers.values()]
+        )
+
+    def pipeline_reports(self) -> scm_datanode_pb2.PipelineReportsProto:
+        return scm_datanode_pb2.PipelineReportsProto(
+            pipelineReport=[
+                scm_datanode_pb2.PipelineReport(pipelineID=hdds_pb2.PipelineID(id=pid), isLeader=leader)
+                for pid, leader in self.pipelines.items()
+            ]
+        )
+
+    def _icr(self, replica: Replica | hdds_pb2.ContainerReplicaProto) -> None:
+        proto = replica.to_proto(self.sim.container_size) if isinstance(replica, Replica) else replica
+        for ep in self.endpoints:
+            ep.outbox.icrs.append(proto)
+
+    def _status(self, status: scm_datanode_pb2.CommandStatus) -> None:
+        for ep in self.endpoints:
+            ep.outbox.statuses.append(status)
+
+    def _pipelines_changed(self) -> None:
+        for ep in self.endpoints:
+            ep.outbox.pipelines_dirty = True
+
+    # ---- simulated client writes ----
+
+    def add_replica(self, container_id: int, state: int = RState.OPEN, used: int = 0, keys: int = 0) -> Replica:
+        replica = self.containers.get(container_id)
+        if replica is None:
+            replica = Replica(container_id, state, used, keys, bcsid=keys, origin_node=self.uuid)
+            self.containers[container_id] = replica
+            self._icr(replica)
+        return replica
+
+    def write(self, container_id: int, nbytes: int, keys: int) -> bool:
+        replica = self.containers.get(container_id)
+        if replica is None or replica.state != RState.OPEN:
+            return False
+        replica.used += nbytes
+        replica.key_count += keys
+        replica.bcsid += max(keys, 1)
+        self._icr(replica)
+        threshold = int(0.9 * self.sim.container_size)
+        if replica.used >= threshold and not replica.close_requested:
+            replica.close_requested = True
+            action = scm_datanode_pb2.ContainerAction(
+                containerID=container_id,
+                action=scm_datanode_pb2.ContainerAction.CLOSE,
+                reason=scm_datanode_pb2.ContainerAction.CONTAINER_FULL,
+            )
+            for ep in self.endpoints:
+                ep.outbox.actions.append(action)
+        return True
+
+    # ---- commands ----
+
+    def handle_response(self, ep: Endpoint, resp: scm_datanode_pb2.SCMHeartbeatResponseProto) -> None:
+        response_term = resp.term if resp.HasField("term") else None
+        for cmd in resp.commands:
+            if cmd.commandType == CmdType.reregisterCommand:
+                # Re-registration concerns only the SCM that asked: no leader fencing.
+                ep.state = EndpointState.REGISTER
+                continue
+            command_term = cmd.term if cmd.HasField("term") else None
+            if not self.fence.accept(response_term, command_term):
+                LOG.info(
+                    "%s: dropped %s from %s (term %s, highest seen %s)",
+                    self.hostname, CmdType.Type.Name(cmd.commandType), ep.address,
+                    command_term if command_term is not None else response_term, self.fence.highest_term,
+                )
+                continue
+            self.execute(cmd)
+
+    def execute(self, cmd: scm_datanode_pb2.SCMCommandProto) -> None:
+        name = CmdType.Type.Name(cmd.commandType)
+        self.executed[name] = self.executed.get(name, 0) + 1
+        if cmd.commandType == CmdType.createPipelineCommand:
+            c = cmd.createPipelineCommandProto
+            leader = bool(c.datanode) and c.datanode[0].uuid == self.uuid
+            self.pipelines[c.pipelineID.id] = leader
+            self._pipelines_changed()
+        elif cmd.commandType == CmdType.closePipelineCommand:
+            self.pipelines.pop(cmd.closePipelineCommandProto.pipelineID.id, None)
+            self._pipelines_changed()
+        elif cmd.commandType == CmdType.closeContainerCommand:
+            replica = self.containers.get(cmd.closeContainerCommandProto.containerID)
+            if replica is not None and replica.state in (RState.OPEN, RState.CLOSING, RState.QUASI_CLOSED):
+                replica.state = RState.CLOSED
+                self._icr(replica)
+        elif cmd.commandType == CmdType.replicateContainerCommand:
+            self._replicate(cmd)
+        elif cmd.commandType == CmdType.deleteContainerCommand:
+            replica = self.containers.pop(cmd.deleteContainerCommandProto.containerID, None)
+            if replica is not None:
+                gone = replica.to_proto(self.sim.container_size)
+                gone.state = RState.DELETED
+                self._icr(gone)
+        elif cmd.commandType == CmdType.deleteBlocksCommand:
+            self._delete_blocks(cmd)
+        elif cmd.commandType == CmdType.setNodeOperationalStateCommand:
+            op = cmd.setNodeOperationalStateCommandProto
+            self.op_state = op.nodeOperationalState
+            self.op_state_expiry = op.stateExpiryEpochSeconds
+        else:
+            LOG.debug("%s: ignoring %s", self.hostname, name)
+
+    def _replicate(self, cmd: scm_datanode_pb2.SCMCommandProto) -> None:
+        c = cmd.replicateContainerCommandProto
+        ok = False
+        if c.containerID not in self.containers:
+            for src in c.sources:
+                source = self.sim.by_uuid.get(src.uuid)
+                replica = source.containers.get(c.containerID) if source else None
+                if replica is not None and replica.state != RState.UNHEALTHY:
+                    copy = dataclasses.replace(replica, close_requested=True)
+                    self.containers[c.containerID] = copy
+                    self._icr(copy)
+                    ok = True
+                    break
+        else:
+            ok = True
+        if cmd.HasField("cmdId"):
+            self._status(
+                scm_datanode_pb2.CommandStatus(
+                    cmdId=cmd.cmdId,
+                    status=scm_datanode_pb2.CommandStatus.EXECUTED if ok else scm_datanode_pb2.CommandStatus.FAILED,
+                    type=CmdType.replicateContainerCommand,
+                    msg="" if ok else "no healthy source replica reachable",
+                )
+            )
+
+    def _delete_blocks(self, cmd: scm_datanode_pb2.SCMCommandProto) -> None:
+        c = cmd.deleteBlocksCommandProto
+        results = []
+        for txn in c.deletedBlocksTransactions:
+            replica = self.containers.get(txn.containerID)
+            if replica is not None:
+                replica.delete_txn_id = max(replica.delete_txn_id, txn.txID)
+                replica.key_count = max(replica.key_count - len(txn.localID), 0)
+            results.append(
+                scm_datanode_pb2.DeleteBlockTransactionResult(
+                    txID=txn.txID, containerID=txn.containerID, success=replica is not None
+                )
+            )
+        self._status(
+            scm_datanode_pb2.CommandStatus(
+                cmdId=c.cmdId,
+                status=scm_datanode_pb2.CommandStatus.EXECUTED,
+                type=CmdType.deleteBlocksCommand,
+                blockDeletionAck=scm_datanode_pb2.ContainerBlocksDeletionACKProto(results=results, dnId=self.uuid),
+            )
+        )
+
+    # ---- endpoint state machine ----
+
+    def start(self) -> None:
+        self.alive = True
+        self.resume.set()
+        for ep in self.endpoints:
+            ep.state = EndpointState.SEARCHING_SCM
+            ep.outbox.full_report_due = True
+            ep.outbox.pipelines_dirty = True
+        self.tasks = [asyncio.create_task(self._run_endpoint(ep)) for ep in self.endpoints]
+
+    async def stop(self) -> None:
+        self.alive = False
+        self.resume.set()
+        tasks, self.tasks = self.tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    async def _run_endpoint(self, ep: Endpoint) -> None:
+        client = self.sim.client_for(ep.address)
+        # Spread the first heartbeats so N datanodes do not hit SCM in lock-step.
+        await asyncio.sleep(random.uniform(0, self.sim.heartbeat_interval / 2))
+        while self.alive:
+            if not self.resume.is_set():
+                await self.resume.wait()
+                continue
+            try:
+                await self._step(ep, client)
+                ep.last_error = ""
+            except SCMUnavailableError as exc:
+                ep.failures += 1
+                ep.last_error = str(exc)
+            except SCMException as exc:
+                ep.failures += 1
+                ep.last_error = str(exc)
+                LOG.warning("%s -> %s: %s", self.hostname, ep.address, exc)
+            await asyncio.sleep(self.sim.heartbeat_interval)
+
+    async def _step(self, ep: Endpoint, client: DatanodeProtocolClient) -> None:
+        if ep.state is EndpointState.SEARCHING_SCM:
+            version = await client.get_version()
+            keys = {kv.key: kv.value for kv in version.keys}
+            ep.cluster_id = self.sim.cluster_id or keys.get("clusterID", "")
+            ep.state = EndpointState.REGISTER
+        if ep.state is EndpointState.REGISTER:
+            req = scm_datanode_pb2.SCMRegisterRequestProto(
+                datanodeDetails=self.details(),
+                nodeReport=self.node_report(),
+                containerReport=self.container_report(),
+                pipelineReports=self.pipeline_reports(),
+                clusterID=ep.cluster_id,
+            )
+            resp = await client.register(req)
+            if resp.errorCode != scm_datanode_pb2.SCMRegisteredResponseProto.success:
+                ep.register_error = resp.errorMessage or "registration refused"
+                LOG.warning("%s: SCM %s refused registration: %s", self.hostname, ep.address, ep.register_error)
+                return
+            ep.register_error = ""
+            ep.state = EndpointState.HEARTBEAT
+            ep.last_full_report = ep.last_pipeline_report = time.monotonic()
+            ep.outbox.full_report_due = False
+            ep.outbox.pipelines_dirty = False
+            return
+        await self._heartbeat(ep, client)
+
+    async def _heartbeat(self, ep: Endpoint, client: DatanodeProtocolClient) -> None:
+        now = time.monotonic()
+        req = scm_datanode_pb2.SCMHeartbeatRequestProto(
+            datanodeDetails=self.details(), nodeReport=self.node_report()
+        )
+        full = ep.outbox.full_report_due or now - ep.last_full_report >= self.sim.container_report_interval
+        if full:
+            req.containerReport.CopyFrom(self.container_report())
+        pipelines = ep.outbox.pipelines_dirty or now - ep.last_pipeline_report >= self.sim.pipeline_report_interval
+        if pipelines:
+            req.pipelineReports.CopyFrom(self.pipeline_reports())
+        icrs, ep.outbox.icrs = ep.outbox.icrs, []
+        statuses, ep.outbox.statuses = ep.outbox.statuses, []
+        actions, ep.outbox.actions = ep.outbox.actions, []
+        if icrs:
+            req.incrementalContainerReport.append(scm_datanode_pb2.IncrementalContainerReportProto(report=icrs))
+        if statuses:
+            req.commandStatusReports.append(scm_datanode_pb2.CommandStatusReportsProto(cmdStatus=statuses))
+        if actions:
+            req.containerActions.CopyFrom(scm_datanode_pb2.ContainerActionsProto(containerActions=actions))
+        try:
+            resp = await client.send_heartbeat(req)
+        except Exception:
+            # Not delivered: keep everything for the next heartbeat.
+            ep.outbox.icrs[:0] = icrs
+            ep.outbox.statuses[:0] = statuses
+            ep.outbox.actions[:0] = actions
+            raise
+        ep.heartbeats += 1
+        if full:
+            ep.last_full_report = now
+            ep.outbox.full_report_due = False
+        if pipelines:
+            ep.last_pipeline_report = now
+            ep.outbox.pipelines_dirty = False
+        self.handle_response(ep, resp)
+
+
+class DatanodeSimulator:
+    """N simulated datanodes in one asyncio loop, reporting to every SCM in ``scm_addresses``.
+
+    ``scm_addresses`` are datanode-protocol addresses (ozone.scm.datanode.port);
+    ``admin_addresses`` (client port) are only needed by ``write_to_container`` to look up a
+    container's pipeline when no datanode holds it yet.
+    """
+
+    def __init__(
+        self,
+        scm_addresses: Sequence[str],
+        count: int = 5,
+        *,
+        heartbeat_interval: float = 1.0,
+        racks: int = 2,
+        container_size: int = 5 * GB,
+        capacity: int = 1024 * GB,
+        container_report_interval: float = 60.0,
+        pipeline_report_interval: float | None = None,
+        admin_addresses: Sequence[str] | None = None,
+        cluster_id: str | None = None,
+        name_prefix: str = "sim-dn",
+    ) -> None:
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        self.scm_addresses = list(scm_addresses)
+        self.heartbeat_interval = heartbeat_interval
+        self.container_size = container_size
+        self.container_report_interval = container_report_interval
+        self.pipeline_report_interval = pipeline_report_interval or max(5 * heartbeat_interval, 1.0)
+        self.cluster_id = cluster_id  # override (tests of wrong cluster IDs); None = learn from SCM
+        self.admin_addresses = list(admin_addresses or [])
+        self._clients: dict[str, DatanodeProtocolClient] = {}
+        self._admin: SCMClient | None = None
+        self.datanodes: list[SimDatanode] = []
+        self.by_uuid: dict[str, SimDatanode] = {}
+        self.racks = max(racks, 1)
+        self.capacity = capacity
+        self.name_prefix = name_prefix
+        for _ in range(count):
+            self.add_datanode()
+
+    def add_datanode(self) -> SimDatanode:
+        i = len(self.datanodes)
+        dn = SimDatanode(
+            self, i, f"/rack{i % self.racks + 1}", f"{self.name_prefix}-{i}", self.capacity
+        )
+        self.datanodes.append(dn)
+        self.by_uuid[dn.uuid] = dn
+        return dn
+
+    def client_for(self, address: str) -> DatanodeProtocolClient:
+        client = self._clients.get(address)
+        if client is None:
+            client = DatanodeProtocolClient(address, timeout=max(5.0, 5 * self.heartbeat_interval))
+            self._clients[address] = client
+        return client
+
+    async def start(self) -> None:
+        for dn in self.datanodes:
+            if not dn.tasks:
+                dn.start()
+
+    async def stop(self) -> None:
+        for dn in self.datanodes:
+            await dn.stop()
+        clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            await c.close()
+        if self._admin is not None:
+            await self._admin.close()
+            self._admin = None
+
+    async def __aenter__(self) -> DatanodeSimulator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ---- lookups ----
+
+    def datanode(self, key: int | str) -> SimDatanode:
+        if isinstance(key, int):
+            return self.datanodes[key]
+        for dn in self.datanodes:
+            if key in (dn.uuid, dn.hostname):
+                return dn
+        raise KeyError(f"no simulated datanode {key!r}")
+
+    def live(self) -> list[SimDatanode]:
+        return [dn for dn in self.datanodes if dn.alive]
+
+    def replicas_of(self, container_id: int) -> list[tuple[SimDatanode, Replica]]:
+        return [(dn, dn.containers[container_id]) for dn in self.live() if container_id in dn.containers]
+
+    def registered(self) -> int:
+        """Datanodes in HEARTBEAT state with every SCM."""
+        return sum(
+            1 for dn in self.live() if all(ep.state is EndpointState.HEARTBEAT for ep in dn.endpoints)
+        )
+
+    def register_errors(self) -> list[str]:
+        return [ep.register_error for dn in self.datanodes for ep in dn.endpoints if ep.register_error]
+
+    # ---- controls ----
+
+    async def kill(self, key: int | str) -> SimDatanode:
+        """Stop the datanode for good (until ``revive``): no more heartbeats, SCM sees it go DEAD."""
+        dn = self.datanode(key)
+        await dn.stop()
+        return dn
+
+    def make_stale(self, key: int | str) -> SimDatanode:
+        """Pause heartbeats (the datanode keeps its state); ``revive`` resumes them."""
+        dn = self.datanode(key)
+        dn.resume.clear()
+        return dn
+
+    def revive(self, key: int | str) -> SimDatanode:
+        dn = self.datanode(key)
+        if not dn.alive or not dn.tasks:
+            dn.start()
+        dn.resume.set()
+        return dn
+
+    def corrupt_replica(self, key: int | str, container_id: int) -> None:
+        dn = self.datanode(key)
+        replica = dn.containers[container_id]
+        replica.state = RState.UNHEALTHY
+        dn._icr(replica)
+
+    async def _admin_client(self) -> SCMClient:
+        if self._admin is None:
+            if not self.admin_addresses:
+                raise ValueError("admin_addresses are needed to look up a container's pipeline")
+            self._admin = SCMClient(self.admin_addresses)
+        return self._admin
+
+    async def write_to_container(
+        self,
+        container_id: int,
+        nbytes: int,
+        keys: int = 1,
+        pipeline: hdds_pb2.Pipeline | None = None,
+    ) -> int:
+        """Simulate a client writing ``keys`` keys of ``nbytes`` in total into a container.
+
+        Replicas are created (OPEN, with an ICR) on the pipeline's live members on first
+        write, as a real datanode creates the container when the first chunk arrives. Returns
+        the number of replicas written.
+        """
+        if not self.replicas_of(container_id):
+            if pipeline is None:
+                cwp, _ = await (await self._admin_client()).get_container_with_pipeline(container_id)
+                pipeline = cwp.pipeline
+            for member in pipeline.members:
+                dn = self.by_uuid.get(member.uuid)
+                if dn is not None and dn.alive:
+                    dn.add_replica(container_id)
+        written = 0
+        for dn, _replica in self.replicas_of(container_id):
+            if dn.write(container_id, nbytes, keys):
+                written += 1
+        return written
+
+    async def populate(self, containers_per_node: int, used: int = 1024 * 1024) -> list[int]:
+        """Allocate containers through the admin API and place replicas on their pipelines."""
+        if containers_per_node <= 0 or not self.datanodes:
+            return []
+        admin = await self._admin_client()
+        wanted = max(1, (containers_per_node * len(self.datanodes) + 2) // 3)
+        ids: list[int] = []
+        for _ in range(wanted):
+            cwp = await admin.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "datanode-sim")
+            cid = cwp.containerInfo.containerID
+            await self.write_to_container(cid, used, 1, cwp.pipeline)
+            ids.append(cid)
+        return ids
+
+
+def hosts_of(datanodes: Iterable[SimDatanode]) -> list[str]:
+    return [dn.hostname for dn in datanodes]

@@ -1,0 +1,1 @@
+"""SCM network edges: gRPC servicers, the daemon, the aiohttp web server (kept import-light)."""

@@ -1,0 +1,221 @@
+"""The SCM daemon: ``ozone-scm scm`` (foreground) wires configuration, storage, HA and servers.
+
+Start-up order, each step failing with a message that says what to do:
+
+1. load ``OzoneConfiguration`` (``--conf`` dir / ``OZONE_CONF_DIR`` / ``OZONE-SITE.XML_*`` env);
+2. check the storage is initialised *without touching it*: the metadata dir must exist and hold a
+   valid ``scm/current/VERSION`` ("SCM not initialized: run `ozone-scm scm --init` first");
+3. build the SCM facade (``StorageContainerManager.create``) with the HA manager from
+   ``scm_server.ha.factory.build_ha_manager`` (Raft) and start it;
+4. start the gRPC servers: datanode protocol on ``ozone.scm.datanode.port``, block protocol on
+   ``ozone.scm.block.client.port``, admin (location + block) protocol on ``ozone.scm.client.port``
+   (per-node ``<key>.<serviceId>.<nodeId>`` overrides), and the aiohttp server on
+   ``ozone.scm.http-address``; log where each endpoint listens;
+5. run until SIGTERM/SIGINT, then stop servers (with a short grace period) and the SCM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+from typing import Any
+
+import grpc
+import grpc.aio
+from aiohttp import web
+
+from scm_server.client.scm_client import CHANNEL_OPTIONS
+from scm_server.conf import OzoneConfiguration, SCMConfig
+from scm_server.exceptions import ResultCodes, SCMError, SCMException, StorageError
+from scm_server.metadata.storage_config import SCMStorageConfig
+from scm_server.server import endpoints
+from scm_server.server.grpc_services import (
+    BlockProtocolService,
+    DatanodeProtocolService,
+    LocationProtocolService,
+    RpcMetrics,
+    _ServiceBase,
+)
+from scm_server.server.web import make_app
+
+LOG = logging.getLogger("scm_server.daemon")
+
+NOT_INITIALIZED = "SCM not initialized: run `ozone-scm scm --init` first"
+
+
+class DaemonStartupError(SCMError):
+    """The daemon cannot start; the message says why and how to fix it."""
+
+
+def check_storage(conf: OzoneConfiguration) -> SCMStorageConfig:
+    """Validate (read-only) that this SCM's storage was initialised; return its VERSION."""
+    scm_conf = SCMConfig.from_conf(conf)
+    storage_dir = scm_conf.scm_db_dir
+    if not storage_dir.is_dir():
+        raise DaemonStartupError(
+            f"{NOT_INITIALIZED} (metadata directory {storage_dir} does not exist; "
+            "check ozone.metadata.dirs / ozone.scm.db.dirs)"
+        )
+    try:
+        storage = SCMStorageConfig(storage_dir)
+    except StorageError as exc:
+        raise DaemonStartupError(f"cannot start SCM: {exc}") from exc
+    if not storage.is_initialized:
+        raise DaemonStartupError(f"{NOT_INITIALIZED} (no VERSION file at {storage.version_file})")
+    return storage
+
+
+@dataclasses.dataclass
+class Listening:
+    datanode: str = ""
+    block: str = ""
+    client: str = ""
+    http: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+def local_node(conf: OzoneConfiguration) -> endpoints.ScmNode:
+    """This SCM's entry in the configuration (HA: resolved like ``scm --init`` does)."""
+    node_id: str | None = None
+    try:
+        from scm_server.ha.bootstrap import resolve_local_scm
+
+        node_id = resolve_local_scm(conf).node_id
+    except ImportError:
+        node_id = conf.get_str("ozone.scm.node.id")
+    return endpoints.find_node(conf.get_str, node_id)
+
+
+async def create_scm(conf: OzoneConfiguration, storage: SCMStorageConfig, node: endpoints.ScmNode) -> Any:
+    """Open scm.db, build the HA manager (``build_ha_manager``: Raft or stub) and the facade."""
+    from scm_server.ha.factory import build_ha_manager
+    from scm_server.metadata import SCMMetadataStore
+    from scm_server.scm import StorageContainerManager
+
+    store = SCMMetadataStore(SCMConfig.from_conf(conf).scm_db_dir)
+    store.start()
+    try:
+        ha_manager = build_ha_manager(conf, storage, store)
+        return await StorageContainerManager.create(
+            conf,
+            ha_manager=ha_manager,
+            node_id=node.node_id,
+            metadata_store=store,
+            storage_config=storage,
+        )
+    except BaseException:
+        store.stop()
+        raise
+
+
+class SCMDaemon:
+    """Owns the facade and its network servers for one SCM process."""
+
+    def __init__(self, conf: OzoneConfiguration) -> None:
+        self.conf = conf
+        self.scm: Any = None
+        self.node = local_node(conf)
+        self.grpc_servers: list[grpc.aio.Server] = []
+        self.web_runner: web.AppRunner | None = None
+        self.listening = Listening()
+
+    async def start(self) -> None:
+        storage = check_storage(self.conf)
+        self.scm = await create_scm(self.conf, storage, self.node)
+        await self.scm.start()
+        get = self.conf.get_str
+        metrics = RpcMetrics(getattr(self.scm, "metrics_registry", None))
+        P = endpoints.Protocol
+        layout: list[tuple[endpoints.Protocol, list[type[_ServiceBase]]]] = [
+            (P.DATANODE, [DatanodeProtocolService]),
+            (P.BLOCK, [BlockProtocolService]),
+            (P.CLIENT, [LocationProtocolService, BlockProtocolService]),
+        ]
+        for protocol, services in layout:
+            server = grpc.aio.server(options=CHANNEL_OPTIONS)
+            server.add_generic_rpc_handlers(
+                tuple(cls(self.scm, protocol, get, metrics).generic_handler() for cls in services)
+            )
+            host = endpoints.bind_host(get, protocol, self.node)
+            port = endpoints.port_of(get, protocol, self.node)
+            try:
+                bound = server.add_insecure_port(f"{host}:{port}")
+            except RuntimeError as exc:
+                raise DaemonStartupError(
+                    f"cannot listen on {host}:{port} for {protocol.name.lower()} protocol ({protocol.port_key}): {exc}"
+                ) from exc
+            if not bound:
+                raise DaemonStartupError(f"cannot listen on {host}:{port} ({protocol.port_key}): port in use?")
+            await server.start()
+            self.grpc_servers.append(server)
+            address = f"{host}:{bound}"
+            setattr(self.listening, protocol.name.lower(), address)
+            LOG.info(
+                "SCM %s protocol (%s) listening on %s",
+                protocol.name.lower(),
+                ", ".join(s.SERVICE for s in services),
+                address,
+            )
+        http_host, http_port = endpoints.http_address(get, self.node)
+        self.listening.http = f"{http_host}:{http_port}"
+        app = make_app(self.scm, self.listening.as_dict())
+        self.web_runner = web.AppRunner(app, access_log=None)
+        await self.web_runner.setup()
+        site = web.TCPSite(self.web_runner, http_host, http_port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise DaemonStartupError(f"cannot listen on {http_host}:{http_port} (ozone.scm.http-address): {exc}") from exc
+        LOG.info("SCM web UI on http://%s/ (metrics /prom, /health, /ready, /api/status)", self.listening.http)
+        LOG.info("SCM started: cluster %s, scm id %s", storage.cluster_id, storage.scm_id)
+
+    async def stop(self) -> None:
+        servers, self.grpc_servers = self.grpc_servers, []
+        for server in servers:
+            with contextlib.suppress(Exception):
+                await server.stop(grace=1.0)
+        if self.web_runner is not None:
+            with contextlib.suppress(Exception):
+                await self.web_runner.cleanup()
+            self.web_runner = None
+        if self.scm is not None:
+            scm, self.scm = self.scm, None
+            await scm.stop()
+        LOG.info("SCM stopped")
+
+
+async def serve(conf: OzoneConfiguration, stop_event: asyncio.Event | None = None) -> None:
+    """Run the daemon until SIGTERM/SIGINT (or ``stop_event``)."""
+    stop_event = stop_event or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop_event.set)
+    daemon = SCMDaemon(conf)
+    try:
+        await daemon.start()
+        await stop_event.wait()
+        LOG.info("shutdown requested")
+    finally:
+        await daemon.stop()
+
+
+def run(conf: OzoneConfiguration) -> int:
+    """Blocking entry point for the CLI. Returns the process exit code."""
+    try:
+        asyncio.run(serve(conf))
+    except DaemonStartupError as exc:
+        LOG.error("%s", exc)
+        return 2
+    except SCMException as exc:
+        LOG.error("SCM failed: %s", exc)
+        return 1 if exc.result is not ResultCodes.SCM_NOT_INITIALIZED else 2
+    except SCMError as exc:
+        LOG.error("SCM failed: %s", exc)
+        return 1
+    return 0

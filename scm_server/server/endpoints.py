@@ -1,0 +1,148 @@
+"""Where each SCM listens, derived from Ozone's config keys.
+
+One SCM exposes three gRPC protocols (datanode, block client, admin client) and an HTTP
+server. With several SCMs on one host (HA on loopback) the ports differ per node, using
+Ozone's suffix form ``<key>.<serviceId>.<nodeId>``. The same lookups serve three callers:
+the daemon (what to bind), the servicers (the leader's address for the protocol that was
+called, put into a NotLeader error) and the CLI (default ``--scm`` addresses).
+
+Pure functions over a ``get(key) -> str | None`` lookup, so they are trivial to test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
+
+Getter = Callable[[str], "str | None"]
+
+
+class Protocol(enum.Enum):
+    """The SCM network endpoints, with Ozone's port key and default port."""
+
+    CLIENT = ("ozone.scm.client.port", 9860, "ozone.scm.client.address")
+    DATANODE = ("ozone.scm.datanode.port", 9861, "ozone.scm.datanode.address")
+    BLOCK = ("ozone.scm.block.client.port", 9863, "ozone.scm.block.client.address")
+
+    @property
+    def port_key(self) -> str:
+        return self.value[0]
+
+    @property
+    def default_port(self) -> int:
+        return self.value[1]
+
+    @property
+    def address_key(self) -> str:
+        return self.value[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScmNode:
+    """One SCM as the configuration describes it."""
+
+    service_id: str | None
+    node_id: str | None
+    host: str
+
+
+def _split_list(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def _split_host_port(address: str) -> tuple[str, int | None]:
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        return address, None
+    try:
+        return host, int(port)
+    except ValueError:
+        return address, None
+
+
+def service_id(get: Getter) -> str | None:
+    """The SCM service id: ozone.scm.default.service.id, else the first of ozone.scm.service.ids."""
+    default_id = (get("ozone.scm.default.service.id") or "").strip()
+    if default_id:
+        return default_id
+    ids = _split_list(get("ozone.scm.service.ids"))
+    return ids[0] if ids else None
+
+
+def scm_nodes(get: Getter) -> list[ScmNode]:
+    """Every SCM of the cluster, from ozone.scm.nodes.<svc> or else ozone.scm.names."""
+    svc = service_id(get)
+    if svc:
+        nodes = []
+        for node_id in _split_list(get(f"ozone.scm.nodes.{svc}")):
+            addr = get(f"ozone.scm.address.{svc}.{node_id}") or "127.0.0.1"
+            nodes.append(ScmNode(svc, node_id, _split_host_port(addr)[0]))
+        if nodes:
+            return nodes
+    names = _split_list(get("ozone.scm.names"))
+    if names:
+        return [ScmNode(None, None, _split_host_port(n)[0]) for n in names]
+    client_addr = get("ozone.scm.client.address")
+    return [ScmNode(None, None, _split_host_port(client_addr)[0] if client_addr else "127.0.0.1")]
+
+
+def _node_value(get: Getter, key: str, node: ScmNode) -> str | None:
+    if node.service_id and node.node_id:
+        value = get(f"{key}.{node.service_id}.{node.node_id}")
+        if value:
+            return value
+    return get(key)
+
+
+def port_of(get: Getter, protocol: Protocol, node: ScmNode) -> int:
+    """Port of ``protocol`` on ``node``: per-node suffix key, then the plain key, then the default."""
+    value = _node_value(get, protocol.port_key, node)
+    if value:
+        return int(value)
+    # ozone.scm.client.address may carry host:port too (single-SCM form).
+    addr = _node_value(get, protocol.address_key, node)
+    if addr:
+        port = _split_host_port(addr)[1]
+        if port:
+            return port
+    return protocol.default_port
+
+
+def address_of(get: Getter, protocol: Protocol, node: ScmNode) -> str:
+    return f"{node.host}:{port_of(get, protocol, node)}"
+
+
+def protocol_addresses(get: Getter, protocol: Protocol) -> list[str]:
+    """host:port of ``protocol`` on every SCM (the client's default failover list)."""
+    return [address_of(get, protocol, n) for n in scm_nodes(get)]
+
+
+def find_node(get: Getter, node_id: str | None) -> ScmNode:
+    """The configured SCM called ``node_id`` (or the only/first one when None or unknown)."""
+    nodes = scm_nodes(get)
+    for n in nodes:
+        if node_id and n.node_id == node_id:
+            return n
+    return nodes[0]
+
+
+def leader_address(get: Getter, protocol: Protocol, leader_id: str) -> str | None:
+    """Address of ``protocol`` on the SCM whose node id is ``leader_id``, if configured."""
+    for n in scm_nodes(get):
+        if n.node_id == leader_id:
+            return address_of(get, protocol, n)
+    return None
+
+
+def http_address(get: Getter, node: ScmNode) -> tuple[str, int]:
+    value = _node_value(get, "ozone.scm.http-address", node) or "0.0.0.0:9876"
+    host, port = _split_host_port(value)
+    return host or "0.0.0.0", port if port is not None else 9876
+
+
+def bind_host(get: Getter, protocol: Protocol, node: ScmNode) -> str:
+    """Bind host: ozone.scm.<x>.bind.host if set, else the node's configured host."""
+    bind_key = protocol.address_key.replace(".address", ".bind.host")
+    value = _node_value(get, bind_key, node)
+    return value or node.host

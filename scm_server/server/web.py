@@ -1,0 +1,144 @@
+"""The SCM's HTTP endpoint (aiohttp) on ``ozone.scm.http-address``.
+
+* ``/prom``: Prometheus exposition of this SCM's own ``CollectorRegistry`` (never the global one,
+  so several SCMs in one process, as in tests, do not mix their metrics);
+* ``/health``: liveness, 200 while the process serves HTTP;
+* ``/ready``: readiness, 200 only when the SCM is serving: out of safemode, or with
+  ``?leader=true`` the leader-ready condition (leader that applied an entry of its term);
+* ``/api/status``: a JMX-like JSON snapshot (``status_summary()`` of the facade);
+* ``/``: a small status page rendered with jinja2 (templates/status.html.j2).
+
+Handlers only read the facade; nothing here changes SCM state.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from aiohttp import web
+from google.protobuf import json_format
+from google.protobuf import message as pb_message
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+LOG = logging.getLogger(__name__)
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+SCM_KEY: web.AppKey[Any] = web.AppKey("scm", object)
+INFO_KEY: web.AppKey[dict[str, Any]] = web.AppKey("info", dict)
+
+
+def _jsonable(value: Any) -> Any:
+    """Make a status summary JSON-safe (protobuf messages, enums, sets, dataclasses...)."""
+    if isinstance(value, pb_message.Message):
+        return json_format.MessageToDict(value, preserving_proto_field_name=True)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "name") and hasattr(value, "value") and not isinstance(value, str | int | float):
+        return value.name  # enums
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+
+        return _jsonable(dataclasses.asdict(value))
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def _safe_mode(scm: Any) -> tuple[bool, bool]:
+    try:
+        result = scm.in_safe_mode()
+        in_sm, pre = result
+        return bool(in_sm), bool(pre)
+    except Exception:
+        LOG.exception("in_safe_mode failed")
+        return True, False
+
+
+def _is_leader_ready(scm: Any) -> bool:
+    ctx = getattr(scm, "scm_context", None)
+    if ctx is None:
+        return True
+    for name in ("is_leader_ready", "is_leader"):
+        attr = getattr(ctx, name, None)
+        if attr is not None:
+            return bool(attr() if callable(attr) else attr)
+    return True
+
+
+def summary(scm: Any, info: dict[str, Any]) -> dict[str, Any]:
+    try:
+        data = scm.status_summary()
+    except Exception as exc:
+        LOG.exception("status_summary failed")
+        data = {"error": f"{type(exc).__name__}: {exc}"}
+    data = _jsonable(data)
+    if not isinstance(data, dict):
+        data = {"summary": data}
+    in_sm, pre = _safe_mode(scm)
+    data.setdefault("safemode", {})
+    if isinstance(data["safemode"], dict):
+        data["safemode"].setdefault("in_safe_mode", in_sm)
+        data["safemode"].setdefault("pre_check_complete", pre)
+    data["endpoints"] = info
+    return data
+
+
+async def prom(request: web.Request) -> web.Response:
+    registry = getattr(request.app[SCM_KEY], "metrics_registry", None)
+    body = generate_latest(registry) if registry is not None else b""
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "UP"})
+
+
+async def ready(request: web.Request) -> web.Response:
+    scm = request.app[SCM_KEY]
+    in_sm, _ = _safe_mode(scm)
+    leader_mode = request.query.get("leader", "").lower() in ("1", "true", "yes")
+    if leader_mode:
+        ok = _is_leader_ready(scm) and not in_sm
+        reason = "leader ready and out of safemode" if ok else "not the ready leader or in safemode"
+    else:
+        ok = not in_sm
+        reason = "out of safemode" if ok else "in safemode"
+    return web.json_response({"ready": ok, "reason": reason}, status=200 if ok else 503)
+
+
+async def api_status(request: web.Request) -> web.Response:
+    data = summary(request.app[SCM_KEY], request.app[INFO_KEY])
+    return web.Response(text=json.dumps(data, indent=2, sort_keys=True), content_type="application/json")
+
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    autoescape=jinja2.select_autoescape(["html", "j2"]),
+    undefined=jinja2.ChainableUndefined,
+)
+
+
+async def index(request: web.Request) -> web.Response:
+    data = summary(request.app[SCM_KEY], request.app[INFO_KEY])
+    html = _env.get_template("status.html.j2").render(s=data)
+    return web.Response(text=html, content_type="text/html")
+
+
+def make_app(scm: Any, info: dict[str, Any]) -> web.Application:
+    app = web.Application()
+    app[SCM_KEY] = scm
+    app[INFO_KEY] = info
+    app.router.add_get("/", index)
+    app.router.add_get("/prom", prom)
+    app.router.add_get("/health", health)
+    app.router.add_get("/ready", ready)
+    app.router.add_get("/api/status", api_status)
+    app.router.add_get("/jmx", api_status)
+    return app
