@@ -1,0 +1,167 @@
+"""SCMClient failover against real in-process gRPC servers running our servicers over a fake facade."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+
+import grpc
+import grpc.aio
+import pytest
+
+from scm_server.client import SCMClient, SCMClientConfig, SCMUnavailableError
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.server import endpoints
+from scm_server.server.grpc_services import (
+    BlockProtocolService,
+    DatanodeProtocolService,
+    LocationProtocolService,
+    RpcMetrics,
+)
+
+from .fakes import FakeSCM
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Cluster:
+    """Two 'SCMs' on loopback: a follower (scm1) and the leader (scm2), per an HA config."""
+
+    def __init__(self) -> None:
+        self.ports = {"scm1": _free_port(), "scm2": _free_port()}
+        self.conf = {
+            "ozone.scm.service.ids": "svc",
+            "ozone.scm.nodes.svc": "scm1,scm2",
+            "ozone.scm.address.svc.scm1": "127.0.0.1",
+            "ozone.scm.address.svc.scm2": "127.0.0.1",
+            "ozone.scm.client.port.svc.scm1": str(self.ports["scm1"]),
+            "ozone.scm.client.port.svc.scm2": str(self.ports["scm2"]),
+        }
+        self.scms = {"scm1": FakeSCM(leader=False, leader_id="scm2"), "scm2": FakeSCM(leader=True)}
+        self.servers: list[grpc.aio.Server] = []
+
+    def address(self, node: str) -> str:
+        return f"127.0.0.1:{self.ports[node]}"
+
+    async def start(self) -> None:
+        for node, scm in self.scms.items():
+            server = grpc.aio.server()
+            metrics = RpcMetrics(scm.metrics_registry)
+            server.add_generic_rpc_handlers(tuple(
+                cls(scm, endpoints.Protocol.CLIENT, self.conf.get, metrics).generic_handler()
+                for cls in (LocationProtocolService, BlockProtocolService, DatanodeProtocolService)
+            ))
+            server.add_insecure_port(self.address(node))
+            await server.start()
+            self.servers.append(server)
+
+    async def stop(self) -> None:
+        for s in self.servers:
+            await s.stop(None)
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    c = Cluster()
+    await c.start()
+    yield c
+    await c.stop()
+
+
+FAST = SCMClientConfig(max_retries=5, retry_interval=0.01, rpc_timeout=5)
+
+
+async def test_follows_leader_hint_resolved_for_the_called_protocol(cluster: Cluster) -> None:
+    async with SCMClient([cluster.address("scm1")], FAST) as client:
+        blocks = await client.allocate_block(1024, 2)
+        assert [b.containerBlockID.localID for b in blocks] == [1, 2]
+        # The hint was the leader's *client* address (from config), not the ratis address.
+        assert client.current_address == cluster.address("scm2")
+        assert client.addresses == [cluster.address("scm1"), cluster.address("scm2")]
+        assert client.failovers == 1
+    assert cluster.scms["scm1"].calls == ["allocate_block"]
+
+
+async def test_unreachable_address_fails_over_to_next(cluster: Cluster) -> None:
+    dead = f"127.0.0.1:{_free_port()}"
+    async with SCMClient([dead, cluster.address("scm2")], FAST) as client:
+        info = await client.get_container(1)
+        assert info.containerID == 1
+        assert client.current_address == cluster.address("scm2")
+
+
+async def test_all_unreachable_raises_after_bounded_retries() -> None:
+    sleeps: list[float] = []
+
+    async def fake_sleep(s: float) -> None:
+        sleeps.append(s)
+
+    dead = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    client = SCMClient(dead, SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=2), sleep=fake_sleep)
+    try:
+        with pytest.raises(SCMUnavailableError, match=r"cannot reach SCM at 127\.0\.0\.1"):
+            await client.in_safe_mode()
+    finally:
+        await client.close()
+    # 4 attempts over 2 addresses: back-off after each full round (not after each address)
+    assert sleeps == [0.5]
+
+
+async def test_not_leader_everywhere_gives_not_leader(cluster: Cluster) -> None:
+    cluster.scms["scm2"].leader = False
+    cluster.scms["scm2"].leader_id = "scm1"
+    client = SCMClient([cluster.address("scm1")], SCMClientConfig(max_retries=4, retry_interval=0.0, rpc_timeout=5))
+    try:
+        with pytest.raises(NotLeaderException):
+            await client.get_container(1)
+    finally:
+        await client.close()
+
+
+async def test_scm_errors_are_reraised_typed(cluster: Cluster) -> None:
+    async with SCMClient([cluster.address("scm2")], FAST) as client:
+        with pytest.raises(SCMException) as info:
+            await client.get_container(12345)
+        assert info.value.result is ResultCodes.CONTAINER_NOT_FOUND
+        assert "container #12345 not found" in str(info.value)
+        with pytest.raises(SCMException) as info2:
+            await client.allocate_block(0)
+        assert info2.value.result is ResultCodes.INVALID_BLOCK_SIZE
+        assert client.failovers == 0
+
+
+async def test_malformed_request_is_invalid_argument_and_server_keeps_serving(cluster: Cluster) -> None:
+    channel = grpc.aio.insecure_channel(cluster.address("scm2"))
+    call = channel.unary_unary(
+        "/hadoop.hdds.ScmBlockLocationProtocolService/AllocateScmBlock",
+        request_serializer=None, response_deserializer=None,
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await call(b"\xff\xff\xff\x0f garbage", timeout=5)
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "malformed AllocateScmBlockRequestProto" in (info.value.details() or "")
+    md = dict(info.value.trailing_metadata() or ())
+    assert md.get("x-scm-result") == "INVALID_REQUEST"
+    # missing required fields are bad input too
+    with pytest.raises(grpc.aio.AioRpcError) as info2:
+        await call(b"", timeout=5)
+    assert info2.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    await channel.close()
+    async with SCMClient([cluster.address("scm2")], FAST) as client:
+        assert len(await client.allocate_block(10)) == 1
+
+
+async def test_unexpected_exception_is_internal_with_result(cluster: Cluster) -> None:
+    def boom() -> tuple[bool, bool]:
+        raise RuntimeError("kaput")
+
+    cluster.scms["scm2"].in_safe_mode = boom  # type: ignore[method-assign]
+    async with SCMClient([cluster.address("scm2")], FAST) as client:
+        with pytest.raises(SCMException) as info:
+            await client.in_safe_mode()
+        assert info.value.result is ResultCodes.INTERNAL_ERROR
+        assert "kaput" in str(info.value)

@@ -1,0 +1,35 @@
+"""The aiohttp endpoints over a fake facade."""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import Counter
+
+from scm_server.server.web import make_app
+
+from .fakes import FakeSCM
+
+
+async def test_endpoints() -> None:
+    scm = FakeSCM()
+    Counter("scm_test_things", "things", registry=scm.metrics_registry).inc(3)
+    async with TestClient(TestServer(make_app(scm, {"client": "127.0.0.1:1"}), host="127.0.0.1")) as client:
+        resp = await client.get("/health")
+        assert resp.status == 200
+        resp = await client.get("/ready")
+        assert resp.status == 503
+        assert (await resp.json())["reason"] == "in safemode"
+        scm.force_exit_safe_mode()
+        assert (await client.get("/ready")).status == 200
+        scm.leader = False  # the fake has no scm_context: leader-ready defaults to the safemode check
+        assert (await client.get("/ready?leader=true")).status == 200
+        prom = await (await client.get("/prom")).text()
+        assert "scm_test_things_total 3.0" in prom
+        status = json.loads(await (await client.get("/api/status")).text())
+        assert status["cluster_id"] == "CID-x"
+        assert status["safemode"]["in_safe_mode"] is False
+        assert status["endpoints"] == {"client": "127.0.0.1:1"}
+        page = await (await client.get("/")).text()
+        assert "Storage Container Manager" in page and "dn1" in page and "FOLLOWER" in page
