@@ -1,0 +1,403 @@
+"""ContainerManager: container allocation, closing, and the container report handlers.
+
+It sits on top of the replicated :class:`ContainerStateManager` (Ozone's ContainerManagerImpl +
+ContainerReportHandler / IncrementalContainerReportHandler + CloseContainerEventHandler):
+
+* leader-only: ``allocate_container`` (container id from the ``containerId`` sequence, chosen
+  here and replicated with ``addContainer``), ``get_matching_container`` (Ozone's
+  openContainerLimit per owner and pipeline), ``close_container`` (FINALIZE + close commands);
+* every SCM: replicas (which datanode holds which container, in which state) are *soft state*
+  rebuilt from full and incremental container reports; usage (bytes, keys, BCSID) likewise;
+* lifecycle transitions driven by reports (OPEN->CLOSING when a replica is no longer open,
+  CLOSING->CLOSED/QUASI_CLOSED, QUASI_CLOSED->CLOSED) happen only on the leader: a follower's
+  Raft write would fail and must not stop the replica update (Ozone, AbstractContainerReportHandler).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from scm_server.conf import SCMConfig
+from scm_server.container.container_state_manager import (
+    CLOSE,
+    CLOSED,
+    CLOSING,
+    DELETED,
+    FINALIZE,
+    FORCE_CLOSE,
+    OPEN,
+    QUASI_CLOSE,
+    QUASI_CLOSED,
+    ContainerStateManager,
+)
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ha.clock import Clock
+from scm_server.ha.scm_context import SCMContext
+from scm_server.ha.sequence_id_generator import CONTAINER_ID, SequenceIdGenerator
+from scm_server.metadata.enums import enum_name
+from scm_server.node.node_manager import SCMNodeManager
+from scm_server.pipeline.pipeline_manager import PipelineManager
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
+
+log = logging.getLogger(__name__)
+
+ReplicaState = hdds_pb2.ContainerReplicaProto.State
+R_OPEN = hdds_pb2.ContainerReplicaProto.OPEN
+R_CLOSING = hdds_pb2.ContainerReplicaProto.CLOSING
+R_QUASI_CLOSED = hdds_pb2.ContainerReplicaProto.QUASI_CLOSED
+R_CLOSED = hdds_pb2.ContainerReplicaProto.CLOSED
+R_UNHEALTHY = hdds_pb2.ContainerReplicaProto.UNHEALTHY
+R_INVALID = hdds_pb2.ContainerReplicaProto.INVALID
+R_DELETED = hdds_pb2.ContainerReplicaProto.DELETED
+CommandType = scm_datanode_pb2.SCMCommandProto.Type
+
+
+@dataclass
+class ContainerReplica:
+    """One replica as last reported by a datanode (soft state)."""
+
+    container_id: int
+    datanode_uuid: str
+    state: int
+    sequence_id: int = 0
+    key_count: int = 0
+    used_bytes: int = 0
+    origin_node_id: str = ""
+    is_empty: bool = False
+    replica_index: int = 0
+    last_report_ms: int = 0
+
+    @classmethod
+    def from_proto(cls, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, now_ms: int) -> ContainerReplica:
+        return cls(
+            container_id=proto.containerID,
+            datanode_uuid=dn_uuid,
+            state=proto.state,
+            sequence_id=proto.blockCommitSequenceId,
+            key_count=proto.keyCount,
+            used_bytes=proto.used,
+            origin_node_id=proto.originNodeId or dn_uuid,
+            is_empty=proto.isEmpty,
+            replica_index=proto.replicaIndex,
+            last_report_ms=now_ms,
+        )
+
+    def to_proto(self) -> hdds_pb2.ContainerReplicaProto:
+        return hdds_pb2.ContainerReplicaProto(
+            containerID=self.container_id,
+            state=self.state,  # type: ignore[arg-type]
+            used=self.used_bytes,
+            keyCount=self.key_count,
+            blockCommitSequenceId=self.sequence_id,
+            originNodeId=self.origin_node_id,
+            isEmpty=self.is_empty,
+            replicaIndex=self.replica_index,
+        )
+
+
+ReplicaListener = Callable[[int, str, bool], None]
+
+
+class ContainerManager:
+    def __init__(
+        self,
+        state_manager: ContainerStateManager,
+        pipeline_manager: PipelineManager,
+        node_manager: SCMNodeManager,
+        sequence_id_generator: SequenceIdGenerator,
+        scm_context: SCMContext,
+        clock: Clock,
+        config: SCMConfig,
+        pipeline_wait_s: float = 10.0,
+    ) -> None:
+        self.state_manager = state_manager
+        self.pipeline_manager = pipeline_manager
+        self.node_manager = node_manager
+        self.sequence_id_generator = sequence_id_generator
+        self.scm_context = scm_context
+        self.clock = clock
+        self.config = config
+        self.pipeline_wait_s = pipeline_wait_s
+        self._replicas: dict[int, dict[str, ContainerReplica]] = defaultdict(dict)
+        self._by_node: dict[str, set[int]] = defaultdict(set)
+        self._replica_listeners: list[ReplicaListener] = []
+        self._round_robin = itertools.count()
+        self.reports_processed = 0
+        self.incremental_reports_processed = 0
+        pipeline_manager.set_container_closer(self.close_containers_of_pipeline)
+
+    def reinitialize(self) -> None:
+        self.state_manager.reinitialize()
+
+    def add_replica_listener(self, listener: ReplicaListener) -> None:
+        """``listener(container_id, dn_uuid, added)`` on replica appearance/removal (pending ops)."""
+        self._replica_listeners.append(listener)
+
+    # ---- reads ----
+    def get_container(self, container_id: int) -> hdds_pb2.ContainerInfoProto:
+        """The container info merged with soft usage from reports (a copy)."""
+        stored = self.state_manager.get_container(container_id)
+        view = hdds_pb2.ContainerInfoProto()
+        view.CopyFrom(stored)
+        replicas = self._replicas.get(container_id)
+        if replicas:
+            view.usedBytes = max(view.usedBytes, max(r.used_bytes for r in replicas.values()))
+            view.numberOfKeys = max(view.numberOfKeys, max(r.key_count for r in replicas.values()))
+            view.sequenceId = max(view.sequenceId, max(r.sequence_id for r in replicas.values()))
+        return view
+
+    def exists(self, container_id: int) -> bool:
+        return self.state_manager.contains(container_id)
+
+    def get_containers(self, state: int | None = None) -> list[hdds_pb2.ContainerInfoProto]:
+        return self.state_manager.get_containers(state)
+
+    def get_replicas(self, container_id: int) -> list[ContainerReplica]:
+        return sorted(self._replicas.get(container_id, {}).values(), key=lambda r: r.datanode_uuid)
+
+    def containers_on(self, dn_uuid: str) -> set[int]:
+        return set(self._by_node.get(dn_uuid, set()))
+
+    def replica_count(self) -> int:
+        return sum(len(v) for v in self._replicas.values())
+
+    # ---- soft replica updates ----
+    def _set_replica(self, replica: ContainerReplica) -> None:
+        per = self._replicas[replica.container_id]
+        added = replica.datanode_uuid not in per
+        per[replica.datanode_uuid] = replica
+        self._by_node[replica.datanode_uuid].add(replica.container_id)
+        if added:
+            for listener in self._replica_listeners:
+                listener(replica.container_id, replica.datanode_uuid, True)
+
+    def remove_replica(self, container_id: int, dn_uuid: str) -> None:
+        per = self._replicas.get(container_id)
+        if per is None or dn_uuid not in per:
+            return
+        del per[dn_uuid]
+        if not per:
+            del self._replicas[container_id]
+        self._by_node[dn_uuid].discard(container_id)
+        for listener in self._replica_listeners:
+            listener(container_id, dn_uuid, False)
+
+    def forget_container(self, container_id: int) -> None:
+        for dn in list(self._replicas.get(container_id, {})):
+            self.remove_replica(container_id, dn)
+
+    # ---- allocation (leader) ----
+    async def allocate_container(
+        self, rtype: int, rfactor: int, owner: str, pipeline: hdds_pb2.Pipeline | None = None
+    ) -> hdds_pb2.ContainerInfoProto:
+        self.scm_context.check_leader()
+        if pipeline is None:
+            pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
+                rtype, rfactor, None, self._least_loaded_pipeline, self.pipeline_wait_s
+            )
+        container_id = await self.sequence_id_generator.get_next_id(CONTAINER_ID)
+        info = hdds_pb2.ContainerInfoProto(
+            containerID=container_id,
+            state=OPEN,
+            pipelineID=pipeline.id,
+            usedBytes=0,
+            numberOfKeys=0,
+            stateEnterTime=self.clock.wall_ms(),
+            owner=owner,
+            deleteTransactionId=0,
+            sequenceId=0,
+            replicationFactor=pipeline.factor,
+            replicationType=pipeline.type,
+        )
+        await self.state_manager.add_container(info)
+        log.info("allocated container #%d on pipeline %s for %s", container_id, pipeline.id.id, owner)
+        return self.state_manager.get_container(container_id)
+
+    def _least_loaded_pipeline(self, pipelines: list[hdds_pb2.Pipeline]) -> hdds_pb2.Pipeline:
+        return min(pipelines, key=lambda p: (len(self.state_manager.open_containers_of_pipeline(p.id.id)), p.id.id))
+
+    async def get_matching_container(
+        self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, exclude_ids: Iterable[int] = ()
+    ) -> hdds_pb2.ContainerInfoProto:
+        """An OPEN container of ``owner`` on ``pipeline`` with room for ``size`` (Ozone semantics)."""
+        excluded = set(exclude_ids)
+        open_containers = [
+            c
+            for c in self.state_manager.open_containers_of_pipeline(pipeline.id.id)
+            if c.owner == owner and c.containerID not in excluded
+        ]
+        limit = self.node_manager.open_container_limit(m.uuid for m in pipeline.members)
+        if len(open_containers) < limit:
+            return await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)
+        with_room = [c for c in open_containers if self.get_container(c.containerID).usedBytes + size <= self.config.container_size]
+        if not with_room:
+            return await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)
+        return with_room[next(self._round_robin) % len(with_room)]
+
+    # ---- closing (leader) ----
+    async def close_container(self, container_id: int, force: bool = False) -> None:
+        """FINALIZE an OPEN container (-> CLOSING) and send close commands to its datanodes."""
+        self.scm_context.check_leader()
+        info = self.state_manager.get_container(container_id)
+        if info.state == OPEN:
+            await self.state_manager.update_container_state(container_id, FINALIZE, self.clock.wall_ms())
+            info = self.state_manager.get_container(container_id)
+            log.info("container #%d is CLOSING", container_id)
+        if info.state in (CLOSING, QUASI_CLOSED) or force:
+            self.send_close_commands(container_id, force=force)
+        elif info.state not in (CLOSED,):
+            raise SCMException(
+                ResultCodes.UNEXPECTED_CONTAINER_STATE,
+                f"container #{container_id} is {enum_name(hdds_pb2.LifeCycleState, info.state)}; cannot close it",
+            )
+
+    def send_close_commands(self, container_id: int, force: bool = False, only: Iterable[str] | None = None) -> int:
+        info = self.state_manager.get_container(container_id)
+        targets = set(only) if only is not None else set()
+        if only is None:
+            targets.update(r.datanode_uuid for r in self.get_replicas(container_id))
+            p = self.pipeline_manager.find(info.pipelineID.id) if info.HasField("pipelineID") else None
+            if p is not None:
+                targets.update(m.uuid for m in p.members)
+        sent = 0
+        for dn in sorted(targets):
+            if self.node_manager.get_node(dn) is None:
+                continue
+            self.node_manager.add_command(
+                dn,
+                scm_datanode_pb2.SCMCommandProto(
+                    commandType=CommandType.closeContainerCommand,
+                    closeContainerCommandProto=scm_datanode_pb2.CloseContainerCommandProto(
+                        containerID=container_id, pipelineID=info.pipelineID, force=force
+                    ),
+                ),
+            )
+            sent += 1
+        return sent
+
+    async def close_containers_of_pipeline(self, pipeline_id: str) -> None:
+        for info in self.state_manager.open_containers_of_pipeline(pipeline_id):
+            await self.close_container(info.containerID)
+
+    # ---- report handlers (every SCM) ----
+    async def process_container_report(self, dn_uuid: str, report: scm_datanode_pb2.ContainerReportsProto) -> None:
+        """Full report: the DN's replica set is exactly what it lists (missing ones are removed)."""
+        self.reports_processed += 1
+        now = self.clock.wall_ms()
+        seen: set[int] = set()
+        for proto in report.reports:
+            seen.add(proto.containerID)
+            await self._process_replica(dn_uuid, proto, now)
+        for cid in self.containers_on(dn_uuid) - seen:
+            self.remove_replica(cid, dn_uuid)
+
+    async def process_incremental_report(
+        self, dn_uuid: str, report: scm_datanode_pb2.IncrementalContainerReportProto
+    ) -> None:
+        self.incremental_reports_processed += 1
+        now = self.clock.wall_ms()
+        for proto in report.report:
+            await self._process_replica(dn_uuid, proto, now)
+
+    async def _process_replica(self, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, now_ms: int) -> None:
+        cid = proto.containerID
+        info = self.state_manager.find(cid)
+        if info is None:
+            log.debug("datanode %s reported unknown container #%d; ignoring", dn_uuid, cid)
+            return
+        if proto.state == R_DELETED:
+            self.remove_replica(cid, dn_uuid)
+            return
+        self._set_replica(ContainerReplica.from_proto(dn_uuid, proto, now_ms))
+        if not self.scm_context.is_leader():
+            return  # followers record replicas; lifecycle transitions are the leader's (Raft) job
+        try:
+            await self._update_container_state(info, proto, dn_uuid)
+        except NotLeaderException:
+            log.info("lost leadership while handling a report for container #%d", cid)
+        except SCMException as exc:
+            log.warning("container #%d: report from %s not applied: %s", cid, dn_uuid, exc)
+
+    async def _update_container_state(
+        self, info: hdds_pb2.ContainerInfoProto, replica: hdds_pb2.ContainerReplicaProto, dn_uuid: str
+    ) -> None:
+        cid = info.containerID
+        if info.state == OPEN and replica.state != R_OPEN:
+            await self.close_container(cid)
+            info = self.state_manager.get_container(cid)
+        if info.state == CLOSING:
+            if replica.state == R_CLOSED:
+                await self._persist_usage(cid)
+                await self.state_manager.update_container_state(cid, CLOSE, self.clock.wall_ms())
+                log.info("container #%d is CLOSED", cid)
+            elif replica.state == R_QUASI_CLOSED:
+                await self._persist_usage(cid)
+                await self.state_manager.update_container_state(cid, QUASI_CLOSE, self.clock.wall_ms())
+                log.info("container #%d is QUASI_CLOSED", cid)
+        elif info.state == QUASI_CLOSED and replica.state == R_CLOSED:
+            await self._persist_usage(cid)
+            await self.state_manager.update_container_state(cid, FORCE_CLOSE, self.clock.wall_ms())
+            log.info("container #%d is CLOSED (force close of a quasi-closed container)", cid)
+        elif info.state == DELETED and self.node_manager.get_node(dn_uuid) is not None:
+            self.node_manager.add_command(
+                dn_uuid,
+                scm_datanode_pb2.SCMCommandProto(
+                    commandType=CommandType.deleteContainerCommand,
+                    deleteContainerCommandProto=scm_datanode_pb2.DeleteContainerCommandProto(containerID=cid, force=True),
+                ),
+            )
+
+    async def _persist_usage(self, container_id: int) -> None:
+        """Leader: snapshot usage/BCSID from reports into the replicated info (as args)."""
+        stored = self.state_manager.get_container(container_id)
+        view = self.get_container(container_id)
+        if (view.usedBytes, view.numberOfKeys, view.sequenceId) != (
+            stored.usedBytes,
+            stored.numberOfKeys,
+            stored.sequenceId,
+        ):
+            await self.state_manager.update_container_info(view)
+
+    async def process_container_action(self, dn_uuid: str, action: scm_datanode_pb2.ContainerAction) -> None:
+        if not self.scm_context.is_leader():
+            return
+        info = self.state_manager.find(action.containerID)
+        if info is None or info.state != OPEN:
+            return
+        log.info(
+            "datanode %s asks to close container #%d (%s)",
+            dn_uuid,
+            action.containerID,
+            enum_name(scm_datanode_pb2.ContainerAction.Reason, action.reason),
+        )
+        await self.close_container(action.containerID)
+
+    # ---- node events ----
+    async def on_node_dead(self, dn_uuid: str) -> None:
+        """Ozone DeadNodeHandler: the dead node's replicas are gone (on every SCM)."""
+        for cid in sorted(self.containers_on(dn_uuid)):
+            self.remove_replica(cid, dn_uuid)
+
+    async def on_node_stale(self, dn_uuid: str) -> None:
+        return None
+
+    async def on_node_healthy(self, dn_uuid: str) -> None:
+        return None
+
+    def containers_by_state(self) -> dict[str, int]:
+        return self.state_manager.counts_by_state()
+
+    def replica_info(self, container_id: int) -> list[hdds_pb2.ContainerReplicaInfo]:
+        out = []
+        for r in self.get_replicas(container_id):
+            node = self.node_manager.get_node(r.datanode_uuid)
+            details = node.details if node is not None else hdds_pb2.DatanodeDetailsProto(uuid=r.datanode_uuid)
+            out.append(hdds_pb2.ContainerReplicaInfo(datanode=details, replica=r.to_proto(), lastReportedMs=r.last_report_ms))
+        return out
+
+    def all_replicas(self) -> dict[int, list[ContainerReplica]]:
+        return {cid: self.get_replicas(cid) for cid in sorted(self._replicas)}

@@ -1,0 +1,216 @@
+"""ContainerStateManager: the replicated container table (Ozone's ``ContainerStateManagerImpl``).
+
+Container lifecycle (SCM side)::
+
+    OPEN --FINALIZE--> CLOSING --QUASI_CLOSE--> QUASI_CLOSED --FORCE_CLOSE--> CLOSED
+                          |                          |                           |
+                          +---------CLOSE------------+-------------(DELETE)------+--> DELETING --CLEANUP--> DELETED
+                                                     +--DELETE-->
+
+i.e. the transition table
+
+    ============  ===========  ============
+    from          event        to
+    ============  ===========  ============
+    OPEN          FINALIZE     CLOSING
+    CLOSING       QUASI_CLOSE  QUASI_CLOSED
+    CLOSING       CLOSE        CLOSED
+    QUASI_CLOSED  FORCE_CLOSE  CLOSED
+    QUASI_CLOSED  DELETE       DELETING
+    CLOSED        DELETE       DELETING
+    DELETING      CLEANUP      DELETED
+    ============  ===========  ============
+
+An event whose target state the container has already reached or passed is a no-op (idempotent:
+e.g. FINALIZE on CLOSED, CLOSE on CLOSED, replays after restart). Any other event is a logical
+rejection: SCMException(UNEXPECTED_CONTAINER_STATE), state untouched. RECOVERING has no SCM
+transitions.
+
+Mutations are ``@replicate(RequestType.CONTAINER)`` (Ozone's four rules apply; see
+:mod:`scm_server.ha.replicate`). Anything time-dependent (``stateEnterTime``) is chosen by the
+leader and passed in. Replica locations are NOT here: they are soft state in ContainerManager.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.ha.replicate import RequestType, replicate
+from scm_server.ha.scm_ha_manager_api import SCMHAManager
+from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
+from scm_server.metadata import SCMMetadataStore
+from scm_server.metadata.enums import enum_name
+from scm_server.proto import hdds_pb2
+
+LifeCycleState = hdds_pb2.LifeCycleState
+LifeCycleEvent = hdds_pb2.LifeCycleEvent
+
+OPEN = hdds_pb2.OPEN
+CLOSING = hdds_pb2.CLOSING
+QUASI_CLOSED = hdds_pb2.QUASI_CLOSED
+CLOSED = hdds_pb2.CLOSED
+DELETING = hdds_pb2.DELETING
+DELETED = hdds_pb2.DELETED
+RECOVERING = hdds_pb2.RECOVERING
+
+FINALIZE = hdds_pb2.FINALIZE
+QUASI_CLOSE = hdds_pb2.QUASI_CLOSE
+CLOSE = hdds_pb2.CLOSE
+FORCE_CLOSE = hdds_pb2.FORCE_CLOSE
+DELETE = hdds_pb2.DELETE
+CLEANUP = hdds_pb2.CLEANUP
+
+TRANSITIONS: dict[tuple[int, int], int] = {
+    (OPEN, FINALIZE): CLOSING,
+    (CLOSING, QUASI_CLOSE): QUASI_CLOSED,
+    (CLOSING, CLOSE): CLOSED,
+    (QUASI_CLOSED, FORCE_CLOSE): CLOSED,
+    (QUASI_CLOSED, DELETE): DELETING,
+    (CLOSED, DELETE): DELETING,
+    (DELETING, CLEANUP): DELETED,
+}
+EVENT_TARGET: dict[int, int] = {
+    FINALIZE: CLOSING,
+    QUASI_CLOSE: QUASI_CLOSED,
+    CLOSE: CLOSED,
+    FORCE_CLOSE: CLOSED,
+    DELETE: DELETING,
+    CLEANUP: DELETED,
+}
+# Progress order of the SCM lifecycle (RECOVERING is outside it).
+_ORDER: dict[int, int] = {OPEN: 0, CLOSING: 1, QUASI_CLOSED: 2, CLOSED: 3, DELETING: 4, DELETED: 5}
+
+
+def next_state(state: int, event: int) -> int | None:
+    """The state after ``event``; ``None`` means a no-op (already there or past it).
+
+    Raises SCMException(UNEXPECTED_CONTAINER_STATE) for an invalid transition. Pure function.
+    """
+    if (state, event) in TRANSITIONS:
+        return TRANSITIONS[(state, event)]
+    target = EVENT_TARGET.get(event)
+    if target is None:
+        raise SCMException(ResultCodes.INVALID_REQUEST, f"unknown LifeCycleEvent {event}")
+    if state in _ORDER and _ORDER[state] >= _ORDER[target]:
+        return None
+    raise SCMException(
+        ResultCodes.UNEXPECTED_CONTAINER_STATE,
+        f"invalid event {enum_name(LifeCycleEvent, event)} for container in state {enum_name(LifeCycleState, state)}",
+    )
+
+
+class ContainerStateManager:
+    def __init__(
+        self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
+    ) -> None:
+        self._store = store
+        self._buffer = buffer
+        self.ha_manager = ha_manager
+        self._containers: dict[int, hdds_pb2.ContainerInfoProto] = {}
+        self._by_pipeline: dict[str, set[int]] = defaultdict(set)
+        self.reinitialize()
+
+    def reinitialize(self) -> None:
+        self._containers = {}
+        self._by_pipeline = defaultdict(set)
+        for _cid, info in self._store.containers.items():
+            self._put_memory(info)
+
+    def _put_memory(self, info: hdds_pb2.ContainerInfoProto) -> None:
+        old = self._containers.get(info.containerID)
+        if old is not None and old.HasField("pipelineID"):
+            self._by_pipeline[old.pipelineID.id].discard(info.containerID)
+        self._containers[info.containerID] = info
+        if info.HasField("pipelineID") and info.state == OPEN:
+            self._by_pipeline[info.pipelineID.id].add(info.containerID)
+
+    def _remove_memory(self, container_id: int) -> None:
+        old = self._containers.pop(container_id, None)
+        if old is not None and old.HasField("pipelineID"):
+            self._by_pipeline[old.pipelineID.id].discard(container_id)
+
+    # ---- reads ----
+    def contains(self, container_id: int) -> bool:
+        return container_id in self._containers
+
+    def get_container(self, container_id: int) -> hdds_pb2.ContainerInfoProto:
+        info = self._containers.get(container_id)
+        if info is None:
+            raise SCMException(ResultCodes.CONTAINER_NOT_FOUND, f"container #{container_id} not found")
+        return info
+
+    def find(self, container_id: int) -> hdds_pb2.ContainerInfoProto | None:
+        return self._containers.get(container_id)
+
+    def container_ids(self) -> list[int]:
+        return sorted(self._containers)
+
+    def get_containers(self, state: int | None = None) -> list[hdds_pb2.ContainerInfoProto]:
+        return [
+            self._containers[c] for c in sorted(self._containers) if state is None or self._containers[c].state == state
+        ]
+
+    def open_containers_of_pipeline(self, pipeline_id: str) -> list[hdds_pb2.ContainerInfoProto]:
+        return [self._containers[c] for c in sorted(self._by_pipeline.get(pipeline_id, ()))]
+
+    def __len__(self) -> int:
+        return len(self._containers)
+
+    def counts_by_state(self) -> dict[str, int]:
+        counts = {enum_name(LifeCycleState, s): 0 for s in (OPEN, CLOSING, QUASI_CLOSED, CLOSED, DELETING, DELETED)}
+        for info in self._containers.values():
+            name = enum_name(LifeCycleState, info.state)
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    # ---- replicated mutations ----
+    @replicate(RequestType.CONTAINER)
+    def add_container(self, info: hdds_pb2.ContainerInfoProto) -> None:
+        existing = self._containers.get(info.containerID)
+        if existing is not None:
+            if existing == info:
+                return  # idempotent replay
+            raise SCMException(ResultCodes.CONTAINER_EXISTS, f"container #{info.containerID} already exists")
+        if info.containerID <= 0:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"invalid container id {info.containerID}")
+        stored = hdds_pb2.ContainerInfoProto()
+        stored.CopyFrom(info)
+        self._put_memory(stored)
+        self._buffer.add_to_buffer(self._store.containers, stored.containerID, stored)
+
+    @replicate(RequestType.CONTAINER)
+    def update_container_state(self, container_id: int, event: int, state_enter_time: int = 0) -> None:
+        info = self.get_container(container_id)
+        new_state = next_state(info.state, event)
+        if new_state is None:
+            return
+        updated = hdds_pb2.ContainerInfoProto()
+        updated.CopyFrom(info)
+        updated.state = new_state  # type: ignore[assignment]
+        if state_enter_time:
+            updated.stateEnterTime = state_enter_time
+        self._put_memory(updated)
+        self._buffer.add_to_buffer(self._store.containers, container_id, updated)
+
+    @replicate(RequestType.CONTAINER)
+    def update_container_info(self, info: hdds_pb2.ContainerInfoProto) -> None:
+        """Replace the stored info (same id, same state): usage/BCSID snapshot chosen by the leader."""
+        current = self.get_container(info.containerID)
+        if current.state != info.state:
+            raise SCMException(
+                ResultCodes.UNEXPECTED_CONTAINER_STATE,
+                f"container #{info.containerID}: update_container_info may not change state "
+                f"({enum_name(LifeCycleState, current.state)} -> {enum_name(LifeCycleState, info.state)}); "
+                "use update_container_state",
+            )
+        stored = hdds_pb2.ContainerInfoProto()
+        stored.CopyFrom(info)
+        self._put_memory(stored)
+        self._buffer.add_to_buffer(self._store.containers, stored.containerID, stored)
+
+    @replicate(RequestType.CONTAINER)
+    def remove_container(self, container_id: int) -> None:
+        self.get_container(container_id)
+        self._remove_memory(container_id)
+        self._buffer.remove_from_buffer(self._store.containers, container_id)

@@ -1,0 +1,369 @@
+"""SCMNodeManager: datanode registry, health from heartbeat age, operational state, command queues.
+
+All of it is *soft state*, rebuilt on every SCM from datanode registrations and heartbeats (DNs
+report to every SCM); nothing here is replicated through Raft.
+
+Health (Ozone NodeStateManager)::
+
+    HEALTHY --(no heartbeat for ozone.scm.stale.node.interval)--> STALE
+    STALE   --(no heartbeat for ozone.scm.dead.node.interval)---> DEAD
+    STALE/DEAD --(heartbeat)--> HEALTHY
+
+The health check runs every ``ozone.scm.heartbeat.thread.interval`` (``check_node_health``) and
+tells listeners (pipeline and container managers) about stale, dead and recovered nodes.
+
+Operational state (IN_SERVICE, DECOMMISSIONING, DECOMMISSIONED, ENTERING_MAINTENANCE,
+IN_MAINTENANCE) is not replicated either (HDDS-5090): the leader changes it and pushes a
+SetNodeOperationalState command; the DN persists it and echoes ``persistedOpState`` in each
+heartbeat; followers adopt the echoed value, the leader re-sends the command on a mismatch.
+
+Commands are queued per datanode, only on the leader, stamped with the leader's term, and
+returned in the next heartbeat response.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scm_server.conf import NodeManagerConfig, PipelineConfig
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.ha.clock import Clock
+from scm_server.ha.scm_context import SCMContext
+from scm_server.metadata.enums import enum_name
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
+
+log = logging.getLogger(__name__)
+
+NodeState = hdds_pb2.NodeState
+NodeOperationalState = hdds_pb2.NodeOperationalState
+CommandType = scm_datanode_pb2.SCMCommandProto.Type
+
+DEFAULT_RACK = "/default-rack"
+HEALTHY = hdds_pb2.HEALTHY
+STALE = hdds_pb2.STALE
+DEAD = hdds_pb2.DEAD
+IN_SERVICE = hdds_pb2.IN_SERVICE
+DECOMMISSIONING = hdds_pb2.DECOMMISSIONING
+DECOMMISSIONED = hdds_pb2.DECOMMISSIONED
+ENTERING_MAINTENANCE = hdds_pb2.ENTERING_MAINTENANCE
+IN_MAINTENANCE = hdds_pb2.IN_MAINTENANCE
+
+
+def rack_of(details: hdds_pb2.DatanodeDetailsProto) -> str:
+    return details.networkLocation or DEFAULT_RACK
+
+
+class NodeEventListener(Protocol):
+    """Reactions to health changes (Ozone's StaleNodeHandler / DeadNodeHandler / NewNodeHandler)."""
+
+    async def on_node_stale(self, dn_uuid: str) -> None: ...
+
+    async def on_node_dead(self, dn_uuid: str) -> None: ...
+
+    async def on_node_healthy(self, dn_uuid: str) -> None: ...
+
+
+@dataclass
+class DatanodeInfo:
+    details: hdds_pb2.DatanodeDetailsProto
+    health: int
+    op_state: int
+    op_state_expiry_epoch_s: int
+    last_heartbeat_mono: float
+    last_heartbeat_wall_ms: int
+    storage_reports: list[scm_datanode_pb2.StorageReportProto] = field(default_factory=list)
+    commands: list[scm_datanode_pb2.SCMCommandProto] = field(default_factory=list)
+    command_queue_report: dict[int, int] = field(default_factory=dict)
+    layout_version: int = 0
+
+    @property
+    def uuid(self) -> str:
+        return self.details.uuid
+
+    @property
+    def rack(self) -> str:
+        return rack_of(self.details)
+
+    @property
+    def host(self) -> str:
+        return self.details.hostName
+
+    def healthy_volumes(self) -> int:
+        return max(1, sum(1 for r in self.storage_reports if not r.failed))
+
+    def remaining_bytes(self) -> int:
+        return sum(r.remaining for r in self.storage_reports if not r.failed)
+
+    def is_healthy_in_service(self) -> bool:
+        return self.health == HEALTHY and self.op_state == IN_SERVICE
+
+    def status(self) -> hdds_pb2.NodeStatus:
+        return hdds_pb2.NodeStatus(
+            operationalState=self.op_state,  # type: ignore[arg-type]
+            health=self.health,  # type: ignore[arg-type]
+            opStateExpiryEpochSeconds=self.op_state_expiry_epoch_s,
+        )
+
+
+class SCMNodeManager:
+    def __init__(
+        self,
+        config: NodeManagerConfig,
+        pipeline_config: PipelineConfig,
+        scm_context: SCMContext,
+        clock: Clock,
+    ) -> None:
+        self.config = config
+        self.pipeline_config = pipeline_config
+        self.scm_context = scm_context
+        self.clock = clock
+        self._nodes: dict[str, DatanodeInfo] = {}
+        self._listeners: list[NodeEventListener] = []
+        self._cmd_ids = itertools.count(clock.wall_ms() * 1000)
+        self.heartbeats_processed = 0
+        self.commands_sent: dict[str, int] = {}
+
+    # ---- registry ----
+    def add_listener(self, listener: NodeEventListener) -> None:
+        self._listeners.append(listener)
+
+    def register(self, details: hdds_pb2.DatanodeDetailsProto, layout_version: int = 0) -> DatanodeInfo:
+        """Register (or re-register) a datanode; adopts the op state the DN persisted."""
+        if not details.uuid:
+            raise SCMException(ResultCodes.INVALID_REQUEST, "datanode registration without a uuid")
+        now, wall = self.clock.monotonic(), self.clock.wall_ms()
+        op_state = details.persistedOpState if details.HasField("persistedOpState") else IN_SERVICE
+        info = self._nodes.get(details.uuid)
+        if info is None:
+            info = DatanodeInfo(
+                details=hdds_pb2.DatanodeDetailsProto(),
+                health=HEALTHY,
+                op_state=op_state,
+                op_state_expiry_epoch_s=details.persistedOpStateExpiry,
+                last_heartbeat_mono=now,
+                last_heartbeat_wall_ms=wall,
+                layout_version=layout_version,
+            )
+            self._nodes[details.uuid] = info
+            log.info("registered datanode %s (%s, rack %s)", details.uuid, details.hostName, rack_of(details))
+        else:
+            info.health = HEALTHY
+            info.last_heartbeat_mono = now
+            info.last_heartbeat_wall_ms = wall
+            info.op_state = op_state
+            info.op_state_expiry_epoch_s = details.persistedOpStateExpiry
+        info.details.CopyFrom(details)
+        return info
+
+    def get_node(self, dn_uuid: str) -> DatanodeInfo | None:
+        return self._nodes.get(dn_uuid)
+
+    def require_node(self, dn_uuid: str) -> DatanodeInfo:
+        info = self._nodes.get(dn_uuid)
+        if info is None:
+            raise SCMException(ResultCodes.NO_SUCH_DATANODE, f"datanode {dn_uuid} is not registered")
+        return info
+
+    def find_node(self, host_or_uuid: str) -> DatanodeInfo | None:
+        """Lookup by uuid, hostname, ip, or host:port as `ozone admin datanode` accepts."""
+        if host_or_uuid in self._nodes:
+            return self._nodes[host_or_uuid]
+        host = host_or_uuid.rsplit(":", 1)[0] if host_or_uuid.count(":") == 1 else host_or_uuid
+        matches = [n for n in self._nodes.values() if host in (n.details.hostName, n.details.ipAddress)]
+        if len(matches) == 1:
+            return matches[0]
+        if host_or_uuid.count(":") == 1 and matches:
+            port = host_or_uuid.rsplit(":", 1)[1]
+            for n in matches:
+                if any(str(p.value) == port for p in n.details.ports):
+                    return n
+        return matches[0] if matches else None
+
+    def all_nodes(self) -> list[DatanodeInfo]:
+        return sorted(self._nodes.values(), key=lambda n: n.uuid)
+
+    def get_nodes(self, health: int | None = None, op_state: int | None = None) -> list[DatanodeInfo]:
+        return [
+            n
+            for n in self.all_nodes()
+            if (health is None or n.health == health) and (op_state is None or n.op_state == op_state)
+        ]
+
+    def healthy_in_service_nodes(self) -> list[DatanodeInfo]:
+        return [n for n in self.all_nodes() if n.is_healthy_in_service()]
+
+    def node_count(self, health: int | None = None) -> int:
+        return len(self.get_nodes(health=health))
+
+    def racks(self) -> set[str]:
+        return {n.rack for n in self._nodes.values()}
+
+    # ---- heartbeats ----
+    async def process_heartbeat(
+        self, details: hdds_pb2.DatanodeDetailsProto, layout: scm_datanode_pb2.LayoutVersionProto | None = None
+    ) -> bool:
+        """Record a heartbeat. Returns False if the node is unknown (it must re-register)."""
+        info = self._nodes.get(details.uuid)
+        if info is None:
+            return False
+        self.heartbeats_processed += 1
+        info.last_heartbeat_mono = self.clock.monotonic()
+        info.last_heartbeat_wall_ms = self.clock.wall_ms()
+        if layout is not None:
+            info.layout_version = layout.metadataLayoutVersion
+        if info.health != HEALTHY:
+            previous = info.health
+            info.health = HEALTHY
+            log.info("datanode %s is HEALTHY again (was %s)", info.uuid, enum_name(NodeState, previous))
+            for listener in self._listeners:
+                await listener.on_node_healthy(info.uuid)
+        self._reconcile_op_state(info, details)
+        return True
+
+    def _reconcile_op_state(self, info: DatanodeInfo, details: hdds_pb2.DatanodeDetailsProto) -> None:
+        if not details.HasField("persistedOpState"):
+            return
+        reported, expiry = details.persistedOpState, details.persistedOpStateExpiry
+        if reported == info.op_state and expiry == info.op_state_expiry_epoch_s:
+            return
+        if self.scm_context.is_leader():
+            # The leader's view wins: tell the DN again (it may have missed the command).
+            if not any(c.commandType == CommandType.setNodeOperationalStateCommand for c in info.commands):
+                self._queue_set_op_state(info)
+        else:
+            info.op_state, info.op_state_expiry_epoch_s = reported, expiry
+
+    def process_node_report(self, dn_uuid: str, report: scm_datanode_pb2.NodeReportProto) -> None:
+        info = self._nodes.get(dn_uuid)
+        if info is not None:
+            info.storage_reports = list(report.storageReport)
+
+    def process_command_queue_report(self, dn_uuid: str, report: scm_datanode_pb2.CommandQueueReportProto) -> None:
+        info = self._nodes.get(dn_uuid)
+        if info is not None:
+            info.command_queue_report = dict(zip(report.command, report.count, strict=False))
+
+    async def check_node_health(self) -> list[tuple[str, int, int]]:
+        """One pass of the health-check task; returns [(uuid, old, new)] transitions."""
+        now = self.clock.monotonic()
+        stale_s = self.config.stale_node_interval.total_seconds()
+        dead_s = self.config.dead_node_interval.total_seconds()
+        transitions: list[tuple[str, int, int]] = []
+        for info in self.all_nodes():
+            age = now - info.last_heartbeat_mono
+            if info.health == HEALTHY and age >= stale_s:
+                transitions.append((info.uuid, HEALTHY, STALE))
+                info.health = STALE
+                log.warning("datanode %s is STALE (no heartbeat for %.0fs)", info.uuid, age)
+                for listener in self._listeners:
+                    await listener.on_node_stale(info.uuid)
+            if info.health == STALE and age >= dead_s:
+                transitions.append((info.uuid, STALE, DEAD))
+                info.health = DEAD
+                info.commands.clear()
+                log.warning("datanode %s is DEAD (no heartbeat for %.0fs)", info.uuid, age)
+                for listener in self._listeners:
+                    await listener.on_node_dead(info.uuid)
+        return transitions
+
+    # ---- commands ----
+    def next_command_id(self) -> int:
+        return next(self._cmd_ids)
+
+    def add_command(self, dn_uuid: str, command: scm_datanode_pb2.SCMCommandProto) -> scm_datanode_pb2.SCMCommandProto:
+        """Queue a command for a datanode, stamped with the leader term (NotLeader on a follower)."""
+        term = self.scm_context.get_term_of_leader()
+        info = self.require_node(dn_uuid)
+        if not command.HasField("cmdId"):
+            command.cmdId = self.next_command_id()
+        command.term = term
+        info.commands.append(command)
+        name = enum_name(CommandType, command.commandType)
+        self.commands_sent[name] = self.commands_sent.get(name, 0) + 1
+        return command
+
+    def queued_commands(self, dn_uuid: str, command_type: int | None = None) -> list[scm_datanode_pb2.SCMCommandProto]:
+        info = self._nodes.get(dn_uuid)
+        if info is None:
+            return []
+        return [c for c in info.commands if command_type is None or c.commandType == command_type]
+
+    def queued_count(self, dn_uuid: str, command_type: int) -> int:
+        """Commands of a type queued here plus those the DN reported still queued (Ozone throttling)."""
+        info = self._nodes.get(dn_uuid)
+        if info is None:
+            return 0
+        return len(self.queued_commands(dn_uuid, command_type)) + info.command_queue_report.get(command_type, 0)
+
+    def take_commands(self, dn_uuid: str) -> list[scm_datanode_pb2.SCMCommandProto]:
+        info = self._nodes.get(dn_uuid)
+        if info is None:
+            return []
+        commands, info.commands = info.commands, []
+        if not self.scm_context.is_leader():
+            return []  # stale: queued in a term we no longer lead
+        return commands
+
+    def clear_command_queues(self) -> None:
+        for info in self._nodes.values():
+            info.commands.clear()
+
+    # ---- operational state ----
+    def _queue_set_op_state(self, info: DatanodeInfo) -> None:
+        cmd = scm_datanode_pb2.SCMCommandProto(
+            commandType=CommandType.setNodeOperationalStateCommand,
+            setNodeOperationalStateCommandProto=scm_datanode_pb2.SetNodeOperationalStateCommandProto(
+                nodeOperationalState=info.op_state,  # type: ignore[arg-type]
+                stateExpiryEpochSeconds=info.op_state_expiry_epoch_s,
+            ),
+        )
+        self.add_command(info.uuid, cmd)
+
+    def set_node_operational_state(self, dn_uuid: str, op_state: int, expiry_epoch_s: int = 0) -> None:
+        """Leader only: change the op state and push it to the datanode."""
+        self.scm_context.check_leader()
+        info = self.require_node(dn_uuid)
+        if info.op_state != op_state:
+            log.info(
+                "datanode %s operational state %s -> %s",
+                dn_uuid,
+                enum_name(NodeOperationalState, info.op_state),
+                enum_name(NodeOperationalState, op_state),
+            )
+        info.op_state = op_state
+        info.op_state_expiry_epoch_s = expiry_epoch_s
+        self._queue_set_op_state(info)
+
+    # ---- capacity helpers used by pipelines / containers ----
+    def pipeline_limit(self, dn_uuid: str) -> int:
+        return self.pipeline_config.datanode_pipeline_limit
+
+    def open_container_limit(self, dn_uuids: Iterable[str]) -> int:
+        """min over members of ceil(owner.container.count * healthyVolumes / pipelineLimit) (Ozone)."""
+        limits = []
+        for uuid in dn_uuids:
+            info = self._nodes.get(uuid)
+            volumes = info.healthy_volumes() if info else 1
+            limits.append(
+                math.ceil(self.pipeline_config.owner_container_count * volumes / self.pipeline_config.datanode_pipeline_limit)
+            )
+        return max(1, min(limits)) if limits else 1
+
+    def to_node_proto(self, info: DatanodeInfo, container_count: int = 0, pipeline_count: int = 0) -> hdds_pb2.Node:
+        details = hdds_pb2.DatanodeDetailsProto()
+        details.CopyFrom(info.details)
+        details.persistedOpState = info.op_state  # type: ignore[assignment]
+        details.persistedOpStateExpiry = info.op_state_expiry_epoch_s
+        return hdds_pb2.Node(
+            nodeID=details,
+            nodeStates=[info.health],  # type: ignore[list-item]
+            nodeOperationalStates=[info.op_state],  # type: ignore[list-item]
+            lastHeartbeatMs=info.last_heartbeat_wall_ms,
+            containerCount=container_count,
+            pipelineCount=pipeline_count,
+        )

@@ -1,0 +1,1 @@
+"""Pipelines: replicated PipelineStateManager, leader-side PipelineManager, placement, creator."""

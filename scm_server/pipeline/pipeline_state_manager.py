@@ -1,0 +1,107 @@
+"""PipelineStateManager: the replicated pipeline table (Ozone's ``PipelineStateManagerImpl``).
+
+Mutations are ``@replicate(RequestType.PIPELINE)``; their bodies run on every SCM at apply time,
+update the in-memory map and write the ``pipelines`` table through the transaction buffer.
+Reads are local. Pipeline states: PIPELINE_ALLOCATED -> PIPELINE_OPEN <-> PIPELINE_DORMANT,
+any -> PIPELINE_CLOSED; CLOSED is final (a closed pipeline is only removed).
+"""
+
+from __future__ import annotations
+
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.ha.replicate import RequestType, replicate
+from scm_server.ha.scm_ha_manager_api import SCMHAManager
+from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
+from scm_server.metadata import SCMMetadataStore
+from scm_server.metadata.enums import enum_name
+from scm_server.proto import hdds_pb2
+
+ALLOCATED = hdds_pb2.PIPELINE_ALLOCATED
+OPEN = hdds_pb2.PIPELINE_OPEN
+DORMANT = hdds_pb2.PIPELINE_DORMANT
+CLOSED = hdds_pb2.PIPELINE_CLOSED
+
+_ALLOWED: dict[int, set[int]] = {
+    ALLOCATED: {OPEN, CLOSED},
+    OPEN: {DORMANT, CLOSED},
+    DORMANT: {OPEN, CLOSED},
+    CLOSED: set(),
+}
+
+
+class PipelineStateManager:
+    def __init__(
+        self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
+    ) -> None:
+        self._store = store
+        self._buffer = buffer
+        self.ha_manager = ha_manager
+        self._pipelines: dict[str, hdds_pb2.Pipeline] = {}
+        self.reinitialize()
+
+    def reinitialize(self) -> None:
+        self._pipelines = dict(self._store.pipelines.items())
+
+    # ---- reads ----
+    def get_pipeline(self, pipeline_id: str) -> hdds_pb2.Pipeline:
+        p = self._pipelines.get(pipeline_id)
+        if p is None:
+            raise SCMException(ResultCodes.PIPELINE_NOT_FOUND, f"pipeline {pipeline_id} not found")
+        return p
+
+    def find(self, pipeline_id: str) -> hdds_pb2.Pipeline | None:
+        return self._pipelines.get(pipeline_id)
+
+    def get_pipelines(
+        self, rtype: int | None = None, rfactor: int | None = None, states: set[int] | None = None
+    ) -> list[hdds_pb2.Pipeline]:
+        return [
+            p
+            for _, p in sorted(self._pipelines.items())
+            if (rtype is None or p.type == rtype)
+            and (rfactor is None or p.factor == rfactor)
+            and (states is None or p.state in states)
+        ]
+
+    def __len__(self) -> int:
+        return len(self._pipelines)
+
+    # ---- replicated mutations ----
+    @replicate(RequestType.PIPELINE)
+    def add_pipeline(self, pipeline: hdds_pb2.Pipeline) -> None:
+        pid = pipeline.id.id
+        existing = self._pipelines.get(pid)
+        if existing is not None:
+            if existing == pipeline:
+                return  # idempotent replay
+            raise SCMException(ResultCodes.DUPLICATED_PIPELINE_ID, f"pipeline {pid} already exists")
+        if not pipeline.members:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"pipeline {pid} has no members")
+        stored = hdds_pb2.Pipeline()
+        stored.CopyFrom(pipeline)
+        self._pipelines[pid] = stored
+        self._buffer.add_to_buffer(self._store.pipelines, pid, stored)
+
+    @replicate(RequestType.PIPELINE)
+    def remove_pipeline(self, pipeline_id: str) -> None:
+        if pipeline_id not in self._pipelines:
+            raise SCMException(ResultCodes.PIPELINE_NOT_FOUND, f"pipeline {pipeline_id} not found")
+        del self._pipelines[pipeline_id]
+        self._buffer.remove_from_buffer(self._store.pipelines, pipeline_id)
+
+    @replicate(RequestType.PIPELINE)
+    def update_pipeline_state(self, pipeline_id: str, state: int) -> None:
+        p = self.get_pipeline(pipeline_id)
+        if p.state == state:
+            return
+        if state not in _ALLOWED.get(p.state, set()):
+            raise SCMException(
+                ResultCodes.INVALID_PIPELINE_STATE,
+                f"pipeline {pipeline_id}: cannot go from {enum_name(hdds_pb2.PipelineState, p.state)} to "
+                f"{enum_name(hdds_pb2.PipelineState, state)}",
+            )
+        updated = hdds_pb2.Pipeline()
+        updated.CopyFrom(p)
+        updated.state = state  # type: ignore[assignment]
+        self._pipelines[pipeline_id] = updated
+        self._buffer.add_to_buffer(self._store.pipelines, pipeline_id, updated)
