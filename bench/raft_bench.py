@@ -12,7 +12,8 @@ What it measures (3 replicas on 127.0.0.1, 256-byte values, keys spread over 1,0
 How each system is driven — one asyncio client harness for all three, in this process:
 
 * ours: ``python -m scm_server.raft.kv`` processes (fsync on, the default), driven by
-  ``scm_server.raft.kv_client`` (gRPC, leader hint failover);
+  ``scm_server.verify.kvcluster.KvTestClient`` (gRPC KvService.Put, leader-hint failover,
+  exactly-once retries, one shared channel per node);
 * etcd: Debian's ``etcd`` 3.4 binary, 3 members started here on free loopback ports with
   temp data dirs (fsync is always on in etcd), driven through its HTTP/JSON gateway with
   aiohttp (``POST /v3/kv/put`` with base64 key/value) at the leader's client URL;
@@ -50,6 +51,8 @@ from typing import Any
 import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from a checkout: make scm_server importable
+    sys.path.insert(0, str(REPO))
 PYTHON = sys.executable
 VALUE_SIZE = 256
 KEYSPACE = 1000
@@ -376,7 +379,9 @@ class OursWriter(Writer):
 
 
 class OursCluster(Cluster):
-    """Our demo KV server (scm_server.raft.kv), fsync on (the default)."""
+    """Our demo KV server (``python -m scm_server.raft.kv``, fsync on: its default), driven by
+    ``scm_server.verify.kvcluster.KvTestClient`` (gRPC KvService.Put at the leader, leader-hint
+    failover, exactly-once (client_id, call_id) retries; all clients share one channel per node)."""
 
     name = "ours"
 
@@ -384,12 +389,14 @@ class OursCluster(Cluster):
         super().__init__(workdir)
         from scm_server.verify.kvcluster import KvCluster
 
-        self.kv = KvCluster(workdir, size=3, fault_injection=False)
+        self.kv = KvCluster(workdir, size=3, fault_injection=False, extra_args=["--fsync"])
         self.logs = self.kv.logs
 
     async def start(self) -> None:
         await self.kv.start()
-        self.procs = self.kv.procs
+
+    def alive(self) -> list[int]:
+        return self.kv.alive()
 
     async def leader(self) -> int | None:
         return await self.kv.leader_index()
@@ -404,7 +411,7 @@ class OursCluster(Cluster):
         self.kv.kill(i)
 
     async def restart(self, i: int) -> None:
-        self.kv.restart(i)
+        self.kv.spawn(i)
 
     async def stop(self) -> None:
         await self.kv.stop()
