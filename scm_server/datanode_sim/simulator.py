@@ -35,7 +35,7 @@ from scm_server.client.datanode_client import DatanodeProtocolClient
 from scm_server.client.errors import SCMUnavailableError
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim.fencing import CommandFence
-from scm_server.exceptions import SCMException
+from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 LOG = logging.getLogger(__name__)
@@ -357,11 +357,16 @@ class SimDatanode:
                 await self._step(ep, client)
                 ep.last_error = ""
             except SCMUnavailableError as exc:
+                # The SCM may come back as a fresh process that does not know us: start over
+                # (GetVersion, Register with a full report) once it answers again.
                 ep.failures += 1
                 ep.last_error = str(exc)
+                ep.state = EndpointState.SEARCHING_SCM
             except SCMException as exc:
                 ep.failures += 1
                 ep.last_error = str(exc)
+                if exc.result is ResultCodes.NO_SUCH_DATANODE:
+                    ep.state = EndpointState.REGISTER
                 LOG.warning("%s -> %s: %s", self.hostname, ep.address, exc)
             await asyncio.sleep(self.sim.heartbeat_interval)
 

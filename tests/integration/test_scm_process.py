@@ -1,0 +1,233 @@
+"""A real SCM process with simulated datanodes over gRPC: the single-SCM core behaviours.
+
+One SCM process per module (module-scoped fixture). The tests run in file order and build on
+each other: safemode exit -> blocks -> closed containers -> a datanode dies -> replication brings
+containers back to HEALTHY -> decommission -> containers closing when full -> bad input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from scm_harness import ScmUnderTest, cli_json, run_cli
+
+from scm_server.client.datanode_client import DatanodeProtocolClient
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
+
+MB = 1024 * 1024
+CONTAINER_SIZE = 64 * MB
+
+
+@pytest.fixture(scope="module")
+def scm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScmUnderTest]:
+    base: Path = tmp_path_factory.mktemp("scm-process")
+    under_test = ScmUnderTest(
+        base, datanodes=5, racks=2, container_size=CONTAINER_SIZE,
+        settings={"ozone.scm.container.size": "64MB", "ozone.scm.block.size": "4MB"},
+    )
+    try:
+        yield under_test
+    finally:
+        under_test.close()
+
+
+def test_leaves_safemode_and_opens_pipelines(scm: ScmUnderTest) -> None:
+    scm.wait_ready()
+    status = cli_json(scm.conf_dir, "admin", "safemode", "status", "--json")
+    assert status["inSafeMode"] is False
+    nodes = cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")
+    assert sorted(n["hostName"] for n in nodes) == [f"sim-dn-{i}" for i in range(5)]
+    assert {n["healthState"] for n in nodes} == {"HEALTHY"}
+    assert {n["networkLocation"] for n in nodes} == {"/rack1", "/rack2"}
+    pipelines = cli_json(scm.conf_dir, "admin", "pipeline", "list", "--json")
+    assert any(p["state"] == "PIPELINE_OPEN" and p["factor"] == "THREE" for p in pipelines)
+
+
+def _allocate_and_write(scm: ScmUnderTest, blocks: int) -> list[int]:
+    allocated = scm.client.allocate_block(4 * MB, blocks, hdds_pb2.RATIS, hdds_pb2.THREE, "it")
+    assert len(allocated) == blocks
+    ids = [(b.containerBlockID.containerID, b.containerBlockID.localID) for b in allocated]
+    assert len(set(ids)) == blocks
+    by_container: dict[int, hdds_pb2.Pipeline] = {}
+    for b in allocated:
+        by_container.setdefault(b.containerBlockID.containerID, b.pipeline)
+        assert len(b.pipeline.members) == 3
+    for cid, pipeline in by_container.items():
+        written = scm.sim_thread.call(scm.sim.write_to_container(cid, 4 * MB, 2, pipeline))
+        assert written == 3
+    return sorted(by_container)
+
+
+def test_allocate_blocks_and_containers_are_healthy(scm: ScmUnderTest) -> None:
+    containers = _allocate_and_write(scm, 6)
+    for cid in containers:
+        info = cli_json(scm.conf_dir, "admin", "container", "info", str(cid), "--json")
+        assert info["containerInfo"]["state"] == "OPEN"
+
+    def replicas_reported() -> bool:
+        return all(len(scm.client.get_container_with_pipeline(c)[1]) == 3 for c in containers)
+
+    scm.wait(replicas_reported, 20, "3 replicas reported for every container")
+    listed = cli_json(scm.conf_dir, "admin", "container", "list", "--json")
+    assert set(containers) <= {int(c["containerID"]) for c in listed}
+
+    def healthy() -> bool:
+        stats = scm.report()["stats"]
+        return stats.get("HEALTHY", 0) >= len(containers) and stats.get("UNDER_REPLICATED", 0) == 0
+
+    scm.wait(healthy, 20, "container report showing the containers HEALTHY")
+
+
+def _close_all_open(scm: ScmUnderTest) -> list[int]:
+    containers, _ = scm.client.list_containers(0, 1000, hdds_pb2.OPEN)
+    ids = [c.containerID for c in containers]
+    for cid in ids:
+        result = run_cli(scm.conf_dir, "admin", "container", "close", str(cid))
+        assert result.returncode == 0, result.stderr
+
+    def all_closed() -> bool:
+        return all(scm.client.get_container(c).state == hdds_pb2.CLOSED for c in ids)
+
+    scm.wait(all_closed, 30, f"containers {ids} CLOSED after close commands")
+    return ids
+
+
+def test_dead_datanode_under_replicated_then_healthy(scm: ScmUnderTest) -> None:
+    _allocate_and_write(scm, 4)
+    closed = _close_all_open(scm)
+    assert closed
+    # The victim holds replicas of at least one closed container.
+    victim = scm.sim_thread.run(lambda: next(
+        dn for dn in scm.sim.datanodes if dn.alive and any(c in dn.containers for c in closed)
+    ))
+    affected = scm.sim_thread.run(lambda: sorted(c for c in closed if c in victim.containers))
+    scm.sim_thread.call(scm.sim.kill(victim.hostname))
+
+    def under_replicated() -> dict[str, object] | None:
+        report = scm.report()
+        return report if report["stats"].get("UNDER_REPLICATED", 0) > 0 else None
+
+    report = scm.wait(under_replicated, 30, "UNDER_REPLICATED containers after a datanode died")
+    assert set(report["samples"].get("UNDER_REPLICATED", affected)) <= set(closed)
+
+    def healthy_again() -> bool:
+        stats = scm.report()["stats"]
+        return stats.get("UNDER_REPLICATED", 0) == 0 and stats.get("MISSING", 0) == 0
+
+    scm.wait(healthy_again, 60, "replication bringing every container back to HEALTHY")
+    for cid in affected:
+        holders = scm.sim_thread.run(lambda c=cid: [dn.hostname for dn, _ in scm.sim.replicas_of(c)])
+        assert len(holders) == 3, (cid, holders)
+        assert victim.hostname not in holders
+    nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
+    assert nodes[victim.hostname]["healthState"] == "DEAD"
+
+
+def test_decommission_a_node(scm: ScmUnderTest) -> None:
+    target = scm.sim_thread.run(lambda: next(dn for dn in reversed(scm.sim.datanodes) if dn.alive))
+    result = run_cli(scm.conf_dir, "admin", "datanode", "decommission", target.hostname)
+    assert result.returncode == 0, result.stderr
+
+    def op_state() -> str:
+        nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
+        return str(nodes[target.hostname]["opState"])
+
+    assert scm.wait(lambda: op_state() in ("DECOMMISSIONING", "DECOMMISSIONED"), 20, "DECOMMISSIONING")
+    # The datanode got SetNodeOperationalState from the leader and persists/echoes it.
+    scm.wait(
+        lambda: scm.sim_thread.run(lambda: target.op_state) in (hdds_pb2.DECOMMISSIONING, hdds_pb2.DECOMMISSIONED),
+        20, "the datanode to persist its new operational state",
+    )
+    scm.wait(lambda: op_state() == "DECOMMISSIONED", 60, "DECOMMISSIONED once its replicas are copied")
+
+
+def test_full_container_gets_closed(scm: ScmUnderTest) -> None:
+    blocks = scm.client.allocate_block(4 * MB, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "it")
+    cid = blocks[0].containerBlockID.containerID
+    scm.sim_thread.call(scm.sim.write_to_container(cid, int(CONTAINER_SIZE * 0.95), 10, blocks[0].pipeline))
+
+    def closing() -> bool:
+        return scm.client.get_container(cid).state in (hdds_pb2.CLOSING, hdds_pb2.CLOSED)
+
+    scm.wait(closing, 20, f"container {cid} closing after its replicas passed 90% of the container size")
+    scm.wait(lambda: scm.client.get_container(cid).state == hdds_pb2.CLOSED, 30, f"container {cid} CLOSED")
+
+
+# ---- bad input -------------------------------------------------------------------------------
+
+
+def test_malformed_protobuf_is_rejected_and_scm_keeps_serving(scm: ScmUnderTest) -> None:
+    channel = grpc.insecure_channel(scm.scm.block_address)
+    call = channel.unary_unary("/hadoop.hdds.ScmBlockLocationProtocolService/AllocateScmBlock")
+    with pytest.raises(grpc.RpcError) as info:
+        call(b"\x08\x96\x01\x12\xff\xff not a protobuf", timeout=10)
+    err = info.value
+    assert err.code() is grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert "malformed AllocateScmBlockRequestProto" in err.details()  # type: ignore[attr-defined]
+    channel.close()
+    dn_channel = grpc.insecure_channel(scm.scm.datanode_address)
+    dn_call = dn_channel.unary_unary("/hadoop.hdds.StorageContainerDatanodeProtocolService/SendHeartbeat")
+    with pytest.raises(grpc.RpcError) as info2:
+        dn_call(b"\xff" * 32, timeout=10)
+    assert info2.value.code() is grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    dn_channel.close()
+    assert len(scm.client.allocate_block(MB, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "it")) == 1
+    scm.check_alive()
+
+
+def test_unknown_container_is_container_not_found(scm: ScmUnderTest) -> None:
+    with pytest.raises(SCMException) as info:
+        scm.client.get_container(987654321)
+    assert info.value.result is ResultCodes.CONTAINER_NOT_FOUND
+    result = run_cli(scm.conf_dir, "admin", "container", "info", "987654321")
+    assert result.returncode == 1
+    assert "CONTAINER_NOT_FOUND" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_oversize_block_request_is_invalid_block_size(scm: ScmUnderTest) -> None:
+    for size in (CONTAINER_SIZE + 1, 0):
+        with pytest.raises(SCMException) as info:
+            scm.client.allocate_block(size, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "it")
+        assert info.value.result is ResultCodes.INVALID_BLOCK_SIZE
+
+
+def test_wrong_cluster_id_register_is_refused(scm: ScmUnderTest) -> None:
+    async def register() -> scm_datanode_pb2.SCMRegisteredResponseProto:
+        client = DatanodeProtocolClient(scm.scm.datanode_address)
+        try:
+            return await client.register(scm_datanode_pb2.SCMRegisterRequestProto(
+                datanodeDetails=hdds_pb2.DatanodeDetailsProto(
+                    uuid="00000000-0000-0000-0000-0000000000ff", ipAddress="127.0.0.1", hostName="intruder",
+                    networkLocation="/rack1",
+                ),
+                nodeReport=scm_datanode_pb2.NodeReportProto(),
+                containerReport=scm_datanode_pb2.ContainerReportsProto(),
+                pipelineReports=scm_datanode_pb2.PipelineReportsProto(),
+                clusterID="CID-00000000-0000-0000-0000-000000000000",
+            ))
+        finally:
+            await client.close()
+
+    try:
+        resp = scm.sim_thread.call(register())
+    except SCMException as exc:  # refusing with an error status is acceptable too, if it says why
+        assert exc.result in (ResultCodes.INVALID_CLUSTER_ID, ResultCodes.INVALID_REQUEST)
+        assert "cluster" in str(exc).lower()
+    else:
+        assert resp.errorCode == scm_datanode_pb2.SCMRegisteredResponseProto.errorNodeNotPermitted
+        assert "cluster" in resp.errorMessage.lower()
+    hosts = {n.nodeID.hostName for n in scm.client.query_nodes()}
+    assert "intruder" not in hosts
+
+
+def test_web_endpoints(scm: ScmUnderTest) -> None:
+    prom = scm.cluster.fetch(0, "/prom")
+    assert "scm_rpc_requests_total" in prom
+    assert "scm_datanode_full_container_reports_total" in prom
+    assert '"ready": true' in scm.cluster.fetch(0, "/ready")
+    page = scm.cluster.fetch(0, "/")
+    assert "Storage Container Manager" in page and "sim-dn-0" in page
