@@ -172,20 +172,24 @@ async def bench_process_reports(
     http_url: str | None = None, progress: Callable[[int], None] | None = None,
 ) -> BenchResult:
     """Full container reports of ``num_containers`` replicas per datanode, ``num_heartbeats`` rounds."""
-    container_ids = []
+    members: dict[int, set[str]] = {}
     for _ in range(num_containers):
         cwp = await admin.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "freon-stb")
-        container_ids.append(cwp.containerInfo.containerID)
+        members[cwp.containerInfo.containerID] = {m.uuid for m in cwp.pipeline.members}
     dns = sim.datanodes
     requests = []
+    replicas = 0
     for dn in dns:
+        # Like a real datanode, each one reports only the containers of pipelines it belongs to.
+        held = [cid for cid, uuids in members.items() if dn.uuid in uuids]
+        replicas += len(held)
         report = scm_datanode_pb2.ContainerReportsProto(
             reports=[
                 hdds_pb2.ContainerReplicaProto(
                     containerID=cid, state=hdds_pb2.ContainerReplicaProto.OPEN, size=sim.container_size,
                     used=4096, keyCount=1, blockCommitSequenceId=1, originNodeId=dn.uuid,
                 )
-                for cid in container_ids
+                for cid in held
             ]
         )
         requests.append(
@@ -205,9 +209,10 @@ async def bench_process_reports(
     finally:
         for c in clients:
             await c.close()
-    extra: dict[str, Any] = {"replicas_per_report": num_containers, "datanodes": len(dns)}
+    per_report = replicas / len(dns) if dns else 0.0
+    extra: dict[str, Any] = {"replicas_per_report": round(per_report, 1), "datanodes": len(dns)}
     after = prom_value(http_url, "scm_datanode_full_container_reports_total") if http_url else None
     if before is not None and after is not None:
         extra["reports_counted_by_scm_prom"] = int(after - before)
-    extra["replicas_per_second"] = round(n * num_containers / secs, 1) if secs > 0 else 0.0
+    extra["replicas_per_second"] = round(n * per_report / secs, 1) if secs > 0 else 0.0
     return BenchResult("ProcessReports", n, secs, lat, extra)
