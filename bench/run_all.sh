@@ -16,6 +16,7 @@ run() {
 declare -A explicit=()
 # Explicit lines (benchmark with arguments):
 run bench/raft_bench.py; explicit[bench/raft_bench.py]=1
+run bench/scm_throughput.py; explicit[bench/scm_throughput.py]=1
 # Every other benchmark, no arguments:
 for f in bench/*.py; do
   [ -n "${explicit[$f]:-}" ] && continue
