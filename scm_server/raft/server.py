@@ -252,7 +252,9 @@ class RaftServer:
             storage,
             self._rng,
         )
-        self.transport = RaftTransport(cfg.node_id, self, tls=cfg.tls, faults=self.network_faults)
+        self.transport = RaftTransport(
+            cfg.node_id, self, tls=cfg.tls, faults=self.network_faults, address=cfg.address
+        )
         self.transport.update_peers(dict(conf.addresses))
         server = grpc.aio.server(options=SERVER_OPTIONS)
         raft_pb2_grpc.add_RaftPeerServicer_to_server(self.transport.servicer(), server)

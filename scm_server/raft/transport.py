@@ -247,7 +247,7 @@ class _Peer:
                         self.wakeup.clear()
                         await self.wakeup.wait()
                         continue
-                    batch = raft_pb2.MessageBatch()
+                    batch = raft_pb2.MessageBatch(from_address=self.transport.address)
                     msgs = batch.messages
                     q = self.queue
                     n = 0
@@ -342,6 +342,7 @@ class RaftTransport:
         *,
         tls: TlsConfig | None = None,
         faults: NetworkFaults | None = None,
+        address: str = "",
         unary_timeout: float = 5.0,
         snapshot_timeout: float = 600.0,
     ) -> None:
@@ -352,12 +353,15 @@ class RaftTransport:
         self.unary_timeout = unary_timeout
         self.snapshot_timeout = snapshot_timeout
         self._peers: dict[str, _Peer] = {}
+        self._configured: dict[str, str] = {}
+        self.address = address
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
     # ---- peers
     def update_peers(self, addresses: dict[str, str]) -> None:
         """Set the destinations (node id -> host:port), excluding ourselves; re-create changed ones."""
+        self._configured = dict(addresses)
         wanted = {n: a for n, a in addresses.items() if n != self.node_id and a}
         for nid in list(self._peers):
             if nid not in wanted or wanted[nid] != self._peers[nid].address:
@@ -411,6 +415,20 @@ class RaftTransport:
         f = self.faults
         return f is None or not f.active or f.inbound_allowed(frm)
 
+    def learn_address(self, node_id: str, address: str) -> None:
+        """A sender outside our configuration told us its address: open a path back so we can answer
+        it (we are a member not configured yet and the leader is adding us, or the sender is a
+        leader that removed itself and keeps leading until that change commits)."""
+        if (
+            address
+            and node_id
+            and node_id != self.node_id
+            and node_id not in self._configured
+            and node_id not in self._peers
+            and not self._closed
+        ):
+            self._peers[node_id] = _Peer(self, node_id, address)
+
     def deliver_inbound(self, msgs: list[Message]) -> None:
         accepted = [m for m in msgs if m.to == self.node_id and self._accept(m.frm)]
         if accepted:
@@ -441,7 +459,10 @@ class _PeerServicer(raft_pb2_grpc.RaftPeerServicer):
         conv = message_from_proto
         deliver = self.t.deliver_inbound
         async for batch in request_iterator:
-            deliver([conv(p) for p in batch.messages])
+            msgs = [conv(p) for p in batch.messages]
+            if msgs and batch.from_address:
+                self.t.learn_address(msgs[0].frm, batch.from_address)
+            deliver(msgs)
         return raft_pb2.DeliverAck()
 
     async def RequestVote(

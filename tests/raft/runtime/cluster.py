@@ -126,6 +126,7 @@ class KvCluster:
         fsync: bool = True,
     ) -> None:
         self.base = base
+        base.mkdir(parents=True, exist_ok=True)
         self.tick = tick
         self.election_tick = election_tick
         self.snapshot_threshold = snapshot_threshold
