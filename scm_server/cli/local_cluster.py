@@ -193,6 +193,9 @@ class LocalCluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OZONE-SITE.XML_")}
         env.pop("OZONE_CONF_DIR", None)
         env["PYTHONUNBUFFERED"] = "1"
+        # Child processes import the same scm_server as we do, installed or not.
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         return env
 
     def init(self, cluster_id: str | None = None) -> None:

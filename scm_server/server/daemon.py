@@ -186,7 +186,7 @@ class SCMDaemon:
         if self.scm is not None:
             scm, self.scm = self.scm, None
             await scm.stop()
-        LOG.info("SCM stopped")
+            LOG.info("SCM stopped")
 
 
 async def serve(conf: OzoneConfiguration, stop_event: asyncio.Event | None = None) -> None:
