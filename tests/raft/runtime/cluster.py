@@ -38,7 +38,7 @@ async def wait_for(pred: Callable[[], Awaitable[T | None]], timeout: float, what
             value = await pred()
             if value:
                 return value
-        except Exception as exc:  # noqa: BLE001 - keep polling; report the last error on timeout
+        except Exception as exc:
             last_exc = exc
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc!r})")
@@ -169,7 +169,7 @@ class KvCluster:
                     continue
                 try:
                     st = await p.status()
-                except Exception:  # noqa: BLE001 - not up yet / paused
+                except Exception:
                     continue
                 if st.role == "LEADER" and (best is None or st.term > best[0]):
                     best = (st.term, p)
