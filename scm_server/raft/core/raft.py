@@ -421,6 +421,12 @@ class Raft:
             self._info(
                 f"{self.id} steps down: the configuration without it (index {self.conf_index()}) is committed"
             )
+            # hand over at once to an up-to-date voter instead of waiting for the followers' leases
+            last = self.log.last_index()
+            successors = sorted(v for v in self.conf.voters if v in self.prs and self.prs[v].match == last)
+            if successors:
+                self._info(f"{self.id} sends TIMEOUT_NOW to {successors[0]} to hand over leadership")
+                self._send_timeout_now(successors[0])
             self.become_follower(self.term, NONE)
 
     def committed_entry_in_current_term(self) -> bool:
@@ -532,7 +538,7 @@ class Raft:
         return index
 
     def propose_conf_change(self, cc: ConfChange) -> int:
-        self._check_can_propose()
+        self._check_can_propose(conf_change=True)
         if not self.committed_entry_in_current_term():
             raise ProposalDroppedError(
                 f"conf change {cc.type.name} {cc.node_id} refused: leader {self.id} has not committed its"
@@ -543,6 +549,7 @@ class Raft:
                 f"conf change {cc.type.name} {cc.node_id} refused: the configuration change at index"
                 f" {self.conf_index()} is not committed yet (one change at a time)"
             )
+        self._check_can_propose()
         why = validate_conf_change(self.conf, cc, self.id)
         if why is not None:
             raise ProposalDroppedError(f"conf change {cc.type.name} {cc.node_id} refused: {why}")
@@ -550,7 +557,7 @@ class Raft:
         self._append_entries([Entry(term=self.term, index=index, type=EntryType.CONF_CHANGE, data=cc.encode())])
         return index
 
-    def _check_can_propose(self) -> None:
+    def _check_can_propose(self, conf_change: bool = False) -> None:
         if self.role != StateRole.LEADER:
             raise ProposalDroppedError(
                 f"node {self.id} is not the leader (leader: {self.lead or 'unknown'}, term {self.term})"
@@ -559,6 +566,8 @@ class Raft:
             raise ProposalDroppedError(
                 f"leadership transfer from {self.id} to {self.lead_transferee} is in progress; retry on the new leader"
             )
+        if conf_change:
+            return  # the remaining checks come after the conf-change specific ones
         if self.id not in self.conf.voters:
             raise ProposalDroppedError(f"leader {self.id} is being removed from the configuration")
         uncommitted = self.log.last_index() - self.log.committed
@@ -729,8 +738,8 @@ class Raft:
                 pr.become_replicate()
             elif pr.state == ProgressState.REPLICATE:
                 pr.inflights.free_le(m.index)
-            if not self.maybe_commit() and old_paused:
-                self.send_append(m.frm)
+            if not self.maybe_commit() and old_paused and not self.pending_bcast:
+                self.send_append(m.frm)  # (a pending broadcast covers this peer anyway)
             if self.role != StateRole.LEADER:
                 return  # a removed leader stepped down on commit
             while self.send_append(m.frm, send_if_empty=False):
