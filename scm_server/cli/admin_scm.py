@@ -1,0 +1,108 @@
+"""``ozone-scm admin scm roles|transfer|decommission``: SCM HA administration (Ozone's ``ozone admin scm``).
+
+Registered under ``ozone-scm admin`` by ``cli/main.py``. Calls go to the SCMs' inter-SCM gRPC
+service (``ozone.scm.grpc.port``) through :class:`scm_server.client.ha_admin.HAAdminClient`, which
+finds the leader by itself. Addresses come from ``--grpc`` or the configuration
+(``ozone.scm.nodes.<serviceId>`` with per-node ``ozone.scm.grpc.port.<serviceId>.<nodeId>``).
+"""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from scm_server.cli.context import CliContext, pass_ctx
+from scm_server.cli.output import console, print_json
+from scm_server.client.ha_admin import HAAdminClient, Roles, run_sync
+from scm_server.conf import SCMHAConfig
+
+
+def grpc_addresses(ctx: CliContext, override: str | None) -> list[str]:
+    if override:
+        return [a.strip() for a in override.split(",") if a.strip()]
+    conf = ctx.conf
+    ha = SCMHAConfig.from_conf(conf)
+    if ha.is_ha_configured:
+        return [n.grpc_address for n in ha.nodes]
+    port = conf.get_int("ozone.scm.grpc.port", 9895)
+    hosts = conf.get_trimmed_list("ozone.scm.names") or ["127.0.0.1"]
+    return [f"{h.split(':')[0]}:{port}" for h in hosts]
+
+
+@click.group("scm")
+@click.option("--grpc", "grpc_override", metavar="HOST:PORT[,HOST:PORT]",
+              help="SCM inter-SCM gRPC address(es) (ozone.scm.grpc.port); default from the configuration.")
+@click.pass_context
+def scm(click_ctx: click.Context, grpc_override: str | None) -> None:
+    """SCM HA: roles, leadership transfer, decommission."""
+    click_ctx.meta["ha_grpc"] = grpc_override
+
+
+def _addresses(ctx: CliContext) -> list[str]:
+    return grpc_addresses(ctx, click.get_current_context().meta.get("ha_grpc"))
+
+
+def roles_table(roles: Roles) -> Table:
+    table = Table(title=f"SCM roles (term {roles.term}, commit {roles.commit_index}, applied {roles.applied_index})")
+    for col in ("host:port:ROLE:peerId", "node", "match", "lag", "client address"):
+        table.add_column(col)
+    for p in roles.peers:
+        table.add_row(
+            p.line,
+            p.node_id or "-",
+            "-" if p.match_index is None else str(p.match_index),
+            "-" if p.lag is None else str(p.lag),
+            p.client_address or "-",
+        )
+    return table
+
+
+@scm.command("roles")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--table", "as_table", is_flag=True, help="Rich table (default prints Ozone's line format plus indexes).")
+@pass_ctx
+def roles_cmd(ctx: CliContext, as_json: bool, as_table: bool) -> None:
+    """List SCMs as host:port:ROLE:peerId, with term, commit and applied index and lag."""
+    roles = run_sync(lambda c: c.roles(), _addresses(ctx))
+    if as_json:
+        print_json(roles.as_dict())
+        return
+    if as_table:
+        console.print(roles_table(roles))
+        return
+    for p in roles.peers:
+        lag = "" if p.lag is None else f" lag={p.lag}"
+        click.echo(f"{p.line}{lag}")
+    click.echo(f"term={roles.term} commitIndex={roles.commit_index} appliedIndex={roles.applied_index} "
+               f"(answered by {roles.answered_by})")
+
+
+@scm.command("transfer")
+@click.option("-n", "--newLeaderId", "new_leader", metavar="PEER_ID", help="Peer id (scmUuid) of the new leader.")
+@click.option("-r", "--random", "random_", is_flag=True, help="Transfer to any caught-up follower.")
+@click.option("--id", "service_id", default=None, help="SCM service id (accepted for Ozone compatibility).")
+@pass_ctx
+def transfer_cmd(ctx: CliContext, new_leader: str | None, random_: bool, service_id: str | None) -> None:
+    """Transfer Raft leadership to -n <peerId>, or to any follower with -r."""
+    if bool(new_leader) == bool(random_):
+        raise click.UsageError("give exactly one of -n <peerId> or -r")
+    target = None if random_ else new_leader
+
+    async def go(c: HAAdminClient) -> str:
+        return await c.transfer(target)
+
+    leader = run_sync(go, _addresses(ctx))
+    click.echo(f"Transferring leadership to {leader}: done")
+
+
+@scm.command("decommission")
+@click.option("--nodeid", "node_id", required=True, metavar="SCM_ID", help="Peer id (scmUuid) of the SCM to remove.")
+@pass_ctx
+def decommission_cmd(ctx: CliContext, node_id: str) -> None:
+    """Remove an SCM from the HA ring (refused for the current leader: transfer first)."""
+
+    async def go(c: HAAdminClient) -> str:
+        return await c.decommission(node_id)
+
+    message = run_sync(go, _addresses(ctx))
+    click.echo(f"Decommissioned SCM {node_id}: {message}")
