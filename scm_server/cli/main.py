@@ -15,7 +15,6 @@ never a traceback.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import sys
@@ -121,12 +120,10 @@ def _register_optional() -> None:
     cli.add_command(freon)
     cli.add_command(datanode_sim)
     cli.add_command(local)
-    # `ozone-scm admin scm roles|transfer|decommission` belongs to the HA helper's module.
-    if importlib.util.find_spec("scm_server.cli.admin_scm") is not None:
-        admin_scm = importlib.import_module("scm_server.cli.admin_scm")
-        group = getattr(admin_scm, "scm", None) or getattr(admin_scm, "admin_scm", None)
-        if isinstance(group, click.Command):
-            admin.add_command(group, "scm")
+    # `ozone-scm admin scm roles|transfer|decommission` lives in the HA helper's module.
+    from scm_server.cli.admin_scm import scm as admin_scm_group
+
+    admin.add_command(admin_scm_group, "scm")
 
 
 _register_optional()
