@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from scm_server.raft.core.rawnode import Config, RawNode
 from scm_server.raft.core.storage import MemoryStorage
-from scm_server.raft.core.types import ConfState, Entry, EntryType, Message, MessageType, NodeId
+from scm_server.raft.core.types import ConfState, Entry, EntryType, Message, MessageType, NodeId, ReadState
 
 
 class FixedRandom:
@@ -64,6 +64,7 @@ class Cluster:
     dropped: set[tuple[NodeId, NodeId]] = field(default_factory=set)
     drop_types: set[MessageType] = field(default_factory=set)
     delivered: list[Message] = field(default_factory=list)
+    read_states: dict[NodeId, list[ReadState]] = field(default_factory=dict)
     filter: Callable[[Message], bool] | None = None  # returns True to drop a message
 
     @staticmethod
@@ -96,6 +97,7 @@ class Cluster:
                 st.set_hard_state(rd.hard_state)
             out.extend(rd.messages)
             self.applied[nid].extend(rd.committed_entries)
+            self.read_states.setdefault(nid, []).extend(rd.read_states)
             node.advance(rd)
         return out
 
