@@ -1,0 +1,417 @@
+"""The main job: a 3-SCM HA quorum as separate processes on loopback, with simulated datanodes.
+
+``run_local(num_scms=3, ...)`` (behind ``ozone-scm local run`` / ``make run``):
+
+1. lay out ``./run-data/<scmN>/{conf/ozone-site.xml, metadata, scm.log}`` with one shared Ozone HA
+   layout: ``ozone.scm.service.ids``, ``ozone.scm.nodes.<svc>``, ``ozone.scm.address.<svc>.<nid>``,
+   per-node ports through suffix keys (``ozone.scm.ratis.port.<svc>.<nid>`` ...), and
+   ``ozone.scm.primordial.node.id=scm1`` (process management comes from the edges'
+   :class:`scm_server.cli.local_cluster.LocalCluster`);
+2. auto-bootstrap exactly as Ozone's Kubernetes example does: run ``scm --init`` AND
+   ``scm --bootstrap`` on EVERY node (each skips what does not apply to it), start the primordial
+   SCM, then the others (their first start asks the leader to add them: AddSCM);
+3. start N simulated datanodes reporting to all SCMs; wait until there is one leader and two
+   followers with the same cluster id, every SCM out of safemode;
+4. run a block-allocation workload through the failover client; print roles, cluster ids,
+   addresses and web pages.
+
+``up`` / ``status`` / ``down`` keep a small ``run-data/cluster.json`` (pids, ports) so the
+cluster can outlive the command that started it. :class:`HALocalCluster` is also what the
+failover tests and ``bench/failover.py`` drive (kill -9 the leader, restart, add a 4th SCM).
+
+It is a developer tool on top of the client and CLI layers (it starts processes and talks to them
+only over the network), kept next to the HA code it exercises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from scm_server.cli.local_cluster import LocalCluster, ScmProcessInfo, free_port, tail, wait_for
+from scm_server.client.ha_admin import HAAdminClient, Roles
+from scm_server.client.scm_client import SCMClient
+from scm_server.proto import hdds_pb2
+
+STATE_FILE = "cluster.json"
+
+# HA settings for local clusters on top of the edges' FAST_SETTINGS.
+HA_SETTINGS: dict[str, str] = {
+    "ozone.scm.ha.ratis.tick.interval": "100ms",
+    "ozone.scm.ha.ratis.leader.election.timeout": "1s",
+    "hdds.scmclient.failover.retry.interval": "100ms",
+    "hdds.scmclient.failover.max.retry": "100",
+}
+
+
+class HALocalCluster(LocalCluster):
+    """``num_scms`` SCM processes forming one HA ring (auto-bootstrap on every node)."""
+
+    def __init__(self, base_dir: Path, num_scms: int = 3, *, settings: Mapping[str, str] | None = None) -> None:
+        super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **(settings or {})})
+
+    # ---- auto-bootstrap ----
+    def init_and_bootstrap(self, index: int, timeout: float = 120.0) -> None:
+        """``scm --init`` and ``scm --bootstrap`` on one node, as an init container would."""
+        s = self.scms[index]
+        for step in ("--init", "--bootstrap"):
+            result = self.cli(s, "scm", step, timeout=timeout)
+            if result.returncode != 0:
+                raise RuntimeError(
+                    f"`ozone-scm scm {step}` on {s.node_id} failed (exit {result.returncode}):\n"
+                    f"{result.stderr.strip()[-2000:]}"
+                )
+
+    def start_node(self, index: int, extra_env: Mapping[str, str] | None = None) -> ScmProcessInfo:
+        """Init + bootstrap (idempotent) then start the daemon."""
+        self.init_and_bootstrap(index)
+        return super().start(index, extra_env)
+
+    def start_quorum(self, timeout: float = 90.0) -> None:
+        self.write_configs()
+        self.start_node(0)
+        self.wait_serving(0, timeout)
+        for i in range(1, self.num_scms):
+            self.start_node(i)
+        for i in range(self.num_scms):
+            self.wait_serving(i, timeout)
+
+    def restart(self, index: int, sig: int = signal.SIGKILL) -> None:
+        self.kill(index, sig)
+        self.start_node(index)
+
+    def is_running(self, index: int) -> bool:
+        p = self.scms[index].proc
+        return p is not None and p.poll() is None
+
+    def add_scm(self) -> int:
+        """Grow the ring by one SCM (a new node id, config rewritten everywhere, then bootstrapped)."""
+        i = len(self.scms)
+        node_id = f"scm{i + 1}"
+        root = self.base_dir / node_id
+        self.scms.append(
+            ScmProcessInfo(
+                node_id=node_id, conf_dir=root / "conf", metadata_dir=root / "metadata",
+                client_port=free_port(), block_port=free_port(), datanode_port=free_port(),
+                http_port=free_port(), ratis_port=free_port(), grpc_port=free_port(), log_path=root / "scm.log",
+            )
+        )
+        self.num_scms += 1
+        self.write_configs()  # running SCMs keep their loaded config; the Raft conf carries the new peer
+        self.start_node(i)
+        return i
+
+    # ---- addresses ----
+    @property
+    def grpc_addresses(self) -> list[str]:
+        return [f"127.0.0.1:{s.grpc_port}" for s in self.scms]
+
+    def running_grpc_addresses(self) -> list[str]:
+        return [f"127.0.0.1:{s.grpc_port}" for i, s in enumerate(self.scms) if self.is_running(i)]
+
+    # ---- observation (async, over the network) ----
+    async def roles(self) -> Roles:
+        async with HAAdminClient(self.running_grpc_addresses(), rounds=1) as c:
+            return await c.roles()
+
+    async def node_views(self) -> list[dict[str, Any]]:
+        """Each running SCM's own view: cluster id, scm id, leader, term, applied index."""
+        out: list[dict[str, Any]] = []
+        for i, s in enumerate(self.scms):
+            if not self.is_running(i):
+                continue
+            try:
+                async with HAAdminClient([f"127.0.0.1:{s.grpc_port}"], rounds=1, timeout=3) as c:
+                    info = await c.scm_info()
+                    roles = await c._any(lambda st: st.GetScmRatisRoles(_roles_req(), timeout=3))
+            except Exception as exc:
+                out.append({"index": i, "node": s.node_id, "error": str(exc)})
+                continue
+            out.append({
+                "index": i, "node": s.node_id, "clusterId": info.clusterId, "scmId": info.scmId,
+                "leaderId": info.leaderId, "term": info.term, "applied": roles.appliedIndex,
+                "commit": roles.commitIndex, "isLeader": bool(info.leaderId) and info.leaderId == info.scmId,
+            })
+        return out
+
+    async def leader_index(self) -> int | None:
+        views = await self.node_views()
+        leaders = [v["index"] for v in views if v.get("isLeader")]
+        return leaders[0] if len(leaders) == 1 else None
+
+    async def wait_leader(self, timeout: float = 30.0, exclude: int | None = None) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            idx = await self.leader_index()
+            if idx is not None and idx != exclude:
+                return idx
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no single SCM leader within {timeout}s: {await self.node_views()}")
+            await asyncio.sleep(0.1)
+
+    async def safe_mode_of(self, index: int) -> bool:
+        async with SCMClient([self.scms[index].client_address]) as c:
+            c.config = type(c.config)(max_retries=0, retry_interval=0.1, rpc_timeout=5)
+            return (await c.in_safe_mode()).in_safe_mode
+
+    async def wait_healthy_quorum(self, timeout: float = 120.0) -> list[dict[str, Any]]:
+        """One leader, the rest followers, one cluster id, every SCM out of safemode."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while True:
+            try:
+                views = await self.node_views()
+                ok = (
+                    len(views) == sum(self.is_running(i) for i in range(self.num_scms))
+                    and all("error" not in v for v in views)
+                    and sum(v["isLeader"] for v in views) == 1
+                    and len({v["clusterId"] for v in views}) == 1
+                    and len({v["leaderId"] for v in views}) == 1
+                )
+                if ok:
+                    safe = [await self.safe_mode_of(v["index"]) for v in views]
+                    if not any(safe):
+                        return views
+                    last = {"views": views, "in_safe_mode": safe}
+                else:
+                    last = views
+            except Exception as exc:
+                last = exc
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the SCM quorum did not become healthy within {timeout}s; last: {last}")
+            await asyncio.sleep(0.3)
+
+    # ---- persisted state for up/status/down ----
+    def save_state(self, extra: Mapping[str, Any] | None = None) -> Path:
+        state = {
+            "base_dir": str(self.base_dir),
+            "scms": [
+                {
+                    "node_id": s.node_id, "pid": s.proc.pid if s.proc else None, "conf_dir": str(s.conf_dir),
+                    "client": s.client_address, "datanode": s.datanode_address, "http": s.http_url,
+                    "grpc": f"127.0.0.1:{s.grpc_port}", "ratis": f"127.0.0.1:{s.ratis_port}", "log": str(s.log_path),
+                }
+                for s in self.scms
+            ],
+            **(extra or {}),
+        }
+        path = self.base_dir / STATE_FILE
+        path.write_text(json.dumps(state, indent=2))
+        return path
+
+
+def _roles_req() -> Any:
+    from scm_server.proto import scm_ha_pb2
+
+    return scm_ha_pb2.ScmRatisRolesRequestProto()
+
+
+# ---------------------------------------------------------------------------------------------
+# run / up / status / down
+# ---------------------------------------------------------------------------------------------
+
+
+async def run_workload(cluster: HALocalCluster, num_datanodes: int, blocks: int, hold: bool) -> dict[str, Any]:
+    from scm_server.cli import throughput
+    from scm_server.datanode_sim import DatanodeSimulator
+
+    sim = DatanodeSimulator(
+        cluster.datanode_addresses, num_datanodes, heartbeat_interval=0.5, racks=2,
+        admin_addresses=cluster.client_addresses, container_report_interval=30,
+    )
+    await sim.start()
+    try:
+        views = await cluster.wait_healthy_quorum()
+        async with SCMClient(cluster.client_addresses) as admin:
+            await _wait_open_pipelines(admin, 90)
+            result, ids = await throughput.bench_allocate_blocks(admin, blocks, 8, 4 * 1024 * 1024)
+            containers = sorted({cid for cid, _ in ids})
+            for cid in containers:
+                await sim.write_to_container(cid, 4 * 1024 * 1024 * 16, 16)
+        roles = await cluster.roles()
+        summary = {
+            "views": views, "roles": roles, "blocks": len(ids), "duplicates": len(ids) - len(set(ids)),
+            "containers": len(containers), "ops_per_second": result.ops_per_second,
+            "p50_ms": result.percentile(50), "p99_ms": result.percentile(99), "seconds": result.seconds,
+        }
+        print_summary(cluster, summary)
+        if hold:
+            from scm_server.cli.output import console
+
+            console.print("\nRunning; press Ctrl-C to stop.")
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError):
+                    loop.add_signal_handler(sig, stop.set)
+            await stop.wait()
+        return summary
+    finally:
+        await sim.stop()
+
+
+async def _wait_open_pipelines(admin: SCMClient, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(Exception):
+            pipelines = await admin.list_pipelines()
+            if any(p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE for p in pipelines):
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError("no OPEN RATIS/THREE pipeline in time")
+        await asyncio.sleep(0.3)
+
+
+def print_summary(cluster: HALocalCluster, summary: Mapping[str, Any]) -> None:
+    from rich.table import Table
+
+    from scm_server.cli.output import console
+
+    roles: Roles = summary["roles"]
+    views = {v["node"]: v for v in summary["views"]}
+    t = Table(title=f"SCM HA quorum (term {roles.term}, commit {roles.commit_index})")
+    for col in ("SCM", "role (host:port:ROLE:peerId)", "cluster id", "admin/client", "datanode", "web", "metrics"):
+        t.add_column(col)
+    by_node = {p.node_id: p for p in roles.peers}
+    for s in cluster.scms:
+        p = by_node.get(s.node_id or "")
+        v = views.get(s.node_id, {})
+        t.add_row(
+            s.node_id or "scm", p.line if p else "-", v.get("clusterId", "-"), s.client_address,
+            s.datanode_address, s.http_url + "/", s.http_url + "/prom",
+        )
+    console.print(t)
+    console.print(
+        f"workload: {summary['blocks']} blocks in {summary['seconds']:.2f}s = {summary['ops_per_second']:,.0f} blocks/s "
+        f"(p50 {summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms) into {summary['containers']} containers; "
+        f"duplicate block ids: {summary['duplicates']}"
+    )
+    conf = cluster.scms[0].conf_dir
+    console.print(
+        f"Try: ozone-scm --conf {conf} admin scm roles\n"
+        f"     ozone-scm --conf {conf} admin scm transfer -r\n"
+        f"     ozone-scm --conf {conf} admin safemode status\n"
+        f"     ozone-scm --conf {conf} admin container list\n"
+        f"Logs: {', '.join(str(s.log_path) for s in cluster.scms)}"
+    )
+
+
+def run_local(
+    num_scms: int = 3,
+    num_datanodes: int = 5,
+    blocks: int = 2000,
+    data_dir: Path = Path("run-data"),
+    exit_after: bool = False,
+    keep_data: bool = False,
+) -> dict[str, Any]:
+    """Start the quorum + datanodes, run the workload, print; stop unless told to hold."""
+    import shutil
+
+    if data_dir.exists() and not keep_data:
+        shutil.rmtree(data_dir)
+    cluster = HALocalCluster(
+        data_dir.resolve(), num_scms,
+        settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))},
+    )
+    try:
+        cluster.start_quorum()
+        cluster.save_state()
+        return asyncio.run(run_workload(cluster, num_datanodes, blocks, hold=not exit_after))
+    except BaseException:
+        for s in cluster.scms:
+            if s.log_path.exists():
+                print(f"--- {s.node_id} log tail ---\n{tail(s.log_path, 15)}")
+        raise
+    finally:
+        cluster.stop_all()
+
+
+def up(num_scms: int = 3, num_datanodes: int = 5, data_dir: Path = Path("run-data")) -> Path:
+    """Start the quorum and a datanode simulator process in the background; record them."""
+    import shutil
+
+    if data_dir.exists():
+        raise RuntimeError(f"{data_dir} exists: run `ozone-scm local down` first (or remove it)")
+    cluster = HALocalCluster(data_dir.resolve(), num_scms,
+                             settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))})
+    try:
+        cluster.start_quorum()
+    except BaseException:
+        cluster.stop_all()
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    log = (cluster.base_dir / "datanodes.log").open("ab")
+    sim = subprocess.Popen(
+        [cluster.python, "-m", "scm_server.cli.main", "datanode-sim", "--count", str(num_datanodes),
+         "--scm", ",".join(cluster.datanode_addresses), "--admin-scm", ",".join(cluster.client_addresses)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    return cluster.save_state({"datanode_sim_pid": sim.pid})
+
+
+def load_state(data_dir: Path = Path("run-data")) -> dict[str, Any]:
+    path = data_dir / STATE_FILE
+    if not path.exists():
+        raise RuntimeError(f"no local cluster recorded in {path}: start one with `ozone-scm local up`")
+    return dict(json.loads(path.read_text()))
+
+
+def status(data_dir: Path = Path("run-data")) -> dict[str, Any]:
+    state = load_state(data_dir)
+    alive = {s["node_id"]: _alive(s.get("pid")) for s in state["scms"]}
+
+    async def roles() -> Roles | str:
+        try:
+            async with HAAdminClient([s["grpc"] for s in state["scms"] if alive[s["node_id"]]], rounds=2) as c:
+                return await c.roles()
+        except Exception as exc:
+            return str(exc)
+
+    return {"state": state, "alive": alive, "roles": asyncio.run(roles())}
+
+
+def down(data_dir: Path = Path("run-data")) -> list[str]:
+    state = load_state(data_dir)
+    stopped = []
+    pids = [(s["node_id"], s.get("pid")) for s in state["scms"]] + [("datanodes", state.get("datanode_sim_pid"))]
+    for name, pid in pids:
+        if pid and _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            stopped.append(name)
+    deadline = time.monotonic() + 15
+    for _, pid in pids:
+        while pid and _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid and _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    return stopped
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as dead
+    with contextlib.suppress(ChildProcessError, OSError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+__all__ = ["HALocalCluster", "down", "run_local", "status", "up", "wait_for"]
