@@ -66,7 +66,9 @@ def run_cli(conf_dir: Path, *args: str, timeout: float = 60.0) -> subprocess.Com
     """The real ``ozone-scm`` CLI as a subprocess."""
     return subprocess.run(
         [sys.executable, "-m", "scm_server.cli.main", "--conf", str(conf_dir), *args],
-        capture_output=True, text=True, timeout=timeout,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -79,12 +81,22 @@ def cli_json(conf_dir: Path, *args: str) -> Any:
 class ScmUnderTest:
     """One SCM process + N simulated datanodes + a sync admin client."""
 
-    def __init__(self, base: Path, datanodes: int = 5, racks: int = 2, settings: dict[str, str] | None = None,
-                 container_size: int = 5 << 30) -> None:
-        self.cluster = LocalCluster(base, 1, settings={
-            "hdds.scm.safemode.min.datanode": "3",
-            **(settings or {}),
-        })
+    def __init__(
+        self,
+        base: Path,
+        datanodes: int = 5,
+        racks: int = 2,
+        settings: dict[str, str] | None = None,
+        container_size: int = 5 << 30,
+    ) -> None:
+        self.cluster = LocalCluster(
+            base,
+            1,
+            settings={
+                "hdds.scm.safemode.min.datanode": "3",
+                **(settings or {}),
+            },
+        )
         self.cluster.write_configs()
         self.cluster.init()
         self.scm = self.cluster.start(0)
@@ -92,11 +104,17 @@ class ScmUnderTest:
         self.conf_dir = self.scm.conf_dir
         self.container_size = container_size
         cluster = self.cluster
-        self.sim_thread = SimThread(lambda: DatanodeSimulator(
-            cluster.datanode_addresses, datanodes, heartbeat_interval=0.3, racks=racks,
-            container_size=container_size, admin_addresses=cluster.client_addresses,
-            container_report_interval=5,
-        ))
+        self.sim_thread = SimThread(
+            lambda: DatanodeSimulator(
+                cluster.datanode_addresses,
+                datanodes,
+                heartbeat_interval=0.3,
+                racks=racks,
+                container_size=container_size,
+                admin_addresses=cluster.client_addresses,
+                container_report_interval=5,
+            )
+        )
         self.sim = self.sim_thread.sim
         self.client = SyncSCMClient(
             cluster.client_addresses, SCMClientConfig(max_retries=30, retry_interval=0.2, rpc_timeout=30)
@@ -115,7 +133,8 @@ class ScmUnderTest:
             if self.client.in_safe_mode().in_safe_mode:
                 return False
             return any(
-                p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE for p in self.client.list_pipelines()
+                p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE
+                for p in self.client.list_pipelines()
             )
 
         self.wait(ready, timeout, "SCM out of safemode with an OPEN RATIS/THREE pipeline")

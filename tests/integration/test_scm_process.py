@@ -1,8 +1,9 @@
 """A real SCM process with simulated datanodes over gRPC: the single-SCM core behaviours.
 
 One SCM process per module (module-scoped fixture). The tests run in file order and build on
-each other: safemode exit -> blocks -> closed containers -> a datanode dies -> replication brings
-containers back to HEALTHY -> decommission -> containers closing when full -> bad input.
+each other: safemode exit -> blocks -> a full container closes -> bad input is refused while SCM
+keeps serving -> a datanode dies, the container report shows UNDER_REPLICATED, replication brings
+every container back to HEALTHY -> a datanode is decommissioned.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ CONTAINER_SIZE = 64 * MB
 def scm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScmUnderTest]:
     base: Path = tmp_path_factory.mktemp("scm-process")
     under_test = ScmUnderTest(
-        base, datanodes=5, racks=2, container_size=CONTAINER_SIZE,
+        base,
+        datanodes=5,
+        racks=2,
+        container_size=CONTAINER_SIZE,
         settings={"ozone.scm.container.size": "64MB", "ozone.scm.block.size": "4MB"},
     )
     try:
@@ -82,69 +86,6 @@ def test_allocate_blocks_and_containers_are_healthy(scm: ScmUnderTest) -> None:
     scm.wait(healthy, 20, "container report showing the containers HEALTHY")
 
 
-def _close_all_open(scm: ScmUnderTest) -> list[int]:
-    containers, _ = scm.client.list_containers(0, 1000, hdds_pb2.OPEN)
-    ids = [c.containerID for c in containers]
-    for cid in ids:
-        result = run_cli(scm.conf_dir, "admin", "container", "close", str(cid))
-        assert result.returncode == 0, result.stderr
-
-    def all_closed() -> bool:
-        return all(scm.client.get_container(c).state == hdds_pb2.CLOSED for c in ids)
-
-    scm.wait(all_closed, 30, f"containers {ids} CLOSED after close commands")
-    return ids
-
-
-def test_dead_datanode_under_replicated_then_healthy(scm: ScmUnderTest) -> None:
-    _allocate_and_write(scm, 4)
-    closed = _close_all_open(scm)
-    assert closed
-    # The victim holds replicas of at least one closed container.
-    victim = scm.sim_thread.run(lambda: next(
-        dn for dn in scm.sim.datanodes if dn.alive and any(c in dn.containers for c in closed)
-    ))
-    affected = scm.sim_thread.run(lambda: sorted(c for c in closed if c in victim.containers))
-    scm.sim_thread.call(scm.sim.kill(victim.hostname))
-
-    def under_replicated() -> dict[str, object] | None:
-        report = scm.report()
-        return report if report["stats"].get("UNDER_REPLICATED", 0) > 0 else None
-
-    report = scm.wait(under_replicated, 30, "UNDER_REPLICATED containers after a datanode died")
-    assert set(report["samples"].get("UNDER_REPLICATED", affected)) <= set(closed)
-
-    def healthy_again() -> bool:
-        stats = scm.report()["stats"]
-        return stats.get("UNDER_REPLICATED", 0) == 0 and stats.get("MISSING", 0) == 0
-
-    scm.wait(healthy_again, 60, "replication bringing every container back to HEALTHY")
-    for cid in affected:
-        holders = scm.sim_thread.run(lambda c=cid: [dn.hostname for dn, _ in scm.sim.replicas_of(c)])
-        assert len(holders) == 3, (cid, holders)
-        assert victim.hostname not in holders
-    nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
-    assert nodes[victim.hostname]["healthState"] == "DEAD"
-
-
-def test_decommission_a_node(scm: ScmUnderTest) -> None:
-    target = scm.sim_thread.run(lambda: next(dn for dn in reversed(scm.sim.datanodes) if dn.alive))
-    result = run_cli(scm.conf_dir, "admin", "datanode", "decommission", target.hostname)
-    assert result.returncode == 0, result.stderr
-
-    def op_state() -> str:
-        nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
-        return str(nodes[target.hostname]["opState"])
-
-    assert scm.wait(lambda: op_state() in ("DECOMMISSIONING", "DECOMMISSIONED"), 20, "DECOMMISSIONING")
-    # The datanode got SetNodeOperationalState from the leader and persists/echoes it.
-    scm.wait(
-        lambda: scm.sim_thread.run(lambda: target.op_state) in (hdds_pb2.DECOMMISSIONING, hdds_pb2.DECOMMISSIONED),
-        20, "the datanode to persist its new operational state",
-    )
-    scm.wait(lambda: op_state() == "DECOMMISSIONED", 60, "DECOMMISSIONED once its replicas are copied")
-
-
 def test_full_container_gets_closed(scm: ScmUnderTest) -> None:
     blocks = scm.client.allocate_block(4 * MB, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "it")
     cid = blocks[0].containerBlockID.containerID
@@ -155,9 +96,6 @@ def test_full_container_gets_closed(scm: ScmUnderTest) -> None:
 
     scm.wait(closing, 20, f"container {cid} closing after its replicas passed 90% of the container size")
     scm.wait(lambda: scm.client.get_container(cid).state == hdds_pb2.CLOSED, 30, f"container {cid} CLOSED")
-
-
-# ---- bad input -------------------------------------------------------------------------------
 
 
 def test_malformed_protobuf_is_rejected_and_scm_keeps_serving(scm: ScmUnderTest) -> None:
@@ -199,16 +137,20 @@ def test_wrong_cluster_id_register_is_refused(scm: ScmUnderTest) -> None:
     async def register() -> scm_datanode_pb2.SCMRegisteredResponseProto:
         client = DatanodeProtocolClient(scm.scm.datanode_address)
         try:
-            return await client.register(scm_datanode_pb2.SCMRegisterRequestProto(
-                datanodeDetails=hdds_pb2.DatanodeDetailsProto(
-                    uuid="00000000-0000-0000-0000-0000000000ff", ipAddress="127.0.0.1", hostName="intruder",
-                    networkLocation="/rack1",
-                ),
-                nodeReport=scm_datanode_pb2.NodeReportProto(),
-                containerReport=scm_datanode_pb2.ContainerReportsProto(),
-                pipelineReports=scm_datanode_pb2.PipelineReportsProto(),
-                clusterID="CID-00000000-0000-0000-0000-000000000000",
-            ))
+            return await client.register(
+                scm_datanode_pb2.SCMRegisterRequestProto(
+                    datanodeDetails=hdds_pb2.DatanodeDetailsProto(
+                        uuid="00000000-0000-0000-0000-0000000000ff",
+                        ipAddress="127.0.0.1",
+                        hostName="intruder",
+                        networkLocation="/rack1",
+                    ),
+                    nodeReport=scm_datanode_pb2.NodeReportProto(),
+                    containerReport=scm_datanode_pb2.ContainerReportsProto(),
+                    pipelineReports=scm_datanode_pb2.PipelineReportsProto(),
+                    clusterID="CID-00000000-0000-0000-0000-000000000000",
+                )
+            )
         finally:
             await client.close()
 
@@ -231,3 +173,69 @@ def test_web_endpoints(scm: ScmUnderTest) -> None:
     assert '"ready": true' in scm.cluster.fetch(0, "/ready")
     page = scm.cluster.fetch(0, "/")
     assert "Storage Container Manager" in page and "sim-dn-0" in page
+
+
+def _close_all_open(scm: ScmUnderTest) -> list[int]:
+    containers, _ = scm.client.list_containers(0, 1000, hdds_pb2.OPEN)
+    ids = [c.containerID for c in containers]
+    for cid in ids:
+        result = run_cli(scm.conf_dir, "admin", "container", "close", str(cid))
+        assert result.returncode == 0, result.stderr
+
+    def all_closed() -> bool:
+        return all(scm.client.get_container(c).state == hdds_pb2.CLOSED for c in ids)
+
+    scm.wait(all_closed, 30, f"containers {ids} CLOSED after close commands")
+    return ids
+
+
+def test_dead_datanode_under_replicated_then_healthy(scm: ScmUnderTest) -> None:
+    _allocate_and_write(scm, 4)
+    closed = _close_all_open(scm)
+    assert closed
+    # The victim holds replicas of at least one closed container.
+    victim = scm.sim_thread.run(
+        lambda: next(dn for dn in scm.sim.datanodes if dn.alive and any(c in dn.containers for c in closed))
+    )
+    affected = scm.sim_thread.run(lambda: sorted(c for c in closed if c in victim.containers))
+    scm.sim_thread.call(scm.sim.kill(victim.hostname))
+
+    def under_replicated() -> dict[str, object] | None:
+        report = scm.report()
+        return report if report["stats"].get("UNDER_REPLICATED", 0) > 0 else None
+
+    report = scm.wait(under_replicated, 30, "UNDER_REPLICATED containers after a datanode died")
+    assert set(report["samples"].get("UNDER_REPLICATED", affected)) <= set(closed)
+
+    def healthy_again() -> bool:
+        stats = scm.report()["stats"]
+        return stats.get("UNDER_REPLICATED", 0) == 0 and stats.get("MISSING", 0) == 0
+
+    scm.wait(healthy_again, 60, "replication bringing every container back to HEALTHY")
+    for cid in affected:
+        holders = scm.sim_thread.run(lambda c=cid: [dn.hostname for dn, _ in scm.sim.replicas_of(c)])
+        assert len(holders) == 3, (cid, holders)
+        assert victim.hostname not in holders
+    nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
+    assert nodes[victim.hostname]["healthState"] == "DEAD"
+
+
+def test_decommission_a_node(scm: ScmUnderTest) -> None:
+    target = scm.sim_thread.run(lambda: next(dn for dn in reversed(scm.sim.datanodes) if dn.alive))
+    result = run_cli(scm.conf_dir, "admin", "datanode", "decommission", target.hostname)
+    assert result.returncode == 0, result.stderr
+
+    def op_state() -> str:
+        nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
+        return str(nodes[target.hostname]["opState"])
+
+    assert scm.wait(lambda: op_state() in ("DECOMMISSIONING", "DECOMMISSIONED"), 20, "DECOMMISSIONING")
+    # The datanode got SetNodeOperationalState from the leader and persists/echoes it.
+    scm.wait(
+        lambda: (
+            scm.sim_thread.run(lambda: target.op_state) in (hdds_pb2.DECOMMISSIONING, hdds_pb2.DECOMMISSIONED)
+        ),
+        20,
+        "the datanode to persist its new operational state",
+    )
+    scm.wait(lambda: op_state() == "DECOMMISSIONED", 60, "DECOMMISSIONED once its replicas are copied")

@@ -41,12 +41,15 @@ class Workload:
             return len(self.blocks)
 
     def _worker(self, n: int) -> None:
-        client = SyncSCMClient(self.addresses, SCMClientConfig(max_retries=20, retry_interval=0.25, rpc_timeout=10))
+        client = SyncSCMClient(
+            self.addresses, SCMClientConfig(max_retries=20, retry_interval=0.25, rpc_timeout=10)
+        )
         try:
             while not self.stop.is_set():
                 try:
-                    got = client.allocate_block(1024 * 1024, BLOCKS_PER_CALL, hdds_pb2.RATIS, hdds_pb2.THREE,
-                                                f"client-{n}")
+                    got = client.allocate_block(
+                        1024 * 1024, BLOCKS_PER_CALL, hdds_pb2.RATIS, hdds_pb2.THREE, f"client-{n}"
+                    )
                 except SCMException as exc:
                     if exc.result is not ResultCodes.SAFE_MODE_EXCEPTION:
                         with self.lock:
@@ -58,7 +61,9 @@ class Workload:
                         self.errors.append(str(exc))
                     continue
                 with self.lock:
-                    self.blocks.extend((b.containerBlockID.containerID, b.containerBlockID.localID) for b in got)
+                    self.blocks.extend(
+                        (b.containerBlockID.containerID, b.containerBlockID.localID) for b in got
+                    )
         finally:
             client.close()
 
@@ -70,7 +75,9 @@ class Workload:
 
 @pytest.fixture
 def scm(tmp_path: Path) -> Iterator[ScmUnderTest]:
-    under_test = ScmUnderTest(tmp_path, datanodes=4, racks=2, settings={"ozone.scm.sequence.id.batch.size": "100"})
+    under_test = ScmUnderTest(
+        tmp_path, datanodes=4, racks=2, settings={"ozone.scm.sequence.id.batch.size": "100"}
+    )
     try:
         yield under_test
     finally:

@@ -27,7 +27,9 @@ def _snapshot(root: Path) -> dict[str, tuple[str, int]]:
 def _start_scm(conf_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "scm_server.cli.main", "--conf", str(conf_dir), "scm"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -39,9 +41,13 @@ def test_corrupt_version_file(tmp_path: Path) -> None:
     version = scm.metadata_dir / "scm" / "current" / "VERSION"
     assert version.exists()
     text = version.read_text()
-    version.write_text("\n".join(
-        "clusterID=not-a-cluster-id" if line.startswith("clusterID=") else line for line in text.splitlines()
-    ) + "\n")
+    version.write_text(
+        "\n".join(
+            "clusterID=not-a-cluster-id" if line.startswith("clusterID=") else line
+            for line in text.splitlines()
+        )
+        + "\n"
+    )
     before = _snapshot(scm.metadata_dir)
     result = _start_scm(scm.conf_dir)
     assert result.returncode != 0
