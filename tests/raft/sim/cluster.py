@@ -79,6 +79,21 @@ def clone_storage(src: MemoryStorage) -> MemoryStorage:
     return dst
 
 
+def derived_conf(st: MemoryStorage) -> ConfState:
+    """The configuration a log implies: the snapshot's, then every conf entry in the log, in order.
+
+    Computed here (not with ``MemoryStorage.initial_state``) so the check stays independent of
+    the storage under test.
+    """
+    cs = st.snapshot().metadata.conf_state
+    lo, hi = st.first_index(), st.last_index()
+    if hi >= lo:
+        for e in st.entries(lo, hi + 1):
+            if e.type == EntryType.CONF_CHANGE:
+                cs = conf_state_after(cs, ConfChange.decode(e.data))
+    return cs
+
+
 def storage_term(st: MemoryStorage, index: int) -> int | None:
     try:
         return st.term(index)
@@ -215,6 +230,7 @@ class SimNode:
         self.proposals: dict[int, Pending] = {}
         self.reads: dict[bytes, ReadRequest] = {}
         self.ready_reads: list[ReadRequest] = []
+        self.pending_ready: Ready | None = None  # send_before_persist mutation: sent, not yet written
 
     @property
     def up(self) -> bool:
@@ -248,6 +264,7 @@ class SimOptions:
     # harness-level deliberately broken variants (mutations, see README.md)
     drop_vote_on_persist: bool = False  # the disk forgets hard_state.vote
     ignore_must_sync: bool = False  # every write stays unsynced (acked before durable)
+    send_before_persist: bool = False  # a stalled disk does not hold back the Ready's messages
 
 
 class Cluster:
@@ -262,6 +279,7 @@ class Cluster:
         raw_node_cls: type[RawNode] = RawNode,
         check: bool = True,
         event_window: int = 60,
+        trace: bool = False,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -271,6 +289,8 @@ class Cluster:
         self.events: deque[tuple[int, str, Any]] = deque(maxlen=event_window)
         self.checker = Checker(context=self.describe_failure)
         self.check = check
+        self.trace = trace
+        self.trace_digest = 0  # with trace=True: a CRC of every event, to compare two runs of one seed
         self.step_no = 0
         self.nodes: dict[NodeId, SimNode] = {}
         self._value_seq = 0
@@ -294,6 +314,8 @@ class Cluster:
 
     def event(self, kind: str, detail: Any = None) -> None:
         self.events.append((self.step_no, kind, detail))
+        if self.trace:
+            self.trace_digest = zlib.crc32(f"{self.step_no} {kind} {_fmt(detail)}".encode(), self.trace_digest)
 
     def describe_failure(self) -> str:
         lines = [f"seed={self.seed} step={self.step_no}  (reproduce with SIM_SEED={self.seed})", "last events:"]
@@ -364,7 +386,7 @@ class Cluster:
     def _check_conf(self, node: SimNode) -> None:
         """The core's effective configuration equals the one derived from its log."""
         assert node.raw is not None
-        want = node.storage.initial_state()[1]
+        want = derived_conf(node.storage)
         got = node.raw.status().conf_state
         if conf_key(got) != conf_key(want) or dict(got.addresses) != dict(want.addresses):
             self.checker.fail(
@@ -376,8 +398,20 @@ class Cluster:
 
     def _drain(self, node: SimNode) -> None:
         raw = node.raw
-        if raw is None or node.paused or node.retired or node.stalled_until > self.step_no:
+        if raw is None or node.paused or node.retired:
             return
+        if node.stalled_until > self.step_no:
+            if self.opts.send_before_persist and node.pending_ready is None and raw.has_ready():
+                # deliberately broken driver: messages go out while the write is still pending
+                node.pending_ready = raw.ready()
+                for m in node.pending_ready.messages:
+                    self._send(m)
+            return
+        if node.pending_ready is not None:
+            rd, node.pending_ready = node.pending_ready, None
+            self._handle_ready(node, rd, sent=True)
+            if node.raw is not raw or node.retired:
+                return
         for _ in range(1000):
             if not raw.has_ready():
                 return
@@ -386,7 +420,7 @@ class Cluster:
                 return
         raise InvariantViolation(f"{node.id} kept producing Readies (1000 in a row)\n{self.describe_failure()}")
 
-    def _handle_ready(self, node: SimNode, rd: Ready) -> None:
+    def _handle_ready(self, node: SimNode, rd: Ready, sent: bool = False) -> None:
         raw = node.raw
         assert raw is not None
         chk = self.checker
@@ -394,6 +428,7 @@ class Cluster:
         nid = node.id
         st = node.storage
         prev_commit = node.hs.commit
+        was_leader = node.role == StateRole.LEADER
         # 1. persist: snapshot, entries and hard state in one write, synced when must_sync
         if rd.snapshot is not None:
             if check:
@@ -401,8 +436,10 @@ class Cluster:
             st.apply_snapshot(rd.snapshot)
             node.conf_indexes = []
             self.event("restore", (nid, rd.snapshot.metadata.index, rd.snapshot.metadata.term))
+        truncated = False
         if rd.entries:
             ents = rd.entries
+            truncated = ents[0].index <= st.last_index()
             if check:
                 chk.on_append(nid, ents, lambda i: storage_term(st, i), st.last_index(), st.first_index())
             st.append(ents)
@@ -436,11 +473,13 @@ class Cluster:
         if rd.conf_state is not None:
             self.event("conf", (nid, rd.conf_state.voters, rd.conf_state.learners))
             if check:
-                want = st.initial_state()[1]
+                want = derived_conf(st)
                 if conf_key(want) != conf_key(rd.conf_state):
                     chk.fail(f"{nid}: Ready.conf_state {rd.conf_state} differs from its log's {want}")
         if check and node.hs.commit > prev_commit:
             chk.on_commit(nid, node.hs.commit, storage_term(st, node.hs.commit))
+            if was_leader or node.role == StateRole.LEADER:
+                self._check_durable_quorum(node, node.hs.commit)
             for other in self.leaders():
                 if other is not node:
                     chk.check_leader_has_committed(
@@ -448,8 +487,9 @@ class Cluster:
                         other.storage.first_index() - 1,
                     )
         # 2. send
-        for m in rd.messages:
-            self._send(m)
+        if not sent:
+            for m in rd.messages:
+                self._send(m)
         # 3. apply
         sm = node.sm
         if rd.snapshot is not None:
@@ -495,6 +535,28 @@ class Cluster:
             self._serve_reads(node)
         if check and node.role == StateRole.LEADER:
             chk.check_uncommitted_configs(nid, node.conf_indexes)
+        if check and truncated and node.raw is raw and not node.retired:
+            self._check_conf(node)  # a truncated conf entry must roll the configuration back
+
+    def _check_durable_quorum(self, leader: SimNode, commit: int) -> None:
+        """A leader commits index c only once a majority of its voters hold entry c *durably*."""
+        term = storage_term(leader.storage, commit)
+        if term is None:
+            return
+        voters = derived_conf(leader.storage).voters
+        holders = []
+        for v in voters:
+            n = self.nodes.get(v)
+            if n is None:
+                continue
+            d = n.disk.durable
+            if commit <= d.snapshot().metadata.index or storage_term(d, commit) == term:
+                holders.append(v)
+        if len(holders) * 2 <= len(voters):
+            self.checker.fail(
+                f"leader {leader.id} (term {leader.hs.term}) committed index {commit} (term {term}) but only "
+                f"{holders} of voters {voters} hold it durably"
+            )
 
     def _serve_reads(self, node: SimNode) -> None:
         applied = node.sm.live.index
@@ -713,10 +775,19 @@ class Cluster:
             self._drain(node)
         self._after()
 
-    def crash(self, nid: NodeId) -> None:
+    def crash(self, nid: NodeId, lose_unsynced: bool | None = None) -> None:
+        """Power loss: volatile state is gone, and unsynced writes are lost (all if lose_unsynced,
+        none if False, a random suffix if None)."""
         node = self.nodes[nid]
         if node.raw is not None and not node.retired:
-            lost = node.disk.crash(self.rng)
+            if lose_unsynced is None:
+                lost = node.disk.crash(self.rng)
+            else:
+                lost = len(node.disk.pending) if lose_unsynced else 0
+                if not lose_unsynced:
+                    node.disk.flush()
+                node.disk.pending.clear()
+            node.pending_ready = None
             node.sm.crash()
             node.raw = None
             node.paused = False
@@ -898,6 +969,32 @@ class Cluster:
         raise LivenessViolation(
             f"no leader committed a write to all members within {max_rounds} rounds after healing\n"
             f"{self.describe_failure()}"
+        )
+
+    def await_progress(self, max_rounds: int = 100, nodes: Sequence[NodeId] | None = None) -> SimNode:
+        """Under the current faults: within bounded rounds some leader acknowledges a fresh write.
+
+        A round ticks every active node (or those in ``nodes``) once and delivers every message.
+        """
+        value = self.new_value()
+        acked_before = len(self.acked_values)
+        tried: set[tuple[NodeId, int, int]] = set()
+        for _ in range(max_rounds):
+            for nid in nodes or self.node_ids():
+                if self.nodes[nid].active:
+                    self.tick(nid)
+            self.stabilize()
+            if value in self.acked_values[acked_before:]:
+                lead = self.leader()
+                assert lead is not None
+                return lead
+            for lead in self.leaders():
+                key = (lead.id, lead.incarnation, lead.hs.term)
+                if key not in tried and lead.active:
+                    tried.add(key)
+                    self.propose(lead.id, value)
+        raise LivenessViolation(
+            f"no write was acknowledged within {max_rounds} rounds under the current faults\n{self.describe_failure()}"
         )
 
     def final_checks(self) -> None:

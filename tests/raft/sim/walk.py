@@ -249,9 +249,9 @@ class Walk:
             self.tick()
 
 
-def run_walk(seed: int, steps: int, n: int = 3, **walk_kwargs: bool) -> Cluster:
+def run_walk(seed: int, steps: int, n: int = 3, *, trace: bool = False, **walk_kwargs: bool) -> Cluster:
     """One seeded walk of ``steps`` actions, then heal, converge and the final checks."""
-    c = Cluster(seed, n)
+    c = Cluster(seed, n, trace=trace)
     w = Walk(c, **walk_kwargs)
     w.run(steps)
     w.finish()
