@@ -1,30 +1,181 @@
-"""StorageContainerManager: the SCM facade (skeleton; managers land in following commits).
+"""StorageContainerManager: the SCM facade that the gRPC services, the web UI and the CLI call.
 
-Signatures are the contract in /work/notes/scm_api.md; scm-edges codes against them.
+It wires the managers together (Ozone's StorageContainerManager): scm.db (SCMMetadataStore) ->
+SCMHADBTransactionBuffer -> replicated state managers (ContainerStateManager,
+PipelineStateManager, DeletedBlockLogStateManager, SequenceIdStateManager) registered with the
+SCMStateMachineDispatcher -> the managers (SCMNodeManager, PipelineManager, ContainerManager,
+BlockManager, DeletedBlockLog, SCMSafeModeManager, ReplicationManager, NodeDecommissionManager)
+-> background services under the SCMServiceManager. The HA manager (Raft or the stub) is
+attached last and drives ``on_become_leader`` / ``on_leader_ready`` / ``on_step_down`` /
+``reinitialize``.
+
+Datanode reports update soft state on every SCM; replicated writes and datanode commands come
+only from the leader (commands stamped with its term). Every method raises SCMException
+(ResultCodes) or NotLeaderException; the edges translate them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from scm_server.block.block_manager import BlockManager
+from scm_server.block.deleted_block_log import (
+    DeletedBlockLog,
+    DeletedBlockLogStateManager,
+    SCMBlockDeletingService,
+)
 from scm_server.conf import OzoneConfiguration, SCMConfigurations
-from scm_server.ha.clock import Clock
+from scm_server.container.container_manager import ContainerManager
+from scm_server.container.container_state_manager import ContainerStateManager
+from scm_server.container.replication.replication_manager import ReplicationManager
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ha.clock import Clock, SystemClock
+from scm_server.ha.dispatcher import SCMStateMachineDispatcher
+from scm_server.ha.replicate import RequestType
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_ha_manager_api import SCMHAManager
+from scm_server.ha.scm_ha_manager_stub import SCMHAManagerStub
+from scm_server.ha.scm_service import Event, SCMServiceManager
+from scm_server.ha.sequence_id_generator import SequenceIdGenerator, SequenceIdStateManager
+from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
+from scm_server.metadata.enums import enum_name
+from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager
+from scm_server.node.node_manager import SCMNodeManager
+from scm_server.pipeline.pipeline_manager import BackgroundPipelineCreator, PipelineManager
+from scm_server.pipeline.pipeline_state_manager import CLOSED as PIPELINE_CLOSED
+from scm_server.pipeline.pipeline_state_manager import PipelineStateManager
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
+from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
+
+log = logging.getLogger(__name__)
+
+SOFTWARE_VERSION = 1
+ADMIN_MONITOR_INTERVAL_S = 30.0
+CommandType = scm_datanode_pb2.SCMCommandProto.Type
+RegisteredError = scm_datanode_pb2.SCMRegisteredResponseProto.ErrorCode
 
 
 class StorageContainerManager:
-    scm_context: SCMContext
-    ha_manager: SCMHAManager
-    metadata_store: SCMMetadataStore
-    storage_config: SCMStorageConfig
-    config: SCMConfigurations
-    metrics_registry: CollectorRegistry
+    """One SCM. Build with ``await StorageContainerManager.create(conf, ...)``."""
 
+    def __init__(
+        self,
+        conf: OzoneConfiguration,
+        configs: SCMConfigurations,
+        storage_config: SCMStorageConfig,
+        metadata_store: SCMMetadataStore,
+        ha_manager: SCMHAManager,
+        clock: Clock,
+        node_id: str | None,
+    ) -> None:
+        self.conf = conf
+        self.config = configs
+        self.storage_config = storage_config
+        self.metadata_store = metadata_store
+        self.ha_manager = ha_manager
+        self.clock = clock
+        self.node_id = node_id or configs.ha.node_id
+        self._transaction_buffer = SCMHADBTransactionBuffer(metadata_store)
+        self._dispatcher = SCMStateMachineDispatcher()
+        non_ratis = isinstance(ha_manager, SCMHAManagerStub)
+        self._scm_context = SCMContext.non_ratis() if non_ratis else SCMContext.ratis_follower()
+        self._scm_context.set_leader_hint(ha_manager.get_leader)
+        self._service_manager = SCMServiceManager()
+        buf = self._transaction_buffer
+
+        # Replicated state managers.
+        self.sequence_id_state_manager = SequenceIdStateManager(metadata_store, buf, ha_manager)
+        self.sequence_id_generator = SequenceIdGenerator(
+            self.sequence_id_state_manager, configs.scm.sequence_id_batch_size
+        )
+        self.pipeline_state_manager = PipelineStateManager(metadata_store, buf, ha_manager)
+        self.container_state_manager = ContainerStateManager(metadata_store, buf, ha_manager)
+        self.deleted_block_log_state_manager = DeletedBlockLogStateManager(metadata_store, buf, ha_manager)
+        self._dispatcher.register(RequestType.SEQUENCE_ID, self.sequence_id_state_manager)
+        self._dispatcher.register(RequestType.PIPELINE, self.pipeline_state_manager)
+        self._dispatcher.register(RequestType.CONTAINER, self.container_state_manager)
+        self._dispatcher.register(RequestType.BLOCK, self.deleted_block_log_state_manager)
+
+        # Managers.
+        ctx = self._scm_context
+        self.node_manager = SCMNodeManager(configs.node, configs.pipeline, ctx, clock)
+        self.pipeline_manager = PipelineManager(self.pipeline_state_manager, self.node_manager, ctx, clock, configs.pipeline)
+        self.container_manager = ContainerManager(
+            self.container_state_manager,
+            self.pipeline_manager,
+            self.node_manager,
+            self.sequence_id_generator,
+            ctx,
+            clock,
+            configs.scm,
+        )
+        self.node_manager.add_listener(self.pipeline_manager)
+        self.node_manager.add_listener(self.container_manager)
+        self.deleted_block_log = DeletedBlockLog(
+            self.deleted_block_log_state_manager,
+            self.sequence_id_generator,
+            self.node_manager,
+            lambda cid: {r.datanode_uuid for r in self.container_manager.get_replicas(cid)},
+            ctx,
+            clock,
+            configs.block,
+        )
+        self.block_manager = BlockManager(
+            self.container_manager,
+            self.pipeline_manager,
+            self.sequence_id_generator,
+            self.deleted_block_log,
+            ctx,
+            configs.scm,
+        )
+        self.safe_mode_manager = SCMSafeModeManager(
+            configs.safemode, self.node_manager, self.container_manager, self.pipeline_manager, ctx, self._service_manager
+        )
+        self.replication_manager = ReplicationManager(
+            configs.replication,
+            self.container_manager,
+            self.pipeline_manager,
+            self.node_manager,
+            ctx,
+            clock,
+            wait_time_after_safe_mode=configs.safemode.wait_time_after_exit,
+        )
+        self.decommission_manager = NodeDecommissionManager(
+            self.node_manager,
+            self.container_manager.containers_on,
+            self._replication_of,
+            self._close_pipelines_of,
+            ctx,
+            clock,
+            configs.replication,
+        )
+        self.pipeline_creator = BackgroundPipelineCreator(self.pipeline_manager, ctx, clock, configs.pipeline)
+        self.block_deleting_service = SCMBlockDeletingService(self.deleted_block_log, ctx, clock, configs.block)
+        self.block_deleting_service.wait_time = configs.safemode.wait_time_after_exit
+        self.datanode_admin_monitor = DatanodeAdminMonitor(self.decommission_manager, ctx, clock, ADMIN_MONITOR_INTERVAL_S)
+        for service in (
+            self.replication_manager,
+            self.pipeline_creator,
+            self.block_deleting_service,
+            self.datanode_admin_monitor,
+        ):
+            self._service_manager.register(service)
+        self.metrics_registry = CollectorRegistry(auto_describe=False)
+        self.metrics_registry.register(SCMCollector(self))
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        ha_manager.attach(self)
+
+    # ---- construction ----
     @classmethod
     async def create(
         cls,
@@ -36,30 +187,224 @@ class StorageContainerManager:
         metadata_store: SCMMetadataStore | None = None,
         storage_config: SCMStorageConfig | None = None,
     ) -> StorageContainerManager:
-        raise NotImplementedError
+        """Open scm.db, build the managers and attach the HA manager (the stub if None).
 
-    async def start(self) -> None:
-        raise NotImplementedError
+        The storage must be initialised (``ozone-scm scm --init`` / ``--bootstrap`` wrote VERSION).
+        """
+        configs = SCMConfigurations.from_conf(conf)
+        storage = storage_config or SCMStorageConfig(configs.scm.scm_db_dir)
+        if not storage.is_initialized:
+            raise SCMException(
+                ResultCodes.SCM_NOT_INITIALIZED,
+                f"SCM storage at {storage.version_file} is not initialized; run `ozone-scm scm --init` "
+                "(primordial SCM) or `ozone-scm scm --bootstrap` first",
+            )
+        store = metadata_store or SCMMetadataStore(configs.scm.scm_db_dir)
+        return cls(conf, configs, storage, store, ha_manager or SCMHAManagerStub(store), clock or SystemClock(), node_id)
 
-    async def stop(self) -> None:
-        raise NotImplementedError
+    # ---- SCMHAHost ----
+    @property
+    def transaction_buffer(self) -> SCMHADBTransactionBuffer:
+        return self._transaction_buffer
+
+    @property
+    def dispatcher(self) -> SCMStateMachineDispatcher:
+        return self._dispatcher
+
+    @property
+    def scm_context(self) -> SCMContext:
+        return self._scm_context
+
+    @property
+    def service_manager(self) -> SCMServiceManager:
+        return self._service_manager
+
+    def on_become_leader(self, term: int) -> None:
+        log.info("SCM %s became leader at term %d", self.storage_config.scm_id, term)
+        self._scm_context.update_leader_and_term(True, term)
+        self.sequence_id_generator.invalidate_batch()
+        self._transaction_buffer.flush_if_needed()
+        self.node_manager.clear_command_queues()
+        self.deleted_block_log.on_become_leader()
+        self.replication_manager.on_become_leader()
+        self._service_manager.notify_status_changed()
+
+    def on_leader_ready(self) -> None:
+        self._scm_context.set_leader_ready()
+        self._service_manager.notify_status_changed()
+
+    def on_step_down(self, term: int) -> None:
+        log.info("SCM %s is no longer leader (term %d)", self.storage_config.scm_id, term)
+        self._scm_context.update_leader_and_term(False, term)
+        self.sequence_id_generator.invalidate_batch()
+        self.node_manager.clear_command_queues()
+        self._service_manager.notify_status_changed()
 
     def reinitialize(self) -> None:
-        raise NotImplementedError
+        """Reload every replicated manager from scm.db (after a checkpoint install)."""
+        self._transaction_buffer.init()
+        self.sequence_id_generator.reinitialize()
+        self.pipeline_manager.reinitialize()
+        self.container_manager.reinitialize()
+        self.deleted_block_log.reinitialize()
+        for cid in list(self.container_manager.all_replicas()):
+            if not self.container_manager.exists(cid):
+                self.container_manager.forget_container(cid)
+        log.info("SCM reloaded from scm.db at %s", self._transaction_buffer.latest_trx_info())
+
+    # ---- lifecycle ----
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        await self.ha_manager.start()
+        await self._service_manager.start()
+        self.safe_mode_manager.validate()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._health_loop(), name="scm-node-health"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        await self._service_manager.stop()
+        if self._started:
+            await self.ha_manager.stop()
+        self._started = False
+        self.metadata_store.close()
+
+    async def _health_loop(self) -> None:
+        interval = self.config.node.heartbeat_thread_interval.total_seconds()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.run_health_check()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("node health check failed; retrying next interval")
+
+    async def run_health_check(self) -> None:
+        """One pass of the node health check + safemode refresh (the background loop calls this)."""
+        await self.node_manager.check_node_health()
+        self.safe_mode_manager.validate()
+
+    # ---- helpers ----
+    def _replication_of(self, container_id: int) -> tuple[int, set[str]]:
+        info = self.container_manager.get_container(container_id)
+        required = 1 if info.replicationFactor == hdds_pb2.ONE else 3
+        good = {
+            r.datanode_uuid
+            for r in self.container_manager.get_replicas(container_id)
+            if r.state in (hdds_pb2.ContainerReplicaProto.CLOSED, hdds_pb2.ContainerReplicaProto.QUASI_CLOSED)
+            or (info.state == hdds_pb2.OPEN and r.state == hdds_pb2.ContainerReplicaProto.OPEN)
+        }
+        return required, good
+
+    async def _close_pipelines_of(self, dn_uuid: str) -> None:
+        for p in self.pipeline_manager.pipelines_of(dn_uuid):
+            if p.state != PIPELINE_CLOSED:
+                await self.pipeline_manager.close_pipeline(p.id.id)
+
+    def _check_not_safe_mode(self, what: str) -> None:
+        if self.safe_mode_manager.in_safe_mode():
+            raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, f"SCM is in safe mode; {what} is not allowed")
 
     # ---- datanode protocol ----
     def get_version(self) -> scm_datanode_pb2.SCMVersionResponseProto:
-        raise NotImplementedError
+        return scm_datanode_pb2.SCMVersionResponseProto(
+            softwareVersion=SOFTWARE_VERSION,
+            keys=[
+                hdds_pb2.KeyValue(key="clusterID", value=self.storage_config.cluster_id or ""),
+                hdds_pb2.KeyValue(key="scmUuid", value=self.storage_config.scm_id or ""),
+            ],
+        )
 
     async def register_datanode(
         self, request: scm_datanode_pb2.SCMRegisterRequestProto
     ) -> scm_datanode_pb2.SCMRegisteredResponseProto:
-        raise NotImplementedError
+        details = request.datanodeDetails
+        cluster_id = self.storage_config.cluster_id or ""
+        if request.HasField("clusterID") and request.clusterID and request.clusterID != cluster_id:
+            log.warning("refused datanode %s: cluster id %s != %s", details.uuid, request.clusterID, cluster_id)
+            return scm_datanode_pb2.SCMRegisteredResponseProto(
+                errorCode=RegisteredError.errorNodeNotPermitted,
+                datanodeUUID=details.uuid,
+                clusterID=cluster_id,
+                errorMessage=(
+                    f"datanode belongs to cluster {request.clusterID} but this SCM serves {cluster_id}; "
+                    "point the datanode at the right SCM or wipe its metadata to join this cluster"
+                ),
+            )
+        layout = request.dataNodeLayoutVersion.metadataLayoutVersion if request.HasField("dataNodeLayoutVersion") else 0
+        info = self.node_manager.register(details, layout)
+        self.node_manager.process_node_report(details.uuid, request.nodeReport)
+        await self._safely(self.container_manager.process_container_report(details.uuid, request.containerReport))
+        await self._safely(self.pipeline_manager.process_pipeline_report(details.uuid, request.pipelineReports))
+        self.safe_mode_manager.validate()
+        self._service_manager.notify_event_triggered(Event.NEW_NODE_HANDLER_TRIGGERED)
+        return scm_datanode_pb2.SCMRegisteredResponseProto(
+            errorCode=RegisteredError.success,
+            datanodeUUID=details.uuid,
+            clusterID=cluster_id,
+            hostname=info.details.hostName,
+            ipAddress=info.details.ipAddress,
+            networkName=info.details.networkName,
+            networkLocation=info.rack,
+        )
+
+    async def _safely(self, coro: Any) -> None:
+        """Report processing must never fail a heartbeat: log and go on."""
+        try:
+            await coro
+        except NotLeaderException:
+            log.info("leadership changed while processing a report")
+        except SCMException as exc:
+            log.warning("report processing: %s", exc)
 
     async def process_heartbeat(
         self, request: scm_datanode_pb2.SCMHeartbeatRequestProto
     ) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
-        raise NotImplementedError
+        dn = request.datanodeDetails
+        layout = request.dataNodeLayoutVersion if request.HasField("dataNodeLayoutVersion") else None
+        response = scm_datanode_pb2.SCMHeartbeatResponseProto(datanodeUUID=dn.uuid)
+        if self._scm_context.is_leader():
+            response.term = self._scm_context.term
+        if not await self.node_manager.process_heartbeat(dn, layout):
+            reregister = scm_datanode_pb2.SCMCommandProto(
+                commandType=CommandType.reregisterCommand,
+                cmdId=self.node_manager.next_command_id(),
+                reregisterCommandProto=scm_datanode_pb2.ReregisterCommandProto(),
+            )
+            if self._scm_context.is_leader():
+                reregister.term = self._scm_context.term
+            response.commands.append(reregister)
+            return response
+        uuid = dn.uuid
+        if request.HasField("nodeReport"):
+            self.node_manager.process_node_report(uuid, request.nodeReport)
+        if request.HasField("containerReport"):
+            await self._safely(self.container_manager.process_container_report(uuid, request.containerReport))
+        for icr in request.incrementalContainerReport:
+            await self._safely(self.container_manager.process_incremental_report(uuid, icr))
+        if request.HasField("pipelineReports"):
+            await self._safely(self.pipeline_manager.process_pipeline_report(uuid, request.pipelineReports))
+        for report in request.commandStatusReports:
+            for status in report.cmdStatus:
+                await self._safely(self.deleted_block_log.process_command_status(uuid, status))
+        if request.HasField("pipelineActions"):
+            for action in request.pipelineActions.pipelineActions:
+                await self._safely(self.pipeline_manager.process_pipeline_action(uuid, action))
+        if request.HasField("containerActions"):
+            for caction in request.containerActions.containerActions:
+                await self._safely(self.container_manager.process_container_action(uuid, caction))
+        if request.HasField("commandQueueReport"):
+            self.node_manager.process_command_queue_report(uuid, request.commandQueueReport)
+        self.safe_mode_manager.validate()
+        response.commands.extend(self.node_manager.take_commands(uuid))
+        return response
 
     # ---- block protocol ----
     async def allocate_block(
@@ -71,27 +416,51 @@ class StorageContainerManager:
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
     ) -> list[hdds_pb2.AllocatedBlock]:
-        raise NotImplementedError
+        return await self.block_manager.allocate_block(
+            size, num_blocks, replication_type, replication_factor, owner, exclude_list
+        )
 
     async def delete_key_blocks(
         self, key_blocks: list[scm_client_pb2.KeyBlocks]
     ) -> list[scm_client_pb2.DeleteKeyBlocksResultProto]:
-        raise NotImplementedError
+        return await self.block_manager.delete_key_blocks(key_blocks)
 
     def get_scm_info(self) -> scm_client_pb2.GetScmInfoResponseProto:
-        raise NotImplementedError
+        return scm_client_pb2.GetScmInfoResponseProto(
+            clusterId=self.storage_config.cluster_id or "",
+            scmId=self.storage_config.scm_id or "",
+            peerRoles=self.ha_manager.peer_roles(),
+        )
 
-    # ---- admin ----
+    # ---- admin: containers ----
     async def allocate_container(self, rtype: int, rfactor: int, owner: str) -> hdds_pb2.ContainerWithPipeline:
-        raise NotImplementedError
+        self._check_not_safe_mode("container allocation")
+        self._scm_context.check_leader()
+        info = await self.container_manager.allocate_container(rtype, rfactor, owner)
+        return hdds_pb2.ContainerWithPipeline(
+            containerInfo=self.container_manager.get_container(info.containerID),
+            pipeline=self.pipeline_manager.get_pipeline(info.pipelineID.id),
+        )
 
     def get_container(self, container_id: int) -> hdds_pb2.ContainerInfoProto:
-        raise NotImplementedError
+        return self.container_manager.get_container(container_id)
 
     def get_container_with_pipeline(
         self, container_id: int
     ) -> tuple[hdds_pb2.ContainerWithPipeline, list[hdds_pb2.ContainerReplicaInfo]]:
-        raise NotImplementedError
+        info = self.container_manager.get_container(container_id)
+        replicas = self.container_manager.replica_info(container_id)
+        pipeline = self.pipeline_manager.find(info.pipelineID.id) if info.HasField("pipelineID") else None
+        if pipeline is None:
+            # The pipeline is gone (closed/removed): describe where the replicas are, like Ozone does.
+            pipeline = hdds_pb2.Pipeline(
+                id=info.pipelineID if info.HasField("pipelineID") else hdds_pb2.PipelineID(id=""),
+                members=[r.datanode for r in replicas],
+                state=hdds_pb2.PIPELINE_CLOSED,
+                type=info.replicationType,
+                factor=info.replicationFactor,
+            )
+        return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipeline), replicas
 
     def list_containers(
         self,
@@ -101,60 +470,219 @@ class StorageContainerManager:
         rtype: int | None = None,
         rfactor: int | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
-        raise NotImplementedError
+        """Containers with id >= start_id matching the filters: (first ``count``, total matching)."""
+        if count < 0:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"count must be >= 0, got {count}")
+        matching = [
+            c
+            for c in self.container_manager.get_containers(state)
+            if c.containerID >= start_id
+            and (rtype is None or c.replicationType == rtype)
+            and (rfactor is None or c.replicationFactor == rfactor)
+        ]
+        return [self.container_manager.get_container(c.containerID) for c in matching[:count]], len(matching)
 
     async def close_container(self, container_id: int) -> None:
-        raise NotImplementedError
+        self._scm_context.check_leader()
+        info = self.container_manager.get_container(container_id)
+        if info.state not in (hdds_pb2.OPEN, hdds_pb2.CLOSING, hdds_pb2.QUASI_CLOSED):
+            raise SCMException(
+                ResultCodes.UNEXPECTED_CONTAINER_STATE,
+                f"cannot close container #{container_id}: it is {enum_name(hdds_pb2.LifeCycleState, info.state)}",
+            )
+        await self.container_manager.close_container(container_id)
 
+    # ---- admin: pipelines ----
     def list_pipelines(self) -> list[hdds_pb2.Pipeline]:
-        raise NotImplementedError
+        return self.pipeline_manager.get_pipelines()
 
     async def create_pipeline(self, rtype: int, rfactor: int) -> hdds_pb2.Pipeline:
-        raise NotImplementedError
+        self._scm_context.check_leader()
+        return await self.pipeline_manager.create_pipeline(rtype, rfactor)
 
     async def close_pipeline(self, pipeline_id: str) -> None:
-        raise NotImplementedError
+        await self.pipeline_manager.close_pipeline(pipeline_id)
 
     async def activate_pipeline(self, pipeline_id: str) -> None:
-        raise NotImplementedError
+        await self.pipeline_manager.activate_pipeline(pipeline_id)
 
     async def deactivate_pipeline(self, pipeline_id: str) -> None:
-        raise NotImplementedError
+        await self.pipeline_manager.deactivate_pipeline(pipeline_id)
 
+    # ---- admin: safemode ----
     def in_safe_mode(self) -> tuple[bool, bool]:
-        raise NotImplementedError
+        return self.safe_mode_manager.in_safe_mode(), self.safe_mode_manager.pre_check_complete()
 
     def force_exit_safe_mode(self) -> bool:
-        raise NotImplementedError
+        return self.safe_mode_manager.force_exit()
 
     def safe_mode_rule_statuses(self) -> list[hdds_pb2.SafeModeRuleStatus]:
-        raise NotImplementedError
+        return self.safe_mode_manager.rule_statuses()
 
+    # ---- admin: replication manager ----
     def start_replication_manager(self) -> None:
-        raise NotImplementedError
+        self.replication_manager.enabled = True
+        self.replication_manager.trigger()
 
     def stop_replication_manager(self) -> None:
-        raise NotImplementedError
+        self.replication_manager.enabled = False
 
     def replication_manager_status(self) -> bool:
-        raise NotImplementedError
+        return self.replication_manager.is_running()
 
     def replication_manager_report(self) -> hdds_pb2.ReplicationManagerReportProto:
-        raise NotImplementedError
+        return self.replication_manager.last_report
 
+    # ---- admin: datanodes ----
     def query_nodes(self, state: int | None = None, op_state: int | None = None) -> list[hdds_pb2.Node]:
-        raise NotImplementedError
+        return [
+            self.node_manager.to_node_proto(
+                n,
+                container_count=len(self.container_manager.containers_on(n.uuid)),
+                pipeline_count=self.pipeline_manager.pipeline_count_of(n.uuid),
+            )
+            for n in self.node_manager.get_nodes(state, op_state)
+        ]
 
     async def decommission_nodes(self, hosts: list[str], force: bool = False) -> list[scm_client_pb2.DatanodeAdminError]:
-        raise NotImplementedError
+        return await self.decommission_manager.decommission(hosts, force)
 
     async def start_maintenance_nodes(
         self, hosts: list[str], end_hours: int = 0
     ) -> list[scm_client_pb2.DatanodeAdminError]:
-        raise NotImplementedError
+        return await self.decommission_manager.start_maintenance(hosts, end_hours)
 
     async def recommission_nodes(self, hosts: list[str]) -> list[scm_client_pb2.DatanodeAdminError]:
-        raise NotImplementedError
+        return await self.decommission_manager.recommission(hosts)
 
+    # ---- web ----
     def status_summary(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Everything the web status page shows, as plain data."""
+        nodes = []
+        for n in self.node_manager.all_nodes():
+            nodes.append(
+                {
+                    "uuid": n.uuid,
+                    "hostname": n.details.hostName,
+                    "ip": n.details.ipAddress,
+                    "rack": n.rack,
+                    "health": enum_name(hdds_pb2.NodeState, n.health),
+                    "op_state": enum_name(hdds_pb2.NodeOperationalState, n.op_state),
+                    "last_heartbeat_ms": n.last_heartbeat_wall_ms,
+                    "containers": len(self.container_manager.containers_on(n.uuid)),
+                    "pipelines": self.pipeline_manager.pipeline_count_of(n.uuid),
+                }
+            )
+        pipelines = [
+            {
+                "id": p.id.id,
+                "state": enum_name(hdds_pb2.PipelineState, p.state),
+                "type": enum_name(hdds_pb2.ReplicationType, p.type),
+                "factor": enum_name(hdds_pb2.ReplicationFactor, p.factor),
+                "members": [m.uuid for m in p.members],
+                "leader": p.leaderID,
+            }
+            for p in self.pipeline_manager.get_pipelines()
+        ]
+        report = self.replication_manager.last_report
+        in_safe_mode, pre_check = self.in_safe_mode()
+        leader = self.ha_manager.get_leader()
+        return {
+            "cluster_id": self.storage_config.cluster_id,
+            "scm_id": self.storage_config.scm_id,
+            "node_id": self.node_id,
+            "nodes": nodes,
+            "pipelines": pipelines,
+            "containers_by_state": self.container_manager.containers_by_state(),
+            "container_count": len(self.container_state_manager),
+            "safemode": {
+                "in_safe_mode": in_safe_mode,
+                "pre_check_complete": pre_check,
+                "forced": self.safe_mode_manager.forced,
+                "rules": [
+                    {"name": r.ruleName, "validated": r.validate, "status": r.statusText}
+                    for r in self.safe_mode_rule_statuses()
+                ],
+            },
+            "replication_manager": {
+                "running": self.replication_manager_status(),
+                "timestamp": report.timestamp,
+                "stats": {c.key: c.count for c in report.stat},
+                "samples": {s.key: list(s.containerIds) for s in report.statSample},
+            },
+            "ha": {
+                "is_leader": self._scm_context.is_leader(),
+                "is_leader_ready": self._scm_context.is_leader_ready(),
+                "term": self._scm_context.term,
+                "ratis": self._scm_context.is_ratis(),
+                "leader": {"id": leader[0], "address": leader[1]} if leader else None,
+                "peer_roles": self.ha_manager.peer_roles(),
+                "applied": {
+                    "term": self._transaction_buffer.latest_trx_info().term,
+                    "index": self._transaction_buffer.latest_trx_info().index,
+                },
+            },
+            "blocks_allocated": self.block_manager.blocks_allocated,
+            "deleted_block_transactions": self.deleted_block_log.num_of_transactions(),
+        }
+
+
+class SCMCollector(Collector):
+    def __init__(self, scm: StorageContainerManager) -> None:
+        self._scm = scm
+
+    def collect(self) -> Iterator[Metric]:
+        scm = self._scm
+        g = GaugeMetricFamily("scm_containers", "Containers by LifeCycleState", labels=["state"])
+        for state, count in scm.container_manager.containers_by_state().items():
+            g.add_metric([state], count)
+        yield g
+        g = GaugeMetricFamily("scm_pipelines", "Pipelines by state", labels=["state"])
+        for state, count in scm.pipeline_manager.counts_by_state().items():
+            g.add_metric([state], count)
+        yield g
+        g = GaugeMetricFamily("scm_nodes", "Datanodes by health and operational state", labels=["health", "op_state"])
+        counts: dict[tuple[str, str], int] = {}
+        for n in scm.node_manager.all_nodes():
+            key = (enum_name(hdds_pb2.NodeState, n.health), enum_name(hdds_pb2.NodeOperationalState, n.op_state))
+            counts[key] = counts.get(key, 0) + 1
+        for (health, op), count in sorted(counts.items()):
+            g.add_metric([health, op], count)
+        yield g
+        yield GaugeMetricFamily("scm_safemode", "1 while SCM is in safe mode", value=int(scm.safe_mode_manager.in_safe_mode()))
+        yield GaugeMetricFamily("scm_is_leader", "1 if this SCM is the leader", value=int(scm.scm_context.is_leader()))
+        yield GaugeMetricFamily("scm_term", "Current Raft term (-1 without Raft)", value=scm.scm_context.term)
+        g = GaugeMetricFamily("scm_replication_manager_containers", "Last ReplicationManager report", labels=["state"])
+        for c in scm.replication_manager.last_report.stat:
+            g.add_metric([c.key], c.count)
+        yield g
+        yield GaugeMetricFamily("scm_container_replicas", "Replicas known from reports", value=scm.container_manager.replica_count())
+        yield GaugeMetricFamily(
+            "scm_deleted_block_transactions", "Pending deleted-block transactions", value=scm.deleted_block_log.num_of_transactions()
+        )
+        tx = scm.transaction_buffer.latest_trx_info()
+        yield GaugeMetricFamily("scm_applied_index", "Last applied replicated-request index", value=tx.index)
+        yield CounterMetricFamily("scm_blocks_allocated", "Blocks allocated", value=scm.block_manager.blocks_allocated)
+        yield CounterMetricFamily("scm_heartbeats", "Datanode heartbeats processed", value=scm.node_manager.heartbeats_processed)
+        yield CounterMetricFamily(
+            "scm_container_reports", "Full container reports processed", value=scm.container_manager.reports_processed
+        )
+        yield CounterMetricFamily(
+            "scm_incremental_container_reports",
+            "Incremental container reports processed",
+            value=scm.container_manager.incremental_reports_processed,
+        )
+        cmds = CounterMetricFamily("scm_datanode_commands", "Commands queued for datanodes", labels=["type"])
+        for name, count in sorted(scm.node_manager.commands_sent.items()):
+            cmds.add_metric([name], count)
+        yield cmds
+        yield CounterMetricFamily("scm_replication_manager_runs", "ReplicationManager passes", value=scm.replication_manager.runs)
+        yield CounterMetricFamily(
+            "scm_sequence_id_batches", "Sequence-id batches allocated", value=scm.sequence_id_generator.batch_allocations
+        )
+
+
+def build_registry(scm: StorageContainerManager) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SCMCollector(scm))
+    return registry

@@ -1,0 +1,1 @@
+"""Blocks: BlockManager (allocate_block, delete_key_blocks) and the DeletedBlockLog."""

@@ -1,0 +1,1 @@
+"""ReplicationManager: health classification (pure), pending ops, commands and the report."""

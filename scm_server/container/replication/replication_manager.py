@@ -1,0 +1,338 @@
+"""ReplicationManager: classify every container, fix what can be fixed, publish a report.
+
+A leader-ready SCMService (Ozone's ``ReplicationManager``): every
+``hdds.scm.replication.thread.interval`` ``process_all()`` runs the pure
+:func:`~scm_server.container.replication.health.check_container` on every container and, on the
+leader, executes the result: replicate / delete / close commands (stamped with the leader's
+term, with per-datanode limits ``hdds.scm.replication.datanode.replication.limit`` and
+``...delete.container.limit``) and lifecycle events (FINALIZE, DELETE, CLEANUP through Raft).
+
+Issued replicate/delete operations are remembered in :class:`ContainerReplicaPendingOps` until
+a report shows the replica appeared/disappeared or ``hdds.scm.replication.event.timeout`` passes,
+so the same work is not issued twice.
+
+The report (``ReplicationManagerReportProto``) has a counter per LifeCycleState and per health
+state and up to ``hdds.scm.replication.container.sample.limit`` sample ids per health state.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+
+from scm_server.conf import ReplicationManagerConfig
+from scm_server.container.container_manager import ContainerManager
+from scm_server.container.container_state_manager import (
+    CLEANUP,
+    CLOSED,
+    CLOSING,
+    DELETE,
+    DELETED,
+    DELETING,
+    FINALIZE,
+    OPEN,
+    QUASI_CLOSED,
+    RECOVERING,
+    LifeCycleState,
+)
+from scm_server.container.replication.health import (
+    CheckResult,
+    ClusterView,
+    ContainerHealthState,
+    ContainerView,
+    PendingView,
+    PlannedCommand,
+    ReplicaView,
+    check_container,
+)
+from scm_server.exceptions import NotLeaderException, SCMException
+from scm_server.ha.clock import Clock
+from scm_server.ha.scm_context import SCMContext
+from scm_server.ha.scm_service import BackgroundSCMService
+from scm_server.metadata.enums import enum_name
+from scm_server.node.node_manager import DEAD, SCMNodeManager
+from scm_server.pipeline.pipeline_manager import PipelineManager
+from scm_server.pipeline.placement import ContainerPlacementRackAware
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
+
+log = logging.getLogger(__name__)
+CommandType = scm_datanode_pb2.SCMCommandProto.Type
+
+
+class PendingOpType(enum.Enum):
+    ADD = "ADD"
+    DELETE = "DELETE"
+
+
+@dataclass(frozen=True)
+class PendingOp:
+    op: PendingOpType
+    datanode: str
+    deadline: float
+
+
+class ContainerReplicaPendingOps:
+    """In-flight replica additions/deletions per container (Ozone's ContainerReplicaPendingOps)."""
+
+    def __init__(self) -> None:
+        self._ops: dict[int, list[PendingOp]] = defaultdict(list)
+
+    def add(self, container_id: int, op: PendingOpType, datanode: str, deadline: float) -> None:
+        self._ops[container_id].append(PendingOp(op, datanode, deadline))
+
+    def complete(self, container_id: int, datanode: str, added: bool) -> None:
+        ops = self._ops.get(container_id)
+        if not ops:
+            return
+        kind = PendingOpType.ADD if added else PendingOpType.DELETE
+        self._ops[container_id] = [o for o in ops if not (o.op is kind and o.datanode == datanode)]
+        if not self._ops[container_id]:
+            del self._ops[container_id]
+
+    def expire(self, now: float) -> int:
+        expired = 0
+        for cid in list(self._ops):
+            keep = [o for o in self._ops[cid] if o.deadline > now]
+            expired += len(self._ops[cid]) - len(keep)
+            if keep:
+                self._ops[cid] = keep
+            else:
+                del self._ops[cid]
+        return expired
+
+    def view(self, container_id: int) -> PendingView:
+        ops = self._ops.get(container_id, [])
+        return PendingView(
+            adds=frozenset(o.datanode for o in ops if o.op is PendingOpType.ADD),
+            deletes=frozenset(o.datanode for o in ops if o.op is PendingOpType.DELETE),
+        )
+
+    def count_for(self, datanode: str, op: PendingOpType) -> int:
+        return sum(1 for ops in self._ops.values() for o in ops if o.datanode == datanode and o.op is op)
+
+    def clear(self) -> None:
+        self._ops.clear()
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._ops.values())
+
+
+LIFECYCLE_STATES = (OPEN, CLOSING, QUASI_CLOSED, CLOSED, DELETING, DELETED, RECOVERING)
+
+
+class ReplicationManagerReport:
+    """Counters per LifeCycleState and health state, with sample container ids."""
+
+    def __init__(self, sample_limit: int = 100) -> None:
+        self.sample_limit = sample_limit
+        self.stats: dict[str, int] = {enum_name(LifeCycleState, s): 0 for s in LIFECYCLE_STATES}
+        self.stats.update({h.value: 0 for h in ContainerHealthState})
+        self.samples: dict[str, list[int]] = defaultdict(list)
+
+    def increment(self, key: str, container_id: int | None = None) -> None:
+        self.stats[key] = self.stats.get(key, 0) + 1
+        if container_id is not None and len(self.samples[key]) < self.sample_limit:
+            self.samples[key].append(container_id)
+
+    def to_proto(self, timestamp_ms: int) -> hdds_pb2.ReplicationManagerReportProto:
+        Counter = hdds_pb2.ReplicationManagerReportProto.Counter
+        Samples = hdds_pb2.ReplicationManagerReportProto.Samples
+        return hdds_pb2.ReplicationManagerReportProto(
+            timestamp=timestamp_ms,
+            stat=[Counter(key=k, count=v) for k, v in self.stats.items()],
+            statSample=[Samples(key=k, containerIds=v) for k, v in sorted(self.samples.items()) if v],
+        )
+
+
+def report_counts(report: hdds_pb2.ReplicationManagerReportProto) -> dict[str, int]:
+    return {c.key: c.count for c in report.stat}
+
+
+class ReplicationManager(BackgroundSCMService):
+    def __init__(
+        self,
+        config: ReplicationManagerConfig,
+        container_manager: ContainerManager,
+        pipeline_manager: PipelineManager,
+        node_manager: SCMNodeManager,
+        scm_context: SCMContext,
+        clock: Clock,
+        placement: ContainerPlacementRackAware | None = None,
+        wait_time_after_safe_mode: timedelta | None = None,
+    ) -> None:
+        super().__init__(
+            "ReplicationManager",
+            scm_context=scm_context,
+            clock=clock,
+            interval=config.interval,
+            run_once=self._run_once,
+            wait_time=wait_time_after_safe_mode or timedelta(0),
+        )
+        self.config = config
+        self.container_manager = container_manager
+        self.pipeline_manager = pipeline_manager
+        self.node_manager = node_manager
+        self.scm_context = scm_context
+        self.clock = clock
+        self.placement = placement or ContainerPlacementRackAware()
+        self.pending_ops = ContainerReplicaPendingOps()
+        container_manager.add_replica_listener(self.pending_ops.complete)
+        self.last_report = ReplicationManagerReport(config.container_sample_limit).to_proto(0)
+        self.last_results: dict[int, CheckResult] = {}
+        self.commands_issued: dict[str, int] = defaultdict(int)
+        self.commands_throttled = 0
+        self.runs = 0
+
+    async def _run_once(self) -> None:
+        await self.process_all()
+
+    async def run_once(self) -> hdds_pb2.ReplicationManagerReportProto:
+        """One full pass regardless of service state (tests, admin)."""
+        return await self.process_all()
+
+    def is_running(self) -> bool:
+        return self.enabled
+
+    def on_become_leader(self) -> None:
+        self.pending_ops.clear()
+
+    # ---- views ----
+    def _load(self, dn: str) -> int:
+        return self.pending_ops.count_for(dn, PendingOpType.ADD) + len(self.container_manager.containers_on(dn))
+
+    def cluster_view(self) -> ClusterView:
+        return ClusterView(
+            nodes=self.node_manager.all_nodes(),
+            load=self._load,
+            placement=self.placement,
+            maintenance_replica_minimum=self.config.maintenance_replica_minimum,
+        )
+
+    def container_view(self, container_id: int) -> ContainerView:
+        info = self.container_manager.get_container(container_id)
+        replicas = []
+        for r in self.container_manager.get_replicas(container_id):
+            node = self.node_manager.get_node(r.datanode_uuid)
+            replicas.append(
+                ReplicaView(
+                    datanode=r.datanode_uuid,
+                    state=r.state,
+                    rack=node.rack if node else "/default-rack",
+                    health=node.health if node else DEAD,
+                    op_state=node.op_state if node else hdds_pb2.IN_SERVICE,
+                    sequence_id=r.sequence_id,
+                    key_count=r.key_count,
+                    is_empty=r.is_empty,
+                    origin=r.origin_node_id,
+                )
+            )
+        pipeline = self.pipeline_manager.find(info.pipelineID.id) if info.HasField("pipelineID") else None
+        return ContainerView(
+            info=info,
+            replicas=replicas,
+            pipeline_state=pipeline.state if pipeline is not None else None,
+            pending=self.pending_ops.view(container_id),
+        )
+
+    # ---- the pass ----
+    async def process_all(self) -> hdds_pb2.ReplicationManagerReportProto:
+        self.runs += 1
+        self.pending_ops.expire(self.clock.monotonic())
+        report = ReplicationManagerReport(self.config.container_sample_limit)
+        cluster = self.cluster_view()
+        results: dict[int, CheckResult] = {}
+        for info in self.container_manager.get_containers():
+            cid = info.containerID
+            view = self.container_view(cid)
+            result = check_container(view, cluster)
+            results[cid] = result
+            report.increment(enum_name(LifeCycleState, info.state))
+            for state in sorted(result.states, key=lambda s: s.value):
+                report.increment(state.value, cid)
+            if self.scm_context.is_leader():
+                try:
+                    await self._execute(cid, result)
+                except NotLeaderException:
+                    log.info("lost leadership during the replication pass; stopping it")
+                    break
+                except SCMException as exc:
+                    log.warning("container #%d: %s", cid, exc)
+        self.last_results = results
+        self.last_report = report.to_proto(self.clock.wall_ms())
+        return self.last_report
+
+    async def _execute(self, container_id: int, result: CheckResult) -> None:
+        event = result.lifecycle_event
+        if event == FINALIZE:
+            await self.container_manager.close_container(container_id)
+        elif event in (DELETE, CLEANUP):
+            await self.container_manager.state_manager.update_container_state(container_id, event, self.clock.wall_ms())
+            if event == CLEANUP:
+                log.info("container #%d is DELETED", container_id)
+        for cmd in result.commands:
+            self._send(container_id, cmd)
+
+    def _send(self, container_id: int, cmd: PlannedCommand) -> None:
+        node = self.node_manager.get_node(cmd.datanode)
+        if node is None:
+            return
+        deadline_ms = self.clock.wall_ms() + int(self.config.event_timeout.total_seconds() * 1000)
+        deadline = self.clock.monotonic() + self.config.event_timeout.total_seconds()
+        if cmd.kind == "replicate":
+            queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.ADD)
+            if queued >= self.config.datanode_replication_limit:
+                self.commands_throttled += 1
+                return
+            sources = [self.node_manager.require_node(s).details for s in cmd.sources if self.node_manager.get_node(s)]
+            proto = scm_datanode_pb2.SCMCommandProto(
+                commandType=CommandType.replicateContainerCommand,
+                deadlineMsSinceEpoch=deadline_ms,
+                replicateContainerCommandProto=scm_datanode_pb2.ReplicateContainerCommandProto(
+                    containerID=container_id, sources=sources
+                ),
+            )
+            self.node_manager.add_command(cmd.datanode, proto)
+            self.pending_ops.add(container_id, PendingOpType.ADD, cmd.datanode, deadline)
+        elif cmd.kind == "delete":
+            queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.DELETE)
+            if queued >= self.config.datanode_delete_limit:
+                self.commands_throttled += 1
+                return
+            proto = scm_datanode_pb2.SCMCommandProto(
+                commandType=CommandType.deleteContainerCommand,
+                deadlineMsSinceEpoch=deadline_ms,
+                deleteContainerCommandProto=scm_datanode_pb2.DeleteContainerCommandProto(
+                    containerID=container_id, force=cmd.force
+                ),
+            )
+            self.node_manager.add_command(cmd.datanode, proto)
+            self.pending_ops.add(container_id, PendingOpType.DELETE, cmd.datanode, deadline)
+        elif cmd.kind == "close":
+            already = any(
+                c.closeContainerCommandProto.containerID == container_id
+                for c in self.node_manager.queued_commands(cmd.datanode, CommandType.closeContainerCommand)
+            )
+            if already:
+                return
+            self.container_manager.send_close_commands(container_id, force=cmd.force, only=[cmd.datanode])
+        else:  # pragma: no cover - programming error
+            raise ValueError(cmd.kind)
+        self.commands_issued[cmd.kind] += 1
+
+
+def health_of(report: hdds_pb2.ReplicationManagerReportProto, state: ContainerHealthState) -> int:
+    return report_counts(report).get(state.value, 0)
+
+
+__all__ = [
+    "ContainerHealthState",
+    "ContainerReplicaPendingOps",
+    "PendingOpType",
+    "ReplicationManager",
+    "ReplicationManagerReport",
+    "health_of",
+    "report_counts",
+]

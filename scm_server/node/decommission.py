@@ -1,0 +1,176 @@
+"""NodeDecommissionManager + DatanodeAdminMonitor: decommission and maintenance of datanodes.
+
+Leader-only (Ozone's NodeDecommissionManager / DatanodeAdminMonitorImpl, simplified):
+
+* ``decommission`` / ``start_maintenance`` move the node to DECOMMISSIONING / ENTERING_MAINTENANCE
+  (the leader pushes a SetNodeOperationalState command), and its pipelines are closed so no new
+  data lands there;
+* the monitor (a background service) completes the transition once every container with a
+  replica on the node is sufficiently replicated elsewhere: for decommission, ``required`` copies
+  on other IN_SERVICE healthy nodes (the ReplicationManager creates them, since replicas on
+  decommissioning nodes do not count); for maintenance,
+  ``hdds.scm.replication.maintenance.replica.minimum`` copies elsewhere;
+* maintenance ends (back to IN_SERVICE) when its end time passes; ``recommission`` returns a
+  node to IN_SERVICE at once.
+
+The op state itself is soft state (see SCMNodeManager); after a leader change
+``on_become_leader`` re-tracks every node the DNs report as being in a transitional state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from scm_server.conf import ReplicationManagerConfig
+from scm_server.ha.clock import Clock
+from scm_server.ha.scm_context import SCMContext
+from scm_server.ha.scm_service import BackgroundSCMService
+from scm_server.node.node_manager import (
+    DECOMMISSIONED,
+    DECOMMISSIONING,
+    ENTERING_MAINTENANCE,
+    HEALTHY,
+    IN_MAINTENANCE,
+    IN_SERVICE,
+    SCMNodeManager,
+)
+from scm_server.proto import scm_client_pb2
+
+log = logging.getLogger(__name__)
+
+# container ids on a datanode; (required replicas, uuids of datanodes holding a good replica)
+ContainersOn = Callable[[str], set[int]]
+ReplicationOf = Callable[[int], tuple[int, set[str]]]
+ClosePipelinesOf = Callable[[str], Awaitable[None]]
+
+
+class NodeDecommissionManager:
+    def __init__(
+        self,
+        node_manager: SCMNodeManager,
+        containers_on: ContainersOn,
+        replication_of: ReplicationOf,
+        close_pipelines_of: ClosePipelinesOf,
+        scm_context: SCMContext,
+        clock: Clock,
+        config: ReplicationManagerConfig,
+    ) -> None:
+        self.node_manager = node_manager
+        self.containers_on = containers_on
+        self.replication_of = replication_of
+        self.close_pipelines_of = close_pipelines_of
+        self.scm_context = scm_context
+        self.clock = clock
+        self.config = config
+
+    def _resolve(self, hosts: list[str]) -> tuple[list[str], list[scm_client_pb2.DatanodeAdminError]]:
+        uuids, errors = [], []
+        for host in hosts:
+            node = self.node_manager.find_node(host)
+            if node is None:
+                errors.append(scm_client_pb2.DatanodeAdminError(host=host, error="no registered datanode matches this host"))
+            else:
+                uuids.append(node.uuid)
+        return uuids, errors
+
+    async def decommission(self, hosts: list[str], force: bool = False) -> list[scm_client_pb2.DatanodeAdminError]:
+        self.scm_context.check_leader()
+        uuids, errors = self._resolve(hosts)
+        for uuid in uuids:
+            node = self.node_manager.require_node(uuid)
+            if node.op_state in (DECOMMISSIONING, DECOMMISSIONED):
+                continue
+            if node.op_state != IN_SERVICE:
+                errors.append(
+                    scm_client_pb2.DatanodeAdminError(
+                        host=node.host or uuid, error="datanode is in maintenance; recommission it first"
+                    )
+                )
+                continue
+            self.node_manager.set_node_operational_state(uuid, DECOMMISSIONING)
+            await self.close_pipelines_of(uuid)
+        return errors
+
+    async def start_maintenance(self, hosts: list[str], end_hours: int = 0) -> list[scm_client_pb2.DatanodeAdminError]:
+        self.scm_context.check_leader()
+        uuids, errors = self._resolve(hosts)
+        expiry = 0 if end_hours <= 0 else self.clock.wall_ms() // 1000 + end_hours * 3600
+        for uuid in uuids:
+            node = self.node_manager.require_node(uuid)
+            if node.op_state in (DECOMMISSIONING, DECOMMISSIONED):
+                errors.append(
+                    scm_client_pb2.DatanodeAdminError(host=node.host or uuid, error="datanode is decommissioning")
+                )
+                continue
+            if node.op_state in (ENTERING_MAINTENANCE, IN_MAINTENANCE):
+                continue
+            self.node_manager.set_node_operational_state(uuid, ENTERING_MAINTENANCE, expiry)
+            await self.close_pipelines_of(uuid)
+        return errors
+
+    async def recommission(self, hosts: list[str]) -> list[scm_client_pb2.DatanodeAdminError]:
+        self.scm_context.check_leader()
+        uuids, errors = self._resolve(hosts)
+        for uuid in uuids:
+            if self.node_manager.require_node(uuid).op_state != IN_SERVICE:
+                self.node_manager.set_node_operational_state(uuid, IN_SERVICE)
+        return errors
+
+    def _sufficiently_replicated_elsewhere(self, uuid: str, maintenance: bool) -> bool:
+        for cid in self.containers_on(uuid):
+            required, holders = self.replication_of(cid)
+            elsewhere = [
+                h
+                for h in holders
+                if h != uuid
+                and (n := self.node_manager.get_node(h)) is not None
+                and n.health == HEALTHY
+                and n.op_state == IN_SERVICE
+            ]
+            needed = min(self.config.maintenance_replica_minimum, required) if maintenance else required
+            if len(elsewhere) < needed:
+                return False
+        return True
+
+    async def run_once(self) -> list[tuple[str, int]]:
+        """One monitor pass (leader); returns [(uuid, new op state)] completed transitions."""
+        if not self.scm_context.is_leader():
+            return []
+        done: list[tuple[str, int]] = []
+        now_s = self.clock.wall_ms() // 1000
+        for node in self.node_manager.all_nodes():
+            if node.op_state == DECOMMISSIONING and self._sufficiently_replicated_elsewhere(node.uuid, False):
+                self.node_manager.set_node_operational_state(node.uuid, DECOMMISSIONED)
+                done.append((node.uuid, DECOMMISSIONED))
+                log.info("datanode %s is DECOMMISSIONED", node.uuid)
+            elif node.op_state == ENTERING_MAINTENANCE and self._sufficiently_replicated_elsewhere(node.uuid, True):
+                self.node_manager.set_node_operational_state(node.uuid, IN_MAINTENANCE, node.op_state_expiry_epoch_s)
+                done.append((node.uuid, IN_MAINTENANCE))
+            elif (
+                node.op_state in (ENTERING_MAINTENANCE, IN_MAINTENANCE)
+                and node.op_state_expiry_epoch_s
+                and now_s >= node.op_state_expiry_epoch_s
+            ):
+                self.node_manager.set_node_operational_state(node.uuid, IN_SERVICE)
+                done.append((node.uuid, IN_SERVICE))
+                log.info("maintenance of datanode %s expired; back IN_SERVICE", node.uuid)
+        return done
+
+
+class DatanodeAdminMonitor(BackgroundSCMService):
+    def __init__(self, manager: NodeDecommissionManager, scm_context: SCMContext, clock: Clock, interval_s: float) -> None:
+        from datetime import timedelta
+
+        self.manager = manager
+        super().__init__(
+            "DatanodeAdminMonitor",
+            scm_context=scm_context,
+            clock=clock,
+            interval=timedelta(seconds=interval_s),
+            run_once=self._run,
+            run_in_safe_mode=True,
+        )
+
+    async def _run(self) -> None:
+        await self.manager.run_once()

@@ -1,0 +1,1 @@
+"""Safemode: SCMSafeModeManager and its exit rules."""

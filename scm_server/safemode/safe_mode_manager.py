@@ -1,0 +1,263 @@
+"""SCMSafeModeManager and its exit rules (Ozone's ``SCM/safemode``).
+
+Status: INITIAL (in safemode, pre-check not passed) -> PRE_CHECKS_PASSED (DataNodeSafeModeRule,
+the only pre-check rule, validated) -> OUT_OF_SAFE_MODE (every rule validated, or forced with
+``ozone admin safemode exit``). Each status change is pushed into SCMContext and the
+SCMServiceManager is notified (PRE_CHECK_COMPLETED lets pipeline creation start; leaving
+safemode lets the leader's background services run). SCM never re-enters safemode.
+
+Rules (a rule, once validated, stays validated, as in Ozone):
+
+* DataNodeSafeModeRule: registered datanodes >= hdds.scm.safemode.min.datanode (pre-check);
+* RatisContainerSafeModeRule: of the containers that must have data (CLOSED/QUASI_CLOSED with
+  numberOfKeys > 0; OPEN containers may never have been written and CLOSING ones are excluded
+  per HDDS-2198), the fraction with >= 1 reported replica >= hdds.scm.safemode.threshold.pct;
+* HealthyPipelineSafeModeRule: fraction of RATIS/THREE pipelines with all members reported
+  >= hdds.scm.safemode.healthy.pipeline.pct;
+* OneReplicaPipelineSafeModeRule: fraction of RATIS/THREE pipelines with >= 1 member reported
+  >= hdds.scm.safemode.atleast.one.node.reported.pipeline.pct;
+* StateMachineReadyRule (HA only): the HA layer says the state machine caught up.
+
+The rules read the managers' current (soft) state; ``validate()`` runs after registrations and
+reports and on a refresh interval. In HA every SCM computes its own safemode.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scm_server.conf import SafeModeConfig
+from scm_server.container.container_manager import ContainerManager
+from scm_server.container.container_state_manager import CLOSED, QUASI_CLOSED
+from scm_server.ha.scm_context import SafeModeStatus, SCMContext
+from scm_server.ha.scm_service import Event, SCMServiceManager
+from scm_server.node.node_manager import SCMNodeManager
+from scm_server.pipeline.pipeline_manager import RATIS, THREE, PipelineManager
+from scm_server.pipeline.pipeline_state_manager import ALLOCATED, DORMANT, OPEN
+from scm_server.proto import hdds_pb2
+
+log = logging.getLogger(__name__)
+
+
+class SafeModeStatusName(enum.Enum):
+    INITIAL = "INITIAL"
+    PRE_CHECKS_PASSED = "PRE_CHECKS_PASSED"
+    OUT_OF_SAFE_MODE = "OUT_OF_SAFE_MODE"
+
+
+@dataclass
+class RuleResult:
+    ok: bool
+    text: str
+
+
+class SafeModeExitRule:
+    name = "SafeModeExitRule"
+    pre_check = False
+
+    def __init__(self) -> None:
+        self.validated = False
+        self.last = RuleResult(False, "not evaluated yet")
+
+    def evaluate(self) -> RuleResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def validate(self) -> bool:
+        if self.validated:
+            return True
+        self.last = self.evaluate()
+        if self.last.ok:
+            self.validated = True
+            log.info("safemode rule %s validated: %s", self.name, self.last.text)
+        return self.validated
+
+    def status(self) -> hdds_pb2.SafeModeRuleStatus:
+        if not self.validated:
+            self.last = self.evaluate()
+        return hdds_pb2.SafeModeRuleStatus(ruleName=self.name, validate=self.validated or self.last.ok, statusText=self.last.text)
+
+
+class DataNodeSafeModeRule(SafeModeExitRule):
+    name = "DataNodeSafeModeRule"
+    pre_check = True
+
+    def __init__(self, node_manager: SCMNodeManager, required: int) -> None:
+        super().__init__()
+        self.node_manager = node_manager
+        self.required = required
+
+    def evaluate(self) -> RuleResult:
+        registered = len(self.node_manager.all_nodes())
+        return RuleResult(
+            registered >= self.required,
+            f"registered datanodes (={registered}) >= required datanodes (={self.required})",
+        )
+
+
+class RatisContainerSafeModeRule(SafeModeExitRule):
+    name = "RatisContainerSafeModeRule"
+
+    def __init__(self, container_manager: ContainerManager, threshold: float) -> None:
+        super().__init__()
+        self.container_manager = container_manager
+        self.threshold = threshold
+
+    def _eligible(self) -> list[int]:
+        return [
+            c.containerID
+            for c in self.container_manager.get_containers()
+            if c.state in (CLOSED, QUASI_CLOSED) and c.numberOfKeys > 0 and c.replicationType == RATIS
+        ]
+
+    def evaluate(self) -> RuleResult:
+        eligible = self._eligible()
+        total = len(eligible)
+        reported = sum(1 for cid in eligible if self.container_manager.get_replicas(cid))
+        fraction = 1.0 if total == 0 else reported / total
+        return RuleResult(
+            fraction >= self.threshold,
+            f"% of containers with at least one reported replica (={fraction:.2f}) >= "
+            f"safeModeCutoff (={self.threshold:.2f}) [{reported}/{total}]",
+        )
+
+
+class _PipelineRule(SafeModeExitRule):
+    def __init__(self, pipeline_manager: PipelineManager, pct: float) -> None:
+        super().__init__()
+        self.pipeline_manager = pipeline_manager
+        self.pct = pct
+
+    def _pipelines(self) -> list[hdds_pb2.Pipeline]:
+        return self.pipeline_manager.get_pipelines(RATIS, THREE, {ALLOCATED, OPEN, DORMANT})
+
+    def _count(self, p: hdds_pb2.Pipeline) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _what(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def evaluate(self) -> RuleResult:
+        pipelines = self._pipelines()
+        required = math.ceil(self.pct * len(pipelines))
+        ok_count = sum(1 for p in pipelines if self._count(p))
+        return RuleResult(
+            ok_count >= required,
+            f"{self._what()} (={ok_count}) >= required (={required}) of {len(pipelines)} RATIS/THREE pipelines",
+        )
+
+
+class HealthyPipelineSafeModeRule(_PipelineRule):
+    name = "HealthyPipelineSafeModeRule"
+
+    def _count(self, p: hdds_pb2.Pipeline) -> bool:
+        return {m.uuid for m in p.members} <= self.pipeline_manager.reported_members(p.id.id)
+
+    def _what(self) -> str:
+        return "healthy pipelines (all members reported)"
+
+
+class OneReplicaPipelineSafeModeRule(_PipelineRule):
+    name = "AtleastOneDatanodeReportedRule"
+
+    def _count(self, p: hdds_pb2.Pipeline) -> bool:
+        return bool(self.pipeline_manager.reported_members(p.id.id))
+
+    def _what(self) -> str:
+        return "pipelines with at least one datanode reported"
+
+
+class StateMachineReadyRule(SafeModeExitRule):
+    name = "StateMachineReadyRule"
+
+    def __init__(self, ready: Callable[[], bool]) -> None:
+        super().__init__()
+        self.ready = ready
+
+    def evaluate(self) -> RuleResult:
+        ok = self.ready()
+        return RuleResult(ok, "SCM state machine is ready" if ok else "SCM state machine is catching up with the leader")
+
+
+class SCMSafeModeManager:
+    def __init__(
+        self,
+        config: SafeModeConfig,
+        node_manager: SCMNodeManager,
+        container_manager: ContainerManager,
+        pipeline_manager: PipelineManager,
+        scm_context: SCMContext,
+        service_manager: SCMServiceManager,
+        state_machine_ready: Callable[[], bool] | None = None,
+    ) -> None:
+        self.config = config
+        self.scm_context = scm_context
+        self.service_manager = service_manager
+        self.rules: list[SafeModeExitRule] = [
+            DataNodeSafeModeRule(node_manager, config.min_datanode),
+            RatisContainerSafeModeRule(container_manager, config.threshold_pct),
+            HealthyPipelineSafeModeRule(pipeline_manager, config.healthy_pipeline_pct),
+            OneReplicaPipelineSafeModeRule(pipeline_manager, config.one_replica_pipeline_pct),
+        ]
+        if state_machine_ready is not None:
+            self.rules.append(StateMachineReadyRule(state_machine_ready))
+        self.status = SafeModeStatusName.INITIAL
+        self.forced = False
+        if not config.enabled:
+            self._set_status(SafeModeStatusName.OUT_OF_SAFE_MODE)
+        else:
+            self._push()
+
+    def set_state_machine_ready_hook(self, ready: Callable[[], bool]) -> None:
+        """HA: add (or replace) the StateMachineReadyRule."""
+        self.rules = [r for r in self.rules if not isinstance(r, StateMachineReadyRule)]
+        self.rules.append(StateMachineReadyRule(ready))
+
+    def in_safe_mode(self) -> bool:
+        return self.status is not SafeModeStatusName.OUT_OF_SAFE_MODE
+
+    def pre_check_complete(self) -> bool:
+        return self.status is not SafeModeStatusName.INITIAL
+
+    def _push(self) -> None:
+        self.scm_context.update_safe_mode_status(SafeModeStatus(self.in_safe_mode(), self.pre_check_complete()))
+
+    def _set_status(self, status: SafeModeStatusName) -> None:
+        if status is self.status:
+            return
+        previous, self.status = self.status, status
+        log.info("safemode status %s -> %s", previous.value, status.value)
+        self._push()
+        if previous is SafeModeStatusName.INITIAL:
+            self.service_manager.notify_event_triggered(Event.PRE_CHECK_COMPLETED)
+        self.service_manager.notify_status_changed()
+
+    def validate(self) -> SafeModeStatusName:
+        """Re-evaluate the rules (after reports, registrations and on the refresh interval)."""
+        if self.status is SafeModeStatusName.OUT_OF_SAFE_MODE:
+            return self.status
+        pre = all(r.validate() for r in self.rules if r.pre_check)
+        if not pre:
+            return self.status
+        if self.status is SafeModeStatusName.INITIAL:
+            self._set_status(SafeModeStatusName.PRE_CHECKS_PASSED)
+        results = [r.validate() for r in self.rules]
+        if all(results):
+            self._set_status(SafeModeStatusName.OUT_OF_SAFE_MODE)
+        return self.status
+
+    def force_exit(self) -> bool:
+        if self.status is SafeModeStatusName.OUT_OF_SAFE_MODE:
+            return False
+        log.warning("safemode exit forced by admin")
+        self.forced = True
+        if self.status is SafeModeStatusName.INITIAL:
+            self._set_status(SafeModeStatusName.PRE_CHECKS_PASSED)
+        self._set_status(SafeModeStatusName.OUT_OF_SAFE_MODE)
+        return True
+
+    def rule_statuses(self) -> list[hdds_pb2.SafeModeRuleStatus]:
+        return [r.status() for r in self.rules]
