@@ -358,9 +358,12 @@ def noop_barrier(extra: dict[str, Any]) -> None:
     c.deliver_where(sel(REPL, among={"n2", "n3"}))
     c.drop_where(lambda m: True)
     c.partition([["n1", "n4", "n5"], ["n2", "n3"]])
+    c.crash("n1", lose_unsynced=False)  # n1 restarts as a follower that still holds C+n5
+    c.restart("n1")
     for _ in range(2):
         c.campaign("n1")
         c.deliver_where(sel(VOTES))
+    expect(role(c, "n1") == StateRole.LEADER, "n1 wins term 4 under C+n5 (nothing of term 3 committed)", c)
     c.heal_all()
     c.converge()
     c.final_checks()
