@@ -271,36 +271,35 @@ async def _wait_open_pipelines(admin: SCMClient, timeout: float) -> None:
 
 
 def print_summary(cluster: HALocalCluster, summary: Mapping[str, Any]) -> None:
-    from rich.table import Table
-
     from scm_server.cli.output import console
 
     roles: Roles = summary["roles"]
     views = {v["node"]: v for v in summary["views"]}
-    t = Table(title=f"SCM HA quorum (term {roles.term}, commit {roles.commit_index})")
-    for col in ("SCM", "role (host:port:ROLE:peerId)", "cluster id", "admin/client", "datanode", "web", "metrics"):
-        t.add_column(col)
+    cluster_ids = sorted({v.get("clusterId", "?") for v in views.values()})
     by_node = {p.node_id: p for p in roles.peers}
+    out = console.print
+    out(f"[bold]SCM HA quorum[/]: term {roles.term}, commit index {roles.commit_index}, "
+        f"cluster id{'s' if len(cluster_ids) > 1 else ''} {', '.join(cluster_ids)}", soft_wrap=True)
     for s in cluster.scms:
         p = by_node.get(s.node_id or "")
         v = views.get(s.node_id, {})
-        t.add_row(
-            s.node_id or "scm", p.line if p else "-", v.get("clusterId", "-"), s.client_address,
-            s.datanode_address, s.http_url + "/", s.http_url + "/prom",
-        )
-    console.print(t)
-    console.print(
-        f"workload: {summary['blocks']} blocks in {summary['seconds']:.2f}s = {summary['ops_per_second']:,.0f} blocks/s "
-        f"(p50 {summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms) into {summary['containers']} containers; "
-        f"duplicate block ids: {summary['duplicates']}"
+        out(f"  [bold]{s.node_id}[/] {p.line if p else '(not a member)'}  applied={v.get('applied', '-')}", soft_wrap=True)
+        out(f"      admin/client {s.client_address}  datanode {s.datanode_address}  "
+            f"ratis 127.0.0.1:{s.ratis_port}  inter-SCM 127.0.0.1:{s.grpc_port}", soft_wrap=True)
+        out(f"      web {s.http_url}/  metrics {s.http_url}/prom  log {s.log_path}", soft_wrap=True)
+    out(
+        f"[bold]workload[/]: {summary['blocks']} blocks in {summary['seconds']:.2f}s = "
+        f"{summary['ops_per_second']:,.0f} blocks/s (p50 {summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms) "
+        f"into {summary['containers']} containers; duplicate block ids: {summary['duplicates']}",
+        soft_wrap=True,
     )
     conf = cluster.scms[0].conf_dir
-    console.print(
+    out(
         f"Try: ozone-scm --conf {conf} admin scm roles\n"
         f"     ozone-scm --conf {conf} admin scm transfer -r\n"
         f"     ozone-scm --conf {conf} admin safemode status\n"
-        f"     ozone-scm --conf {conf} admin container list\n"
-        f"Logs: {', '.join(str(s.log_path) for s in cluster.scms)}"
+        f"     ozone-scm --conf {conf} admin container list",
+        soft_wrap=True,
     )
 
 
