@@ -41,6 +41,10 @@ class Inflights:
         while q and q[0] <= index:
             q.popleft()
 
+    def free_first_one(self) -> None:
+        if self._q:
+            self._q.popleft()
+
     def full(self) -> bool:
         return len(self._q) >= self.size
 

@@ -124,12 +124,13 @@ class Raft:
     # ------------------------------------------------------------------ persistence of state
 
     def _load_state(self, hs: HardState) -> None:
-        if hs.commit < self.log.committed or hs.commit > self.log.last_index():
+        if hs.commit > self.log.last_index():
             raise RuntimeError(
-                f"persisted commit {hs.commit} is out of range [{self.log.committed}, {self.log.last_index()}]:"
+                f"persisted commit {hs.commit} is beyond the last log index {self.log.last_index()}:"
                 " the Raft log is missing entries that were committed"
             )
-        self.log.committed = hs.commit
+        # a snapshot index is committed by definition, even if the hard state lags behind it
+        self.log.committed = max(hs.commit, self.log.committed)
         self.term = hs.term
         self.vote = hs.vote
 
@@ -686,7 +687,7 @@ class Raft:
             pr.recent_active = True
             pr.msg_app_flow_paused = False
             if pr.state == ProgressState.REPLICATE and pr.inflights.full():
-                pr.inflights.free_le(pr.inflights._q[0])  # let one APPEND through to detect a lost window
+                pr.inflights.free_first_one()  # let one APPEND through: detects a window of lost APPENDs
             if pr.match < self.log.last_index() or pr.state == ProgressState.PROBE:
                 self.send_append(m.frm)
             if self.cfg.read_only_option == ReadOnlyOption.SAFE and m.context:

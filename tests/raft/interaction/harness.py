@@ -323,6 +323,12 @@ class Env:
         self.emit("partition: " + " / ".join(" ".join(sorted(g, key=int)) for g in self.partition))
 
     def cmd_heal(self, pos: list[str], kw: dict[str, str]) -> None:
+        """End the partition; messages in flight across it were lost, not delayed."""
+        if self.partition is not None:
+            lost = [m for m in self.queue if self.blocked(m) == "partition"]
+            self.queue = [m for m in self.queue if self.blocked(m) != "partition"]
+            if lost:
+                self.emit(f"dropped {len(lost)} message(s) in flight across the partition")
         self.partition = None
 
     def cmd_crash(self, pos: list[str], kw: dict[str, str]) -> None:
