@@ -166,7 +166,7 @@ def test_bad_values_name_the_key(key: str, value: str, group: type, fragment: st
 
 def test_block_larger_than_container_rejected() -> None:
     conf = OzoneConfiguration({"ozone.metadata.dirs": "/m", "ozone.scm.block.size": "2GB", "ozone.scm.container.size": "1GB"})
-    with pytest.raises(ConfigError, match="ozone.scm.block.size"):
+    with pytest.raises(ConfigError, match=r"ozone\.scm\.block\.size"):
         SCMConfig.from_conf(conf)
 
 

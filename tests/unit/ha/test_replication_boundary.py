@@ -108,7 +108,7 @@ async def test_replicated_call_goes_through_stub_and_persists_with_index(setup) 
 
 
 async def test_logical_rejection_leaves_state_and_returns_error(setup) -> None:  # type: ignore[no-untyped-def]
-    host, stub, counter = setup
+    host, _stub, counter = setup
     await counter.add(3)
     with pytest.raises(SCMException) as err:
         await counter.add(-1)
@@ -140,7 +140,7 @@ def test_dispatcher_rejection_and_fatal(setup) -> None:  # type: ignore[no-untyp
 
 
 async def test_stub_fatal_error_discards_batch_and_raises(setup) -> None:  # type: ignore[no-untyped-def]
-    host, stub, counter = setup
+    host, _stub, counter = setup
     await counter.add(1)
     with pytest.raises(SCMFatalError, match="disk on fire"):
         await counter.explode(True)

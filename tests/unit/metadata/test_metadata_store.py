@@ -9,8 +9,7 @@ import plyvel
 import pytest
 
 from scm_server.exceptions import StorageError
-from scm_server.metadata import TRANSACTION_INFO_KEY, SCMDBDefinition, SCMMetadataStore
-from scm_server.metadata import ldb
+from scm_server.metadata import TRANSACTION_INFO_KEY, SCMDBDefinition, SCMMetadataStore, ldb
 from scm_server.proto import hdds_pb2
 
 
@@ -178,7 +177,7 @@ def test_swap_failure_after_moving_live_db_rolls_back(tmp_path: Path, monkeypatc
     (bogus / "CURRENT").write_text("MANIFEST-000999\n")
     # Pretend the verification passed so the swap itself fails when opening the new DB.
     monkeypatch.setattr(SCMMetadataStore, "read_transaction_info", staticmethod(lambda _p: None))
-    with pytest.raises(StorageError, match="rolled back to the previous scm.db"):
+    with pytest.raises(StorageError, match=r"rolled back to the previous scm\.db"):
         store.replace_from_checkpoint(bogus)
     assert store.is_open
     assert store.containers.get(7) == container(7)
