@@ -1,0 +1,205 @@
+"""Shared pieces of the real-process HA tests: a concurrent block/container workload that records
+its full history, and checks over it (uniqueness, per-SCM presence, ldb scans, digests)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scm_server.client.config import SCMClientConfig
+from scm_server.client.ha_admin import HAAdminClient
+from scm_server.client.scm_client import SCMClient
+from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.exceptions import SCMError
+from scm_server.ha.local_cluster import HALocalCluster
+from scm_server.proto import hdds_pb2, scm_ha_pb2
+
+CLIENT_CONFIG = SCMClientConfig(max_retries=200, retry_interval=0.05, rpc_timeout=10.0)
+
+# Fast, HA-friendly settings for tests (on top of the local cluster's defaults).
+TEST_SETTINGS = {
+    "hdds.scm.safemode.min.datanode": "3",
+    "ozone.scm.ha.ratis.fsync": "false",
+    "ozone.scm.ha.ratis.fault.injection.enabled": "true",
+    "ozone.scm.container.size": "64MB",
+    "ozone.scm.block.size": "1MB",
+}
+
+
+@dataclasses.dataclass
+class Op:
+    kind: str  # "block" | "container"
+    start: float
+    end: float
+    ok: bool
+    ids: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (containerID, localID) or (cid, 0)
+    error: str = ""
+
+
+class Workload:
+    """``clients`` independent failover clients allocating blocks (and every ``container_every``-th
+    op a container) until stopped; every op is recorded."""
+
+    def __init__(self, addresses: list[str], clients: int = 4, container_every: int = 10) -> None:
+        self.addresses = addresses
+        self.clients = clients
+        self.container_every = container_every
+        self.ops: list[Op] = []
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._client(i)) for i in range(self.clients)]
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await asyncio.gather(*self._tasks)
+
+    async def _client(self, i: int) -> None:
+        async with SCMClient(self.addresses, CLIENT_CONFIG) as c:
+            n = 0
+            while not self._stop.is_set():
+                n += 1
+                start = time.monotonic()
+                kind = "container" if n % self.container_every == 0 else "block"
+                try:
+                    if kind == "block":
+                        blocks = await c.allocate_block(1 << 20, 1, hdds_pb2.RATIS, hdds_pb2.THREE, f"client{i}")
+                        ids = [(b.containerBlockID.containerID, b.containerBlockID.localID) for b in blocks]
+                    else:
+                        cwp = await c.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, f"client{i}")
+                        ids = [(cwp.containerInfo.containerID, 0)]
+                    self.ops.append(Op(kind, start, time.monotonic(), True, ids))
+                except (SCMError, OSError) as exc:
+                    self.ops.append(Op(kind, start, time.monotonic(), False, error=str(exc)[:200]))
+                    await asyncio.sleep(0.05)
+
+    # ---- history checks ----
+    def successes(self) -> list[Op]:
+        return [o for o in self.ops if o.ok]
+
+    def block_ids(self) -> list[tuple[int, int]]:
+        return [i for o in self.ops if o.ok and o.kind == "block" for i in o.ids]
+
+    def container_ids(self) -> list[int]:
+        return [o.ids[0][0] for o in self.ops if o.ok and o.kind == "container"]
+
+    def acknowledged_containers(self) -> set[int]:
+        return {cid for o in self.ops if o.ok for cid, _ in o.ids}
+
+    def assert_unique(self) -> None:
+        blocks = self.block_ids()
+        dup_blocks = len(blocks) - len(set(blocks))
+        local_ids = [lid for _, lid in blocks]
+        containers = self.container_ids()
+        assert dup_blocks == 0, f"{dup_blocks} block IDs handed out twice"
+        assert len(local_ids) == len(set(local_ids)), "a block localID was handed out twice"
+        assert len(containers) == len(set(containers)), "a container ID was handed out twice"
+
+    def first_success_after(self, t: float) -> float | None:
+        ends = [o.end for o in self.ops if o.ok and o.start >= t]
+        return min(ends) if ends else None
+
+
+async def wait_until(pred, timeout: float, what: str, interval: float = 0.1):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+async def start_sim(cluster: HALocalCluster, count: int = 3) -> DatanodeSimulator:
+    sim = DatanodeSimulator(
+        cluster.datanode_addresses, count, heartbeat_interval=0.3, racks=1,
+        admin_addresses=cluster.client_addresses, container_report_interval=5,
+    )
+    await sim.start()
+    return sim
+
+
+async def wait_open_pipeline(cluster: HALocalCluster, timeout: float = 60) -> None:
+    async def ok() -> bool:
+        try:
+            async with SCMClient(cluster.client_addresses, CLIENT_CONFIG) as c:
+                pipelines = await c.list_pipelines()
+                return any(p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE for p in pipelines)
+        except SCMError:
+            return False
+
+    await wait_until(ok, timeout, "an OPEN RATIS/THREE pipeline")
+
+
+async def containers_on(cluster: HALocalCluster, index: int, ids: set[int]) -> set[int]:
+    """Which of ``ids`` SCM ``index`` knows (a local read on that SCM, no failover)."""
+    missing: set[int] = set()
+    cfg = SCMClientConfig(max_retries=0, retry_interval=0.05, rpc_timeout=5)
+    async with SCMClient([cluster.scms[index].client_address], cfg) as c:
+        for cid in sorted(ids):
+            try:
+                await c.get_container(cid)
+            except SCMError:
+                missing.add(cid)
+    return ids - missing
+
+
+async def wait_caught_up(cluster: HALocalCluster, timeout: float = 60) -> list[dict]:  # type: ignore[type-arg]
+    """Every running SCM has applied the leader's commit index."""
+
+    async def ok() -> list[dict] | None:  # type: ignore[type-arg]
+        views = await cluster.node_views()
+        if any("error" in v for v in views):
+            return None
+        leaders = [v for v in views if v["isLeader"]]
+        if len(leaders) != 1:
+            return None
+        target = leaders[0]["commit"]
+        return views if all(v["applied"] >= target for v in views) else None
+
+    return await wait_until(ok, timeout, "all SCMs caught up with the leader")  # type: ignore[no-any-return]
+
+
+async def digests(cluster: HALocalCluster, min_index: int) -> dict[str, scm_ha_pb2.TableDigestsResponseProto]:
+    out = {}
+    async with HAAdminClient(cluster.running_grpc_addresses()) as c:
+        for i, s in enumerate(cluster.scms):
+            if cluster.is_running(i):
+                out[s.node_id or str(i)] = await c.table_digests(f"127.0.0.1:{s.grpc_port}", min_index, wait=20)
+    return out
+
+
+def ldb_scan(cluster: HALocalCluster, index: int, column_family: str = "containers") -> list[str]:
+    s = cluster.scms[index]
+    db = s.metadata_dir / "scm.db"
+    result = subprocess.run(
+        [sys.executable, "-m", "scm_server.cli.main", "debug", "ldb", f"--db={db}", "scan",
+         f"--column_family={column_family}"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def ldb_container_ids(lines: list[str]) -> set[int]:
+    out = set()
+    for line in lines:
+        obj = json.loads(line)
+        key = obj.get("key", obj.get("containerID"))
+        out.add(int(key))
+    return out
+
+
+def cli(cluster: HALocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return cluster.cli(cluster.scms[0], *args, timeout=60)
+
+
+__all__ = ["Path"]
