@@ -305,3 +305,60 @@ def test_memory_storage_append_truncates_and_compacts() -> None:
     snap = st.create_snapshot(4, cs, b"data")
     assert snap.metadata.term == 2
     assert st.initial_state()[1] == cs
+
+
+# ---- driver-facing contract
+
+
+def test_messages_travel_in_the_ready_that_persists_their_state() -> None:
+    """A candidate's VOTE requests come in the same Ready as its (term, vote=self); a follower's
+    APPEND_RESP comes with the entries it acknowledges (the driver persists before sending)."""
+    node, _ = node_with_log("1", V3, (1,), term=1, pre_vote=False)
+    node.campaign()
+    rd = node.ready()
+    assert rd.hard_state is not None and (rd.hard_state.term, rd.hard_state.vote) == (2, "1") and rd.must_sync
+    assert {m.type for m in rd.messages} == {MT.VOTE}
+    node.advance(rd)
+    f, _ = node_with_log("2", V3, (1,), term=1)
+    f.step(msg(MT.APPEND, "1", "2", 1, index=1, log_term=1, entries=(Entry(1, 2, data=b"x"),)))
+    rd = f.ready()
+    assert [e.index for e in rd.entries] == [2] and rd.must_sync
+    assert [(m.type, m.index) for m in rd.messages] == [(MT.APPEND_RESP, 2)]
+
+
+def test_restart_recovers_term_vote_and_log() -> None:
+    node, st = node_with_log("2", V3, (1,), term=1)
+    node.step(msg(MT.VOTE, "3", "2", 5, index=1, log_term=1))
+    persist(node, st)
+    again = RawNode(Config(id="2"), st, FixedRandom())
+    s = again.status()
+    assert (s.term, s.vote, s.role) == (5, "3", StateRole.FOLLOWER)
+    again.step(msg(MT.VOTE, "1", "2", 5, index=1, log_term=1))
+    assert of_type(again.raft.read_messages(), MT.VOTE_RESP)[0].reject
+
+
+def test_snapshot_report_failure_and_unreachable_move_peer_to_probe() -> None:
+    node, _st = _leader()
+    r = node.raft
+    r.prs["2"].become_snapshot(10)
+    node.report_snapshot("2", ok=False)
+    pr = r.prs["2"]
+    assert pr.state.name == "PROBE" and pr.msg_app_flow_paused  # wait for a heartbeat answer
+    r.read_messages()
+    r.step(msg(MT.HEARTBEAT_RESP, "2", "1", r.term))
+    probes = [m for m in of_type(r.read_messages(), MT.APPEND) if m.to == "2"]
+    assert len(probes) == 1 and probes[0].index == 0  # probing again from the start of its log
+    assert pr.msg_app_flow_paused  # one probe at a time
+    r.step(msg(MT.APPEND_RESP, "3", "1", r.term, index=r.log.last_index()))
+    assert r.prs["3"].state.name == "REPLICATE"
+    node.report_unreachable("3")
+    assert r.prs["3"].state.name == "PROBE"
+
+
+def test_status_reports_progress_on_the_leader_only() -> None:
+    node, _st = _leader()
+    s = node.status()
+    assert s.role == StateRole.LEADER and set(s.progress) == set(V3)
+    assert s.progress["1"].match == s.last_index
+    f, _ = node_with_log("2", V3)
+    assert f.status().progress == {}
