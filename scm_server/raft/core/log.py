@@ -79,6 +79,8 @@ class Unstable:
             # the new entries replace everything unstable (and a stable suffix from `after`)
             self.offset = after
             self.entries = list(ents)
+        elif after > end:
+            raise RuntimeError(f"cannot append entries from {after}: the unstable log ends at {end - 1} (gap)")
         else:
             del self.entries[after - self.offset :]
             self.entries.extend(ents)
