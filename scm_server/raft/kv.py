@@ -62,6 +62,7 @@ _APPLIED_KEY = b"m:applied"
 _DATA = b"d:"
 _TI = struct.Struct(">QQ")
 _LEN = struct.Struct(">I")
+OP_STREAM_PUT, OP_STREAM_GET, OP_STREAM_CAS = 1, 2, 3  # KvOp.op
 OP_PUT = 0x50  # "P"
 OP_CAS = 0x43  # "C"
 CHUNK_BYTES = 1 << 20
@@ -312,6 +313,52 @@ class KvServicer(raft_pb2_grpc.KvServiceServicer):
         value = self.sm.get(request.key)
         return raft_pb2.KvReply(ok=True, found=value is not None, value=value or b"", index=index)
 
+    async def Stream(
+        self, request_iterator: AsyncIterator[raft_pb2.KvOpBatch], context: Any
+    ) -> AsyncIterator[raft_pb2.KvResultBatch]:
+        """Multiplexed operations: each op runs concurrently; replies are batched per write."""
+        loop = asyncio.get_running_loop()
+        results: list[raft_pb2.KvOpResult] = []
+        ready = asyncio.Event()
+        tasks: set[asyncio.Task[None]] = set()
+        reading = True
+        handlers = {OP_STREAM_PUT: self.Put, OP_STREAM_GET: self.Get, OP_STREAM_CAS: self.Cas}
+
+        async def run(op: raft_pb2.KvOp) -> None:
+            handler = handlers.get(op.op)
+            if handler is None:
+                reply = raft_pb2.KvReply(error=raft_pb2.ErrorProto(code="INVALID", message=f"unknown op {op.op}"))
+            else:
+                reply = await handler(op.request, context)
+            results.append(raft_pb2.KvOpResult(request_id=op.request_id, reply=reply))
+            ready.set()
+
+        async def reader() -> None:
+            nonlocal reading
+            try:
+                async for batch in request_iterator:
+                    for op in batch.ops:
+                        t = loop.create_task(run(op))
+                        tasks.add(t)
+                        t.add_done_callback(tasks.discard)
+            finally:
+                reading = False
+                ready.set()
+
+        reader_task = loop.create_task(reader())
+        try:
+            while reading or tasks or results:
+                await ready.wait()
+                ready.clear()
+                if results:
+                    out = list(results)
+                    results.clear()
+                    yield raft_pb2.KvResultBatch(results=out)
+        finally:
+            reader_task.cancel()
+            for t in list(tasks):
+                t.cancel()
+
     async def Checkpoint(
         self, request: raft_pb2.CheckpointRequest, context: Any
     ) -> AsyncIterator[raft_pb2.CheckpointChunk]:
@@ -420,6 +467,17 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
         format=f"%(asctime)s {args.id} %(levelname)s %(name)s: %(message)s",
     )
+    profile_to = os.environ.get("KV_PROFILE")  # debugging aid: write cProfile stats here on exit
+    if profile_to:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            return asyncio.run(serve(args))
+        finally:
+            prof.disable()
+            prof.dump_stats(f"{profile_to}.{args.id}")
     try:
         return asyncio.run(serve(args))
     except grpc.RpcError as exc:  # pragma: no cover - startup failures

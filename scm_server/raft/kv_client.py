@@ -8,6 +8,10 @@ write may or may not have been applied: a linearizability checker must treat it 
 Every write carries ``(client_id, call_id)`` and retries reuse the call id, so the server's retry
 cache applies it at most once.
 
+By default operations travel on one multiplexed bidirectional stream per member
+(``KvService.Stream``, batched writes, replies matched by request id), which costs a fraction of a
+unary call per operation in grpc.aio; ``streaming=False`` uses the unary RPCs.
+
 :class:`RaftAdminClient` wraps ``RaftAdmin`` (roles/status, leader transfer, membership, fault
 injection) for tests, tools and benchmarks.
 """
@@ -15,6 +19,7 @@ injection) for tests, tools and benchmarks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import uuid
 from collections.abc import Sequence
@@ -43,6 +48,92 @@ class KvUnavailableError(RaftError):
     """No member completed the call within the retry budget; its outcome is UNKNOWN."""
 
 
+class _Retry(Exception):
+    """A transport-level failure of one attempt: try the next member."""
+
+
+_OPS = {"Put": 1, "Get": 2, "Cas": 3}
+
+
+class _StreamConn:
+    """One multiplexed ``KvService.Stream`` to a member: ops are queued, written in batches, and
+    their replies matched by request id. Any stream failure fails every outstanding op with
+    :class:`_Retry` (the caller retries with the same call id elsewhere)."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._call: Any = raft_pb2_grpc.KvServiceStub(channel).Stream()
+        self._queue: list[raft_pb2.KvOp] = []
+        self._wake = asyncio.Event()
+        self._pending: dict[int, asyncio.Future[raft_pb2.KvReply]] = {}
+        self._ids = itertools.count(1)
+        self.broken: BaseException | None = None
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._writer()), loop.create_task(self._reader())]
+
+    async def request(self, method: str, req: raft_pb2.KvRequest, timeout: float) -> raft_pb2.KvReply:
+        if self.broken is not None:
+            raise _Retry(str(self.broken))
+        loop = asyncio.get_running_loop()
+        rid = next(self._ids)
+        fut: asyncio.Future[raft_pb2.KvReply] = loop.create_future()
+        self._pending[rid] = fut
+        self._queue.append(raft_pb2.KvOp(request_id=rid, op=_OPS[method], request=req))
+        self._wake.set()
+
+        def expire() -> None:
+            if not fut.done():
+                fut.set_exception(_Retry(f"no reply within {timeout:.1f}s"))
+
+        timer = loop.call_later(timeout, expire)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            self._pending.pop(rid, None)
+
+    async def _writer(self) -> None:
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._queue:
+                    ops, self._queue = self._queue[:512], self._queue[512:]
+                    await self._call.write(raft_pb2.KvOpBatch(ops=ops))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+
+    async def _reader(self) -> None:
+        try:
+            async for batch in self._call:
+                for r in batch.results:
+                    fut = self._pending.get(r.request_id)
+                    if fut is not None and not fut.done():
+                        fut.set_result(r.reply)
+            self._fail(_Retry("the member closed the stream"))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.broken is None:
+            self.broken = exc
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(_Retry(f"stream failed: {exc}"))
+
+    async def close(self) -> None:
+        self._fail(_Retry("closed"))
+        self._call.cancel()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(BaseException):
+                await t
+
+
 class _Members:
     """Addresses, their channels, and where we believe the leader is."""
 
@@ -53,6 +144,16 @@ class _Members:
         self.tls = tls
         self.current = 0
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._streams: dict[str, _StreamConn] = {}
+
+    def stream(self, address: str) -> _StreamConn:
+        conn = self._streams.get(address)
+        if conn is None or conn.broken is not None:
+            if conn is not None:
+                asyncio.get_running_loop().create_task(conn.close())
+            conn = _StreamConn(self.channel(address))
+            self._streams[address] = conn
+        return conn
 
     def channel(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
@@ -74,6 +175,9 @@ class _Members:
         self.current = self.addresses.index(address)
 
     async def close(self) -> None:
+        for conn in self._streams.values():
+            await conn.close()
+        self._streams.clear()
         for ch in self._channels.values():
             await ch.close()
         self._channels.clear()
@@ -91,8 +195,10 @@ class KvClient:
         max_attempts: int = 30,
         retry_interval: float = 0.1,
         tls: TlsConfig | None = None,
+        streaming: bool = True,
     ) -> None:
         self.members = _Members(addresses, tls)
+        self.streaming = streaming
         self.client_id = client_id or uuid.uuid4().bytes
         self.rpc_timeout = rpc_timeout
         self.max_attempts = max_attempts
@@ -116,9 +222,17 @@ class KvClient:
         last_error = "no attempt made"
         for attempt in range(self.max_attempts):
             address = members.address
-            stub = raft_pb2_grpc.KvServiceStub(members.channel(address))
             try:
-                reply: raft_pb2.KvReply = await getattr(stub, method)(request, timeout=self.rpc_timeout)
+                if self.streaming:
+                    reply = await members.stream(address).request(method, request, self.rpc_timeout)
+                else:
+                    stub = raft_pb2_grpc.KvServiceStub(members.channel(address))
+                    reply = await getattr(stub, method)(request, timeout=self.rpc_timeout)
+            except _Retry as exc:
+                last_error = f"{address}: {exc}"
+                members.rotate()
+                await asyncio.sleep(self.retry_interval * min(attempt + 1, 5))
+                continue
             except grpc.aio.AioRpcError as exc:
                 if exc.code() not in _RETRYABLE:
                     raise KvError(exc.code().name, exc.details() or "") from exc

@@ -426,7 +426,7 @@ class RaftServer:
                 return cached
             inflight = self._inflight_calls.get(key)
             if inflight is not None:
-                return await self._await_result(asyncio.shield(inflight), timeout)
+                return await self._await_result(inflight, timeout)
         if self._role != StateRole.LEADER:
             raise self._not_leader()
         if len(self._pending) >= self.config.max_pending_proposals:
@@ -451,9 +451,30 @@ class RaftServer:
         self, fut: asyncio.Future[bytes], timeout: float | None, index: int | None = None
     ) -> bytes:
         t = timeout if timeout is not None else self.config.request_timeout
+        # a timer instead of asyncio.wait_for: no extra Task per request on the hot path
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bytes] = loop.create_future()
+
+        def relay(f: asyncio.Future[bytes]) -> None:
+            if waiter.done():
+                return
+            if f.cancelled():
+                waiter.cancel()
+            elif (exc := f.exception()) is not None:
+                waiter.set_exception(exc)
+            else:
+                waiter.set_result(f.result())
+
+        def expire() -> None:
+            if not waiter.done():
+                waiter.set_exception(TimeoutError())
+
+        fut.add_done_callback(relay)
+        timer = loop.call_later(t, expire)
         try:
-            return await asyncio.wait_for(fut, t)
+            return await waiter
         except TimeoutError:
+            fut.remove_done_callback(relay)
             if index is not None:
                 p = self._pending.pop(index, None)
                 if p is not None and p.key is not None:
@@ -462,6 +483,8 @@ class RaftServer:
                 f"request not committed within {t:.1f}s on {self.config.node_id}; its outcome is unknown "
                 "(retry with the same client_id/call_id for exactly-once)"
             ) from None
+        finally:
+            timer.cancel()
 
     def _map_dropped(self, exc: ProposalDroppedError) -> Exception:
         text = str(exc)
@@ -675,6 +698,9 @@ class RaftServer:
                     wakeup.clear()
                     if not node.has_ready():
                         await wakeup.wait()
+                        # let the other ready callbacks (more proposals, more responses) run first,
+                        # so one Ready carries them all: fewer fsyncs, fewer stream writes
+                        await asyncio.sleep(0)
                     continue
                 rd = node.ready()
                 await self._handle_ready(rd)
