@@ -51,7 +51,7 @@ class SCMHADBTransactionBuffer:
         with self._lock:
             self._latest = TransactionInfo.from_proto(self._store.get_transaction_info())
             self._latest_snapshot = self._latest
-            self._batch = self._store.new_batch(sync=True)
+            self._batch = self._store.new_batch()
 
     @property
     def store(self) -> SCMMetadataStore:
@@ -95,7 +95,7 @@ class SCMHADBTransactionBuffer:
             self._store.transaction_info.put_with_batch(self._batch, TRANSACTION_INFO_KEY, self._latest.to_proto())
             self._batch.commit()
             self._latest_snapshot = self._latest
-            self._batch = self._store.new_batch(sync=True)
+            self._batch = self._store.new_batch()
         for listener in self._flush_listeners:
             listener()
         return self._latest_snapshot

@@ -57,8 +57,11 @@ def fsync_dir(path: Path) -> None:
 class SCMMetadataStore:
     """scm.db with typed tables. ``db_dir`` is the parent directory (scm.db lives inside it)."""
 
-    def __init__(self, db_dir: Path | str, *, create: bool = True) -> None:
+    def __init__(self, db_dir: Path | str, *, create: bool = True, sync: bool = True) -> None:
+        """``sync=False`` skips fsync on batch commits (tests and benchmarks only; a crash may lose
+        the last writes, never tear a batch)."""
         self.db_dir = Path(db_dir)
+        self.sync = sync
         self.db_path = self.db_dir / SCMDBDefinition.DB_NAME
         self._create = create
         self._db: plyvel.DB | None = None
@@ -117,8 +120,8 @@ class SCMMetadataStore:
     def tables(self) -> list[Table[Any, Any]]:
         return [Table(self.db, cf) for cf in SCMDBDefinition.column_families()]
 
-    def new_batch(self, sync: bool = True) -> BatchOperation:
-        return BatchOperation(self.db, sync=sync)
+    def new_batch(self, sync: bool | None = None) -> BatchOperation:
+        return BatchOperation(self.db, sync=self.sync if sync is None else sync)
 
     def get_transaction_info(self) -> hdds_pb2.TransactionInfoProto | None:
         return self.transaction_info.get(TRANSACTION_INFO_KEY)

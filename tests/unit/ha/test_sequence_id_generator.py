@@ -30,7 +30,7 @@ class Node:
     """One SCM's worth of sequence-id machinery over a directory (stub HA)."""
 
     def __init__(self, path: Path, batch: int) -> None:
-        self.metadata_store = SCMMetadataStore(path)
+        self.metadata_store = SCMMetadataStore(path, sync=False)
         self.transaction_buffer = SCMHADBTransactionBuffer(self.metadata_store)
         self.dispatcher = SCMStateMachineDispatcher()
         self.storage_config = SCMStorageConfig(path)
@@ -56,7 +56,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=ops, batch=st.integers(1, 7))
 def test_ids_unique_and_increasing_across_batches_invalidation_and_restarts(ops: list[tuple], batch: int) -> None:  # type: ignore[type-arg]
     async def run() -> None:
