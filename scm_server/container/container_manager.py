@@ -166,7 +166,8 @@ class ContainerManager:
         return sum(len(v) for v in self._replicas.values())
 
     # ---- soft replica updates ----
-    def _set_replica(self, replica: ContainerReplica) -> None:
+    def update_container_replica(self, replica: ContainerReplica) -> None:
+        """Record a replica (Ozone's updateContainerReplica): soft state, never replicated."""
         per = self._replicas[replica.container_id]
         added = replica.datanode_uuid not in per
         per[replica.datanode_uuid] = replica
@@ -312,7 +313,7 @@ class ContainerManager:
         if proto.state == R_DELETED:
             self.remove_replica(cid, dn_uuid)
             return
-        self._set_replica(ContainerReplica.from_proto(dn_uuid, proto, now_ms))
+        self.update_container_replica(ContainerReplica.from_proto(dn_uuid, proto, now_ms))
         if not self.scm_context.is_leader():
             return  # followers record replicas; lifecycle transitions are the leader's (Raft) job
         try:
