@@ -14,10 +14,12 @@ from pathlib import Path
 import grpc
 import pytest
 
+from scm_server.client.scm_client import SCMClient
 from scm_server.ha.local_cluster import HALocalCluster
 from scm_server.proto import raft_pb2, raft_pb2_grpc
 
 from .harness import (
+    CLIENT_CONFIG,
     TEST_SETTINGS,
     Workload,
     cli,
@@ -194,10 +196,20 @@ async def test_partition_leader_and_fourth_scm_by_checkpoint(tmp_path: Path) -> 
         work = Workload(cluster.client_addresses, clients=3)
         work.start()
         await wait_until(lambda: _true(len(work.successes()) >= 300), 60, "300 ops on the majority side")
+        # make the new leader issue datanode commands (close a container) while the old one is cut off
+        cid = work.container_ids()[0] if work.container_ids() else sorted(work.acknowledged_containers())[0]
+        async with SCMClient(cluster.client_addresses, CLIENT_CONFIG) as c:
+            await c.close_container(cid)
+        await wait_until(lambda: _true(any(t >= new_term for _, _, t in executed)), 30,
+                         "a datanode command of the new term to execute")
         async with grpc.aio.insecure_channel(ratis) as ch:
             await raft_pb2_grpc.RaftAdminStub(ch).ClearFaults(raft_pb2.StatusRequest())
         await wait_caught_up(cluster, timeout=60)
         # fencing: once a datanode executed a command of the new term, it never ran an older one
+        terms = sorted({t for _, _, t in executed})
+        print(f"datanode commands executed: {len(executed)}, terms {terms} (old {old_term}, new {new_term}); "
+              f"dropped by fencing: {sum(dn.fence.dropped for dn in sim.datanodes)}")
+        assert executed, "no datanode command was executed at all: the fencing check would be vacuous"
         by_dn: dict[str, int] = {}
         for _, dn_id, term in sorted(executed):
             assert term >= by_dn.get(dn_id, term), f"datanode {dn_id} executed a stale-term command"
