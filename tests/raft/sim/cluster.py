@@ -606,6 +606,10 @@ class Cluster:
 
     def deliver_index(self, i: int) -> None:
         env_msg = self.net.in_flight[i].msg
+        dst = self.nodes.get(env_msg.to)
+        if dst is not None and dst.paused:
+            self._after()  # a paused process reads nothing: the message waits on the wire
+            return
         msg = self.net.take(i)
         if msg is None:
             self.event("lost", env_msg)

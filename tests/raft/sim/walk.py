@@ -47,7 +47,7 @@ class Walk:
                 (0.35, self.crash),
                 (2.0, self.restart),
                 (0.3, self.pause),
-                (1.5, self.resume),
+                (0.5, self.resume),
                 (0.4, self.stall),
                 (0.4, self.partition),
                 (1.2, self.heal),
@@ -134,7 +134,13 @@ class Walk:
             self.tick()
 
     def read(self) -> None:
-        nid = self._leader_or_any()
+        # Reads also go to nodes that merely *believe* they lead (a stale leader after a pause or
+        # partition): exactly where an unconfirmed ReadIndex would return stale data.
+        believers = [n.id for n in self.c.leaders() if n.active]
+        if believers and self.rng.random() < 0.3:
+            nid: str | None = believers[self.rng.randrange(len(believers))]
+        else:
+            nid = self._leader_or_any()
         if nid is not None:
             self.c.read(nid)
         else:
