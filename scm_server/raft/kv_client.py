@@ -249,6 +249,11 @@ class KvClient:
                     members.rotate()
                     await asyncio.sleep(self.retry_interval * min(attempt + 1, 5))
                 continue
+            if reply.HasField("error") and reply.error.code == "REJECTED:RESULT_UNAVAILABLE":
+                raise KvUnavailableError(
+                    f"{method} was applied before the serving member restarted, but its result is no longer "
+                    "known; treat its outcome as unknown"
+                )
             if reply.HasField("error") and reply.error.code in ("TIMEOUT", "QUEUE_FULL", "STOPPED"):
                 last_error = f"{address}: {reply.error.code} {reply.error.message}"
                 if reply.error.code == "STOPPED":

@@ -190,6 +190,7 @@ class RaftServer:
         self._applied_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._received_snapshots: dict[tuple[int, int], Path] = {}
         self.port = 0
+        self.ticks = 0  # ticks driven so far (observability / tests)
 
     # ------------------------------------------------------------------ bootstrap
     @staticmethod
@@ -256,6 +257,8 @@ class RaftServer:
             cfg.node_id, self, tls=cfg.tls, faults=self.network_faults, address=cfg.address
         )
         self.transport.update_peers(dict(conf.addresses))
+        if conf.members():
+            self.sm.notify_configuration_changed(conf)  # the configuration this member starts with
         server = grpc.aio.server(options=SERVER_OPTIONS)
         raft_pb2_grpc.add_RaftPeerServicer_to_server(self.transport.servicer(), server)
         raft_pb2_grpc.add_RaftAdminServicer_to_server(_AdminServicer(self), server)
@@ -682,6 +685,7 @@ class RaftServer:
             node = self._node
             if node is None:
                 continue
+            self.ticks += 1
             try:
                 node.tick()
             except Exception as exc:

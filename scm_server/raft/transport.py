@@ -271,6 +271,7 @@ class _Peer:
                 await self._reset_channel()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
+                self.queue.clear()  # queued while disconnected: stale by now
 
     def send_unary(self, m: Message) -> None:
         async def go() -> None:

@@ -1,0 +1,259 @@
+"""RaftServer in-process (several servers in one event loop, real grpc.aio on loopback): the
+state-machine contract (notifications, logical rejections, fatal apply errors), not-leader hints,
+follower reads, step-down failing pending proposals, bootstrapped members, mutual TLS."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from scm_server.proto import raft_pb2, raft_pb2_grpc
+from scm_server.raft.core.types import ConfState, StateRole
+from scm_server.raft.errors import LogFailedError, NotLeaderError
+from scm_server.raft.faults import FaultRule
+from scm_server.raft.server import RaftServer, RaftServerConfig, TlsConfig
+from scm_server.raft.statemachine import AppliedEntry, ApplyRejected, BaseStateMachine
+
+from .cluster import free_port, wait_for
+
+
+class MemSM(BaseStateMachine):
+    """In-memory state machine recording every notification."""
+
+    def __init__(self) -> None:
+        self.applied: list[tuple[int, bytes]] = []
+        self.ti = (0, 0)
+        self.events: list[str] = []
+        self.confs: list[ConfState] = []
+        self.failed: list[BaseException] = []
+
+    def last_applied(self) -> tuple[int, int]:
+        return self.ti
+
+    async def apply(self, entries: Sequence[AppliedEntry]) -> list[bytes | ApplyRejected]:
+        out: list[bytes | ApplyRejected] = []
+        for e in entries:
+            if e.data == b"boom":
+                raise RuntimeError("disk on fire")
+            if e.data.startswith(b"reject"):
+                out.append(ApplyRejected("CONTAINER_EXISTS", "already there"))
+            else:
+                self.applied.append((e.index, e.data))
+                out.append(b"ok:" + e.data)
+        self.ti = (entries[-1].term, entries[-1].index)
+        return out
+
+    def notify_term_index_updated(self, term: int, index: int) -> None:
+        self.ti = (term, index)
+
+    def notify_leader_changed(self, leader_id: str, term: int) -> None:
+        self.events.append(f"leader:{leader_id}")
+
+    def notify_leader_ready(self) -> None:
+        self.events.append("ready")
+
+    def notify_not_leader(self) -> None:
+        self.events.append("not-leader")
+
+    def notify_configuration_changed(self, conf: ConfState) -> None:
+        self.confs.append(conf)
+
+    def notify_log_failed(self, exc: BaseException) -> None:
+        self.failed.append(exc)
+
+
+class Group:
+    def __init__(self, base: Path, n: int, tls: TlsConfig | None = None, **cfg: object) -> None:
+        self.ids = [f"s{i + 1}" for i in range(n)]
+        self.addr = {i: f"127.0.0.1:{free_port()}" for i in self.ids}
+        self.servers: dict[str, RaftServer] = {}
+        self.sms: dict[str, MemSM] = {}
+        for i in self.ids:
+            RaftServer.initialize_group(base / i, i, self.addr[i], self.addr)
+            self.sms[i] = MemSM()
+            config = RaftServerConfig(
+                node_id=i, address=self.addr[i], storage_dir=base / i, tick_interval=0.03,
+                tls=tls, enable_fault_injection=True, **cfg,  # type: ignore[arg-type]
+            )  # fmt: skip
+            self.servers[i] = RaftServer(config, self.sms[i])
+
+    async def start(self) -> None:
+        for s in self.servers.values():
+            await s.start()
+
+    async def stop(self) -> None:
+        for s in self.servers.values():
+            await s.stop()
+
+    async def leader(self, timeout: float = 10.0) -> RaftServer:
+        async def find() -> RaftServer | None:
+            leaders = [s for s in self.servers.values() if s.is_leader and s.failure is None]
+            return leaders[0] if len(leaders) == 1 else None
+
+        return await wait_for(find, timeout, "one leader")
+
+
+@pytest.fixture
+async def group3(tmp_path: Path) -> AsyncIterator[Group]:
+    g = Group(tmp_path, 3)
+    await g.start()
+    yield g
+    await g.stop()
+
+
+async def test_single_member_group_and_state_machine_contract(tmp_path: Path) -> None:
+    g = Group(tmp_path, 1)
+    await g.start()
+    try:
+        s = await g.leader()
+        sm = g.sms["s1"]
+        await wait_for(lambda: _v("ready" in sm.events), 5, "leader ready")
+        assert sm.events[0] == "leader:s1"
+        assert await s.submit(b"a", client_id=b"c1", call_id=1) == b"ok:a"
+        with pytest.raises(ApplyRejected) as info:
+            await s.submit(b"reject-me", client_id=b"c1", call_id=2)
+        assert info.value.code == "CONTAINER_EXISTS"
+        with pytest.raises(ApplyRejected):  # the retry returns the cached rejection
+            await s.submit(b"reject-me", client_id=b"c1", call_id=2)
+        assert await s.submit(b"different", client_id=b"c1", call_id=1) == b"ok:a"  # cached, not re-applied
+        assert [d for _, d in sm.applied] == [b"a"]
+        assert s.status().role == "LEADER" and s.status().conf.voters == ("s1",)
+        assert sm.confs and sm.confs[-1].voters == ("s1",)
+    finally:
+        await g.stop()
+
+
+async def test_follower_gives_leader_hint_and_serves_linearizable_reads(group3: Group) -> None:
+    leader = await group3.leader()
+    follower = next(s for s in group3.servers.values() if s is not leader)
+    await wait_for(lambda: _v(follower.leader_id == leader.node_id), 5, "follower knows the leader")
+    with pytest.raises(NotLeaderError) as info:
+        await follower.submit(b"x")
+    assert info.value.leader_id == leader.node_id
+    assert info.value.leader_address == group3.addr[leader.node_id]
+    await leader.submit(b"w1")
+    index = leader.applied_index
+    read = await follower.read_index(timeout=5)
+    assert read >= index and follower.applied_index >= read
+    assert b"w1" in [d for _, d in group3.sms[follower.node_id].applied]  # visible after the read barrier
+
+
+async def test_isolated_leader_steps_down_and_fails_pending(group3: Group) -> None:
+    leader = await group3.leader()
+    sm = group3.sms[leader.node_id]
+    assert leader.network_faults is not None
+    leader.network_faults.set_rules([FaultRule(peer="*", cut_outbound=True, cut_inbound=True)])
+    with pytest.raises(NotLeaderError):
+        await leader.submit(b"lost?", timeout=20)  # check-quorum makes it step down
+    assert "not-leader" in sm.events
+    leader.network_faults.clear()
+    new = await group3.leader()
+    assert new.node_id != leader.node_id or new.term > 2
+    assert await new.submit(b"after") == b"ok:after"
+
+
+async def test_exception_in_apply_is_fatal(group3: Group) -> None:
+    leader = await group3.leader()
+    boom_index = leader.status().last_index + 1
+    with pytest.raises((LogFailedError, NotLeaderError)):
+        await leader.submit(b"boom", timeout=10)
+    await wait_for(lambda: _v(leader.failure is not None), 10, "the leader to stop on the apply failure")
+    await leader.wait_stopped()
+    assert "disk on fire" in str(group3.sms[leader.node_id].failed[0])
+    with pytest.raises(LogFailedError):
+        await leader.submit(b"more")
+    # no replica ever applies past the failing entry: either it failed the same way, or it never
+    # learned that the entry committed (the leader stopped first)
+    for sid, s in group3.servers.items():
+        if s.failure is None:
+            assert s.applied_index < boom_index, sid
+            assert all(i < boom_index for i, _ in group3.sms[sid].applied)
+        else:
+            assert "disk on fire" in str(group3.sms[sid].failed[0])
+
+
+async def test_bootstrapped_member_without_configuration_never_campaigns(tmp_path: Path) -> None:
+    sm = MemSM()
+    s = RaftServer(
+        RaftServerConfig(node_id="lonely", address=f"127.0.0.1:{free_port()}", storage_dir=tmp_path, tick_interval=0.01),
+        sm,
+    )
+    await s.start()
+    try:
+        await wait_for(lambda: _v(s.ticks >= 100), 10, "100 ticks (5x the max election timeout)")
+        st = s.status()
+        assert st.term == 0 and st.role == StateRole.FOLLOWER.name and st.conf.voters == ()
+        with pytest.raises(NotLeaderError):
+            await s.read_index(timeout=1)
+    finally:
+        await s.stop()
+
+
+def _tls_files(base: Path) -> TlsConfig:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "raft-test-ca")])
+    ca = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    node_key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "scm")]))
+        .issuer_name(name).public_key(node_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    (base / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (base / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (base / "key.pem").write_bytes(
+        node_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return TlsConfig(cert_file=base / "cert.pem", key_file=base / "key.pem", ca_file=base / "ca.pem")
+
+
+async def test_mutual_tls_between_members(tmp_path: Path) -> None:
+    tls = _tls_files(tmp_path)
+    g = Group(tmp_path, 3, tls=tls)
+    await g.start()
+    try:
+        leader = await g.leader()
+        assert await leader.submit(b"secure") == b"ok:secure"
+        # a plaintext client cannot talk to a TLS member
+        ch = grpc.aio.insecure_channel(g.addr[leader.node_id])
+        try:
+            with pytest.raises(grpc.aio.AioRpcError):
+                await raft_pb2_grpc.RaftAdminStub(ch).Status(raft_pb2.StatusRequest(), timeout=2)
+        finally:
+            await ch.close()
+        # a TLS client without a client certificate is refused (mutual auth)
+        creds = grpc.ssl_channel_credentials(root_certificates=tls.ca_file.read_bytes())
+        ch = grpc.aio.secure_channel(g.addr[leader.node_id], creds)
+        try:
+            with pytest.raises(grpc.aio.AioRpcError):
+                await raft_pb2_grpc.RaftAdminStub(ch).Status(raft_pb2.StatusRequest(), timeout=2)
+        finally:
+            await ch.close()
+    finally:
+        await g.stop()
+
+
+async def _v(value: bool) -> bool:
+    return value
+
