@@ -1,0 +1,161 @@
+"""ContainerManager: allocation, matching containers, close, report handlers, leader-only transitions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scm_harness import bring_up, make_datanodes, make_scm, replica
+
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ha.clock import FakeClock
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
+
+R = hdds_pb2.ContainerReplicaProto
+T = scm_datanode_pb2.SCMCommandProto.Type
+
+
+async def test_allocate_and_matching_container_respects_open_container_limit(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cm = scm.container_manager
+    (p3,) = scm.pipeline_manager.open_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)
+    # openContainerLimit = ceil(3 * 1 volume / pipeline limit 2) = 2 per owner and pipeline
+    assert scm.node_manager.open_container_limit(m.uuid for m in p3.members) == 2
+    got = [ (await cm.get_matching_container(1000, "om1", p3)).containerID for _ in range(6)]
+    assert sorted(set(got)) == [1, 2]
+    other = await cm.get_matching_container(1000, "om2", p3)  # another owner gets its own containers
+    assert other.containerID == 3 and other.owner == "om2"
+    excluded = await cm.get_matching_container(1000, "om1", p3, exclude_ids=[1, 2])
+    assert excluded.containerID == 4
+    info = cm.get_container(1)
+    assert info.state == hdds_pb2.OPEN and info.pipelineID == p3.id and info.replicationFactor == hdds_pb2.THREE
+    await scm.stop()
+
+
+async def test_full_container_gets_a_new_one(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cm = scm.container_manager
+    (p3,) = scm.pipeline_manager.open_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)
+    a = await cm.get_matching_container(1000, "om", p3)
+    b = await cm.get_matching_container(1000, "om", p3)
+    # Both containers report they are (almost) full.
+    for dn in dns:
+        dn.replicas[a.containerID] = replica(a.containerID, R.OPEN, used=(1 << 30) - 10)
+        dn.replicas[b.containerID] = replica(b.containerID, R.OPEN, used=(1 << 30) - 10)
+        await dn.heartbeat(scm)
+    c = await cm.get_matching_container(1000, "om", p3)
+    assert c.containerID not in (a.containerID, b.containerID)
+    assert cm.get_container(a.containerID).usedBytes == (1 << 30) - 10
+    await scm.stop()
+
+
+async def test_report_driven_lifecycle_on_leader(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cm = scm.container_manager
+    info = await cm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    cid = info.containerID
+    for dn in dns:
+        dn.replicas[cid] = replica(cid, R.OPEN, keys=0, bcsid=0)
+        await dn.heartbeat(scm)
+    assert len(cm.get_replicas(cid)) == 3 and cm.get_container(cid).state == hdds_pb2.OPEN
+    # A datanode asks to close (container full): FINALIZE -> CLOSING and close commands to members.
+    action = scm_datanode_pb2.ContainerActionsProto(
+        containerActions=[
+            scm_datanode_pb2.ContainerAction(
+                containerID=cid, action=scm_datanode_pb2.ContainerAction.CLOSE, reason=scm_datanode_pb2.ContainerAction.CONTAINER_FULL
+            )
+        ]
+    )
+    resp = await dns[0].heartbeat(scm, containerActions=action)
+    assert cm.get_container(cid).state == hdds_pb2.CLOSING
+    assert any(c.commandType == T.closeContainerCommand and c.closeContainerCommandProto.containerID == cid for c in resp.commands)
+    # First CLOSED replica (via ICR) closes the container; usage is persisted with it.
+    icr = scm_datanode_pb2.IncrementalContainerReportProto(report=[replica(cid, R.CLOSED, keys=7, bcsid=9)])
+    await dns[1].heartbeat(scm, full=False, incrementalContainerReport=[icr])
+    stored = scm.container_state_manager.get_container(cid)
+    assert stored.state == hdds_pb2.CLOSED and stored.numberOfKeys == 7 and stored.sequenceId == 9
+    # A DELETED replica in an ICR removes the replica.
+    icr = scm_datanode_pb2.IncrementalContainerReportProto(report=[replica(cid, R.DELETED)])
+    await dns[2].heartbeat(scm, full=False, incrementalContainerReport=[icr])
+    assert {r.datanode_uuid for r in cm.get_replicas(cid)} == {dns[0].uuid, dns[1].uuid}
+    # A full report that omits a container removes that replica.
+    dns[0].replicas.clear()
+    await dns[0].heartbeat(scm)
+    assert {r.datanode_uuid for r in cm.get_replicas(cid)} == {dns[1].uuid}
+    await scm.stop()
+
+
+async def test_quasi_closed_then_force_close(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+    await scm.close_container(cid)
+    dns[0].replicas[cid] = replica(cid, R.QUASI_CLOSED)
+    await dns[0].heartbeat(scm)
+    assert scm.get_container(cid).state == hdds_pb2.QUASI_CLOSED
+    dns[1].replicas[cid] = replica(cid, R.CLOSED)
+    await dns[1].heartbeat(scm)
+    assert scm.get_container(cid).state == hdds_pb2.CLOSED
+    await scm.stop()
+
+
+async def test_follower_records_replicas_but_never_transitions(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+    scm.scm_context.update_leader_and_term(False, 5)  # pretend we became a Raft follower
+    dns[0].replicas[cid] = replica(cid, R.CLOSED)
+    resp = await dns[0].heartbeat(scm)
+    assert scm.get_container(cid).state == hdds_pb2.OPEN  # no lifecycle change on a follower
+    assert [r.datanode_uuid for r in scm.container_manager.get_replicas(cid)] == [dns[0].uuid]
+    assert list(resp.commands) == [] and not resp.HasField("term")
+    with pytest.raises(NotLeaderException):
+        await scm.close_container(cid)
+    with pytest.raises(NotLeaderException):
+        await scm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    await scm.stop()
+
+
+async def test_dead_node_loses_replicas_and_pipelines(tmp_path: Path) -> None:
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+    for dn in dns:
+        dn.replicas[cid] = replica(cid, R.OPEN)
+        await dn.heartbeat(scm)
+    clock.advance(6 * 60)
+    for dn in dns[:2]:
+        await dn.heartbeat(scm)
+    await scm.run_health_check()  # dn3 STALE: its pipelines close, the open container starts closing
+    assert scm.node_manager.require_node(dns[2].uuid).health == hdds_pb2.STALE
+    assert scm.get_container(cid).state == hdds_pb2.CLOSING
+    assert all(p.state == hdds_pb2.PIPELINE_CLOSED for p in scm.pipeline_manager.pipelines_of(dns[2].uuid))
+    clock.advance(5 * 60)
+    for dn in dns[:2]:
+        await dn.heartbeat(scm)
+    await scm.run_health_check()  # dn3 DEAD: replicas removed, pipelines destroyed
+    assert scm.node_manager.require_node(dns[2].uuid).health == hdds_pb2.DEAD
+    assert dns[2].uuid not in {r.datanode_uuid for r in scm.container_manager.get_replicas(cid)}
+    assert scm.pipeline_manager.pipelines_of(dns[2].uuid) == []
+    await scm.stop()
+
+
+async def test_admin_close_errors(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    with pytest.raises(SCMException) as err:
+        await scm.close_container(42)
+    assert err.value.result is ResultCodes.CONTAINER_NOT_FOUND
+    with pytest.raises(SCMException) as err:
+        scm.get_container(42)
+    assert err.value.result is ResultCodes.CONTAINER_NOT_FOUND
+    await scm.stop()

@@ -1,0 +1,163 @@
+"""SCMNodeManager: registration, health by heartbeat age (fake clock), op state, commands, decommission."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scm_harness import bring_up, make_datanodes, make_scm, replica
+
+from scm_server.ha.clock import FakeClock
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
+
+T = scm_datanode_pb2.SCMCommandProto.Type
+R = hdds_pb2.ContainerReplicaProto
+Err = scm_datanode_pb2.SCMRegisteredResponseProto.ErrorCode
+
+
+async def test_register_checks_cluster_id(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dn = make_datanodes(1)[0]
+    bad = await dn.register(scm, cluster_id="CID-99999999-9999-9999-9999-999999999999")
+    assert bad.errorCode == Err.errorNodeNotPermitted
+    assert "CID-99999999" in bad.errorMessage and scm.storage_config.cluster_id in bad.errorMessage
+    assert scm.node_manager.get_node(dn.uuid) is None  # nothing recorded
+    ok = await dn.register(scm)
+    assert ok.errorCode == Err.success and ok.clusterID == scm.storage_config.cluster_id
+    assert ok.networkLocation == "/rack1"
+    version = scm.get_version()
+    assert {kv.key: kv.value for kv in version.keys}["clusterID"] == scm.storage_config.cluster_id
+    await scm.stop()
+
+
+async def test_unknown_node_heartbeat_gets_reregister(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dn = make_datanodes(1)[0]
+    resp = await dn.heartbeat(scm)
+    assert [c.commandType for c in resp.commands] == [T.reregisterCommand]
+    await scm.stop()
+
+
+async def test_health_transitions_with_fake_clock(tmp_path: Path) -> None:
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    nm = scm.node_manager
+    a, b = make_datanodes(2)
+    await a.register(scm)
+    await b.register(scm)
+    clock.advance(4 * 60)
+    await a.heartbeat(scm)
+    assert await nm.check_node_health() == []
+    clock.advance(61)  # b: 5m01s without heartbeat -> STALE; a: 61s
+    await nm.check_node_health()
+    assert nm.require_node(b.uuid).health == hdds_pb2.STALE
+    assert nm.require_node(a.uuid).health == hdds_pb2.HEALTHY
+    assert [n.uuid for n in nm.get_nodes(health=hdds_pb2.STALE)] == [b.uuid]
+    clock.advance(5 * 60)  # b: 10m01s -> DEAD, a: 6m01s -> STALE
+    transitions = await nm.check_node_health()
+    assert (b.uuid, hdds_pb2.STALE, hdds_pb2.DEAD) in transitions
+    assert (a.uuid, hdds_pb2.HEALTHY, hdds_pb2.STALE) in transitions
+    await b.heartbeat(scm)  # DEAD -> HEALTHY on heartbeat
+    assert nm.require_node(b.uuid).health == hdds_pb2.HEALTHY
+    # A node silent for longer than the dead interval goes through STALE to DEAD in one pass.
+    clock.advance(20 * 60)
+    transitions = await nm.check_node_health()
+    assert (b.uuid, hdds_pb2.HEALTHY, hdds_pb2.STALE) in transitions and (b.uuid, hdds_pb2.STALE, hdds_pb2.DEAD) in transitions
+    nodes = {n.nodeID.uuid: n for n in scm.query_nodes(state=hdds_pb2.DEAD)}
+    assert set(nodes) == {a.uuid, b.uuid}
+    await scm.stop()
+
+
+async def test_commands_are_term_stamped_and_drained(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    scm.scm_context.update_leader_and_term(True, 9)
+    dn = make_datanodes(1)[0]
+    await dn.register(scm)
+    cmd = scm.node_manager.add_command(
+        dn.uuid, scm_datanode_pb2.SCMCommandProto(commandType=T.closePipelineCommand,
+                                                   closePipelineCommandProto=scm_datanode_pb2.ClosePipelineCommandProto(pipelineID=hdds_pb2.PipelineID(id="p")))
+    )
+    assert cmd.term == 9 and cmd.HasField("cmdId")
+    resp = await dn.heartbeat(scm)
+    assert resp.term == 9 and [c.cmdId for c in resp.commands] == [cmd.cmdId]
+    assert list((await dn.heartbeat(scm)).commands) == []
+    await scm.stop()
+
+
+async def test_follower_adopts_reported_op_state_leader_resends(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dn = make_datanodes(1)[0]
+    await dn.register(scm)
+    nm = scm.node_manager
+    # Leader: the DN claims IN_MAINTENANCE but SCM says IN_SERVICE -> SCM tells it again.
+    dn.op_state = hdds_pb2.IN_MAINTENANCE
+    resp = await dn.heartbeat(scm)
+    set_cmds = [c for c in resp.commands if c.commandType == T.setNodeOperationalStateCommand]
+    assert [c.setNodeOperationalStateCommandProto.nodeOperationalState for c in set_cmds] == [hdds_pb2.IN_SERVICE]
+    assert nm.require_node(dn.uuid).op_state == hdds_pb2.IN_SERVICE
+    # Follower: adopts what the DN persisted (HDDS-5090), sends nothing.
+    scm.scm_context.update_leader_and_term(False, 3)
+    resp = await dn.heartbeat(scm)
+    assert nm.require_node(dn.uuid).op_state == hdds_pb2.IN_MAINTENANCE
+    assert list(resp.commands) == []
+    await scm.stop()
+
+
+async def test_decommission_completes_once_replicated_elsewhere(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(4)
+    await bring_up(scm, dns)
+    cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+    holders = dns[:3]
+    for dn in holders:
+        dn.replicas[cid] = replica(cid, R.CLOSED)
+        await dn.heartbeat(scm)
+    target = holders[0]
+    errors = await scm.decommission_nodes([target.host, "no-such-host"])
+    assert [e.host for e in errors] == ["no-such-host"]
+    nm = scm.node_manager
+    assert nm.require_node(target.uuid).op_state == hdds_pb2.DECOMMISSIONING
+    resp = await target.heartbeat(scm)
+    target.execute(list(resp.commands))
+    assert target.op_state == hdds_pb2.DECOMMISSIONING
+    assert all(p.state == hdds_pb2.PIPELINE_CLOSED for p in scm.pipeline_manager.pipelines_of(target.uuid))
+    assert await scm.decommission_manager.run_once() == []  # only 2 copies elsewhere
+    # The ReplicationManager copies the container to the 4th node (replicas on a
+    # decommissioning node do not count), then decommission can complete.
+    await scm.replication_manager.run_once()
+    replicate = scm.node_manager.queued_commands(dns[3].uuid, T.replicateContainerCommand)
+    assert len(replicate) == 1 and target.uuid in {s.uuid for s in replicate[0].replicateContainerCommandProto.sources}
+    dns[3].replicas[cid] = replica(cid, R.CLOSED)
+    await dns[3].heartbeat(scm)
+    assert await scm.decommission_manager.run_once() == [(target.uuid, hdds_pb2.DECOMMISSIONED)]
+    assert [n.nodeID.uuid for n in scm.query_nodes(op_state=hdds_pb2.DECOMMISSIONED)] == [target.uuid]
+    await scm.recommission_nodes([target.uuid])
+    assert nm.require_node(target.uuid).op_state == hdds_pb2.IN_SERVICE
+    await scm.stop()
+
+
+async def test_maintenance_with_end_time_expires(tmp_path: Path) -> None:
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    await scm.start_maintenance_nodes([dns[0].uuid], end_hours=1)
+    node = scm.node_manager.require_node(dns[0].uuid)
+    assert node.op_state == hdds_pb2.ENTERING_MAINTENANCE and node.op_state_expiry_epoch_s > 0
+    assert await scm.decommission_manager.run_once() == [(dns[0].uuid, hdds_pb2.IN_MAINTENANCE)]  # no containers
+    errors = await scm.decommission_nodes([dns[0].uuid])
+    assert errors and "maintenance" in errors[0].error
+    clock.advance(3601)
+    assert await scm.decommission_manager.run_once() == [(dns[0].uuid, hdds_pb2.IN_SERVICE)]
+    await scm.stop()
+
+
+async def test_find_node_by_uuid_or_host(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    a, b = make_datanodes(2)
+    await a.register(scm)
+    await b.register(scm)
+    nm = scm.node_manager
+    assert nm.find_node(b.uuid) is not None and nm.find_node(b.uuid).uuid == b.uuid  # type: ignore[union-attr]
+    assert nm.find_node("dn2").uuid == b.uuid  # type: ignore[union-attr]
+    assert nm.find_node("nope") is None
+    await scm.stop()

@@ -1,0 +1,144 @@
+"""PipelineManager: creation up to the per-node limit, opening on reports, placement, close/scrub."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from scm_harness import FakeDatanode, bring_up, make_datanodes, make_scm
+
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.ha.clock import FakeClock
+from scm_server.node.node_manager import DatanodeInfo
+from scm_server.pipeline.placement import ContainerPlacementRackAware, PipelinePlacementPolicy
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
+
+T = scm_datanode_pb2.SCMCommandProto.Type
+
+
+def node(uuid: str, rack: str, health: int = hdds_pb2.HEALTHY, op: int = hdds_pb2.IN_SERVICE) -> DatanodeInfo:
+    return DatanodeInfo(
+        details=hdds_pb2.DatanodeDetailsProto(uuid=uuid, networkLocation=rack),
+        health=health,
+        op_state=op,
+        op_state_expiry_epoch_s=0,
+        last_heartbeat_mono=0,
+        last_heartbeat_wall_ms=0,
+    )
+
+
+def test_pipeline_placement_spreads_over_racks_and_respects_limits() -> None:
+    nodes = [node(f"a{i}", "/r1") for i in range(4)] + [node(f"b{i}", "/r2") for i in range(4)]
+    nodes.append(node("dead", "/r3", health=hdds_pb2.DEAD))
+    nodes.append(node("decom", "/r3", op=hdds_pb2.DECOMMISSIONING))
+    policy = PipelinePlacementPolicy(random.Random(1))
+    load = {n.uuid: 0 for n in nodes}
+    load["a0"] = 2  # at the limit
+    for _ in range(20):
+        chosen = policy.choose_datanodes(nodes, 3, lambda u: load[u], lambda _u: 2)
+        uuids = [n.uuid for n in chosen]
+        assert len(set(uuids)) == 3
+        assert not {"dead", "decom", "a0"} & set(uuids)
+        assert len({n.rack for n in chosen}) == 2  # anchor + other rack + nearby
+    with pytest.raises(SCMException) as err:
+        policy.choose_datanodes(nodes[:2], 3, lambda u: 0, lambda _u: 2)
+    assert err.value.result is ResultCodes.FAILED_TO_FIND_SUITABLE_NODE
+
+
+def test_container_placement_prefers_new_racks() -> None:
+    nodes = [node("a1", "/r1"), node("a2", "/r1"), node("b1", "/r2"), node("b2", "/r2")]
+    placement = ContainerPlacementRackAware(random.Random(3))
+    targets = placement.choose_targets(nodes, ["/r1", "/r1"], 1, lambda _u: 0, exclude={"a1", "a2"})
+    assert [t.rack for t in targets] == ["/r2"]
+    assert ContainerPlacementRackAware.is_policy_satisfied(["/r1", "/r1", "/r2"], 3, 2)
+    assert not ContainerPlacementRackAware.is_policy_satisfied(["/r1"] * 3, 3, 2)
+    assert ContainerPlacementRackAware.is_policy_satisfied(["/r1"] * 3, 3, 1)
+
+
+async def test_background_creation_opens_when_members_report(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(6, racks=2)
+    for dn in dns:
+        await dn.register(scm)
+    pm = scm.pipeline_manager
+    created = await pm.create_pipelines_up_to_limit()
+    assert created >= 2
+    assert all(p.state == hdds_pb2.PIPELINE_ALLOCATED for p in pm.get_pipelines())
+    for dn in dns:
+        assert pm.pipeline_count_of(dn.uuid) <= 2  # ozone.scm.datanode.pipeline.limit
+    # Members get CreatePipeline commands, execute them and report: pipelines open.
+    three = pm.get_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)
+    members = {m.uuid for m in three[0].members}
+    for dn in dns:
+        resp = await dn.heartbeat(scm)
+        assert all(c.term == scm.scm_context.term for c in resp.commands)
+        dn.execute(list(resp.commands))
+    assert three[0].id.id in next(d for d in dns if d.uuid in members).pipelines
+    for dn in dns:
+        await dn.heartbeat(scm)
+    assert all(p.state == hdds_pb2.PIPELINE_OPEN for p in pm.get_pipelines())
+    assert len({frozenset(m.uuid for m in p.members) for p in pm.get_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)}) == len(
+        pm.get_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)
+    )  # no duplicate member sets
+    await scm.stop()
+
+
+async def test_close_activate_deactivate_and_unknown_pipeline_report(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    (p,) = scm.pipeline_manager.get_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)
+    pid = p.id.id
+    await scm.deactivate_pipeline(pid)
+    assert scm.pipeline_manager.get_pipeline(pid).state == hdds_pb2.PIPELINE_DORMANT
+    with pytest.raises(SCMException) as err:
+        await scm.deactivate_pipeline(pid)
+    assert err.value.result is ResultCodes.INVALID_PIPELINE_STATE
+    await scm.activate_pipeline(pid)
+    await scm.close_pipeline(pid)
+    assert scm.pipeline_manager.get_pipeline(pid).state == hdds_pb2.PIPELINE_CLOSED
+    queued = scm.node_manager.queued_commands(dns[0].uuid, T.closePipelineCommand)
+    assert [c.closePipelineCommandProto.pipelineID.id for c in queued] == [pid]
+    with pytest.raises(SCMException) as err:
+        await scm.close_pipeline("no-such-pipeline")
+    assert err.value.result is ResultCodes.PIPELINE_NOT_FOUND
+    # A DN reporting a pipeline SCM does not know is told to close it.
+    stray = FakeDatanode(uuid=dns[0].uuid, host="dn1", pipelines={"stray"})
+    resp = await stray.heartbeat(scm)
+    assert any(c.closePipelineCommandProto.pipelineID.id == "stray" for c in resp.commands)
+    await scm.stop()
+
+
+async def test_allocated_pipeline_scrubbed_after_timeout(tmp_path: Path) -> None:
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    dns = make_datanodes(3)
+    for dn in dns:
+        await dn.register(scm)
+    p = await scm.create_pipeline(hdds_pb2.RATIS, hdds_pb2.THREE)
+    assert p.state == hdds_pb2.PIPELINE_ALLOCATED
+    clock.advance(60)
+    assert await scm.pipeline_manager.scrub_pipelines() == 0
+    clock.advance(5 * 60)
+    assert await scm.pipeline_manager.scrub_pipelines() == 1
+    assert scm.pipeline_manager.find(p.id.id) is None
+    with pytest.raises(SCMException) as err:
+        await scm.create_pipeline(hdds_pb2.EC, hdds_pb2.THREE)
+    assert err.value.result is ResultCodes.FAILED_TO_CREATE_PIPELINE
+    await scm.stop()
+
+
+async def test_pipelines_persist_across_restart(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    before = {p.id.id: p.state for p in scm.list_pipelines()}
+    await scm.stop()
+    from scm_harness import make_conf
+
+    from scm_server.scm import StorageContainerManager
+
+    again = await StorageContainerManager.create(make_conf(tmp_path), clock=FakeClock())
+    assert {p.id.id: p.state for p in again.list_pipelines()} == before
+    await again.stop()
