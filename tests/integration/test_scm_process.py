@@ -191,8 +191,8 @@ def _close_all_open(scm: ScmUnderTest) -> list[int]:
 
 def test_dead_datanode_under_replicated_then_healthy(scm: ScmUnderTest) -> None:
     _allocate_and_write(scm, 4)
-    closed = _close_all_open(scm)
-    assert closed
+    assert _close_all_open(scm)
+    closed = [c.containerID for c in scm.client.list_containers(0, 1000, hdds_pb2.CLOSED)[0]]
     # The victim holds replicas of at least one closed container.
     victim = scm.sim_thread.run(
         lambda: next(dn for dn in scm.sim.datanodes if dn.alive and any(c in dn.containers for c in closed))
@@ -207,15 +207,20 @@ def test_dead_datanode_under_replicated_then_healthy(scm: ScmUnderTest) -> None:
     report = scm.wait(under_replicated, 30, "UNDER_REPLICATED containers after a datanode died")
     assert set(report["samples"].get("UNDER_REPLICATED", affected)) <= set(closed)
 
+    def live_holders(cid: int) -> list[str]:
+        return scm.sim_thread.run(lambda: [dn.hostname for dn, _ in scm.sim.replicas_of(cid)])
+
     def healthy_again() -> bool:
         stats = scm.report()["stats"]
-        return stats.get("UNDER_REPLICATED", 0) == 0 and stats.get("MISSING", 0) == 0
+        if stats.get("UNDER_REPLICATED", 0) or stats.get("MISSING", 0):
+            return False
+        return all(len(live_holders(c)) == 3 for c in affected)
 
-    scm.wait(healthy_again, 60, "replication bringing every container back to HEALTHY")
+    scm.wait(healthy_again, 60, "replication bringing every container back to HEALTHY with 3 live replicas")
     for cid in affected:
-        holders = scm.sim_thread.run(lambda c=cid: [dn.hostname for dn, _ in scm.sim.replicas_of(c)])
-        assert len(holders) == 3, (cid, holders)
-        assert victim.hostname not in holders
+        assert victim.hostname not in live_holders(cid)
+        replicas = scm.client.get_container_with_pipeline(cid)[1]
+        assert victim.uuid not in {r.datanode.uuid for r in replicas}
     nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
     assert nodes[victim.hostname]["healthState"] == "DEAD"
 
