@@ -922,17 +922,43 @@ class RaftServer:
             installed = self.sm.last_applied()[1]
             storage.remove_snapshot_files()
         else:
-            leader = self._leader
-            address = self._conf.address_of(leader) or meta.conf_state.address_of(leader)
-            _, installed = await self.sm.install_snapshot_from_leader(leader, address, meta)
-            await self.sm.pause()
-            await self.sm.reinitialize()
-            if installed < meta.index:
-                raise StorageError(
-                    f"state machine installed a checkpoint at index {installed}, older than the snapshot "
-                    f"index {meta.index} the leader announced"
-                )
+            installed = await self._install_from_leader(meta)
         self._sm_applied = max(installed, meta.index)
+
+    async def _install_from_leader(self, meta: SnapshotMetadata) -> int:
+        """Notification mode: the state machine downloads a checkpoint from the leader. A failed
+        download (leader gone, network) is retried with backoff against the current leader; the
+        Ready is not advanced meanwhile, so nothing after the snapshot is applied out of order."""
+        backoff = 0.2
+        attempt = 0
+        while True:
+            attempt += 1
+            node = self._require_node()
+            leader = node.status().leader or self._leader
+            address = self._conf.address_of(leader) or meta.conf_state.address_of(leader)
+            try:
+                _, installed = await self.sm.install_snapshot_from_leader(leader, address, meta)
+                if installed < meta.index:
+                    raise StorageError(
+                        f"the state machine installed a checkpoint at index {installed}, older than the "
+                        f"snapshot index {meta.index} the leader announced"
+                    )
+                await self.sm.pause()
+                await self.sm.reinitialize()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not self._running:
+                    raise
+                log.warning(
+                    "%s: installing the checkpoint for snapshot %d from leader %s (%s) failed (attempt %d): %s;"
+                    " retrying in %.1fs",
+                    self.config.node_id, meta.index, leader or "?", address or "?", attempt, exc, backoff,
+                )  # fmt: skip
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            return installed
 
     def _after_snapshot_installed(self, snap: Snapshot) -> None:
         meta = snap.metadata

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from scm_server.proto import raft_pb2, raft_pb2_grpc
 from scm_server.raft.core.types import ConfState, StateRole
 from scm_server.raft.errors import LogFailedError, NotLeaderError
 from scm_server.raft.faults import FaultRule
+from scm_server.raft.retry_cache import encode_envelope
 from scm_server.raft.server import RaftServer, RaftServerConfig, TlsConfig
 from scm_server.raft.statemachine import AppliedEntry, ApplyRejected, BaseStateMachine
 
@@ -257,3 +259,18 @@ async def test_mutual_tls_between_members(tmp_path: Path) -> None:
 async def _v(value: bool) -> bool:
     return value
 
+
+
+async def test_duplicate_call_in_the_log_is_applied_once_on_every_replica(group3: Group) -> None:
+    """A client retry that reached the log twice (e.g. via two leaders) is skipped at apply time."""
+    leader = await group3.leader()
+    node = leader._require_node()  # white-box: propose the same envelope twice, as two leaders could
+    env = encode_envelope(b"client-7", 5, time.time(), b"dup")
+    second = max(node.propose(env), node.propose(env))
+    leader._wakeup.set()
+    for sid, s in group3.servers.items():
+        await wait_for(lambda s=s: _v(s.applied_index >= second), 10, f"{sid} to apply the duplicate")
+        assert [d for _, d in group3.sms[sid].applied].count(b"dup") == 1, sid
+        assert s.retry_cache.get(b"client-7", 5) == b"ok:dup"
+    assert await leader.submit(b"dup", client_id=b"client-7", call_id=5) == b"ok:dup"
+    assert [d for _, d in group3.sms[leader.node_id].applied].count(b"dup") == 1
