@@ -77,6 +77,8 @@ class LocalSCM:
     ha: SCMHAConfig
     scm: SCMConfig
     node: SCMNodeDetails | None  # None: no HA service configured (a single SCM)
+    single_ratis_port: int = 9894  # ozone.scm.ratis.port, used when node is None
+    single_grpc_port: int = 9895  # ozone.scm.grpc.port, used when node is None
 
     @property
     def node_id(self) -> str | None:
@@ -118,9 +120,14 @@ class LocalSCM:
     @property
     def ratis_address(self) -> str:
         if self.node is None:
-            port = 9894
-            return f"{_single_host(self.scm)}:{port}"
+            return f"{_single_host(self.scm)}:{self.single_ratis_port}"
         return self.node.ratis_address
+
+    @property
+    def grpc_address(self) -> str:
+        if self.node is None:
+            return f"{_single_host(self.scm)}:{self.single_grpc_port}"
+        return self.node.grpc_address
 
 
 def raft_group_id(cluster_id: str) -> str:
@@ -130,6 +137,8 @@ def raft_group_id(cluster_id: str) -> str:
 def _single_host(scm: SCMConfig) -> str:
     if scm.client_address:
         return scm.client_address.split(":")[0]
+    if scm.scm_names:
+        return scm.scm_names[0].split(":")[0]
     return "localhost"
 
 
@@ -159,7 +168,13 @@ def resolve_local_scm(conf: OzoneConfiguration) -> LocalSCM:
     ha = SCMHAConfig.from_conf(conf)
     scm = SCMConfig.from_conf(conf)
     if not ha.is_ha_configured:
-        return LocalSCM(ha=ha, scm=scm, node=None)
+        return LocalSCM(
+            ha=ha,
+            scm=scm,
+            node=None,
+            single_ratis_port=conf.get_int("ozone.scm.ratis.port", 9894) or 9894,
+            single_grpc_port=conf.get_int("ozone.scm.grpc.port", 9895) or 9895,
+        )
     if ha.node_id is not None:
         return LocalSCM(ha=ha, scm=scm, node=ha.node(ha.node_id))
     local = _local_names()

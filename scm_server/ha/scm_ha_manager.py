@@ -198,9 +198,8 @@ class SCMHAManagerImpl:
             self._grpc = None
 
     async def _start_inter_scm_server(self) -> None:
-        node = self.local.node
-        port = node.grpc_port if node is not None else int(self.conf.get_int("ozone.scm.grpc.port", 9895) or 9895)
-        host = node.host if node is not None else "0.0.0.0"
+        host, _, port_text = self.local.grpc_address.rpartition(":")
+        port = int(port_text)
         server = grpc.aio.server(
             options=[("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
         )
