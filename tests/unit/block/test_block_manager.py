@@ -1,0 +1,181 @@
+"""BlockManager.allocate_block (Ozone flow) and the DeletedBlockLog end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scm_harness import bring_up, make_conf, make_datanodes, make_scm, replica
+
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ha.clock import FakeClock
+from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
+
+T = scm_datanode_pb2.SCMCommandProto.Type
+R = hdds_pb2.ContainerReplicaProto
+MB = 1 << 20
+
+
+async def test_rejected_in_safe_mode_and_bad_sizes(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    assert scm.in_safe_mode() == (True, False)
+    with pytest.raises(SCMException) as err:
+        await scm.allocate_block(MB, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    assert err.value.result is ResultCodes.SAFE_MODE_EXCEPTION
+    await bring_up(scm, make_datanodes(3))
+    assert scm.in_safe_mode() == (False, True)
+    for size in (0, -1, (1 << 30) + 1):
+        with pytest.raises(SCMException) as err:
+            await scm.allocate_block(size, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+        assert err.value.result is ResultCodes.INVALID_BLOCK_SIZE
+    with pytest.raises(SCMException) as err:
+        await scm.allocate_block(MB, 0, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    assert err.value.result is ResultCodes.INVALID_REQUEST
+    assert scm.block_manager.blocks_allocated == 0
+    await scm.stop()
+
+
+async def test_allocation_reuses_containers_and_ids_are_unique(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    await bring_up(scm, make_datanodes(3))
+    blocks = await scm.allocate_block(64 * MB, 50, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    blocks += await scm.allocate_block(64 * MB, 50, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    ids = [(b.containerBlockID.containerID, b.containerBlockID.localID) for b in blocks]
+    assert len({local for _, local in ids}) == 100  # every localID unique
+    containers = {c for c, _ in ids}
+    assert len(containers) == 2  # reused within openContainerLimit, not one container per block
+    assert all(b.pipeline.state == hdds_pb2.PIPELINE_OPEN and len(b.pipeline.members) == 3 for b in blocks)
+    # 100 blocks with a batch of 100 ids: one localId batch (Raft round trip), plus containers.
+    assert scm.sequence_id_generator.batch_allocations == 2  # localId + containerId
+    ones = await scm.allocate_block(MB, 3, hdds_pb2.RATIS, hdds_pb2.ONE, "om")
+    assert all(len(b.pipeline.members) == 1 for b in ones)
+    assert not containers & {b.containerBlockID.containerID for b in ones}
+    await scm.stop()
+
+
+async def test_exclude_list_is_honoured(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    ones = scm.pipeline_manager.open_pipelines(hdds_pb2.RATIS, hdds_pb2.ONE)
+    assert len(ones) == 3
+    excl = hdds_pb2.ExcludeListProto(datanodes=[dns[0].uuid], pipelineIds=[ones[1].id])
+    allowed = {p.id.id for p in ones if p.id != ones[1].id and dns[0].uuid not in {m.uuid for m in p.members}}
+    blocks = await scm.allocate_block(MB, 10, hdds_pb2.RATIS, hdds_pb2.ONE, "om", excl)
+    assert {b.pipeline.id.id for b in blocks} <= allowed
+    first = blocks[0].containerBlockID.containerID
+    excl_container = hdds_pb2.ExcludeListProto(containerIds=[first])
+    more = await scm.allocate_block(MB, 5, hdds_pb2.RATIS, hdds_pb2.ONE, "om", excl_container)
+    assert first not in {b.containerBlockID.containerID for b in more}
+    await scm.stop()
+
+
+async def test_ids_never_reissued_across_restart(tmp_path: Path) -> None:
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    await bring_up(scm, make_datanodes(3))
+    first = await scm.allocate_block(MB, 30, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    c1 = await scm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "admin")
+    await scm.stop()
+    from scm_server.scm import StorageContainerManager
+
+    again = await StorageContainerManager.create(make_conf(tmp_path), clock=clock)
+    await again.ha_manager.start()
+    again.force_exit_safe_mode()
+    dns = make_datanodes(3)
+    for dn in dns:
+        await dn.register(again)
+        for p in again.list_pipelines():
+            if dn.uuid in {m.uuid for m in p.members}:
+                dn.pipelines.add(p.id.id)
+        await dn.heartbeat(again)
+    second = await again.allocate_block(MB, 30, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    c2 = await again.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "admin")
+    old = {b.containerBlockID.localID for b in first}
+    new = {b.containerBlockID.localID for b in second}
+    assert not old & new and min(new) > max(old)
+    assert c2.containerInfo.containerID > c1.containerInfo.containerID
+    await again.stop()
+
+
+async def test_not_leader_cannot_allocate(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    await bring_up(scm, make_datanodes(3))
+    scm.scm_context.update_leader_and_term(False, 4)
+    with pytest.raises(NotLeaderException):
+        await scm.allocate_block(MB, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    await scm.stop()
+
+
+async def test_deleted_block_log_flow(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    blocks = await scm.allocate_block(MB, 4, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    cids = sorted({b.containerBlockID.containerID for b in blocks})
+    for dn in dns:
+        for cid in cids:
+            dn.replicas[cid] = replica(cid, R.OPEN)
+        await dn.heartbeat(scm)
+    key_blocks = [
+        scm_client_pb2.KeyBlocks(
+            key="/vol/bucket/key1",
+            blocks=[scm_client_pb2.BlockIDProto(containerID=b.containerBlockID.containerID, localID=b.containerBlockID.localID) for b in blocks]
+            + [scm_client_pb2.BlockIDProto(containerID=999, localID=1)],
+        )
+    ]
+    results = await scm.delete_key_blocks(key_blocks)
+    codes = [r.result for r in results[0].blockResults]
+    assert codes[:4] == [scm_client_pb2.DeleteScmBlockResult.success] * 4
+    assert codes[4] == scm_client_pb2.DeleteScmBlockResult.errorNotFound
+    dbl = scm.deleted_block_log
+    assert dbl.num_of_transactions() == len(cids)
+    assert scm.metadata_store.deleted_blocks.count() == len(cids)
+    # The deleting service sends one DeleteBlocks command per datanode and not again while in flight.
+    assert dbl.send_delete_commands() == 3
+    assert dbl.send_delete_commands() == 0
+    cmds = {dn.uuid: scm.node_manager.queued_commands(dn.uuid, T.deleteBlocksCommand) for dn in dns}
+    assert all(len(c) == 1 for c in cmds.values())
+
+    def ack(dn_uuid: str, success: bool = True) -> scm_datanode_pb2.CommandStatusReportsProto:
+        cmd = cmds[dn_uuid][0]
+        return scm_datanode_pb2.CommandStatusReportsProto(
+            cmdStatus=[
+                scm_datanode_pb2.CommandStatus(
+                    cmdId=cmd.cmdId,
+                    status=scm_datanode_pb2.CommandStatus.EXECUTED,
+                    type=T.deleteBlocksCommand,
+                    blockDeletionAck=scm_datanode_pb2.ContainerBlocksDeletionACKProto(
+                        dnId=dn_uuid,
+                        results=[
+                            scm_datanode_pb2.DeleteBlockTransactionResult(txID=t.txID, containerID=t.containerID, success=success)
+                            for t in cmd.deleteBlocksCommandProto.deletedBlocksTransactions
+                        ],
+                    ),
+                )
+            ]
+        )
+
+    await dns[0].heartbeat(scm, commandStatusReports=[ack(dns[0].uuid)])
+    await dns[1].heartbeat(scm, commandStatusReports=[ack(dns[1].uuid, success=False)])
+    assert dbl.num_of_transactions() == len(cids)  # not every replica acked yet
+    assert all(t.count == 1 for t in dbl.state_manager.transactions())  # dn2 failure bumped retries
+    await dns[2].heartbeat(scm, commandStatusReports=[ack(dns[2].uuid)])
+    assert dbl.num_of_transactions() == len(cids)
+    # dn2 is sent the transactions again and acks; now all replicas have deleted them.
+    assert dbl.send_delete_commands() == 1
+    cmds[dns[1].uuid] = scm.node_manager.queued_commands(dns[1].uuid, T.deleteBlocksCommand)[-1:]
+    await dns[1].heartbeat(scm, commandStatusReports=[ack(dns[1].uuid)])
+    assert dbl.num_of_transactions() == 0
+    assert scm.metadata_store.deleted_blocks.count() == 0
+    await scm.stop()
+
+
+async def test_delete_key_blocks_in_safe_mode(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    results = await scm.delete_key_blocks(
+        [scm_client_pb2.KeyBlocks(key="k", blocks=[scm_client_pb2.BlockIDProto(containerID=1, localID=2)])]
+    )
+    assert results[0].blockResults[0].result == scm_client_pb2.DeleteScmBlockResult.safeMode
+    assert scm.deleted_block_log.num_of_transactions() == 0
+    await scm.stop()

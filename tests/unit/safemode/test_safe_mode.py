@@ -1,0 +1,138 @@
+"""SCMSafeModeManager: rules, status progression into SCMContext/services, restart with data, force exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scm_harness import bring_up, make_conf, make_datanodes, make_scm, replica
+
+from scm_server.ha.clock import FakeClock
+from scm_server.ha.scm_service import ServiceStatus
+from scm_server.proto import hdds_pb2
+from scm_server.safemode.safe_mode_manager import SafeModeStatusName
+from scm_server.scm import StorageContainerManager
+
+R = hdds_pb2.ContainerReplicaProto
+
+
+def rules(scm: StorageContainerManager) -> dict[str, tuple[bool, str]]:
+    return {r.ruleName: (r.validate, r.statusText) for r in scm.safe_mode_rule_statuses()}
+
+
+async def test_pre_check_then_exit_pushes_status(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    sm = scm.safe_mode_manager
+    assert sm.status is SafeModeStatusName.INITIAL
+    assert scm.scm_context.is_in_safe_mode() and not scm.scm_context.is_pre_check_complete()
+    assert scm.replication_manager.status is ServiceStatus.PAUSING
+    dns = make_datanodes(3)
+    await dns[0].register(scm)
+    await dns[1].register(scm)
+    ok, text = rules(scm)["DataNodeSafeModeRule"]
+    assert not ok and text == "registered datanodes (=2) >= required datanodes (=3)"
+    await dns[2].register(scm)
+    assert sm.status is SafeModeStatusName.OUT_OF_SAFE_MODE  # empty cluster: other rules trivially hold
+    assert not scm.scm_context.is_in_safe_mode() and scm.scm_context.is_pre_check_complete()
+    assert scm.replication_manager.status is ServiceStatus.RUNNING  # services notified
+    assert scm.force_exit_safe_mode() is False
+    await scm.stop()
+
+
+async def test_restart_waits_for_container_and_pipeline_reports(tmp_path: Path) -> None:
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cids = []
+    for _ in range(4):
+        cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+        cids.append(cid)
+        await scm.close_container(cid)
+        for dn in dns:
+            dn.replicas[cid] = replica(cid, R.CLOSED, keys=5)
+    for dn in dns:
+        await dn.heartbeat(scm)
+    assert all(scm.get_container(c).state == hdds_pb2.CLOSED for c in cids)
+    # One more container that is still CLOSING when the SCM stops: excluded from the rule (HDDS-2198).
+    closing = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+    await scm.close_container(closing)
+    await scm.stop()
+
+    again = await StorageContainerManager.create(make_conf(tmp_path), clock=clock)
+    await again.ha_manager.start()
+    for dn in dns:
+        dn.replicas.pop(closing, None)
+    await dns[0].register(again)
+    await dns[1].register(again)
+    assert again.in_safe_mode() == (True, False)
+    # dn3 reports nothing yet: one RATIS/THREE pipeline not fully reported.
+    only_two = {k: v for k, v in dns[2].replicas.items()}
+    dns[2].replicas.clear()
+    pipelines = set(dns[2].pipelines)
+    dns[2].pipelines.clear()
+    await dns[2].register(again)
+    status = rules(again)
+    assert status["DataNodeSafeModeRule"][0]
+    assert status["RatisContainerSafeModeRule"][0]  # every CLOSED container has >= 1 replica
+    assert not status["HealthyPipelineSafeModeRule"][0]
+    assert again.in_safe_mode() == (True, True)
+    dns[2].replicas.update(only_two)
+    dns[2].pipelines.update(pipelines)
+    await dns[2].heartbeat(again)
+    assert again.in_safe_mode() == (False, True)
+    await again.stop()
+
+
+async def test_container_rule_threshold(tmp_path: Path) -> None:
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock, **{"hdds.scm.safemode.threshold.pct": "0.5"})
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cids = []
+    for _ in range(4):
+        cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+        cids.append(cid)
+        await scm.close_container(cid)
+        dns[0].replicas[cid] = replica(cid, R.CLOSED, keys=5)
+    await dns[0].heartbeat(scm)
+    await scm.stop()
+    again = await StorageContainerManager.create(
+        make_conf(tmp_path, **{"hdds.scm.safemode.threshold.pct": "0.5", "hdds.scm.safemode.healthy.pipeline.pct": "0",
+                               "hdds.scm.safemode.atleast.one.node.reported.pipeline.pct": "0"}),
+        clock=clock,
+    )
+    await again.ha_manager.start()
+    for cid in cids[1:]:
+        dns[0].replicas.pop(cid)
+    for dn in dns[1:]:
+        await dn.register(again)
+    await dns[0].register(again)
+    ok, text = rules(again)["RatisContainerSafeModeRule"]
+    assert not ok and "[1/4]" in text
+    dns[0].replicas[cids[1]] = replica(cids[1], R.CLOSED, keys=5)
+    await dns[0].heartbeat(again)
+    assert rules(again)["RatisContainerSafeModeRule"][0]
+    assert not again.in_safe_mode()[0]
+    await again.stop()
+
+
+async def test_force_exit_and_disabled(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path / "a")
+    assert scm.force_exit_safe_mode() is True
+    assert scm.in_safe_mode() == (False, True) and scm.safe_mode_manager.forced
+    await scm.stop()
+    disabled = await make_scm(tmp_path / "b", **{"hdds.scm.safemode.enabled": "false"})
+    assert disabled.in_safe_mode() == (False, True)
+    await disabled.stop()
+
+
+async def test_state_machine_ready_hook(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    ready = {"v": False}
+    scm.safe_mode_manager.set_state_machine_ready_hook(lambda: ready["v"])
+    await bring_up(scm, make_datanodes(3))
+    assert scm.in_safe_mode() == (True, True)
+    ready["v"] = True
+    await scm.run_health_check()
+    assert scm.in_safe_mode() == (False, True)
+    await scm.stop()
