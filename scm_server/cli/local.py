@@ -141,8 +141,15 @@ async def _summary(
         f"{hdds_pb2.PipelineState.Name(s)}={sum(1 for p in pipelines if p.state == s)}"
         for s in sorted({p.state for p in pipelines})
     ))
-    stats = {c.key: c.count for c in report.stat}
-    table.add_row("containers", ", ".join(f"{k}={v}" for k, v in stats.items() if v) or "-")
+    listed, total = await admin.list_containers(0, 100_000)
+    by_state: dict[str, int] = {}
+    for c in listed:
+        name = hdds_pb2.LifeCycleState.Name(c.state)
+        by_state[name] = by_state.get(name, 0) + 1
+    table.add_row("containers", f"{total}: " + ", ".join(f"{k}={v}" for k, v in sorted(by_state.items())))
+    health = {c.key: c.count for c in report.stat if c.count and c.key not in by_state}
+    if health:
+        table.add_row("replication report", ", ".join(f"{k}={v}" for k, v in health.items()))
     table.add_row(
         "workload",
         f"{result.operations} blocks in {result.seconds:.2f}s = {result.ops_per_second:,.0f} blocks/s "
@@ -150,14 +157,13 @@ async def _summary(
         f"duplicate block ids: {duplicates}",
     )
     console.print(table)
-    where = Table(title="Where to look")
-    where.add_column("SCM")
-    where.add_column("admin (ozone-scm admin --scm)")
-    where.add_column("web")
-    where.add_column("metrics")
+    console.print("[bold]Where to look[/]")
     for s in cluster.scms:
-        where.add_row(s.node_id or "scm", s.client_address, s.http_url + "/", s.http_url + "/prom")
-    console.print(where)
+        console.print(
+            f"  {s.node_id or 'scm'}: admin {s.client_address}  web {s.http_url}/  metrics {s.http_url}/prom  "
+            f"datanode protocol {s.datanode_address}",
+            soft_wrap=True, highlight=False,
+        )
     console.print(
         f"Try: ozone-scm admin --scm {','.join(cluster.client_addresses)} container report\n"
         f"     ozone-scm --conf {cluster.scms[0].conf_dir} admin datanode list\n"
