@@ -429,6 +429,7 @@ class Cluster:
         st = node.storage
         prev_commit = node.hs.commit
         was_leader = node.role == StateRole.LEADER
+        prev_term = node.hs.term
         # 1. persist: snapshot, entries and hard state in one write, synced when must_sync
         if rd.snapshot is not None:
             if check:
@@ -437,6 +438,7 @@ class Cluster:
             node.conf_indexes = []
             self.event("restore", (nid, rd.snapshot.metadata.index, rd.snapshot.metadata.term))
         truncated = False
+        voters_before = self._voters(node) if check and was_leader else ()
         if rd.entries:
             ents = rd.entries
             truncated = ents[0].index <= st.last_index()
@@ -478,8 +480,8 @@ class Cluster:
                     chk.fail(f"{nid}: Ready.conf_state {rd.conf_state} differs from its log's {want}")
         if check and node.hs.commit > prev_commit:
             chk.on_commit(nid, node.hs.commit, storage_term(st, node.hs.commit))
-            if was_leader or node.role == StateRole.LEADER:
-                self._check_durable_quorum(node, node.hs.commit)
+            if node.role == StateRole.LEADER or (was_leader and node.hs.term == prev_term):
+                self._check_durable_quorum(node, node.hs.commit, voters_before)
             for other in self.leaders():
                 if other is not node:
                     chk.check_leader_has_committed(
@@ -538,25 +540,38 @@ class Cluster:
         if check and truncated and node.raw is raw and not node.retired:
             self._check_conf(node)  # a truncated conf entry must roll the configuration back
 
-    def _check_durable_quorum(self, leader: SimNode, commit: int) -> None:
-        """A leader commits index c only once a majority of its voters hold entry c *durably*."""
+    def _voters(self, node: SimNode) -> tuple[str, ...]:
+        """Voters of the configuration the node's log implies (snapshot conf + its conf entries)."""
+        st = node.storage
+        cs = st.snapshot().metadata.conf_state
+        for i in node.conf_indexes:
+            cs = conf_state_after(cs, ConfChange.decode(st.entries(i, i + 1)[0].data))
+        return cs.voters
+
+    def _check_durable_quorum(self, leader: SimNode, commit: int, voters_before: tuple[str, ...]) -> None:
+        """A leader commits index c only once a majority of its voters hold entry c *durably*.
+
+        The leader may have switched configuration within the same Ready (a change proposed while
+        its disk was slow), so a majority of the configuration before or after it is accepted.
+        """
         term = storage_term(leader.storage, commit)
         if term is None:
             return
-        voters = derived_conf(leader.storage).voters
-        holders = []
-        for v in voters:
+        holders: list[str] = []
+        for v in set(voters_before) | set(self._voters(leader)):
             n = self.nodes.get(v)
             if n is None:
                 continue
             d = n.disk.durable
             if commit <= d.snapshot().metadata.index or storage_term(d, commit) == term:
                 holders.append(v)
-        if len(holders) * 2 <= len(voters):
-            self.checker.fail(
-                f"leader {leader.id} (term {leader.hs.term}) committed index {commit} (term {term}) but only "
-                f"{holders} of voters {voters} hold it durably"
-            )
+        for voters in {voters_before, self._voters(leader)}:
+            if voters and sum(1 for v in voters if v in holders) * 2 > len(voters):
+                return
+        self.checker.fail(
+            f"leader {leader.id} (term {leader.hs.term}) committed index {commit} (term {term}) but only "
+            f"{sorted(holders)} of voters {self._voters(leader)} hold it durably"
+        )
 
     def _serve_reads(self, node: SimNode) -> None:
         applied = node.sm.live.index

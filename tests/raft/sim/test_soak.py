@@ -1,0 +1,59 @@
+"""The long simulation tier (``make soak``): millions of random-walk steps over many seeds.
+
+Environment:
+* ``SIM_SEEDS``: seeds to run, e.g. ``1000-1199`` or ``5,17,42`` (default: as many seeds from
+  10000 on as ``SIM_SOAK_STEPS`` needs);
+* ``SIM_SOAK_STEPS``: total simulated steps (default 5,000,000);
+* ``SIM_WALK_STEPS``: steps per walk (default 50,000).
+
+Each walk alternates 3- and 5-node clusters with the full fault and membership mix, checks every
+invariant after every step, then heals, converges (liveness) and checks durability. The first
+failing seed is reported with its last events; replay it with ``SIM_SEED=<seed>`` (see
+``test_random_walk.py::test_replay_seed``) or ``SIM_SEEDS=<seed>`` here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from .invariants import InvariantViolation
+from .walk import run_walk
+
+
+def parse_seeds(text: str) -> list[int]:
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            seeds.extend(range(int(lo), int(hi) + 1))
+        else:
+            seeds.append(int(part))
+    return seeds
+
+
+def test_parse_seeds() -> None:
+    assert parse_seeds("1-3, 7,9-9") == [1, 2, 3, 7, 9]
+
+
+@pytest.mark.soak
+def test_soak_random_walks() -> None:
+    total = int(os.environ.get("SIM_SOAK_STEPS", 5_000_000))
+    per_walk = int(os.environ.get("SIM_WALK_STEPS", 50_000))
+    seeds = parse_seeds(os.environ.get("SIM_SEEDS", ""))
+    if not seeds:
+        seeds = list(range(10_000, 10_000 + max(1, total // per_walk)))
+    t0 = time.monotonic()
+    steps = 0
+    for k, seed in enumerate(seeds):
+        try:
+            c = run_walk(seed, per_walk, 5 if k % 2 else 3)
+        except InvariantViolation as exc:
+            raise AssertionError(f"soak walk failed at seed {seed} (after {steps:,} steps in earlier walks)\n{exc}") from exc
+        steps += c.step_no
+    print(f"soak: {steps:,} steps over {len(seeds)} seeds in {time.monotonic() - t0:.0f}s")
