@@ -1,0 +1,117 @@
+"""StorageContainerManager facade: construction errors, admin reads, HA hooks, metrics, summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from scm_harness import bring_up, make_conf, make_datanodes, make_scm, replica
+
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.ha.clock import FakeClock
+from scm_server.ha.sequence_id_generator import LOCAL_ID
+from scm_server.proto import hdds_pb2
+from scm_server.scm import StorageContainerManager
+
+R = hdds_pb2.ContainerReplicaProto
+
+
+async def test_create_refuses_uninitialized_storage(tmp_path: Path) -> None:
+    with pytest.raises(SCMException) as err:
+        await StorageContainerManager.create(make_conf(tmp_path))
+    assert err.value.result is ResultCodes.SCM_NOT_INITIALIZED
+    assert "ozone-scm scm --init" in str(err.value)
+
+
+async def test_admin_reads_and_summary(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cwp = await scm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "admin")
+    cid = cwp.containerInfo.containerID
+    await scm.allocate_container(hdds_pb2.RATIS, hdds_pb2.ONE, "admin")
+    await scm.close_container(cid)
+    for dn in dns:
+        dn.replicas[cid] = replica(cid, R.CLOSED, keys=3)
+        await dn.heartbeat(scm)
+    info, replicas = scm.get_container_with_pipeline(cid)
+    assert info.containerInfo.state == hdds_pb2.CLOSED
+    assert sorted(r.datanode.uuid for r in replicas) == sorted(d.uuid for d in dns)
+    closed, total = scm.list_containers(state=hdds_pb2.CLOSED)
+    assert [c.containerID for c in closed] == [cid] and total == 1
+    page, total = scm.list_containers(start_id=0, count=1)
+    assert len(page) == 1 and total == 2
+    ones, _ = scm.list_containers(rfactor=hdds_pb2.ONE)
+    assert [c.replicationFactor for c in ones] == [hdds_pb2.ONE]
+    with pytest.raises(SCMException) as err:
+        await scm.close_container(cid)
+    assert err.value.result is ResultCodes.UNEXPECTED_CONTAINER_STATE
+    scm.stop_replication_manager()
+    assert scm.replication_manager_status() is False
+    scm.start_replication_manager()
+    assert scm.replication_manager_status() is True
+    await scm.replication_manager.run_once()
+    report = {c.key: c.count for c in scm.replication_manager_report().stat}
+    assert report["CLOSED"] == 1 and report["OPEN"] == 1 and report["HEALTHY"] == 2
+    summary = scm.status_summary()
+    assert summary["containers_by_state"]["CLOSED"] == 1
+    assert len(summary["nodes"]) == 3 and summary["nodes"][0]["health"] == "HEALTHY"
+    assert summary["safemode"]["in_safe_mode"] is False
+    assert {r["name"] for r in summary["safemode"]["rules"]} >= {"DataNodeSafeModeRule", "RatisContainerSafeModeRule"}
+    assert summary["ha"]["is_leader"] is True and summary["ha"]["term"] == -1
+    info_resp = scm.get_scm_info()
+    assert info_resp.clusterId == scm.storage_config.cluster_id and info_resp.peerRoles
+    await scm.stop()
+
+
+async def test_metrics_registry_is_per_instance(tmp_path: Path) -> None:
+    one = await make_scm(tmp_path / "one")
+    two = await make_scm(tmp_path / "two")
+    await bring_up(one, make_datanodes(3))
+    await one.allocate_block(1024, 5, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    text_one = generate_latest(one.metrics_registry).decode()
+    text_two = generate_latest(two.metrics_registry).decode()
+    assert "scm_blocks_allocated_total 5.0" in text_one
+    assert "scm_blocks_allocated_total 0.0" in text_two
+    assert 'scm_nodes{health="HEALTHY",op_state="IN_SERVICE"} 3.0' in text_one
+    assert "scm_safemode 1.0" in text_two and "scm_safemode 0.0" in text_one
+    assert 'scm_containers{state="OPEN"} 2.0' in text_one
+    await one.stop()
+    await two.stop()
+
+
+async def test_leader_change_hooks_invalidate_batches_and_pause(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    await bring_up(scm, make_datanodes(3))
+    first = await scm.sequence_id_generator.get_next_id(LOCAL_ID)
+    scm.on_step_down(5)
+    assert not scm.scm_context.is_leader()
+    assert scm.replication_manager.status.value == "PAUSING"
+    scm.on_become_leader(6)
+    assert scm.scm_context.is_leader() and not scm.scm_context.is_leader_ready()
+    scm.on_leader_ready()
+    assert scm.replication_manager.status.value == "RUNNING"
+    second = await scm.sequence_id_generator.get_next_id(LOCAL_ID)
+    assert second > first + 1  # the rest of the old batch was dropped, never reused
+    cmd_term = {c.term for dn in scm.node_manager.all_nodes() for c in dn.commands}
+    assert cmd_term <= {6}
+    await scm.stop()
+
+
+async def test_reinitialize_after_checkpoint_install(tmp_path: Path) -> None:
+    clock = FakeClock()
+    leader = await make_scm(tmp_path / "leader", clock)
+    await bring_up(leader, make_datanodes(3))
+    for _ in range(3):
+        await leader.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    checkpoint = leader.metadata_store.checkpoint(tmp_path / "cp")
+    follower = await make_scm(tmp_path / "follower", clock, scm_id=None)
+    assert follower.list_containers()[1] == 0
+    follower.metadata_store.replace_from_checkpoint(checkpoint)
+    follower.reinitialize()
+    assert follower.list_containers()[1] == 3
+    assert len(follower.list_pipelines()) == len(leader.list_pipelines())
+    assert follower.transaction_buffer.latest_trx_info() == leader.transaction_buffer.latest_snapshot()
+    await leader.stop()
+    await follower.stop()
