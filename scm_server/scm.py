@@ -36,6 +36,11 @@ from scm_server.conf import OzoneConfiguration, SCMConfigurations
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import ContainerStateManager
 from scm_server.container.replication.replication_manager import ReplicationManager
+from scm_server.container.report_handlers import (
+    ContainerActionsHandler,
+    ContainerReportHandler,
+    IncrementalContainerReportHandler,
+)
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.ha.clock import Clock, SystemClock
 from scm_server.ha.dispatcher import SCMStateMachineDispatcher
@@ -118,6 +123,9 @@ class StorageContainerManager:
             clock,
             configs.scm,
         )
+        self.container_report_handler = ContainerReportHandler(self.container_manager)
+        self.incremental_container_report_handler = IncrementalContainerReportHandler(self.container_manager)
+        self.container_actions_handler = ContainerActionsHandler(self.container_manager)
         self.node_manager.add_listener(self.pipeline_manager)
         self.node_manager.add_listener(self.container_manager)
         self.deleted_block_log = DeletedBlockLog(
@@ -341,7 +349,7 @@ class StorageContainerManager:
         layout = request.dataNodeLayoutVersion.metadataLayoutVersion if request.HasField("dataNodeLayoutVersion") else 0
         info = self.node_manager.register(details, layout)
         self.node_manager.process_node_report(details.uuid, request.nodeReport)
-        await self._safely(self.container_manager.process_container_report(details.uuid, request.containerReport))
+        await self._safely(self.container_report_handler.on_message(details.uuid, request.containerReport))
         await self._safely(self.pipeline_manager.process_pipeline_report(details.uuid, request.pipelineReports))
         self.safe_mode_manager.validate()
         self._service_manager.notify_event_triggered(Event.NEW_NODE_HANDLER_TRIGGERED)
@@ -386,9 +394,9 @@ class StorageContainerManager:
         if request.HasField("nodeReport"):
             self.node_manager.process_node_report(uuid, request.nodeReport)
         if request.HasField("containerReport"):
-            await self._safely(self.container_manager.process_container_report(uuid, request.containerReport))
+            await self._safely(self.container_report_handler.on_message(uuid, request.containerReport))
         for icr in request.incrementalContainerReport:
-            await self._safely(self.container_manager.process_incremental_report(uuid, icr))
+            await self._safely(self.incremental_container_report_handler.on_message(uuid, icr))
         if request.HasField("pipelineReports"):
             await self._safely(self.pipeline_manager.process_pipeline_report(uuid, request.pipelineReports))
         for report in request.commandStatusReports:
@@ -398,8 +406,7 @@ class StorageContainerManager:
             for action in request.pipelineActions.pipelineActions:
                 await self._safely(self.pipeline_manager.process_pipeline_action(uuid, action))
         if request.HasField("containerActions"):
-            for caction in request.containerActions.containerActions:
-                await self._safely(self.container_manager.process_container_action(uuid, caction))
+            await self._safely(self.container_actions_handler.on_message(uuid, request.containerActions))
         if request.HasField("commandQueueReport"):
             self.node_manager.process_command_queue_report(uuid, request.commandQueueReport)
         self.safe_mode_manager.validate()

@@ -159,3 +159,45 @@ async def test_admin_close_errors(tmp_path: Path) -> None:
         scm.get_container(42)
     assert err.value.result is ResultCodes.CONTAINER_NOT_FOUND
     await scm.stop()
+
+
+async def test_replication_pending_ops_complete_or_expire(tmp_path: Path) -> None:
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    dns = make_datanodes(4)
+    await bring_up(scm, dns)
+    cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+    await scm.close_container(cid)
+    for dn in dns[:2]:
+        dn.replicas[cid] = replica(cid, R.CLOSED)
+        await dn.heartbeat(scm)
+    rm = scm.replication_manager
+    scm.node_manager.clear_command_queues()
+
+    def replicate_targets() -> list[str]:
+        return [
+            n.uuid
+            for n in scm.node_manager.all_nodes()
+            for c in scm.node_manager.queued_commands(n.uuid, T.replicateContainerCommand)
+            if c.replicateContainerCommandProto.containerID == cid
+        ]
+
+    await rm.run_once()
+    (target,) = replicate_targets()
+    assert len(rm.pending_ops) == 1
+    scm.node_manager.clear_command_queues()
+    await rm.run_once()
+    assert replicate_targets() == []  # pending: not issued again
+    clock.advance(12 * 60 + 1)  # hdds.scm.replication.event.timeout passed without the replica
+    await rm.run_once()
+    assert len(replicate_targets()) == 1
+    # The replica shows up: the pending op completes and the container is healthy.
+    new_target = replicate_targets()[0]
+    holder = next(d for d in dns if d.uuid == new_target)
+    holder.replicas[cid] = replica(cid, R.CLOSED)
+    await holder.heartbeat(scm)
+    assert len(rm.pending_ops) == 0
+    await rm.run_once()
+    assert rm.last_results[cid].health.value == "HEALTHY"
+    assert target  # first target was a real datanode
+    await scm.stop()
