@@ -907,6 +907,7 @@ class Cluster:
                 if upto > st.first_index() - 1:
                     st.compact(upto)
                     node.disk.durable.compact(upto)
+                    node.conf_indexes = [i for i in node.conf_indexes if i > upto]
                 self.event("compact", (nid, idx, upto))
                 done = True
         self._after()
