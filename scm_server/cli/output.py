@@ -11,7 +11,6 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf import message as pb_message
 from rich.console import Console
 from rich.table import Table
@@ -29,7 +28,31 @@ HEALTH_STATES = [
 
 
 def to_dict(msg: pb_message.Message) -> dict[str, Any]:
-    return json_format.MessageToDict(msg, preserving_proto_field_name=True)
+    """Protobuf -> JSON-ready dict with set fields only, enums as names and int64 as numbers.
+
+    (``json_format.MessageToDict`` renders int64 as strings; Ozone's ``--json`` shows numbers.)
+    """
+    out: dict[str, Any] = {}
+    for field, value in msg.ListFields():
+        out[field.name] = _field_value(field, value)
+    return out
+
+
+def _scalar(field: Any, value: Any) -> Any:
+    if field.type == field.TYPE_MESSAGE:
+        return to_dict(value)
+    if field.type == field.TYPE_ENUM:
+        enum_value = field.enum_type.values_by_number.get(value)
+        return enum_value.name if enum_value is not None else value
+    if field.type == field.TYPE_BYTES:
+        return value.hex()
+    return value
+
+
+def _field_value(field: Any, value: Any) -> Any:
+    if field.is_repeated:
+        return [_scalar(field, v) for v in value]
+    return _scalar(field, value)
 
 
 def print_json(value: Any) -> None:

@@ -74,6 +74,7 @@ class FakeSCM:
         return {
             "cluster_id": self.cluster_id,
             "nodes": [{"hostname": "dn1", "uuid": "u1", "health": "HEALTHY", "op_state": "IN_SERVICE"}],
+            "pipelines": [{"id": "p1", "state": "PIPELINE_OPEN", "members": ["u1"], "leader": "u1"}],
             "containers_by_state": {"OPEN": 1},
-            "ha": {"role": "LEADER" if self.leader else "FOLLOWER", "term": 3},
+            "ha": {"is_leader": self.leader, "term": 3},
         }
