@@ -120,6 +120,8 @@ class RaftServerConfig:
             )
         if self.snapshot_threshold <= 0 or self.log_purge_gap < 0:
             raise ConfigError("snapshot_threshold must be > 0 and log_purge_gap >= 0")
+        if self.max_pending_proposals <= 0:
+            raise ConfigError(f"max_pending_proposals={self.max_pending_proposals} must be > 0")
         if self.tick_interval <= 0:
             raise ConfigError(f"tick_interval={self.tick_interval} must be > 0 seconds")
 
@@ -247,7 +249,9 @@ class RaftServer:
                 check_quorum=cfg.check_quorum,
                 max_size_per_msg=cfg.max_size_per_msg,
                 max_inflight_msgs=cfg.max_inflight_msgs,
-                max_uncommitted_entries=max(cfg.max_pending_proposals, 1),
+                # the runtime's own bound (max_pending_proposals) answers first, with its message;
+                # the core's bound leaves room for no-ops and conf changes
+                max_uncommitted_entries=cfg.max_pending_proposals + 64,
                 applied=applied,
             ),
             storage,
@@ -494,7 +498,10 @@ class RaftServer:
         if self._role != StateRole.LEADER or "transfer" in text or "not leader" in text.lower():
             return NotLeaderError(self._leader, self.leader_address(), f"proposal dropped: {text}")
         if "full" in text.lower() or "uncommitted" in text.lower():
-            return ProposalQueueFullError(f"proposal dropped by the Raft core: {text}; back off and retry")
+            return ProposalQueueFullError(
+                f"proposal dropped by the Raft core: {text} (max_pending_proposals="
+                f"{self.config.max_pending_proposals}); back off and retry"
+            )
         return NotLeaderError(self._leader, self.leader_address(), f"proposal dropped: {text}")
 
     async def read_index(self, timeout: float | None = None) -> int:
