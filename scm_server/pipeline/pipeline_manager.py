@@ -101,10 +101,20 @@ class PipelineManager:
             p for p in pipelines if p.id.id not in bad_pipelines and not any(m.uuid in bad_nodes for m in p.members)
         ]
 
-    def pipeline_count_of(self, dn_uuid: str) -> int:
+    def pipeline_count_of(self, dn_uuid: str, rfactor: int | None = None) -> int:
+        """Non-closed pipelines the datanode belongs to (of one factor if given)."""
         return sum(
-            1 for p in self.get_pipelines(states={ALLOCATED, OPEN, DORMANT}) if any(m.uuid == dn_uuid for m in p.members)
+            1
+            for p in self.get_pipelines(rfactor=rfactor, states={ALLOCATED, OPEN, DORMANT})
+            if any(m.uuid == dn_uuid for m in p.members)
         )
+
+    def _placement_limits(self, rfactor: int) -> tuple[Callable[[str], int], Callable[[str], int]]:
+        """Ozone counts only RATIS/THREE pipelines against ozone.scm.datanode.pipeline.limit;
+        a datanode hosts at most one RATIS/ONE pipeline."""
+        if rfactor == THREE:
+            return (lambda u: self.pipeline_count_of(u, THREE)), self.node_manager.pipeline_limit
+        return (lambda u: self.pipeline_count_of(u, ONE)), (lambda _u: 1)
 
     def pipelines_of(self, dn_uuid: str) -> list[hdds_pb2.Pipeline]:
         return [p for p in self.get_pipelines() if any(m.uuid == dn_uuid for m in p.members)]
@@ -130,9 +140,8 @@ class PipelineManager:
             )
         count = factor_count(rfactor)
         if nodes is None:
-            chosen = self.placement.choose_datanodes(
-                self.node_manager.all_nodes(), count, self.pipeline_count_of, self.node_manager.pipeline_limit
-            )
+            load, limit = self._placement_limits(rfactor)
+            chosen = self.placement.choose_datanodes(self.node_manager.all_nodes(), count, load, limit)
             member_ids = [n.uuid for n in chosen]
             if count > 1 and self._duplicate_of_existing(member_ids, rfactor):
                 raise SCMException(

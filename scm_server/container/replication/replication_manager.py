@@ -17,6 +17,7 @@ state and up to ``hdds.scm.replication.container.sample.limit`` sample ids per h
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections import defaultdict
@@ -244,7 +245,9 @@ class ReplicationManager(BackgroundSCMService):
         report = ReplicationManagerReport(self.config.container_sample_limit)
         cluster = self.cluster_view()
         results: dict[int, CheckResult] = {}
-        for info in self.container_manager.get_containers():
+        for n, info in enumerate(self.container_manager.get_containers()):
+            if n and n % 500 == 0:
+                await asyncio.sleep(0)  # large clusters: let heartbeats in between
             cid = info.containerID
             view = self.container_view(cid)
             result = check_container(view, cluster)

@@ -63,10 +63,12 @@ async def test_background_creation_opens_when_members_report(tmp_path: Path) -> 
         await dn.register(scm)
     pm = scm.pipeline_manager
     created = await pm.create_pipelines_up_to_limit()
-    assert created >= 2
+    assert created == len(pm.get_pipelines())
     assert all(p.state == hdds_pb2.PIPELINE_ALLOCATED for p in pm.get_pipelines())
     for dn in dns:
-        assert pm.pipeline_count_of(dn.uuid) <= 2  # ozone.scm.datanode.pipeline.limit
+        assert pm.pipeline_count_of(dn.uuid, hdds_pb2.THREE) <= 2  # ozone.scm.datanode.pipeline.limit
+        assert pm.pipeline_count_of(dn.uuid, hdds_pb2.ONE) == 1  # one RATIS/ONE pipeline per datanode
+    assert len(pm.get_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)) >= 3
     # Members get CreatePipeline commands, execute them and report: pipelines open.
     three = pm.get_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)
     members = {m.uuid for m in three[0].members}
