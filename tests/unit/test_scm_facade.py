@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import generate_latest
-from scm_harness import bring_up, make_conf, make_datanodes, make_scm, replica
+from scm_state_harness import bring_up, make_conf, make_datanodes, make_scm, replica
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.clock import FakeClock

@@ -23,10 +23,11 @@ scenarios all drive this same class.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -297,6 +298,8 @@ class Cluster:
         self._read_seq = 0
         self._next_id = n + 1
         self.acked_values: list[bytes] = []
+        self._in_ready: set[NodeId] = set()
+        self._deferred_reports: list[tuple[NodeId, NodeId, bool]] = []
         STATS["clusters"] += 1
         ids = [f"n{i}" for i in range(1, n + 1)]
         conf = ConfState(voters=tuple(ids), addresses=tuple((i, address_of(i)) for i in ids))
@@ -330,6 +333,16 @@ class Cluster:
                 f"{node.storage.last_index()}] leader={node.leader!r}"
             )
         return "\n".join(lines)
+
+    @contextlib.contextmanager
+    def report_exceptions(self) -> Iterator[None]:
+        """Turn an unexpected exception (from the core or the harness) into a report with the seed."""
+        try:
+            yield
+        except InvariantViolation:
+            raise
+        except Exception as exc:
+            raise InvariantViolation(f"unexpected {exc!r}\n{self.describe_failure()}") from exc
 
     def _step_done(self) -> None:
         self.step_no += 1
@@ -409,15 +422,24 @@ class Cluster:
             return
         if node.pending_ready is not None:
             rd, node.pending_ready = node.pending_ready, None
-            self._handle_ready(node, rd, sent=True)
+            self._in_ready.add(node.id)
+            try:
+                self._handle_ready(node, rd, sent=True)
+            finally:
+                self._in_ready.discard(node.id)
             if node.raw is not raw or node.retired:
                 return
         for _ in range(1000):
             if not raw.has_ready():
                 return
-            self._handle_ready(node, raw.ready())
+            self._in_ready.add(node.id)
+            try:
+                self._handle_ready(node, raw.ready())
+            finally:
+                self._in_ready.discard(node.id)
             if node.raw is not raw or node.retired:
                 return
+            self._flush_deferred_reports(node)
         raise InvariantViolation(f"{node.id} kept producing Readies (1000 in a row)\n{self.describe_failure()}")
 
     def _handle_ready(self, node: SimNode, rd: Ready, sent: bool = False) -> None:
@@ -598,11 +620,31 @@ class Cluster:
         self.net.send(m, self.step_no)
 
     def _snapshot_done(self, m: Message, ok: bool) -> None:
+        """The transport reports the end of a snapshot send to the sender (report_snapshot).
+
+        If the sender is in the middle of handling a Ready (the send failed at once), the report
+        waits until that Ready is advanced: the core must not be re-entered between ready() and
+        advance().
+        """
         src = self.nodes.get(m.frm)
-        if src is not None and src.raw is not None and not src.retired:
-            src.raw.report_snapshot(m.to, ok)
-            self.event("report-snapshot", (m.frm, m.to, ok))
-            self._drain(src)
+        if src is None or src.raw is None or src.retired:
+            return
+        if src.id in self._in_ready:
+            self._deferred_reports.append((src.id, m.to, ok))
+            return
+        src.raw.report_snapshot(m.to, ok)
+        self.event("report-snapshot", (m.frm, m.to, ok))
+        self._drain(src)
+
+    def _flush_deferred_reports(self, node: SimNode) -> None:
+        if not self._deferred_reports:
+            return
+        mine = [r for r in self._deferred_reports if r[0] == node.id]
+        self._deferred_reports = [r for r in self._deferred_reports if r[0] != node.id]
+        for _, to, ok in mine:
+            if node.raw is not None and not node.retired:
+                node.raw.report_snapshot(to, ok)
+                self.event("report-snapshot", (node.id, to, ok))
 
     # ---- actions (each is one step) ----
 

@@ -64,13 +64,15 @@ class Walk:
     def run(self, steps: int) -> None:
         c = self.c
         end = c.step_no + steps
-        while c.step_no < end:
-            self.step()
+        with c.report_exceptions():
+            while c.step_no < end:
+                self.step()
 
     def finish(self, max_rounds: int = 300) -> None:
-        self.c.heal_all()
-        self.c.converge(max_rounds)
-        self.c.final_checks()
+        with self.c.report_exceptions():
+            self.c.heal_all()
+            self.c.converge(max_rounds)
+            self.c.final_checks()
 
     # ---- helpers ----
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scm_harness import bring_up, make_conf, make_datanodes, make_scm, replica
+from scm_state_harness import bring_up, make_conf, make_datanodes, make_scm, replica
 
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.ha.clock import FakeClock

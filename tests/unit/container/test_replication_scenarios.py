@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scm_harness import FakeDatanode, make_scm
+from scm_state_harness import FakeDatanode, make_scm
 
 from scm_server.container.container_manager import ContainerReplica
 from scm_server.container.replication.replication_manager import PendingOpType, report_counts

@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
-from scm_harness import FakeDatanode, bring_up, make_datanodes, make_scm
+from scm_state_harness import FakeDatanode, bring_up, make_datanodes, make_scm
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.clock import FakeClock
@@ -137,7 +137,7 @@ async def test_pipelines_persist_across_restart(tmp_path: Path) -> None:
     await bring_up(scm, dns)
     before = {p.id.id: p.state for p in scm.list_pipelines()}
     await scm.stop()
-    from scm_harness import make_conf
+    from scm_state_harness import make_conf
 
     from scm_server.scm import StorageContainerManager
 

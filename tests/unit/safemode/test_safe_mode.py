@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scm_harness import bring_up, make_conf, make_datanodes, make_scm, replica
+from scm_state_harness import bring_up, make_conf, make_datanodes, make_scm, replica
 
 from scm_server.ha.clock import FakeClock
 from scm_server.ha.scm_service import ServiceStatus
