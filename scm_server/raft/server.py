@@ -54,6 +54,7 @@ from scm_server.raft.core.types import (
     Entry,
     EntryType,
     Message,
+    MessageType,
     ProposalDroppedError,
     Ready,
     Snapshot,
@@ -81,6 +82,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_EARLY_TYPES = frozenset({MessageType.APPEND, MessageType.HEARTBEAT})
 
 
 @dataclass(frozen=True)
@@ -734,6 +737,19 @@ class RaftServer:
         snap = rd.snapshot if rd.snapshot is not None and not rd.snapshot.is_empty() else None
         if snap is not None:
             await self._install_snapshot(snap)
+        messages = rd.messages
+        if rd.conf_state is not None:
+            transport.update_peers(dict(rd.conf_state.addresses))  # before sending to new members
+        if messages and self._role == StateRole.LEADER and snap is None:
+            # Thesis §10.2.1: a leader may send AppendEntries/heartbeats in parallel with its own
+            # write, because the core counts the leader's own match only once its log is durable.
+            # Only when this Ready changes neither term nor vote (those must be durable first).
+            hs, durable = rd.hard_state, storage.hard_state()
+            if hs is None or (hs.term == durable.term and hs.vote == durable.vote):
+                early = [m for m in messages if m.type in _EARLY_TYPES]
+                if early:
+                    transport.send(early)
+                    messages = tuple(m for m in messages if m.type not in _EARLY_TYPES)
         if rd.hard_state is not None or rd.entries or snap is not None:
             p = storage.prepare_save(rd.hard_state, rd.entries, snap, rd.must_sync)
             assert self._writer is not None
@@ -745,11 +761,10 @@ class RaftServer:
             self._after_snapshot_installed(snap)
         if rd.conf_state is not None:
             self._conf = rd.conf_state
-            transport.update_peers(dict(rd.conf_state.addresses))
             self.sm.notify_configuration_changed(rd.conf_state)
             self._bump()
-        if rd.messages:
-            transport.send(rd.messages)
+        if messages:
+            transport.send(messages)
         if rd.committed_entries:
             await self._apply(rd.committed_entries)
         for rs in rd.read_states:
