@@ -151,6 +151,11 @@ class SCMHAManagerImpl:
         self._host = scm
         with contextlib.suppress(AttributeError):
             scm.scm_context.set_leader_hint(self.get_leader)
+        # StateMachineReadyRule (safemode, HA only): out of safemode only once caught up.
+        safe_mode_manager = getattr(scm, "safe_mode_manager", None)
+        hook = getattr(safe_mode_manager, "set_state_machine_ready_hook", None)
+        if callable(hook):
+            hook(self.is_state_machine_ready)
 
     @property
     def host(self) -> SCMHAHost:
