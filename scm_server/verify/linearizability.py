@@ -144,9 +144,23 @@ def _check_single(
     init_state: Any,
     ops: Sequence[Operation],
     deadline: float,
+    forced: Sequence[bool] | None = None,
 ) -> PartitionResult:
+    """Porcupine's ``checkSingle`` plus one sound pruning rule ("forced moves").
+
+    ``forced[i]`` marks operations that leave the state unchanged wherever they are legal
+    (a read with a definite result, a CAS that definitely failed). Such an operation that is
+    legal now and is a candidate (called before the first pending return) can be moved to
+    the front of any valid completion without breaking real-time order or the states of
+    the others, so linearizing it first loses nothing: from a configuration C, if C + it
+    fails then C fails. The search therefore (1) tries legal forced candidates before any
+    other candidate, and (2) when it backtracks over a forced step, it keeps backtracking
+    instead of trying alternatives at that configuration (a cached forced successor means
+    the same). Without forced flags this is exactly Porcupine's search.
+    """
     started = time.monotonic()
     n = len(ops)
+    is_forced = list(forced) if forced is not None else [False] * n
     # Event order: by time, calls (kind 0) before returns (kind 1) on ties, then by op id
     # so the order is deterministic.
     events: list[tuple[float, int, int]] = []
@@ -167,18 +181,22 @@ def _check_single(
             call_node[i] = pos
         else:
             match[call_node[i]] = pos
+    node_forced = [False] * size
+    for i in range(n):
+        node_forced[call_node[i]] = is_forced[i]
     inputs = [op.input for op in ops]
     outputs = [op.output for op in ops]
 
     linearized = 0
     cache: set[tuple[int, Any]] = set()
-    calls: list[tuple[int, Any]] = []
+    calls: list[tuple[int, Any]] = []  # (call node, state before it)
     best: list[int] = []
     stuck: int | None = None
     state = init_state
-    entry = nxt[head]
     explored = 0
     countdown = _DEADLINE_CHECK_EVERY
+    entry = nxt[head]
+    phase = 1  # 1: looking for a legal forced candidate; 2: trying the other candidates
     while nxt[head] != tail:
         countdown -= 1
         if countdown == 0:
@@ -186,7 +204,11 @@ def _check_single(
             if time.monotonic() > deadline:
                 return PartitionResult(list(ops), Verdict.UNKNOWN, time.monotonic() - started, explored=explored)
         ret_node = match[entry]
+        backtrack = False
         if ret_node >= 0:
+            if node_forced[entry] != (phase == 1):
+                entry = nxt[entry]
+                continue
             i = opid[entry]
             explored += 1
             legal, new_state = step(state, inputs[i], outputs[i])
@@ -206,14 +228,26 @@ def _check_single(
                     nxt[p] = q
                     prv[q] = p
                     entry = nxt[head]
+                    phase = 1
                     continue
-            entry = nxt[entry]
+                if phase == 1:
+                    backtrack = True  # a forced successor already failed: so does this configuration
+            if not backtrack:
+                entry = nxt[entry]
+                continue
+        elif phase == 1:
+            # no legal forced candidate: now try the others from the head
+            phase = 2
+            entry = nxt[head]
+            continue
         else:
-            # A return: its operation must have taken effect by now, and none of the
-            # remaining candidates could be linearized from here. Backtrack.
+            # A return: its operation must have taken effect by now, and no remaining
+            # candidate could be linearized from here.
             if len(calls) >= len(best):
                 best = [opid[c] for c, _s in calls]
                 stuck = opid[entry]
+        # Backtrack: undo steps until one that was not forced, then try its next sibling.
+        while True:
             if not calls:
                 return PartitionResult(
                     list(ops),
@@ -231,7 +265,10 @@ def _check_single(
             prv[nxt[ret_node]] = ret_node
             nxt[prv[entry]] = entry
             prv[nxt[entry]] = entry
-            entry = nxt[entry]
+            if not node_forced[entry]:
+                break
+        entry = nxt[entry]
+        phase = 2
     return PartitionResult(list(ops), Verdict.OK, time.monotonic() - started, explored=explored)
 
 
@@ -250,7 +287,8 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
     for part in partitions:
         if not part:
             continue
-        res = _check_single(model.step, model.init(), part, deadline)
+        forced = [model.preserves_state(op.input, op.output) for op in part]
+        res = _check_single(model.step, model.init(), part, deadline, forced)
         results.append(res)
         if res.verdict is Verdict.ILLEGAL:
             verdict = Verdict.ILLEGAL

@@ -53,6 +53,12 @@ class Model:
         """True when the operation cannot change state (indeterminate ones are dropped)."""
         return False
 
+    def preserves_state(self, inp: Any, out: Any) -> bool:
+        """True if the operation, with this output, leaves the state unchanged wherever it is
+        legal (a read with a definite result, a CAS that definitely failed). The checker
+        linearizes such operations eagerly; answering False is always safe."""
+        return False
+
     def describe_operation(self, inp: Any, out: Any) -> str:
         return f"{inp!r} -> {out!r}"
 
@@ -116,6 +122,9 @@ class RegisterModel(Model):
     def is_read_only(self, inp: RegisterInput) -> bool:
         return inp.op == "read"
 
+    def preserves_state(self, inp: RegisterInput, out: Any) -> bool:
+        return out is not UNKNOWN and (inp.op == "read" or (inp.op == "cas" and out is False))
+
     def describe_operation(self, inp: RegisterInput, out: Any) -> str:
         res = "?" if out is UNKNOWN else repr(out)
         if inp.op == "read":
@@ -176,6 +185,9 @@ class KvModel(Model):
 
     def is_read_only(self, inp: KvInput) -> bool:
         return inp.op == "get"
+
+    def preserves_state(self, inp: KvInput, out: Any) -> bool:
+        return out is not UNKNOWN and (inp.op == "get" or (inp.op == "cas" and out is False))
 
     def describe_operation(self, inp: KvInput, out: Any) -> str:
         res = "?" if out is UNKNOWN else repr(out)

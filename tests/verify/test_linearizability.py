@@ -342,3 +342,39 @@ def test_report_names_the_stuck_operation(tmp_path: Path) -> None:
     text = txt.read_text()
     assert "illegal" in text and "stuck" in text and "read() -> 1" in text
     assert "<html>" in page.read_text() and "stuck" in page.read_text()
+
+
+class _PlainRegister(RegisterModel):
+    """The register model without the forced-move hint: Porcupine's plain search."""
+
+    def preserves_state(self, inp: Any, out: Any) -> bool:
+        return False
+
+
+@st.composite
+def medium_histories(draw: st.DrawFn) -> list[Operation]:
+    n = draw(st.integers(6, 16))
+    vals = st.sampled_from([None, 1, 2, 3])
+    ops = []
+    for c in range(n):
+        call = draw(st.integers(0, 20))
+        kind = draw(st.sampled_from(["read", "read", "write", "cas"]))
+        indeterminate = kind != "read" and draw(st.integers(0, 6)) == 0
+        ret = INF if indeterminate else call + draw(st.integers(0, 6))
+        if kind == "read":
+            inp, out = RegisterInput("read"), draw(vals)
+        elif kind == "write":
+            inp, out = RegisterInput("write", draw(st.sampled_from([1, 2, 3]))), (UNKNOWN if indeterminate else None)
+        else:
+            inp = RegisterInput("cas", draw(st.sampled_from([1, 2, 3])), draw(vals))
+            out = UNKNOWN if indeterminate else draw(st.booleans())
+        ops.append(Operation(c, inp, float(call), out, float(ret)))
+    return ops
+
+
+@settings(max_examples=300, deadline=None)
+@given(medium_histories())
+def test_forced_moves_agree_with_plain_search(ops: list[Operation]) -> None:
+    fast = check_operations(RegisterModel(), ops, timeout=20).verdict
+    plain = check_operations(_PlainRegister(), ops, timeout=20).verdict
+    assert fast is plain
