@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scm_server.raft.core.confchange import conf_state_after
-from scm_server.raft.core.rawnode import Config, RawNode
+from scm_server.raft.core.rawnode import Config, RawNode, ReadOnlyOption
 from scm_server.raft.core.storage import CompactedError, MemoryStorage, UnavailableError
 from scm_server.raft.core.types import (
     NONE,
@@ -262,6 +262,7 @@ class SimOptions:
     max_inflight_msgs: int = 4
     max_uncommitted_entries: int = 64
     sm_flush_prob: float = 0.3  # chance the state machine flushes after an apply batch
+    read_only_option: ReadOnlyOption = ReadOnlyOption.SAFE
     # harness-level deliberately broken variants (mutations, see README.md)
     drop_vote_on_persist: bool = False  # the disk forgets hard_state.vote
     ignore_must_sync: bool = False  # every write stays unsynced (acked before durable)
@@ -381,6 +382,7 @@ class Cluster:
             max_size_per_msg=o.max_size_per_msg,
             max_inflight_msgs=o.max_inflight_msgs,
             max_uncommitted_entries=o.max_uncommitted_entries,
+            read_only_option=o.read_only_option,
             applied=node.sm.live.index,
         )
         node.incarnation += 1
@@ -819,6 +821,23 @@ class Cluster:
             self._drain(node)
         self._after()
         return ctx
+
+    def report_unreachable(self, nid: NodeId, peer: NodeId) -> None:
+        """The transport tells ``nid`` that sending to ``peer`` failed."""
+        node = self.nodes[nid]
+        if node.active:
+            node.raw.report_unreachable(peer)  # type: ignore[union-attr]
+            self.event("unreachable", (nid, peer))
+            self._drain(node)
+        self._after()
+
+    def forget_leader(self, nid: NodeId) -> None:
+        node = self.nodes[nid]
+        if node.active:
+            node.raw.forget_leader()  # type: ignore[union-attr]
+            self.event("forget-leader", nid)
+            self._drain(node)
+        self._after()
 
     def campaign(self, nid: NodeId) -> None:
         node = self.nodes[nid]

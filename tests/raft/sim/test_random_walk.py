@@ -17,7 +17,7 @@ import pytest
 from .conftest import env_seed
 from .walk import run_walk
 
-STEPS = 20_000
+STEPS = 15_000
 
 # (seed, nodes, membership churn): 3- and 5-node clusters, with and without membership churn.
 WALKS = [(seed, 3, True) for seed in range(1, 7)] + [(seed, 5, True) for seed in range(101, 107)] + [

@@ -15,7 +15,7 @@ import bisect
 import itertools
 from collections.abc import Callable
 
-from .cluster import Cluster, SimNode
+from .cluster import Cluster, SimNode, SimOptions
 
 
 def _conf_of(node: SimNode) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -38,6 +38,8 @@ class Walk:
             (1.0, self.compact),
             (0.3, self.transfer),
             (0.15, self.campaign),
+            (0.3, self.unreachable),
+            (0.05, self.forget_leader),
         ]
         if faults:
             actions += [
@@ -174,6 +176,21 @@ class Walk:
         else:
             self.c.campaign(nid)
 
+    def unreachable(self) -> None:
+        nid = self._leader_or_any()
+        peers = [p for p in self.c.node_ids() if p != nid]
+        if nid is None or not peers:
+            self.tick()
+        else:
+            self.c.report_unreachable(nid, peers[self.rng.randrange(len(peers))])
+
+    def forget_leader(self) -> None:
+        nid = self._any(self._live())
+        if nid is None:
+            self.tick()
+        else:
+            self.c.forget_leader(nid)
+
     def crash(self) -> None:
         nid = self._any(self.c.up_ids())
         if nid is None:
@@ -257,9 +274,11 @@ class Walk:
             self.tick()
 
 
-def run_walk(seed: int, steps: int, n: int = 3, *, trace: bool = False, **walk_kwargs: bool) -> Cluster:
+def run_walk(
+    seed: int, steps: int, n: int = 3, *, trace: bool = False, options: SimOptions | None = None, **walk_kwargs: bool
+) -> Cluster:
     """One seeded walk of ``steps`` actions, then heal, converge and the final checks."""
-    c = Cluster(seed, n, trace=trace)
+    c = Cluster(seed, n, trace=trace, options=options)
     w = Walk(c, **walk_kwargs)
     w.run(steps)
     w.finish()
