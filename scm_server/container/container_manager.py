@@ -150,6 +150,13 @@ class ContainerManager:
             view.sequenceId = max(view.sequenceId, max(r.sequence_id for r in replicas.values()))
         return view
 
+    def used_bytes(self, info: hdds_pb2.ContainerInfoProto) -> int:
+        """Bytes used: the most any replica reported (soft), at least what is stored."""
+        replicas = self._replicas.get(info.containerID)
+        if not replicas:
+            return info.usedBytes
+        return max(info.usedBytes, max(r.used_bytes for r in replicas.values()))
+
     def exists(self, container_id: int) -> bool:
         return self.state_manager.contains(container_id)
 
@@ -234,7 +241,7 @@ class ContainerManager:
         limit = self.node_manager.open_container_limit(m.uuid for m in pipeline.members)
         if len(open_containers) < limit:
             return await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)
-        with_room = [c for c in open_containers if self.get_container(c.containerID).usedBytes + size <= self.config.container_size]
+        with_room = [c for c in open_containers if self.used_bytes(c) + size <= self.config.container_size]
         if not with_room:
             return await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)
         return with_room[next(self._round_robin) % len(with_room)]

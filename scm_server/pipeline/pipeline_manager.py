@@ -93,7 +93,7 @@ class PipelineManager:
 
     def open_pipelines(self, rtype: int, rfactor: int, exclude: hdds_pb2.ExcludeListProto | None = None) -> list[hdds_pb2.Pipeline]:
         pipelines = self.get_pipelines(rtype, rfactor, {OPEN})
-        if exclude is None:
+        if exclude is None or not (exclude.pipelineIds or exclude.datanodes):
             return pipelines
         bad_pipelines = {p.id for p in exclude.pipelineIds}
         bad_nodes = set(exclude.datanodes)

@@ -37,10 +37,17 @@ class PipelineStateManager:
         self._buffer = buffer
         self.ha_manager = ha_manager
         self._pipelines: dict[str, hdds_pb2.Pipeline] = {}
+        self._sorted: list[hdds_pb2.Pipeline] | None = None
         self.reinitialize()
 
     def reinitialize(self) -> None:
         self._pipelines = dict(self._store.pipelines.items())
+        self._sorted = None
+
+    def _all_sorted(self) -> list[hdds_pb2.Pipeline]:
+        if self._sorted is None:  # rebuilt lazily after a mutation
+            self._sorted = [p for _, p in sorted(self._pipelines.items())]
+        return self._sorted
 
     # ---- reads ----
     def get_pipeline(self, pipeline_id: str) -> hdds_pb2.Pipeline:
@@ -57,7 +64,7 @@ class PipelineStateManager:
     ) -> list[hdds_pb2.Pipeline]:
         return [
             p
-            for _, p in sorted(self._pipelines.items())
+            for p in self._all_sorted()
             if (rtype is None or p.type == rtype)
             and (rfactor is None or p.factor == rfactor)
             and (states is None or p.state in states)
@@ -80,6 +87,7 @@ class PipelineStateManager:
         stored = hdds_pb2.Pipeline()
         stored.CopyFrom(pipeline)
         self._pipelines[pid] = stored
+        self._sorted = None
         self._buffer.add_to_buffer(self._store.pipelines, pid, stored)
 
     @replicate(RequestType.PIPELINE)
@@ -87,6 +95,7 @@ class PipelineStateManager:
         if pipeline_id not in self._pipelines:
             raise SCMException(ResultCodes.PIPELINE_NOT_FOUND, f"pipeline {pipeline_id} not found")
         del self._pipelines[pipeline_id]
+        self._sorted = None
         self._buffer.remove_from_buffer(self._store.pipelines, pipeline_id)
 
     @replicate(RequestType.PIPELINE)
@@ -104,4 +113,5 @@ class PipelineStateManager:
         updated.CopyFrom(p)
         updated.state = state  # type: ignore[assignment]
         self._pipelines[pipeline_id] = updated
+        self._sorted = None
         self._buffer.add_to_buffer(self._store.pipelines, pipeline_id, updated)
