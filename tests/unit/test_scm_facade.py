@@ -115,3 +115,37 @@ async def test_reinitialize_after_checkpoint_install(tmp_path: Path) -> None:
     assert follower.transaction_buffer.latest_trx_info() == leader.transaction_buffer.latest_snapshot()
     await leader.stop()
     await follower.stop()
+
+
+async def test_pipeline_action_closes_pipeline_and_container_view_survives(tmp_path: Path) -> None:
+    from scm_server.proto import scm_datanode_pb2
+
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cwp = await scm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    pid = cwp.pipeline.id
+    actions = scm_datanode_pb2.PipelineActionsProto(
+        pipelineActions=[
+            scm_datanode_pb2.PipelineAction(
+                action=scm_datanode_pb2.PipelineAction.CLOSE,
+                closePipeline=scm_datanode_pb2.ClosePipelineInfo(
+                    pipelineID=pid, reason=scm_datanode_pb2.ClosePipelineInfo.PIPELINE_FAILED, detailedReason="ratis log failed"
+                ),
+            )
+        ]
+    )
+    resp = await dns[0].heartbeat(scm, pipelineActions=actions)
+    assert scm.pipeline_manager.get_pipeline(pid.id).state == hdds_pb2.PIPELINE_CLOSED
+    assert scm.get_container(cwp.containerInfo.containerID).state == hdds_pb2.CLOSING
+    kinds = {c.commandType for c in resp.commands}
+    assert scm_datanode_pb2.SCMCommandProto.closePipelineCommand in kinds
+    assert scm_datanode_pb2.SCMCommandProto.closeContainerCommand in kinds
+    await scm.pipeline_manager.scrub_pipelines()  # CLOSED pipelines are removed
+    assert scm.pipeline_manager.find(pid.id) is None
+    dns[1].replicas[cwp.containerInfo.containerID] = replica(cwp.containerInfo.containerID, R.CLOSING)
+    await dns[1].heartbeat(scm)
+    view, replicas = scm.get_container_with_pipeline(cwp.containerInfo.containerID)
+    assert view.pipeline.state == hdds_pb2.PIPELINE_CLOSED  # synthesised from where the replicas are
+    assert [m.uuid for m in view.pipeline.members] == [dns[1].uuid] and len(replicas) == 1
+    await scm.stop()
