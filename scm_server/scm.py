@@ -50,6 +50,11 @@ from scm_server.ha.scm_ha_manager_api import SCMHAManager
 from scm_server.ha.scm_ha_manager_stub import SCMHAManagerStub
 from scm_server.ha.scm_service import Event, SCMServiceManager
 from scm_server.ha.sequence_id_generator import SequenceIdGenerator, SequenceIdStateManager
+from scm_server.ha.stateful_service_state_manager import (
+    CertificateStore,
+    FinalizationStateManager,
+    StatefulServiceStateManager,
+)
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.metadata.enums import enum_name
@@ -109,6 +114,12 @@ class StorageContainerManager:
         self._dispatcher.register(RequestType.PIPELINE, self.pipeline_state_manager)
         self._dispatcher.register(RequestType.CONTAINER, self.container_state_manager)
         self._dispatcher.register(RequestType.BLOCK, self.deleted_block_log_state_manager)
+        self.stateful_service_state_manager = StatefulServiceStateManager(metadata_store, buf, ha_manager)
+        self.finalization_state_manager = FinalizationStateManager(metadata_store, buf, ha_manager)
+        self.certificate_store = CertificateStore(metadata_store, buf, ha_manager)
+        self._dispatcher.register(RequestType.STATEFUL_SERVICE_CONFIG, self.stateful_service_state_manager)
+        self._dispatcher.register(RequestType.FINALIZE, self.finalization_state_manager)
+        self._dispatcher.register(RequestType.CERT_STORE, self.certificate_store)
 
         # Managers.
         ctx = self._scm_context
@@ -255,6 +266,8 @@ class StorageContainerManager:
         self.pipeline_manager.reinitialize()
         self.container_manager.reinitialize()
         self.deleted_block_log.reinitialize()
+        self.stateful_service_state_manager.reinitialize()
+        self.finalization_state_manager.reinitialize()
         for cid in list(self.container_manager.all_replicas()):
             if not self.container_manager.exists(cid):
                 self.container_manager.forget_container(cid)
