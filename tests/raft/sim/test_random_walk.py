@@ -17,11 +17,11 @@ import pytest
 from .conftest import env_seed
 from .walk import run_walk
 
-STEPS = 15_000
+STEPS = 10_000
 
 # (seed, nodes, membership churn): 3- and 5-node clusters, with and without membership churn.
-WALKS = [(seed, 3, True) for seed in range(1, 7)] + [(seed, 5, True) for seed in range(101, 107)] + [
-    (seed, 5, False) for seed in range(201, 205)
+WALKS = [(seed, 3, True) for seed in range(1, 6)] + [(seed, 5, True) for seed in range(101, 106)] + [
+    (seed, 5, False) for seed in range(201, 203)
 ]
 
 
@@ -30,8 +30,8 @@ def test_random_walk(seed: int, n: int, membership: bool) -> None:
     c = run_walk(seed, STEPS, n, membership=membership)
     # the walk did real work: leaders were elected, writes were acknowledged, reads served
     assert len(c.checker.leaders) >= 2
-    assert len(c.acked_values) > 100
-    assert c.checker.reads_served > 20
+    assert len(c.acked_values) > 50
+    assert c.checker.reads_served > 10
 
 
 def test_replay_seed() -> None:

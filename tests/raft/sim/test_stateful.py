@@ -266,8 +266,8 @@ SOAK = os.environ.get("SIM_SOAK_HYPOTHESIS_EXAMPLES")
 
 TestRaftCluster = RaftClusterMachine.TestCase
 TestRaftCluster.settings = settings(
-    max_examples=100,
-    stateful_step_count=80,
+    max_examples=60,
+    stateful_step_count=60,
     derandomize=True,
     database=None,
     deadline=None,
