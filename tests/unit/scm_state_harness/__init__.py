@@ -12,7 +12,7 @@ from pathlib import Path
 
 from scm_server.conf import OzoneConfiguration
 from scm_server.ha.clock import FakeClock
-from scm_server.metadata import SCMStorageConfig
+from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.scm import StorageContainerManager
 
@@ -42,7 +42,11 @@ async def make_scm(
     meta_dir: Path, clock: FakeClock | None = None, scm_id: str | None = None, **overrides: str
 ) -> StorageContainerManager:
     init_storage(meta_dir, scm_id)
-    scm = await StorageContainerManager.create(make_conf(meta_dir, **overrides), clock=clock or FakeClock())
+    # No fsync per batch: these tests check logic, not crash durability (much faster on a busy disk).
+    store = SCMMetadataStore(meta_dir, sync=False)
+    scm = await StorageContainerManager.create(
+        make_conf(meta_dir, **overrides), clock=clock or FakeClock(), metadata_store=store
+    )
     await scm.ha_manager.start()  # stub: becomes leader; no background tasks in unit tests
     return scm
 
