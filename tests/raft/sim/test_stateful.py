@@ -19,7 +19,14 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from scm_server.raft.core.types import EntryType, StateRole
 
@@ -277,14 +284,19 @@ TestRaftCluster.settings = settings(
 
 @pytest.mark.soak
 def test_stateful_soak() -> None:
-    """make soak: many more (random, not derandomized) examples and longer action sequences."""
+    """make soak: many more (random, not derandomized) examples and longer action sequences.
+
+    ``SIM_SOAK_HYPOTHESIS_EXAMPLES`` sets the number of examples (default 1,500).
+    """
     examples = int(SOAK or 1_500)
-    run = settings(
-        max_examples=examples,
-        stateful_step_count=200,
-        derandomize=False,
-        database=None,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    )(RaftClusterMachine.TestCase().runTest)
-    run()
+    run_state_machine_as_test(
+        RaftClusterMachine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=200,
+            derandomize=False,
+            database=None,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
