@@ -42,6 +42,7 @@ def test_parse_seeds() -> None:
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(4 * 3600)  # a long run by design; the default 300 s applies to make test
 def test_soak_random_walks() -> None:
     total = int(os.environ.get("SIM_SOAK_STEPS", 5_000_000))
     per_walk = int(os.environ.get("SIM_WALK_STEPS", 50_000))
@@ -56,4 +57,6 @@ def test_soak_random_walks() -> None:
         except InvariantViolation as exc:
             raise AssertionError(f"soak walk failed at seed {seed} (after {steps:,} steps in earlier walks)\n{exc}") from exc
         steps += c.step_no
+        if k % 10 == 9:
+            print(f"soak: {steps:,} steps, {k + 1} seeds, {time.monotonic() - t0:.0f}s", flush=True)
     print(f"soak: {steps:,} steps over {len(seeds)} seeds in {time.monotonic() - t0:.0f}s")

@@ -283,6 +283,7 @@ TestRaftCluster.settings = settings(
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(4 * 3600)  # a long run by design; the default 300 s applies to make test
 def test_stateful_soak() -> None:
     """make soak: many more (random, not derandomized) examples and longer action sequences.
 
