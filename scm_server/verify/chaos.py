@@ -51,11 +51,58 @@ class KvOps(Protocol):
     async def close(self) -> None: ...
 
 
-ClientFactory = Callable[[KvCluster, float], KvOps]
+ClientFactory = Callable[[KvCluster, float, int], KvOps]
+"""Makes the client of worker ``w`` (third argument) with a per-operation ``timeout``."""
 
 
-def default_client(cluster: KvCluster, timeout: float) -> KvOps:
-    """The exactly-once retrying test client (writes end ok, or unknown after ``timeout``)."""
+class RuntimeKvOps:
+    """Adapter for the runtime's own client, ``scm_server.raft.kv_client.KvClient``.
+
+    Its contract: ``KvError`` = definitely not applied (recorded ``fail``, so the checker
+    verifies that claim), ``KvUnavailableError`` = unknown (``info``).
+    """
+
+    def __init__(self, cluster: KvCluster, timeout: float) -> None:
+        from scm_server.raft.kv_client import KvClient
+
+        self.client = KvClient(
+            list(cluster.addresses), rpc_timeout=min(timeout, 2.0), max_attempts=10_000, retry_interval=0.05
+        )
+
+    async def put(self, key: str, value: str) -> None:
+        from scm_server.raft.kv_client import KvError
+
+        try:
+            await self.client.put(key.encode(), value.encode())
+        except KvError as exc:
+            raise DefiniteFailure(str(exc)) from exc
+
+    async def get(self, key: str) -> str | None:
+        from scm_server.raft.kv_client import KvError
+
+        try:
+            v = await self.client.get(key.encode())
+        except KvError as exc:
+            raise DefiniteFailure(str(exc)) from exc
+        return None if v is None else v.decode()
+
+    async def cas(self, key: str, expected: str | None, value: str) -> bool:
+        from scm_server.raft.kv_client import KvError
+
+        try:
+            return await self.client.cas(key.encode(), None if expected is None else expected.encode(), value.encode())
+        except KvError as exc:
+            raise DefiniteFailure(str(exc)) from exc
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def default_client(cluster: KvCluster, timeout: float, worker: int) -> KvOps:
+    """Even workers use the runtime's ``KvClient`` (streaming), odd ones the simple unary
+    exactly-once test client (``KvTestClient``): both paths run concurrently in every run."""
+    if worker % 2 == 0:
+        return RuntimeKvOps(cluster, timeout)
     return cluster.client(timeout)
 
 NEMESES = (
@@ -229,7 +276,7 @@ async def _worker(
 ) -> None:
     generation = 0
     seq = 0
-    client = make_client(cluster, cfg.op_timeout)
+    client = make_client(cluster, cfg.op_timeout, wid)
     known: dict[str, str | None] = {}
     try:
         while time.monotonic() < stop_at:
@@ -265,7 +312,7 @@ async def _worker(
                 known.pop(key, None)
                 with contextlib.suppress(Exception):
                     await client.close()
-                client = make_client(cluster, cfg.op_timeout)
+                client = make_client(cluster, cfg.op_timeout, wid)
                 await asyncio.sleep(0.02)
     finally:
         with contextlib.suppress(Exception):
@@ -279,7 +326,7 @@ async def _liveness(
     deadline = started + cfg.liveness_timeout
     n = 0
     while time.monotonic() < deadline:
-        client = make_client(cluster, 1.0)
+        client = make_client(cluster, 1.0, n)
         n += 1
         h = rec.invoke("liveness", kv_put("k0", f"live.{n}"))
         try:

@@ -108,8 +108,8 @@ class _StaleReadClient:
 async def test_chaos_pipeline_catches_a_stale_read() -> None:
     seed = _base_seed()
 
-    def lying(cluster: KvCluster, timeout: float) -> KvOps:
-        return _StaleReadClient(default_client(cluster, timeout))
+    def lying(cluster: KvCluster, timeout: float, worker: int) -> KvOps:
+        return _StaleReadClient(default_client(cluster, timeout, worker))
 
     cfg = ChaosConfig(seed=seed, duration=3.0, clients=3, keys=1, nemeses=("flaky",), quiet_min=5, quiet_max=5)
     workdir = _workdir(seed)
