@@ -15,6 +15,7 @@ ContainerReportHandler / IncrementalContainerReportHandler + CloseContainerEvent
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections import defaultdict
@@ -126,6 +127,7 @@ class ContainerManager:
         self._by_node: dict[str, set[int]] = defaultdict(set)
         self._replica_listeners: list[ReplicaListener] = []
         self._round_robin = itertools.count()
+        self._allocation_lock = asyncio.Lock()
         self.reports_processed = 0
         self.incremental_reports_processed = 0
         pipeline_manager.set_container_closer(self.close_containers_of_pipeline)
@@ -232,7 +234,12 @@ class ContainerManager:
         self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, exclude_ids: Iterable[int] = ()
     ) -> hdds_pb2.ContainerInfoProto:
         """An OPEN container of ``owner`` on ``pipeline`` with room for ``size`` (Ozone semantics)."""
-        excluded = set(exclude_ids)
+        async with self._allocation_lock:  # concurrent allocations must not overshoot the limit
+            return await self._matching_container(size, owner, pipeline, set(exclude_ids))
+
+    async def _matching_container(
+        self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, excluded: set[int]
+    ) -> hdds_pb2.ContainerInfoProto:
         open_containers = [
             c
             for c in self.state_manager.open_containers_of_pipeline(pipeline.id.id)

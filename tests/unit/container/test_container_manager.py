@@ -201,3 +201,24 @@ async def test_replication_pending_ops_complete_or_expire(tmp_path: Path) -> Non
     assert rm.last_results[cid].health.value == "HEALTHY"
     assert target  # first target was a real datanode
     await scm.stop()
+
+
+async def test_concurrent_allocations_respect_open_container_limit(tmp_path: Path) -> None:
+    import asyncio
+
+    scm = await make_scm(tmp_path)
+    await bring_up(scm, make_datanodes(3))
+    real_submit = scm.ha_manager.submit_request
+
+    async def raft_like_submit(request):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0)  # a Raft round trip suspends the caller, letting others interleave
+        return await real_submit(request)
+
+    scm.ha_manager.submit_request = raft_like_submit  # type: ignore[method-assign]
+    blocks = await asyncio.gather(
+        *(scm.allocate_block(1024, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "om") for _ in range(40))
+    )
+    containers = {b[0].containerBlockID.containerID for b in blocks}
+    assert len(containers) == 2  # openContainerLimit, even with 40 concurrent callers
+    assert len({b[0].containerBlockID.localID for b in blocks}) == 40
+    await scm.stop()
