@@ -344,6 +344,23 @@ class SCMHAManagerImpl:
     def dn_reports_ready(self) -> bool:
         return self.state_machine.dn_reports_ready
 
+    def check_dn_reports_allowed(self) -> None:
+        """Raise (a retriable error: the datanode keeps its reports) until this SCM caught up.
+
+        The facade calls this first in register/heartbeat processing: Ozone does not even start
+        the datanode server until then (HDDS-14989); refusing the call has the same effect on the
+        datanode, which keeps its incremental reports for the next heartbeat.
+        """
+        if self.state_machine.dn_reports_ready:
+            return
+        applied = self.host.transaction_buffer.latest_trx_info().index
+        target = self.state_machine.catch_up_target
+        raise SCMException(
+            ResultCodes.TIMEOUT,
+            f"SCM {self.node_id} is catching up with the leader (applied index {applied}, leader commit index "
+            f"{'unknown yet' if target is None else target}); datanode reports are accepted once it has caught up",
+        )
+
     async def _monitor(self) -> None:
         """Capture the leader's commit index on (re)join and re-evaluate the gate every tick."""
         tick = max(self.raft_config.tick_interval, 0.05)

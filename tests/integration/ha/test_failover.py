@@ -43,7 +43,7 @@ async def _healthy(cluster: HALocalCluster) -> int:
     return leader
 
 
-async def test_kill_leader_under_load_rejoin_transfer_decommission_consistency(tmp_path: Path) -> None:
+async def test_kill_leader_under_load_rejoin_and_consistency(tmp_path: Path) -> None:
     cluster = HALocalCluster(tmp_path / "c", 3, settings=TEST_SETTINGS)
     sim = None
     try:
@@ -82,23 +82,6 @@ async def test_kill_leader_under_load_rejoin_transfer_decommission_consistency(t
         tables = {n: [(x.table, x.sha256) for x in r.digests] for n, r in d.items()}
         assert len({tuple(t) for t in tables.values()}) == 1, f"replicated tables differ: {tables}"
         assert len({r.transactionInfo.index for r in d.values()}) == 1
-
-        # leader transfer and decommission of a follower through the CLI
-        roles = await cluster.roles()
-        follower = next(p for p in roles.peers if p.role == "FOLLOWER")
-        out = cli(cluster, "admin", "scm", "transfer", "-n", follower.peer_id)
-        assert out.returncode == 0, out.stderr
-        await wait_until(lambda: _leader_is(cluster, follower.peer_id), 20, "transfer to complete")
-        leader_id = follower.peer_id
-        out = cli(cluster, "admin", "scm", "decommission", "--nodeid", leader_id)
-        assert out.returncode != 0 and "Cannot remove current leader" in (out.stderr + out.stdout)
-        victim = next(p for p in (await cluster.roles()).peers if p.role == "FOLLOWER")
-        out = cli(cluster, "admin", "scm", "decommission", "--nodeid", victim.peer_id)
-        assert out.returncode == 0, out.stderr
-        roles = await wait_until(lambda: _members(cluster, 2), 20, "a 2-member ring")
-        assert victim.peer_id not in {p.peer_id for p in roles.peers}
-        out = cli(cluster, "admin", "scm", "roles", "--json")
-        assert out.returncode == 0 and leader_id in out.stdout
 
         # cross-SCM consistency: stop every SCM, then `debug ldb scan` must print the same containers
         for i in range(3):
@@ -152,7 +135,7 @@ async def test_rolling_restart_and_restart_all_at_once(tmp_path: Path) -> None:
         cluster.stop_all()
 
 
-async def test_partition_leader_and_fourth_scm_by_checkpoint(tmp_path: Path) -> None:
+async def test_partition_leader_fourth_scm_by_checkpoint_transfer_decommission(tmp_path: Path) -> None:
     settings = {**TEST_SETTINGS, "ozone.scm.ha.ratis.snapshot.threshold": "50", "ozone.scm.ha.ratis.log.purge.gap": "10"}
     cluster = HALocalCluster(tmp_path / "c", 3, settings=settings)
     sim = None
@@ -226,6 +209,24 @@ async def test_partition_leader_and_fourth_scm_by_checkpoint(tmp_path: Path) -> 
         assert await containers_on(cluster, i4, acked) == acked
         roles = await cluster.roles()
         assert sorted(p.role for p in roles.peers) == ["FOLLOWER", "FOLLOWER", "FOLLOWER", "LEADER"]
+
+        # leader transfer (to the new SCM) and decommission of a follower through the CLI
+        roles = await cluster.roles()
+        follower = next(p for p in roles.peers if p.node_id == cluster.scms[i4].node_id)
+        out = cli(cluster, "admin", "scm", "transfer", "-n", follower.peer_id)
+        assert out.returncode == 0, out.stderr
+        await wait_until(lambda: _leader_is(cluster, follower.peer_id), 20, "transfer to complete")
+        leader_id = follower.peer_id
+        out = cli(cluster, "admin", "scm", "decommission", "--nodeid", leader_id)
+        assert out.returncode != 0 and "Cannot remove current leader" in (out.stderr + out.stdout)
+        victim = next(p for p in (await cluster.roles()).peers if p.role == "FOLLOWER")
+        out = cli(cluster, "admin", "scm", "decommission", "--nodeid", victim.peer_id)
+        assert out.returncode == 0, out.stderr
+        roles = await wait_until(lambda: _members(cluster, 3), 20, "a 3-member ring")
+        assert victim.peer_id not in {p.peer_id for p in roles.peers}
+        out = cli(cluster, "admin", "scm", "roles", "--json")
+        assert out.returncode == 0 and leader_id in out.stdout
+
     finally:
         if sim is not None:
             await sim.stop()
