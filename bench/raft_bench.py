@@ -11,9 +11,9 @@ What it measures (3 replicas on 127.0.0.1, 256-byte values, keys spread over 1,0
 
 How each system is driven — one asyncio client harness for all three, in this process:
 
-* ours: ``python -m scm_server.raft.kv`` processes (fsync on, the default), driven by
-  ``scm_server.verify.kvcluster.KvTestClient`` (gRPC KvService.Put, leader-hint failover,
-  exactly-once retries, one shared channel per node);
+* ours: ``python -m scm_server.raft.kv --fsync`` processes, driven by the runtime's
+  ``scm_server.raft.kv_client.KvClient`` (one per cell, shared by the cell's writers: ops are
+  multiplexed on one gRPC stream per member; leader-hint failover, exactly-once retries);
 * etcd: Debian's ``etcd`` 3.4 binary, 3 members started here on free loopback ports with
   temp data dirs (fsync is always on in etcd), driven through its HTTP/JSON gateway with
   aiohttp (``POST /v3/kv/put`` with base64 key/value) at the leader's client URL;
@@ -151,6 +151,10 @@ class Cluster:
     async def failover_writer(self) -> Writer:
         """A writer that tries every live replica (used right after a leader kill)."""
         raise NotImplementedError
+
+    async def end_cell(self) -> None:
+        """Release what the cell's writers shared (called after every cell)."""
+        return None
 
     def kill(self, i: int) -> None:
         p = self.procs[i]
@@ -368,20 +372,23 @@ class PySyncObjCluster(Cluster):
 
 
 class OursWriter(Writer):
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, owned: bool) -> None:
         self.client = client
+        self.owned = owned
 
     async def put(self, key: str, value: bytes) -> None:
-        await self.client.put(key, value)
+        await self.client.put(key.encode(), value)
 
     async def close(self) -> None:
-        await self.client.close()
+        if self.owned:
+            await self.client.close()
 
 
 class OursCluster(Cluster):
-    """Our demo KV server (``python -m scm_server.raft.kv``, fsync on: its default), driven by
-    ``scm_server.verify.kvcluster.KvTestClient`` (gRPC KvService.Put at the leader, leader-hint
-    failover, exactly-once (client_id, call_id) retries; all clients share one channel per node)."""
+    """Our demo KV server (``python -m scm_server.raft.kv --fsync``), driven by the runtime's
+    ``scm_server.raft.kv_client.KvClient``: one client object per cell shared by all the
+    cell's concurrent writers (ops multiplexed on one stream per member, like the one pooled
+    aiohttp session used for etcd), each writer with one put outstanding."""
 
     name = "ours"
 
@@ -391,6 +398,7 @@ class OursCluster(Cluster):
 
         self.kv = KvCluster(workdir, size=3, fault_injection=False, extra_args=["--fsync"])
         self.logs = self.kv.logs
+        self.shared: Any = None
 
     async def start(self) -> None:
         await self.kv.start()
@@ -402,10 +410,25 @@ class OursCluster(Cluster):
         return await self.kv.leader_index()
 
     async def writer(self) -> Writer:
-        return OursWriter(self.kv.client(timeout=10))
+        from scm_server.raft.kv_client import KvClient
+
+        if self.shared is None:
+            leader = await self.leader()
+            order = list(self.kv.addresses)
+            if leader is not None:  # start at the leader, like the etcd writers
+                order = order[leader:] + order[:leader]
+            self.shared = KvClient(order, rpc_timeout=10.0)
+        return OursWriter(self.shared, owned=False)
+
+    async def end_cell(self) -> None:
+        if self.shared is not None:
+            await self.shared.close()
+            self.shared = None
 
     async def failover_writer(self) -> Writer:
-        return OursWriter(self.kv.client(timeout=0.5))
+        from scm_server.raft.kv_client import KvClient
+
+        return OursWriter(KvClient(list(self.kv.addresses), rpc_timeout=0.5, max_attempts=2, retry_interval=0.01), True)
 
     def kill(self, i: int) -> None:
         self.kv.kill(i)
@@ -414,6 +437,7 @@ class OursCluster(Cluster):
         self.kv.spawn(i)
 
     async def stop(self) -> None:
+        await self.end_cell()
         await self.kv.stop()
 
 
@@ -452,6 +476,7 @@ async def run_cell(cluster: Cluster, clients: int, duration: float, warmup: floa
     await asyncio.gather(*(work(w, i) for i, w in enumerate(writers)))
     for w in writers:
         await w.close()
+    await cluster.end_cell()
     latencies.sort()
 
     def pct(p: float) -> float:
