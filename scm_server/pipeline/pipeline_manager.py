@@ -69,6 +69,7 @@ class PipelineManager:
         self._allocated_at: dict[str, float] = {}
         self._close_containers: ContainerCloser | None = None
         self._opened = asyncio.Condition()
+        self._create_lock = asyncio.Lock()
         self.created_count = 0
 
     def set_container_closer(self, closer: ContainerCloser) -> None:
@@ -92,7 +93,12 @@ class PipelineManager:
         return self.state_manager.get_pipelines(rtype, rfactor, states)
 
     def open_pipelines(self, rtype: int, rfactor: int, exclude: hdds_pb2.ExcludeListProto | None = None) -> list[hdds_pb2.Pipeline]:
-        pipelines = self.get_pipelines(rtype, rfactor, {OPEN})
+        return self._not_excluded(self.get_pipelines(rtype, rfactor, {OPEN}), exclude)
+
+    @staticmethod
+    def _not_excluded(
+        pipelines: list[hdds_pb2.Pipeline], exclude: hdds_pb2.ExcludeListProto | None
+    ) -> list[hdds_pb2.Pipeline]:
         if exclude is None or not (exclude.pipelineIds or exclude.datanodes):
             return pipelines
         bad_pipelines = {p.id for p in exclude.pipelineIds}
@@ -230,7 +236,16 @@ class PipelineManager:
         candidates = self.open_pipelines(rtype, rfactor, exclude)
         if candidates:
             return pick(candidates)
-        created = await self.create_pipeline(rtype, rfactor)
+        async with self._create_lock:  # one creation for a burst of callers, not one each
+            candidates = self.open_pipelines(rtype, rfactor, exclude)
+            if candidates:
+                return pick(candidates)
+            pending = [
+                p
+                for p in self._not_excluded(self.get_pipelines(rtype, rfactor, {ALLOCATED}), exclude)
+                if p.id.id in self._allocated_at
+            ]
+            created = pending[0] if pending else await self.create_pipeline(rtype, rfactor)
         if created.state == OPEN:
             return created
         return await self.wait_pipeline_ready(created.id.id, wait_s)
