@@ -466,6 +466,8 @@ class Cluster:
         if rd.entries:
             ents = rd.entries
             truncated = ents[0].index <= st.last_index()
+            if check and truncated and was_leader and rd.soft_state is None:
+                chk.fail(f"leader append-only: leader {nid} (term {prev_term}) rewrote its log from {ents[0].index}")
             if check:
                 chk.on_append(nid, ents, lambda i: storage_term(st, i), st.last_index(), st.first_index())
             st.append(ents)
