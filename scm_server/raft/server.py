@@ -196,6 +196,7 @@ class RaftServer:
         self._received_snapshots: dict[tuple[int, int], Path] = {}
         self.port = 0
         self.ticks = 0  # ticks driven so far (observability / tests)
+        self._stop_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ bootstrap
     @staticmethod
@@ -223,13 +224,27 @@ class RaftServer:
         cfg = self.config
         loop = asyncio.get_running_loop()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-writer-{cfg.node_id}")
+        try:
+            await self._start(loop)
+        except BaseException:
+            if self._grpc is not None:
+                await self._grpc.stop(grace=None)
+            if self.transport is not None:
+                await self.transport.close()
+            if self.storage is not None:
+                self.storage.close()
+            self._writer.shutdown(wait=False)
+            raise
+
+    async def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        cfg = self.config
+        assert self._writer is not None
         storage = await loop.run_in_executor(self._writer, lambda: LevelDBStorage(cfg.storage_dir, fsync=cfg.fsync))
         self.storage = storage
         hs, conf = storage.initial_state()
         _, sm_index = self.sm.last_applied()
         first = storage.first_index()
         if sm_index < first - 1:
-            storage.close()
             raise StorageError(
                 f"state machine of {cfg.node_id} is at index {sm_index} but the Raft log starts after "
                 f"{first - 1} (purged): it cannot catch up from the local log. Restore the state machine "
@@ -276,8 +291,8 @@ class RaftServer:
             self.port = add_port(server, bind, cfg.tls)
         except RuntimeError as exc:
             raise ConfigError(f"cannot listen on {bind} for Raft: {exc}; is the port in use?") from exc
-        await server.start()
         self._grpc = server
+        await server.start()
         self._running = True
         self._tasks = [
             loop.create_task(self._drive(), name=f"raft-driver-{cfg.node_id}"),
@@ -295,8 +310,12 @@ class RaftServer:
         )
 
     async def stop(self) -> None:
-        if not self._running and self._stopped.is_set():
-            return
+        """Stop serving and release the log (idempotent; concurrent callers share one stop)."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.get_running_loop().create_task(self._stop())
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self) -> None:
         self._running = False
         current = asyncio.current_task()
         for t in self._tasks:
@@ -1025,7 +1044,8 @@ class RaftServer:
         with contextlib.suppress(Exception):
             self.sm.notify_log_failed(exc)
         self._fail_all(LogFailedError(f"Raft server {self.config.node_id} failed: {exc}"))
-        asyncio.get_running_loop().create_task(self.stop())
+        if self._stop_task is None:
+            self._stop_task = asyncio.get_running_loop().create_task(self._stop())
 
 
 # ---------------------------------------------------------------------- admin / client gRPC service

@@ -179,3 +179,24 @@ async def test_delete_key_blocks_in_safe_mode(tmp_path: Path) -> None:
     assert results[0].blockResults[0].result == scm_client_pb2.DeleteScmBlockResult.safeMode
     assert scm.deleted_block_log.num_of_transactions() == 0
     await scm.stop()
+
+
+async def test_allocation_creates_a_pipeline_and_waits_for_it(tmp_path: Path) -> None:
+    import asyncio
+
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    for dn in dns:
+        await dn.register(scm)
+    assert scm.list_pipelines() == []
+    tasks = [asyncio.create_task(scm.allocate_block(MB, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "om")) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert len(scm.list_pipelines()) == 1  # one creation for the burst
+    for _ in range(2):  # members receive CreatePipeline, then report it
+        for dn in dns:
+            resp = await dn.heartbeat(scm)
+            dn.execute(list(resp.commands))
+    blocks = [b for t in tasks for b in await asyncio.wait_for(t, timeout=10)]
+    assert {b.pipeline.state for b in blocks} == {hdds_pb2.PIPELINE_OPEN}
+    assert len({b.containerBlockID.localID for b in blocks}) == 3
+    await scm.stop()
