@@ -67,6 +67,7 @@ class PipelineManager:
         self.placement = placement or PipelinePlacementPolicy()
         self._reported: dict[str, set[str]] = {}
         self._allocated_at: dict[str, float] = {}
+        self._closed_at: dict[str, float] = {}
         self._close_containers: ContainerCloser | None = None
         self._opened = asyncio.Condition()
         self._create_lock = asyncio.Lock()
@@ -79,6 +80,7 @@ class PipelineManager:
     def reinitialize(self) -> None:
         self.state_manager.reinitialize()
         self._allocated_at.clear()
+        self._closed_at.clear()
 
     # ---- reads ----
     def get_pipeline(self, pipeline_id: str) -> hdds_pb2.Pipeline:
@@ -270,6 +272,7 @@ class PipelineManager:
         p = self.get_pipeline(pipeline_id)
         if p.state != CLOSED:
             await self.state_manager.update_pipeline_state(pipeline_id, CLOSED)
+            self._closed_at[pipeline_id] = self.clock.monotonic()
             log.info("pipeline %s is CLOSED", pipeline_id)
         if self._close_containers is not None:
             await self._close_containers(pipeline_id)
@@ -286,6 +289,7 @@ class PipelineManager:
             await self.state_manager.remove_pipeline(pipeline_id)
             self._reported.pop(pipeline_id, None)
             self._allocated_at.pop(pipeline_id, None)
+            self._closed_at.pop(pipeline_id, None)
 
     # ---- reports (every SCM) ----
     async def process_pipeline_report(self, dn_uuid: str, report: Any) -> None:
@@ -365,7 +369,8 @@ class PipelineManager:
         return created
 
     async def scrub_pipelines(self) -> int:
-        """Close and remove ALLOCATED pipelines older than ozone.scm.pipeline.allocated.timeout."""
+        """Remove ALLOCATED pipelines older than ozone.scm.pipeline.allocated.timeout and CLOSED ones
+        older than ozone.scm.pipeline.destroy.timeout."""
         now = self.clock.monotonic()
         timeout = self.config.allocated_timeout.total_seconds()
         scrubbed = 0
@@ -375,9 +380,13 @@ class PipelineManager:
                 log.warning("pipeline %s stayed ALLOCATED for %.0fs; removing", p.id.id, now - started)
                 await self.close_pipeline(p.id.id, remove=True)
                 scrubbed += 1
+        destroy = self.config.destroy_timeout.total_seconds()
         for p in self.get_pipelines(states={CLOSED}):
-            await self.state_manager.remove_pipeline(p.id.id)
-            self._reported.pop(p.id.id, None)
+            closed_at = self._closed_at.setdefault(p.id.id, now)
+            if now - closed_at >= destroy:  # ozone.scm.pipeline.destroy.timeout: let DNs close it first
+                await self.state_manager.remove_pipeline(p.id.id)
+                self._reported.pop(p.id.id, None)
+                self._closed_at.pop(p.id.id, None)
         return scrubbed
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,7 @@ async def test_admin_reads_and_summary(tmp_path: Path) -> None:
     report = {c.key: c.count for c in scm.replication_manager_report().stat}
     assert report["CLOSED"] == 1 and report["OPEN"] == 1 and report["HEALTHY"] == 2
     summary = scm.status_summary()
+    json.dumps(summary)  # plain data for the web page
     assert summary["containers_by_state"]["CLOSED"] == 1
     assert len(summary["nodes"]) == 3 and summary["nodes"][0]["health"] == "HEALTHY"
     assert summary["safemode"]["in_safe_mode"] is False
@@ -120,7 +122,8 @@ async def test_reinitialize_after_checkpoint_install(tmp_path: Path) -> None:
 async def test_pipeline_action_closes_pipeline_and_container_view_survives(tmp_path: Path) -> None:
     from scm_server.proto import scm_datanode_pb2
 
-    scm = await make_scm(tmp_path)
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
     dns = make_datanodes(3)
     await bring_up(scm, dns)
     cwp = await scm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")
@@ -141,7 +144,10 @@ async def test_pipeline_action_closes_pipeline_and_container_view_survives(tmp_p
     kinds = {c.commandType for c in resp.commands}
     assert scm_datanode_pb2.SCMCommandProto.closePipelineCommand in kinds
     assert scm_datanode_pb2.SCMCommandProto.closeContainerCommand in kinds
-    await scm.pipeline_manager.scrub_pipelines()  # CLOSED pipelines are removed
+    await scm.pipeline_manager.scrub_pipelines()
+    assert scm.pipeline_manager.find(pid.id) is not None  # kept until the destroy timeout
+    clock.advance(66)
+    await scm.pipeline_manager.scrub_pipelines()  # CLOSED pipelines are removed after 66s
     assert scm.pipeline_manager.find(pid.id) is None
     dns[1].replicas[cwp.containerInfo.containerID] = replica(cwp.containerInfo.containerID, R.CLOSING)
     await dns[1].heartbeat(scm)
