@@ -155,3 +155,22 @@ async def test_pipeline_action_closes_pipeline_and_container_view_survives(tmp_p
     assert view.pipeline.state == hdds_pb2.PIPELINE_CLOSED  # synthesised from where the replicas are
     assert [m.uuid for m in view.pipeline.members] == [dns[1].uuid] and len(replicas) == 1
     await scm.stop()
+
+
+async def test_start_runs_background_services_and_stop_is_clean(tmp_path: Path) -> None:
+    import asyncio
+
+    scm = await make_scm(tmp_path, **{"ozone.scm.heartbeat.thread.interval": "50ms"})
+    await scm.start()
+    await bring_up(scm, make_datanodes(3))
+    scm.start_replication_manager()  # wakes the service loop at once
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while scm.replication_manager.runs == 0 and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    assert scm.replication_manager.runs >= 1
+    before = scm.node_manager.heartbeats_processed
+    await scm.stop()
+    assert all(t.done() for t in scm._tasks) and scm._tasks == []
+    assert not scm.metadata_store.is_open
+    assert scm.node_manager.heartbeats_processed == before
