@@ -201,6 +201,8 @@ class DeletedBlockLog:
             flight = self._in_flight.get(node.uuid)
             if flight is not None and now - flight.sent_at < self._in_flight_timeout_s():
                 continue
+            if node.command_queue_report.get(CommandType.deleteBlocksCommand, 0) > 0:
+                continue  # the DN has not worked off the previous batch yet (Ozone throttling)
             txs = self.transactions_for(node.uuid, per_dn)
             if not txs:
                 continue

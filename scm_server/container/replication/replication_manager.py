@@ -285,7 +285,10 @@ class ReplicationManager(BackgroundSCMService):
         deadline_ms = self.clock.wall_ms() + int(self.config.event_timeout.total_seconds() * 1000)
         deadline = self.clock.monotonic() + self.config.event_timeout.total_seconds()
         if cmd.kind == "replicate":
-            queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.ADD)
+            # In-flight adds we issued plus what the DN says is still queued (commandQueueReport).
+            queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.ADD) + node.command_queue_report.get(
+                CommandType.replicateContainerCommand, 0
+            )
             if queued >= self.config.datanode_replication_limit:
                 self.commands_throttled += 1
                 return
@@ -300,7 +303,9 @@ class ReplicationManager(BackgroundSCMService):
             self.node_manager.add_command(cmd.datanode, proto)
             self.pending_ops.add(container_id, PendingOpType.ADD, cmd.datanode, deadline)
         elif cmd.kind == "delete":
-            queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.DELETE)
+            queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.DELETE) + node.command_queue_report.get(
+                CommandType.deleteContainerCommand, 0
+            )
             if queued >= self.config.datanode_delete_limit:
                 self.commands_throttled += 1
                 return

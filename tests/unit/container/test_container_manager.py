@@ -222,3 +222,27 @@ async def test_concurrent_allocations_respect_open_container_limit(tmp_path: Pat
     assert len(containers) == 2  # openContainerLimit, even with 40 concurrent callers
     assert len({b[0].containerBlockID.localID for b in blocks}) == 40
     await scm.stop()
+
+
+async def test_replication_limit_counts_datanode_reported_queue(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path, **{"hdds.scm.replication.datanode.replication.limit": "2"})
+    dns = make_datanodes(4)
+    await bring_up(scm, dns)
+    cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+    await scm.close_container(cid)
+    for dn in dns[:2]:
+        dn.replicas[cid] = replica(cid, R.CLOSED)
+        await dn.heartbeat(scm)
+    busy = scm_datanode_pb2.CommandQueueReportProto(command=[T.replicateContainerCommand], count=[2])
+    for dn in dns[2:]:
+        await dn.heartbeat(scm, commandQueueReport=busy)  # both candidate targets report a full queue
+    scm.node_manager.clear_command_queues()
+    await scm.replication_manager.run_once()
+    assert scm.replication_manager.commands_throttled == 1
+    assert all(not scm.node_manager.queued_commands(d.uuid, T.replicateContainerCommand) for d in dns)
+    idle = scm_datanode_pb2.CommandQueueReportProto(command=[T.replicateContainerCommand], count=[0])
+    for dn in dns[2:]:
+        await dn.heartbeat(scm, commandQueueReport=idle)
+    await scm.replication_manager.run_once()
+    assert sum(len(scm.node_manager.queued_commands(d.uuid, T.replicateContainerCommand)) for d in dns) == 1
+    await scm.stop()
