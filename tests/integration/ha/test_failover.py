@@ -83,9 +83,15 @@ async def test_kill_leader_under_load_rejoin_and_consistency(tmp_path: Path) -> 
         assert len({tuple(t) for t in tables.values()}) == 1, f"replicated tables differ: {tables}"
         assert len({r.transactionInfo.index for r in d.values()}) == 1
 
-        # cross-SCM consistency: stop every SCM, then `debug ldb scan` must print the same containers
+        # cross-SCM consistency: stop every SCM at once (datanodes still healthy, so no background
+        # service is changing containers; each apply batch is flushed with its index), then
+        # `debug ldb scan` must print the same containers table on all of them.
+        await wait_caught_up(cluster, timeout=30)
+        for s in cluster.scms:
+            assert s.proc is not None
+            s.proc.send_signal(signal.SIGKILL)
         for i in range(3):
-            cluster.kill(i, signal.SIGTERM)
+            cluster.kill(i, signal.SIGKILL)
         scans = [ldb_scan(cluster, i) for i in range(3)]
         assert scans[0] == scans[1] == scans[2], "ldb scan --column_family=containers differs between SCMs"
         assert acked <= ldb_container_ids(scans[0])
@@ -212,7 +218,8 @@ async def test_partition_leader_fourth_scm_by_checkpoint_transfer_decommission(t
 
         # leader transfer (to the new SCM) and decommission of a follower through the CLI
         roles = await cluster.roles()
-        follower = next(p for p in roles.peers if p.node_id == cluster.scms[i4].node_id)
+        new_id = next(v["scmId"] for v in await cluster.node_views() if v["index"] == i4)
+        follower = next(p for p in roles.peers if p.peer_id == new_id)
         out = cli(cluster, "admin", "scm", "transfer", "-n", follower.peer_id)
         assert out.returncode == 0, out.stderr
         await wait_until(lambda: _leader_is(cluster, follower.peer_id), 20, "transfer to complete")
