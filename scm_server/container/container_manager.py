@@ -57,7 +57,7 @@ R_DELETED = hdds_pb2.ContainerReplicaProto.DELETED
 CommandType = scm_datanode_pb2.SCMCommandProto.Type
 
 
-@dataclass
+@dataclass(slots=True)
 class ContainerReplica:
     """One replica as last reported by a datanode (soft state)."""
 

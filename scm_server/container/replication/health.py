@@ -242,7 +242,8 @@ def _check_closed(view: ContainerView, replicas: list[ReplicaView], cluster: Clu
 
     good = [r for r in replicas if _matches(info.state, r.state)]
     bad = [r for r in replicas if r.state in (R_UNHEALTHY, R_INVALID)]
-    mismatched = [r for r in replicas if r not in good and r not in bad]
+    classified = {r.datanode for r in good} | {r.datanode for r in bad}
+    mismatched = [r for r in replicas if r.datanode not in classified]
 
     # MismatchedReplicasHandler: replicas of a CLOSED container still open/closing/quasi-closed
     if info.state == CLOSED:
