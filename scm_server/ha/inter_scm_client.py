@@ -152,8 +152,11 @@ async def download_checkpoint(
             )
         unpack = work / "unpacked"
         unpack.mkdir()
-        with tarfile.open(tar_path, "r:gz") as tar:
-            tar.extractall(unpack, filter="data")
+        try:
+            with tarfile.open(tar_path, "r:gz") as tar:
+                tar.extractall(unpack, filter="data")
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise CheckpointError(f"checkpoint from {address} cannot be unpacked: {exc}") from exc
         tar_path.unlink()
         db_path = unpack / "scm.db"
         if not db_path.is_dir():
