@@ -2,10 +2,11 @@
 
 Container lifecycle (SCM side)::
 
-    OPEN --FINALIZE--> CLOSING --QUASI_CLOSE--> QUASI_CLOSED --FORCE_CLOSE--> CLOSED
-                          |                          |                           |
-                          +---------CLOSE------------+-------------(DELETE)------+--> DELETING --CLEANUP--> DELETED
-                                                     +--DELETE-->
+    OPEN --FINALIZE--> CLOSING --CLOSE--------------------------> CLOSED --DELETE--+
+                          |                                         ^               |
+                          +--QUASI_CLOSE--> QUASI_CLOSED --FORCE_CLOSE              v
+                                                 |                              DELETING --CLEANUP--> DELETED
+                                                 +------------DELETE-------------^
 
 i.e. the transition table
 
