@@ -219,12 +219,14 @@ def _roles_req() -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-async def run_workload(cluster: HALocalCluster, num_datanodes: int, blocks: int, hold: bool) -> dict[str, Any]:
+async def run_workload(
+    cluster: HALocalCluster, num_datanodes: int, blocks: int, hold: bool, racks: int = 2
+) -> dict[str, Any]:
     from scm_server.cli import throughput
     from scm_server.datanode_sim import DatanodeSimulator
 
     sim = DatanodeSimulator(
-        cluster.datanode_addresses, num_datanodes, heartbeat_interval=0.5, racks=2,
+        cluster.datanode_addresses, num_datanodes, heartbeat_interval=0.5, racks=racks,
         admin_addresses=cluster.client_addresses, container_report_interval=30,
     )
     await sim.start()
@@ -310,6 +312,7 @@ def run_local(
     data_dir: Path = Path("run-data"),
     exit_after: bool = False,
     keep_data: bool = False,
+    racks: int = 2,
 ) -> dict[str, Any]:
     """Start the quorum + datanodes, run the workload, print; stop unless told to hold."""
     import shutil
@@ -323,7 +326,7 @@ def run_local(
     try:
         cluster.start_quorum()
         cluster.save_state()
-        return asyncio.run(run_workload(cluster, num_datanodes, blocks, hold=not exit_after))
+        return asyncio.run(run_workload(cluster, num_datanodes, blocks, hold=not exit_after, racks=racks))
     except BaseException:
         for s in cluster.scms:
             if s.log_path.exists():
