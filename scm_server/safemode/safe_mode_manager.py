@@ -105,6 +105,11 @@ class RatisContainerSafeModeRule(SafeModeExitRule):
         super().__init__()
         self.container_manager = container_manager
         self.threshold = threshold
+        # The containers that count are fixed at the first evaluation (as Ozone does at startup);
+        # afterwards only those still lacking a replica are re-checked, so each heartbeat costs
+        # O(containers not yet reported), not O(all containers).
+        self._total = 0
+        self._pending: set[int] | None = None
 
     def _eligible(self) -> list[int]:
         return [
@@ -114,9 +119,17 @@ class RatisContainerSafeModeRule(SafeModeExitRule):
         ]
 
     def evaluate(self) -> RuleResult:
-        eligible = self._eligible()
-        total = len(eligible)
-        reported = sum(1 for cid in eligible if self.container_manager.get_replicas(cid))
+        if self._pending is None:
+            eligible = self._eligible()
+            self._total = len(eligible)
+            self._pending = set(eligible)
+        gone = {cid for cid in self._pending if not self.container_manager.exists(cid)}
+        self._total -= len(gone)
+        self._pending = {
+            cid for cid in self._pending - gone if not self.container_manager.get_replicas(cid)
+        }
+        total = self._total
+        reported = total - len(self._pending)
         fraction = 1.0 if total == 0 else reported / total
         return RuleResult(
             fraction >= self.threshold,
