@@ -132,6 +132,7 @@ class SimDatanode:
         self.resume.set()
         self.tasks: list[asyncio.Task[None]] = []
         self.executed: dict[str, int] = {}
+        self.deferred: list[scm_datanode_pb2.SCMCommandProto] = []
 
     # ---- identity and reports ----
 
@@ -261,7 +262,10 @@ class SimDatanode:
                 replica.state = RState.CLOSED
                 self._icr(replica)
         elif cmd.commandType == CmdType.replicateContainerCommand:
-            self._replicate(cmd)
+            if self.sim.replication_held:
+                self.deferred.append(cmd)  # a slow datanode: copy later (see hold_replication)
+            else:
+                self._replicate(cmd)
         elif cmd.commandType == CmdType.deleteContainerCommand:
             replica = self.containers.pop(cmd.deleteContainerCommandProto.containerID, None)
             if replica is not None:
@@ -471,6 +475,7 @@ class DatanodeSimulator:
         self._admin: SCMClient | None = None
         self.datanodes: list[SimDatanode] = []
         self.by_uuid: dict[str, SimDatanode] = {}
+        self.replication_held = False
         self.racks = max(racks, 1)
         self.capacity = capacity
         self.name_prefix = name_prefix
@@ -560,6 +565,21 @@ class DatanodeSimulator:
             dn.start()
         dn.resume.set()
         return dn
+
+    def hold_replication(self) -> None:
+        """Make every datanode slow at copying: replicate commands are accepted but queued."""
+        self.replication_held = True
+
+    def release_replication(self) -> int:
+        """Run the queued replicate commands now; returns how many ran."""
+        self.replication_held = False
+        ran = 0
+        for dn in self.live():
+            queued, dn.deferred = dn.deferred, []
+            for cmd in queued:
+                dn._replicate(cmd)
+                ran += 1
+        return ran
 
     def corrupt_replica(self, key: int | str, container_id: int) -> None:
         dn = self.datanode(key)

@@ -198,6 +198,9 @@ def test_dead_datanode_under_replicated_then_healthy(scm: ScmUnderTest) -> None:
         lambda: next(dn for dn in scm.sim.datanodes if dn.alive and any(c in dn.containers for c in closed))
     )
     affected = scm.sim_thread.run(lambda: sorted(c for c in closed if c in victim.containers))
+    # Datanodes copy slowly for a while, so the under-replicated state is observable through the
+    # CLI (a subprocess per poll); then copying resumes and Replication Manager's commands complete.
+    scm.sim_thread.run(scm.sim.hold_replication)
     scm.sim_thread.call(scm.sim.kill(victim.hostname))
 
     def under_replicated() -> dict[str, object] | None:
@@ -206,6 +209,14 @@ def test_dead_datanode_under_replicated_then_healthy(scm: ScmUnderTest) -> None:
 
     report = scm.wait(under_replicated, 30, "UNDER_REPLICATED containers after a datanode died")
     assert set(report["samples"].get("UNDER_REPLICATED", affected)) <= set(closed)
+    text = run_cli(scm.conf_dir, "admin", "container", "report").stdout
+    assert "UNDER_REPLICATED: 0" not in text and "Container Health Summary" in text
+    scm.wait(
+        lambda: scm.sim_thread.run(lambda: any(dn.deferred for dn in scm.sim.live())),
+        20,
+        "replicate commands from Replication Manager reaching the datanodes",
+    )
+    scm.sim_thread.run(scm.sim.release_replication)
 
     def live_holders(cid: int) -> list[str]:
         return scm.sim_thread.run(lambda: [dn.hostname for dn, _ in scm.sim.replicas_of(cid)])
