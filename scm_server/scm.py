@@ -177,7 +177,9 @@ class StorageContainerManager:
             clock,
             configs.replication,
         )
-        self.pipeline_creator = BackgroundPipelineCreator(self.pipeline_manager, ctx, clock, configs.pipeline)
+        self.pipeline_creator = BackgroundPipelineCreator(
+            self.pipeline_manager, ctx, clock, configs.pipeline, configs.safemode.pipeline_creation
+        )
         self.block_deleting_service = SCMBlockDeletingService(self.deleted_block_log, ctx, clock, configs.block)
         self.block_deleting_service.wait_time = configs.safemode.wait_time_after_exit
         self.datanode_admin_monitor = DatanodeAdminMonitor(self.decommission_manager, ctx, clock, ADMIN_MONITOR_INTERVAL_S)

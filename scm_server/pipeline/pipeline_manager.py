@@ -393,8 +393,17 @@ class PipelineManager:
 class BackgroundPipelineCreator(BackgroundSCMService):
     """Leader-ready service; runs after the safemode pre-check (Ozone lets it run in safemode)."""
 
-    def __init__(self, pipeline_manager: PipelineManager, scm_context: SCMContext, clock: Clock, config: PipelineConfig):
+    def __init__(
+        self,
+        pipeline_manager: PipelineManager,
+        scm_context: SCMContext,
+        clock: Clock,
+        config: PipelineConfig,
+        create_in_safe_mode: bool = True,
+    ) -> None:
+        """``create_in_safe_mode`` is hdds.scm.safemode.pipeline.creation."""
         self.pipeline_manager = pipeline_manager
+        self.create_in_safe_mode = create_in_safe_mode
         super().__init__(
             "BackgroundPipelineCreator",
             scm_context=scm_context,
@@ -408,6 +417,8 @@ class BackgroundPipelineCreator(BackgroundSCMService):
 
     async def run_once(self) -> None:
         if not self._scm_context.is_pre_check_complete():
+            return
+        if self._scm_context.is_in_safe_mode() and not self.create_in_safe_mode:
             return
         await self.pipeline_manager.scrub_pipelines()
         await self.pipeline_manager.create_pipelines_up_to_limit()

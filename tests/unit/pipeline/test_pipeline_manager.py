@@ -144,3 +144,26 @@ async def test_pipelines_persist_across_restart(tmp_path: Path) -> None:
     again = await StorageContainerManager.create(make_conf(tmp_path), clock=FakeClock())
     assert {p.id.id: p.state for p in again.list_pipelines()} == before
     await again.stop()
+
+
+async def test_creator_runs_after_pre_check_and_honours_safemode_pipeline_creation(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path / "a", **{"hdds.scm.safemode.min.datanode": "2"})
+    scm.safe_mode_manager.set_state_machine_ready_hook(lambda: False)  # keep it in safemode
+    dns = make_datanodes(3)
+    await dns[0].register(scm)
+    await scm.pipeline_creator.run_once()
+    assert scm.list_pipelines() == []  # pre-check (DataNodeSafeModeRule) not passed yet
+    for dn in dns[1:]:
+        await dn.register(scm)
+    assert scm.in_safe_mode() == (True, True)
+    await scm.pipeline_creator.run_once()
+    assert len(scm.list_pipelines()) == 4  # created during safemode, after the pre-check
+    await scm.stop()
+
+    off = await make_scm(tmp_path / "b", **{"hdds.scm.safemode.pipeline.creation": "false"})
+    off.safe_mode_manager.set_state_machine_ready_hook(lambda: False)
+    for dn in make_datanodes(3):
+        await dn.register(off)
+    await off.pipeline_creator.run_once()
+    assert off.list_pipelines() == []
+    await off.stop()
