@@ -134,6 +134,7 @@ class ChaosConfig:
     liveness_timeout: float = 20.0
     check_timeout: float = 120.0
     size: int = 3
+    server_args: tuple[str, ...] = ()  # extra kv.py flags, e.g. a small --snapshot-threshold
 
 
 @dataclass
@@ -146,6 +147,8 @@ class ChaosReport:
     liveness_s: float | None = None
     crashed: dict[str, int | None] = field(default_factory=dict)
     error: str = ""
+    server_args: tuple[str, ...] = ()
+    final_status: dict[str, str] = field(default_factory=dict)  # per node: term/commit/snapshot
 
     @property
     def ok(self) -> bool:
@@ -161,9 +164,10 @@ class ChaosReport:
         verdict = self.check.summary() if self.check else "not checked"
         live = f"{self.liveness_s:.2f}s" if self.liveness_s is not None else "FAILED"
         return (
-            f"chaos seed={self.seed}: ops ok={self.counts.get('ok', 0)} fail={self.counts.get('fail', 0)} "
+            f"chaos seed={self.seed}{' ' + ' '.join(self.server_args) if self.server_args else ''}: ops ok={self.counts.get('ok', 0)} fail={self.counts.get('fail', 0)} "
             f"info={self.counts.get('info', 0)}; faults={len(self.faults)} [{', '.join(self.faults)}]; "
-            f"liveness after heal {live}; crashed={self.crashed or 'none'}; history {verdict}"
+            f"liveness after heal {live}; crashed={self.crashed or 'none'}; "
+            f"end: {', '.join(f'{k} {v}' for k, v in self.final_status.items())}; history {verdict}"
             + (f"; ERROR {self.error}" if self.error else "")
         )
 
@@ -349,8 +353,8 @@ async def run_chaos(cfg: ChaosConfig, workdir: Path, make_client: ClientFactory 
     if make_client is None:
         make_client = default_client
     rng = random.Random(cfg.seed)
-    report = ChaosReport(cfg.seed, workdir)
-    cluster = KvCluster(workdir, size=cfg.size, fault_injection=True)
+    report = ChaosReport(cfg.seed, workdir, server_args=cfg.server_args)
+    cluster = KvCluster(workdir, size=cfg.size, fault_injection=True, extra_args=cfg.server_args)
     rec = HistoryRecorder()
     nemesis = _Nemesis(cluster, random.Random(rng.randrange(1 << 30)), cfg)
     keys = [f"k{i}" for i in range(cfg.keys)]
@@ -370,6 +374,15 @@ async def run_chaos(cfg: ChaosConfig, workdir: Path, make_client: ClientFactory 
         }
         await nemesis.heal()
         report.liveness_s = await _liveness(cluster, make_client, rec, cfg)
+        for i in cluster.reachable():
+            with contextlib.suppress(Exception):
+                st = await cluster.status(i)
+                report.final_status[cluster.ids[i]] = (
+                    f"{st.role.lower()} t{st.term} commit={st.commit_index} snap={st.snapshot_index}"
+                )
+        for i, p in enumerate(cluster.procs):  # nothing may die on its own after the heal either
+            if p is not None and p.poll() is not None:
+                report.crashed.setdefault(cluster.ids[i], p.poll())
     except Exception as exc:
         report.error = f"{type(exc).__name__}: {exc}"
     finally:

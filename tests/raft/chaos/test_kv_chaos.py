@@ -6,7 +6,8 @@ leader SIGKILL + restart, SIGSTOP/SIGCONT, symmetric partition of the leader, on
 random drop + delay, bridge. After healing, a write must succeed within a bound, and the
 recorded history must be linearizable under the KV model (per-key partitions).
 
-* ``make test`` runs two short runs whose schedules together cover every nemesis, plus a
+* ``make test`` runs two short runs whose schedules together cover every nemesis (the second
+  with aggressive log compaction, so lagging members install snapshots), plus a
   run with a deliberately lying client to show the pipeline does catch a stale read.
 * ``make chaos`` (``-m chaos``) runs many randomized runs: ``RAFT_CHAOS_RUNS`` (default 12),
   ``RAFT_CHAOS_DURATION`` seconds each (default 20), base seed ``RAFT_CHAOS_SEED``.
@@ -60,6 +61,13 @@ def _check(report: ChaosReport) -> None:
     assert report.counts.get("ok", 0) > 50, "too few operations completed to mean anything:\n" + report.summary()
 
 
+# The second run compacts the log aggressively so restarted/lagging members need snapshots.
+SHORT_SERVER_ARGS = [(), ("--snapshot-threshold", "100", "--purge-gap", "20")]
+SERVER_ARG_CHOICES = [
+    (),
+    ("--snapshot-threshold", "100", "--purge-gap", "20"),
+    ("--snapshot-threshold", "50", "--purge-gap", "10", "--install-mode", "chunked"),
+]
 SHORT_SCHEDULES = [
     ("kill-leader", "partition-leader", "pause-leader", "oneway-leader-out", "flaky"),
     ("bridge", "oneway-leader-in", "kill-random", "pause-random", "partition-leader"),
@@ -75,6 +83,7 @@ async def test_short_chaos_runs_are_linearizable() -> None:
         cfg = ChaosConfig(
             seed=seed, duration=11.0, clients=5, keys=3, schedule=schedule,
             fault_min=0.8, fault_max=1.6, quiet_min=0.2, quiet_max=0.6,
+            server_args=SHORT_SERVER_ARGS[n],
         )  # fmt: skip
         report = await run_chaos(cfg, _workdir(seed))
         reports.append(report)
@@ -143,6 +152,7 @@ async def test_many_randomized_chaos_runs() -> None:
             clients=rng.choice([3, 5, 8]),
             keys=rng.choice([1, 2, 3, 5]),
             op_timeout=rng.choice([1.0, 2.0, 3.0]),
+            server_args=rng.choice(SERVER_ARG_CHOICES),
         )
         report = await run_chaos(cfg, _workdir(seed))
         reports.append(report)
