@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import grpc
 import grpc.aio
@@ -83,6 +83,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 _EARLY_TYPES = frozenset({MessageType.APPEND, MessageType.HEARTBEAT})
 
 
@@ -191,6 +192,7 @@ class RaftServer:
         self._inflight_calls: dict[tuple[bytes, int], asyncio.Future[bytes]] = {}
         self.retry_cache = RetryCache(config.retry_cache_expiry)
         self._reads: dict[bytes, asyncio.Future[int]] = {}
+        self._read_collecting: asyncio.Future[int] | None = None
         self._read_ids = itertools.count(1)
         self._applied_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._received_snapshots: dict[tuple[int, int], Path] = {}
@@ -481,29 +483,9 @@ class RaftServer:
     ) -> bytes:
         t = timeout if timeout is not None else self.config.request_timeout
         # a timer instead of asyncio.wait_for: no extra Task per request on the hot path
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[bytes] = loop.create_future()
-
-        def relay(f: asyncio.Future[bytes]) -> None:
-            if waiter.done():
-                return
-            if f.cancelled():
-                waiter.cancel()
-            elif (exc := f.exception()) is not None:
-                waiter.set_exception(exc)
-            else:
-                waiter.set_result(f.result())
-
-        def expire() -> None:
-            if not waiter.done():
-                waiter.set_exception(TimeoutError())
-
-        fut.add_done_callback(relay)
-        timer = loop.call_later(t, expire)
         try:
-            return await waiter
+            return await _wait_shared(fut, t)
         except TimeoutError:
-            fut.remove_done_callback(relay)
             if index is not None:
                 p = self._pending.pop(index, None)
                 if p is not None and p.key is not None:
@@ -512,8 +494,6 @@ class RaftServer:
                 f"request not committed within {t:.1f}s on {self.config.node_id}; its outcome is unknown "
                 "(retry with the same client_id/call_id for exactly-once)"
             ) from None
-        finally:
-            timer.cancel()
 
     def _map_dropped(self, exc: ProposalDroppedError) -> Exception:
         text = str(exc)
@@ -527,32 +507,60 @@ class RaftServer:
         return NotLeaderError(self._leader, self.leader_address(), f"proposal dropped: {text}")
 
     async def read_index(self, timeout: float | None = None) -> int:
-        """Linearizable read barrier (ReadIndex): returns once applied >= the confirmed read index."""
-        node = self._check_running()
+        """Linearizable read barrier (ReadIndex): returns once applied >= the confirmed read index.
+
+        Concurrent readers are batched: everyone who arrives before the next request is issued
+        shares one ReadIndex round (one heartbeat quorum), like etcd's linearizable read loop."""
+        self._check_running()
+        if not self._leader:
+            raise NotLeaderError("", "", "no leader is known; cannot serve a linearizable read")
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + (timeout if timeout is not None else self.config.request_timeout)
-        ctx = f"{self.config.node_id}/{next(self._read_ids)}".encode()
-        fut: asyncio.Future[int] = loop.create_future()
-        self._reads[ctx] = fut
-        retry_every = self.config.tick_interval * self.config.election_tick
+        t = timeout if timeout is not None else self.config.request_timeout
+        deadline = loop.time() + t
+        batch = self._read_collecting
+        if batch is None:
+            batch = loop.create_future()
+            self._read_collecting = batch
+            loop.call_soon(self._issue_read_batch, batch)
         try:
-            while True:
-                if not self._leader:
-                    raise NotLeaderError("", "", "no leader is known; cannot serve a linearizable read")
-                node.read_index(ctx)
-                self._wakeup.set()
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise RaftTimeoutError(f"read index not confirmed in time on {self.config.node_id}")
-                try:
-                    index = await asyncio.wait_for(asyncio.shield(fut), min(remaining, retry_every))
-                    break
-                except TimeoutError:
-                    continue  # the request may have been dropped (leader change): ask again
-        finally:
-            self._reads.pop(ctx, None)
+            index = await _wait_shared(batch, t)
+        except TimeoutError:
+            raise RaftTimeoutError(
+                f"read index not confirmed within {t:.1f}s on {self.config.node_id}"
+            ) from None
         await self.wait_applied(index, max(deadline - loop.time(), 0.001))
         return index
+
+    def _issue_read_batch(self, batch: asyncio.Future[int]) -> None:
+        if self._read_collecting is batch:
+            self._read_collecting = None
+        if batch.done():
+            return
+        ctx = f"{self.config.node_id}/{next(self._read_ids)}".encode()
+        self._reads[ctx] = batch
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.config.request_timeout
+        retry_every = self.config.tick_interval * self.config.election_tick
+
+        def ask() -> None:
+            if batch.done() or not self._running or self._node is None:
+                self._reads.pop(ctx, None)
+                return
+            if loop.time() > give_up:
+                self._reads.pop(ctx, None)
+                batch.set_exception(TimeoutError())
+                batch.exception()
+                return
+            if not self._leader:
+                self._reads.pop(ctx, None)
+                batch.set_exception(NotLeaderError("", "", "no leader is known; cannot serve a linearizable read"))
+                batch.exception()
+                return
+            self._node.read_index(ctx)  # again after a drop (e.g. leader change): same ctx
+            self._wakeup.set()
+            loop.call_later(retry_every, ask)
+
+        ask()
 
     async def transfer_leadership(self, target_id: str | None, timeout: float = 10.0) -> str:
         node = self._check_running()
@@ -787,7 +795,7 @@ class RaftServer:
         if rd.committed_entries:
             await self._apply(rd.committed_entries)
         for rs in rd.read_states:
-            fut = self._reads.get(rs.request_ctx)
+            fut = self._reads.pop(rs.request_ctx, None)
             if fut is not None and not fut.done():
                 fut.set_result(rs.index)
 
@@ -1046,6 +1054,34 @@ class RaftServer:
         self._fail_all(LogFailedError(f"Raft server {self.config.node_id} failed: {exc}"))
         if self._stop_task is None:
             self._stop_task = asyncio.get_running_loop().create_task(self._stop())
+
+
+async def _wait_shared(fut: asyncio.Future[_T], timeout: float) -> _T:
+    """Await a future shared by many waiters, with a per-waiter timeout that never cancels it."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[_T] = loop.create_future()
+
+    def relay(f: asyncio.Future[_T]) -> None:
+        if waiter.done():
+            return
+        if f.cancelled():
+            waiter.cancel()
+        elif (exc := f.exception()) is not None:
+            waiter.set_exception(exc)
+        else:
+            waiter.set_result(f.result())
+
+    def expire() -> None:
+        if not waiter.done():
+            waiter.set_exception(TimeoutError())
+
+    fut.add_done_callback(relay)
+    timer = loop.call_later(timeout, expire)
+    try:
+        return await waiter
+    finally:
+        timer.cancel()
+        fut.remove_done_callback(relay)
 
 
 # ---------------------------------------------------------------------- admin / client gRPC service

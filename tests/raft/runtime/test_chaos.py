@@ -127,7 +127,13 @@ async def run_chaos(base: Path, seed: int, seconds: float) -> None:
         async with KvClient(c.addresses(), rpc_timeout=2.0, max_attempts=40) as kv:
             await kv.put(b"final-barrier", b"1")
             items = list(h.acked.items())
-            got = await asyncio.gather(*(kv.get(k) for k, _ in items))
+            limit = asyncio.Semaphore(64)
+
+            async def read(key: bytes) -> bytes | None:
+                async with limit:
+                    return await kv.get(key)
+
+            got = await asyncio.gather(*(read(k) for k, _ in items))
             for (key, value), seen in zip(items, got, strict=True):
                 assert seen == value, f"acknowledged write {key!r} lost (seed {seed}, {faults_done})"
             for key in counters:
