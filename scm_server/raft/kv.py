@@ -14,6 +14,7 @@ CLI (stable; used by tests/raft and bench/raft_bench.py)::
         [--tick 0.1] [--election-tick 10] [--heartbeat-tick 1]
         [--snapshot-threshold 1000] [--purge-gap 1000] [--install-mode notify|chunked]
         [--max-pending 4096] [--request-timeout 30] [--log-level WARNING]
+        [--tls-cert PEM --tls-key PEM --tls-ca PEM]
 
 * ``--listen`` is this member's Raft address; the KV service (``scm.raft.KvService``: Put, Get,
   Cas, Checkpoint) and the admin service (``scm.raft.RaftAdmin``: Status, TransferLeadership,
@@ -54,7 +55,7 @@ from scm_server.raft.core.types import SnapshotMetadata
 from scm_server.raft.errors import NotLeaderError
 from scm_server.raft.server import RaftServer, RaftServerConfig, _error_proto
 from scm_server.raft.statemachine import AppliedEntry, ApplyRejected, BaseStateMachine
-from scm_server.raft.transport import make_channel
+from scm_server.raft.transport import TlsConfig, make_channel
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +112,9 @@ def _records(items: Any) -> AsyncIterator[bytes]:
 class KvStateMachine(BaseStateMachine):
     """LevelDB-backed KV/CAS state machine (see module docstring)."""
 
-    def __init__(self, data_dir: Path, *, fsync: bool = True) -> None:
+    def __init__(self, data_dir: Path, *, fsync: bool = True, tls: TlsConfig | None = None) -> None:
         self.path = Path(data_dir)
+        self.tls = tls
         self.path.mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
         try:
@@ -234,7 +236,7 @@ class KvStateMachine(BaseStateMachine):
         """Notification mode: download a checkpoint from the leader's KV service and install it."""
         if not leader_address:
             raise ValueError(f"no address known for leader {leader_id!r}; cannot fetch a checkpoint")
-        channel = make_channel(leader_address)
+        channel = make_channel(leader_address, self.tls)
         try:
             stub = raft_pb2_grpc.KvServiceStub(channel)
 
@@ -397,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-pending", type=int, default=4096)
     p.add_argument("--request-timeout", type=float, default=30.0)
     p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--tls-cert", type=Path, help="PEM certificate (enables mutual TLS with --tls-key/--tls-ca)")
+    p.add_argument("--tls-key", type=Path)
+    p.add_argument("--tls-ca", type=Path)
     return p
 
 
@@ -426,7 +431,12 @@ async def serve(args: argparse.Namespace) -> int:
             if args.id not in members:
                 raise SystemExit(f"--init: --peers does not list this member {args.id}")
             RaftServer.initialize_group(raft_dir, args.id, members[args.id], members)
-    sm = KvStateMachine(data_dir / "kv", fsync=args.fsync)
+    tls = None
+    if args.tls_cert or args.tls_key or args.tls_ca:
+        if not (args.tls_cert and args.tls_key and args.tls_ca):
+            raise SystemExit("--tls-cert, --tls-key and --tls-ca go together")
+        tls = TlsConfig(cert_file=args.tls_cert, key_file=args.tls_key, ca_file=args.tls_ca)
+    sm = KvStateMachine(data_dir / "kv", fsync=args.fsync, tls=tls)
     config = RaftServerConfig(
         node_id=args.id,
         address=listen,
@@ -441,6 +451,7 @@ async def serve(args: argparse.Namespace) -> int:
         max_pending_proposals=args.max_pending,
         fsync=args.fsync,
         enable_fault_injection=args.fault_injection,
+        tls=tls,
     )
     server = RaftServer(config, sm)
     server.add_service(lambda s: raft_pb2_grpc.add_KvServiceServicer_to_server(KvServicer(server, sm), s))
