@@ -140,8 +140,19 @@ class ScmUnderTest:
         self.wait(ready, timeout, "SCM out of safemode with an OPEN RATIS/THREE pipeline")
 
     def report(self) -> dict[str, Any]:
+        """The container report as the real CLI prints it (``admin container report --json``)."""
         data: dict[str, Any] = cli_json(self.conf_dir, "admin", "container", "report", "--json")
         return data
+
+    def stats(self) -> dict[str, int]:
+        """Report counters through the client (cheap enough to poll)."""
+        return {c.key: int(c.count) for c in self.client.replication_manager_report().stat}
+
+    def op_state(self, hostname: str) -> str:
+        for n in self.client.query_nodes():
+            if n.nodeID.hostName == hostname and n.nodeOperationalStates:
+                return hdds_pb2.NodeOperationalState.Name(n.nodeOperationalStates[0])
+        return "UNKNOWN"
 
     def close(self) -> None:
         try:

@@ -80,10 +80,12 @@ def test_allocate_blocks_and_containers_are_healthy(scm: ScmUnderTest) -> None:
     assert set(containers) <= {int(c["containerID"]) for c in listed}
 
     def healthy() -> bool:
-        stats = scm.report()["stats"]
+        stats = scm.stats()
         return stats.get("HEALTHY", 0) >= len(containers) and stats.get("UNDER_REPLICATED", 0) == 0
 
     scm.wait(healthy, 20, "container report showing the containers HEALTHY")
+    stats = scm.report()["stats"]
+    assert stats["HEALTHY"] >= len(containers) and stats.get("UNDER_REPLICATED", 0) == 0
 
 
 def test_full_container_gets_closed(scm: ScmUnderTest) -> None:
@@ -203,11 +205,9 @@ def test_dead_datanode_under_replicated_then_healthy(scm: ScmUnderTest) -> None:
     scm.sim_thread.run(scm.sim.hold_replication)
     scm.sim_thread.call(scm.sim.kill(victim.hostname))
 
-    def under_replicated() -> dict[str, object] | None:
-        report = scm.report()
-        return report if report["stats"].get("UNDER_REPLICATED", 0) > 0 else None
-
-    report = scm.wait(under_replicated, 30, "UNDER_REPLICATED containers after a datanode died")
+    scm.wait(lambda: scm.stats().get("UNDER_REPLICATED", 0) > 0, 30, "UNDER_REPLICATED after a datanode died")
+    report = scm.report()  # the real CLI: `ozone-scm admin container report --json`
+    assert report["stats"]["UNDER_REPLICATED"] > 0
     assert set(report["samples"].get("UNDER_REPLICATED", affected)) <= set(closed)
     text = run_cli(scm.conf_dir, "admin", "container", "report").stdout
     assert "UNDER_REPLICATED: 0" not in text and "Container Health Summary" in text
@@ -222,7 +222,7 @@ def test_dead_datanode_under_replicated_then_healthy(scm: ScmUnderTest) -> None:
         return scm.sim_thread.run(lambda: [dn.hostname for dn, _ in scm.sim.replicas_of(cid)])
 
     def healthy_again() -> bool:
-        stats = scm.report()["stats"]
+        stats = scm.stats()
         if stats.get("UNDER_REPLICATED", 0) or stats.get("MISSING", 0):
             return False
         return all(len(live_holders(c)) == 3 for c in affected)
@@ -241,11 +241,9 @@ def test_decommission_a_node(scm: ScmUnderTest) -> None:
     result = run_cli(scm.conf_dir, "admin", "datanode", "decommission", target.hostname)
     assert result.returncode == 0, result.stderr
 
-    def op_state() -> str:
-        nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
-        return str(nodes[target.hostname]["opState"])
-
-    assert scm.wait(lambda: op_state() in ("DECOMMISSIONING", "DECOMMISSIONED"), 20, "DECOMMISSIONING")
+    scm.wait(
+        lambda: scm.op_state(target.hostname) in ("DECOMMISSIONING", "DECOMMISSIONED"), 20, "DECOMMISSIONING"
+    )
     # The datanode got SetNodeOperationalState from the leader and persists/echoes it.
     scm.wait(
         lambda: (
@@ -254,4 +252,10 @@ def test_decommission_a_node(scm: ScmUnderTest) -> None:
         20,
         "the datanode to persist its new operational state",
     )
-    scm.wait(lambda: op_state() == "DECOMMISSIONED", 60, "DECOMMISSIONED once its replicas are copied")
+    scm.wait(
+        lambda: scm.op_state(target.hostname) == "DECOMMISSIONED",
+        60,
+        "DECOMMISSIONED once replicas are copied",
+    )
+    nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
+    assert nodes[target.hostname]["opState"] == "DECOMMISSIONED"
