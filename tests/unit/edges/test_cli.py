@@ -63,3 +63,14 @@ def test_report_layout_and_json() -> None:
         "stats": {"CLOSED": 4, "UNDER_REPLICATED": 2},
         "samples": {"UNDER_REPLICATED": [3, 9]},
     }
+
+
+def test_json_uses_numbers_and_enum_names() -> None:
+    from scm_server.cli.output import to_dict
+
+    info = hdds_pb2.ContainerInfoProto(
+        containerID=7, state=hdds_pb2.CLOSED, usedBytes=2**40, pipelineID=hdds_pb2.PipelineID(id="p")
+    )
+    assert to_dict(info) == {"containerID": 7, "state": "CLOSED", "pipelineID": {"id": "p"}, "usedBytes": 2**40}
+    node = hdds_pb2.Node(nodeID=hdds_pb2.DatanodeDetailsProto(uuid="u"), nodeStates=[hdds_pb2.DEAD])
+    assert to_dict(node) == {"nodeID": {"uuid": "u"}, "nodeStates": ["DEAD"]}
