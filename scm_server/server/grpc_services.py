@@ -81,7 +81,13 @@ class _ServiceBase:
         if not exc.leader_id:
             return None
         try:
-            return endpoints.leader_address(self.get, self.protocol, exc.leader_id)
+            # The hint may name the leader by Raft peer id (scmUuid); map it to its node id.
+            node_id = exc.leader_id
+            node_of_peer = getattr(getattr(self.scm, "ha_manager", None), "node_of_peer", None)
+            if callable(node_of_peer):
+                node = node_of_peer(exc.leader_id)
+                node_id = getattr(node, "node_id", None) or node_id
+            return endpoints.leader_address(self.get, self.protocol, node_id)
         except Exception:  # a misconfigured peer must not hide the NotLeader answer
             LOG.exception("cannot resolve leader %s address", exc.leader_id)
             return None
