@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -301,3 +301,33 @@ def test_stateful_soak() -> None:
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
+
+
+@pytest.mark.parametrize("case_name", ["vote_not_cleared_same_term", "stale_message_commit_monotonic"])
+def test_stateful_machine_catches_a_broken_core(case_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state machine itself (not a scripted scenario) finds deliberately broken cores.
+
+    Generation only: shrinking a failure is what Hypothesis does on a real failure, but it can
+    take minutes on a loaded machine, so this check stops at the first counterexample.
+    """
+    from .cluster import STATS
+    from .test_regressions import CASES
+
+    case = next(c for c in CASES if c.name == case_name)
+    assert case.mutate is not None
+    case.mutate(monkeypatch)
+    with pytest.raises(InvariantViolation):
+        run_state_machine_as_test(
+            RaftClusterMachine,
+            settings=settings(
+                max_examples=60,
+                stateful_step_count=60,
+                derandomize=True,
+                database=None,
+                deadline=None,
+                phases=[Phase.generate],
+                report_multiple_bugs=False,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+    STATS["violations_expected"] += 1
