@@ -58,6 +58,22 @@ class HALocalCluster(LocalCluster):
     def __init__(self, base_dir: Path, num_scms: int = 3, *, settings: Mapping[str, str] | None = None) -> None:
         super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **(settings or {})})
 
+    def reuse_ports(self) -> bool:
+        """Take the ports recorded in ``cluster.json`` (a kept data dir): the Raft configuration in
+        the log names the peers' Raft addresses, so a restarted ring must keep them."""
+        path = self.base_dir / STATE_FILE
+        if not path.exists():
+            return False
+        state = json.loads(path.read_text())
+        recorded = {s["node_id"]: s for s in state.get("scms", [])}
+        for s in self.scms:
+            r = recorded.get(s.node_id)
+            if r is None or "ports" not in r:
+                continue
+            for attr, port in r["ports"].items():
+                setattr(s, attr, int(port))
+        return True
+
     # ---- auto-bootstrap ----
     def init_and_bootstrap(self, index: int, timeout: float = 120.0) -> None:
         """``scm --init`` and ``scm --bootstrap`` on one node, as an init container would."""
@@ -198,6 +214,8 @@ class HALocalCluster(LocalCluster):
                     "node_id": s.node_id, "pid": s.proc.pid if s.proc else None, "conf_dir": str(s.conf_dir),
                     "client": s.client_address, "datanode": s.datanode_address, "http": s.http_url,
                     "grpc": f"127.0.0.1:{s.grpc_port}", "ratis": f"127.0.0.1:{s.ratis_port}", "log": str(s.log_path),
+                    "ports": {a: getattr(s, a) for a in ("client_port", "block_port", "datanode_port", "http_port",
+                                                         "ratis_port", "grpc_port")},
                 }
                 for s in self.scms
             ],
@@ -323,6 +341,8 @@ def run_local(
         data_dir.resolve(), num_scms,
         settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))},
     )
+    if keep_data:
+        cluster.reuse_ports()
     try:
         cluster.start_quorum()
         cluster.save_state()
