@@ -115,6 +115,7 @@ NEMESES = (
     "oneway-leader-in",
     "flaky",
     "bridge",
+    "majorities-ring",
 )
 
 
@@ -236,14 +237,39 @@ class _Nemesis:
             await asyncio.sleep(hold)
             await c.heal_network()
         elif name == "bridge":
-            # Jepsen's bridge on 3 nodes: the two ends cannot talk, the middle one sees both.
+            # Jepsen's bridge: two halves that cannot talk, plus one node that sees both
+            # (on 3 nodes: the leader and one follower cannot talk, the third sees both).
             a = await self._target(True)
             rest = [j for j in range(c.size) if j != a]
             rng.shuffle(rest)
-            b = rest[0]
-            ends = [a, b]
-            await c.cut([(ends[0], ends[1]), (ends[1], ends[0])], seed)
-            self.applied.append(f"bridge({c.ids[a]}x{c.ids[b]})")
+            bridge_node = rest.pop()
+            left = [a, *rest[: (c.size - 1) // 2 - 1]]
+            right = [j for j in rest if j not in left]
+            pairs = [(x, y) for x in left for y in right] + [(y, x) for x in left for y in right]
+            await c.cut(pairs, seed)
+            self.applied.append(
+                f"bridge({'+'.join(c.ids[x] for x in left)}|{c.ids[bridge_node]}|{'+'.join(c.ids[y] for y in right)})"
+            )
+            await asyncio.sleep(hold)
+            await c.heal_network()
+        elif name == "majorities-ring":
+            # Every node sees a majority, no two see the same one: on 5 nodes node i talks to
+            # i-1 and i+1 only. On 3 nodes every majority overlaps: degrade to a bridge.
+            if c.size < 5:
+                await self.one("bridge")
+                return
+            order = list(range(c.size))
+            rng.shuffle(order)
+            pos = {node: k for k, node in enumerate(order)}
+            half = c.size // 2
+            pairs = []
+            for x in range(c.size):
+                for y in range(c.size):
+                    dist = min((pos[x] - pos[y]) % c.size, (pos[y] - pos[x]) % c.size)
+                    if x != y and dist > (half - 1 if c.size % 2 else half):
+                        pairs.append((x, y))
+            await c.cut(pairs, seed)
+            self.applied.append(f"majorities-ring({'-'.join(c.ids[x] for x in order)})")
             await asyncio.sleep(hold)
             await c.heal_network()
         else:

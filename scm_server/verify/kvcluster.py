@@ -312,12 +312,20 @@ class KvCluster:
             await self._set_faults_best_effort(i, rules, seed)
 
     async def cut(self, pairs: Iterable[tuple[int, int]], seed: int = 0) -> None:
-        """One-way cuts: for each (src, dst) nothing from src reaches dst (both ends told)."""
-        out: dict[int, list[Fault]] = {}
+        """One-way cuts: for each (src, dst) nothing from src reaches dst (both ends told).
+
+        Rules are merged per (node, peer): a node holds one rule per peer, so a cut in both
+        directions becomes one rule with both flags."""
+        flags: dict[tuple[int, int], tuple[bool, bool]] = {}  # (node, peer) -> (out, in)
         for src, dst in pairs:
-            out.setdefault(src, []).append(Fault(peer=self.ids[dst], cut_outbound=True))
-            out.setdefault(dst, []).append(Fault(peer=self.ids[src], cut_inbound=True))
-        for i, rules in out.items():
+            o, n = flags.get((src, dst), (False, False))
+            flags[(src, dst)] = (True, n)
+            o, n = flags.get((dst, src), (False, False))
+            flags[(dst, src)] = (o, True)
+        per_node: dict[int, list[Fault]] = {}
+        for (node, peer), (o, n) in sorted(flags.items()):
+            per_node.setdefault(node, []).append(Fault(peer=self.ids[peer], cut_outbound=o, cut_inbound=n))
+        for i, rules in per_node.items():
             if i in self.reachable():
                 await self._set_faults_best_effort(i, rules, seed)
 
