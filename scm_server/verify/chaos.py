@@ -149,6 +149,7 @@ class ChaosReport:
     crashed: dict[str, int | None] = field(default_factory=dict)
     error: str = ""
     server_args: tuple[str, ...] = ()
+    size: int = 3
     final_status: dict[str, str] = field(default_factory=dict)  # per node: term/commit/snapshot
 
     @property
@@ -165,7 +166,7 @@ class ChaosReport:
         verdict = self.check.summary() if self.check else "not checked"
         live = f"{self.liveness_s:.2f}s" if self.liveness_s is not None else "FAILED"
         return (
-            f"chaos seed={self.seed}{' ' + ' '.join(self.server_args) if self.server_args else ''}: ops ok={self.counts.get('ok', 0)} fail={self.counts.get('fail', 0)} "
+            f"chaos seed={self.seed} size={self.size}{' ' + ' '.join(self.server_args) if self.server_args else ''}: ops ok={self.counts.get('ok', 0)} fail={self.counts.get('fail', 0)} "
             f"info={self.counts.get('info', 0)}; faults={len(self.faults)} [{', '.join(self.faults)}]; "
             f"liveness after heal {live}; crashed={self.crashed or 'none'}; "
             f"end: {', '.join(f'{k} {v}' for k, v in self.final_status.items())}; history {verdict}"
@@ -379,7 +380,7 @@ async def run_chaos(cfg: ChaosConfig, workdir: Path, make_client: ClientFactory 
     if make_client is None:
         make_client = default_client
     rng = random.Random(cfg.seed)
-    report = ChaosReport(cfg.seed, workdir, server_args=cfg.server_args)
+    report = ChaosReport(cfg.seed, workdir, server_args=cfg.server_args, size=cfg.size)
     cluster = KvCluster(workdir, size=cfg.size, fault_injection=True, extra_args=cfg.server_args)
     rec = HistoryRecorder()
     nemesis = _Nemesis(cluster, random.Random(rng.randrange(1 << 30)), cfg)

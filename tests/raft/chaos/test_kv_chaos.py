@@ -3,7 +3,7 @@
 Three ``python -m scm_server.raft.kv`` servers on loopback (fault injection on), concurrent
 asyncio clients doing put / get / cas on a few keys with unique values, and a nemesis:
 leader SIGKILL + restart, SIGSTOP/SIGCONT, symmetric partition of the leader, one-way cuts,
-random drop + delay, bridge. After healing, a write must succeed within a bound, and the
+random drop + delay, bridge (and majorities-ring with 5 members). After healing, a write must succeed within a bound, and the
 recorded history must be linearizable under the KV model (per-key partitions).
 
 * ``make test`` runs two short runs whose schedules together cover every nemesis (the second
@@ -153,6 +153,7 @@ async def test_many_randomized_chaos_runs() -> None:
             keys=rng.choice([1, 2, 3, 5]),
             op_timeout=rng.choice([1.0, 2.0, 3.0]),
             server_args=rng.choice(SERVER_ARG_CHOICES),
+            size=rng.choice([3, 3, 3, 5]),  # 5 members: majorities-ring and wider bridges
         )
         report = await run_chaos(cfg, _workdir(seed))
         reports.append(report)
