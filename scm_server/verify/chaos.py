@@ -116,6 +116,8 @@ NEMESES = (
     "flaky",
     "bridge",
     "majorities-ring",
+    "transfer-leader",
+    "member-replace",
 )
 
 
@@ -197,6 +199,14 @@ class _Nemesis:
                 c.spawn(i)
         self.killed.clear()
         await c.heal_network()
+        # a member-replace cut short leaves a member outside the group: add it back
+        with contextlib.suppress(Exception):
+            await c.wait_leader(20.0)
+            voters = await c.voters()
+            for i in range(c.size):
+                if voters and c.ids[i] not in voters:
+                    self.applied.append(f"(heal: re-adding {c.ids[i]})")
+                    await c.add_member(i, timeout=30.0)
 
     async def one(self, name: str) -> None:
         c, rng = self.cluster, self.rng
@@ -253,6 +263,22 @@ class _Nemesis:
             )
             await asyncio.sleep(hold)
             await c.heal_network()
+        elif name == "transfer-leader":
+            await c.transfer_leadership(None, timeout=5.0)
+            self.applied.append(name)
+        elif name == "member-replace":
+            # etcd's MemberReplace: remove a member (the leader half of the time: it must
+            # step down safely), wipe its data, restart it empty and add it back (learner
+            # catch-up through a snapshot or the log, then promotion).
+            i = await self._target(rng.random() < 0.5)
+            self.applied.append(f"member-replace({c.ids[i]})")
+            await c.remove_member(i, timeout=15.0)
+            c.kill(i)
+            self.killed.add(i)
+            c.wipe(i)
+            c.spawn(i)
+            self.killed.discard(i)
+            await c.add_member(i, timeout=30.0)
         elif name == "majorities-ring":
             # Every node sees a majority, no two see the same one: on 5 nodes node i talks to
             # i-1 and i+1 only. On 3 nodes every majority overlaps: degrade to a bridge.

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -262,6 +263,68 @@ class KvCluster:
 
         await wait_for(has_leader, timeout, f"a leader among {self.ids} (logs in {self.workdir})", interval=0.1)
         return found[-1]
+
+    async def _on_leader(self, method: str, make_req: Callable[[], Any], timeout: float) -> int:
+        """Call admin ``method`` on the current leader, following leader changes, until it
+        answers ok; returns the index of the member that did. Raises after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        last = "no leader found"
+        while time.monotonic() < deadline:
+            li = await self.leader_index()
+            if li is None:
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                reply = await getattr(self._admin(li), method)(
+                    make_req(), timeout=max(0.5, min(deadline - time.monotonic(), 30.0))
+                )
+            except Exception as exc:
+                last = f"{self.ids[li]}: {type(exc).__name__}"
+                await asyncio.sleep(0.1)
+                continue
+            if reply.ok:
+                return li
+            last = f"{self.ids[li]}: {reply.error.code} {reply.error.message}".strip()
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"{method} did not succeed within {timeout:.0f}s (last: {last})")
+
+    async def voters(self) -> list[str]:
+        li = await self.leader_index()
+        if li is None:
+            return []
+        return list((await self.status(li)).conf.voters)
+
+    async def remove_member(self, i: int, timeout: float = 20.0) -> None:
+        from scm_server.proto import raft_pb2
+
+        await self._on_leader(
+            "RemoveMember", lambda: raft_pb2.MemberRequest(node_id=self.ids[i], timeout=timeout), timeout
+        )
+
+    async def add_member(self, i: int, timeout: float = 40.0) -> None:
+        """Learner catch-up then promotion, run by the leader (the member must be running)."""
+        from scm_server.proto import raft_pb2
+
+        await self._on_leader(
+            "AddMember",
+            lambda: raft_pb2.MemberRequest(node_id=self.ids[i], address=self.addresses[i], timeout=timeout),
+            timeout,
+        )
+
+    async def transfer_leadership(self, target: int | None = None, timeout: float = 10.0) -> None:
+        from scm_server.proto import raft_pb2
+
+        tid = "" if target is None else self.ids[target]
+        await self._on_leader(
+            "TransferLeadership", lambda: raft_pb2.TransferLeadershipRequest(target_id=tid, timeout=timeout), timeout
+        )
+
+    def wipe(self, i: int) -> None:
+        """Delete a stopped member's data dir: it restarts empty, without ``--init``, and waits
+        until a leader adds it."""
+        if self.pid(i) is not None:
+            raise RuntimeError(f"{self.ids[i]} is running; kill it before wiping its data dir")
+        shutil.rmtree(self.data_dirs[i], ignore_errors=True)
 
     async def set_faults(self, i: int, faults: Iterable[Fault], seed: int = 0) -> None:
         from scm_server.proto import raft_pb2

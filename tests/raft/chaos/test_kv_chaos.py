@@ -3,7 +3,8 @@
 Three ``python -m scm_server.raft.kv`` servers on loopback (fault injection on), concurrent
 asyncio clients doing put / get / cas on a few keys with unique values, and a nemesis:
 leader SIGKILL + restart, SIGSTOP/SIGCONT, symmetric partition of the leader, one-way cuts,
-random drop + delay, bridge (and majorities-ring with 5 members). After healing, a write must succeed within a bound, and the
+random drop + delay, bridge (and majorities-ring with 5 members), leader transfer, and
+member replacement (remove, wipe, restart empty, add back). After healing, a write must succeed within a bound, and the
 recorded history must be linearizable under the KV model (per-key partitions).
 
 * ``make test`` runs two short runs whose schedules together cover every nemesis (the second
@@ -69,8 +70,8 @@ SERVER_ARG_CHOICES = [
     ("--snapshot-threshold", "50", "--purge-gap", "10", "--install-mode", "chunked"),
 ]
 SHORT_SCHEDULES = [
-    ("kill-leader", "partition-leader", "pause-leader", "oneway-leader-out", "flaky"),
-    ("bridge", "oneway-leader-in", "kill-random", "pause-random", "partition-leader"),
+    ("kill-leader", "partition-leader", "pause-leader", "oneway-leader-out", "flaky", "transfer-leader"),
+    ("bridge", "oneway-leader-in", "member-replace", "kill-random", "pause-random", "partition-leader"),
 ]
 
 
