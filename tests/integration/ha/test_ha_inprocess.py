@@ -134,3 +134,76 @@ async def test_fourth_scm_catches_up_by_checkpoint_then_transfer_and_decommissio
     finally:
         for h in hosts:
             await h.stop()
+
+
+async def test_logical_rejection_fatal_error_and_stale_checkpoint(tmp_path: Path) -> None:
+    from scm_server.exceptions import ResultCodes
+    from scm_server.ha.inter_scm_client import DownloadedCheckpoint
+    from scm_server.raft.core.types import SnapshotMetadata
+
+    node_ids = ["scm1", "scm2", "scm3"]
+    hosts, _ = await _init_cluster(tmp_path, node_ids)
+    try:
+        await wait_for(lambda: all(len(h.ha.raft.conf.voters) == 3 for h in hosts), 20, "3 voters")
+        leader = _leader(hosts)
+        await leader.seq.get_next_id("containerId")
+        first = leader.ha.raft.status().commit_index
+        await wait_for(lambda: all(h.transaction_buffer.latest_trx_info().index >= first for h in hosts), 10, "apply")
+        before = [h.seq_state.last_id("containerId") for h in hosts]
+        assert len(set(before)) == 1
+        # a logical rejection comes back to the caller as SCMException; every replica is untouched
+        with pytest.raises(SCMException) as err:
+            await leader.seq_state.allocate_batch("noSuchType", 0, 10)
+        assert err.value.result is ResultCodes.INVALID_REQUEST
+        index = leader.ha.raft.status().commit_index
+        await wait_for(lambda: all(h.transaction_buffer.latest_trx_info().index >= index for h in hosts), 10, "apply")
+        assert [h.seq_state.last_id("containerId") for h in hosts] == before
+        assert not any(h.fatal for h in hosts)
+
+        # a checkpoint older than what an SCM already applied is refused, its DB untouched
+        follower = next(h for h in hosts if h is not leader)
+        old_dir = tmp_path / "old-checkpoint"
+        old_db = leader.metadata_store.checkpoint(old_dir / "unpacked")
+        old_trx = leader.metadata_store.read_transaction_info(old_db)
+        assert old_trx is not None
+        for _ in range(15):
+            await leader.seq.get_next_id("localId")
+        await wait_for(lambda: follower.transaction_buffer.latest_trx_info().index > old_trx.index, 10, "progress")
+
+        async def fake_download(*_: object) -> DownloadedCheckpoint:
+            return DownloadedCheckpoint(old_db, old_trx, leader.storage_config.cluster_id or "", 1, "test")
+
+        follower.ha.download_checkpoint_from_leader = fake_download  # type: ignore[method-assign]
+        applied = follower.transaction_buffer.latest_trx_info()
+        with pytest.raises(SCMException, match="behind this SCM's applied index"):
+            await follower.ha.state_machine.install_snapshot_from_leader(
+                leader.ha.peer_id, "", SnapshotMetadata(index=old_trx.index, term=old_trx.term)
+            )
+        assert follower.transaction_buffer.latest_trx_info() == applied
+        assert follower.metadata_store.is_open and follower.reinits == 0
+
+        # a fatal apply error (INTERNAL_ERROR) stops every SCM instead of letting replicas diverge
+        def explode(self: object, name: str, expected: int, new: int) -> bool:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "disk on fire")
+
+        from scm_server.ha.replicate import REPLICATED_ATTR
+
+        info = getattr(type(leader.seq_state).allocate_batch, REPLICATED_ATTR)
+        original = info.local
+        object.__setattr__(info, "local", explode)
+        try:
+            before_poison = max(h.transaction_buffer.latest_trx_info().index for h in hosts)
+            with pytest.raises(Exception):  # noqa: B017 - the caller sees the server stop
+                await leader.seq_state.allocate_batch("containerId", leader.seq_state.last_id("containerId"), 10**9)
+            # every SCM that applies the entry stops (a majority does: the entry is committed), and no
+            # SCM that is still up has applied anything past the poisoned entry
+            await wait_for(lambda: sum(bool(h.fatal) for h in hosts) >= 2, 20, "a majority to stop on the fatal error")
+            assert all("disk on fire" in h.fatal[0] for h in hosts if h.fatal)
+            for h in hosts:
+                if not h.fatal:
+                    assert h.transaction_buffer.latest_trx_info().index <= before_poison
+        finally:
+            object.__setattr__(info, "local", original)
+    finally:
+        for h in hosts:
+            await h.stop()
