@@ -376,7 +376,9 @@ def up(num_scms: int = 3, num_datanodes: int = 5, data_dir: Path = Path("run-dat
          "--scm", ",".join(cluster.datanode_addresses), "--admin-scm", ",".join(cluster.client_addresses)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
-    return cluster.save_state({"datanode_sim_pid": sim.pid})
+    path = cluster.save_state({"datanode_sim_pid": sim.pid})
+    asyncio.run(cluster.wait_healthy_quorum(timeout=120))
+    return path
 
 
 def load_state(data_dir: Path = Path("run-data")) -> dict[str, Any]:
