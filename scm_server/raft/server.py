@@ -12,7 +12,9 @@ a :class:`~scm_server.raft.statemachine.StateMachine`. The server owns the core
         rd = core.ready()
         persist rd (hard state + entries + snapshot) in ONE LevelDB batch, synced when rd.must_sync,
             in a single dedicated writer thread (group commit: one Ready = one fsync)
-        send rd.messages                       (only after the write: votes/acks depend on it)
+        send rd.messages                       (after the write: votes/acks depend on it; a leader's
+                                                AppendEntries/heartbeats go out in parallel with
+                                                its own write when term and vote are unchanged)
         apply rd.committed_entries in batches  (state machine; resolve submit futures by index+term)
         core.advance(rd)
         snapshot + log purge every snapshot_threshold applied entries

@@ -150,6 +150,11 @@ class KvCluster:
             p.start()
 
     def stop(self) -> None:
+        for p in self.nodes.values():  # signal everyone first, then wait: members stop in parallel
+            if p.alive:
+                assert p.proc is not None
+                p.proc.send_signal(signal.SIGCONT)
+                p.proc.terminate()
         for p in self.nodes.values():
             p.terminate()
 
