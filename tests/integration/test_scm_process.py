@@ -8,6 +8,7 @@ every container back to HEALTHY -> a datanode is decommissioned.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -259,3 +260,25 @@ def test_decommission_a_node(scm: ScmUnderTest) -> None:
     )
     nodes = {n["hostName"]: n for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
     assert nodes[target.hostname]["opState"] == "DECOMMISSIONED"
+
+
+def test_freon_stb_allocate_blocks(scm: ScmUnderTest) -> None:
+    result = run_cli(
+        scm.conf_dir,
+        "freon",
+        "stb",
+        "--benchmark",
+        "AllocateBlocks",
+        "--num-blocks",
+        "200",
+        "--num-threads",
+        "4",
+        "--num-datanodes",
+        "3",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {r["mode"]: r for r in json.loads(result.stdout)}
+    assert rows["AllocateBlocks"]["operations"] == 200
+    assert rows["AllocateBlocks"]["ops_per_second"] > 0
+    assert rows["AllocateBlocks"]["latency_ms"]["p99"] >= rows["AllocateBlocks"]["latency_ms"]["p50"]
