@@ -22,7 +22,7 @@ from rich.table import Table
 
 from scm_server.cli import throughput
 from scm_server.cli.local_cluster import LocalCluster
-from scm_server.cli.output import console
+from scm_server.cli.output import console, print_json
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.proto import hdds_pb2
@@ -34,7 +34,8 @@ def local() -> None:
 
 
 @local.command("run")
-@click.option("--scms", "num_scms", default=1, show_default=True, help="Number of SCM processes.")
+@click.option("--scms", "num_scms", default=3, show_default=True,
+              help="Number of SCM processes: 3 = HA quorum (the main job), 1 = a single SCM without peers.")
 @click.option("--datanodes", default=5, show_default=True)
 @click.option("--racks", default=2, show_default=True)
 @click.option("--blocks", default=2000, show_default=True, help="Blocks to allocate in the workload.")
@@ -44,7 +45,71 @@ def local() -> None:
 def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: Path, exit_after: bool,
               keep_data: bool) -> None:
     """Start SCM(s) + simulated datanodes, run a block workload, print where to look."""
+    if num_scms > 1:
+        # The HA quorum (init + bootstrap on every node, AddSCM on first start) is the HA layer's.
+        from scm_server.ha import local_cluster as ha_local
+
+        ha_local.run_local(num_scms, datanodes, blocks, data_dir, exit_after, keep_data, racks)
+        return
     run_local(num_scms, datanodes, racks, blocks, data_dir, exit_after, keep_data)
+
+
+@local.command("up")
+@click.option("--scms", "num_scms", default=3, show_default=True)
+@click.option("--datanodes", default=5, show_default=True)
+@click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
+def local_up(num_scms: int, datanodes: int, data_dir: Path) -> None:
+    """Start an SCM quorum and simulated datanodes in the background (see `local status` / `local down`)."""
+    from scm_server.ha import local_cluster as ha_local
+
+    with console.status(f"starting {num_scms} SCM(s) and {datanodes} datanodes under {data_dir}"):
+        path = ha_local.up(num_scms, datanodes, data_dir)
+    console.print(f"Local cluster is up; state in {path}. `ozone-scm local status` shows roles and addresses.")
+
+
+@local.command("status")
+@click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+def local_status(data_dir: Path, as_json: bool) -> None:
+    """Roles, liveness and addresses of the cluster started by `local up`."""
+    from scm_server.ha import local_cluster as ha_local
+
+    try:
+        info = ha_local.status(data_dir)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    roles = info["roles"]
+    if as_json:
+        print_json({**info, "roles": roles.as_dict() if hasattr(roles, "as_dict") else str(roles)})
+        return
+    table = Table(title=f"Local cluster in {data_dir}")
+    for col in ("node", "alive", "client", "web"):
+        table.add_column(col)
+    for s in info["state"]["scms"]:
+        table.add_row(
+            str(s.get("node_id")), "yes" if info["alive"].get(s.get("node_id")) else "no",
+            str(s.get("client", "")), str(s.get("http", "")),
+        )
+    console.print(table)
+    if hasattr(roles, "peers"):
+        console.print(f"term {roles.term}, commit index {roles.commit_index}, applied index {roles.applied_index}")
+        for peer in roles.peers:
+            console.print(f"  {peer.line}", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"roles unavailable: {roles}", highlight=False, soft_wrap=True)
+
+
+@local.command("down")
+@click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
+def local_down(data_dir: Path) -> None:
+    """Stop everything `local up` started."""
+    from scm_server.ha import local_cluster as ha_local
+
+    try:
+        stopped = ha_local.down(data_dir)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    console.print(f"Stopped: {', '.join(stopped) or 'nothing was running'}")
 
 
 def run_local(
