@@ -254,3 +254,38 @@ async def test_member_crashing_at_a_persist_point_recovers(make_cluster: Factory
         for key, value in acked.items():
             assert await kv.get(key) == value
         assert await read_from(leader, max(acked, key=lambda k: int(k[1:]))) is not None
+
+
+async def test_full_cluster_kill9_and_restart_keeps_every_acknowledged_write(make_cluster: Factory) -> None:
+    """PySyncObj#201's scenario: every member SIGKILLed at once under load, then restarted."""
+    c = make_cluster()
+    await c.leader()
+    acked: dict[bytes, bytes] = {}
+    async with c.client() as kv:
+
+        async def load(w: int) -> None:
+            for i in range(10_000):
+                key, value = b"w%d-%d" % (w, i), b"%d" % i
+                try:
+                    await kv.put(key, value)
+                except Exception:  # in flight when the cluster died: outcome unknown
+                    return
+                acked[key] = value
+
+        writers = [asyncio.ensure_future(load(w)) for w in range(8)]
+        await wait_for(lambda: _true(len(acked) >= 300), 30, "300 acknowledged writes")
+        for p in c.nodes.values():
+            p.kill()
+        for t in writers:  # writes in flight now have an unknown outcome: stop waiting for them
+            t.cancel()
+        await asyncio.gather(*writers, return_exceptions=True)
+    for p in c.nodes.values():
+        p.start()
+    await c.leader()
+    async with c.client() as kv:
+        for key, value in acked.items():
+            assert await kv.get(key) == value, f"acknowledged write {key!r} lost after a full-cluster crash"
+
+
+async def _true(value: bool) -> bool:
+    return value
