@@ -45,7 +45,7 @@ def _addresses(ctx: CliContext) -> list[str]:
 def roles_table(roles: Roles) -> Table:
     table = Table(title=f"SCM roles (term {roles.term}, commit {roles.commit_index}, applied {roles.applied_index})")
     for col in ("host:port:ROLE:peerId", "node", "match", "lag", "client address"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for p in roles.peers:
         table.add_row(
             p.line,
