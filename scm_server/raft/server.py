@@ -440,7 +440,7 @@ class RaftServer:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._applied_waiters.append((index, fut))
         try:
-            await asyncio.wait_for(fut, timeout if timeout is not None else self.config.request_timeout)
+            await _wait_shared(fut, timeout if timeout is not None else self.config.request_timeout)
         except TimeoutError:
             raise RaftTimeoutError(f"{self.config.node_id} did not apply index {index} in time") from None
 
