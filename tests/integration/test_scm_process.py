@@ -262,6 +262,36 @@ def test_decommission_a_node(scm: ScmUnderTest) -> None:
     assert nodes[target.hostname]["opState"] == "DECOMMISSIONED"
 
 
+def test_maintenance_then_recommission(scm: ScmUnderTest) -> None:
+    target = scm.sim_thread.run(
+        lambda: next(dn for dn in scm.sim.datanodes if dn.alive and dn.op_state == hdds_pb2.IN_SERVICE)
+    )
+    result = run_cli(scm.conf_dir, "admin", "datanode", "maintenance", target.hostname, "--end", "1")
+    assert result.returncode == 0, result.stderr
+    scm.wait(
+        lambda: scm.op_state(target.hostname) in ("ENTERING_MAINTENANCE", "IN_MAINTENANCE"), 20, "maintenance"
+    )
+    scm.wait(
+        lambda: (
+            scm.sim_thread.run(lambda: target.op_state)
+            in (hdds_pb2.ENTERING_MAINTENANCE, hdds_pb2.IN_MAINTENANCE)
+        ),
+        20,
+        "the datanode to persist the maintenance state",
+    )
+    result = run_cli(scm.conf_dir, "admin", "datanode", "recommission", target.hostname)
+    assert result.returncode == 0, result.stderr
+    scm.wait(lambda: scm.op_state(target.hostname) == "IN_SERVICE", 20, "IN_SERVICE after recommission")
+    scm.wait(
+        lambda: scm.sim_thread.run(lambda: target.op_state) == hdds_pb2.IN_SERVICE,
+        20,
+        "the datanode to persist IN_SERVICE",
+    )
+    bad = run_cli(scm.conf_dir, "admin", "datanode", "decommission", "no-such-host.example")
+    assert bad.returncode == 1
+    assert "no-such-host.example" in bad.stdout + bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_freon_stb_allocate_blocks(scm: ScmUnderTest) -> None:
     result = run_cli(
         scm.conf_dir,
