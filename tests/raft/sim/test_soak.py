@@ -6,7 +6,8 @@ Environment:
 * ``SIM_SOAK_STEPS``: total simulated steps (default 5,000,000);
 * ``SIM_WALK_STEPS``: steps per walk (default 50,000).
 
-Each walk alternates 3- and 5-node clusters with the full fault and membership mix, checks every
+Each walk alternates 3- and 5-node clusters and cycles through the option profiles of
+``walk.PROFILES`` with the full fault and membership mix, checks every
 invariant after every step, then heals, converges (liveness) and checks durability. The first
 failing seed is reported with its last events; replay it with ``SIM_SEED=<seed>`` (see
 ``test_random_walk.py::test_replay_seed``) or ``SIM_SEEDS=<seed>`` here.
@@ -20,7 +21,12 @@ import time
 import pytest
 
 from .invariants import InvariantViolation
-from .walk import run_walk
+from .walk import PROFILES, run_walk
+
+# half the walks use SCM's settings, the rest cycle through the other profiles
+PROFILE_CYCLE = [
+    "default", "plain", "default", "prevote-only", "default", "checkquorum-only", "default", "tight", "default", "roomy"
+]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -53,9 +59,13 @@ def test_soak_random_walks() -> None:
     steps = 0
     for k, seed in enumerate(seeds):
         try:
-            c = run_walk(seed, per_walk, 5 if k % 2 else 3)
+            profile = PROFILE_CYCLE[k % len(PROFILE_CYCLE)]
+            c = run_walk(seed, per_walk, 5 if k % 2 else 3, options=PROFILES[profile])
         except InvariantViolation as exc:
-            raise AssertionError(f"soak walk failed at seed {seed} (after {steps:,} steps in earlier walks)\n{exc}") from exc
+            raise AssertionError(
+                f"soak walk failed at seed {seed} (profile {profile}, {5 if k % 2 else 3} nodes; after {steps:,} "
+                f"steps in earlier walks)\n{exc}"
+            ) from exc
         steps += c.step_no
         if k % 10 == 9:
             print(f"soak: {steps:,} steps, {k + 1} seeds, {time.monotonic() - t0:.0f}s", flush=True)

@@ -274,6 +274,21 @@ class Walk:
             self.tick()
 
 
+# Option profiles: the same walk under different core settings (the default is SCM's: pre-vote and
+# check-quorum on). "tight" sends one entry per APPEND with one in flight, so flow control,
+# probing and the proposal bound are exercised hard.
+PROFILES: dict[str, SimOptions] = {
+    "default": SimOptions(),
+    "plain": SimOptions(pre_vote=False, check_quorum=False),
+    "prevote-only": SimOptions(pre_vote=True, check_quorum=False),
+    "checkquorum-only": SimOptions(pre_vote=False, check_quorum=True),
+    "tight": SimOptions(
+        election_tick=5, heartbeat_tick=1, max_size_per_msg=1, max_inflight_msgs=1, max_uncommitted_entries=8
+    ),
+    "roomy": SimOptions(election_tick=20, heartbeat_tick=4, max_size_per_msg=1 << 20, max_inflight_msgs=64),
+}
+
+
 def run_walk(
     seed: int, steps: int, n: int = 3, *, trace: bool = False, options: SimOptions | None = None, **walk_kwargs: bool
 ) -> Cluster:
