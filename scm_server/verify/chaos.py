@@ -168,7 +168,8 @@ class ChaosReport:
         verdict = self.check.summary() if self.check else "not checked"
         live = f"{self.liveness_s:.2f}s" if self.liveness_s is not None else "FAILED"
         return (
-            f"chaos seed={self.seed} size={self.size}{' ' + ' '.join(self.server_args) if self.server_args else ''}: ops ok={self.counts.get('ok', 0)} fail={self.counts.get('fail', 0)} "
+            f"chaos seed={self.seed} size={self.size}{' ' + ' '.join(self.server_args) if self.server_args else ''}: "
+            f"ops ok={self.counts.get('ok', 0)} fail={self.counts.get('fail', 0)} "
             f"info={self.counts.get('info', 0)}; faults={len(self.faults)} [{', '.join(self.faults)}]; "
             f"liveness after heal {live}; crashed={self.crashed or 'none'}; "
             f"end: {', '.join(f'{k} {v}' for k, v in self.final_status.items())}; history {verdict}"
@@ -427,6 +428,11 @@ async def run_chaos(cfg: ChaosConfig, workdir: Path, make_client: ClientFactory 
         }
         await nemesis.heal()
         report.liveness_s = await _liveness(cluster, make_client, rec, cfg)
+        if any(n.startswith("member-replace") for n in nemesis.applied):
+            voters = await cluster.voters()
+            missing = [nid for nid in cluster.ids if nid not in voters]
+            if missing:
+                report.error = f"members not restored after heal: {missing} (voters {voters})"
         for i in cluster.reachable():
             with contextlib.suppress(Exception):
                 st = await cluster.status(i)
