@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from scm_server.cli import throughput  # noqa: E402
 from scm_server.cli.local_cluster import LocalCluster  # noqa: E402
-from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
+from scm_server.client import SCMClient, SCMClientConfig, parse_addresses  # noqa: E402
 from scm_server.proto import hdds_pb2  # noqa: E402
 
 BENCH_SETTINGS = {
@@ -93,7 +93,7 @@ async def allocate_many(admin: SCMClient, n: int, threads: int) -> float:
 
 
 async def run(args: argparse.Namespace, admin_addrs: list[str], dn_addrs: list[str], http_url: str | None,
-              scm_pid: int | None) -> dict[str, Any]:
+              scm_pids: list[int]) -> dict[str, Any]:
     out: dict[str, Any] = {"results": []}
     config = SCMClientConfig(max_retries=15, retry_interval=0.2, rpc_timeout=120)
     async with SCMClient(admin_addrs, config) as admin:
@@ -121,10 +121,13 @@ async def run(args: argparse.Namespace, admin_addrs: list[str], dn_addrs: list[s
                 "allocate_blocks_batched_vs_noop_rpc": round(batched.ops_per_second / ping, 3) if ping else None,
                 **plyvel_baseline(args.plyvel_puts),
             }
-            if scm_pid is not None and args.memory_containers > 0:
-                before = rss_bytes(scm_pid)
+            if scm_pids and args.memory_containers > 0:
+                # With several SCMs every one holds all containers: take the largest growth.
+                before_all = [rss_bytes(pid) for pid in scm_pids]
                 secs = await allocate_many(admin, args.memory_containers, max(args.num_threads, 8))
-                after = rss_bytes(scm_pid)
+                after_all = [rss_bytes(pid) for pid in scm_pids]
+                i = max(range(len(scm_pids)), key=lambda k: after_all[k] - before_all[k])
+                before, after = before_all[i], after_all[i]
                 per_container = (after - before) / args.memory_containers
                 out["memory"] = {
                     "containers_created": args.memory_containers,
@@ -164,8 +167,10 @@ def print_table(out: dict[str, Any]) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--scm", help="client address of a running SCM (default: start one)")
-    p.add_argument("--scm-datanode", help="datanode-protocol address of that SCM")
+    p.add_argument("--scm", help="client address(es) of running SCM(s), comma-separated (default: start our own)")
+    p.add_argument("--scm-datanode", help="datanode-protocol address(es) of those SCMs, comma-separated")
+    p.add_argument("--scms", type=int, default=1,
+                   help="SCM processes to start when --scm is not given: 1 = single SCM, 3 = HA quorum")
     p.add_argument("--scm-http", help="http address of that SCM (for /prom)")
     p.add_argument("--num-blocks", type=int, default=3000)
     p.add_argument("--batch", type=int, default=100, help="numBlocks per call in the batched run")
@@ -179,28 +184,38 @@ def main() -> int:
     p.add_argument("--ping-calls", type=int, default=2000)
     p.add_argument("--plyvel-puts", type=int, default=100_000)
     p.add_argument("--memory-containers", type=int, default=5_000)
-    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scm_throughput.json")
+    p.add_argument("--out", type=Path, default=None, help="default bench/results/scm_throughput[_ha<N>].json")
     args = p.parse_args()
+    if args.out is None:
+        suffix = f"_ha{args.scms}" if args.scms > 1 and not args.scm else ""
+        args.out = ROOT / "bench" / "results" / f"scm_throughput{suffix}.json"
 
     started = time.perf_counter()
-    cluster: LocalCluster | None = None
+    cluster: LocalCluster | None = None  # an HALocalCluster when --scms > 1
     tmp: Path | None = None
     try:
         if args.scm:
-            admin_addrs, dn_addrs = [args.scm], [args.scm_datanode or args.scm]
+            admin_addrs = parse_addresses(args.scm)
+            dn_addrs = parse_addresses(args.scm_datanode or args.scm)
             http_url = f"http://{args.scm_http}" if args.scm_http else None
-            pid = None
+            pids: list[int] = []
         else:
             tmp = Path(tempfile.mkdtemp(prefix="scm-bench-"))
-            cluster = LocalCluster(tmp, 1, settings=BENCH_SETTINGS)
-            cluster.write_configs()
-            cluster.init()
-            s = cluster.start(0)
-            cluster.wait_serving(0, timeout=60)
-            admin_addrs, dn_addrs, http_url = [s.client_address], [s.datanode_address], s.http_url
-            assert s.proc is not None
-            pid = s.proc.pid
-        out = asyncio.run(run(args, admin_addrs, dn_addrs, http_url, pid))
+            if args.scms > 1:
+                from scm_server.ha.local_cluster import HALocalCluster
+
+                cluster = HALocalCluster(tmp, args.scms, settings=BENCH_SETTINGS)
+                cluster.start_quorum()
+            else:
+                cluster = LocalCluster(tmp, 1, settings=BENCH_SETTINGS)
+                cluster.write_configs()
+                cluster.init()
+                cluster.start(0)
+                cluster.wait_serving(0, timeout=60)
+            admin_addrs, dn_addrs = cluster.client_addresses, cluster.datanode_addresses
+            http_url = cluster.scms[0].http_url
+            pids = [s.proc.pid for s in cluster.scms if s.proc is not None]
+        out = asyncio.run(run(args, admin_addrs, dn_addrs, http_url, pids))
     finally:
         if cluster is not None:
             cluster.stop_all()
@@ -208,7 +223,11 @@ def main() -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     out["machine"] = {"python": platform.python_version(), "cpus": __import__("os").cpu_count(),
                       "platform": platform.platform()}
-    out["scm"] = "external " + args.scm if args.scm else "single SCM process started by the benchmark"
+    out["scm"] = (
+        "external " + args.scm if args.scm
+        else "single SCM process started by the benchmark" if args.scms == 1
+        else f"{args.scms}-SCM HA quorum started by the benchmark"
+    )
     out["wall_seconds"] = round(time.perf_counter() - started, 1)
     print_table(out)
     args.out.parent.mkdir(parents=True, exist_ok=True)
