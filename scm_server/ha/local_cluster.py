@@ -135,7 +135,12 @@ class HALocalCluster(LocalCluster):
 
     # ---- observation (async, over the network) ----
     async def roles(self) -> Roles:
-        async with HAAdminClient(self.running_grpc_addresses(), rounds=1) as c:
+        """Roles as the current leader sees them (a removed SCM may still believe in an old ring)."""
+        leader = await self.leader_index()
+        addresses = self.running_grpc_addresses()
+        if leader is not None:
+            addresses = [f"127.0.0.1:{self.scms[leader].grpc_port}"]
+        async with HAAdminClient(addresses, rounds=1) as c:
             return await c.roles()
 
     async def node_views(self) -> list[dict[str, Any]]:
