@@ -24,6 +24,7 @@ scenarios all drive this same class.
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import zlib
 from collections import deque
@@ -529,9 +530,9 @@ class Cluster:
                 self._check_durable_quorum(node, node.hs.commit, voters_before)
             for other in self.leaders():
                 if other is not node:
+                    ost = other.storage
                     chk.check_leader_has_committed(
-                        other.id, other.hs.term, lambda i, s=other.storage: storage_term(s, i),
-                        other.storage.first_index() - 1,
+                        other.id, other.hs.term, functools.partial(storage_term, ost), ost.first_index() - 1
                     )
         # 2. send
         if not sent:
