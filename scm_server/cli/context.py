@@ -43,7 +43,18 @@ class CliContext:
         return SCMClientConfig.from_getter(self.conf.get_str)
 
     def client(self) -> SyncSCMClient:
-        return SyncSCMClient(self.scm_addresses(), self.client_config())
+        config = self.client_config()
+
+        def notice(address: str, reason: str, attempt: int) -> None:
+            # Failing over is silent when it works at once; say so when it keeps retrying.
+            if attempt >= 2:
+                click.echo(
+                    f"SCM at {address} {reason}; retrying ({attempt}/{config.max_retries}, "
+                    "hdds.scmclient.failover.max.retry)",
+                    err=True,
+                )
+
+        return SyncSCMClient(self.scm_addresses(), config, on_failover=notice)
 
 
 pass_ctx = click.make_pass_decorator(CliContext)

@@ -82,12 +82,14 @@ class SCMClient:
         config: SCMClientConfig | None = None,
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        on_failover: Callable[[str, str, int], None] | None = None,
     ) -> None:
         self.addresses = parse_addresses(addresses)
         self.config = config or SCMClientConfig()
         self._current = 0
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._sleep = sleep  # injectable for unit tests of the failover policy
+        self._on_failover = on_failover  # (address that failed, reason, attempt): e.g. a CLI notice
         self.failovers = 0
 
     @property
@@ -148,11 +150,15 @@ class SCMClient:
                     if attempts > self.config.max_retries:
                         raise SCMUnavailableError(address, err.details() or err.code().name, attempts) from err
                     LOG.debug("SCM %s unreachable (%s); failing over", address, err.details())
+                    if self._on_failover is not None:
+                        self._on_failover(address, "unreachable", attempts)
                     jumped = self._failover_to(None)
                 elif isinstance(exc, NotLeaderException):
                     if attempts > self.config.max_retries:
                         raise exc from err
                     LOG.debug("SCM %s is not the leader (hint %r); failing over", address, exc.leader_address)
+                    if self._on_failover is not None:
+                        self._on_failover(address, "not the leader", attempts)
                     jumped = self._failover_to(exc.leader_address or None)
                 else:
                     raise exc from err

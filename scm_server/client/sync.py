@@ -17,14 +17,23 @@ from scm_server.client.scm_client import SCMClient
 
 
 class SyncSCMClient:
-    def __init__(self, addresses: Sequence[str] | str, config: SCMClientConfig | None = None) -> None:
+    def __init__(
+        self,
+        addresses: Sequence[str] | str,
+        config: SCMClientConfig | None = None,
+        on_failover: Callable[[str, str, int], None] | None = None,
+    ) -> None:
         self._loop = asyncio.new_event_loop()
-        self._client = self._loop.run_until_complete(self._make(addresses, config))
+        self._client = self._loop.run_until_complete(self._make(addresses, config, on_failover))
 
     @staticmethod
-    async def _make(addresses: Sequence[str] | str, config: SCMClientConfig | None) -> SCMClient:
+    async def _make(
+        addresses: Sequence[str] | str,
+        config: SCMClientConfig | None,
+        on_failover: Callable[[str, str, int], None] | None,
+    ) -> SCMClient:
         # grpc.aio channels bind to the loop that is running when they are created.
-        return SCMClient(addresses, config)
+        return SCMClient(addresses, config, on_failover=on_failover)
 
     @property
     def addresses(self) -> list[str]:
