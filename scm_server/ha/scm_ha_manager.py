@@ -365,6 +365,7 @@ class SCMHAManagerImpl:
         """Capture the leader's commit index on (re)join and re-evaluate the gate every tick."""
         tick = max(self.raft_config.tick_interval, 0.05)
         last_ask = 0.0
+        failures = 0
         loop = asyncio.get_running_loop()
         while self._running:
             await asyncio.sleep(tick * 2)
@@ -382,24 +383,42 @@ class SCMHAManagerImpl:
                 if loop.time() - last_ask < 0.5:
                     continue
                 last_ask = loop.time()
-                node = self.node_of_peer(leader)
-                addresses = [node.grpc_address] if node is not None else [p.grpc_address for p in self.local.peers]
-                for address in addresses:
-                    try:
-                        roles = await get_roles(address, timeout=2.0)
-                    except grpc.aio.AioRpcError:
-                        continue
-                    if roles.answeredBy == leader or roles.leaderId == roles.answeredBy:
-                        self._target_leader = leader
-                        sm.set_catch_up_target(roles.commitIndex)
-                        LOG.info(
-                            "SCM %s: leader %s commit index %d captured; datanode reports wait until applied",
-                            self.node_id,
-                            leader,
-                            roles.commitIndex,
-                        )
-                        break
+                target, source = await self._leader_commit_index(leader)
+                if target is None:
+                    failures += 1
+                    if failures >= 10:
+                        # Nobody reachable over the inter-SCM service can tell (e.g. the leader is an SCM
+                        # missing from our configuration): use the commit index the leader sent us.
+                        target, source = raft.status().commit_index, "the leader's heartbeats"
+                if target is not None:
+                    failures = 0
+                    self._target_leader = leader
+                    sm.set_catch_up_target(target)
+                    LOG.info(
+                        "SCM %s: leader %s commit index %d captured (from %s); datanode reports wait until applied",
+                        self.node_id,
+                        leader,
+                        target,
+                        source,
+                    )
             sm.check_catch_up()
+
+    async def _leader_commit_index(self, leader: str) -> tuple[int | None, str]:
+        """The leader's commit index, asked over the inter-SCM service (or a peer following it)."""
+        node = self.node_of_peer(leader)
+        addresses = [node.grpc_address] if node is not None else []
+        addresses += [p.grpc_address for p in self.local.peers if p.grpc_address not in addresses]
+        fallback: tuple[int | None, str] = (None, "")
+        for address in addresses:
+            try:
+                roles = await get_roles(address, timeout=2.0)
+            except grpc.aio.AioRpcError:
+                continue
+            if roles.answeredBy == leader:
+                return roles.commitIndex, f"the leader at {address}"
+            if roles.leaderId == leader and fallback[0] is None:
+                fallback = (roles.commitIndex, f"follower {roles.answeredBy} of the same leader")
+        return fallback
 
     # ---- membership / leadership admin ----
     async def add_scm(self, scm_id: str, ratis_address: str, node_id: str = "") -> str:
