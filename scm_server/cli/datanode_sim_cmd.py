@@ -20,8 +20,9 @@ from scm_server.server import endpoints
 
 def _status_table(sim: DatanodeSimulator) -> Table:
     table = Table(title=f"{len(sim.datanodes)} simulated datanode(s) -> {', '.join(sim.scm_addresses)}")
-    for col in ("host", "rack", "endpoints", "heartbeats", "containers", "pipelines", "op state", "last error"):
-        table.add_column(col)
+    for col in ("host", "rack", "endpoints", "heartbeats", "containers", "pipelines", "op state"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("last error", no_wrap=True, overflow="ellipsis", max_width=50)
     for dn in sim.datanodes:
         table.add_row(
             dn.hostname,
