@@ -22,7 +22,7 @@ def _status_table(sim: DatanodeSimulator) -> Table:
     table = Table(title=f"{len(sim.datanodes)} simulated datanode(s) -> {', '.join(sim.scm_addresses)}")
     for col in ("host", "rack", "endpoints", "heartbeats", "containers", "pipelines", "op state"):
         table.add_column(col, no_wrap=True)
-    table.add_column("last error", no_wrap=True, overflow="ellipsis", max_width=50)
+    table.add_column("last error", no_wrap=True, overflow="ellipsis", max_width=28)
     for dn in sim.datanodes:
         table.add_row(
             dn.hostname,
