@@ -2,17 +2,20 @@
 
 Every client request travels inside the log entry as an envelope ``(client_id, call_id,
 timestamp, payload)``. The cache is filled on APPLY on every replica, from the log itself, so a new
-leader already knows what the old one applied:
+leader already knows what the old one applied, and a retried submit whose (client_id, call_id) is
+cached returns the original result without proposing again.
 
-* a retried submit whose (client_id, call_id) is cached returns the original result without
-  proposing again (leader side);
-* a duplicate that reached the log anyway (client retried at a new leader before the first copy
-  committed) is skipped at apply time and gets the first copy's result.
+The cache is consulted only on the leader, at submit time; apply never depends on it. Every
+replica applies every committed entry, so replicas stay identical even though caches differ (a
+member that installed a snapshot never saw the calls inside it). The remaining race — a retry that
+reaches a new leader before the first copy is applied — is closed by the driver: a leader waits for
+a copy already in its own log instead of proposing a second one (a leader's log entries all commit
+under it, and a copy missing from its log can never commit later).
 
-Expiry is deterministic: it is driven by the leader timestamps carried in the applied entries,
-never by a replica's own clock, so every replica makes the same skip/apply decisions. On restart
-the driver re-fills the cache from the entries still in the log (only entries older than the log
-purge gap are forgotten, like Ratis which forgets its whole cache on restart).
+Expiry is driven by the leader timestamps carried in the applied entries, never by a replica's own
+clock. On restart the driver re-fills the cache from the entries still in the log (their results
+are unknown: a retry of such a call gets RESULT_UNAVAILABLE, an indeterminate outcome; Ratis forgets
+its whole cache on restart).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from scm_server.raft.statemachine import ApplyRejected
 
-_ENVELOPE_MAGIC = 0xE1
+ENVELOPE_MAGIC = 0xE1
 _HEADER = struct.Struct(">BHQd")  # magic, len(client_id), call_id, leader timestamp
 
 
@@ -36,11 +39,11 @@ class Envelope:
 
 
 def encode_envelope(client_id: bytes, call_id: int, timestamp: float, payload: bytes) -> bytes:
-    return _HEADER.pack(_ENVELOPE_MAGIC, len(client_id), call_id, timestamp) + client_id + payload
+    return _HEADER.pack(ENVELOPE_MAGIC, len(client_id), call_id, timestamp) + client_id + payload
 
 
 def decode_envelope(data: bytes) -> Envelope:
-    if len(data) < _HEADER.size or data[0] != _ENVELOPE_MAGIC:
+    if len(data) < _HEADER.size or data[0] != ENVELOPE_MAGIC:
         # not produced by RaftServer.submit (e.g. a raw proposal): no client identity
         return Envelope(b"", 0, 0.0, data)
     _, n, call_id, ts = _HEADER.unpack_from(data)

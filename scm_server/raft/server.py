@@ -70,7 +70,7 @@ from scm_server.raft.errors import (
     RaftStoppedError,
     RaftTimeoutError,
 )
-from scm_server.raft.retry_cache import Envelope, RetryCache, decode_envelope, encode_envelope
+from scm_server.raft.retry_cache import ENVELOPE_MAGIC, Envelope, RetryCache, decode_envelope, encode_envelope
 from scm_server.raft.statemachine import AppliedEntry, ApplyRejected, StateMachine
 from scm_server.raft.storage import LevelDBStorage
 from scm_server.raft.transport import SERVER_OPTIONS, RaftTransport, TlsConfig, add_port, conf_to_proto
@@ -193,6 +193,7 @@ class RaftServer:
         self._pending: dict[int, _Pending] = {}
         self._inflight_calls: dict[tuple[bytes, int], asyncio.Future[bytes]] = {}
         self.retry_cache = RetryCache(config.retry_cache_expiry)
+        self._unapplied_calls: dict[tuple[bytes, int], int] = {}  # client call -> log index, not applied yet
         self._reads: dict[bytes, asyncio.Future[int]] = {}
         self._read_collecting: asyncio.Future[int] | None = None
         self._read_ids = itertools.count(1)
@@ -460,6 +461,18 @@ class RaftServer:
             inflight = self._inflight_calls.get(key)
             if inflight is not None:
                 return await self._await_result(inflight, timeout)
+            logged = self._logged_unapplied(key)
+            if logged is not None and self._role == StateRole.LEADER:
+                # The call is already in our log (proposed by an earlier leader, not applied yet).
+                # A leader's log entries all commit under it, so wait for that copy instead of
+                # proposing a second one (which would apply the call twice).
+                await self.wait_applied(logged, timeout)
+                cached = self.retry_cache.get(client_id, call_id)
+                if cached is not None:
+                    if isinstance(cached, ApplyRejected):
+                        raise cached
+                    return cached
+                node = self._check_running()  # that copy was replaced (we lost leadership): propose
         if self._role != StateRole.LEADER:
             raise self._not_leader()
         if len(self._pending) >= self.config.max_pending_proposals:
@@ -784,6 +797,8 @@ class RaftServer:
             assert self._writer is not None
             await asyncio.get_running_loop().run_in_executor(self._writer, storage.write_prepared, p)
             storage.commit_prepared(p)
+            if rd.entries:
+                self._track_unapplied(rd.entries)
             if rd.hard_state is not None:
                 self._commit = rd.hard_state.commit
         if snap is not None:
@@ -819,7 +834,7 @@ class RaftServer:
         cache = self.retry_cache
         batch: list[AppliedEntry] = []
         envs: list[Envelope] = []
-        keys_in_batch: set[tuple[bytes, int]] = set()
+        unapplied = self._unapplied_calls
         max_batch = self.config.max_apply_batch
         sm_last = 0  # index of the last entry handed to the state machine
 
@@ -838,7 +853,6 @@ class RaftServer:
             sm_last = batch[-1].index
             batch.clear()
             envs.clear()
-            keys_in_batch.clear()
 
         own_term_applied = False
         for e in entries:
@@ -847,8 +861,10 @@ class RaftServer:
                 if e.type == EntryType.NORMAL and e.data:
                     env = decode_envelope(e.data)
                     cache.advance_time(env.timestamp)
-                    if env.client_id and cache.get(env.client_id, env.call_id) is None:
-                        cache.record(env, e.index, ApplyRejected("RESULT_UNAVAILABLE", "applied before a restart"))
+                    if env.client_id:
+                        unapplied.pop((env.client_id, env.call_id), None)
+                        if cache.get(env.client_id, env.call_id) is None:
+                            cache.record(env, e.index, ApplyRejected("RESULT_UNAVAILABLE", "applied before a restart"))
                 self._resolve_other(e)
                 continue
             if e.term == self._term:
@@ -858,15 +874,12 @@ class RaftServer:
                 continue
             env = decode_envelope(e.data)
             cache.advance_time(env.timestamp)
-            if env.client_id:
+            if env.client_id and unapplied:
                 key = (env.client_id, env.call_id)
-                if key in keys_in_batch:
-                    await flush()
-                cached = cache.get(env.client_id, env.call_id)
-                if cached is not None:
-                    self._resolve(e.index, e.term, cached)  # duplicate: first copy's result, not re-applied
-                    continue
-                keys_in_batch.add(key)
+                if unapplied.get(key) == e.index:
+                    del unapplied[key]
+            # Every replica applies every committed entry: no apply-time decision depends on the
+            # retry cache (whose contents differ after a snapshot install), so replicas never diverge.
             batch.append(AppliedEntry(e.term, e.index, env.payload))
             envs.append(env)
             if len(batch) >= max_batch:
@@ -935,14 +948,39 @@ class RaftServer:
                 wfut.exception()
         self._applied_waiters = []
 
+    def _logged_unapplied(self, key: tuple[bytes, int]) -> int | None:
+        """Index of an unapplied copy of this client call in our log, if there is one."""
+        index = self._unapplied_calls.get(key)
+        if index is None:
+            return None
+        storage = self.storage
+        assert storage is not None
+        if index > self._applied and storage.first_index() <= index <= storage.last_index():
+            env = decode_envelope(storage.entries(index, index + 1)[0].data)
+            if (env.client_id, env.call_id) == key:
+                return index
+        del self._unapplied_calls[key]  # stale: applied, or overwritten by a conflicting entry
+        return None
+
+    def _track_unapplied(self, entries: Sequence[Entry]) -> None:
+        """Remember which client calls sit in the log but are not applied yet (see :meth:`submit`)."""
+        unapplied = self._unapplied_calls
+        for e in entries:
+            if e.type == EntryType.NORMAL and e.data and e.data[0] == ENVELOPE_MAGIC:
+                env = decode_envelope(e.data)
+                if env.client_id:
+                    unapplied[(env.client_id, env.call_id)] = e.index
+        if len(unapplied) > 2 * self.config.max_pending_proposals + 1024:
+            applied = self._applied  # drop keys left behind by truncated entries
+            for key in [k for k, i in unapplied.items() if i <= applied]:
+                del unapplied[key]
+
     def _rebuild_retry_cache(self, applied: int) -> None:
         """Refill the retry cache from entries still in the log up to ``applied`` (results unknown)."""
         storage = self.storage
         assert storage is not None
         lo = storage.first_index()
-        if applied < lo:
-            return
-        for e in storage.entries(lo, applied + 1):
+        for e in storage.entries(lo, applied + 1) if applied >= lo else ():
             if e.type == EntryType.NORMAL and e.data:
                 env = decode_envelope(e.data)
                 self.retry_cache.advance_time(env.timestamp)
@@ -950,6 +988,8 @@ class RaftServer:
                     self.retry_cache.record(
                         env, e.index, ApplyRejected("RESULT_UNAVAILABLE", "the call was applied before a restart")
                     )
+        if storage.last_index() > applied:
+            self._track_unapplied(storage.entries(max(applied + 1, lo), storage.last_index() + 1))
 
     # ------------------------------------------------------------------ snapshots
     async def _install_snapshot(self, snap: Snapshot) -> None:

@@ -4,6 +4,7 @@ follower reads, step-down failing pending proposals, bootstrapped members, mutua
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import time
@@ -261,16 +262,30 @@ async def _v(value: bool) -> bool:
 
 
 
-async def test_duplicate_call_in_the_log_is_applied_once_on_every_replica(group3: Group) -> None:
-    """A client retry that reached the log twice (e.g. via two leaders) is skipped at apply time."""
-    leader = await group3.leader()
-    node = leader._require_node()  # white-box: propose the same envelope twice, as two leaders could
-    env = encode_envelope(b"client-7", 5, time.time(), b"dup")
-    second = max(node.propose(env), node.propose(env))
-    leader._wakeup.set()
-    for sid, s in group3.servers.items():
-        await wait_for(lambda s=s: _v(s.applied_index >= second), 10, f"{sid} to apply the duplicate")
-        assert [d for _, d in group3.sms[sid].applied].count(b"dup") == 1, sid
-        assert s.retry_cache.get(b"client-7", 5) == b"ok:dup"
-    assert await leader.submit(b"dup", client_id=b"client-7", call_id=5) == b"ok:dup"
-    assert [d for _, d in group3.sms[leader.node_id].applied].count(b"dup") == 1
+async def test_retry_waits_for_the_copy_already_in_the_leaders_log(tmp_path: Path) -> None:
+    """A retry reaching a leader whose log already holds an unapplied copy of the call (proposed
+    under an earlier leader) must wait for that copy, not propose a second one."""
+    g = Group(tmp_path, 2, check_quorum=False)
+    await g.start()
+    try:
+        leader = await g.leader()
+        assert await leader.submit(b"warm") == b"ok:warm"
+        other = next(s for s in g.servers.values() if s is not leader)
+        await other.stop()  # no quorum now: nothing new can commit
+        node = leader._require_node()  # white-box: put a copy in the log as an earlier leader would have
+        env = encode_envelope(b"client-9", 3, time.time(), b"once")
+        index = node.propose(env)
+        leader._wakeup.set()
+        storage = leader.storage
+        assert storage is not None
+        await wait_for(lambda: _v(storage.last_index() >= index), 5, "the copy to be persisted")
+        retry = asyncio.ensure_future(leader.submit(b"once", client_id=b"client-9", call_id=3, timeout=30))
+        restarted = RaftServer(other.config, MemSM())
+        g.servers[other.node_id] = restarted
+        await restarted.start()  # quorum again: the copy commits, the retry gets its result
+        assert await retry == b"ok:once"
+        ents = storage.entries(storage.first_index(), storage.last_index() + 1)
+        assert sum(1 for e in ents if e.data.endswith(b"once")) == 1, "the call was proposed twice"
+        assert [d for _, d in g.sms[leader.node_id].applied].count(b"once") == 1
+    finally:
+        await g.stop()
