@@ -28,6 +28,9 @@ PROFILE_CYCLE = [
     "default", "plain", "default", "prevote-only", "default", "checkquorum-only", "default", "tight", "default", "roomy"
 ]
 
+# every fifth walk is crash-, election- and partition-heavy
+CRASHY = {"crash": 6.0, "restart": 4.0, "campaign": 8.0, "partition": 3.0, "drop": 2.0, "transfer": 3.0}
+
 
 def parse_seeds(text: str) -> list[int]:
     seeds: list[int] = []
@@ -60,7 +63,8 @@ def test_soak_random_walks() -> None:
     for k, seed in enumerate(seeds):
         try:
             profile = PROFILE_CYCLE[k % len(PROFILE_CYCLE)]
-            c = run_walk(seed, per_walk, 5 if k % 2 else 3, options=PROFILES[profile])
+            boost = CRASHY if k % 5 == 4 else None
+            c = run_walk(seed, per_walk, 5 if k % 2 else 3, options=PROFILES[profile], boost=boost)
         except InvariantViolation as exc:
             raise AssertionError(
                 f"soak walk failed at seed {seed} (profile {profile}, {5 if k % 2 else 3} nodes; after {steps:,} "

@@ -26,7 +26,14 @@ def _conf_of(node: SimNode) -> tuple[tuple[str, ...], tuple[str, ...]]:
 class Walk:
     """Chooses and performs random actions on a cluster (fault mix tuned for coverage and liveness)."""
 
-    def __init__(self, cluster: Cluster, *, membership: bool = True, faults: bool = True) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        membership: bool = True,
+        faults: bool = True,
+        boost: dict[str, float] | None = None,
+    ) -> None:
         self.c = cluster
         self.rng = cluster.rng
         actions: list[tuple[float, Callable[[], None]]] = [
@@ -56,6 +63,8 @@ class Walk:
             ]
         if membership:
             actions.append((0.5, self.membership))
+        if boost:  # multiply the weight of some actions, e.g. {"crash": 5} for a crash-heavy walk
+            actions = [(w * boost.get(fn.__name__, 1.0), fn) for w, fn in actions]
         self._fns = [fn for _, fn in actions]
         self._cum = list(itertools.accumulate(w for w, _ in actions))
 
@@ -290,11 +299,19 @@ PROFILES: dict[str, SimOptions] = {
 
 
 def run_walk(
-    seed: int, steps: int, n: int = 3, *, trace: bool = False, options: SimOptions | None = None, **walk_kwargs: bool
+    seed: int,
+    steps: int,
+    n: int = 3,
+    *,
+    trace: bool = False,
+    options: SimOptions | None = None,
+    boost: dict[str, float] | None = None,
+    membership: bool = True,
+    faults: bool = True,
 ) -> Cluster:
     """One seeded walk of ``steps`` actions, then heal, converge and the final checks."""
     c = Cluster(seed, n, trace=trace, options=options)
-    w = Walk(c, **walk_kwargs)
+    w = Walk(c, membership=membership, faults=faults, boost=boost)
     w.run(steps)
     w.finish()
     return c
