@@ -199,14 +199,13 @@ class LocalCluster:
         return env
 
     def init(self, cluster_id: str | None = None) -> None:
-        """``scm --init`` then ``scm --bootstrap`` on every node (each skips what does not apply)."""
-        for i, s in enumerate(self.scms):
+        """``scm --init`` on every node (non-primordial nodes skip it; their ``--bootstrap`` needs the
+        primordial SCM running, so ``start`` does it)."""
+        for s in self.scms:
             args = ["scm", "--init"] + ([f"--clusterid={cluster_id}"] if cluster_id else [])
             result = self.cli(s, *args)
             if result.returncode != 0:
                 raise RuntimeError(f"scm --init on {s.node_id or 'scm'} failed: {result.stderr.strip()}")
-            if self.num_scms > 1 and i > 0:
-                continue  # bootstrap needs the primordial SCM running: done in start()
 
     def start(self, index: int = 0, extra_env: Mapping[str, str] | None = None) -> ScmProcessInfo:
         s = self.scms[index]
