@@ -265,7 +265,7 @@ class _Nemesis:
             await asyncio.sleep(hold)
             await c.heal_network()
         elif name == "transfer-leader":
-            await c.transfer_leadership(None, timeout=5.0)
+            await c.transfer_leadership(None, timeout=8.0)
             self.applied.append(name)
         elif name == "member-replace":
             # etcd's MemberReplace: remove a member (the leader half of the time: it must

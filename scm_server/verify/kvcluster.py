@@ -276,10 +276,11 @@ class KvCluster:
                 continue
             try:
                 reply = await getattr(self._admin(li), method)(
-                    make_req(), timeout=max(0.5, min(deadline - time.monotonic(), 30.0))
+                    make_req(), timeout=max(1.0, min(deadline - time.monotonic(), 30.0) + 1.0)
                 )
             except Exception as exc:
-                last = f"{self.ids[li]}: {type(exc).__name__}"
+                code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else ""
+                last = f"{self.ids[li]}: {type(exc).__name__} {code}".strip()
                 await asyncio.sleep(0.1)
                 continue
             if reply.ok:
