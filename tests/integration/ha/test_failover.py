@@ -119,6 +119,10 @@ async def test_rolling_restart_and_restart_all_at_once(tmp_path: Path) -> None:
             await cluster.wait_healthy_quorum(timeout=90)
             await wait_until(lambda b=before: _true(len(work.successes()) > b + 50), 60, "progress after restart")
             print(f"\nrolling restart of {cluster.scms[i].node_id}: healthy again after {time.monotonic() - t0:.1f}s")
+            # HDDS-14989: the restarted SCM processed datanode reports only once it had caught up
+            # (as a follower: the leader's commit index it captured; as leader: once leader-ready)
+            log = cluster.scms[i].log_path.read_text()
+            assert log.count("processing datanode reports") == log.count("SCM started: cluster") == 2
         await work.stop()
         work.assert_unique()
         # HDDS-5062: every SCM down; init + bootstrap re-run on all of them while none is running must
