@@ -267,6 +267,7 @@ pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.mark.chaos
+@pytest.mark.timeout(900)
 async def test_chaos_repeated_leader_kills(tmp_path: Path) -> None:
     """Many SIGKILLs of whoever leads (and SIGSTOP/SIGCONT of a follower) under load: IDs never reused,
     every acknowledged container on every SCM, replicated tables identical at the end."""
