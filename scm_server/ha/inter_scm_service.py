@@ -113,8 +113,10 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
         try:
             if request.flush:
                 host.transaction_buffer.flush()
-            # flush + checkpoint run without yielding: the copy matches the flushed index.
-            db_path = host.metadata_store.checkpoint(tmp)
+            # The copy runs in a thread (a large scm.db must not stall this SCM's Raft loop); it reads
+            # a LevelDB snapshot, and state + #TRANSACTIONINFO are always flushed in one batch, so the
+            # checkpoint's own TransactionInfo describes exactly the state it holds.
+            db_path = await asyncio.to_thread(host.metadata_store.checkpoint, tmp)
             trx = host.metadata_store.read_transaction_info(db_path) or hdds_pb2.TransactionInfoProto(term=0, index=0)
             blob = await asyncio.to_thread(pack_checkpoint, db_path)
         finally:
