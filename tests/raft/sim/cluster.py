@@ -518,6 +518,7 @@ class Cluster:
                 self.event("leader", (nid, node.hs.term))
                 if check:
                     chk.on_leader(nid, node.hs.term, lambda i: storage_term(st, i), st.first_index() - 1)
+                    chk.check_election_quorum(nid, node.hs.term, self._voters(node))
         if rd.conf_state is not None:
             self.event("conf", (nid, rd.conf_state.voters, rd.conf_state.learners))
             if check:

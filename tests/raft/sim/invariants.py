@@ -8,7 +8,8 @@ run and fail at the first step that breaks a rule, with the seed and the recent 
 The cluster reports facts as they happen (a hard state written, entries appended, a message
 sent, an entry applied, a read served) and the checker keeps just enough global history:
 
-* election safety: at most one leader per term, over all history (``leaders``);
+* election safety: at most one leader per term, over all history (``leaders``), and every leader
+  was granted votes by a majority of the voters of its configuration;
 * vote safety: a node grants at most one vote per term, even across crashes, and never clears
   or changes its vote without a term change (``votes``);
 * log matching: an (index, term) pair names one entry and one predecessor term everywhere, so
@@ -143,6 +144,14 @@ class Checker:
         if sender is not None and sender != node:
             self.fail(f"{sender} sent leader messages in term {term} but {node} became its leader")
         self._check_has_committed(node, term, log_term, snap_index, "new leader")
+
+    def check_election_quorum(self, node: NodeId, term: int, voters: tuple[NodeId, ...]) -> None:
+        """A leader of term T was granted votes in T by a majority of the voters of its configuration."""
+        granted = [v for v in voters if self.votes.get((v, term)) == node]
+        if len(granted) * 2 <= len(voters):
+            self.fail(
+                f"{node} became leader of term {term} with votes from only {granted} of its voters {voters}"
+            )
 
     def _check_has_committed(
         self, node: NodeId, term: int, log_term: Callable[[int], int | None], snap_index: int, who: str

@@ -17,7 +17,7 @@ import pytest
 from .conftest import env_seed
 from .walk import PROFILES, run_walk
 
-STEPS = 9_000
+STEPS = 7_000
 
 # (seed, nodes, membership churn, option profile): 3- and 5-node clusters, with and without
 # membership churn, and every option profile of walk.PROFILES once.

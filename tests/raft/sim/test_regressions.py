@@ -766,6 +766,22 @@ def persist_before_send(extra: dict[str, Any]) -> None:
     c.converge()
 
 
+def election_needs_majority(extra: dict[str, Any]) -> None:
+    """With an even number of voters, half of the votes is not a majority (no split-brain on a tie)."""
+    c = mk(4, extra, pre_vote=False, check_quorum=False)
+    c.campaign("n1")
+    c.drop_where(sel((MT.VOTE,), to="n3"))
+    c.drop_where(sel((MT.VOTE,), to="n4"))
+    c.deliver_where(sel((MT.VOTE, MT.VOTE_RESP)))  # n1 has its own vote and n2's: 2 of 4
+    expect(role(c, "n1") == StateRole.CANDIDATE, "2 of 4 votes do not elect n1", c, True)
+    c.heal_all()
+    c.converge()
+
+
+def broken_half_is_majority(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(quorum, "majority", lambda n: (n + 1) // 2)  # BUG: a tie counts as a majority
+
+
 # ---------------------------------------------------------------------------------------------
 # the table
 
@@ -814,6 +830,8 @@ CASES = [
     Case("timeout_now_idempotent", timeout_now_idempotent, broken_timeout_now_not_idempotent, {},
          "after one transfer election"),
     Case("persist_before_send", persist_before_send, None, {"send_before_persist": True}, "double vote"),
+    Case("election_needs_majority", election_needs_majority, broken_half_is_majority, {},
+         "became leader of term 2 with votes from only"),
 ]
 
 
