@@ -847,3 +847,19 @@ def test_scenario_catches_its_bug(case: Case, monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(InvariantViolation, match=case.expect):
         case.scenario({**case.harness, "_mutant": True})
     STATS["violations_expected"] += 1
+
+
+def test_violation_report_names_seed_and_recent_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure report is reproducible: it names the seed and step and lists the last events."""
+    broken_clear_vote_on_step_down(monkeypatch)
+    reports = []
+    for _ in range(2):
+        with pytest.raises(InvariantViolation) as exc_info:
+            vote_cleared_same_term({"_mutant": True})
+        reports.append(str(exc_info.value))
+    text = reports[0]
+    assert "SIM_SEED=0" in text and "step=" in text
+    assert "last events:" in text and "deliver APPEND n1->n2" in text
+    assert "n2: up role=FOLLOWER" in text
+    assert reports[0] == reports[1]  # the same run fails at the same step with the same history
+    STATS["violations_expected"] += 1
