@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 64 << 20
 SNAPSHOT_CHUNK_BYTES = 1 << 20
 _BATCH_MAX_MESSAGES = 512
+_BATCH_MAX_BYTES = 4 << 20  # stay far below MAX_MESSAGE_BYTES even with max_size_per_msg appends
 _QUEUE_LIMIT = 8192  # messages waiting per peer before the oldest are dropped
 _UNARY_TYPES = frozenset({MessageType.VOTE, MessageType.PRE_VOTE, MessageType.TIMEOUT_NOW})
 _ETYPES = {int(t): t for t in EntryType}
@@ -250,9 +251,12 @@ class _Peer:
                     batch = raft_pb2.MessageBatch(from_address=self.transport.address)
                     msgs = batch.messages
                     q = self.queue
-                    n = 0
-                    while q and n < _BATCH_MAX_MESSAGES:
-                        msgs.append(message_to_proto(q.popleft()))
+                    n = size = 0
+                    while q and n < _BATCH_MAX_MESSAGES and size < _BATCH_MAX_BYTES:
+                        p = message_to_proto(q.popleft())
+                        if p.entries:
+                            size += p.ByteSize()
+                        msgs.append(p)
                         n += 1
                     await call.write(batch)
                     backoff = 0.05
