@@ -289,3 +289,14 @@ async def test_retry_waits_for_the_copy_already_in_the_leaders_log(tmp_path: Pat
         assert [d for _, d in g.sms[leader.node_id].applied].count(b"once") == 1
     finally:
         await g.stop()
+
+
+async def test_large_entries_replicate(group3: Group) -> None:
+    leader = await group3.leader()
+    blobs = [bytes([i]) * (3 << 20) for i in range(6)]  # 3 MiB each: above max_size_per_msg
+    results = await asyncio.gather(*(leader.submit(b) for b in blobs))
+    assert results == [b"ok:" + b for b in blobs]
+    target = leader.applied_index
+    for sid, s in group3.servers.items():
+        await wait_for(lambda s=s: _v(s.applied_index >= target), 20, f"{sid} to apply the large entries")
+        assert {d for _, d in group3.sms[sid].applied} >= set(blobs)
