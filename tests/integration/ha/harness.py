@@ -18,6 +18,8 @@ from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.exceptions import SCMError
 from scm_server.ha.local_cluster import HALocalCluster
 from scm_server.proto import hdds_pb2, scm_ha_pb2
+from scm_server.verify import check_unique_ids
+from scm_server.verify.linearizability import Operation
 
 CLIENT_CONFIG = SCMClientConfig(max_retries=200, retry_interval=0.05, rpc_timeout=10.0)
 
@@ -94,13 +96,21 @@ class Workload:
         return {cid for o in self.ops if o.ok for cid, _ in o.ids}
 
     def assert_unique(self) -> None:
-        blocks = self.block_ids()
-        dup_blocks = len(blocks) - len(set(blocks))
-        local_ids = [lid for _, lid in blocks]
-        containers = self.container_ids()
-        assert dup_blocks == 0, f"{dup_blocks} block IDs handed out twice"
-        assert len(local_ids) == len(set(local_ids)), "a block localID was handed out twice"
-        assert len(containers) == len(set(containers)), "a container ID was handed out twice"
+        """No block localID and no container ID handed out twice over the whole history of every
+        client (the raft-verify unique-ID checker), and IDs increase in real-time order: an op that
+        started after another returned got a larger ID, across failovers too (batches invalidated)."""
+        blocks = [
+            Operation(i, "allocateBlock", o.start, o.ids[0][1], o.end)
+            for i, o in enumerate(self.ops) if o.ok and o.kind == "block"
+        ]
+        containers = [
+            Operation(i, "allocateContainer", o.start, o.ids[0][0], o.end)
+            for i, o in enumerate(self.ops) if o.ok and o.kind == "container"
+        ]
+        for what, ops in (("block localID", blocks), ("container ID", containers)):
+            result = check_unique_ids(ops, require_increasing=True)
+            assert result.ok, f"{what}s: {result.describe()}"
+        assert blocks, "no block was allocated"
 
     def first_success_after(self, t: float) -> float | None:
         ends = [o.end for o in self.ops if o.ok and o.start >= t]
