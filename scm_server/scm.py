@@ -168,6 +168,9 @@ class StorageContainerManager:
             clock,
             wait_time_after_safe_mode=configs.safemode.wait_time_after_exit,
         )
+        # After the container manager (which drops a dead node's replicas): a health change
+        # wakes the ReplicationManager so its report does not lag node state by an interval.
+        self.node_manager.add_listener(self.replication_manager)
         self.decommission_manager = NodeDecommissionManager(
             self.node_manager,
             self.container_manager.containers_on,
@@ -495,14 +498,8 @@ class StorageContainerManager:
         """Containers with id >= start_id matching the filters: (first ``count``, total matching)."""
         if count < 0:
             raise SCMException(ResultCodes.INVALID_REQUEST, f"count must be >= 0, got {count}")
-        matching = [
-            c
-            for c in self.container_manager.get_containers(state)
-            if c.containerID >= start_id
-            and (rtype is None or c.replicationType == rtype)
-            and (rfactor is None or c.replicationFactor == rfactor)
-        ]
-        return [self.container_manager.get_container(c.containerID) for c in matching[:count]], len(matching)
+        page, total = self.container_manager.state_manager.list_containers(start_id, count, state, rtype, rfactor)
+        return [self.container_manager.get_container(c.containerID) for c in page], total
 
     async def close_container(self, container_id: int) -> None:
         self._scm_context.check_leader()
@@ -560,7 +557,7 @@ class StorageContainerManager:
         return [
             self.node_manager.to_node_proto(
                 n,
-                container_count=len(self.container_manager.containers_on(n.uuid)),
+                container_count=self.container_manager.container_count_on(n.uuid),
                 pipeline_count=self.pipeline_manager.pipeline_count_of(n.uuid),
             )
             for n in self.node_manager.get_nodes(state, op_state)
@@ -591,7 +588,7 @@ class StorageContainerManager:
                     "health": enum_name(hdds_pb2.NodeState, n.health),
                     "op_state": enum_name(hdds_pb2.NodeOperationalState, n.op_state),
                     "last_heartbeat_ms": n.last_heartbeat_wall_ms,
-                    "containers": len(self.container_manager.containers_on(n.uuid)),
+                    "containers": self.container_manager.container_count_on(n.uuid),
                     "pipelines": self.pipeline_manager.pipeline_count_of(n.uuid),
                 }
             )

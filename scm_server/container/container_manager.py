@@ -171,6 +171,10 @@ class ContainerManager:
     def containers_on(self, dn_uuid: str) -> set[int]:
         return set(self._by_node.get(dn_uuid, set()))
 
+    def container_count_on(self, dn_uuid: str) -> int:
+        """Replicas held by a datanode, O(1) (no copy of its container set)."""
+        return len(self._by_node.get(dn_uuid, ()))
+
     def replica_count(self) -> int:
         return sum(len(v) for v in self._replicas.values())
 
@@ -228,7 +232,8 @@ class ContainerManager:
         return self.state_manager.get_container(container_id)
 
     def _least_loaded_pipeline(self, pipelines: list[hdds_pb2.Pipeline]) -> hdds_pb2.Pipeline:
-        return min(pipelines, key=lambda p: (len(self.state_manager.open_containers_of_pipeline(p.id.id)), p.id.id))
+        # O(1) per candidate pipeline: the per-pipeline OPEN index, not a rebuilt list.
+        return min(pipelines, key=lambda p: (self.state_manager.open_container_count(p.id.id), p.id.id))
 
     async def get_matching_container(
         self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, exclude_ids: Iterable[int] = ()
@@ -241,9 +246,7 @@ class ContainerManager:
         self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, excluded: set[int]
     ) -> hdds_pb2.ContainerInfoProto:
         open_containers = [
-            c
-            for c in self.state_manager.open_containers_of_pipeline(pipeline.id.id)
-            if c.owner == owner and c.containerID not in excluded
+            c for c in self.state_manager.open_containers_of(pipeline.id.id, owner) if c.containerID not in excluded
         ]
         limit = self.node_manager.open_container_limit(m.uuid for m in pipeline.members)
         if len(open_containers) < limit:
@@ -393,7 +396,15 @@ class ContainerManager:
 
     # ---- node events ----
     async def on_node_dead(self, dn_uuid: str) -> None:
-        """Ozone DeadNodeHandler: the dead node's replicas are gone (on every SCM)."""
+        """Ozone DeadNodeHandler: the dead node's replicas are gone (on every SCM).
+
+        Except for a node IN_MAINTENANCE (as Ozone): it is expected to be offline, and its
+        replicas keep counting as maintenance copies until maintenance ends or expires.
+        """
+        node = self.node_manager.get_node(dn_uuid)
+        if node is not None and node.op_state == hdds_pb2.IN_MAINTENANCE:
+            log.info("datanode %s is DEAD while in maintenance; keeping its replicas", dn_uuid)
+            return
         for cid in sorted(self.containers_on(dn_uuid)):
             self.remove_replica(cid, dn_uuid)
 

@@ -34,7 +34,10 @@ leader and passed in. Replica locations are NOT here: they are soft state in Con
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections import defaultdict
+from typing import Any
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.replicate import RequestType, replicate
@@ -102,6 +105,14 @@ def next_state(state: int, event: int) -> int | None:
 
 
 class ContainerStateManager:
+    """The container table plus in-memory indexes kept in step with it on every apply.
+
+    Indexes (Ozone's ContainerStateMap keeps the same kind): ids per LifeCycleState, OPEN ids per
+    pipeline and per (pipeline, owner), and a lazily re-sorted id list. They make allocation
+    and ``get_matching_container`` cost O(open containers of the candidate pipeline/owner) and
+    state counts O(1), instead of scanning every container on each call.
+    """
+
     def __init__(
         self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
     ) -> None:
@@ -109,27 +120,74 @@ class ContainerStateManager:
         self._buffer = buffer
         self.ha_manager = ha_manager
         self._containers: dict[int, hdds_pb2.ContainerInfoProto] = {}
-        self._by_pipeline: dict[str, set[int]] = defaultdict(set)
+        self._by_state: dict[int, set[int]] = defaultdict(set)
+        self._open_by_pipeline: dict[str, set[int]] = defaultdict(set)
+        self._open_by_owner: dict[tuple[str, str], set[int]] = defaultdict(set)
+        self._sorted_ids: list[int] = []
+        self._sorted_dirty = False
+        self.index_touches = 0  # containers looked at by index reads (a complexity probe for tests)
         self.reinitialize()
 
     def reinitialize(self) -> None:
         self._containers = {}
-        self._by_pipeline = defaultdict(set)
+        self._by_state = defaultdict(set)
+        self._open_by_pipeline = defaultdict(set)
+        self._open_by_owner = defaultdict(set)
+        self._sorted_ids = []
+        self._sorted_dirty = False
         for _cid, info in self._store.containers.items():
             self._put_memory(info)
 
+    @staticmethod
+    def _open_keys(info: hdds_pb2.ContainerInfoProto) -> tuple[str, str] | None:
+        if info.state != OPEN or not info.HasField("pipelineID"):
+            return None
+        return info.pipelineID.id, info.owner
+
+    def _unindex(self, info: hdds_pb2.ContainerInfoProto) -> None:
+        cid = info.containerID
+        self._discard(self._by_state, info.state, cid)
+        keys = self._open_keys(info)
+        if keys is not None:
+            self._discard(self._open_by_pipeline, keys[0], cid)
+            self._discard(self._open_by_owner, keys, cid)
+
+    @staticmethod
+    def _discard(index: dict[Any, set[int]], key: Any, cid: int) -> None:
+        members = index.get(key)
+        if members is not None:
+            members.discard(cid)
+            if not members:
+                del index[key]
+
     def _put_memory(self, info: hdds_pb2.ContainerInfoProto) -> None:
-        old = self._containers.get(info.containerID)
-        if old is not None and old.HasField("pipelineID"):
-            self._by_pipeline[old.pipelineID.id].discard(info.containerID)
-        self._containers[info.containerID] = info
-        if info.HasField("pipelineID") and info.state == OPEN:
-            self._by_pipeline[info.pipelineID.id].add(info.containerID)
+        cid = info.containerID
+        old = self._containers.get(cid)
+        if old is not None:
+            self._unindex(old)
+        elif self._sorted_ids and cid < self._sorted_ids[-1]:
+            self._sorted_dirty = True  # out-of-order id (replay, reload): re-sort on next ordered read
+            self._sorted_ids.append(cid)
+        else:
+            self._sorted_ids.append(cid)
+        self._containers[cid] = info
+        self._by_state[info.state].add(cid)
+        keys = self._open_keys(info)
+        if keys is not None:
+            self._open_by_pipeline[keys[0]].add(cid)
+            self._open_by_owner[keys].add(cid)
 
     def _remove_memory(self, container_id: int) -> None:
         old = self._containers.pop(container_id, None)
-        if old is not None and old.HasField("pipelineID"):
-            self._by_pipeline[old.pipelineID.id].discard(container_id)
+        if old is not None:
+            self._unindex(old)
+            self._sorted_dirty = True  # dropped from the id list on the next ordered read
+
+    def _ordered_ids(self) -> list[int]:
+        if self._sorted_dirty:
+            self._sorted_ids = sorted({c for c in self._sorted_ids if c in self._containers})
+            self._sorted_dirty = False
+        return self._sorted_ids
 
     # ---- reads ----
     def contains(self, container_id: int) -> bool:
@@ -145,24 +203,69 @@ class ContainerStateManager:
         return self._containers.get(container_id)
 
     def container_ids(self) -> list[int]:
-        return sorted(self._containers)
+        return list(self._ordered_ids())
 
     def get_containers(self, state: int | None = None) -> list[hdds_pb2.ContainerInfoProto]:
-        return [
-            self._containers[c] for c in sorted(self._containers) if state is None or self._containers[c].state == state
+        """Containers in id order, all or those in ``state`` (O(containers in that state))."""
+        if state is None:
+            return [self._containers[c] for c in self._ordered_ids()]
+        return [self._containers[c] for c in sorted(self._by_state.get(state, ()))]
+
+    def container_ids_in_state(self, state: int) -> set[int]:
+        return set(self._by_state.get(state, ()))
+
+    def list_containers(
+        self,
+        start_id: int,
+        count: int,
+        state: int | None = None,
+        rtype: int | None = None,
+        rfactor: int | None = None,
+    ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
+        """Ids >= ``start_id`` matching the filters: (first ``count`` in id order, total matching).
+
+        Without type/factor filters the page costs O(log n + count) (all states) or
+        O(containers in ``state``); with them, one pass over the candidates.
+        """
+        if rtype is None and rfactor is None:
+            if state is None:
+                ids = self._ordered_ids()
+                i = bisect.bisect_left(ids, start_id)
+                return [self._containers[c] for c in ids[i : i + count]], len(ids) - i
+            candidates = [c for c in self._by_state.get(state, ()) if c >= start_id]
+            return [self._containers[c] for c in heapq.nsmallest(count, candidates)], len(candidates)
+        pool = self._ordered_ids() if state is None else sorted(self._by_state.get(state, ()))
+        start = bisect.bisect_left(pool, start_id)
+        matching = [
+            c
+            for c in pool[start:]
+            if (rtype is None or self._containers[c].replicationType == rtype)
+            and (rfactor is None or self._containers[c].replicationFactor == rfactor)
         ]
+        return [self._containers[c] for c in matching[:count]], len(matching)
 
     def open_containers_of_pipeline(self, pipeline_id: str) -> list[hdds_pb2.ContainerInfoProto]:
-        return [self._containers[c] for c in sorted(self._by_pipeline.get(pipeline_id, ()))]
+        ids = self._open_by_pipeline.get(pipeline_id, ())
+        self.index_touches += len(ids)
+        return [self._containers[c] for c in sorted(ids)]
+
+    def open_container_count(self, pipeline_id: str) -> int:
+        """OPEN containers on a pipeline, O(1)."""
+        return len(self._open_by_pipeline.get(pipeline_id, ()))
+
+    def open_containers_of(self, pipeline_id: str, owner: str) -> list[hdds_pb2.ContainerInfoProto]:
+        """OPEN containers of ``owner`` on a pipeline, in id order: O(k log k) for those k only."""
+        ids = self._open_by_owner.get((pipeline_id, owner), ())
+        self.index_touches += len(ids)
+        return [self._containers[c] for c in sorted(ids)]
 
     def __len__(self) -> int:
         return len(self._containers)
 
     def counts_by_state(self) -> dict[str, int]:
         counts = {enum_name(LifeCycleState, s): 0 for s in (OPEN, CLOSING, QUASI_CLOSED, CLOSED, DELETING, DELETED)}
-        for info in self._containers.values():
-            name = enum_name(LifeCycleState, info.state)
-            counts[name] = counts.get(name, 0) + 1
+        for state, ids in self._by_state.items():
+            counts[enum_name(LifeCycleState, state)] = len(ids)
         return counts
 
     # ---- replicated mutations ----

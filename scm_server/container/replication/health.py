@@ -174,8 +174,19 @@ def _matches(container_state: int, replica_state: int) -> bool:
 
 
 def check_container(view: ContainerView, cluster: ClusterView) -> CheckResult:
+    """Classify one container. Replica counting follows Ozone (RatisContainerReplicaCount,
+    DeadNodeHandler):
+
+    * replicas on DEAD nodes are gone (DeadNodeHandler removes them; any still listed are
+      ignored here), except on IN_MAINTENANCE nodes, which are expected to be offline and keep
+      counting as maintenance copies;
+    * the rest are counted by the node's operational state only: IN_SERVICE copies count
+      towards the replication factor, DECOMMISSIONING/DECOMMISSIONED never do, maintenance
+      copies cover up to ``replication factor - maintenance_replica_minimum``. A STALE node's
+      copy still counts (it may come back; Ozone waits for DEAD) but is never a source.
+    """
     info = view.info
-    replicas = [r for r in view.replicas if r.health != DEAD]
+    replicas = [r for r in view.replicas if r.health != DEAD or r.op_state == IN_MAINTENANCE]
     state = info.state
 
     if state == OPEN:

@@ -80,15 +80,30 @@ class ContainerReplicaPendingOps:
 
     def __init__(self) -> None:
         self._ops: dict[int, list[PendingOp]] = defaultdict(list)
+        # (datanode, op) -> in-flight count, kept in step with _ops so the per-datanode limit
+        # check is O(1) instead of a scan of every pending op.
+        self._per_node: dict[tuple[str, PendingOpType], int] = defaultdict(int)
+
+    def _forget(self, removed: list[PendingOp]) -> None:
+        for o in removed:
+            key = (o.datanode, o.op)
+            self._per_node[key] -= 1
+            if self._per_node[key] <= 0:
+                del self._per_node[key]
 
     def add(self, container_id: int, op: PendingOpType, datanode: str, deadline: float) -> None:
         self._ops[container_id].append(PendingOp(op, datanode, deadline))
+        self._per_node[(datanode, op)] += 1
 
     def complete(self, container_id: int, datanode: str, added: bool) -> None:
         ops = self._ops.get(container_id)
         if not ops:
             return
         kind = PendingOpType.ADD if added else PendingOpType.DELETE
+        done = [o for o in ops if o.op is kind and o.datanode == datanode]
+        if not done:
+            return
+        self._forget(done)
         self._ops[container_id] = [o for o in ops if not (o.op is kind and o.datanode == datanode)]
         if not self._ops[container_id]:
             del self._ops[container_id]
@@ -97,6 +112,7 @@ class ContainerReplicaPendingOps:
         expired = 0
         for cid in list(self._ops):
             keep = [o for o in self._ops[cid] if o.deadline > now]
+            self._forget([o for o in self._ops[cid] if o.deadline <= now])
             expired += len(self._ops[cid]) - len(keep)
             if keep:
                 self._ops[cid] = keep
@@ -112,10 +128,11 @@ class ContainerReplicaPendingOps:
         )
 
     def count_for(self, datanode: str, op: PendingOpType) -> int:
-        return sum(1 for ops in self._ops.values() for o in ops if o.datanode == datanode and o.op is op)
+        return self._per_node.get((datanode, op), 0)
 
     def clear(self) -> None:
         self._ops.clear()
+        self._per_node.clear()
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._ops.values())
@@ -200,9 +217,24 @@ class ReplicationManager(BackgroundSCMService):
     def on_become_leader(self) -> None:
         self.pending_ops.clear()
 
+    # ---- node events (NodeEventListener) ----
+    async def on_node_stale(self, dn_uuid: str) -> None:
+        return None  # a STALE node's replicas still count (Ozone); nothing changes until DEAD
+
+    async def on_node_dead(self, dn_uuid: str) -> None:
+        """Ozone's REPLICATION_MANAGER_NOTIFY from DeadNodeHandler: the dead node's replicas are
+        gone, so re-check now rather than keep publishing a report (and not repairing) for up to
+        ``hdds.scm.replication.thread.interval``. Not for a node IN_MAINTENANCE (replicas kept)."""
+        node = self.node_manager.get_node(dn_uuid)
+        if node is None or node.op_state != hdds_pb2.IN_MAINTENANCE:
+            self.trigger()
+
+    async def on_node_healthy(self, dn_uuid: str) -> None:
+        return None
+
     # ---- views ----
     def _load(self, dn: str) -> int:
-        return self.pending_ops.count_for(dn, PendingOpType.ADD) + len(self.container_manager.containers_on(dn))
+        return self.pending_ops.count_for(dn, PendingOpType.ADD) + self.container_manager.container_count_on(dn)
 
     def cluster_view(self) -> ClusterView:
         return ClusterView(
