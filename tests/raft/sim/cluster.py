@@ -709,6 +709,8 @@ class Cluster:
     def _deliver(self, msg: Message) -> None:
         node = self.nodes.get(msg.to)
         if node is None or not node.up:
+            if msg.type == MessageType.SNAPSHOT:
+                self._snapshot_done(msg, False)
             return
         self.event("deliver", msg)
         assert node.raw is not None
@@ -901,7 +903,9 @@ class Cluster:
             node.paused = False
             node.stalled_until = 0
             node.role = StateRole.FOLLOWER
-            self.net.drop_to(nid)
+            for m in self.net.drop_to(nid):
+                if m.type == MessageType.SNAPSHOT:
+                    self._snapshot_done(m, False)  # the transport sees the stream break
             self.event("crash", (nid, f"lost {lost} unsynced writes"))
         self._after()
 

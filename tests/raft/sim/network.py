@@ -157,12 +157,11 @@ class Network:
         env.not_before = max(env.not_before, until)
         return env.msg
 
-    def drop_to(self, node: NodeId) -> int:
+    def drop_to(self, node: NodeId) -> list[Message]:
         """Lose every message in flight to ``node`` (it crashed: its connections are gone)."""
-        before = len(self.in_flight)
+        lost = [e.msg for e in self.in_flight if e.msg.to == node]
         self.in_flight = [e for e in self.in_flight if e.msg.to != node]
-        lost = before - len(self.in_flight)
-        self.dropped += lost
+        self.dropped += len(lost)
         return lost
 
     def clear(self) -> None:
