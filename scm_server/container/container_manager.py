@@ -123,8 +123,11 @@ class ContainerManager:
         self.clock = clock
         self.config = config
         self.pipeline_wait_s = pipeline_wait_s
-        self._replicas: dict[int, dict[str, ContainerReplica]] = defaultdict(dict)
+        # Replicas per container as a tuple sorted by datanode (a 3-tuple is far smaller than a
+        # dict per container); datanode ids are interned so 1M replicas share a handful of strings.
+        self._replicas: dict[int, tuple[ContainerReplica, ...]] = {}
         self._by_node: dict[str, set[int]] = defaultdict(set)
+        self._node_ids: dict[str, str] = {}
         self._replica_listeners: list[ReplicaListener] = []
         self._round_robin = itertools.count()
         self._allocation_lock = asyncio.Lock()
@@ -147,9 +150,9 @@ class ContainerManager:
         view.CopyFrom(stored)
         replicas = self._replicas.get(container_id)
         if replicas:
-            view.usedBytes = max(view.usedBytes, max(r.used_bytes for r in replicas.values()))
-            view.numberOfKeys = max(view.numberOfKeys, max(r.key_count for r in replicas.values()))
-            view.sequenceId = max(view.sequenceId, max(r.sequence_id for r in replicas.values()))
+            view.usedBytes = max(view.usedBytes, max(r.used_bytes for r in replicas))
+            view.numberOfKeys = max(view.numberOfKeys, max(r.key_count for r in replicas))
+            view.sequenceId = max(view.sequenceId, max(r.sequence_id for r in replicas))
         return view
 
     def used_bytes(self, info: hdds_pb2.ContainerInfoProto) -> int:
@@ -157,7 +160,7 @@ class ContainerManager:
         replicas = self._replicas.get(info.containerID)
         if not replicas:
             return info.usedBytes
-        return max(info.usedBytes, max(r.used_bytes for r in replicas.values()))
+        return max(info.usedBytes, max(r.used_bytes for r in replicas))
 
     def exists(self, container_id: int) -> bool:
         return self.state_manager.contains(container_id)
@@ -166,7 +169,8 @@ class ContainerManager:
         return self.state_manager.get_containers(state)
 
     def get_replicas(self, container_id: int) -> list[ContainerReplica]:
-        return sorted(self._replicas.get(container_id, {}).values(), key=lambda r: r.datanode_uuid)
+        """Replicas of a container, ordered by datanode id."""
+        return list(self._replicas.get(container_id, ()))
 
     def containers_on(self, dn_uuid: str) -> set[int]:
         return set(self._by_node.get(dn_uuid, set()))
@@ -179,30 +183,43 @@ class ContainerManager:
         return sum(len(v) for v in self._replicas.values())
 
     # ---- soft replica updates ----
+    def intern_node_id(self, dn_uuid: str) -> str:
+        """One shared string per datanode id (replicas of 1M containers would otherwise each
+        hold their own copies decoded from the reports)."""
+        return self._node_ids.setdefault(dn_uuid, dn_uuid)
+
     def update_container_replica(self, replica: ContainerReplica) -> None:
         """Record a replica (Ozone's updateContainerReplica): soft state, never replicated."""
-        per = self._replicas[replica.container_id]
-        added = replica.datanode_uuid not in per
-        per[replica.datanode_uuid] = replica
-        self._by_node[replica.datanode_uuid].add(replica.container_id)
+        replica.datanode_uuid = self.intern_node_id(replica.datanode_uuid)
+        replica.origin_node_id = self.intern_node_id(replica.origin_node_id or replica.datanode_uuid)
+        cid = replica.container_id
+        current = self._replicas.get(cid, ())
+        others = tuple(r for r in current if r.datanode_uuid != replica.datanode_uuid)
+        added = len(others) == len(current)
+        self._replicas[cid] = tuple(sorted((*others, replica), key=lambda r: r.datanode_uuid))
+        self._by_node[replica.datanode_uuid].add(cid)
         if added:
             for listener in self._replica_listeners:
-                listener(replica.container_id, replica.datanode_uuid, True)
+                listener(cid, replica.datanode_uuid, True)
 
     def remove_replica(self, container_id: int, dn_uuid: str) -> None:
-        per = self._replicas.get(container_id)
-        if per is None or dn_uuid not in per:
+        current = self._replicas.get(container_id)
+        if current is None:
             return
-        del per[dn_uuid]
-        if not per:
+        rest = tuple(r for r in current if r.datanode_uuid != dn_uuid)
+        if len(rest) == len(current):
+            return
+        if rest:
+            self._replicas[container_id] = rest
+        else:
             del self._replicas[container_id]
         self._by_node[dn_uuid].discard(container_id)
         for listener in self._replica_listeners:
             listener(container_id, dn_uuid, False)
 
     def forget_container(self, container_id: int) -> None:
-        for dn in list(self._replicas.get(container_id, {})):
-            self.remove_replica(container_id, dn)
+        for r in self._replicas.get(container_id, ()):
+            self.remove_replica(container_id, r.datanode_uuid)
 
     # ---- allocation (leader) ----
     async def allocate_container(

@@ -305,6 +305,11 @@ def _check_closed(view: ContainerView, replicas: list[ReplicaView], cluster: Clu
                 cluster.nodes, [r.rack for r in good if not r.decommission], missing, cluster.load, holders
             )
             result.commands.extend(PlannedCommand("replicate", t.uuid, sources=sources) for t in targets)
+            if not targets:
+                # Every candidate node already holds a copy: free one holding an unhealthy copy
+                # (Ozone's RatisUnderReplicationHandler removes an unhealthy replica to make room).
+                room = [r for r in bad if r.datanode not in view.pending.deletes]
+                result.commands.extend(PlannedCommand("delete", r.datanode, force=True) for r in room[:1])
         result.reason = result.reason or f"{len(in_service)} in-service replicas, {needed} needed"
         return result
 
