@@ -794,8 +794,11 @@ class RaftServer:
                     messages = tuple(m for m in messages if m.type not in _EARLY_TYPES)
         if rd.hard_state is not None or rd.entries or snap is not None:
             p = storage.prepare_save(rd.hard_state, rd.entries, snap, rd.must_sync)
-            assert self._writer is not None
-            await asyncio.get_running_loop().run_in_executor(self._writer, storage.write_prepared, p)
+            if rd.must_sync or rd.entries or snap is not None:
+                assert self._writer is not None
+                await asyncio.get_running_loop().run_in_executor(self._writer, storage.write_prepared, p)
+            else:
+                storage.write_prepared(p)  # only the commit index moved: a tiny unsynced write, inline
             storage.commit_prepared(p)
             if rd.entries:
                 self._track_unapplied(rd.entries)
