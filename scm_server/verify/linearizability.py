@@ -272,11 +272,14 @@ def _check_single(
     return PartitionResult(list(ops), Verdict.OK, time.monotonic() - started, explored=explored)
 
 
-def check_operations(model: Model, ops: Sequence[Operation], timeout: float | None = None) -> CheckResult:
+def check_operations(
+    model: Model, ops: Sequence[Operation], timeout: float | None = None, *, optimize: bool = True
+) -> CheckResult:
     """Check a history of operations against a sequential ``model``.
 
     ``timeout`` (seconds, over all partitions) bounds the search; when it runs out the
     verdict is ``UNKNOWN`` (unless some partition was already found ``ILLEGAL``).
+    ``optimize=False`` runs Porcupine's plain search (no forced moves), for cross-checking.
     """
     started = time.monotonic()
     deadline = math.inf if timeout is None else started + timeout
@@ -287,7 +290,7 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
     for part in partitions:
         if not part:
             continue
-        forced = [model.preserves_state(op.input, op.output) for op in part]
+        forced = [model.preserves_state(op.input, op.output) for op in part] if optimize else None
         res = _check_single(model.step, model.init(), part, deadline, forced)
         results.append(res)
         if res.verdict is Verdict.ILLEGAL:
