@@ -145,9 +145,7 @@ class ContainerManager:
     # ---- reads ----
     def get_container(self, container_id: int) -> hdds_pb2.ContainerInfoProto:
         """The container info merged with soft usage from reports (a copy)."""
-        stored = self.state_manager.get_container(container_id)
-        view = hdds_pb2.ContainerInfoProto()
-        view.CopyFrom(stored)
+        view = self.state_manager.get_container(container_id)  # already a fresh copy
         replicas = self._replicas.get(container_id)
         if replicas:
             view.usedBytes = max(view.usedBytes, max(r.used_bytes for r in replicas))
@@ -192,12 +190,17 @@ class ContainerManager:
         """Record a replica (Ozone's updateContainerReplica): soft state, never replicated."""
         replica.datanode_uuid = self.intern_node_id(replica.datanode_uuid)
         replica.origin_node_id = self.intern_node_id(replica.origin_node_id or replica.datanode_uuid)
-        cid = replica.container_id
+        cid, dn = replica.container_id, replica.datanode_uuid
         current = self._replicas.get(cid, ())
-        others = tuple(r for r in current if r.datanode_uuid != replica.datanode_uuid)
-        added = len(others) == len(current)
-        self._replicas[cid] = tuple(sorted((*others, replica), key=lambda r: r.datanode_uuid))
-        self._by_node[replica.datanode_uuid].add(cid)
+        added = True
+        at = len(current)
+        for i, r in enumerate(current):  # a handful of replicas, kept ordered by datanode id
+            if r.datanode_uuid >= dn:
+                added = r.datanode_uuid != dn
+                at = i
+                break
+        self._replicas[cid] = (*current[:at], replica, *current[at + (0 if added else 1) :])
+        self._by_node[dn].add(cid)
         if added:
             for listener in self._replica_listeners:
                 listener(cid, replica.datanode_uuid, True)
@@ -340,8 +343,8 @@ class ContainerManager:
 
     async def _process_replica(self, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, now_ms: int) -> None:
         cid = proto.containerID
-        info = self.state_manager.find(cid)
-        if info is None:
+        state = self.state_manager.state_of(cid)  # no proto built per reported replica
+        if state is None:
             log.debug("datanode %s reported unknown container #%d; ignoring", dn_uuid, cid)
             return
         if proto.state == R_DELETED:
@@ -351,20 +354,19 @@ class ContainerManager:
         if not self.scm_context.is_leader():
             return  # followers record replicas; lifecycle transitions are the leader's (Raft) job
         try:
-            await self._update_container_state(info, proto, dn_uuid)
+            await self._update_container_state(cid, state, proto, dn_uuid)
         except NotLeaderException:
             log.info("lost leadership while handling a report for container #%d", cid)
         except SCMException as exc:
             log.warning("container #%d: report from %s not applied: %s", cid, dn_uuid, exc)
 
     async def _update_container_state(
-        self, info: hdds_pb2.ContainerInfoProto, replica: hdds_pb2.ContainerReplicaProto, dn_uuid: str
+        self, cid: int, state: int, replica: hdds_pb2.ContainerReplicaProto, dn_uuid: str
     ) -> None:
-        cid = info.containerID
-        if info.state == OPEN and replica.state != R_OPEN:
+        if state == OPEN and replica.state != R_OPEN:
             await self.close_container(cid)
-            info = self.state_manager.get_container(cid)
-        if info.state == CLOSING:
+            state = self.state_manager.get_container(cid).state
+        if state == CLOSING:
             if replica.state == R_CLOSED:
                 await self._persist_usage(cid)
                 await self.state_manager.update_container_state(cid, CLOSE, self.clock.wall_ms())
@@ -373,11 +375,11 @@ class ContainerManager:
                 await self._persist_usage(cid)
                 await self.state_manager.update_container_state(cid, QUASI_CLOSE, self.clock.wall_ms())
                 log.info("container #%d is QUASI_CLOSED", cid)
-        elif info.state == QUASI_CLOSED and replica.state == R_CLOSED:
+        elif state == QUASI_CLOSED and replica.state == R_CLOSED:
             await self._persist_usage(cid)
             await self.state_manager.update_container_state(cid, FORCE_CLOSE, self.clock.wall_ms())
             log.info("container #%d is CLOSED (force close of a quasi-closed container)", cid)
-        elif info.state == DELETED and self.node_manager.get_node(dn_uuid) is not None:
+        elif state == DELETED and self.node_manager.get_node(dn_uuid) is not None:
             self.node_manager.add_command(
                 dn_uuid,
                 scm_datanode_pb2.SCMCommandProto(

@@ -1,0 +1,63 @@
+"""Memory-shaped invariants of the container table and the replica map (issue: ~2 KB/container).
+
+Measured figures live in the helper's report (RSS over 100k containers); these tests pin the
+structural choices that produce them, each observable from outside:
+
+* every replica of one datanode shares ONE id string (and ``originNodeId`` the same one), rather
+  than a fresh copy decoded from each report;
+* the container table hands out fresh ContainerInfoProto copies built from compact records, so a
+  caller modifying what it got can never change the replicated table behind Raft's back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scm_state_harness import bring_up, make_datanodes, make_scm, replica
+
+from scm_server.proto import hdds_pb2
+
+R = hdds_pb2.ContainerReplicaProto
+
+
+async def test_replicas_share_interned_datanode_ids(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cm = scm.container_manager
+    cids = [(await cm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID for _ in range(5)]
+    for dn in dns:
+        for cid in cids:
+            dn.replicas[cid] = replica(cid, R.OPEN, keys=0, bcsid=0, origin=dn.uuid)
+    for _ in range(2):  # two rounds of full reports: the second replaces every replica
+        for dn in dns:
+            await dn.heartbeat(scm)
+    replicas = [r for cid in cids for r in cm.get_replicas(cid)]
+    assert len(replicas) == 15
+    assert len({id(r.datanode_uuid) for r in replicas}) == 3
+    assert all(r.origin_node_id is r.datanode_uuid for r in replicas)
+    assert [r.datanode_uuid for r in cm.get_replicas(cids[0])] == sorted(dn.uuid for dn in dns)
+    await scm.stop()
+
+
+async def test_container_table_is_not_mutable_through_reads(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    await bring_up(scm, make_datanodes(3))
+    sm = scm.container_manager.state_manager
+    info = await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    cid = info.containerID
+    got = sm.get_container(cid)
+    got.state = hdds_pb2.CLOSED  # type: ignore[assignment]
+    got.owner = "intruder"
+    found = sm.find(cid)
+    assert found is not None
+    found.usedBytes = 123
+    listed = sm.get_containers()[0]
+    listed.numberOfKeys = 99
+    fresh = sm.get_container(cid)
+    assert (fresh.state, fresh.owner, fresh.usedBytes, fresh.numberOfKeys) == (hdds_pb2.OPEN, "om", 0, 0)
+    assert sm.counts_by_state()["OPEN"] == 1
+    # What a reload from scm.db gives is the same as what was served before.
+    sm.reinitialize()
+    assert sm.get_container(cid) == fresh
+    await scm.stop()
