@@ -3,8 +3,9 @@
 Measured figures live in the helper's report (RSS over 100k containers); these tests pin the
 structural choices that produce them, each observable from outside:
 
-* every replica of one datanode shares ONE id string (and ``originNodeId`` the same one), rather
-  than a fresh copy decoded from each report;
+* every replica of one datanode shares ONE id string (and ``originNodeId`` the same one), and
+  the replicas of one container one container-id int, rather than fresh copies decoded from each
+  report; the replica total (a /prom gauge) is a counter, not a scan;
 * the container table hands out fresh ContainerInfoProto copies built from compact records, so a
   caller modifying what it got can never change the replicated table behind Raft's back.
 """
@@ -36,7 +37,12 @@ async def test_replicas_share_interned_datanode_ids(tmp_path: Path) -> None:
     assert len(replicas) == 15
     assert len({id(r.datanode_uuid) for r in replicas}) == 3
     assert all(r.origin_node_id is r.datanode_uuid for r in replicas)
+    assert all(len({id(r.container_id) for r in cm.get_replicas(cid)}) == 1 for cid in cids)
     assert [r.datanode_uuid for r in cm.get_replicas(cids[0])] == sorted(dn.uuid for dn in dns)
+    assert cm.replica_count() == 15
+    cm.remove_replica(cids[0], dns[0].uuid)
+    cm.remove_replica(cids[0], dns[0].uuid)  # already gone: no double count
+    assert cm.replica_count() == 14 == sum(len(cm.get_replicas(c)) for c in cids)
     await scm.stop()
 
 
