@@ -41,10 +41,15 @@ async def caught_up(p: KvProcess, index: int) -> bool:
     return st.applied_index >= index
 
 
-async def read_from(p: KvProcess, key: bytes) -> bytes | None:
-    """A linearizable Get served by this very member (ReadIndex forwarded to the leader if needed)."""
-    async with KvClient([p.address], rpc_timeout=2.0, max_attempts=1) as c:
-        return await c.get(key)
+async def read_from(p: KvProcess, key: bytes, timeout: float = 20.0) -> bytes | None:
+    """A linearizable Get served by this very member (ReadIndex forwarded to the leader if needed),
+    retried until the member can serve it (e.g. it learns about a new leader) or the deadline."""
+
+    async def once() -> tuple[bytes | None]:
+        async with KvClient([p.address], rpc_timeout=2.0, max_attempts=1) as c:
+            return (await c.get(key),)
+
+    return (await wait_for(once, timeout, f"a read of {key!r} served by {p.node_id}"))[0]
 
 
 async def test_election_replication_kill9_and_restart(make_cluster: Factory) -> None:
