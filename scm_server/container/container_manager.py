@@ -156,10 +156,13 @@ class ContainerManager:
 
     def used_bytes(self, info: hdds_pb2.ContainerInfoProto) -> int:
         """Bytes used: the most any replica reported (soft), at least what is stored."""
-        replicas = self._replicas.get(info.containerID)
+        return self._used_bytes(info.containerID, info.usedBytes)
+
+    def _used_bytes(self, container_id: int, stored: int) -> int:
+        replicas = self._replicas.get(container_id)
         if not replicas:
-            return info.usedBytes
-        return max(info.usedBytes, max(r.used_bytes for r in replicas))
+            return stored
+        return max(stored, max(r.used_bytes for r in replicas))
 
     def exists(self, container_id: int) -> bool:
         return self.state_manager.contains(container_id)
@@ -272,15 +275,17 @@ class ContainerManager:
         self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, excluded: set[int]
     ) -> hdds_pb2.ContainerInfoProto:
         open_containers = [
-            c for c in self.state_manager.open_containers_of(pipeline.id.id, owner) if c.containerID not in excluded
+            c for c in self.state_manager.open_container_records(pipeline.id.id, owner) if c.container_id not in excluded
         ]
         limit = self.node_manager.open_container_limit(m.uuid for m in pipeline.members)
         if len(open_containers) < limit:
             return await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)
-        with_room = [c for c in open_containers if self.used_bytes(c) + size <= self.config.container_size]
+        with_room = [
+            c for c in open_containers if self._used_bytes(c.container_id, c.used_bytes) + size <= self.config.container_size
+        ]
         if not with_room:
             return await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)
-        return with_room[next(self._round_robin) % len(with_room)]
+        return self.state_manager.get_container(with_room[next(self._round_robin) % len(with_room)].container_id)
 
     # ---- closing (leader) ----
     async def close_container(self, container_id: int, force: bool = False) -> None:

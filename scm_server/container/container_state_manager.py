@@ -322,6 +322,16 @@ class ContainerStateManager:
         """OPEN containers on a pipeline, O(1)."""
         return len(self._open_by_pipeline.get(pipeline_id, ()))
 
+    def open_container_records(self, pipeline_id: str, owner: str) -> list[ContainerInfo]:
+        """OPEN containers of ``owner`` on a pipeline as the stored records, in id order.
+
+        Read-only views for the allocation hot path (no proto built per candidate); never
+        modify them, mutations go through the replicated methods.
+        """
+        ids = self._open_by_owner.get((pipeline_id, owner), ())
+        self.index_touches += len(ids)
+        return [self._containers[c] for c in sorted(ids)]
+
     def open_containers_of(self, pipeline_id: str, owner: str) -> list[hdds_pb2.ContainerInfoProto]:
         """OPEN containers of ``owner`` on a pipeline, in id order: O(k log k) for those k only."""
         ids = self._open_by_owner.get((pipeline_id, owner), ())

@@ -12,9 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from scm_state_harness import bring_up, make_datanodes, make_scm
 
-from scm_server.container.container_state_manager import ContainerStateManager
+from scm_server.container.container_state_manager import ContainerInfo, ContainerStateManager
 from scm_server.proto import hdds_pb2
 
 BULK = 400
@@ -103,4 +104,30 @@ async def test_indexes_survive_reload_and_removal(tmp_path: Path) -> None:
     await sm.remove_container(b.containerID)
     assert sm.open_container_count(pipeline.id.id) == 0 and sm.container_ids() == [a.containerID]
     assert scm.list_containers(0, 10) == ([cm.get_container(a.containerID)], 1)
+    await scm.stop()
+
+
+async def test_matching_container_builds_one_proto_whatever_the_owner_has_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """allocate_block's hot path: scanning the owner's open containers uses the stored records;
+    only the chosen container becomes a ContainerInfoProto."""
+    scm = await make_scm(tmp_path, **{"ozone.scm.sequence.id.batch.size": "1000"})
+    await bring_up(scm, make_datanodes(3))
+    cm = scm.container_manager
+    (pipeline,) = scm.pipeline_manager.open_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)
+    for _ in range(BULK):
+        await cm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    built = 0
+    original = ContainerInfo.to_proto
+
+    def counting_to_proto(self: ContainerInfo) -> hdds_pb2.ContainerInfoProto:
+        nonlocal built
+        built += 1
+        return original(self)
+
+    monkeypatch.setattr(ContainerInfo, "to_proto", counting_to_proto)
+    got = {(await cm.get_matching_container(1000, "om", pipeline)).containerID for _ in range(20)}
+    assert len(got) == 20  # round robin over the owner's open containers with room
+    assert built <= 20, f"{built} protos built for 20 get_matching_container calls"
     await scm.stop()
