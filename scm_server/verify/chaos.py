@@ -364,7 +364,11 @@ async def _worker(
             except DefiniteFailure as exc:
                 h.fail(str(exc))
                 await asyncio.sleep(0.02)
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as exc:
+                task = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling():
+                    raise  # this worker itself is being cancelled
+                # (a CancelledError not aimed at us comes from a gRPC call cancelled underneath)
                 h.info(f"{type(exc).__name__}: {exc}")
                 generation += 1  # Jepsen: a process with an unknown outcome is replaced
                 known.pop(key, None)
