@@ -18,6 +18,7 @@ ClosedWithUnhealthyReplicasHandler (UNHEALTHY; delete bad replicas once enough g
 from __future__ import annotations
 
 import enum
+import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -160,8 +161,9 @@ class ClusterView:
     placement: ContainerPlacementRackAware
     maintenance_replica_minimum: int = 2
 
-    @property
+    @functools.cached_property
     def rack_count(self) -> int:
+        """Racks with a live node; computed once per pass (the view is built per pass)."""
         return len({n.rack for n in self.nodes if n.health != DEAD})
 
 

@@ -277,11 +277,13 @@ class ReplicationManager(BackgroundSCMService):
         report = ReplicationManagerReport(self.config.container_sample_limit)
         cluster = self.cluster_view()
         results: dict[int, CheckResult] = {}
-        for n, info in enumerate(self.container_manager.get_containers()):
+        for n, cid in enumerate(self.container_manager.state_manager.container_ids()):
             if n and n % 500 == 0:
                 await asyncio.sleep(0)  # large clusters: let heartbeats in between
-            cid = info.containerID
-            view = self.container_view(cid)
+            if not self.container_manager.exists(cid):
+                continue  # removed while we yielded
+            view = self.container_view(cid)  # one ContainerInfoProto per container per pass
+            info = view.info
             result = check_container(view, cluster)
             results[cid] = result
             report.increment(enum_name(LifeCycleState, info.state))

@@ -131,3 +131,23 @@ async def test_matching_container_builds_one_proto_whatever_the_owner_has_open(
     assert len(got) == 20  # round robin over the owner's open containers with room
     assert built <= 20, f"{built} protos built for 20 get_matching_container calls"
     await scm.stop()
+
+
+async def test_replication_pass_builds_one_proto_per_container(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scm = await make_scm(tmp_path, **{"ozone.scm.sequence.id.batch.size": "1000"})
+    await bring_up(scm, make_datanodes(3))
+    for _ in range(100):
+        await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    built = 0
+    original = ContainerInfo.to_proto
+
+    def counting_to_proto(self: ContainerInfo) -> hdds_pb2.ContainerInfoProto:
+        nonlocal built
+        built += 1
+        return original(self)
+
+    monkeypatch.setattr(ContainerInfo, "to_proto", counting_to_proto)
+    report = await scm.replication_manager.run_once()
+    assert {c.key: c.count for c in report.stat}["OPEN"] == 100
+    assert built <= 100, f"{built} protos built for one pass over 100 containers"
+    await scm.stop()
