@@ -393,10 +393,12 @@ class RaftTransport:
         for m in messages:
             peer = self._peers.get(m.to)
             if peer is None:
+                self._dropped(m)
                 continue
             if faults is not None and faults.active:
                 delay = faults.outbound(m.to)
                 if delay is None:
+                    self._dropped(m)
                     continue
                 if delay > 0:
                     loop = loop or asyncio.get_running_loop()
@@ -404,8 +406,15 @@ class RaftTransport:
                     continue
             self._dispatch(peer, m)
 
+    def _dropped(self, m: Message) -> None:
+        """A message that will never be sent. The core keeps a follower in SNAPSHOT state until the
+        snapshot's outcome is reported, so a dropped snapshot must be reported as failed."""
+        if m.type == MessageType.SNAPSHOT:
+            self.handler.report_snapshot(m.to, False)
+
     def _dispatch(self, peer: _Peer, m: Message) -> None:
         if peer.closed:
+            self._dropped(m)
             return
         t = m.type
         if t in _UNARY_TYPES:

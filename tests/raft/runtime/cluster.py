@@ -104,9 +104,13 @@ class KvProcess:
     def admin(self) -> RaftAdminClient:
         return RaftAdminClient(self.address, timeout=2.0)
 
-    async def status(self) -> MemberStatus:
+    async def status_once(self) -> MemberStatus:
         async with self.admin() as a:
             return await a.status()
+
+    async def status(self, timeout: float = 15.0) -> MemberStatus:
+        """Status, retried until the member answers (it may still be starting on a loaded machine)."""
+        return await wait_for(self.status_once, timeout, f"status of {self.node_id}")
 
 
 class KvCluster:
@@ -173,7 +177,7 @@ class KvCluster:
                 if not p.alive or (exclude and p.node_id in exclude):
                     continue
                 try:
-                    st = await p.status()
+                    st = await p.status_once()
                 except Exception:
                     continue
                 if st.role == "LEADER" and (best is None or st.term > best[0]):

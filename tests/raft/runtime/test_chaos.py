@@ -142,7 +142,11 @@ async def run_chaos(base: Path, seed: int, seconds: float) -> None:
                 assert ok <= final <= ok + unknown, (key, final, ok, unknown, seed)
         commit = (await leader.status()).commit_index
         for p in c.nodes.values():
-            await wait_for(lambda p=p: _caught_up(p, commit), 30, f"{p.node_id} to converge")
+            try:
+                await wait_for(lambda p=p: _caught_up(p, commit), 30, f"{p.node_id} to converge")
+            except AssertionError as exc:
+                states = [await q.status_once() for q in c.nodes.values()]
+                raise AssertionError(f"{exc}; seed {seed}; members: {states}; faults: {faults_done}") from None
         sample = list(h.acked)[:: max(1, len(h.acked) // 50)] + counters
         async with c.client() as kv:
             expected = list(await asyncio.gather(*(kv.get(k) for k in sample)))
@@ -156,7 +160,7 @@ async def run_chaos(base: Path, seed: int, seconds: float) -> None:
 
 
 async def _caught_up(p: KvProcess, index: int) -> bool:
-    return (await p.status()).applied_index >= index
+    return (await p.status_once()).applied_index >= index
 
 
 @pytest.mark.slow

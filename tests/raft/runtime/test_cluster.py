@@ -37,7 +37,7 @@ def make_cluster(tmp_path: Path) -> Iterator[Factory]:
 
 
 async def caught_up(p: KvProcess, index: int) -> bool:
-    st = await p.status()
+    st = await p.status_once()
     return st.applied_index >= index
 
 
@@ -91,7 +91,7 @@ async def test_sigstop_leader_is_replaced_then_rejoins(make_cluster: Factory) ->
         assert (await new.status()).term > old_term
 
         async def stepped_down() -> bool:
-            st = await leader.status()
+            st = await leader.status_once()
             return st.role != "LEADER" and st.leader_id == new.node_id
 
         await wait_for(stepped_down, 15, "the paused leader to step down")
@@ -118,7 +118,7 @@ async def test_add_fourth_member_then_remove_the_leader(make_cluster: Factory) -
             await kv.put(b"k%d" % i, b"v%d" % i)
         n4 = c.add_process("n4")
         n4.start()  # empty configuration: must not campaign, waits to be added
-        await wait_for(lambda: n4.status(), 15, "n4 to come up")
+        await wait_for(n4.status_once, 15, "n4 to come up")
         st4 = await n4.status()
         assert st4.role == "FOLLOWER" and st4.voters == () and st4.term == 0
         async with leader.admin() as admin:
@@ -223,7 +223,7 @@ async def test_new_member_joins_after_the_log_was_purged(make_cluster: Factory) 
         assert st.first_index > 1 and st.snapshot_index > 0
         n4 = c.add_process("n4")
         n4.start()
-        await wait_for(lambda: n4.status(), 15, "n4 to come up")
+        await wait_for(n4.status_once, 15, "n4 to come up")
         async with leader.admin() as admin:
             await admin.add_member("n4", n4.address, timeout=30)
         st4 = await n4.status()

@@ -223,3 +223,15 @@ async def _has(e: Endpoint, ctx: bytes) -> bool:
 
 
 
+
+
+async def test_dropped_snapshot_is_reported_as_failed(pair: tuple[Endpoint, Endpoint]) -> None:
+    """The core keeps a follower in SNAPSHOT state until told the outcome: a snapshot lost to a
+    partition must be reported, or that follower would never be sent anything again."""
+    a, _ = pair
+    assert a.transport.faults is not None
+    a.transport.faults.set_rules([FaultRule(peer="b", cut_outbound=True)])
+    snap = Snapshot(SnapshotMetadata(index=9, term=2, conf_state=ConfState(voters=("a", "b"))))
+    a.transport.send([Message(MessageType.SNAPSHOT, "b", "a", 2, snapshot=snap)])
+    a.transport.send([Message(MessageType.SNAPSHOT, "zz", "a", 2, snapshot=snap)])  # unknown peer
+    assert a.handler.snap_reports == [("b", False), ("zz", False)]
