@@ -348,9 +348,18 @@ class StorageContainerManager:
             ],
         )
 
+    def _check_dn_traffic_allowed(self) -> None:
+        """HA (HDDS-14989): refuse datanode calls (a retriable error: the datanode keeps its reports)
+        until this SCM has caught up with the leader's commit index; Ozone does not even start the
+        datanode server until then. The stub (non-Raft) has no such check."""
+        check = getattr(self.ha_manager, "check_dn_reports_allowed", None)
+        if check is not None:
+            check()
+
     async def register_datanode(
         self, request: scm_datanode_pb2.SCMRegisterRequestProto
     ) -> scm_datanode_pb2.SCMRegisteredResponseProto:
+        self._check_dn_traffic_allowed()
         details = request.datanodeDetails
         cluster_id = self.storage_config.cluster_id or ""
         if request.HasField("clusterID") and request.clusterID and request.clusterID != cluster_id:
@@ -393,6 +402,7 @@ class StorageContainerManager:
     async def process_heartbeat(
         self, request: scm_datanode_pb2.SCMHeartbeatRequestProto
     ) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
+        self._check_dn_traffic_allowed()
         dn = request.datanodeDetails
         layout = request.dataNodeLayoutVersion if request.HasField("dataNodeLayoutVersion") else None
         response = scm_datanode_pb2.SCMHeartbeatResponseProto(datanodeUUID=dn.uuid)
