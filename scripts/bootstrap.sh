@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create the project's virtual environment and install everything `make test` / `make run` need.
-# Idempotent; used by the Makefile. Extra pip extras can be passed in EXTRAS (default: dev,bench).
+# Idempotent; used by the Makefile (which then generates protobuf code with scripts/gen_proto.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -10,4 +10,3 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[${EXTRAS}]"
-.venv/bin/python scripts/gen_proto.py

@@ -328,7 +328,7 @@ class SCMHAConfig:
         default=False, metadata=cfg("ozone.scm.skip.bootstrap.validation", "bool")
     )
     leader_election_timeout: timedelta = dataclasses.field(
-        default=timedelta(seconds=5), metadata=cfg("ozone.scm.ha.ratis.leader.election.timeout", "duration")
+        default=timedelta(seconds=1), metadata=cfg("ozone.scm.ha.ratis.leader.election.timeout", "duration")
     )
     request_timeout: timedelta = dataclasses.field(
         default=timedelta(seconds=30), metadata=cfg("ozone.scm.ha.ratis.request.timeout", "duration")

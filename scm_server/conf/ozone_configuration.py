@@ -71,7 +71,7 @@ DEFAULTS: dict[str, str] = {
     "ozone.scm.ratis.port": "9894",
     "ozone.scm.grpc.port": "9895",
     "ozone.scm.skip.bootstrap.validation": "false",
-    "ozone.scm.ha.ratis.leader.election.timeout": "5s",
+    "ozone.scm.ha.ratis.leader.election.timeout": "1s",  # Ozone ships 5s; see docs/ha.md
     "ozone.scm.ha.ratis.request.timeout": "30s",
     "ozone.scm.ha.ratis.snapshot.threshold": "1000",
     "ozone.scm.ha.ratis.leader.ready.wait.timeout": "60s",

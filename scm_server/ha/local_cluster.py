@@ -261,9 +261,19 @@ async def run_workload(
             containers = sorted({cid for cid, _ in ids})
             for cid in containers:
                 await sim.write_to_container(cid, 4 * 1024 * 1024 * 16, 16)
+            nodes = await admin.query_nodes()
+            pipelines = await admin.list_pipelines()
         roles = await cluster.roles()
+        safe_modes = [await cluster.safe_mode_of(v["index"]) for v in views]
         summary = {
-            "views": views, "roles": roles, "blocks": len(ids), "duplicates": len(ids) - len(set(ids)),
+            "views": await cluster.node_views(),  # after the workload: current applied indexes
+            "roles": roles, "blocks": len(ids), "duplicates": len(ids) - len(set(ids)),
+            "healthy_datanodes": sum(hdds_pb2.HEALTHY in n.nodeStates for n in nodes),
+            "datanodes": len(nodes),
+            "open_pipelines": sorted(
+                hdds_pb2.ReplicationFactor.Name(p.factor) for p in pipelines if p.state == hdds_pb2.PIPELINE_OPEN
+            ),
+            "in_safe_mode": safe_modes,
             "containers": len(containers), "ops_per_second": result.ops_per_second,
             "p50_ms": result.percentile(50), "p99_ms": result.percentile(99), "seconds": result.seconds,
         }
@@ -308,10 +318,19 @@ def print_summary(cluster: HALocalCluster, summary: Mapping[str, Any]) -> None:
     for s in cluster.scms:
         p = by_node.get(s.node_id or "")
         v = views.get(s.node_id, {})
-        out(f"  [bold]{s.node_id}[/] {p.line if p else '(not a member)'}  applied={v.get('applied', '-')}", soft_wrap=True)
+        out(f"  [bold]{s.node_id}[/] {p.line if p else '(not a member)'}  applied={v.get('applied', '-')}  "
+            f"clusterID={v.get('clusterId', '?')}", soft_wrap=True)
         out(f"      admin/client {s.client_address}  datanode {s.datanode_address}  "
             f"ratis 127.0.0.1:{s.ratis_port}  inter-SCM 127.0.0.1:{s.grpc_port}", soft_wrap=True)
         out(f"      web {s.http_url}/  metrics {s.http_url}/prom  log {s.log_path}", soft_wrap=True)
+    open_pipelines = summary["open_pipelines"]
+    out(
+        f"[bold]datanodes[/]: {summary['healthy_datanodes']}/{summary['datanodes']} HEALTHY; "
+        f"[bold]pipelines[/]: {len(open_pipelines)} OPEN (RATIS/THREE: {open_pipelines.count('THREE')}, "
+        f"RATIS/ONE: {open_pipelines.count('ONE')}); [bold]safemode[/]: "
+        f"{'OFF on every SCM' if not any(summary['in_safe_mode']) else summary['in_safe_mode']}",
+        soft_wrap=True,
+    )
     out(
         f"[bold]workload[/]: {summary['blocks']} blocks in {summary['seconds']:.2f}s = "
         f"{summary['ops_per_second']:,.0f} blocks/s (p50 {summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms) "

@@ -77,11 +77,8 @@ def _duration_seconds(conf: OzoneConfiguration, key: str, default: str) -> float
 def raft_config_from_conf(conf: OzoneConfiguration, local: LocalSCM, scm_id: str, storage_dir: Path) -> RaftServerConfig:
     """Build the RaftServerConfig from ``ozone.scm.ha.ratis.*`` keys (documented in docs/ha.md)."""
     tick = _duration_seconds(conf, "ozone.scm.ha.ratis.tick.interval", DEFAULT_TICK)
-    # Ozone ships 5s; our own default is 1s unless the key is set explicitly (site/env/override).
-    if conf.get_str(ELECTION_TIMEOUT_KEY) is not None and conf.source_of(ELECTION_TIMEOUT_KEY) != "default":
-        election = _duration_seconds(conf, ELECTION_TIMEOUT_KEY, DEFAULT_ELECTION_TIMEOUT)
-    else:
-        election = _duration_seconds(conf, "ozone.scm.ha.ratis.leader.election.timeout.min", DEFAULT_ELECTION_TIMEOUT)
+    # Ozone ships 5s; our default (in scm_server.conf) is 1s, for sub-2s failover.
+    election = _duration_seconds(conf, ELECTION_TIMEOUT_KEY, DEFAULT_ELECTION_TIMEOUT)
     if tick <= 0 or election < 2 * tick:
         raise ConfigError(
             f"{ELECTION_TIMEOUT_KEY}={election}s must be at least two ticks (ozone.scm.ha.ratis.tick.interval="
