@@ -354,7 +354,7 @@ class SCMHAManagerImpl:
         target = self.state_machine.catch_up_target
         raise SCMException(
             ResultCodes.TIMEOUT,
-            f"SCM {self.node_id} is catching up with the leader (applied index {applied}, leader commit index "
+            f"SCM {self.node_id or self.peer_id} is catching up with the leader (applied index {applied}, leader commit index "
             f"{'unknown yet' if target is None else target}); datanode reports are accepted once it has caught up",
         )
 
