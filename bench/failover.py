@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from scm_server.cli import throughput  # noqa: E402
 from scm_server.cli.local_cluster import LocalCluster  # noqa: E402
+from scm_server.cli.local_quorum import HALocalCluster  # noqa: E402
 from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
 from scm_server.exceptions import SCMError  # noqa: E402
-from scm_server.ha.local_cluster import HALocalCluster  # noqa: E402
 from scm_server.proto import hdds_pb2  # noqa: E402
 
 SETTINGS = {

@@ -202,7 +202,7 @@ def main() -> int:
         else:
             tmp = Path(tempfile.mkdtemp(prefix="scm-bench-"))
             if args.scms > 1:
-                from scm_server.ha.local_cluster import HALocalCluster
+                from scm_server.cli.local_quorum import HALocalCluster
 
                 cluster = HALocalCluster(tmp, args.scms, settings=BENCH_SETTINGS)
                 cluster.start_quorum()

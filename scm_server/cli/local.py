@@ -47,7 +47,7 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
     """Start SCM(s) + simulated datanodes, run a block workload, print where to look."""
     if num_scms > 1:
         # The HA quorum (init + bootstrap on every node, AddSCM on first start) is the HA layer's.
-        from scm_server.ha import local_cluster as ha_local
+        from scm_server.cli import local_quorum as ha_local
 
         ha_local.run_local(num_scms, datanodes, blocks, data_dir, exit_after, keep_data, racks)
         return
@@ -60,7 +60,7 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 def local_up(num_scms: int, datanodes: int, data_dir: Path) -> None:
     """Start an SCM quorum and simulated datanodes in the background (see `local status` / `local down`)."""
-    from scm_server.ha import local_cluster as ha_local
+    from scm_server.cli import local_quorum as ha_local
 
     with console.status(f"starting {num_scms} SCM(s) and {datanodes} datanodes under {data_dir}"):
         path = ha_local.up(num_scms, datanodes, data_dir)
@@ -72,7 +72,7 @@ def local_up(num_scms: int, datanodes: int, data_dir: Path) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def local_status(data_dir: Path, as_json: bool) -> None:
     """Roles, liveness and addresses of the cluster started by `local up`."""
-    from scm_server.ha import local_cluster as ha_local
+    from scm_server.cli import local_quorum as ha_local
 
     try:
         info = ha_local.status(data_dir)
@@ -103,7 +103,7 @@ def local_status(data_dir: Path, as_json: bool) -> None:
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 def local_down(data_dir: Path) -> None:
     """Stop everything `local up` started."""
-    from scm_server.ha import local_cluster as ha_local
+    from scm_server.cli import local_quorum as ha_local
 
     try:
         stopped = ha_local.down(data_dir)

@@ -13,8 +13,8 @@ import grpc.aio
 from scm_server.client.errors import SCMUnavailableError
 from scm_server.client.scm_client import CHANNEL_OPTIONS
 from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import scm_datanode_pb2, scm_datanode_pb2_grpc
-from scm_server.server.errors import from_grpc_error
 
 
 class DatanodeProtocolClient:

@@ -1,7 +1,7 @@
 """Client-side errors that have no server-side counterpart.
 
 Server-side failures come back as the ``SCMException`` / ``NotLeaderException`` the server
-raised (rebuilt from the trailing metadata by ``scm_server.server.errors``). What is left is
+raised (rebuilt from the trailing metadata by ``scm_server.grpc_errors``). What is left is
 the transport: no SCM in the address list answered within the retry budget.
 """
 

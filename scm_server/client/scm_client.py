@@ -30,8 +30,8 @@ import grpc.aio
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.errors import SCMUnavailableError
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_client_pb2_grpc
-from scm_server.server.errors import from_grpc_error
 
 LOG = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from google.protobuf import message_factory
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.grpc_errors import RESULT_KEY, to_grpc_error
 from scm_server.proto import scm_client_pb2, scm_datanode_pb2
 from scm_server.server import endpoints
-from scm_server.server.errors import RESULT_KEY, to_grpc_error
 
 LOG = logging.getLogger(__name__)
 

@@ -6,8 +6,7 @@ import grpc
 import pytest
 
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
-from scm_server.server import endpoints
-from scm_server.server.errors import (
+from scm_server.grpc_errors import (
     LEADER_ADDRESS_KEY,
     LEADER_ID_KEY,
     RESULT_KEY,
@@ -15,6 +14,7 @@ from scm_server.server.errors import (
     status_for,
     to_grpc_error,
 )
+from scm_server.server import endpoints
 
 
 @pytest.mark.parametrize(
