@@ -20,7 +20,14 @@ ENV PATH=/opt/ozone-scm/bin:$PATH \
     OZONE_CONF_DIR=/etc/ozone
 RUN useradd --uid 1000 --create-home ozone \
  && mkdir -p /data/metadata /etc/ozone \
+ && printf '%s\n' '<?xml version="1.0"?>' '<configuration>' \
+      '  <property><name>ozone.scm.client.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.block.client.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.datanode.bind.host</name><value>0.0.0.0</value></property>' \
+      '</configuration>' > /etc/ozone/ozone-site.xml \
  && chown -R ozone /data /etc/ozone
+# Configure with a mounted /etc/ozone/ozone-site.xml or, as Ozone's images do, with environment variables
+# OZONE-SITE.XML_<key>=<value> (e.g. OZONE-SITE.XML_ozone.metadata.dirs=/data/metadata).
 USER 1000
 VOLUME ["/data"]
 # client, datanode, block, http, ratis, inter-SCM grpc
