@@ -46,7 +46,6 @@ FAST_SETTINGS: dict[str, str] = {
     "hdds.scmclient.failover.max.retry": "15",
     "ozone.block.deleting.service.interval": "1s",
     "hdds.scm.replication.event.timeout": "10s",
-    "ozone.scm.ha.ratis.leader.election.timeout": "1s",
     "ozone.scm.ha.dbtransactionbuffer.flush.interval": "1s",
 }
 

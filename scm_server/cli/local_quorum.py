@@ -46,7 +46,6 @@ STATE_FILE = "cluster.json"
 # HA settings for local clusters on top of the edges' FAST_SETTINGS.
 HA_SETTINGS: dict[str, str] = {
     "ozone.scm.ha.ratis.tick.interval": "100ms",
-    "ozone.scm.ha.ratis.leader.election.timeout": "1s",
     "hdds.scmclient.failover.retry.interval": "100ms",
     "hdds.scmclient.failover.max.retry": "100",
 }

@@ -26,7 +26,7 @@ import hashlib
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,37 +149,35 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
         return self._ha.roles_proto()
 
     # ---- membership / leadership (leader only) ----
+    async def _change_membership(
+        self, cluster_id: str, change: Callable[[], Awaitable[str]], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> str | None:
+        """Shared guard for AddSCM/RemoveSCM: cluster id, leadership, error mapping. None = aborted."""
+        if not await self._check_cluster(cluster_id, context) or not await self._require_leader(context):
+            return None
+        try:
+            return await change()
+        except NotLeaderException as exc:
+            await _abort(context, exc, self._leader_grpc_address(exc))
+        except SCMException as exc:
+            await _abort(context, exc)
+        return None
+
     async def AddSCM(
         self, request: scm_ha_pb2.AddScmRequestProto, context: grpc.aio.ServicerContext[Any, Any]
     ) -> scm_ha_pb2.AddScmResponseProto:
-        if not await self._check_cluster(request.clusterId, context):
-            return scm_ha_pb2.AddScmResponseProto(success=False)
-        if not await self._require_leader(context):
-            return scm_ha_pb2.AddScmResponseProto(success=False)
-        try:
-            message = await self._ha.add_scm(request.scmId, request.ratisAddr, request.nodeId)
-        except NotLeaderException as exc:
-            await _abort(context, exc, self._leader_grpc_address(exc))
-            return scm_ha_pb2.AddScmResponseProto(success=False)
-        except SCMException as exc:
-            await _abort(context, exc)
+        message = await self._change_membership(
+            request.clusterId, lambda: self._ha.add_scm(request.scmId, request.ratisAddr, request.nodeId), context
+        )
+        if message is None:
             return scm_ha_pb2.AddScmResponseProto(success=False)
         return scm_ha_pb2.AddScmResponseProto(success=True, message=message)
 
     async def RemoveSCM(
         self, request: scm_ha_pb2.RemoveScmRequestProto, context: grpc.aio.ServicerContext[Any, Any]
     ) -> scm_ha_pb2.RemoveScmResponseProto:
-        if not await self._check_cluster(request.clusterId, context):
-            return scm_ha_pb2.RemoveScmResponseProto(success=False)
-        if not await self._require_leader(context):
-            return scm_ha_pb2.RemoveScmResponseProto(success=False)
-        try:
-            message = await self._ha.remove_scm(request.scmId)
-        except NotLeaderException as exc:
-            await _abort(context, exc, self._leader_grpc_address(exc))
-            return scm_ha_pb2.RemoveScmResponseProto(success=False)
-        except SCMException as exc:
-            await _abort(context, exc)
+        message = await self._change_membership(request.clusterId, lambda: self._ha.remove_scm(request.scmId), context)
+        if message is None:
             return scm_ha_pb2.RemoveScmResponseProto(success=False)
         return scm_ha_pb2.RemoveScmResponseProto(success=True, message=message)
 
