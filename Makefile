@@ -24,10 +24,11 @@ env: $(STAMPS)/env $(STAMPS)/proto ## create .venv, install pinned deps, generat
 
 proto: $(STAMPS)/proto ## regenerate scm_server/proto from proto/*.proto
 
-lint: env ## ruff, mypy and import-layer contracts
+lint: env ## ruff, mypy, import-layer contracts, nothing read from outside the repo
 	$(BIN)/ruff check scm_server tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_standalone.py
 
 test: env lint ## the whole default suite (unit, simulation, integration, short chaos)
 	$(PYTEST) tests -m "not soak and not chaos" -q

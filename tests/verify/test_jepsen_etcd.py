@@ -1,8 +1,8 @@
 """The checker must agree with Porcupine on every real Jepsen etcd history.
 
-The histories live outside the repo, in ``<repo>/../shared/data/jepsen-etcd`` (CI clones
-the repo with ``shared/`` beside it). Missing data is a failure, not a skip: without it
-this test would prove nothing.
+The histories are copied into the repository, ``tests/verify/data/jepsen-etcd/`` (source and
+license in its README.md and LICENSE). Missing data is a failure, not a skip: without it this
+test would prove nothing.
 """
 
 from __future__ import annotations
@@ -14,16 +14,15 @@ import pytest
 
 from scm_server.verify import RegisterModel, Verdict, check_operations, parse_jepsen_log
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DATA = REPO_ROOT.parent / "shared" / "data" / "jepsen-etcd"
+DATA = Path(__file__).resolve().parent / "data" / "jepsen-etcd"
 
 
 def _verdicts() -> dict[str, str]:
     tsv = DATA / "verdicts.tsv"
     if not tsv.is_file():
         pytest.fail(
-            f"Jepsen etcd histories not found: expected {tsv} (the shared/ directory must sit beside the "
-            f"repository checkout {REPO_ROOT}; see shared/data/jepsen-etcd/README.md)"
+            f"Jepsen etcd histories not found: expected {tsv} (tests/verify/data/jepsen-etcd/ is part of "
+            f"the repository; restore it with git checkout)"
         )
     out = {}
     for line in tsv.read_text().splitlines():
