@@ -4,7 +4,9 @@
   so several SCMs in one process, as in tests, do not mix their metrics);
 * ``/health``: liveness, 200 while the process serves HTTP;
 * ``/ready``: readiness, 200 only when the SCM is serving: out of safemode, or with
-  ``?leader=true`` the leader-ready condition (leader that applied an entry of its term);
+  ``?leader=true`` the leader-ready condition (leader that applied an entry of its term), or with
+  ``?member=true`` (the Kubernetes operator's Pod readiness probe) a caught-up Raft member: the HDDS-14989
+  datanode-report gate is open, whatever the safemode (a ring without datanodes stays in safemode);
 * ``/api/status``: a JMX-like JSON snapshot (``status_summary()`` of the facade);
 * ``/``: a small status page rendered with jinja2 (templates/status.html.j2).
 
@@ -72,6 +74,17 @@ def _is_leader_ready(scm: Any) -> bool:
     return True
 
 
+def _is_caught_up_member(scm: Any) -> bool:
+    gate = getattr(getattr(scm, "ha_manager", None), "dn_reports_ready", None)
+    if not callable(gate):
+        return True  # no Raft (a single SCM without HA): serving is all there is
+    try:
+        return bool(gate())
+    except Exception:
+        LOG.exception("dn_reports_ready failed")
+        return False
+
+
 def summary(scm: Any, info: dict[str, Any]) -> dict[str, Any]:
     try:
         data = scm.status_summary()
@@ -104,7 +117,10 @@ async def ready(request: web.Request) -> web.Response:
     scm = request.app[SCM_KEY]
     in_sm, _ = _safe_mode(scm)
     leader_mode = request.query.get("leader", "").lower() in ("1", "true", "yes")
-    if leader_mode:
+    if request.query.get("member", "").lower() in ("1", "true", "yes"):
+        ok = _is_caught_up_member(scm)
+        reason = "caught-up member" if ok else "not yet a caught-up member of the ring"
+    elif leader_mode:
         ok = _is_leader_ready(scm) and not in_sm
         reason = "leader ready and out of safemode" if ok else "not the ready leader or in safemode"
     else:

@@ -33,3 +33,27 @@ async def test_endpoints() -> None:
         assert status["endpoints"] == {"client": "127.0.0.1:1"}
         page = await (await client.get("/")).text()
         assert "Storage Container Manager" in page and "dn1" in page and "FOLLOWER" in page
+
+
+class _Gate:
+    def __init__(self) -> None:
+        self.open = False
+
+    def dn_reports_ready(self) -> bool:
+        return self.open
+
+
+async def test_member_readiness_follows_the_catch_up_gate_not_safemode() -> None:
+    """``/ready?member=true`` (the operator's Pod readiness probe): a caught-up Raft member, even in safemode."""
+    scm = FakeSCM()
+    async with TestClient(TestServer(make_app(scm, {}), host="127.0.0.1")) as client:
+        # no HA manager: a single SCM is ready once it serves
+        assert (await client.get("/ready?member=true")).status == 200
+        gate = _Gate()
+        scm.ha_manager = gate  # type: ignore[attr-defined]
+        resp = await client.get("/ready?member=true")
+        assert resp.status == 503
+        assert (await resp.json())["reason"] == "not yet a caught-up member of the ring"
+        gate.open = True
+        assert (await client.get("/ready")).status == 503  # still in safemode
+        assert (await client.get("/ready?member=true")).status == 200
