@@ -388,6 +388,28 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
             ns = "default"
         return self._create(res, ns, copy.deepcopy(dict(obj)), {})
 
+    def call_delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
+                    options: Mapping[str, Any] | None = None) -> Obj:
+        """Delete directly (no HTTP), with the server's semantics (finalizers, grace, propagation)."""
+        res = self.resource_for_kind(api_version, kind)
+        if res is None:
+            raise KeyError(f"unknown kind {api_version}/{kind}")
+        return self._delete(res, namespace, name, options or {})
+
+    def patch_object(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any],
+                     subresource: str | None = None) -> Obj:
+        """Merge-patch directly (no HTTP), with the server's validation and status-subresource rules."""
+        res = self.resource_for_kind(api_version, kind)
+        if res is None:
+            raise KeyError(f"unknown kind {api_version}/{kind}")
+        key = (res.group, res.plural, namespace or "", name)
+        current = self._objects_by_key.get(key)
+        if current is None:
+            raise am.not_found(res.plural, name, res.group)
+        patched = am.merge_patch(copy.deepcopy(current), dict(patch))
+        return self._update(res, key, patched, current, subresource, {}, False, None,
+                            precondition=(patch.get("metadata") or {}).get("resourceVersion"))
+
     def get_object(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         """The stored object (a deep copy), or None."""
         res = self.resource_for_kind(api_version, kind)
@@ -1502,6 +1524,28 @@ class ThreadedAPIServer:
 
     def objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[Obj]:
         return self.call(lambda api: api.list_objects(api_version, kind, namespace))
+
+    def call_delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
+                    options: Mapping[str, Any] | None = None) -> Obj:
+        """Delete directly (no HTTP), with the server's semantics (finalizers, grace, propagation)."""
+        res = self.resource_for_kind(api_version, kind)
+        if res is None:
+            raise KeyError(f"unknown kind {api_version}/{kind}")
+        return self._delete(res, namespace, name, options or {})
+
+    def patch_object(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any],
+                     subresource: str | None = None) -> Obj:
+        """Merge-patch directly (no HTTP), with the server's validation and status-subresource rules."""
+        res = self.resource_for_kind(api_version, kind)
+        if res is None:
+            raise KeyError(f"unknown kind {api_version}/{kind}")
+        key = (res.group, res.plural, namespace or "", name)
+        current = self._objects_by_key.get(key)
+        if current is None:
+            raise am.not_found(res.plural, name, res.group)
+        patched = am.merge_patch(copy.deepcopy(current), dict(patch))
+        return self._update(res, key, patched, current, subresource, {}, False, None,
+                            precondition=(patch.get("metadata") or {}).get("resourceVersion"))
 
     def get_object(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         return self.call(lambda api: api.get_object(api_version, kind, name, namespace))
