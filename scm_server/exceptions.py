@@ -44,6 +44,11 @@ class ResultCodes(enum.Enum):
     TIMEOUT = "TIMEOUT"
     IO_EXCEPTION = "IO_EXCEPTION"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    # security (ours; Ozone reports these as SCMSecurityException / AccessControlException)
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    INVALID_CSR = "INVALID_CSR"
+    CERTIFICATE_NOT_FOUND = "CERTIFICATE_NOT_FOUND"
 
 
 class SCMError(Exception):

@@ -54,6 +54,10 @@ _STATUS_BY_RESULT: dict[ResultCodes, grpc.StatusCode] = {
     ResultCodes.TIMEOUT: grpc.StatusCode.DEADLINE_EXCEEDED,
     ResultCodes.IO_EXCEPTION: grpc.StatusCode.INTERNAL,
     ResultCodes.INTERNAL_ERROR: grpc.StatusCode.INTERNAL,
+    ResultCodes.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    ResultCodes.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    ResultCodes.INVALID_CSR: grpc.StatusCode.INVALID_ARGUMENT,
+    ResultCodes.CERTIFICATE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
 }
 
 

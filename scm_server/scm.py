@@ -273,6 +273,7 @@ class StorageContainerManager:
         self.deleted_block_log.reinitialize()
         self.stateful_service_state_manager.reinitialize()
         self.finalization_state_manager.reinitialize()
+        self.certificate_store.reinitialize()
         for cid in list(self.container_manager.all_replicas()):
             if not self.container_manager.exists(cid):
                 self.container_manager.forget_container(cid)

@@ -63,7 +63,7 @@ def roles_table(roles: Roles) -> Table:
 @pass_ctx
 def roles_cmd(ctx: CliContext, as_json: bool, as_table: bool) -> None:
     """List SCMs as host:port:ROLE:peerId, with term, commit and applied index and lag."""
-    roles = run_sync(lambda c: c.roles(), _addresses(ctx))
+    roles = run_sync(lambda c: c.roles(), _addresses(ctx), security=ctx.client_security())
     if as_json:
         print_json(roles.as_dict())
         return
@@ -91,7 +91,7 @@ def transfer_cmd(ctx: CliContext, new_leader: str | None, random_: bool, service
     async def go(c: HAAdminClient) -> str:
         return await c.transfer(target)
 
-    leader = run_sync(go, _addresses(ctx))
+    leader = run_sync(go, _addresses(ctx), security=ctx.client_security())
     click.echo(f"Transferring leadership to {leader}: done")
 
 
@@ -104,5 +104,5 @@ def decommission_cmd(ctx: CliContext, node_id: str) -> None:
     async def go(c: HAAdminClient) -> str:
         return await c.decommission(node_id)
 
-    message = run_sync(go, _addresses(ctx))
+    message = run_sync(go, _addresses(ctx), security=ctx.client_security())
     click.echo(f"Decommissioned SCM {node_id}: {message}")

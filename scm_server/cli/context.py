@@ -15,6 +15,8 @@ from scm_server.client.config import SCMClientConfig
 from scm_server.client.scm_client import parse_addresses
 from scm_server.client.sync import SyncSCMClient
 from scm_server.conf import OzoneConfiguration
+from scm_server.conf.security import SecurityConfig
+from scm_server.security.tls import FileClientSecurity, client_security_from_config
 from scm_server.server import endpoints
 
 
@@ -42,6 +44,10 @@ class CliContext:
     def client_config(self) -> SCMClientConfig:
         return SCMClientConfig.from_getter(self.conf.get_str)
 
+    def client_security(self) -> FileClientSecurity | None:
+        """The client certificate under mutual TLS (``hdds.x509.client.*``); None without TLS."""
+        return client_security_from_config(SecurityConfig.from_conf(self.conf))
+
     def client(self) -> SyncSCMClient:
         config = self.client_config()
 
@@ -54,7 +60,7 @@ class CliContext:
                     err=True,
                 )
 
-        return SyncSCMClient(self.scm_addresses(), config, on_failover=notice)
+        return SyncSCMClient(self.scm_addresses(), config, on_failover=notice, security=self.client_security())
 
 
 pass_ctx = click.make_pass_decorator(CliContext)

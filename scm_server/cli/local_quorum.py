@@ -34,12 +34,18 @@ import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scm_server.cli.local_cluster import LocalCluster, ScmProcessInfo, free_port, tail, wait_for
+from scm_server.cli.local_cluster import SERVICE_ID, LocalCluster, ScmProcessInfo, free_port, tail, wait_for
+from scm_server.cli.local_secure import SecureSetup
 from scm_server.client.ha_admin import HAAdminClient, Roles
 from scm_server.client.scm_client import SCMClient
 from scm_server.proto import hdds_pb2
+from scm_server.security.core import certificates as pki
+from scm_server.security.tls import FileClientSecurity
+
+if TYPE_CHECKING:
+    from scm_server.datanode_sim.security import DatanodeSecurity
 
 STATE_FILE = "cluster.json"
 
@@ -52,10 +58,74 @@ HA_SETTINGS: dict[str, str] = {
 
 
 class HALocalCluster(LocalCluster):
-    """``num_scms`` SCM processes forming one HA ring (auto-bootstrap on every node)."""
+    """``num_scms`` SCM processes forming one HA ring (auto-bootstrap on every node).
 
-    def __init__(self, base_dir: Path, num_scms: int = 3, *, settings: Mapping[str, str] | None = None) -> None:
-        super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **(settings or {})})
+    ``secure=True``: security and mutual TLS on (:mod:`scm_server.cli.local_secure` lays out the
+    secrets and the admin identity); every client this class makes presents the admin certificate."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        num_scms: int = 3,
+        *,
+        settings: Mapping[str, str] | None = None,
+        secure: bool = False,
+        key_spec: pki.KeySpec | None = None,
+    ) -> None:
+        self.secure = SecureSetup(Path(base_dir), spec=key_spec) if secure else None
+        secure_settings = self.secure.settings() if self.secure is not None else {}
+        super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **secure_settings, **(settings or {})})
+        self.security_ports: dict[str, int] = {str(s.node_id): free_port() for s in self.scms}
+
+    # ---- security ----
+    @property
+    def client_security(self) -> FileClientSecurity | None:
+        """The admin's client certificate (secure clusters, once fetched), else None."""
+        if self.secure is None or not self.secure.ready:
+            return None
+        if self._client_security is None:
+            self._client_security = self.secure.client_security()
+        return self._client_security
+
+    _client_security: FileClientSecurity | None = None
+
+    def common_settings(self) -> dict[str, str]:
+        values = super().common_settings()
+        if self.secure is not None:
+            for s in self.scms:
+                values[f"ozone.scm.security.service.port.{SERVICE_ID}.{s.node_id}"] = str(self.security_port(s.node_id))
+        return values
+
+    def security_port(self, node_id: str | None) -> int:
+        key = str(node_id)
+        if key not in self.security_ports:
+            self.security_ports[key] = free_port()
+        return self.security_ports[key]
+
+    @property
+    def security_addresses(self) -> list[str]:
+        return [f"127.0.0.1:{self.security_port(s.node_id)}" for s in self.scms]
+
+    def _secure_after_primordial(self) -> None:
+        """The admin certificate (signed by the primordial at --init) and the admin client config."""
+        if self.secure is None:
+            return
+        primordial = self.scms[0]
+        self.secure.fetch_admin_certificate(self.security_addresses[0], primordial.metadata_dir)
+        self.secure.write_admin_conf(self.common_settings())
+
+    def datanode_security(self) -> DatanodeSecurity | None:
+        if self.secure is None:
+            return None
+        from scm_server.datanode_sim.security import DatanodeSecurity as DNSecurity
+
+        return DNSecurity(
+            base_dir=self.secure.datanodes_dir,
+            security_addresses=self.security_addresses,
+            secret=self.secure.secret_file("datanode").read_text().strip().encode(),
+            roots=(pki.load_certificate(self.secure.root_cert.read_bytes()),) if self.secure.ready else (),
+            spec=self.secure.spec,
+        )
 
     def reuse_ports(self) -> bool:
         """Take the ports recorded in ``cluster.json`` (a kept data dir): the Raft configuration in
@@ -70,7 +140,10 @@ class HALocalCluster(LocalCluster):
             if r is None or "ports" not in r:
                 continue
             for attr, port in r["ports"].items():
-                setattr(s, attr, int(port))
+                if attr == "security_port":
+                    self.security_ports[str(s.node_id)] = int(port)
+                else:
+                    setattr(s, attr, int(port))
         return True
 
     # ---- auto-bootstrap ----
@@ -91,9 +164,12 @@ class HALocalCluster(LocalCluster):
         return super().start(index, extra_env)
 
     def start_quorum(self, timeout: float = 90.0) -> None:
+        if self.secure is not None:
+            self.secure.prepare()
         self.write_configs()
         self.start_node(0)
         self.wait_serving(0, timeout)
+        self._secure_after_primordial()
         for i in range(1, self.num_scms):
             self.start_node(i)
         for i in range(self.num_scms):
@@ -139,7 +215,7 @@ class HALocalCluster(LocalCluster):
         addresses = self.running_grpc_addresses()
         if leader is not None:
             addresses = [f"127.0.0.1:{self.scms[leader].grpc_port}"]
-        async with HAAdminClient(addresses, rounds=1) as c:
+        async with HAAdminClient(addresses, rounds=1, security=self.client_security) as c:
             return await c.roles()
 
     async def node_views(self) -> list[dict[str, Any]]:
@@ -149,7 +225,9 @@ class HALocalCluster(LocalCluster):
             if not self.is_running(i):
                 continue
             try:
-                async with HAAdminClient([f"127.0.0.1:{s.grpc_port}"], rounds=1, timeout=3) as c:
+                async with HAAdminClient(
+                    [f"127.0.0.1:{s.grpc_port}"], rounds=1, timeout=3, security=self.client_security
+                ) as c:
                     info = await c.scm_info()
                     roles = await c._any(lambda st: st.GetScmRatisRoles(_roles_req(), timeout=3))
             except Exception as exc:
@@ -178,7 +256,7 @@ class HALocalCluster(LocalCluster):
             await asyncio.sleep(0.1)
 
     async def safe_mode_of(self, index: int) -> bool:
-        async with SCMClient([self.scms[index].client_address]) as c:
+        async with SCMClient([self.scms[index].client_address], security=self.client_security) as c:
             c.config = type(c.config)(max_retries=0, retry_interval=0.1, rpc_timeout=5)
             return (await c.in_safe_mode()).in_safe_mode
 
@@ -218,11 +296,17 @@ class HALocalCluster(LocalCluster):
                     "node_id": s.node_id, "pid": s.proc.pid if s.proc else None, "conf_dir": str(s.conf_dir),
                     "client": s.client_address, "datanode": s.datanode_address, "http": s.http_url,
                     "grpc": f"127.0.0.1:{s.grpc_port}", "ratis": f"127.0.0.1:{s.ratis_port}", "log": str(s.log_path),
-                    "ports": {a: getattr(s, a) for a in ("client_port", "block_port", "datanode_port", "http_port",
-                                                         "ratis_port", "grpc_port")},
+                    "ports": {
+                        **{a: getattr(s, a) for a in ("client_port", "block_port", "datanode_port", "http_port",
+                                                      "ratis_port", "grpc_port")},
+                        "security_port": self.security_port(s.node_id),
+                    },
+                    "security": f"127.0.0.1:{self.security_port(s.node_id)}" if self.secure is not None else "",
                 }
                 for s in self.scms
             ],
+            "secure": self.secure is not None,
+            "admin_conf": str(self.secure.admin_conf_dir) if self.secure is not None else "",
             **(extra or {}),
         }
         path = self.base_dir / STATE_FILE

@@ -15,17 +15,24 @@ from scm_server.client.scm_client import CHANNEL_OPTIONS
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import scm_datanode_pb2, scm_datanode_pb2_grpc
+from scm_server.security.tls import ChannelCache, ChannelSecurity
 
 
 class DatanodeProtocolClient:
-    def __init__(self, address: str, timeout: float = 10.0) -> None:
+    """``security``: the datanode's own certificate under mutual TLS; the channel is re-created when it
+    is renewed (the generation moves)."""
+
+    def __init__(self, address: str, timeout: float = 10.0, security: ChannelSecurity | None = None) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-        self._stub = scm_datanode_pb2_grpc.StorageContainerDatanodeProtocolServiceStub(self._channel)
+        self._channels = ChannelCache(security, CHANNEL_OPTIONS)
+
+    @property
+    def _stub(self) -> scm_datanode_pb2_grpc.StorageContainerDatanodeProtocolServiceStub:
+        return scm_datanode_pb2_grpc.StorageContainerDatanodeProtocolServiceStub(self._channels.get(self.address))
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self._channels.close()
 
     def _error(self, err: grpc.aio.AioRpcError) -> Exception:
         exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())

@@ -1,7 +1,8 @@
 """Client for SCM HA administration (``ozone admin scm roles|transfer|decommission``).
 
 Talks to the SCMs' ``InterSCMProtocolService`` (``ozone.scm.grpc.port``, proto/scm_ha.proto), the
-same calls an operator (or the Kubernetes operator) would use. Given the list of SCM gRPC
+same calls an operator (or the Kubernetes operator) would use; under mutual TLS with the caller's
+client certificate (``security``). Given the list of SCM gRPC
 addresses it finds the leader by itself: a call answered with SCM_NOT_LEADER is retried on the
 hinted leader, an unreachable SCM is skipped, and the whole list is retried a bounded number of
 times with a short pause (an election takes about a second with our defaults).
@@ -22,6 +23,7 @@ from scm_server.client.errors import SCMUnavailableError
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import scm_ha_pb2, scm_ha_pb2_grpc
+from scm_server.security.tls import ChannelCache, ChannelSecurity
 
 T = TypeVar("T")
 
@@ -91,7 +93,15 @@ def roles_from_proto(p: scm_ha_pb2.ScmRatisRolesResponseProto) -> Roles:
 
 
 class HAAdminClient:
-    def __init__(self, addresses: Sequence[str], *, rounds: int = 10, pause: float = 0.3, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        *,
+        rounds: int = 10,
+        pause: float = 0.3,
+        timeout: float = 30.0,
+        security: ChannelSecurity | None = None,
+    ) -> None:
         if not addresses:
             raise ValueError(
                 "no SCM gRPC address: configure ozone.scm.nodes.<serviceId> / ozone.scm.grpc.port or pass --grpc"
@@ -100,12 +110,10 @@ class HAAdminClient:
         self.rounds = rounds
         self.pause = pause
         self.timeout = timeout
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._channels = ChannelCache(security, CHANNEL_OPTIONS)
 
     async def close(self) -> None:
-        channels, self._channels = list(self._channels.values()), {}
-        for ch in channels:
-            await ch.close()
+        await self._channels.close()
 
     async def __aenter__(self) -> HAAdminClient:
         return self
@@ -114,11 +122,7 @@ class HAAdminClient:
         await self.close()
 
     def _stub(self, address: str) -> scm_ha_pb2_grpc.InterSCMProtocolServiceStub:
-        ch = self._channels.get(address)
-        if ch is None:
-            ch = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-            self._channels[address] = ch
-        return scm_ha_pb2_grpc.InterSCMProtocolServiceStub(ch)
+        return scm_ha_pb2_grpc.InterSCMProtocolServiceStub(self._channels.get(address))
 
     async def _call(self, invoke: Callable[[scm_ha_pb2_grpc.InterSCMProtocolServiceStub], Awaitable[T]]) -> T:
         """Call on the leader: follow NotLeader hints, skip unreachable SCMs, bounded rounds."""

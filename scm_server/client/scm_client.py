@@ -9,7 +9,9 @@ per address, and retries a call on another SCM when:
   (adding it to the list if it is new), otherwise to the next address;
 * the transport failed (``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` while connecting): next address.
 
-Attempts are bounded by ``hdds.scmclient.failover.max.retry`` and spaced by
+With mutual TLS (``security``: the CLI's/operator's client certificate, or a component's own) the
+channels come from :func:`scm_server.security.tls.make_channel` and are re-created when the
+certificate files change (a renewal). Attempts are bounded by ``hdds.scmclient.failover.max.retry`` and spaced by
 ``hdds.scmclient.failover.retry.interval`` once every address has been tried in a row (a
 leader hint is followed at once). Any other server error is re-raised as the
 ``SCMException`` the server raised; exhausting the budget raises ``SCMUnavailableError`` or
@@ -32,6 +34,7 @@ from scm_server.client.errors import SCMUnavailableError
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_client_pb2_grpc
+from scm_server.security.tls import ChannelCache, ChannelSecurity
 
 LOG = logging.getLogger(__name__)
 
@@ -83,11 +86,12 @@ class SCMClient:
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         on_failover: Callable[[str, str, int], None] | None = None,
+        security: ChannelSecurity | None = None,
     ) -> None:
         self.addresses = parse_addresses(addresses)
         self.config = config or SCMClientConfig()
         self._current = 0
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._channels = ChannelCache(security, CHANNEL_OPTIONS)
         self._sleep = sleep  # injectable for unit tests of the failover policy
         self._on_failover = on_failover  # (address that failed, reason, attempt): e.g. a CLI notice
         self.failovers = 0
@@ -97,9 +101,7 @@ class SCMClient:
         return self.addresses[self._current]
 
     async def close(self) -> None:
-        channels, self._channels = list(self._channels.values()), {}
-        for channel in channels:
-            await channel.close()
+        await self._channels.close()
 
     async def __aenter__(self) -> SCMClient:
         return self
@@ -108,11 +110,7 @@ class SCMClient:
         await self.close()
 
     def _channel(self, address: str) -> grpc.aio.Channel:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-            self._channels[address] = channel
-        return channel
+        return self._channels.get(address)
 
     def _location(self, address: str) -> scm_client_pb2_grpc.StorageContainerLocationProtocolServiceStub:
         return scm_client_pb2_grpc.StorageContainerLocationProtocolServiceStub(self._channel(address))

@@ -14,6 +14,7 @@ from typing import Any
 
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.scm_client import SCMClient
+from scm_server.security.tls import ChannelSecurity
 
 
 class SyncSCMClient:
@@ -22,18 +23,20 @@ class SyncSCMClient:
         addresses: Sequence[str] | str,
         config: SCMClientConfig | None = None,
         on_failover: Callable[[str, str, int], None] | None = None,
+        security: ChannelSecurity | None = None,
     ) -> None:
         self._loop = asyncio.new_event_loop()
-        self._client = self._loop.run_until_complete(self._make(addresses, config, on_failover))
+        self._client = self._loop.run_until_complete(self._make(addresses, config, on_failover, security))
 
     @staticmethod
     async def _make(
         addresses: Sequence[str] | str,
         config: SCMClientConfig | None,
         on_failover: Callable[[str, str, int], None] | None,
+        security: ChannelSecurity | None,
     ) -> SCMClient:
         # grpc.aio channels bind to the loop that is running when they are created.
-        return SCMClient(addresses, config, on_failover=on_failover)
+        return SCMClient(addresses, config, on_failover=on_failover, security=security)
 
     @property
     def addresses(self) -> list[str]:

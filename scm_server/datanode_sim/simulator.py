@@ -17,6 +17,10 @@ delete transaction id) plus the pipelines it has joined. ``replicateContainer`` 
 replica from a source datanode found in the simulator's registry (all simulated datanodes
 of the process). Test controls: ``kill``, ``make_stale``, ``revive``, ``corrupt_replica``,
 ``write_to_container``.
+
+With a :class:`~scm_server.datanode_sim.security.DatanodeSecurity` (mutual TLS), every datanode
+first obtains its own certificate from the leader (or loads it from its directory), talks to every
+SCM over its own channels presenting it, and renews it within the grace period.
 """
 
 from __future__ import annotations
@@ -35,8 +39,11 @@ from scm_server.client.datanode_client import DatanodeProtocolClient
 from scm_server.client.errors import SCMUnavailableError
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim.fencing import CommandFence
+from scm_server.datanode_sim.security import DatanodeSecurity
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
+from scm_server.security.cert_client import NodeCertificateClient
+from scm_server.security.tls import ChannelSecurity
 
 LOG = logging.getLogger(__name__)
 
@@ -116,6 +123,8 @@ class SimDatanode:
     ) -> None:
         self.sim = sim
         self.index = index
+        if dn_uuid is None and sim.security is not None:
+            dn_uuid = sim.security.datanode_uuid(hostname)
         self.uuid = dn_uuid or str(uuidlib.uuid4())
         self.hostname = hostname
         self.rack = rack
@@ -133,6 +142,8 @@ class SimDatanode:
         self.tasks: list[asyncio.Task[None]] = []
         self.executed: dict[str, int] = {}
         self.deferred: list[scm_datanode_pb2.SCMCommandProto] = []
+        self.certificates: NodeCertificateClient | None = None
+        self._enrol_lock = asyncio.Lock()
 
     # ---- identity and reports ----
 
@@ -349,10 +360,32 @@ class SimDatanode:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
 
+    async def ensure_certificate(self) -> None:
+        """Secure clusters: load or obtain this datanode's certificate (once, shared by its endpoints)."""
+        security = self.sim.security
+        if security is None:
+            return
+        async with self._enrol_lock:
+            if self.certificates is None:
+                cluster_id = self.sim.cluster_id or await self.sim.learn_cluster_id()
+                self.certificates = security.client_for(
+                    self.hostname, self.uuid, self.ip, cluster_id, self.sim.admin_addresses
+                )
+            await self.certificates.ensure()
+
     async def _run_endpoint(self, ep: Endpoint) -> None:
-        client = self.sim.client_for(ep.address)
         # Spread the first heartbeats so N datanodes do not hit SCM in lock-step.
         await asyncio.sleep(random.uniform(0, self.sim.heartbeat_interval / 2))
+        while self.alive and self.sim.security is not None:
+            try:
+                await self.ensure_certificate()
+                break
+            except (SCMException, OSError) as exc:
+                ep.failures += 1
+                ep.last_error = f"no certificate yet: {exc}"
+                LOG.warning("%s: cannot obtain a certificate yet: %s", self.hostname, exc)
+                await asyncio.sleep(self.sim.heartbeat_interval)
+        client = self.sim.client_for(ep.address, self)
         while self.alive:
             if not self.resume.is_set():
                 await self.resume.wait()
@@ -461,9 +494,14 @@ class DatanodeSimulator:
         admin_addresses: Sequence[str] | None = None,
         cluster_id: str | None = None,
         name_prefix: str = "sim-dn",
+        security: DatanodeSecurity | None = None,
+        admin_security: ChannelSecurity | None = None,
     ) -> None:
         if count < 0:
             raise ValueError("count must be >= 0")
+        self.security = security
+        self.admin_security = admin_security  # the admin client's certificate (populate allocates containers)
+        self._renewer: asyncio.Task[None] | None = None
         self.scm_addresses = list(scm_addresses)
         self.heartbeat_interval = heartbeat_interval
         self.container_size = container_size
@@ -471,7 +509,7 @@ class DatanodeSimulator:
         self.pipeline_report_interval = pipeline_report_interval or max(5 * heartbeat_interval, 1.0)
         self.cluster_id = cluster_id  # override (tests of wrong cluster IDs); None = learn from SCM
         self.admin_addresses = list(admin_addresses or [])
-        self._clients: dict[str, DatanodeProtocolClient] = {}
+        self._clients: dict[tuple[str, str], DatanodeProtocolClient] = {}
         self._admin: SCMClient | None = None
         self.datanodes: list[SimDatanode] = []
         self.by_uuid: dict[str, SimDatanode] = {}
@@ -491,19 +529,56 @@ class DatanodeSimulator:
         self.by_uuid[dn.uuid] = dn
         return dn
 
-    def client_for(self, address: str) -> DatanodeProtocolClient:
-        client = self._clients.get(address)
+    def client_for(self, address: str, dn: SimDatanode | None = None) -> DatanodeProtocolClient:
+        """One client per SCM address; with security one per (datanode, SCM): each presents its own certificate."""
+        certs = dn.certificates if dn is not None else None
+        key = (address, dn.uuid if certs is not None and dn is not None else "")
+        client = self._clients.get(key)
         if client is None:
-            client = DatanodeProtocolClient(address, timeout=max(5.0, 5 * self.heartbeat_interval))
-            self._clients[address] = client
+            client = DatanodeProtocolClient(
+                address,
+                timeout=max(5.0, 5 * self.heartbeat_interval),
+                security=certs.material if certs is not None else None,
+            )
+            self._clients[key] = client
         return client
+
+    async def learn_cluster_id(self) -> str:
+        assert self.security is not None
+        if not self.cluster_id:
+            self.cluster_id = await self.security.cluster_id()
+        return self.cluster_id
+
+    async def renew_certificates(self) -> int:
+        """One renewal pass over every datanode's certificate; returns how many were renewed."""
+        renewed = 0
+        for dn in self.datanodes:
+            if dn.certificates is not None and dn.alive:
+                try:
+                    renewed += int(await dn.certificates.renew_if_due())
+                except (SCMException, OSError) as exc:
+                    LOG.warning("%s: certificate renewal failed (will retry): %s", dn.hostname, exc)
+        return renewed
+
+    async def _renew_loop(self) -> None:
+        assert self.security is not None
+        while True:
+            await asyncio.sleep(self.security.renew_check_interval)
+            await self.renew_certificates()
 
     async def start(self) -> None:
         for dn in self.datanodes:
             if not dn.tasks:
                 dn.start()
+        if self.security is not None and self._renewer is None:
+            self._renewer = asyncio.get_running_loop().create_task(self._renew_loop(), name="dn-cert-renewal")
 
     async def stop(self) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._renewer
+            self._renewer = None
         for dn in self.datanodes:
             await dn.stop()
         clients, self._clients = list(self._clients.values()), {}
@@ -591,7 +666,13 @@ class DatanodeSimulator:
         if self._admin is None:
             if not self.admin_addresses:
                 raise ValueError("admin_addresses are needed to look up a container's pipeline")
-            self._admin = SCMClient(self.admin_addresses)
+            security = self.admin_security
+            if security is None and self.security is not None:
+                # reads only: a datanode's own certificate is a cluster member
+                dn = next((d for d in self.datanodes if d.certificates is not None), None)
+                if dn is not None and dn.certificates is not None:
+                    security = dn.certificates.material
+            self._admin = SCMClient(self.admin_addresses, security=security)
         return self._admin
 
     async def write_to_container(

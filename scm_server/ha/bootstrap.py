@@ -30,6 +30,12 @@ Pain points fixed here (ozone-scm.md §10):
 
 Node identity: ``ozone.scm.node.id``; otherwise the configured node whose ``ozone.scm.address``
 resolves to a local hostname/address (an error if none or several match, e.g. all on 127.0.0.1).
+
+Security (``ozone.security.enabled=true``, :mod:`scm_server.security.init`): ``--init`` creates
+the root CA and the primordial's sub-CA (or validates externally issued ones) BEFORE writing
+VERSION, which records ``scmCertSerialId``; ``--bootstrap`` asks the peers' security ports for the
+cluster id (trusting the root CA from ``hdds.x509.rootca.certificate.file``, or from the SCM's
+proof of the enrolment secret), then has the leader sign its sub-CA, then writes VERSION.
 """
 
 from __future__ import annotations
@@ -230,6 +236,27 @@ def _initialize_raft_group(local: LocalSCM, cluster_id: str, scm_id: str) -> Non
 # ---------------------------------------------------------------------------------------------
 
 
+def _security_enabled(conf: OzoneConfiguration) -> bool:
+    return bool(conf.get_bool("ozone.security.enabled", False))
+
+
+def _hostname(local: LocalSCM) -> str:
+    return local.node.host if local.node is not None else _single_host(local.scm)
+
+
+def _init_security_primordial(conf: OzoneConfiguration, local: LocalSCM, cluster_id: str, scm_id: str) -> str | None:
+    if not _security_enabled(conf):
+        return None
+    from scm_server.security.init import initialize_primordial
+
+    try:
+        return initialize_primordial(
+            conf, metadata_dir=local.scm.metadata_dir, cluster_id=cluster_id, scm_id=scm_id, hostname=_hostname(local)
+        )
+    except (ConfigError, ValueError) as exc:
+        raise BootstrapError(f"SCM init failed: security: {exc}") from exc
+
+
 def scm_init(conf: OzoneConfiguration, cluster_id: str | None = None) -> bool:
     """``ozone-scm scm --init``: returns True on success (also when there was nothing to do)."""
     local = resolve_local_scm(conf)
@@ -255,6 +282,12 @@ def scm_init(conf: OzoneConfiguration, cluster_id: str | None = None) -> bool:
         if not storage.scm_ha:
             storage.set_scm_ha(True)
             storage.persist()
+        if storage.primary_scm_node_id in (None, "", storage.scm_id):
+            # Security enabled after the first --init, or completing an interrupted one.
+            serial = _init_security_primordial(conf, local, existing, storage.scm_id)
+            if serial is not None and serial != storage.scm_cert_serial_id:
+                storage.set_scm_cert_serial_id(serial)
+                storage.persist()
         LOG.info(
             "SCM already initialized. Reusing existing cluster id: %s, SCM id: %s, primary SCM: %s",
             existing,
@@ -264,7 +297,11 @@ def scm_init(conf: OzoneConfiguration, cluster_id: str | None = None) -> bool:
         return True
     cid = normalize_cluster_id(cluster_id) if cluster_id is not None else f"{CLUSTER_ID_PREFIX}{uuid.uuid4()}"
     scm_id = str(uuid.uuid4())
-    # VERSION first: a retry after a crash reuses this cluster id.
+    # Security before VERSION (as Ozone): VERSION then records scmCertSerialId.
+    serial = _init_security_primordial(conf, local, cid, scm_id)
+    if serial is not None:
+        storage.set_scm_cert_serial_id(serial)
+    # VERSION before Raft: a retry after a crash reuses this cluster id.
     storage.initialize(cluster_id=cid, scm_id=scm_id, primary_scm_node_id=scm_id, scm_ha=True)
     _initialize_raft_group(local, cid, scm_id)
     LOG.info("SCM initialization succeeded. Current cluster id: %s, SCM id: %s", cid, scm_id)
@@ -331,6 +368,28 @@ async def fetch_scm_info(
     return None, errors
 
 
+def _init_security_bootstrap(
+    conf: OzoneConfiguration, local: LocalSCM, cluster_id: str, scm_id: str, rounds: int
+) -> str | None:
+    """The bootstrapping SCM's sub-CA (validated files or a CSR signed by the leader); None on failure."""
+    from scm_server.security.init import initialize_bootstrap
+
+    assert local.node is not None
+    try:
+        return initialize_bootstrap(
+            conf,
+            metadata_dir=local.scm.metadata_dir,
+            cluster_id=cluster_id,
+            scm_id=scm_id,
+            node=local.node,
+            peers=local.peers,
+            rounds=rounds,
+        )
+    except (ConfigError, ValueError, SCMError) as exc:
+        LOG.error("scm bootstrap failed: security: %s", exc)
+        return None
+
+
 def scm_bootstrap(
     conf: OzoneConfiguration,
     *,
@@ -365,7 +424,19 @@ def scm_bootstrap(
         return False
     if rounds is None:
         rounds = BOOTSTRAP_ROUNDS_ALREADY_INITIALIZED if initialized else BOOTSTRAP_ROUNDS
-    info, errors = asyncio.run(fetch_scm_info(local.peers, rounds=rounds, rpc_timeout=rpc_timeout))
+    secure = _security_enabled(conf)
+    if secure:
+        from scm_server.security.init import fetch_scm_info_secure
+
+        try:
+            secure_info = fetch_scm_info_secure(conf, local.peers, local.scm.metadata_dir, rounds)
+        except (ConfigError, ValueError, SCMError) as exc:
+            LOG.error("scm bootstrap failed: security: %s", exc)
+            return False
+        info = ScmInfo(secure_info.cluster_id, secure_info.scm_id, secure_info.answered_by) if secure_info else None
+        errors = [] if secure_info else ["no SCM security service answered (see the warnings above)"]
+    else:
+        info, errors = asyncio.run(fetch_scm_info(local.peers, rounds=rounds, rpc_timeout=rpc_timeout))
     if info is None:
         tried = ", ".join(f"{p.node_id}@{p.grpc_address}" for p in local.peers)
         if initialized:
@@ -398,9 +469,27 @@ def scm_bootstrap(
                 info.cluster_id,
             )
             return False
+        if secure:
+            assert storage.scm_id is not None
+            serial = _init_security_bootstrap(conf, local, info.cluster_id, storage.scm_id, rounds)
+            if serial is None:
+                return False
+            if serial != storage.scm_cert_serial_id:
+                storage.set_scm_cert_serial_id(serial)
+                storage.persist()
         LOG.info("SCM already bootstrapped into cluster %s (SCM id %s)", storage.cluster_id, storage.scm_id)
         return True
     scm_id = str(uuid.uuid4())
+    if secure:
+        from scm_server.conf.security import SecurityConfig
+        from scm_server.security.init import existing_bootstrap_identity
+
+        # a crash after the certificate was issued but before VERSION: keep that identity
+        scm_id = existing_bootstrap_identity(local.scm.metadata_dir, SecurityConfig.from_conf(conf), info.cluster_id) or scm_id
+        serial = _init_security_bootstrap(conf, local, info.cluster_id, scm_id, rounds)
+        if serial is None:
+            return False
+        storage.set_scm_cert_serial_id(serial)
     storage.initialize(cluster_id=info.cluster_id, scm_id=scm_id, primary_scm_node_id=info.scm_id, scm_ha=True)
     local.raft_group_dir(info.cluster_id).mkdir(parents=True, exist_ok=True)
     local.snapshot_dir.mkdir(parents=True, exist_ok=True)

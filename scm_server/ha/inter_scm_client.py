@@ -31,6 +31,7 @@ import grpc.aio
 
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_ha_pb2, scm_ha_pb2_grpc
+from scm_server.security.tls import ChannelSecurity, make_channel
 
 LOG = logging.getLogger(__name__)
 
@@ -75,8 +76,9 @@ def decode_error(err: grpc.aio.AioRpcError) -> SCMException | None:
     return SCMException(result, details[len(prefix) :] if details.startswith(prefix) else details)
 
 
-def channel(address: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+def channel(address: str, security: ChannelSecurity | None = None) -> grpc.aio.Channel:
+    """Insecure, or mutual TLS with this SCM's own certificate (``security``)."""
+    return make_channel(address, security, CHANNEL_OPTIONS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,7 +101,7 @@ class CheckpointError(SCMException):
 
 
 async def download_checkpoint(
-    address: str, cluster_id: str, dest_root: Path, *, timeout: float = 300.0
+    address: str, cluster_id: str, dest_root: Path, *, timeout: float = 300.0, security: ChannelSecurity | None = None
 ) -> DownloadedCheckpoint:
     """Stream a checkpoint tarball from ``address`` and unpack it under ``dest_root``."""
     dest_root.mkdir(parents=True, exist_ok=True)
@@ -113,7 +115,7 @@ async def download_checkpoint(
     total = 0
     size = 0
     try:
-        async with channel(address) as ch:
+        async with channel(address, security) as ch:
             stub = scm_ha_pb2_grpc.InterSCMProtocolServiceStub(ch)
             call = stub.Download(scm_ha_pb2.CopyDBCheckpointRequestProto(clusterId=cluster_id), timeout=timeout)
             with tar_path.open("wb") as out:
@@ -188,6 +190,7 @@ async def add_scm(
     backoff_start: float = 0.5,
     backoff_max: float = 5.0,
     rpc_timeout: float = 180.0,
+    security: ChannelSecurity | None = None,
 ) -> str:
     """Ask the leader (found by trying ``addresses`` and following hints) to add this SCM.
 
@@ -205,7 +208,7 @@ async def add_scm(
                 continue
             tried.add(address)
             try:
-                async with channel(address) as ch:
+                async with channel(address, security) as ch:
                     resp = await scm_ha_pb2_grpc.InterSCMProtocolServiceStub(ch).AddSCM(request, timeout=rpc_timeout)
                 if resp.success:
                     return address
@@ -232,8 +235,10 @@ async def add_scm(
     )
 
 
-async def get_roles(address: str, *, timeout: float = 3.0) -> scm_ha_pb2.ScmRatisRolesResponseProto:
-    async with channel(address) as ch:
+async def get_roles(
+    address: str, *, timeout: float = 3.0, security: ChannelSecurity | None = None
+) -> scm_ha_pb2.ScmRatisRolesResponseProto:
+    async with channel(address, security) as ch:
         return await scm_ha_pb2_grpc.InterSCMProtocolServiceStub(ch).GetScmRatisRoles(
             scm_ha_pb2.ScmRatisRolesRequestProto(), timeout=timeout
         )

@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,7 @@ class SCMHAManagerImpl:
         *,
         terminate: Terminate = terminate_process,
         join_attempts: int = 30,
+        security: Any = None,
         **_: Any,
     ) -> None:
         if storage_config.cluster_id is None or storage_config.scm_id is None:
@@ -131,7 +134,15 @@ class SCMHAManagerImpl:
         self.peer_id: str = storage_config.scm_id
         self.node_id = self.local.node_id
         self.state_machine = SCMStateMachine(self, terminate)
+        # security: a scm_server.security.scm_security.SCMSecurity (duck-typed here), or None
+        self.security = security
+        transport = getattr(security, "transport", None)
+        self.channel_security = getattr(security, "channel_security", None)
         self.raft_config = raft_config_from_conf(conf, self.local, self.peer_id, self.local.raft_group_dir(self.cluster_id))
+        if transport is not None:
+            self.raft_config = dataclasses.replace(self.raft_config, tls=transport)
+        self._transport_security = transport
+        self._decommission_hook: Callable[[str, str], Awaitable[None]] | None = None
         self.raft: RaftServer | None = None
         self._host: SCMHAHost | None = None
         self._client_id = uuid.uuid4().bytes
@@ -202,12 +213,17 @@ class SCMHAManagerImpl:
     async def _start_inter_scm_server(self) -> None:
         host, _, port_text = self.local.grpc_address.rpartition(":")
         port = int(port_text)
+        transport = self._transport_security
         server = grpc.aio.server(
-            options=[("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+            options=[("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)],
+            interceptors=list(transport.server_interceptors()) if transport is not None else None,
         )
         scm_ha_pb2_grpc.add_InterSCMProtocolServiceServicer_to_server(InterSCMService(self), server)
         try:
-            self.grpc_port = server.add_insecure_port(f"{host}:{port}")
+            if transport is not None:
+                self.grpc_port = server.add_secure_port(f"{host}:{port}", transport.server_credentials())
+            else:
+                self.grpc_port = server.add_insecure_port(f"{host}:{port}")
         except RuntimeError as exc:
             raise ConfigError(
                 f"cannot listen on {host}:{port} for the inter-SCM service (ozone.scm.grpc.port): {exc}"
@@ -229,7 +245,7 @@ class SCMHAManagerImpl:
             clusterId=self.cluster_id, scmId=self.peer_id, ratisAddr=self.raft_config.address, nodeId=self.node_id or ""
         )
         LOG.info("SCM %s (%s) has no Raft configuration: asking the leader to add it", self.node_id, self.peer_id)
-        accepted = await add_scm(addresses, request, attempts=self._join_attempts)
+        accepted = await add_scm(addresses, request, attempts=self._join_attempts, security=self.channel_security)
         LOG.info("SCM %s added to the ring by %s (conf %s)", self.node_id, accepted, raft.conf.voters)
 
     def _raft(self) -> RaftServer:
@@ -408,7 +424,7 @@ class SCMHAManagerImpl:
         fallback: tuple[int | None, str] = (None, "")
         for address in addresses:
             try:
-                roles = await get_roles(address, timeout=2.0)
+                roles = await get_roles(address, timeout=2.0, security=self.channel_security)
             except grpc.aio.AioRpcError:
                 continue
             if roles.answeredBy == leader:
@@ -440,13 +456,23 @@ class SCMHAManagerImpl:
             )
         if scm_id not in raft.conf.members():
             raise SCMException(ResultCodes.INVALID_REQUEST, f"SCM {scm_id} is not a member of the ring {raft.conf.voters}")
+        node = self.node_of_peer(scm_id)
         try:
             await raft.remove_member(scm_id)
         except NotLeaderError as exc:
             raise self.not_leader_exception(exc.leader_id) from exc
         except RaftTimeoutError as exc:
             raise SCMException(ResultCodes.TIMEOUT, str(exc)) from exc
+        hook = self._decommission_hook
+        if hook is not None:
+            # security: a decommissioned SCM's sub-CA certificate is revoked (Ozone left that to hand, HDDS-8399)
+            await hook(scm_id, node.node_id if node is not None else "")
+            return f"SCM {scm_id} removed from the ring; its certificates are revoked"
         return f"SCM {scm_id} removed from the ring"
+
+    def set_decommission_hook(self, hook: Callable[[str, str], Awaitable[None]]) -> None:
+        """Called with (scm id, node id) on the leader after an SCM was removed from the ring."""
+        self._decommission_hook = hook
 
     async def transfer_leadership(self, target: str | None) -> str:
         raft = self._raft()
@@ -520,7 +546,7 @@ class SCMHAManagerImpl:
         dest = Path(self.checkpoint_work_dir())
         for address in addresses:
             try:
-                ck = await download_checkpoint(address, self.cluster_id, dest)
+                ck = await download_checkpoint(address, self.cluster_id, dest, security=self.channel_security)
             except (SCMException, OSError) as exc:
                 errors.append(f"{address}: {exc}")
                 continue

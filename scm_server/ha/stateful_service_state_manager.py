@@ -6,13 +6,19 @@ FinalizationStateManager and the CertificateStore's DB side).
   ``statefulServiceConfig``.
 * ``FinalizationStateManager`` (RequestType.FINALIZE): the ``#FINALIZING`` mark and the finalized
   ``#LAYOUTVERSION`` in the ``meta`` table (upgrade finalization).
-* ``CertificateStore`` (RequestType.CERT_STORE): issued certificates in ``validCerts`` (OM/DN) and
-  ``validSCMCerts`` (SCM root / sub-CA). Serial ids come from the ``CertificateId`` sequence.
+* ``CertificateStore`` (RequestType.CERT_STORE): issued certificates in ``validCerts`` (OM/DN/clients)
+  and ``validSCMCerts`` (SCM root / sub-CA). Serial ids come from the ``CertificateId`` sequence.
+  Revocations go to our own ``revokedCertificates`` table (Ozone removed its ``revokedCerts`` /
+  ``crls`` tables in HDDS-10889); the revoked serials are also kept in memory, because the TLS
+  layer asks on every call.
 
 All mutations follow the ``@replicate`` rules (deterministic, idempotent, proto/scalar args).
 """
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Callable
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.replicate import RequestType, replicate
@@ -21,6 +27,8 @@ from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore
 from scm_server.metadata.scm_db_definition import FINALIZING_KEY, LAYOUT_VERSION_KEY
 from scm_server.proto import hdds_pb2
+
+log = logging.getLogger(__name__)
 
 
 class StatefulServiceStateManager:
@@ -109,16 +117,64 @@ class CertificateStore:
         self._store = store
         self._buffer = buffer
         self.ha_manager = ha_manager
+        self._revoked: dict[str, hdds_pb2.RevokedCertificateProto] = {}
+        self._listeners: list[Callable[[list[hdds_pb2.RevokedCertificateProto]], None]] = []
+        self.reinitialize()
 
     def reinitialize(self) -> None:
-        return None  # reads go to the tables directly
+        """Reload the in-memory revocation set (certificates are read from the tables directly)."""
+        self._revoked = dict(self._store.revoked_certs.items())
+        self._notify(list(self._revoked.values()))
+
+    def add_revocation_listener(self, listener: Callable[[list[hdds_pb2.RevokedCertificateProto]], None]) -> None:
+        """Called (on the applying thread, must not block) with newly applied revocations."""
+        self._listeners.append(listener)
+
+    def _notify(self, records: list[hdds_pb2.RevokedCertificateProto]) -> None:
+        for listener in self._listeners:
+            try:
+                listener(records)
+            except Exception:  # a broken listener must not stop apply
+                log.exception("revocation listener failed")
 
     def get_certificate(self, serial_id: str) -> hdds_pb2.CertificateProto | None:
         return self._store.valid_certs.get(serial_id) or self._store.valid_scm_certs.get(serial_id)
 
+    def is_scm_certificate(self, serial_id: str) -> bool:
+        return self._store.valid_scm_certs.get(serial_id) is not None
+
     def list_certificates(self, scm_certs: bool = False) -> list[hdds_pb2.CertificateProto]:
         table = self._store.valid_scm_certs if scm_certs else self._store.valid_certs
         return [v for _, v in table.items()]
+
+    def is_revoked(self, serial_id: str) -> bool:
+        return serial_id in self._revoked
+
+    def revocation(self, serial_id: str) -> hdds_pb2.RevokedCertificateProto | None:
+        return self._revoked.get(serial_id)
+
+    def revocations(self) -> list[hdds_pb2.RevokedCertificateProto]:
+        return list(self._revoked.values())
+
+    def revoked_serials(self) -> frozenset[str]:
+        return frozenset(self._revoked)
+
+    @replicate(RequestType.CERT_STORE)
+    def revoke_certificates(self, records: list[hdds_pb2.RevokedCertificateProto]) -> list[str]:
+        """Record revocations (idempotent: an already revoked serial keeps its first record).
+        Returns the serials that were newly revoked."""
+        fresh: list[hdds_pb2.RevokedCertificateProto] = []
+        for record in records:
+            if not record.serialId or not record.serialId.isdigit():
+                raise SCMException(ResultCodes.INVALID_REQUEST, f"bad serial id {record.serialId!r} in revocation")
+            if record.serialId in self._revoked:
+                continue
+            self._revoked[record.serialId] = record
+            self._buffer.add_to_buffer(self._store.revoked_certs, record.serialId, record)
+            fresh.append(record)
+        if fresh:
+            self._notify(fresh)
+        return [r.serialId for r in fresh]
 
     @replicate(RequestType.CERT_STORE)
     def store_valid_certificate(self, certificate: hdds_pb2.CertificateProto, scm_cert: bool) -> None:

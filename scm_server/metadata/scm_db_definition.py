@@ -67,6 +67,12 @@ class SCMDBDefinition:
     VALID_SCM_CERTS: ColumnFamily[str, hdds_pb2.CertificateProto] = ColumnFamily(
         "validSCMCerts", StringCodec(), ProtoCodec(hdds_pb2.CertificateProto), "serial -> SCM root/sub-CA cert"
     )
+    REVOKED_CERTS: ColumnFamily[str, hdds_pb2.RevokedCertificateProto] = ColumnFamily(
+        "revokedCertificates",
+        StringCodec(),
+        ProtoCodec(hdds_pb2.RevokedCertificateProto),
+        "serial -> revocation (ours; Ozone removed revokedCerts/crls in HDDS-10889)",
+    )
     MOVE: ColumnFamily[int, hdds_pb2.MoveDataNodePairProto] = ColumnFamily(
         "move", LongCodec(), ProtoCodec(hdds_pb2.MoveDataNodePairProto), "ContainerID -> in-flight move"
     )
@@ -85,6 +91,7 @@ class SCMDBDefinition:
             cls.TRANSACTION_INFO,
             cls.VALID_CERTS,
             cls.VALID_SCM_CERTS,
+            cls.REVOKED_CERTS,
             cls.MOVE,
             cls.META,
             cls.STATEFUL_SERVICE_CONFIG,

@@ -90,6 +90,7 @@ class SCMMetadataStore:
         self.transaction_info = Table(db, d.TRANSACTION_INFO)
         self.valid_certs = Table(db, d.VALID_CERTS)
         self.valid_scm_certs = Table(db, d.VALID_SCM_CERTS)
+        self.revoked_certs = Table(db, d.REVOKED_CERTS)
         self.move = Table(db, d.MOVE)
         self.meta = Table(db, d.META)
         self.stateful_service_config = Table(db, d.STATEFUL_SERVICE_CONFIG)

@@ -73,7 +73,14 @@ from scm_server.raft.errors import (
 from scm_server.raft.retry_cache import ENVELOPE_MAGIC, Envelope, RetryCache, decode_envelope, encode_envelope
 from scm_server.raft.statemachine import AppliedEntry, ApplyRejected, StateMachine
 from scm_server.raft.storage import LevelDBStorage
-from scm_server.raft.transport import SERVER_OPTIONS, RaftTransport, TlsConfig, add_port, conf_to_proto
+from scm_server.raft.transport import (
+    SERVER_OPTIONS,
+    RaftTransport,
+    TlsConfig,
+    TransportSecurity,
+    add_port,
+    conf_to_proto,
+)
 
 __all__ = [
     "NotLeaderError",
@@ -106,7 +113,7 @@ class RaftServerConfig:
     max_pending_proposals: int = 4096
     retry_cache_expiry: float = 60.0
     fsync: bool = True
-    tls: TlsConfig | None = None
+    tls: TransportSecurity | None = None
     enable_fault_injection: bool = False
     listen_address: str = ""  # bind address if different from `address` (e.g. 0.0.0.0:9894)
     max_size_per_msg: int = 1 << 20
@@ -286,7 +293,8 @@ class RaftServer:
         self.transport.update_peers(dict(conf.addresses))
         if conf.members():
             self.sm.notify_configuration_changed(conf)  # the configuration this member starts with
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+        interceptors = list(cfg.tls.server_interceptors()) if cfg.tls is not None else []
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors or None)
         raft_pb2_grpc.add_RaftPeerServicer_to_server(self.transport.servicer(), server)
         raft_pb2_grpc.add_RaftAdminServicer_to_server(_AdminServicer(self), server)
         for registrar in self._registrars:

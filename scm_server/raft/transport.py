@@ -19,8 +19,11 @@ Design (etcd rafthttp / Ratis ``appendEntries`` stream, adapted):
   HDDS-15514) and re-created with exponential backoff after a failure; a failed send reports the
   peer unreachable so the leader falls back to probing. Messages are never retried: Raft tolerates
   loss, and retrying stale messages only adds load.
-* TLS: with a :class:`TlsConfig`, the server requires client certificates (mutual TLS) and the
-  channels present ours; otherwise plain insecure channels.
+* TLS: with a :class:`TransportSecurity` (the static, file-based :class:`TlsConfig`, or the SCM's
+  reloadable certificates), the server requires client certificates (mutual TLS), runs the
+  security's interceptors on every call, and the channels present ours; a peer's channel is
+  re-created when the security's ``generation`` moves (a renewed certificate), and nothing is sent
+  to a peer the security no longer allows (a revoked SCM). Otherwise plain insecure channels.
 * Fault injection (tests): :class:`~scm_server.raft.faults.NetworkFaults` decides per outbound
   message drop/delay/cut and per inbound batch whether the source is cut.
 """
@@ -83,6 +86,24 @@ SERVER_OPTIONS: list[tuple[str, Any]] = [
 
 
 # ---------------------------------------------------------------------------- TLS
+class TransportSecurity(Protocol):
+    """What the transport needs for mutual TLS (implemented by :class:`TlsConfig` and, without
+    Raft importing it, by the SCM's ``scm_server.security.tls.SCMTransportSecurity``)."""
+
+    @property
+    def generation(self) -> int:
+        """Changes when the credentials change; channels are then re-created."""
+        ...
+
+    def server_credentials(self) -> grpc.ServerCredentials: ...
+
+    def channel_credentials(self) -> grpc.ChannelCredentials: ...
+
+    def server_interceptors(self) -> Sequence[grpc.aio.ServerInterceptor]: ...
+
+    def peer_allowed(self, node_id: str) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class TlsConfig:
     """PEM files for mutual TLS between Raft peers (and their clients)."""
@@ -90,6 +111,10 @@ class TlsConfig:
     cert_file: Path
     key_file: Path
     ca_file: Path
+
+    @property
+    def generation(self) -> int:
+        return 0
 
     def _read(self) -> tuple[bytes, bytes, bytes]:
         return (Path(self.cert_file).read_bytes(), Path(self.key_file).read_bytes(), Path(self.ca_file).read_bytes())
@@ -102,15 +127,21 @@ class TlsConfig:
         cert, key, ca = self._read()
         return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
 
+    def server_interceptors(self) -> Sequence[grpc.aio.ServerInterceptor]:
+        return ()
 
-def make_channel(address: str, tls: TlsConfig | None = None) -> grpc.aio.Channel:
+    def peer_allowed(self, node_id: str) -> bool:
+        return True
+
+
+def make_channel(address: str, tls: TransportSecurity | None = None) -> grpc.aio.Channel:
     """A channel to an unresolved host:port (never a pre-resolved IP: gRPC re-resolves on reconnect)."""
     if tls is not None:
         return grpc.aio.secure_channel(address, tls.channel_credentials(), options=CHANNEL_OPTIONS)
     return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
 
 
-def add_port(server: grpc.aio.Server, address: str, tls: TlsConfig | None = None) -> int:
+def add_port(server: grpc.aio.Server, address: str, tls: TransportSecurity | None = None) -> int:
     if tls is not None:
         return server.add_secure_port(address, tls.server_credentials())
     return server.add_insecure_port(address)
@@ -213,6 +244,7 @@ class _Peer:
         self.stub: raft_pb2_grpc.RaftPeerStub | None = None
         self.snapshot_task: asyncio.Task[None] | None = None
         self.closed = False
+        self.generation = 0
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"raft-peer-{node_id}")
 
     def enqueue(self, m: Message) -> None:
@@ -225,10 +257,16 @@ class _Peer:
         self.wakeup.set()
 
     def _ensure_channel(self) -> raft_pb2_grpc.RaftPeerStub:
+        tls = self.transport.tls
         if self.stub is None:
-            self.channel = make_channel(self.address, self.transport.tls)
+            self.generation = tls.generation if tls is not None else 0
+            self.channel = make_channel(self.address, tls)
             self.stub = raft_pb2_grpc.RaftPeerStub(self.channel)
         return self.stub
+
+    def credentials_changed(self) -> bool:
+        tls = self.transport.tls
+        return tls is not None and self.stub is not None and tls.generation != self.generation
 
     async def _reset_channel(self) -> None:
         ch, self.channel, self.stub = self.channel, None, None
@@ -248,6 +286,8 @@ class _Peer:
                         self.wakeup.clear()
                         await self.wakeup.wait()
                         continue
+                    if self.credentials_changed():
+                        raise _CredentialsChanged()
                     batch = raft_pb2.MessageBatch(from_address=self.transport.address)
                     msgs = batch.messages
                     q = self.queue
@@ -264,6 +304,12 @@ class _Peer:
                 if call is not None:
                     call.cancel()
                 raise
+            except _CredentialsChanged:
+                # renewed certificate: reconnect with it at once, keep what is queued
+                if call is not None:
+                    call.cancel()
+                await self._reset_channel()
+                continue
             except Exception as exc:
                 if self.closed:
                     break
@@ -337,6 +383,10 @@ class _Peer:
         await self._reset_channel()
 
 
+class _CredentialsChanged(Exception):
+    """The transport security's generation moved: re-create the channel."""
+
+
 class RaftTransport:
     """Sends core messages to peers and feeds inbound ones to the handler (see module docstring)."""
 
@@ -345,7 +395,7 @@ class RaftTransport:
         node_id: str,
         handler: TransportHandler,
         *,
-        tls: TlsConfig | None = None,
+        tls: TransportSecurity | None = None,
         faults: NetworkFaults | None = None,
         address: str = "",
         unary_timeout: float = 5.0,
@@ -389,10 +439,11 @@ class RaftTransport:
     # ---- outbound
     def send(self, messages: Sequence[Message]) -> None:
         faults = self.faults
+        tls = self.tls
         loop: asyncio.AbstractEventLoop | None = None
         for m in messages:
             peer = self._peers.get(m.to)
-            if peer is None:
+            if peer is None or (tls is not None and not tls.peer_allowed(m.to)):
                 self._dropped(m)
                 continue
             if faults is not None and faults.active:

@@ -11,6 +11,14 @@ Start-up order, each step failing with a message that says what to do:
    ``ozone.scm.block.client.port``, admin (location + block) protocol on ``ozone.scm.client.port``
    (per-node ``<key>.<serviceId>.<nodeId>`` overrides), and the aiohttp server on
    ``ozone.scm.http-address``; log where each endpoint listens;
+
+   with ``ozone.security.enabled`` (:mod:`scm_server.security.scm_security`): the CA material is
+   loaded first (a clear error if it is missing or broken), the security protocol is served on
+   ``ozone.scm.security.service.port`` (TLS, no client certificate), the certificate admin service
+   joins the client port, and with ``hdds.grpc.tls.enabled`` every other port demands a client
+   certificate chaining to the cluster's root CA at the handshake and runs the per-call
+   authentication/authorization interceptor; ``ozone.http.policy`` adds HTTPS
+   (``ozone.scm.https-address``, default 0.0.0.0:9877);
 5. run until SIGTERM/SIGINT, then stop servers (with a short grace period) and the SCM.
 """
 
@@ -21,6 +29,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
+import ssl
 from typing import Any
 
 import grpc
@@ -29,7 +38,7 @@ from aiohttp import web
 
 from scm_server.client.scm_client import CHANNEL_OPTIONS
 from scm_server.conf import OzoneConfiguration, SCMConfig
-from scm_server.exceptions import ResultCodes, SCMError, SCMException, StorageError
+from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.server import endpoints
 from scm_server.server.grpc_services import (
@@ -37,9 +46,8 @@ from scm_server.server.grpc_services import (
     DatanodeProtocolService,
     LocationProtocolService,
     RpcMetrics,
-    _ServiceBase,
 )
-from scm_server.server.web import make_app
+from scm_server.server.web import INFO_KEY, make_app
 
 LOG = logging.getLogger("scm_server.daemon")
 
@@ -74,6 +82,8 @@ class Listening:
     block: str = ""
     client: str = ""
     http: str = ""
+    security: str = ""
+    https: str = ""
 
     def as_dict(self) -> dict[str, str]:
         return dataclasses.asdict(self)
@@ -91,7 +101,9 @@ def local_node(conf: OzoneConfiguration) -> endpoints.ScmNode:
     return endpoints.find_node(conf.get_str, node_id)
 
 
-async def create_scm(conf: OzoneConfiguration, storage: SCMStorageConfig, node: endpoints.ScmNode) -> Any:
+async def create_scm(
+    conf: OzoneConfiguration, storage: SCMStorageConfig, node: endpoints.ScmNode, security: Any = None
+) -> Any:
     """Open scm.db, build the HA manager (``build_ha_manager``: Raft or stub) and the facade."""
     from scm_server.ha.factory import build_ha_manager
     from scm_server.metadata import SCMMetadataStore
@@ -100,7 +112,7 @@ async def create_scm(conf: OzoneConfiguration, storage: SCMStorageConfig, node: 
     store = SCMMetadataStore(SCMConfig.from_conf(conf).scm_db_dir)
     store.start()
     try:
-        ha_manager = build_ha_manager(conf, storage, store)
+        ha_manager = build_ha_manager(conf, storage, store, security=security)
         return await StorageContainerManager.create(
             conf,
             ha_manager=ha_manager,
@@ -123,28 +135,48 @@ class SCMDaemon:
         self.grpc_servers: list[grpc.aio.Server] = []
         self.web_runner: web.AppRunner | None = None
         self.listening = Listening()
+        self.security: Any = None
 
     async def start(self) -> None:
         storage = check_storage(self.conf)
-        self.scm = await create_scm(self.conf, storage, self.node)
+        self.security = load_security(self.conf, storage)
+        self.scm = await create_scm(self.conf, storage, self.node, security=self.security)
+        if self.security is not None:
+            self.security.attach(self.scm)
         await self.scm.start()
+        if self.security is not None:
+            await self.security.start()
         get = self.conf.get_str
         metrics = RpcMetrics(getattr(self.scm, "metrics_registry", None))
         P = endpoints.Protocol
-        layout: list[tuple[endpoints.Protocol, list[type[_ServiceBase]]]] = [
+        layout: list[tuple[endpoints.Protocol, list[Any]]] = [
             (P.DATANODE, [DatanodeProtocolService]),
             (P.BLOCK, [BlockProtocolService]),
             (P.CLIENT, [LocationProtocolService, BlockProtocolService]),
         ]
+        if self.security is not None:
+            from scm_server.server.security_services import SecurityAdminService, SecurityProtocolService
+
+            layout[2][1].append(SecurityAdminService)
+            layout.append((P.SECURITY, [SecurityProtocolService]))
         for protocol, services in layout:
-            server = grpc.aio.server(options=CHANNEL_OPTIONS)
-            server.add_generic_rpc_handlers(
-                tuple(cls(self.scm, protocol, get, metrics).generic_handler() for cls in services)
+            transport = self.security.transport if self.security is not None else None
+            mtls = transport is not None and protocol is not P.SECURITY
+            server = grpc.aio.server(
+                options=CHANNEL_OPTIONS,
+                interceptors=list(transport.server_interceptors()) if transport is not None and mtls else None,
             )
+            server.add_generic_rpc_handlers(tuple(self._servicer(cls, protocol, get, metrics) for cls in services))
             host = endpoints.bind_host(get, protocol, self.node)
             port = endpoints.port_of(get, protocol, self.node)
             try:
-                bound = server.add_insecure_port(f"{host}:{port}")
+                if protocol is P.SECURITY:
+                    creds = self.security.material.server_credentials(require_client_auth=False)
+                    bound = server.add_secure_port(f"{host}:{port}", creds)
+                elif transport is not None and mtls:
+                    bound = server.add_secure_port(f"{host}:{port}", transport.server_credentials())
+                else:
+                    bound = server.add_insecure_port(f"{host}:{port}")
             except RuntimeError as exc:
                 raise DaemonStartupError(
                     f"cannot listen on {host}:{port} for {protocol.name.lower()} protocol ({protocol.port_key}): {exc}"
@@ -156,25 +188,50 @@ class SCMDaemon:
             address = f"{host}:{bound}"
             setattr(self.listening, protocol.name.lower(), address)
             LOG.info(
-                "SCM %s protocol (%s) listening on %s",
+                "SCM %s protocol (%s) listening on %s%s",
                 protocol.name.lower(),
                 ", ".join(s.SERVICE for s in services),
                 address,
+                " (TLS)" if protocol is P.SECURITY else " (mutual TLS)" if mtls else "",
             )
+        await self._start_web(get)
+        LOG.info("SCM started: cluster %s, scm id %s", storage.cluster_id, storage.scm_id)
+
+    def _servicer(self, cls: Any, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics) -> Any:
+        if getattr(cls, "MODULE", None) is not None and cls.MODULE.__name__.endswith("scm_security_pb2"):
+            return cls(self.scm, protocol, get, metrics, self.security).generic_handler()
+        return cls(self.scm, protocol, get, metrics).generic_handler()
+
+    async def _start_web(self, get: endpoints.Getter) -> None:
+        """HTTP and/or HTTPS (``ozone.http.policy``) serving the same app."""
+        policy = self.security.config.https.value if self.security is not None else "HTTP_ONLY"
         http_host, http_port = endpoints.http_address(get, self.node)
-        self.listening.http = f"{http_host}:{http_port}"
         app = make_app(self.scm, self.listening.as_dict())
         self.web_runner = web.AppRunner(app, access_log=None)
         await self.web_runner.setup()
-        site = web.TCPSite(self.web_runner, http_host, http_port)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise DaemonStartupError(f"cannot listen on {http_host}:{http_port} (ozone.scm.http-address): {exc}") from exc
-        LOG.info("SCM web UI on http://%s/ (metrics /prom, /health, /ready, /api/status)", self.listening.http)
-        LOG.info("SCM started: cluster %s, scm id %s", storage.cluster_id, storage.scm_id)
+        sites: list[tuple[str, str, int, Any]] = []
+        if policy in ("HTTP_ONLY", "HTTP_AND_HTTPS"):
+            self.listening.http = f"{http_host}:{http_port}"
+            sites.append(("ozone.scm.http-address", http_host, http_port, None))
+        if policy in ("HTTPS_ONLY", "HTTP_AND_HTTPS"):
+            https_host, https_port = https_address(get, self.node)
+            self.listening.https = f"{https_host}:{https_port}"
+            sites.append(("ozone.scm.https-address", https_host, https_port, https_context(self.security)))
+        for key, host, port, ssl_context in sites:
+            site = web.TCPSite(self.web_runner, host, port, ssl_context=ssl_context)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise DaemonStartupError(f"cannot listen on {host}:{port} ({key}): {exc}") from exc
+        app[INFO_KEY].update(self.listening.as_dict())
+        for scheme, address in (("http", self.listening.http), ("https", self.listening.https)):
+            if address:
+                LOG.info("SCM web UI on %s://%s/ (metrics /prom, /health, /ready, /api/status)", scheme, address)
 
     async def stop(self) -> None:
+        if self.security is not None:
+            with contextlib.suppress(Exception):
+                await self.security.stop()
         servers, self.grpc_servers = self.grpc_servers, []
         for server in servers:
             with contextlib.suppress(Exception):
@@ -187,6 +244,41 @@ class SCMDaemon:
             scm, self.scm = self.scm, None
             await scm.stop()
             LOG.info("SCM stopped")
+
+
+def load_security(conf: OzoneConfiguration, storage: SCMStorageConfig) -> Any:
+    """This SCM's security (None when ``ozone.security.enabled`` is false); a clear startup error."""
+    from scm_server.security.scm_security import SCMSecurity
+
+    try:
+        return SCMSecurity.load(conf, storage)
+    except (ConfigError, ValueError) as exc:
+        raise DaemonStartupError(f"cannot start SCM: security: {exc}") from exc
+
+
+def https_address(get: endpoints.Getter, node: endpoints.ScmNode) -> tuple[str, int]:
+    value = (get(f"ozone.scm.https-address.{node.service_id}.{node.node_id}") if node.node_id else None) or get(
+        "ozone.scm.https-address"
+    ) or "0.0.0.0:9877"
+    host, _, port = value.rpartition(":")
+    return host or "0.0.0.0", int(port or 9877)
+
+
+def https_context(security: Any) -> ssl.SSLContext:
+    """Server TLS for the web UI with this SCM's certificate; reloaded when it is renewed."""
+    from scm_server.security.scm_security import https_material_files
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    directory = security.metadata_dir / "scm" / "https"
+
+    def load(material: Any) -> None:
+        key_path, chain_path = https_material_files(material, directory)
+        ctx.load_cert_chain(str(chain_path), str(key_path))
+
+    load(security.material.current)
+    security.material.add_listener(load)
+    return ctx
 
 
 async def serve(conf: OzoneConfiguration, stop_event: asyncio.Event | None = None) -> None:

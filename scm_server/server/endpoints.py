@@ -1,7 +1,7 @@
 """Where each SCM listens, derived from Ozone's config keys.
 
-One SCM exposes three gRPC protocols (datanode, block client, admin client) and an HTTP
-server. With several SCMs on one host (HA on loopback) the ports differ per node, using
+One SCM exposes three gRPC protocols (datanode, block client, admin client), with security on
+a fourth (the security protocol, certificates), and an HTTP server. With several SCMs on one host (HA on loopback) the ports differ per node, using
 Ozone's suffix form ``<key>.<serviceId>.<nodeId>``. The same lookups serve three callers:
 the daemon (what to bind), the servicers (the leader's address for the protocol that was
 called, put into a NotLeader error) and the CLI (default ``--scm`` addresses).
@@ -24,6 +24,8 @@ class Protocol(enum.Enum):
     CLIENT = ("ozone.scm.client.port", 9860, "ozone.scm.client.address")
     DATANODE = ("ozone.scm.datanode.port", 9861, "ozone.scm.datanode.address")
     BLOCK = ("ozone.scm.block.client.port", 9863, "ozone.scm.block.client.address")
+    # SCMSecurityProtocol (certificates; TLS without client certificates), only with ozone.security.enabled
+    SECURITY = ("ozone.scm.security.service.port", 9961, "ozone.scm.security.service.address")
 
     @property
     def port_key(self) -> str:

@@ -28,6 +28,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_errors import RESULT_KEY, to_grpc_error
 from scm_server.proto import scm_client_pb2, scm_datanode_pb2
+from scm_server.security.core.identity import Role
+from scm_server.security.tls import current_identity
 from scm_server.server import endpoints
 
 LOG = logging.getLogger(__name__)
@@ -159,11 +161,13 @@ class DatanodeProtocolService(_ServiceBase):
         return await _maybe_await(self.scm.get_version())
 
     async def Register(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
+        _check_datanode_identity(req.datanodeDetails.uuid)
         if req.containerReport.reports:
             self.metrics.container_reports.inc()
         return await self.scm.register_datanode(req)
 
     async def SendHeartbeat(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
+        _check_datanode_identity(req.datanodeDetails.uuid)
         if req.HasField("containerReport"):
             self.metrics.container_reports.inc()
         if req.incrementalContainerReport:
@@ -299,6 +303,16 @@ class LocationProtocolService(_ServiceBase):
 
     async def GetScmInfo(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         return await _maybe_await(self.scm.get_scm_info())
+
+
+def _check_datanode_identity(uuid: str) -> None:
+    """Under mutual TLS a datanode reports only as itself: its uuid is its certificate's OU."""
+    ident = current_identity()
+    if ident is not None and ident.role is Role.DATANODE and ident.owner_id != uuid:
+        raise SCMException(
+            ResultCodes.PERMISSION_DENIED,
+            f"the certificate of datanode {ident.owner_id} ({ident.common_name}) cannot report as datanode {uuid}",
+        )
 
 
 async def _maybe_await(value: Any) -> Any:

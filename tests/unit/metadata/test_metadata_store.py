@@ -27,6 +27,7 @@ def test_schema_lists_every_ozone_column_family() -> None:
         "scmTransactionInfos",
         "validCerts",
         "validSCMCerts",
+        "revokedCertificates",  # ours: Ozone removed its revocation tables in HDDS-10889
         "move",
         "meta",
         "statefulServiceConfig",

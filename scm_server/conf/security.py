@@ -1,0 +1,246 @@
+"""Security configuration (Ozone's ``SecurityConfig``): keys, algorithms, lifetimes, files, secrets.
+
+Parsed once at the edge (daemon, ``scm --init/--bootstrap``, CLI, datanode simulator) from an
+:class:`~scm_server.conf.OzoneConfiguration` into the frozen :class:`SecurityConfig`; the security
+package (:mod:`scm_server.security`) receives this object and never reads raw keys. Ozone's key
+names and defaults are kept (``ozone.security.enabled``, ``hdds.grpc.tls.enabled``, ``hdds.key.*``,
+``hdds.x509.*``, ``hdds.x509.rootca.*``, ``hdds.priv.key.file.name``, ``ozone.administrators``,
+``ozone.http.policy``); the keys Ozone does not have are ours and say so in docs/security.md:
+
+* ``hdds.x509.subca.certificate.file`` / ``hdds.x509.subca.private.key.file`` /
+  ``hdds.x509.subca.reload.interval``: a sub-CA issued OUTSIDE SCM (CA mode ``operator``; HDDS-16035);
+* ``hdds.x509.client.certificate.file`` / ``hdds.x509.client.private.key.file``: the client identity
+  of the CLI, the operator and other tools under mutual TLS;
+* ``ozone.scm.security.enrollment.<scm|datanode|om>.secret.file``: the enrolment secrets (Ozone
+  authenticates enrolment with Kerberos, which we do not have);
+* ``ozone.scm.security.admin.csr.files``: CSRs the primordial SCM signs at ``--init`` (admins'
+  client certificates in CA mode ``scm``);
+* ``hdds.x509.renew.check.interval``: how often the renewal check runs.
+
+Nothing here reads a file: paths are only recorded, the edges open them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from datetime import timedelta
+from pathlib import Path
+
+from scm_server.conf.groups import _build, cfg
+from scm_server.conf.ozone_configuration import OzoneConfiguration
+from scm_server.exceptions import ConfigError
+
+ENROLLMENT_ROLES = ("scm", "datanode", "om")
+_SIGNATURES = {
+    "RSA": ("SHA256withRSA", "SHA384withRSA", "SHA512withRSA"),
+    "EC": ("SHA256withECDSA", "SHA384withECDSA", "SHA512withECDSA"),
+}
+
+
+class CAMode(enum.Enum):
+    """Where an SCM's CA material comes from (decided by which keys are set)."""
+
+    SCM = "scm"  # the primordial SCM creates a self-signed root CA at --init (Ozone's default)
+    EXTERNAL_ROOT = "external-root"  # hdds.x509.rootca.{certificate,private.key}.file: SCM holds a given root
+    OPERATOR = "operator"  # hdds.x509.subca.*: a sub-CA issued outside SCM; no root key in the cluster
+
+
+class HttpPolicy(enum.Enum):
+    HTTP_ONLY = "HTTP_ONLY"
+    HTTPS_ONLY = "HTTPS_ONLY"
+    HTTP_AND_HTTPS = "HTTP_AND_HTTPS"
+
+
+def _opt_path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+@dataclasses.dataclass(frozen=True)
+class SecurityConfig:
+    security_enabled: bool = dataclasses.field(default=False, metadata=cfg("ozone.security.enabled", "bool"))
+    grpc_tls_enabled: bool = dataclasses.field(default=False, metadata=cfg("hdds.grpc.tls.enabled", "bool"))
+    key_algorithm: str = dataclasses.field(default="RSA", metadata=cfg("hdds.key.algo", "str"))
+    key_length: int = dataclasses.field(default=2048, metadata=cfg("hdds.key.len", "int"))
+    signature_algorithm: str = dataclasses.field(
+        default="SHA256withRSA", metadata=cfg("hdds.x509.signature.algorithm", "str")
+    )
+    default_duration: timedelta = dataclasses.field(
+        default=timedelta(days=365), metadata=cfg("hdds.x509.default.duration", "duration")
+    )
+    max_duration: timedelta = dataclasses.field(
+        default=timedelta(days=1865), metadata=cfg("hdds.x509.max.duration", "duration")
+    )
+    renew_grace_duration: timedelta = dataclasses.field(
+        default=timedelta(days=28), metadata=cfg("hdds.x509.renew.grace.duration", "duration")
+    )
+    renew_check_interval: timedelta = dataclasses.field(
+        default=timedelta(hours=1), metadata=cfg("hdds.x509.renew.check.interval", "duration")
+    )
+    x509_dir_name: str = dataclasses.field(default="certs", metadata=cfg("hdds.x509.dir.name", "str"))
+    x509_file_name: str = dataclasses.field(default="certificate.crt", metadata=cfg("hdds.x509.file.name", "str"))
+    key_dir_name: str = dataclasses.field(default="keys", metadata=cfg("hdds.key.dir.name", "str"))
+    private_key_file_name: str = dataclasses.field(
+        default="private.pem", metadata=cfg("hdds.priv.key.file.name", "str")
+    )
+    public_key_file_name: str = dataclasses.field(
+        default="public.pem", metadata=cfg("hdds.public.key.file.name", "str")
+    )
+    rootca_certificate_file: str | None = dataclasses.field(
+        default=None, metadata=cfg("hdds.x509.rootca.certificate.file", "str")
+    )
+    rootca_private_key_file: str | None = dataclasses.field(
+        default=None, metadata=cfg("hdds.x509.rootca.private.key.file", "str")
+    )
+    rootca_public_key_file: str | None = dataclasses.field(
+        default=None, metadata=cfg("hdds.x509.rootca.public.key.file", "str")
+    )
+    rootca_polling_interval: timedelta = dataclasses.field(
+        default=timedelta(hours=2), metadata=cfg("hdds.x509.rootca.certificate.polling.interval", "duration")
+    )
+    subca_certificate_file: str | None = dataclasses.field(
+        default=None, metadata=cfg("hdds.x509.subca.certificate.file", "str")
+    )
+    subca_private_key_file: str | None = dataclasses.field(
+        default=None, metadata=cfg("hdds.x509.subca.private.key.file", "str")
+    )
+    subca_reload_interval: timedelta = dataclasses.field(
+        default=timedelta(seconds=30), metadata=cfg("hdds.x509.subca.reload.interval", "duration")
+    )
+    client_certificate_file: str | None = dataclasses.field(
+        default=None, metadata=cfg("hdds.x509.client.certificate.file", "str")
+    )
+    client_private_key_file: str | None = dataclasses.field(
+        default=None, metadata=cfg("hdds.x509.client.private.key.file", "str")
+    )
+    administrators: tuple[str, ...] = dataclasses.field(default=(), metadata=cfg("ozone.administrators", "list"))
+    security_service_port: int = dataclasses.field(
+        default=9961, metadata=cfg("ozone.scm.security.service.port", "int")
+    )
+    admin_csr_files: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=cfg("ozone.scm.security.admin.csr.files", "list")
+    )
+    http_policy: str = dataclasses.field(default="HTTP_ONLY", metadata=cfg("ozone.http.policy", "str"))
+    enrollment_secret_files: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_conf(cls, conf: OzoneConfiguration) -> SecurityConfig:
+        secrets = tuple(
+            (role, value)
+            for role in ENROLLMENT_ROLES
+            if (value := conf.get_str(enrollment_secret_key(role)))
+        )
+        result = _build(cls, conf, enrollment_secret_files=secrets)
+        result.validate()
+        return result
+
+    # ---- validation (one clear line per problem) ----
+    def validate(self) -> None:
+        if self.grpc_tls_enabled and not self.security_enabled:
+            raise ConfigError(
+                "hdds.grpc.tls.enabled=true needs ozone.security.enabled=true (TLS uses the certificates "
+                "security issues); set ozone.security.enabled=true or hdds.grpc.tls.enabled=false"
+            )
+        algo = self.key_algorithm.upper()
+        if algo not in _SIGNATURES:
+            raise ConfigError(f"hdds.key.algo={self.key_algorithm}: use RSA or EC (e.g. hdds.key.algo=RSA)")
+        if algo == "RSA" and self.key_length < 2048:
+            raise ConfigError(f"hdds.key.len={self.key_length}: RSA keys must be at least 2048 bits (e.g. 2048)")
+        if algo == "EC" and self.key_length not in (256, 384, 521):
+            raise ConfigError(f"hdds.key.len={self.key_length}: EC keys are 256, 384 or 521 bits (e.g. 256)")
+        if self.signature_algorithm not in _SIGNATURES[algo]:
+            raise ConfigError(
+                f"hdds.x509.signature.algorithm={self.signature_algorithm} does not fit hdds.key.algo={algo}; "
+                f"use one of {', '.join(_SIGNATURES[algo])}"
+            )
+        for name in ("default_duration", "max_duration", "renew_grace_duration", "renew_check_interval",
+                     "subca_reload_interval", "rootca_polling_interval"):
+            if getattr(self, name) <= timedelta(0):
+                raise ConfigError(f"{_key(name)}: must be positive, got {getattr(self, name)}")
+        if self.default_duration > self.max_duration:
+            raise ConfigError(
+                f"hdds.x509.default.duration ({self.default_duration}) exceeds hdds.x509.max.duration "
+                f"({self.max_duration}); shorten the first or raise the second"
+            )
+        if self.renew_grace_duration >= self.default_duration:
+            raise ConfigError(
+                f"hdds.x509.renew.grace.duration ({self.renew_grace_duration}) must be shorter than "
+                f"hdds.x509.default.duration ({self.default_duration}), or every certificate renews at once"
+            )
+        if bool(self.subca_certificate_file) != bool(self.subca_private_key_file):
+            raise ConfigError(
+                "hdds.x509.subca.certificate.file and hdds.x509.subca.private.key.file go together "
+                "(an externally issued sub-CA certificate and its private key); set both or neither"
+            )
+        if self.subca_certificate_file and self.rootca_private_key_file:
+            raise ConfigError(
+                "hdds.x509.subca.* (CA mode operator: the root key stays outside the cluster) cannot be combined "
+                "with hdds.x509.rootca.private.key.file; unset one of them"
+            )
+        if self.subca_certificate_file and not self.rootca_certificate_file:
+            raise ConfigError(
+                "hdds.x509.subca.certificate.file is set but hdds.x509.rootca.certificate.file (the root CA "
+                "certificate it chains to, the trust anchor) is not; set it"
+            )
+        if self.rootca_private_key_file and not self.rootca_certificate_file:
+            raise ConfigError(
+                "hdds.x509.rootca.private.key.file is set without hdds.x509.rootca.certificate.file; set both"
+            )
+        if bool(self.client_certificate_file) != bool(self.client_private_key_file):
+            raise ConfigError(
+                "hdds.x509.client.certificate.file and hdds.x509.client.private.key.file go together; set both"
+            )
+        try:
+            HttpPolicy(self.http_policy.upper())
+        except ValueError:
+            raise ConfigError(
+                f"ozone.http.policy={self.http_policy}: use HTTP_ONLY, HTTPS_ONLY or HTTP_AND_HTTPS"
+            ) from None
+        if self.http_policy.upper() != "HTTP_ONLY" and not self.security_enabled:
+            raise ConfigError(
+                f"ozone.http.policy={self.http_policy} needs ozone.security.enabled=true (HTTPS uses the SCM's "
+                "certificate); enable security or set ozone.http.policy=HTTP_ONLY"
+            )
+
+    # ---- derived ----
+    @property
+    def tls(self) -> bool:
+        """mutual TLS on every gRPC port (the security port is TLS whenever security is on)."""
+        return self.security_enabled and self.grpc_tls_enabled
+
+    @property
+    def ca_mode(self) -> CAMode:
+        if self.subca_certificate_file:
+            return CAMode.OPERATOR
+        if self.rootca_private_key_file:
+            return CAMode.EXTERNAL_ROOT
+        return CAMode.SCM
+
+    @property
+    def https(self) -> HttpPolicy:
+        return HttpPolicy(self.http_policy.upper())
+
+    def enrollment_secret_file(self, role: str) -> Path | None:
+        return next((Path(v) for r, v in self.enrollment_secret_files if r == role), None)
+
+    @property
+    def rootca_certificate_path(self) -> Path | None:
+        return _opt_path(self.rootca_certificate_file)
+
+    @property
+    def client_identity_configured(self) -> bool:
+        return bool(self.client_certificate_file and self.client_private_key_file)
+
+    def is_administrator(self, user: str) -> bool:
+        return "*" in self.administrators or user in self.administrators
+
+
+def enrollment_secret_key(role: str) -> str:
+    return f"ozone.scm.security.enrollment.{role}.secret.file"
+
+
+def _key(field_name: str) -> str:
+    for f in dataclasses.fields(SecurityConfig):
+        if f.name == field_name:
+            return str(f.metadata.get("key", field_name))
+    return field_name

@@ -1,0 +1,514 @@
+"""The SCM's certificate authority: issuing, recording and revoking certificates (Ozone's
+``DefaultCAServer`` + the certificate half of ``SCMSecurityProtocolServer``).
+
+Who calls it: the security gRPC servicers (:mod:`scm_server.server.security_services`), the
+leader-only recorder service, the decommission hook of the HA manager, the renewal loop. What it
+must not do: sign anything on a follower (every issuing call checks leadership first: serials come
+from the replicated ``CertificateId`` sequence, batch size 1, and issued certificates are stored
+through Raft, so a signature is only ever handed out once its record is committed), or sign what
+the pure request checks (:mod:`scm_server.security.core.requests`) refused.
+
+Signers, as in Ozone: a bootstrapping SCM's sub-CA is signed by the root CA when this SCM holds
+the root key (the primordial SCM in CA mode ``scm``, or an external root given with its key), else
+by this (leader) SCM's own sub-CA (HDDS-8286). Datanode, OM and client certificates are signed by
+the leader's sub-CA. In CA mode ``operator`` no SCM holds the root key: sub-CAs come from outside.
+
+Recording: ``validSCMCerts`` holds the root CA certificate and every SCM's sub-CA certificate,
+``validCerts`` everything else. SCM certificates this SCM did not issue itself (the primordial's
+own at ``--init``, externally issued sub-CAs, renewed ones swapped in by an operator) are recorded
+by the leader the first time an SCM presents them on a mutually authenticated call.
+
+Revocation (Ozone removed it in HDDS-10889; HDDS-8399 asked for it back): ``revoke`` validates the
+serials and replicates :class:`~hdds_pb2.RevokedCertificateProto` records; decommissioning an SCM
+revokes its sub-CA certificates; CRLs are built on request for the CAs whose keys this SCM holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from scm_server.conf import SCMNodeDetails
+from scm_server.conf.security import SecurityConfig
+from scm_server.exceptions import ConfigError, ResultCodes, SCMException
+from scm_server.ha.clock import Clock
+from scm_server.ha.scm_context import SCMContext
+from scm_server.ha.stateful_service_state_manager import CertificateStore
+from scm_server.proto import hdds_pb2, scm_security_pb2
+from scm_server.security.core import certificates as pki
+from scm_server.security.core import enrollment
+from scm_server.security.core import requests as reqs
+from scm_server.security.core.identity import Identity, Role, hostname_of, identity_of
+from scm_server.security.keystore import read_secret
+from scm_server.security.tls import ReloadableMaterial
+
+LOG = logging.getLogger(__name__)
+
+CRL_NEXT_UPDATE = timedelta(days=1)
+EXTERNAL_SERIAL_FLOOR = 1 << 63  # SCM's own serials come from a long sequence; external ones are random 128-bit+
+ROLE_OF_NODE_TYPE = {r.value: r for r in Role}
+
+
+def check_external_serial(cert: x509.Certificate, what: str) -> None:
+    """Externally issued certificates must not collide with SCM's sequence serials."""
+    if cert.serial_number < EXTERNAL_SERIAL_FLOOR:
+        raise ConfigError(
+            f"{what}: serial number {cert.serial_number} is in the range SCM uses for its own certificates "
+            f"(CertificateId sequence); issue it with a random serial of at least 64 bits (RFC 5280 style, "
+            "e.g. cryptography's x509.random_serial_number() or openssl's default)"
+        )
+
+
+def certificate_record(
+    cert: x509.Certificate, role: Role, *, owner_id: str = "", node_id: str = "", issuer_serial: str = ""
+) -> hdds_pb2.CertificateProto:
+    return hdds_pb2.CertificateProto(
+        serialId=str(cert.serial_number),
+        x509Certificate=pki.cert_pem(cert),
+        nodeType=role.value,
+        ownerId=owner_id,
+        nodeId=node_id,
+        issuerSerialId=issuer_serial,
+    )
+
+
+def _rejected(exc: reqs.RequestRejected) -> SCMException:
+    try:
+        code = ResultCodes(exc.code)
+    except ValueError:
+        code = ResultCodes.INVALID_REQUEST
+    return SCMException(code, str(exc))
+
+
+class SCMCertificateServer:
+    def __init__(
+        self,
+        *,
+        config: SecurityConfig,
+        material: ReloadableMaterial,
+        root_key: pki.PrivateKey | None,
+        cluster_id: str,
+        scm_id: str,
+        node_id: str | None,
+        nodes: Sequence[SCMNodeDetails],
+        store: CertificateStore,
+        next_serial: Callable[[], Awaitable[int]],
+        context: SCMContext,
+        clock: Clock,
+        is_member: Callable[[str], bool] = lambda _scm_id: False,
+    ) -> None:
+        self.config = config
+        self.material = material
+        self.root_key = root_key
+        self.cluster_id = cluster_id
+        self.scm_id = scm_id
+        self.node_id = node_id
+        self.nodes = tuple(nodes)
+        self.store = store
+        self._next_serial = next_serial
+        self.context = context
+        self.clock = clock
+        self.is_member = is_member
+        self.spec = pki.KeySpec(config.key_algorithm.upper(), config.key_length, config.signature_algorithm)
+        self._lock = asyncio.Lock()
+        self._sightings: dict[str, x509.Certificate] = {}  # SCM certificates seen on calls, to record
+        self.issued_count = 0
+
+    # ---- helpers ----
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock.wall_ms() / 1000.0, UTC)
+
+    @property
+    def root(self) -> x509.Certificate:
+        return self.material.current.roots[0]
+
+    @property
+    def holds_root_key(self) -> bool:
+        return self.root_key is not None
+
+    def configured_hosts(self) -> dict[str, str]:
+        return {n.node_id: n.host for n in self.nodes}
+
+    def node_id_of_host(self, host: str) -> str:
+        return next((n.node_id for n in self.nodes if n.host == host), "")
+
+    def _secret(self, role: str) -> bytes:
+        path = self.config.enrollment_secret_file(role)
+        key = f"ozone.scm.security.enrollment.{role}.secret.file"
+        if path is None:
+            raise SCMException(
+                ResultCodes.UNAUTHENTICATED,
+                f"enrolment of {role} certificates is disabled on this SCM: {key} is not set",
+            )
+        try:
+            return read_secret(path, key)
+        except ConfigError as exc:
+            raise SCMException(ResultCodes.UNAUTHENTICATED, f"enrolment of {role} certificates is unavailable: {exc}") from exc
+
+    def secret_or_none(self, role: str) -> bytes | None:
+        try:
+            return self._secret(role)
+        except SCMException:
+            return None
+
+    def _check_proof(self, role: str, csr: x509.CertificateSigningRequest, proof: bytes) -> None:
+        secret = self._secret(role)
+        der = csr.public_bytes(serialization.Encoding.DER)
+        if not enrollment.verify_enrollment_proof(secret, role, der, proof):
+            raise SCMException(
+                ResultCodes.UNAUTHENTICATED,
+                f"enrolment proof does not match: the requester does not know the {role} enrolment secret "
+                f"(ozone.scm.security.enrollment.{role}.secret.file)",
+            )
+
+    @staticmethod
+    def _load_csr(pem: str) -> x509.CertificateSigningRequest:
+        try:
+            return pki.load_csr(pem)
+        except pki.PKIError as exc:
+            raise SCMException(ResultCodes.INVALID_CSR, str(exc)) from exc
+
+    def issued_records(self) -> list[reqs.IssuedRecord]:
+        out = []
+        for proto in self.store.list_certificates(scm_certs=True):
+            try:
+                cert = pki.load_certificate(proto.x509Certificate)
+            except pki.PKIError:
+                continue
+            out.append(
+                reqs.IssuedRecord(
+                    proto.serialId,
+                    ROLE_OF_NODE_TYPE.get(proto.nodeType, Role.SCM),
+                    proto.ownerId,
+                    proto.nodeId,
+                    cert.not_valid_after_utc,
+                    self.store.is_revoked(proto.serialId),
+                )
+            )
+        return out
+
+    def _signer(self, *, sub_ca: bool) -> tuple[x509.Certificate, pki.PrivateKey, list[x509.Certificate]]:
+        """(issuer certificate, its key, the chain to send after the issued certificate)."""
+        m = self.material.current
+        if sub_ca and self.root_key is not None:
+            return self.root, self.root_key, []
+        return m.certificate, m.key, list(m.chain)
+
+    async def _issue(
+        self,
+        approved: reqs.Approved,
+        *,
+        sub_ca: bool,
+        lifetime: timedelta | None = None,
+    ) -> tuple[x509.Certificate, list[x509.Certificate]]:
+        self.context.check_leader()
+        issuer, issuer_key, chain = self._signer(sub_ca=sub_ca)
+        async with self._lock:  # one serial at a time (batch size 1 anyway)
+            serial = await self._next_serial()
+            try:
+                cert = pki.issue_certificate(
+                    approved.subject,
+                    approved.public_key,
+                    issuer=issuer,
+                    issuer_key=issuer_key,
+                    serial=serial,
+                    now=self.now(),
+                    lifetime=lifetime or self.config.default_duration,
+                    profile=approved.profile,
+                    spec=self.spec,
+                )
+            except pki.PKIError as exc:
+                raise SCMException(ResultCodes.INTERNAL_ERROR, f"cannot sign: {exc}") from exc
+            record = certificate_record(
+                cert,
+                approved.role,
+                owner_id=approved.owner_id,
+                node_id=approved.node_id,
+                issuer_serial=str(issuer.serial_number),
+            )
+            await self.store.store_valid_certificate(record, approved.role is Role.SCM)
+        self.issued_count += 1
+        LOG.info(
+            "issued %s certificate serial %d to %s (signed by %s)",
+            approved.role.value,
+            serial,
+            approved.subject.common_name,
+            pki.describe(issuer),
+        )
+        return cert, chain
+
+    def _response(self, cert: x509.Certificate, chain: list[x509.Certificate]) -> scm_security_pb2.SCMGetCertResponseProto:
+        issuer = chain[0] if chain else self.root
+        return scm_security_pb2.SCMGetCertResponseProto(
+            responseCode=scm_security_pb2.SCMGetCertResponseProto.success,
+            x509Certificate=pki.certs_pem([cert, *chain]),
+            x509CACertificate=pki.cert_pem(issuer),
+            x509RootCACertificate=pki.cert_pem(self.root),
+            serialId=str(cert.serial_number),
+        )
+
+    # ---- enrolment ----
+    async def issue_scm_certificate(
+        self, request: scm_security_pb2.SCMGetSCMCertRequestProto
+    ) -> scm_security_pb2.SCMGetCertResponseProto:
+        """A bootstrapping SCM's sub-CA (Ozone's getSCMCertificate)."""
+        self.context.check_leader()
+        csr = self._load_csr(request.CSR)
+        self._check_proof("scm", csr, request.enrollmentProof)
+        d = request.scmDetails
+        try:
+            approved = reqs.approve_scm_request(
+                csr,
+                cluster_id=self.cluster_id,
+                claimed_cluster_id=d.clusterId,
+                node_id=d.scmNodeId,
+                scm_id=d.scmId,
+                hostname=d.hostName,
+                configured_hosts=self.configured_hosts(),
+                issued=self.issued_records(),
+                now=self.now(),
+            )
+        except reqs.RequestRejected as exc:
+            raise _rejected(exc) from exc
+        cert, chain = await self._issue(approved, sub_ca=True)
+        return self._response(cert, chain)
+
+    async def issue_node_certificate(
+        self, role: Role, request: scm_security_pb2.SCMGetNodeCertRequestProto
+    ) -> scm_security_pb2.SCMGetCertResponseProto:
+        """A datanode's or OM's certificate (Ozone's getDataNodeCertificate / getOMCertificate)."""
+        self.context.check_leader()
+        csr = self._load_csr(request.CSR)
+        self._check_proof(role.value.lower(), csr, request.enrollmentProof)
+        d = request.details
+        try:
+            approved = reqs.approve_node_request(
+                csr,
+                role=role,
+                cluster_id=self.cluster_id,
+                claimed_cluster_id=d.clusterId,
+                owner_id=d.uuid,
+                hostname=d.hostName,
+                ip=d.ipAddress,
+            )
+        except reqs.RequestRejected as exc:
+            raise _rejected(exc) from exc
+        cert, chain = await self._issue(approved, sub_ca=False)
+        return self._response(cert, chain)
+
+    async def sign_client_certificate(self, csr_pem: str, caller: Identity) -> scm_security_pb2.SCMGetCertResponseProto:
+        """An administrator asks for a client certificate (a new admin, a tool)."""
+        csr = self._load_csr(csr_pem)
+        try:
+            approved = reqs.approve_client_request(csr, cluster_id=self.cluster_id)
+        except reqs.RequestRejected as exc:
+            raise _rejected(exc) from exc
+        LOG.info("%s asks for a client certificate for %s", caller.name, approved.owner_id)
+        cert, chain = await self._issue(approved, sub_ca=False)
+        return self._response(cert, chain)
+
+    async def renew(
+        self, csr_pem: str, caller: Identity, current: x509.Certificate
+    ) -> scm_security_pb2.SCMGetCertResponseProto:
+        """A new certificate for the caller's own identity (same subject, new key)."""
+        csr = self._load_csr(csr_pem)
+        try:
+            approved = reqs.approve_renewal(csr, current=current, identity=caller, cluster_id=self.cluster_id)
+        except reqs.RequestRejected as exc:
+            raise _rejected(exc) from exc
+        if caller.role is Role.SCM:
+            node_id = self.node_id_of_host(hostname_of(caller.common_name))
+            approved = reqs.Approved(approved.subject, approved.public_key, approved.profile, Role.SCM,
+                                     approved.owner_id, node_id)
+            if caller.owner_id == self.scm_id and self.root_key is None:
+                raise SCMException(
+                    ResultCodes.INVALID_REQUEST,
+                    "the leader cannot renew its own sub-CA without the root key; it hands leadership over first",
+                )
+        cert, chain = await self._issue(approved, sub_ca=caller.role is Role.SCM)
+        return self._response(cert, chain)
+
+    # ---- recording of SCM certificates seen on calls ----
+    def saw_certificate(self, cert: x509.Certificate) -> None:
+        """Called by the call authenticator the first time a peer certificate is seen."""
+        if identity_of(cert).role is Role.SCM and not self.store.is_scm_certificate(str(cert.serial_number)):
+            self._sightings[str(cert.serial_number)] = cert
+
+    def note_own_certificates(self) -> None:
+        m = self.material.current
+        for cert in (*m.chain, *m.roots):
+            if not self.store.is_scm_certificate(str(cert.serial_number)):
+                self._sightings[str(cert.serial_number)] = cert
+
+    async def record_pending(self) -> int:
+        """Leader: store the SCM certificates seen but not yet in validSCMCerts. Returns how many."""
+        if not self.context.is_leader():
+            return 0
+        self.note_own_certificates()
+        recorded = 0
+        for serial, cert in list(self._sightings.items()):
+            if self.store.is_scm_certificate(serial):
+                self._sightings.pop(serial, None)
+                continue
+            ident = identity_of(cert)
+            role = ident.role
+            node_id = self.node_id_of_host(hostname_of(ident.common_name))
+            if not node_id and ident.owner_id == self.scm_id:
+                node_id = self.node_id or ""
+            issuer = next(
+                (c for c in (*self.material.current.chain, *self.material.current.roots) if c.subject == cert.issuer),
+                None,
+            )
+            record = certificate_record(
+                cert,
+                role,
+                owner_id=ident.owner_id,
+                node_id=node_id,
+                issuer_serial=str(issuer.serial_number) if issuer is not None and role is not Role.ROOT_CA else "",
+            )
+            await self.store.store_valid_certificate(record, True)
+            self._sightings.pop(serial, None)
+            recorded += 1
+            LOG.info("recorded %s certificate serial %s (%s) in validSCMCerts", role.value, serial, ident.common_name)
+        return recorded
+
+    # ---- revocation ----
+    def _lookup(self, serial: str) -> hdds_pb2.CertificateProto | None:
+        return self.store.get_certificate(serial)
+
+    async def revoke(
+        self, serials: Sequence[str], reason: int, *, external: bool, by: str
+    ) -> list[hdds_pb2.RevokedCertificateProto]:
+        self.context.check_leader()
+        if not serials:
+            raise SCMException(ResultCodes.INVALID_REQUEST, "no serial id given: `admin cert revoke <serial>`")
+        if reason not in pki.REASONS:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"unknown revocation reason code {reason}")
+        records = []
+        now_ms = self.clock.wall_ms()
+        for serial in serials:
+            if not serial.isdigit():
+                raise SCMException(ResultCodes.INVALID_REQUEST, f"serial id {serial!r} is not a decimal number")
+            proto = self._lookup(serial)
+            if proto is None and not external:
+                raise SCMException(
+                    ResultCodes.CERTIFICATE_NOT_FOUND,
+                    f"no certificate with serial {serial} was issued or recorded by this cluster's SCMs; pass "
+                    "--external to revoke a certificate issued outside SCM (e.g. an operator-issued admin certificate)",
+                )
+            if proto is not None and proto.nodeType == Role.ROOT_CA.value:
+                raise SCMException(ResultCodes.INVALID_REQUEST, f"serial {serial} is the root CA; it cannot be revoked")
+            if proto is not None and proto.nodeType == Role.SCM.value and proto.ownerId and self.is_member(proto.ownerId):
+                raise SCMException(
+                    ResultCodes.INVALID_REQUEST,
+                    f"serial {serial} is the sub-CA of SCM {proto.ownerId}, which is still a member of the ring; "
+                    "decommission it (`ozone-scm admin scm decommission --nodeid ...`), which also revokes it",
+                )
+            records.append(
+                hdds_pb2.RevokedCertificateProto(
+                    serialId=serial,
+                    revocationTimeMs=now_ms,
+                    reason=reason,
+                    nodeType=proto.nodeType if proto is not None else "",
+                    ownerId=proto.ownerId if proto is not None else "",
+                    issuerSerialId=proto.issuerSerialId if proto is not None else "",
+                    revokedBy=by,
+                    external=proto is None,
+                )
+            )
+        await self.store.revoke_certificates(records)
+        return [self.store.revocation(r.serialId) or r for r in records]
+
+    async def revoke_scm(self, scm_id: str, node_id: str, by: str) -> list[str]:
+        """Decommission: revoke every still-valid sub-CA certificate of that SCM."""
+        serials = [
+            p.serialId
+            for p in self.store.list_certificates(scm_certs=True)
+            if p.nodeType == Role.SCM.value
+            and (p.ownerId == scm_id or (node_id and p.nodeId == node_id))
+            and not self.store.is_revoked(p.serialId)
+        ]
+        if not serials:
+            return []
+        now_ms = self.clock.wall_ms()
+        records = []
+        for s in serials:
+            p = self.store.get_certificate(s)
+            records.append(
+                hdds_pb2.RevokedCertificateProto(
+                    serialId=s,
+                    revocationTimeMs=now_ms,
+                    reason=5,  # cessationOfOperation
+                    nodeType=Role.SCM.value,
+                    ownerId=p.ownerId if p is not None else scm_id,
+                    issuerSerialId=p.issuerSerialId if p is not None else "",
+                    revokedBy=by,
+                )
+            )
+        await self.store.revoke_certificates(records)
+        LOG.info("revoked the sub-CA certificate(s) %s of decommissioned SCM %s", serials, scm_id)
+        return serials
+
+    def scm_revoked(self, scm_id: str) -> bool:
+        """True if every recorded certificate of ``scm_id`` is revoked (and there is one)."""
+        mine = [p.serialId for p in self.store.list_certificates(scm_certs=True) if p.ownerId == scm_id]
+        return bool(mine) and all(self.store.is_revoked(s) for s in mine)
+
+    # ---- CRLs and listings ----
+    def crls(self) -> list[x509.CertificateRevocationList]:
+        """One CRL per CA key this SCM holds (its sub-CA; the root if held)."""
+        now = self.now()
+        revoked = self.store.revocations()
+        number = len(revoked)
+        out = []
+        m = self.material.current
+        signers: list[tuple[x509.Certificate, pki.PrivateKey]] = [(m.certificate, m.key)]
+        if self.root_key is not None:
+            signers.append((self.root, self.root_key))
+        for issuer, key in signers:
+            entries = [
+                pki.RevokedEntry(int(r.serialId), datetime.fromtimestamp(r.revocationTimeMs / 1000.0, UTC), r.reason)
+                for r in revoked
+                if r.issuerSerialId == str(issuer.serial_number)
+            ]
+            out.append(pki.build_crl(issuer, key, entries, now=now, next_update=CRL_NEXT_UPDATE, number=number,
+                                     spec=self.spec))
+        return out
+
+    def info(self, proto: hdds_pb2.CertificateProto, scm_cert: bool) -> scm_security_pb2.CertificateInfoProto:
+        out = scm_security_pb2.CertificateInfoProto(certificate=proto, scmCertificate=scm_cert)
+        try:
+            cert = pki.load_certificate(proto.x509Certificate)
+        except pki.PKIError:
+            return out
+        out.subject = cert.subject.rfc4514_string()
+        out.issuer = cert.issuer.rfc4514_string()
+        out.notBeforeMs = int(cert.not_valid_before_utc.timestamp() * 1000)
+        out.notAfterMs = int(cert.not_valid_after_utc.timestamp() * 1000)
+        out.isCA = pki.is_ca(cert)
+        rev = self.store.revocation(proto.serialId)
+        if rev is not None:
+            out.revocation.CopyFrom(rev)
+        return out
+
+    def list_infos(
+        self, role: str | None, revoked_only: bool, start: str, count: int
+    ) -> tuple[list[scm_security_pb2.CertificateInfoProto], list[hdds_pb2.RevokedCertificateProto]]:
+        infos = []
+        for scm_cert in (True, False):
+            for proto in self.store.list_certificates(scm_certs=scm_cert):
+                if role and proto.nodeType != role:
+                    continue
+                if revoked_only and not self.store.is_revoked(proto.serialId):
+                    continue
+                infos.append(self.info(proto, scm_cert))
+        infos.sort(key=lambda i: int(i.certificate.serialId))
+        if start:
+            infos = [i for i in infos if int(i.certificate.serialId) >= int(start)]
+        external = [r for r in self.store.revocations() if r.external] if (revoked_only or not role) else []
+        return infos[:count], external

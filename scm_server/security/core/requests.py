@@ -1,0 +1,247 @@
+"""Validation of certificate requests before anything is signed (pure).
+
+Who calls it: the CA server on the leader, for every enrolment (bootstrapping SCM, datanode, OM),
+renewal and admin-signed client certificate. It decides *what* gets signed (subject, SANs,
+profile) from validated request details; a CSR only contributes its public key and proves
+possession of the private key (its signature). Nothing a CSR asks for in its extensions is copied.
+It must not do I/O; the issued-certificate records it checks for duplicates are passed in.
+
+Refusals are :class:`RequestRejected` with an Ozone result code name and a message saying what is
+wrong and what to do; the signer turns them into gRPC errors and stores nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from scm_server.security.core.certificates import (
+    PKIError,
+    Profile,
+    PublicKey,
+    SubjectInfo,
+    check_key_strength,
+    general_name,
+)
+from scm_server.security.core.identity import (
+    Identity,
+    Role,
+    client_subject,
+    datanode_subject,
+    hostname_of,
+    om_subject,
+    scm_subject,
+)
+
+_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class RequestRejected(PKIError):
+    """A certificate request that must not be signed. ``code`` is a ResultCodes name."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclasses.dataclass(frozen=True)
+class IssuedRecord:
+    """What the duplicate checks need to know about an already issued certificate."""
+
+    serial: str
+    role: Role
+    owner_id: str
+    node_id: str
+    not_after: datetime
+    revoked: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Approved:
+    subject: SubjectInfo
+    public_key: PublicKey
+    profile: Profile
+    role: Role
+    owner_id: str
+    node_id: str = ""
+
+
+def _csr_attr(csr: x509.CertificateSigningRequest, oid: x509.ObjectIdentifier) -> str:
+    values = csr.subject.get_attributes_for_oid(oid)
+    if not values:
+        return ""
+    value = values[0].value
+    return value if isinstance(value, str) else value.decode("utf-8", errors="replace")
+
+
+def requests_ca(csr: x509.CertificateSigningRequest) -> bool:
+    try:
+        return bool(csr.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except x509.ExtensionNotFound:
+        return False
+
+
+def _public_key(csr: x509.CertificateSigningRequest) -> PublicKey:
+    if not csr.is_signature_valid:
+        raise RequestRejected("INVALID_CSR", "the CSR's signature does not verify (the requester must sign it with its key)")
+    key = csr.public_key()
+    try:
+        check_key_strength(key)  # type: ignore[arg-type]
+    except PKIError as exc:
+        raise RequestRejected("INVALID_CSR", f"CSR: {exc}") from exc
+    return key  # type: ignore[return-value]
+
+
+def _check_cluster(csr: x509.CertificateSigningRequest, claimed: str, cluster_id: str) -> None:
+    if claimed != cluster_id:
+        raise RequestRejected(
+            "INVALID_CLUSTER_ID",
+            f"SCM ClusterId mismatch: the request is for cluster {claimed or '(none)'} but this SCM is in {cluster_id}",
+        )
+    in_csr = _csr_attr(csr, NameOID.ORGANIZATION_NAME)
+    if in_csr != cluster_id:
+        raise RequestRejected(
+            "INVALID_CLUSTER_ID",
+            f"the CSR's subject names cluster {in_csr or '(no O attribute)'}, this SCM is in {cluster_id}",
+        )
+
+
+def _check_host(host: str) -> None:
+    try:
+        general_name(host)
+    except PKIError as exc:
+        raise RequestRejected("INVALID_REQUEST", str(exc)) from exc
+
+
+def approve_scm_request(
+    csr: x509.CertificateSigningRequest,
+    *,
+    cluster_id: str,
+    claimed_cluster_id: str,
+    node_id: str,
+    scm_id: str,
+    hostname: str,
+    configured_hosts: Mapping[str, str],
+    issued: Sequence[IssuedRecord],
+    now: datetime,
+) -> Approved:
+    """A bootstrapping SCM's sub-CA request (Ozone's getSCMCertificate).
+
+    The node must be configured on the signer (``ozone.scm.nodes.<svc>`` with its address), the
+    cluster id must match, and no other live SCM may hold a certificate for the same node id.
+    """
+    key = _public_key(csr)
+    _check_cluster(csr, claimed_cluster_id, cluster_id)
+    if node_id not in configured_hosts:
+        known = ", ".join(sorted(configured_hosts)) or "none"
+        raise RequestRejected(
+            "PERMISSION_DENIED",
+            f"SCM node id {node_id!r} is not a configured SCM of this cluster (configured: {known}); add it to "
+            "ozone.scm.nodes.<serviceId> and ozone.scm.address.<serviceId>.<nodeId> on the running SCMs first",
+        )
+    if configured_hosts[node_id] != hostname:
+        raise RequestRejected(
+            "PERMISSION_DENIED",
+            f"SCM node {node_id} asks for a certificate for host {hostname!r} but is configured at "
+            f"{configured_hosts[node_id]!r} (ozone.scm.address.<serviceId>.{node_id})",
+        )
+    _check_host(hostname)
+    if not _UUID_RE.match(scm_id):
+        raise RequestRejected("INVALID_REQUEST", f"scmId {scm_id!r} is not a UUID")
+    for rec in issued:
+        if (
+            rec.role is Role.SCM
+            and rec.node_id == node_id
+            and rec.owner_id != scm_id
+            and not rec.revoked
+            and rec.not_after > now
+        ):
+            raise RequestRejected(
+                "PERMISSION_DENIED",
+                f"SCM node {node_id} already holds certificate serial {rec.serial} for scmId {rec.owner_id}; "
+                "a second SCM with the same node id is refused. Decommission the old SCM "
+                "(`ozone-scm admin scm decommission`, which revokes its certificate) or revoke serial "
+                f"{rec.serial} first",
+            )
+    return Approved(scm_subject(hostname, scm_id, cluster_id), key, Profile.SUB_CA, Role.SCM, scm_id, node_id)
+
+
+def approve_node_request(
+    csr: x509.CertificateSigningRequest,
+    *,
+    role: Role,
+    cluster_id: str,
+    claimed_cluster_id: str,
+    owner_id: str,
+    hostname: str,
+    ip: str = "",
+) -> Approved:
+    """A datanode's (or OM's) request: never a CA, never an admin; the subject is ``dn@<host>``."""
+    if role not in (Role.DATANODE, Role.OM):
+        raise RequestRejected("INVALID_REQUEST", f"{role.value} certificates are not issued through this call")
+    key = _public_key(csr)
+    what = "datanode" if role is Role.DATANODE else "OM"
+    if requests_ca(csr):
+        raise RequestRejected(
+            "PERMISSION_DENIED",
+            f"a {what} certificate request may not ask for CA rights (BasicConstraints CA=true); only SCMs hold CAs",
+        )
+    _check_cluster(csr, claimed_cluster_id, cluster_id)
+    if not _ID_RE.match(owner_id):
+        raise RequestRejected("INVALID_REQUEST", f"{what} id {owner_id!r} is not valid (letters, digits, '.', '_', '-')")
+    _check_host(hostname)
+    if ip:
+        _check_host(ip)
+    subject = datanode_subject(hostname, owner_id, cluster_id, ip) if role is Role.DATANODE else om_subject(
+        hostname, owner_id, cluster_id, ip
+    )
+    return Approved(subject, key, Profile.END_ENTITY, role, owner_id)
+
+
+def approve_client_request(csr: x509.CertificateSigningRequest, *, cluster_id: str) -> Approved:
+    """A user's client certificate (signed when an administrator asks, or at ``--init``)."""
+    key = _public_key(csr)
+    if requests_ca(csr):
+        raise RequestRejected("PERMISSION_DENIED", "a client certificate request may not ask for CA rights")
+    user = _csr_attr(csr, NameOID.COMMON_NAME)
+    try:
+        subject = client_subject(user, cluster_id)
+    except PKIError as exc:
+        raise RequestRejected("INVALID_CSR", str(exc)) from exc
+    in_csr = _csr_attr(csr, NameOID.ORGANIZATION_NAME)
+    if in_csr and in_csr != cluster_id:
+        raise RequestRejected("INVALID_CLUSTER_ID", f"the CSR names cluster {in_csr}, this SCM is in {cluster_id}")
+    return Approved(subject, key, Profile.END_ENTITY, Role.CLIENT, user)
+
+
+def approve_renewal(
+    csr: x509.CertificateSigningRequest, *, current: x509.Certificate, identity: Identity, cluster_id: str
+) -> Approved:
+    """A renewal for the caller's own identity: same subject and host names, a (new) key from the CSR."""
+    key = _public_key(csr)
+    if identity.role is Role.ROOT_CA:
+        raise RequestRejected("PERMISSION_DENIED", "the root CA is not renewed through SCM")
+    if identity.role is not Role.SCM and requests_ca(csr):
+        raise RequestRejected("PERMISSION_DENIED", f"a {identity.role.value} renewal may not ask for CA rights")
+    if identity.cluster_id and identity.cluster_id != cluster_id:
+        raise RequestRejected("INVALID_CLUSTER_ID", f"certificate of cluster {identity.cluster_id}, this SCM is in {cluster_id}")
+    hosts: tuple[str, ...] = ()
+    try:
+        san = current.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        hosts = tuple(str(v) for v in san.get_values_for_type(x509.IPAddress)) + tuple(
+            san.get_values_for_type(x509.DNSName)
+        )
+    except x509.ExtensionNotFound:
+        pass
+    if not hosts and identity.role is not Role.CLIENT:
+        host = hostname_of(identity.common_name)
+        hosts = (host,) if host else ()
+    subject = SubjectInfo(identity.common_name, identity.owner_id, cluster_id if identity.cluster_id else "", hosts)
+    profile = Profile.SUB_CA if identity.role is Role.SCM else Profile.END_ENTITY
+    return Approved(subject, key, profile, identity.role, identity.owner_id)

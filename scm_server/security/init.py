@@ -1,0 +1,468 @@
+"""What ``scm --init`` and ``scm --bootstrap`` do when ``ozone.security.enabled=true`` (Ozone's
+``HASecurityUtils.initializeSecurity``), and how an SCM finds its CA material at start.
+
+Who calls it: :mod:`scm_server.ha.bootstrap` (init/bootstrap) and the SCM daemon (loading). It
+writes only under this SCM's metadata directory (the keystore); it never copies a root key.
+
+CA modes (decided by which keys are set, see :class:`~scm_server.conf.security.CAMode`):
+
+* ``scm`` (Ozone's default): ``--init`` on the primordial SCM creates a self-signed root CA
+  (serial 1, ``<metadata>/scm/ca``) and its own sub-CA signed by it (serial 2,
+  ``<metadata>/scm/sub-ca``). ``--bootstrap`` elsewhere generates a key pair and a CSR and has the
+  leader sign it (root CA if the leader holds it, else the leader's sub-CA; HDDS-8286).
+* ``external-root`` (Ozone's ``hdds.x509.rootca.{certificate,private.key}.file``): as ``scm`` but
+  ``--init`` uses the given root instead of creating one; the root key stays in its file.
+* ``operator`` (ours, HDDS-16035): ``hdds.x509.subca.{certificate,private.key}.file`` hold a sub-CA
+  issued outside SCM (by the Kubernetes operator, which keeps the root key);
+  ``hdds.x509.rootca.certificate.file`` is the trust anchor. ``--init`` and ``--bootstrap`` only
+  validate the files (chain to the root, key matches, cluster, serial range): no SCM needs another
+  to join, and no root key exists in the cluster.
+
+Both commands are idempotent, and a crash half-way is completed on the next run: a bootstrapping
+SCM that already holds a sub-CA certificate for this cluster keeps it (and its scmUuid) instead of
+asking for a second one, which the signer would refuse as a duplicate node id.
+
+At ``--init`` the primordial also signs the CSRs listed in ``ozone.scm.security.admin.csr.files``
+(administrators' client certificates in CA mode ``scm``). Those are signed before Raft exists, so
+they get random 128-bit serials (outside the ``CertificateId`` sequence) and wait under
+``<metadata>/scm/init-issued/`` until the primordial's first leadership records them in
+``validCerts``; anyone can then fetch theirs over the security protocol by public key
+(``ozone-scm cert fetch``). Nobody copies a private key out of an SCM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+import secrets
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cryptography import x509
+
+from scm_server.conf import OzoneConfiguration, SCMNodeDetails
+from scm_server.conf.security import CAMode, SecurityConfig
+from scm_server.exceptions import ConfigError, SCMError
+from scm_server.proto import scm_security_pb2
+from scm_server.security.core import certificates as pki
+from scm_server.security.core import identity as ids
+from scm_server.security.core import requests as reqs
+from scm_server.security.keystore import (
+    KeyStore,
+    Material,
+    atomic_write,
+    load_certificate_file,
+    load_private_key_file,
+    read_secret,
+    split_chain,
+)
+
+LOG = logging.getLogger(__name__)
+
+EXTERNAL_SERIAL_FLOOR = 1 << 63
+ROOT_CA_SERIAL = 1
+PRIMORDIAL_SUB_CA_SERIAL = 2
+INIT_ISSUED_DIR = "init-issued"
+_UUID_RE = re.compile(r"^[0-9a-fA-F-]{36}$")
+
+KeyGenerator = Callable[[pki.KeySpec], pki.PrivateKey]
+
+
+class SecurityInitError(SCMError):
+    """Security cannot be initialised; the message says why and what to do."""
+
+
+def key_spec(config: SecurityConfig) -> pki.KeySpec:
+    return pki.KeySpec(config.key_algorithm.upper(), config.key_length, config.signature_algorithm)
+
+
+def scm_dir(metadata_dir: Path) -> Path:
+    return Path(metadata_dir) / "scm"
+
+
+def sub_ca_store(metadata_dir: Path, config: SecurityConfig) -> KeyStore:
+    return KeyStore(scm_dir(metadata_dir) / "sub-ca", config)
+
+
+def root_ca_store(metadata_dir: Path, config: SecurityConfig) -> KeyStore:
+    return KeyStore(scm_dir(metadata_dir) / "ca", config)
+
+
+def init_issued_dir(metadata_dir: Path) -> Path:
+    return scm_dir(metadata_dir) / INIT_ISSUED_DIR
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# ---------------------------------------------------------------------------------------------
+# loading (daemon start and reloads)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SCMCAMaterial:
+    material: Material  # this SCM's sub-CA: key, chain, trusted roots
+    root_key: pki.PrivateKey | None  # held only by the primordial (scm mode) or with an external root key
+
+
+def _configured_root(config: SecurityConfig) -> list[x509.Certificate]:
+    if not config.rootca_certificate_file:
+        return []
+    return load_certificate_file(config.rootca_certificate_file, "hdds.x509.rootca.certificate.file")
+
+
+def load_operator_sub_ca(config: SecurityConfig, *, cluster_id: str | None, now: datetime) -> Material:
+    """CA mode operator: the externally issued sub-CA files, validated against the trust anchor."""
+    assert config.subca_certificate_file and config.subca_private_key_file
+    certs = load_certificate_file(config.subca_certificate_file, "hdds.x509.subca.certificate.file")
+    key = load_private_key_file(config.subca_private_key_file, "hdds.x509.subca.private.key.file")
+    roots = _configured_root(config)
+    chain, embedded = split_chain(certs)
+    if not chain:
+        raise ConfigError("hdds.x509.subca.certificate.file holds no sub-CA certificate (only self-signed ones)")
+    roots = _dedupe([*roots, *embedded])
+    sub = chain[0]
+    if not pki.key_matches(sub, key):
+        raise ConfigError(
+            f"hdds.x509.subca.private.key.file={config.subca_private_key_file} does not match the certificate in "
+            f"hdds.x509.subca.certificate.file={config.subca_certificate_file}"
+        )
+    if not pki.is_ca(sub):
+        raise ConfigError(
+            f"hdds.x509.subca.certificate.file: {pki.describe(sub)} is not a CA certificate (BasicConstraints CA=true "
+            "is needed: the SCM signs datanode certificates with it)"
+        )
+    try:
+        pki.verify_ca_chain(list(chain), roots, now)
+    except pki.PKIError as exc:
+        raise ConfigError(f"hdds.x509.subca.certificate.file does not chain to hdds.x509.rootca.certificate.file: {exc}") from exc
+    for cert in (*chain, *roots):
+        _check_external_serial(cert, "hdds.x509.subca.certificate.file / hdds.x509.rootca.certificate.file")
+    ident = ids.identity_of(sub)
+    if cluster_id and ident.cluster_id and ident.cluster_id != cluster_id:
+        raise ConfigError(
+            f"hdds.x509.subca.certificate.file names cluster {ident.cluster_id} (O=) but this SCM is in {cluster_id}"
+        )
+    return Material(key, tuple(chain), tuple(roots))
+
+
+def _check_external_serial(cert: x509.Certificate, what: str) -> None:
+    if cert.serial_number < EXTERNAL_SERIAL_FLOOR:
+        raise ConfigError(
+            f"{what}: {pki.describe(cert)} has a serial in the range SCM uses for its own certificates; externally "
+            "issued certificates need random serials of at least 64 bits (RFC 5280 style, e.g. "
+            "x509.random_serial_number() or openssl's default)"
+        )
+
+
+def _dedupe(certs: Sequence[x509.Certificate]) -> list[x509.Certificate]:
+    out: list[x509.Certificate] = []
+    for c in certs:
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def load_scm_material(config: SecurityConfig, metadata_dir: Path, cluster_id: str | None) -> SCMCAMaterial:
+    """This SCM's CA material as it starts (clear errors naming the files or keys to fix)."""
+    now = _now()
+    if config.ca_mode is CAMode.OPERATOR:
+        return SCMCAMaterial(load_operator_sub_ca(config, cluster_id=cluster_id, now=now), None)
+    store = sub_ca_store(metadata_dir, config)
+    if not store.exists():
+        raise ConfigError(
+            f"security is enabled but this SCM has no sub-CA certificate under {store.base}; run "
+            "`ozone-scm scm --init` (primordial) or `ozone-scm scm --bootstrap` with ozone.security.enabled=true"
+        )
+    material = store.load(extra_roots=_configured_root(config))
+    if not material.roots:
+        raise ConfigError(f"no root CA certificate under {store.certs_dir} and hdds.x509.rootca.certificate.file unset")
+    root_key: pki.PrivateKey | None = None
+    if config.ca_mode is CAMode.EXTERNAL_ROOT and config.rootca_private_key_file:
+        root_key = load_private_key_file(config.rootca_private_key_file, "hdds.x509.rootca.private.key.file")
+    else:
+        rstore = root_ca_store(metadata_dir, config)
+        if rstore.exists():
+            root_key = rstore.load(root_ca=True).key
+    if root_key is not None and not any(pki.key_matches(r, root_key) for r in material.roots):
+        raise ConfigError("the root CA private key held by this SCM does not match its root CA certificate")
+    ident = ids.identity_of(material.certificate)
+    if cluster_id and ident.cluster_id and ident.cluster_id != cluster_id:
+        raise ConfigError(
+            f"the sub-CA certificate under {store.base} is for cluster {ident.cluster_id}, but VERSION says {cluster_id}"
+        )
+    return SCMCAMaterial(material, root_key)
+
+
+# ---------------------------------------------------------------------------------------------
+# scm --init (primordial)
+# ---------------------------------------------------------------------------------------------
+
+
+def initialize_primordial(
+    conf: OzoneConfiguration,
+    *,
+    metadata_dir: Path,
+    cluster_id: str,
+    scm_id: str,
+    hostname: str,
+    now: datetime | None = None,
+    key_generator: KeyGenerator = pki.generate_key,
+) -> str:
+    """Create (or validate) the primordial SCM's CA material; returns its ``scmCertSerialId``."""
+    config = SecurityConfig.from_conf(conf)
+    now = now or _now()
+    if config.ca_mode is CAMode.OPERATOR:
+        material = load_operator_sub_ca(config, cluster_id=cluster_id, now=now)
+        if config.admin_csr_files:
+            LOG.warning("CA mode operator: ignoring ozone.scm.security.admin.csr.files (the operator signs admins)")
+        LOG.info("security: using the externally issued sub-CA %s", pki.describe(material.certificate))
+        return material.serial_id
+    spec = key_spec(config)
+    store = sub_ca_store(metadata_dir, config)
+    if store.exists():
+        existing = store.load(extra_roots=_configured_root(config))
+        ident = ids.identity_of(existing.certificate)
+        if ident.cluster_id == cluster_id and ident.owner_id == scm_id:
+            LOG.info("security already initialised: sub-CA %s", pki.describe(existing.certificate))
+            return existing.serial_id
+        LOG.warning("replacing a sub-CA left by an earlier, unfinished --init (%s)", pki.describe(existing.certificate))
+    if config.ca_mode is CAMode.EXTERNAL_ROOT:
+        assert config.rootca_certificate_file and config.rootca_private_key_file
+        roots = load_certificate_file(config.rootca_certificate_file, "hdds.x509.rootca.certificate.file")
+        root = roots[0]
+        root_key = load_private_key_file(config.rootca_private_key_file, "hdds.x509.rootca.private.key.file")
+        if not pki.key_matches(root, root_key):
+            raise ConfigError("hdds.x509.rootca.private.key.file does not match hdds.x509.rootca.certificate.file")
+        if not pki.is_ca(root) or not pki.is_self_signed(root):
+            raise ConfigError(f"hdds.x509.rootca.certificate.file: {pki.describe(root)} is not a self-signed CA certificate")
+        _check_external_serial(root, "hdds.x509.rootca.certificate.file")
+        try:
+            pki.check_validity(root, now, "root CA certificate")
+        except pki.PKIError as exc:
+            raise ConfigError(f"hdds.x509.rootca.certificate.file: {exc}") from exc
+    else:
+        rstore = root_ca_store(metadata_dir, config)
+        root_key = key_generator(spec)
+        root = pki.build_root_ca(
+            root_key,
+            ids.root_ca_subject(hostname, scm_id, cluster_id),
+            serial=ROOT_CA_SERIAL,
+            now=now,
+            lifetime=config.max_duration,
+            spec=spec,
+        )
+        rstore.save(root_key, [root], [root])
+    sub_key = key_generator(spec)
+    sub = pki.issue_certificate(
+        ids.scm_subject(hostname, scm_id, cluster_id),
+        sub_key.public_key(),
+        issuer=root,
+        issuer_key=root_key,
+        serial=PRIMORDIAL_SUB_CA_SERIAL,
+        now=now,
+        lifetime=config.default_duration,
+        profile=pki.Profile.SUB_CA,
+        spec=spec,
+    )
+    store.save(sub_key, [sub], [root])
+    LOG.info("security initialised: root CA %s, sub-CA %s", pki.describe(root), pki.describe(sub))
+    sign_init_csrs(config, metadata_dir=metadata_dir, cluster_id=cluster_id, issuer=sub, issuer_key=sub_key, now=now)
+    return str(sub.serial_number)
+
+
+def sign_init_csrs(
+    config: SecurityConfig,
+    *,
+    metadata_dir: Path,
+    cluster_id: str,
+    issuer: x509.Certificate,
+    issuer_key: pki.PrivateKey,
+    now: datetime,
+) -> list[x509.Certificate]:
+    """Sign ``ozone.scm.security.admin.csr.files`` (client certificates of administrators)."""
+    out = []
+    spec = key_spec(config)
+    for path in config.admin_csr_files:
+        try:
+            csr = pki.load_csr(Path(path).read_bytes())
+        except OSError as exc:
+            raise ConfigError(f"ozone.scm.security.admin.csr.files: cannot read {path}: {exc}") from exc
+        except pki.PKIError as exc:
+            raise ConfigError(f"ozone.scm.security.admin.csr.files: {path}: {exc}") from exc
+        try:
+            approved = reqs.approve_client_request(csr, cluster_id=cluster_id)
+        except reqs.RequestRejected as exc:
+            raise ConfigError(f"ozone.scm.security.admin.csr.files: {path}: {exc}") from exc
+        serial = EXTERNAL_SERIAL_FLOOR + secrets.randbits(126)
+        cert = pki.issue_certificate(
+            approved.subject,
+            approved.public_key,
+            issuer=issuer,
+            issuer_key=issuer_key,
+            serial=serial,
+            now=now,
+            lifetime=config.default_duration,
+            profile=approved.profile,
+            spec=spec,
+        )
+        atomic_write(init_issued_dir(metadata_dir) / f"{serial}.crt", pki.cert_pem(cert).encode("ascii"))
+        LOG.info("signed the client certificate of %s (serial %d) from %s", approved.owner_id, serial, path)
+        out.append(cert)
+    return out
+
+
+def pending_init_certificates(metadata_dir: Path) -> list[x509.Certificate]:
+    d = init_issued_dir(metadata_dir)
+    if not d.is_dir():
+        return []
+    return [pki.load_certificate(p.read_bytes(), str(p)) for p in sorted(d.glob("*.crt"))]
+
+
+# ---------------------------------------------------------------------------------------------
+# scm --bootstrap
+# ---------------------------------------------------------------------------------------------
+
+
+def security_addresses(conf: OzoneConfiguration, nodes: Sequence[SCMNodeDetails]) -> list[str]:
+    """``host:ozone.scm.security.service.port`` of the given SCMs (per-node suffix honoured)."""
+    out = []
+    for n in nodes:
+        port = conf.get_int_for_node("ozone.scm.security.service.port", n.service_id, n.node_id) or 9961
+        out.append(f"{n.host}:{port}")
+    return out
+
+
+def trust_roots_for(config: SecurityConfig, metadata_dir: Path) -> list[x509.Certificate]:
+    """Roots this node already trusts: the configured anchor, else what an earlier bootstrap stored."""
+    roots = _configured_root(config)
+    if roots:
+        return roots
+    store = sub_ca_store(metadata_dir, config)
+    return [pki.load_certificate(p.read_bytes(), str(p)) for p in store.root_paths()]
+
+
+def enrollment_secret(config: SecurityConfig, role: str) -> bytes | None:
+    path = config.enrollment_secret_file(role)
+    if path is None:
+        return None
+    return read_secret(path, f"ozone.scm.security.enrollment.{role}.secret.file")
+
+
+@dataclasses.dataclass(frozen=True)
+class SecureScmInfo:
+    cluster_id: str
+    scm_id: str
+    answered_by: str
+
+
+def fetch_scm_info_secure(
+    conf: OzoneConfiguration, peers: Sequence[SCMNodeDetails], metadata_dir: Path, rounds: int
+) -> SecureScmInfo | None:
+    """GetScmInfo through the peers' security ports (trust established as in cert_client)."""
+    from scm_server.security.cert_client import SecurityProtocolClient
+
+    config = SecurityConfig.from_conf(conf)
+    client = SecurityProtocolClient(
+        security_addresses(conf, peers),
+        roots=trust_roots_for(config, metadata_dir),
+        role="scm",
+        secret=enrollment_secret(config, "scm"),
+        rounds=rounds,
+        rpc_timeout=3.0,
+    )
+    try:
+        trusted = asyncio.run(client.establish_trust())
+    except SCMError as exc:
+        LOG.warning("could not reach any SCM security service: %s", exc)
+        return None
+    return SecureScmInfo(trusted.info.clusterId, trusted.info.scmId, trusted.address)
+
+
+def existing_bootstrap_identity(metadata_dir: Path, config: SecurityConfig, cluster_id: str) -> str | None:
+    """The scmUuid of a sub-CA an interrupted bootstrap already obtained for this cluster."""
+    if config.ca_mode is CAMode.OPERATOR:
+        return None
+    store = sub_ca_store(metadata_dir, config)
+    if not store.exists():
+        return None
+    try:
+        material = store.load()
+    except ConfigError:
+        return None
+    ident = ids.identity_of(material.certificate)
+    if ident.cluster_id == cluster_id and _UUID_RE.match(ident.owner_id):
+        return ident.owner_id
+    return None
+
+
+def initialize_bootstrap(
+    conf: OzoneConfiguration,
+    *,
+    metadata_dir: Path,
+    cluster_id: str,
+    scm_id: str,
+    node: SCMNodeDetails,
+    peers: Sequence[SCMNodeDetails],
+    rounds: int = 10,
+    key_generator: KeyGenerator = pki.generate_key,
+) -> str:
+    """A bootstrapping SCM's sub-CA: validate operator files, or CSR -> leader. Returns the serial."""
+    config = SecurityConfig.from_conf(conf)
+    if config.ca_mode is CAMode.OPERATOR:
+        material = load_operator_sub_ca(config, cluster_id=cluster_id, now=_now())
+        LOG.info("security: using the externally issued sub-CA %s", pki.describe(material.certificate))
+        return material.serial_id
+    store = sub_ca_store(metadata_dir, config)
+    if store.exists():
+        material = store.load(extra_roots=_configured_root(config))
+        ident = ids.identity_of(material.certificate)
+        if ident.cluster_id == cluster_id:
+            LOG.info("security already initialised: sub-CA %s", pki.describe(material.certificate))
+            return material.serial_id
+        raise SecurityInitError(
+            f"the sub-CA under {store.base} belongs to cluster {ident.cluster_id}, not {cluster_id}; wipe this SCM's "
+            "metadata directories and bootstrap again"
+        )
+    from scm_server.security.cert_client import SecurityProtocolClient, parse_issued
+
+    spec = key_spec(config)
+    key = key_generator(spec)
+    csr = pki.build_csr(key, ids.scm_subject(node.host, scm_id, cluster_id), spec, request_ca=True)
+    secret = enrollment_secret(config, "scm")
+    if secret is None:
+        raise SecurityInitError(
+            "scm --bootstrap with security needs the SCM enrolment secret: set "
+            "ozone.scm.security.enrollment.scm.secret.file (the same secret as on the running SCMs)"
+        )
+    client = SecurityProtocolClient(
+        security_addresses(conf, peers),
+        roots=trust_roots_for(config, metadata_dir),
+        role="scm",
+        secret=secret,
+        rounds=rounds,
+    )
+    details = scm_security_pb2.ScmNodeDetailsProto(
+        clusterId=cluster_id, hostName=node.host, scmNodeId=node.node_id, scmId=scm_id
+    )
+    try:
+        response = asyncio.run(client.enroll_scm(csr, details))
+    except SCMError as exc:
+        raise SecurityInitError(f"the leader refused or did not sign this SCM's sub-CA certificate: {exc}") from exc
+    chain, root = parse_issued(response)
+    if not pki.key_matches(chain[0], key):
+        raise SecurityInitError("the leader returned a certificate for another key")
+    pki.verify_ca_chain(chain, [root], _now())
+    store.save(key, chain, [root])
+    LOG.info("security: sub-CA %s signed by %s", pki.describe(chain[0]), chain[0].issuer.rfc4514_string())
+    return str(chain[0].serial_number)
+
+
+def new_scm_id() -> str:
+    return str(uuid.uuid4())

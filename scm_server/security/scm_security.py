@@ -1,0 +1,350 @@
+"""Security inside one SCM process: material, TLS, the CA, recording, reloads and renewal (edge).
+
+Who calls it: the SCM daemon (``SCMSecurity.load`` before the facade is built, ``attach`` once it
+is, ``start``/``stop`` around it) and the HA manager (its transport security and channel
+credentials). It owns the background work:
+
+* **recording** (leader only, a ``BackgroundSCMService`` that also runs in safemode): SCM
+  certificates seen on calls and this SCM's own root/sub-CA go into ``validSCMCerts``; client
+  certificates signed at ``--init`` into ``validCerts``;
+* **reloading** (every SCM, CA mode ``operator``): the sub-CA and root files are polled every
+  ``hdds.x509.subca.reload.interval``; when Kubernetes swaps the mounted Secret, the new files are
+  validated and served without a restart (a broken swap is logged and the old material kept);
+* **renewal** (every SCM, CA modes ``scm``/``external-root``): every ``hdds.x509.renew.check.interval``
+  the sub-CA is checked against ``hdds.x509.renew.grace.duration``; a due SCM generates a new key
+  and has the leader sign it (through the admin service on the leader's client port, with its
+  current certificate). A leader that holds no root key first hands leadership to a follower
+  (it cannot sign its own renewal). The new key and certificate are saved together and served at
+  once; VERSION's ``scmCertSerialId`` follows.
+
+The clock is injected (the facade's :class:`~scm_server.ha.clock.Clock`), so tests drive renewal
+without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+from cryptography import x509
+
+from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig
+from scm_server.conf.security import CAMode, SecurityConfig
+from scm_server.exceptions import ConfigError, NotLeaderException, ResultCodes, SCMException
+from scm_server.grpc_errors import from_grpc_error
+from scm_server.ha.clock import Clock, SystemClock
+from scm_server.ha.scm_service import BackgroundSCMService
+from scm_server.ha.sequence_id_generator import CERTIFICATE_ID
+from scm_server.metadata.storage_config import SCMStorageConfig
+from scm_server.proto import scm_security_pb2, scm_security_pb2_grpc
+from scm_server.security import init as sec_init
+from scm_server.security.ca_server import SCMCertificateServer, certificate_record
+from scm_server.security.core import certificates as pki
+from scm_server.security.core.identity import Role, identity_of
+from scm_server.security.keystore import Material, file_signature
+from scm_server.security.tls import CallAuthenticator, ReloadableMaterial, SCMTransportSecurity, make_channel
+
+LOG = logging.getLogger(__name__)
+
+RECORDER_INTERVAL = timedelta(seconds=1)
+
+
+class SCMSecurity:
+    def __init__(
+        self,
+        conf: OzoneConfiguration,
+        config: SecurityConfig,
+        storage: SCMStorageConfig,
+        loaded: sec_init.SCMCAMaterial,
+    ) -> None:
+        self.conf = conf
+        self.config = config
+        self.storage = storage
+        self.metadata_dir = SCMConfig.from_conf(conf).metadata_dir
+        self.material = ReloadableMaterial(loaded.material)
+        self.root_key = loaded.root_key
+        self.cluster_id = storage.cluster_id or ""
+        self.authenticator = CallAuthenticator(
+            cluster_id=lambda: self.cluster_id,
+            is_revoked=lambda _serial: False,
+            administrators=config.administrators,
+        )
+        self.transport: SCMTransportSecurity | None = (
+            SCMTransportSecurity(self.material, self.authenticator) if config.tls else None
+        )
+        self.ca: SCMCertificateServer | None = None
+        self.scm: Any = None
+        self.clock: Clock = SystemClock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._revoked_scm_ids: frozenset[str] = frozenset()
+        self._file_signature = self._watched_signature()
+        self.renewals = 0
+        self.reloads = 0
+
+    # ---- construction ----
+    @classmethod
+    def load(cls, conf: OzoneConfiguration, storage: SCMStorageConfig) -> SCMSecurity | None:
+        config = SecurityConfig.from_conf(conf)
+        if not config.security_enabled:
+            return None
+        loaded = sec_init.load_scm_material(config, SCMConfig.from_conf(conf).metadata_dir, storage.cluster_id)
+        LOG.info(
+            "security on (CA mode %s, mutual TLS %s): sub-CA %s, root CA %s%s",
+            config.ca_mode.value,
+            "on" if config.tls else "off",
+            pki.describe(loaded.material.certificate),
+            pki.describe(loaded.material.roots[0]),
+            ", holding the root key" if loaded.root_key is not None else "",
+        )
+        return cls(conf, config, storage, loaded)
+
+    @property
+    def channel_security(self) -> ReloadableMaterial | None:
+        """What this SCM's own outbound channels present (None without mutual TLS)."""
+        return self.material if self.config.tls else None
+
+    def attach(self, scm: Any) -> SCMCertificateServer:
+        """Bind to the facade: replicated store, sequence ids, context, clock; register the recorder."""
+        self.scm = scm
+        self.clock = scm.clock
+        ha = SCMHAConfig.from_conf(self.conf)
+        store = scm.certificate_store
+        ha_manager = scm.ha_manager
+
+        def is_member(scm_id: str) -> bool:
+            raft = getattr(ha_manager, "raft", None)
+            return raft is not None and scm_id in raft.conf.members()
+
+        self.ca = SCMCertificateServer(
+            config=self.config,
+            material=self.material,
+            root_key=self.root_key,
+            cluster_id=self.cluster_id,
+            scm_id=self.storage.scm_id or "",
+            node_id=scm.node_id,
+            nodes=ha.nodes,
+            store=store,
+            next_serial=lambda: scm.sequence_id_generator.get_next_id(CERTIFICATE_ID),
+            context=scm.scm_context,
+            clock=scm.clock,
+            is_member=is_member,
+        )
+        self.authenticator.set_revocation_check(store.is_revoked)
+        self.authenticator.on_new_certificate = self.ca.saw_certificate
+        store.add_revocation_listener(lambda _records: self._refresh_revoked_scms())
+        self._refresh_revoked_scms()
+        if self.transport is not None:
+            self.transport.set_peer_filter(lambda node_id: node_id not in self._revoked_scm_ids)
+        recorder = BackgroundSCMService(
+            "CertificateRecorder",
+            scm_context=scm.scm_context,
+            clock=scm.clock,
+            interval=RECORDER_INTERVAL,
+            run_once=self._record,
+            run_in_safe_mode=True,
+        )
+        scm.service_manager.register(recorder)
+        hook = getattr(ha_manager, "set_decommission_hook", None)
+        if callable(hook):
+            hook(self._on_scm_removed)
+        return self.ca
+
+    def _refresh_revoked_scms(self) -> None:
+        ca = self.ca
+        if ca is None:
+            return
+        owners = {p.ownerId for p in ca.store.list_certificates(scm_certs=True) if p.ownerId}
+        self._revoked_scm_ids = frozenset(o for o in owners if ca.scm_revoked(o))
+
+    async def _record(self) -> None:
+        ca = self.ca
+        if ca is None:
+            return
+        await ca.record_pending()
+        for cert in sec_init.pending_init_certificates(self.metadata_dir):
+            serial = str(cert.serial_number)
+            if ca.store.get_certificate(serial) is None:
+                m = self.material.current
+                await ca.store.store_valid_certificate(
+                    certificate_record(cert, Role.CLIENT, owner_id=identity_of(cert).common_name,
+                                       issuer_serial=str(m.certificate.serial_number)),
+                    False,
+                )
+                LOG.info("recorded the client certificate serial %s signed at --init", serial)
+
+    async def _on_scm_removed(self, scm_id: str, node_id: str) -> None:
+        if self.ca is not None:
+            await self.ca.revoke_scm(scm_id, node_id, by=f"decommission by scm:{self.storage.scm_id}")
+
+    # ---- lifecycle ----
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.config.ca_mode is CAMode.OPERATOR:
+            self._tasks.append(loop.create_task(self._reload_loop(), name="scm-security-reload"))
+        else:
+            self._tasks.append(loop.create_task(self._renewal_loop(), name="scm-security-renewal"))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks = []
+
+    # ---- operator mode: reload swapped files ----
+    def _watched_signature(self) -> tuple[tuple[str, int, int], ...]:
+        c = self.config
+        return file_signature(c.subca_certificate_file, c.subca_private_key_file, c.rootca_certificate_file)
+
+    def reload_if_changed(self) -> bool:
+        sig = self._watched_signature()
+        if sig == self._file_signature:
+            return False
+        try:
+            material = sec_init.load_operator_sub_ca(self.config, cluster_id=self.cluster_id, now=self.now())
+        except ConfigError as exc:
+            LOG.warning("the sub-CA files changed but are not usable (keeping the current ones): %s", exc)
+            return False
+        self._file_signature = sig
+        if pki.fingerprint(material.certificate) != pki.fingerprint(self.material.current.certificate) or (
+            material.roots != self.material.current.roots
+        ):
+            self.material.update(material)
+            self._note_serial(material)
+            self.reloads += 1
+            return True
+        return False
+
+    async def _reload_loop(self) -> None:
+        interval = self.config.subca_reload_interval.total_seconds()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.reload_if_changed()
+            except Exception:
+                LOG.exception("sub-CA reload check failed; retrying")
+
+    # ---- scm mode: renewal ----
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock.wall_ms() / 1000.0, UTC)
+
+    def renewal_due(self) -> bool:
+        return pki.needs_renewal(self.material.current.certificate, self.now(), self.config.renew_grace_duration)
+
+    async def _renewal_loop(self) -> None:
+        interval = self.config.renew_check_interval.total_seconds()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.renew_if_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                LOG.warning("sub-CA renewal attempt failed (retrying in %.0fs): %s", interval, exc)
+
+    async def renew_if_due(self) -> bool:
+        """One renewal check; True if the sub-CA was renewed."""
+        if not self.renewal_due():
+            return False
+        ca = self.ca
+        scm = self.scm
+        if ca is None or scm is None:
+            return False
+        current = self.material.current
+        LOG.info("sub-CA %s is due for renewal (expires %s)", pki.describe(current.certificate),
+                 current.certificate.not_valid_after_utc.isoformat())
+        spec = sec_init.key_spec(self.config)
+        key = await asyncio.to_thread(pki.generate_key, spec)
+        csr = pki.build_csr(key, pki.SubjectInfo(identity_of(current.certificate).common_name), spec, request_ca=True)
+        if scm.scm_context.is_leader():
+            if self.root_key is None:
+                LOG.info("leader's own sub-CA is due and this SCM holds no root key: handing leadership over first")
+                with contextlib.suppress(SCMException):
+                    await scm.ha_manager.transfer_leadership(None)
+                return False
+            response = await ca.renew(pki.csr_pem(csr), identity_of(current.certificate), current.certificate)
+        else:
+            response = await self._renew_on_leader(pki.csr_pem(csr))
+        chain = pki.load_certificates(response.x509Certificate)
+        if not pki.key_matches(chain[0], key):
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "the leader returned a certificate for another key")
+        roots = list(current.roots)
+        root = pki.load_certificate(response.x509RootCACertificate)
+        if root not in roots:
+            roots.append(root)
+        pki.verify_ca_chain(chain, roots, self.now())
+        store = sec_init.sub_ca_store(self.metadata_dir, self.config)
+        await asyncio.to_thread(store.save, key, chain, [root])
+        material = Material(key, tuple(chain), tuple(roots))
+        self.material.update(material)
+        self._note_serial(material)
+        self.renewals += 1
+        return True
+
+    def _note_serial(self, material: Material) -> None:
+        with contextlib.suppress(Exception):
+            self.storage.set_scm_cert_serial_id(material.serial_id)
+            self.storage.persist()
+
+    async def _renew_on_leader(self, csr_pem: str) -> scm_security_pb2.SCMGetCertResponseProto:
+        scm = self.scm
+        leader = scm.ha_manager.leader_node()
+        nodes = SCMHAConfig.from_conf(self.conf).nodes
+        addresses = ([leader.client_address] if leader is not None else []) + [n.client_address for n in nodes]
+        req = scm_security_pb2.SCMRenewCertificateRequestProto(CSR=csr_pem)
+        last = ""
+        for address in dict.fromkeys(addresses):
+            try:
+                async with make_channel(address, self.material) as ch:
+                    return await scm_security_pb2_grpc.SCMSecurityAdminProtocolServiceStub(ch).RenewCertificate(
+                        req, timeout=30
+                    )
+            except grpc.aio.AioRpcError as err:
+                exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
+                if isinstance(exc, NotLeaderException):
+                    last = f"{address}: not the leader"
+                    continue
+                if exc is not None:
+                    raise exc from err
+                last = f"{address}: {err.code().name} {err.details()}"
+        raise SCMException(ResultCodes.TIMEOUT, f"no leader answered the renewal request; last: {last}")
+
+    # ---- info for status pages ----
+    def summary(self) -> dict[str, Any]:
+        cert = self.material.current.certificate
+        return {
+            "ca_mode": self.config.ca_mode.value,
+            "tls": self.config.tls,
+            "serial": str(cert.serial_number),
+            "subject": cert.subject.rfc4514_string(),
+            "issuer": cert.issuer.rfc4514_string(),
+            "not_after": cert.not_valid_after_utc.isoformat(),
+            "holds_root_key": self.root_key is not None,
+            "renewals": self.renewals,
+            "reloads": self.reloads,
+        }
+
+
+def https_material_files(material: Material, directory: Path) -> tuple[Path, Path]:
+    """Write the key and chain for aiohttp's ssl context (it loads from files) into a private dir."""
+    from scm_server.security.keystore import atomic_write
+
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key_path, chain_path = directory / "https.key", directory / "https.crt"
+    atomic_write(key_path, material.key_pem(), 0o600)
+    atomic_write(chain_path, material.chain_pem(with_root=True))
+    return key_path, chain_path
+
+
+def leaf_of_context(context: grpc.aio.ServicerContext[Any, Any]) -> x509.Certificate | None:
+    pems = context.auth_context().get("x509_pem_cert")
+    if not pems:
+        return None
+    return x509.load_pem_x509_certificate(pems[0])
