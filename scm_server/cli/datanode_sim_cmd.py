@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from pathlib import Path
 
 import click
 from rich.live import Live
@@ -14,7 +15,9 @@ from scm_server.cli.context import CliContext, pass_ctx
 from scm_server.client.config import parse_duration_seconds
 from scm_server.client.scm_client import parse_addresses
 from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.datanode_sim.security import DatanodeSecurity
 from scm_server.proto import hdds_pb2
+from scm_server.security.tls import ChannelSecurity
 from scm_server.server import endpoints
 
 
@@ -50,10 +53,12 @@ def _status_table(sim: DatanodeSimulator) -> Table:
 @click.option("--container-size", default=None, help="Bytes (default ozone.scm.container.size).")
 @click.option("--prefix", default="sim-dn", show_default=True, help="Hostname prefix.")
 @click.option("--duration", default=0.0, help="Seconds to run (0 = until Ctrl-C).")
+@click.option("--dn-dir", type=click.Path(path_type=Path), default=None,
+              help="Secure clusters: where each datanode keeps its uuid, key and certificate (default ./datanodes).")
 @pass_ctx
 def datanode_sim(
     ctx: CliContext, count: int, scm: str | None, admin_scm: str | None, heartbeat_interval: str, racks: int,
-    containers_per_node: int, container_size: str | None, prefix: str, duration: float,
+    containers_per_node: int, container_size: str | None, prefix: str, duration: float, dn_dir: Path | None,
 ) -> None:
     """Run simulated datanodes that talk the real gRPC datanode protocol to every SCM."""
     try:
@@ -67,12 +72,18 @@ def datanode_sim(
         raise click.BadParameter(str(exc)) from exc
     interval = parse_duration_seconds("--heartbeat-interval", heartbeat_interval)
     size = int(container_size) if container_size else (ctx.conf.get_size("ozone.scm.container.size") or 5 << 30)
-    asyncio.run(_run(dn_addresses, admin_addresses, count, interval, racks, containers_per_node, size, prefix, duration))
+    security = DatanodeSecurity.from_conf(
+        ctx.conf, dn_dir or Path("datanodes"), endpoints.protocol_addresses(ctx.conf.get_str, endpoints.Protocol.SECURITY)
+    )
+    admin_security = ctx.client_security() if security is not None else None
+    asyncio.run(_run(dn_addresses, admin_addresses, count, interval, racks, containers_per_node, size, prefix, duration,
+                     security, admin_security))
 
 
 async def _run(
     dn_addresses: list[str], admin_addresses: list[str], count: int, interval: float, racks: int,
     containers_per_node: int, size: int, prefix: str, duration: float,
+    security: DatanodeSecurity | None = None, admin_security: ChannelSecurity | None = None,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -81,7 +92,7 @@ async def _run(
             loop.add_signal_handler(sig, stop.set)
     sim = DatanodeSimulator(
         dn_addresses, count, heartbeat_interval=interval, racks=racks, container_size=size,
-        admin_addresses=admin_addresses, name_prefix=prefix,
+        admin_addresses=admin_addresses, name_prefix=prefix, security=security, admin_security=admin_security,
     )
     await sim.start()
     populated = containers_per_node <= 0
@@ -94,7 +105,7 @@ async def _run(
                 if not populated and sim.registered() == count:
                     from scm_server.client.scm_client import SCMClient
 
-                    async with SCMClient(admin_addresses) as admin:
+                    async with SCMClient(admin_addresses, security=admin_security) as admin:
                         if not (await admin.in_safe_mode()).in_safe_mode:
                             await sim.populate(containers_per_node)
                             populated = True

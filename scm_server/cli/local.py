@@ -42,14 +42,18 @@ def local() -> None:
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 @click.option("--exit-after", is_flag=True, help="Stop everything after the workload instead of waiting for Ctrl-C.")
 @click.option("--keep-data", is_flag=True, help="Reuse an existing --data-dir instead of starting fresh.")
+@click.option("--secure", is_flag=True,
+              help="Security and mutual TLS on (root CA, sub-CAs, datanode certificates); HA quorum only.")
 def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: Path, exit_after: bool,
-              keep_data: bool) -> None:
+              keep_data: bool, secure: bool) -> None:
     """Start SCM(s) + simulated datanodes, run a block workload, print where to look."""
+    if secure and num_scms < 2:
+        raise click.UsageError("--secure runs an HA quorum: use --scms 3 (the default)")
     if num_scms > 1:
         # The HA quorum (init + bootstrap on every node, AddSCM on first start) is the HA layer's.
         from scm_server.cli import local_quorum as ha_local
 
-        ha_local.run_local(num_scms, datanodes, blocks, data_dir, exit_after, keep_data, racks)
+        ha_local.run_local(num_scms, datanodes, blocks, data_dir, exit_after, keep_data, racks, secure=secure)
         return
     run_local(num_scms, datanodes, racks, blocks, data_dir, exit_after, keep_data)
 
@@ -58,13 +62,19 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
 @click.option("--scms", "num_scms", default=3, show_default=True)
 @click.option("--datanodes", default=5, show_default=True)
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
-def local_up(num_scms: int, datanodes: int, data_dir: Path) -> None:
+@click.option("--secure", is_flag=True, help="Security and mutual TLS on; writes <data-dir>/admin/conf for the CLI.")
+def local_up(num_scms: int, datanodes: int, data_dir: Path, secure: bool) -> None:
     """Start an SCM quorum and simulated datanodes in the background (see `local status` / `local down`)."""
     from scm_server.cli import local_quorum as ha_local
 
+    if secure and num_scms < 2:
+        raise click.UsageError("--secure runs an HA quorum: use --scms 3 (the default)")
     with console.status(f"starting {num_scms} SCM(s) and {datanodes} datanodes under {data_dir}"):
-        path = ha_local.up(num_scms, datanodes, data_dir)
+        path = ha_local.up(num_scms, datanodes, data_dir, secure=secure)
     console.print(f"Local cluster is up; state in {path}. `ozone-scm local status` shows roles and addresses.")
+    if secure:
+        console.print(f"Secure: use `ozone-scm --conf {data_dir}/admin/conf admin ...` (admin client certificate).",
+                      highlight=False, soft_wrap=True)
 
 
 @local.command("status")
@@ -82,14 +92,19 @@ def local_status(data_dir: Path, as_json: bool) -> None:
     if as_json:
         print_json({**info, "roles": roles.as_dict() if hasattr(roles, "as_dict") else str(roles)})
         return
+    certs = info.get("certificates")
     table = Table(title=f"Local cluster in {data_dir}")
-    for col in ("node", "alive", "client", "web"):
+    for col in ("node", "alive", "client", "web") + (("cert serial", "cert expiry") if certs is not None else ()):
         table.add_column(col)
     for s in info["state"]["scms"]:
-        table.add_row(
+        row = [
             str(s.get("node_id")), "yes" if info["alive"].get(s.get("node_id")) else "no",
             str(s.get("client", "")), str(s.get("http", "")),
-        )
+        ]
+        if certs is not None:
+            c = certs.get(s.get("node_id"), {})
+            row += [str(c.get("serial", "-")), str(c.get("notAfter", "-"))]
+        table.add_row(*row)
     console.print(table)
     if hasattr(roles, "peers"):
         console.print(f"term {roles.term}, commit index {roles.commit_index}, applied index {roles.applied_index}")

@@ -334,11 +334,12 @@ async def run_workload(
     sim = DatanodeSimulator(
         cluster.datanode_addresses, num_datanodes, heartbeat_interval=0.5, racks=racks,
         admin_addresses=cluster.client_addresses, container_report_interval=30,
+        security=cluster.datanode_security(), admin_security=cluster.client_security,
     )
     await sim.start()
     try:
         views = await cluster.wait_healthy_quorum()
-        async with SCMClient(cluster.client_addresses) as admin:
+        async with SCMClient(cluster.client_addresses, security=cluster.client_security) as admin:
             await _wait_open_pipelines(admin, 90)
             result, ids = await throughput.bench_allocate_blocks(admin, blocks, 8, 4 * 1024 * 1024)
             containers = sorted({cid for cid, _ in ids})
@@ -349,6 +350,7 @@ async def run_workload(
         roles = await cluster.roles()
         safe_modes = [await cluster.safe_mode_of(v["index"]) for v in views]
         summary = {
+            "security": await security_summary(cluster) if cluster.secure is not None else None,
             "views": await cluster.node_views(),  # after the workload: current applied indexes
             "roles": roles, "blocks": len(ids), "duplicates": len(ids) - len(set(ids)),
             "healthy_datanodes": sum(hdds_pb2.HEALTHY in n.nodeStates for n in nodes),
@@ -420,14 +422,55 @@ def print_summary(cluster: HALocalCluster, summary: Mapping[str, Any]) -> None:
         f"into {summary['containers']} containers; duplicate block ids: {summary['duplicates']}",
         soft_wrap=True,
     )
-    conf = cluster.scms[0].conf_dir
+    security = summary.get("security")
+    if security:
+        out(f"[bold]security[/]: mutual TLS on every port; root CA serial {security['root_serial']} "
+            f"(sha256 {security['root_sha256'][:16]}...); admin client config {security['admin_conf']}", soft_wrap=True)
+        for line in security["scms"]:
+            out(f"  {line}", soft_wrap=True)
+    conf = cluster.secure.admin_conf_dir if cluster.secure is not None else cluster.scms[0].conf_dir
     out(
         f"Try: ozone-scm --conf {conf} admin scm roles\n"
         f"     ozone-scm --conf {conf} admin scm transfer -r\n"
         f"     ozone-scm --conf {conf} admin safemode status\n"
-        f"     ozone-scm --conf {conf} admin container list",
+        f"     ozone-scm --conf {conf} admin container list"
+        + (f"\n     ozone-scm --conf {conf} admin cert list" if security else ""),
         soft_wrap=True,
     )
+
+
+async def scm_certificates(security_addresses: list[str], root_file: Path) -> list[dict[str, Any]]:
+    """Each SCM's own certificate serial and expiry, asked over its security port."""
+    from datetime import UTC, datetime
+
+    from scm_server.security.cert_client import SecurityProtocolClient
+
+    roots = [pki.load_certificate(root_file.read_bytes())]
+    out: list[dict[str, Any]] = []
+    for address in security_addresses:
+        client = SecurityProtocolClient([address], roots=roots, rounds=1, rpc_timeout=3.0)
+        try:
+            info = await client.scm_info(address)
+        except Exception as exc:
+            out.append({"address": address, "error": str(exc)})
+            continue
+        out.append({
+            "address": address, "nodeId": info.nodeId, "serial": info.certSerialId,
+            "notAfter": datetime.fromtimestamp(info.certNotAfterMs / 1000, UTC).isoformat(timespec="seconds"),
+        })
+    return out
+
+
+async def security_summary(cluster: HALocalCluster) -> dict[str, Any]:
+    assert cluster.secure is not None
+    root = pki.load_certificate(cluster.secure.root_cert.read_bytes())
+    certs = await scm_certificates(cluster.security_addresses, cluster.secure.root_cert)
+    return {
+        "root_serial": str(root.serial_number), "root_sha256": pki.fingerprint(root),
+        "admin_conf": str(cluster.secure.admin_conf_dir),
+        "scms": [f"{c.get('nodeId', c['address'])}: certificate serial {c.get('serial', '?')}, "
+                 f"valid until {c.get('notAfter', c.get('error'))}" for c in certs],
+    }
 
 
 def run_local(
@@ -438,6 +481,7 @@ def run_local(
     exit_after: bool = False,
     keep_data: bool = False,
     racks: int = 2,
+    secure: bool = False,
 ) -> dict[str, Any]:
     """Start the quorum + datanodes, run the workload, print; stop unless told to hold."""
     import shutil
@@ -446,7 +490,7 @@ def run_local(
         shutil.rmtree(data_dir)
     cluster = HALocalCluster(
         data_dir.resolve(), num_scms,
-        settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))},
+        settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))}, secure=secure,
     )
     if keep_data:
         cluster.reuse_ports()
@@ -463,14 +507,14 @@ def run_local(
         cluster.stop_all()
 
 
-def up(num_scms: int = 3, num_datanodes: int = 5, data_dir: Path = Path("run-data")) -> Path:
+def up(num_scms: int = 3, num_datanodes: int = 5, data_dir: Path = Path("run-data"), secure: bool = False) -> Path:
     """Start the quorum and a datanode simulator process in the background; record them."""
     import shutil
 
     if data_dir.exists():
         raise RuntimeError(f"{data_dir} exists: run `ozone-scm local down` first (or remove it)")
     cluster = HALocalCluster(data_dir.resolve(), num_scms,
-                             settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))})
+                             settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))}, secure=secure)
     try:
         cluster.start_quorum()
     except BaseException:
@@ -478,9 +522,13 @@ def up(num_scms: int = 3, num_datanodes: int = 5, data_dir: Path = Path("run-dat
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
     log = (cluster.base_dir / "datanodes.log").open("ab")
+    secure_args: list[str] = []
+    if cluster.secure is not None:
+        secure_args = ["--conf", str(cluster.secure.admin_conf_dir)]
     sim = subprocess.Popen(
-        [cluster.python, "-m", "scm_server.cli.main", "datanode-sim", "--count", str(num_datanodes),
-         "--scm", ",".join(cluster.datanode_addresses), "--admin-scm", ",".join(cluster.client_addresses)],
+        [cluster.python, "-m", "scm_server.cli.main", *secure_args, "datanode-sim", "--count", str(num_datanodes),
+         "--scm", ",".join(cluster.datanode_addresses), "--admin-scm", ",".join(cluster.client_addresses),
+         *(["--dn-dir", str(cluster.secure.datanodes_dir)] if cluster.secure is not None else [])],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     path = cluster.save_state({"datanode_sim_pid": sim.pid})
@@ -495,18 +543,33 @@ def load_state(data_dir: Path = Path("run-data")) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 
 
+def _state_security(state: Mapping[str, Any]) -> tuple[FileClientSecurity | None, Path | None]:
+    """The admin identity and root CA file a secure `local up` recorded, else (None, None)."""
+    if not state.get("secure"):
+        return None, None
+    admin = Path(state["admin_conf"]).parent
+    return FileClientSecurity(admin / "admin.crt", admin / "admin.key", admin / "ca.crt"), admin / "ca.crt"
+
+
 def status(data_dir: Path = Path("run-data")) -> dict[str, Any]:
     state = load_state(data_dir)
     alive = {s["node_id"]: _alive(s.get("pid")) for s in state["scms"]}
+    security, root_file = _state_security(state)
 
     async def roles() -> Roles | str:
         try:
-            async with HAAdminClient([s["grpc"] for s in state["scms"] if alive[s["node_id"]]], rounds=2) as c:
+            async with HAAdminClient(
+                [s["grpc"] for s in state["scms"] if alive[s["node_id"]]], rounds=2, security=security
+            ) as c:
                 return await c.roles()
         except Exception as exc:
             return str(exc)
 
-    return {"state": state, "alive": alive, "roles": asyncio.run(roles())}
+    result = {"state": state, "alive": alive, "roles": asyncio.run(roles())}
+    if root_file is not None:
+        certs = asyncio.run(scm_certificates([s["security"] for s in state["scms"] if alive[s["node_id"]]], root_file))
+        result["certificates"] = {c.get("nodeId") or c["address"]: c for c in certs}
+    return result
 
 
 def down(data_dir: Path = Path("run-data")) -> list[str]:

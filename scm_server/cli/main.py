@@ -6,7 +6,8 @@
     ozone-scm debug ldb --db=<path> ls | scan --column_family=<cf>
     ozone-scm freon stb --benchmark AllocateBlocks|AllocateContainers|ProcessReports
     ozone-scm datanode-sim --count N --scm HOST:PORT[,...]
-    ozone-scm local run
+    ozone-scm local run|up|status|down [--secure]
+    ozone-scm admin cert list|info|revoke|crl|sign ; ozone-scm cert request|fetch|fetch-ca
 
 Everything talking to a running SCM goes through ``scm_server.client``. ``main`` turns our errors
 (SCMException, unreachable SCM, bad configuration) into one clear line on stderr and exit code 1,
@@ -124,6 +125,12 @@ def _register_optional() -> None:
     from scm_server.cli.admin_scm import scm as admin_scm_group
 
     admin.add_command(admin_scm_group, "scm")
+    # `ozone-scm admin cert ...` and `ozone-scm cert ...`: the security helper's module.
+    from scm_server.cli.admin_cert import cert as admin_cert_group
+    from scm_server.cli.admin_cert import cert_tools
+
+    admin.add_command(admin_cert_group, "cert")
+    cli.add_command(cert_tools, "cert")
 
 
 _register_optional()
