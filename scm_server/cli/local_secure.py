@@ -20,12 +20,16 @@ No private key is copied anywhere: the admin key is made here and only its certi
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from scm_server.conf.security import enrollment_secret_key
+from scm_server.exceptions import SCMError
 from scm_server.security.cert_client import SecurityProtocolClient
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
@@ -33,6 +37,17 @@ from scm_server.security.keystore import atomic_write
 from scm_server.security.tls import FileClientSecurity
 
 ADMIN_USER = "admin"
+T = TypeVar("T")
+
+
+def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, also when the caller's thread runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(factory())  # type: ignore[arg-type]
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(factory())).result()  # type: ignore[arg-type]
 
 
 class SecureSetup:
@@ -108,8 +123,8 @@ class SecureSetup:
         last: Exception | None = None
         while time.monotonic() < deadline:
             try:
-                resp = asyncio.run(client.certificate_for_key(pki.public_key_sha256(key.public_key())))
-            except Exception as exc:  # not recorded yet / not serving yet
+                resp = run_sync(lambda: client.certificate_for_key(pki.public_key_sha256(key.public_key())))
+            except SCMError as exc:  # not recorded yet / not serving yet
                 last = exc
                 time.sleep(0.3)
                 continue

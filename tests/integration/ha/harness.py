@@ -18,6 +18,7 @@ from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.exceptions import SCMError
 from scm_server.proto import hdds_pb2, scm_ha_pb2
+from scm_server.security.tls import ChannelSecurity
 from scm_server.verify import check_unique_ids
 from scm_server.verify.linearizability import Operation
 
@@ -47,8 +48,11 @@ class Workload:
     """``clients`` independent failover clients allocating blocks (and every ``container_every``-th
     op a container) until stopped; every op is recorded."""
 
-    def __init__(self, addresses: list[str], clients: int = 4, container_every: int = 10) -> None:
+    def __init__(
+        self, addresses: list[str], clients: int = 4, container_every: int = 10, security: ChannelSecurity | None = None
+    ) -> None:
         self.addresses = addresses
+        self.security = security  # the admin's client certificate on a secure cluster
         self.clients = clients
         self.container_every = container_every
         self.ops: list[Op] = []
@@ -64,7 +68,7 @@ class Workload:
         await asyncio.gather(*self._tasks)
 
     async def _client(self, i: int) -> None:
-        async with SCMClient(self.addresses, CLIENT_CONFIG) as c:
+        async with SCMClient(self.addresses, CLIENT_CONFIG, security=self.security) as c:
             n = 0
             while not self._stop.is_set():
                 n += 1
@@ -132,6 +136,7 @@ async def start_sim(cluster: HALocalCluster, count: int = 3) -> DatanodeSimulato
     sim = DatanodeSimulator(
         cluster.datanode_addresses, count, heartbeat_interval=0.3, racks=1,
         admin_addresses=cluster.client_addresses, container_report_interval=5,
+        security=cluster.datanode_security(), admin_security=cluster.client_security,
     )
     await sim.start()
     return sim
@@ -140,7 +145,7 @@ async def start_sim(cluster: HALocalCluster, count: int = 3) -> DatanodeSimulato
 async def wait_open_pipeline(cluster: HALocalCluster, timeout: float = 60) -> None:
     async def ok() -> bool:
         try:
-            async with SCMClient(cluster.client_addresses, CLIENT_CONFIG) as c:
+            async with SCMClient(cluster.client_addresses, CLIENT_CONFIG, security=cluster.client_security) as c:
                 pipelines = await c.list_pipelines()
                 return any(p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE for p in pipelines)
         except SCMError:
@@ -153,7 +158,7 @@ async def containers_on(cluster: HALocalCluster, index: int, ids: set[int]) -> s
     """Which of ``ids`` SCM ``index`` knows (a local read on that SCM, no failover)."""
     missing: set[int] = set()
     cfg = SCMClientConfig(max_retries=0, retry_interval=0.05, rpc_timeout=5)
-    async with SCMClient([cluster.scms[index].client_address], cfg) as c:
+    async with SCMClient([cluster.scms[index].client_address], cfg, security=cluster.client_security) as c:
         for cid in sorted(ids):
             try:
                 await c.get_container(cid)
@@ -180,7 +185,7 @@ async def wait_caught_up(cluster: HALocalCluster, timeout: float = 60) -> list[d
 
 async def digests(cluster: HALocalCluster, min_index: int) -> dict[str, scm_ha_pb2.TableDigestsResponseProto]:
     out = {}
-    async with HAAdminClient(cluster.running_grpc_addresses()) as c:
+    async with HAAdminClient(cluster.running_grpc_addresses(), security=cluster.client_security) as c:
         for i, s in enumerate(cluster.scms):
             if cluster.is_running(i):
                 out[s.node_id or str(i)] = await c.table_digests(f"127.0.0.1:{s.grpc_port}", min_index, wait=20)
@@ -209,6 +214,12 @@ def ldb_container_ids(lines: list[str]) -> set[int]:
 
 
 def cli(cluster: HALocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ozone-scm`` with scm1's configuration, or on a secure cluster the admin client configuration."""
+    if cluster.secure is not None:
+        return subprocess.run(
+            [cluster.python, "-m", "scm_server.cli.main", "--conf", str(cluster.secure.admin_conf_dir), *args],
+            capture_output=True, text=True, timeout=60, env=cluster._env(),
+        )
     return cluster.cli(cluster.scms[0], *args, timeout=60)
 
 

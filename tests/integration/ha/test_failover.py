@@ -43,15 +43,17 @@ async def _healthy(cluster: HALocalCluster) -> int:
     return leader
 
 
-async def test_kill_leader_under_load_rejoin_and_consistency(tmp_path: Path) -> None:
-    cluster = HALocalCluster(tmp_path / "c", 3, settings=TEST_SETTINGS)
+@pytest.mark.parametrize("secure", [False, True], ids=["plain", "secure"])
+async def test_kill_leader_under_load_rejoin_and_consistency(tmp_path: Path, secure: bool) -> None:
+    """The secure variant runs the same with security and mutual TLS on every port (issue 7)."""
+    cluster = HALocalCluster(tmp_path / "c", 3, settings=TEST_SETTINGS, secure=secure)
     sim = None
     try:
         cluster.start_quorum()
         sim = await start_sim(cluster, 3)
         leader = await _healthy(cluster)
         await wait_open_pipeline(cluster)
-        work = Workload(cluster.client_addresses, clients=4)
+        work = Workload(cluster.client_addresses, clients=4, security=cluster.client_security)
         work.start()
         await wait_until(lambda: _true(len(work.successes()) >= 200), 60, "200 acknowledged ops before the kill")
         kill_at = time.monotonic()
@@ -266,22 +268,29 @@ async def _members(cluster: HALocalCluster, n: int):  # type: ignore[no-untyped-
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.mark.chaos
 @pytest.mark.timeout(900)
-async def test_chaos_repeated_leader_kills(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("secure", "cycles"),
+    [
+        pytest.param(False, 8, marks=pytest.mark.chaos, id="plain-8"),
+        pytest.param(True, 8, marks=pytest.mark.chaos, id="secure-8"),
+        pytest.param(True, 3, id="secure-short"),  # the short secure chaos run of `make test` (issue 7)
+    ],
+)
+async def test_chaos_repeated_leader_kills(tmp_path: Path, secure: bool, cycles: int) -> None:
     """Many SIGKILLs of whoever leads (and SIGSTOP/SIGCONT of a follower) under load: IDs never reused,
     every acknowledged container on every SCM, replicated tables identical at the end."""
-    cluster = HALocalCluster(tmp_path / "c", 3, settings=TEST_SETTINGS)
+    cluster = HALocalCluster(tmp_path / "c", 3, settings=TEST_SETTINGS, secure=secure)
     sim = None
     try:
         cluster.start_quorum()
         sim = await start_sim(cluster, 3)
         await _healthy(cluster)
         await wait_open_pipeline(cluster)
-        work = Workload(cluster.client_addresses, clients=4)
+        work = Workload(cluster.client_addresses, clients=4, security=cluster.client_security)
         work.start()
         gaps = []
-        for cycle in range(8):
+        for cycle in range(cycles):
             leader = await cluster.wait_leader(timeout=30)
             before = len(work.successes())
             await wait_until(lambda b=before: _true(len(work.successes()) >= b + 100), 60, "progress")
