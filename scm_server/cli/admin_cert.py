@@ -202,6 +202,31 @@ def sign_cmd(ctx: CliContext, csr_file: Path, out: Path) -> None:
     click.echo(f"Signed certificate {resp.serialId} written to {out}")
 
 
+@cert.command("renew")
+@pass_ctx
+def renew_cmd(ctx: CliContext) -> None:
+    """Renew this client's own certificate (hdds.x509.client.*): new key, same name; files replaced."""
+    config = SecurityConfig.from_conf(ctx.conf)
+    if not config.client_identity_configured:
+        raise click.UsageError("no client certificate configured (hdds.x509.client.certificate.file / .private.key.file)")
+    assert config.client_certificate_file and config.client_private_key_file
+    cert_file, key_file = Path(config.client_certificate_file), Path(config.client_private_key_file)
+    current = load_certificate_file(cert_file, "hdds.x509.client.certificate.file")[0]
+    spec = pki.KeySpec(config.key_algorithm.upper(), config.key_length, config.signature_algorithm)
+    key = pki.generate_key(spec)
+    csr = pki.build_csr(key, pki.SubjectInfo(ids.identity_of(current).common_name), spec)
+    resp = _run(ctx, lambda c: c.renew(pki.csr_pem(csr)))
+    chain = pki.load_certificates(resp.x509Certificate)
+    if not pki.key_matches(chain[0], key):
+        raise click.ClickException("the SCM returned a certificate for another key; nothing was changed")
+    # key first, then the certificate: clients re-read both once the certificate changes
+    atomic_write(key_file.with_name(key_file.name + ".new"), pki.private_key_pem(key), 0o600)
+    atomic_write(cert_file.with_name(cert_file.name + ".new"), pki.certs_pem(chain).encode("ascii"))
+    key_file.with_name(key_file.name + ".new").replace(key_file)
+    cert_file.with_name(cert_file.name + ".new").replace(cert_file)
+    click.echo(f"Renewed: certificate {resp.serialId} valid until {chain[0].not_valid_after_utc.isoformat()}")
+
+
 # ------------------------------------------------------------------------------- ozone-scm cert
 
 

@@ -111,6 +111,7 @@ class LocalCluster:
         self.num_scms = num_scms
         self.python = python
         self.settings = {**FAST_SETTINGS, **(settings or {})}
+        self.node_settings: dict[str, dict[str, str]] = {}  # per node id, on top of the common settings
         self.scms: list[ScmProcessInfo] = []
         for i in range(num_scms):
             node_id = f"scm{i + 1}" if num_scms > 1 else None
@@ -174,7 +175,7 @@ class LocalCluster:
             s.conf_dir.mkdir(parents=True, exist_ok=True)
             if create_metadata_dirs:
                 s.metadata_dir.mkdir(parents=True, exist_ok=True)
-            values = {**common, "ozone.metadata.dirs": str(s.metadata_dir)}
+            values = {**common, "ozone.metadata.dirs": str(s.metadata_dir), **self.node_settings.get(str(s.node_id), {})}
             if s.node_id:
                 values["ozone.scm.node.id"] = s.node_id
             (s.conf_dir / "ozone-site.xml").write_text(site_xml(values))

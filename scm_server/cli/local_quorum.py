@@ -71,8 +71,9 @@ class HALocalCluster(LocalCluster):
         settings: Mapping[str, str] | None = None,
         secure: bool = False,
         key_spec: pki.KeySpec | None = None,
+        ca_mode: str = "scm",
     ) -> None:
-        self.secure = SecureSetup(Path(base_dir), spec=key_spec) if secure else None
+        self.secure = SecureSetup(Path(base_dir), spec=key_spec, ca_mode=ca_mode) if secure else None
         secure_settings = self.secure.settings() if self.secure is not None else {}
         super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **secure_settings, **(settings or {})})
         self.security_ports: dict[str, int] = {str(s.node_id): free_port() for s in self.scms}
@@ -119,12 +120,19 @@ class HALocalCluster(LocalCluster):
             return None
         from scm_server.datanode_sim.security import DatanodeSecurity as DNSecurity
 
+        from scm_server.conf import OzoneConfiguration
+        from scm_server.conf.security import SecurityConfig
+
+        config = SecurityConfig.from_conf(OzoneConfiguration(self.settings))
         return DNSecurity(
             base_dir=self.secure.datanodes_dir,
             security_addresses=self.security_addresses,
             secret=self.secure.secret_file("datanode").read_text().strip().encode(),
             roots=(pki.load_certificate(self.secure.root_cert.read_bytes()),) if self.secure.ready else (),
             spec=self.secure.spec,
+            renew_grace=config.renew_grace_duration,
+            renew_check_interval=config.renew_check_interval.total_seconds(),
+            config=config,
         )
 
     def reuse_ports(self) -> bool:
@@ -163,9 +171,15 @@ class HALocalCluster(LocalCluster):
         self.init_and_bootstrap(index)
         return super().start(index, extra_env)
 
+    def _prepare_security(self) -> None:
+        if self.secure is None:
+            return
+        self.secure.prepare()
+        for s in self.scms:
+            self.node_settings[str(s.node_id)] = self.secure.node_settings(str(s.node_id))
+
     def start_quorum(self, timeout: float = 90.0) -> None:
-        if self.secure is not None:
-            self.secure.prepare()
+        self._prepare_security()
         self.write_configs()
         self.start_node(0)
         self.wait_serving(0, timeout)
@@ -196,6 +210,7 @@ class HALocalCluster(LocalCluster):
             )
         )
         self.num_scms += 1
+        self._prepare_security()  # CA mode operator: the new SCM's sub-CA, issued outside the cluster
         self.write_configs()  # running SCMs keep their loaded config; the Raft conf carries the new peer
         self.start_node(i)
         return i
@@ -306,6 +321,7 @@ class HALocalCluster(LocalCluster):
                 for s in self.scms
             ],
             "secure": self.secure is not None,
+            "ca_mode": self.secure.ca_mode if self.secure is not None else "",
             "admin_conf": str(self.secure.admin_conf_dir) if self.secure is not None else "",
             **(extra or {}),
         }

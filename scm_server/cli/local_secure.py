@@ -11,10 +11,16 @@ under the cluster's data dir:
                                                       `ozone-scm --conf <dir>/admin/conf admin ...`
     datanodes/<host>/{datanode.id,dn/keys,dn/certs}   the simulated datanodes' identities
 
-and the settings every SCM gets: security and mutual TLS on, CA mode ``scm`` (the primordial makes
-the root CA; the others bootstrap with the SCM secret, learning the root from the primordial's
-proof), ``ozone.administrators=admin``, the admin CSR for ``--init`` and a security port per SCM.
-No private key is copied anywhere: the admin key is made here and only its certificate is fetched.
+and the settings every SCM gets: security and mutual TLS on, ``ozone.administrators=admin`` and a
+security port per SCM, in one of two CA modes:
+
+* ``scm`` (default): the primordial makes the root CA at ``--init`` and signs the admin CSR; the
+  others bootstrap with the SCM secret, learning the root from the primordial's proof. No private
+  key is copied anywhere: the admin key is made here and only its certificate is fetched.
+* ``operator``: :class:`OperatorCA` plays the Kubernetes operator: it keeps the root CA under
+  ``operator-ca/`` (outside every SCM), issues each SCM a sub-CA (``<node>/subca/{subca.crt,subca.key}``,
+  what the operator mounts from a per-member Secret) and the admin's client certificate. No SCM holds
+  the root key; a new SCM joins with a sub-CA issued for it, without any CSR.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -50,8 +57,71 @@ def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
         return pool.submit(lambda: asyncio.run(factory())).result()  # type: ignore[arg-type]
 
 
+class OperatorCA:
+    """A root CA held outside the cluster that issues sub-CAs and client certificates (what the
+    Kubernetes operator does in CA mode ``operator``), built on the pure builders."""
+
+    def __init__(self, directory: Path, spec: pki.KeySpec, *, cluster_id: str = "") -> None:
+        self.dir = Path(directory)
+        self.spec = spec
+        self.cluster_id = cluster_id
+        self.root_cert_path = self.dir / "root.crt"
+        self.root_key_path = self.dir / "root.key"
+        if self.root_cert_path.exists():
+            self.root = pki.load_certificate(self.root_cert_path.read_bytes())
+            self.root_key = pki.load_private_key(self.root_key_path.read_bytes())
+        else:
+            self.root_key = pki.generate_key(spec)
+            self.root = pki.build_root_ca(
+                self.root_key, pki.SubjectInfo("ozone-operator-root", "", cluster_id), serial=external_serial(),
+                now=_utcnow(), lifetime=timedelta(days=3650), spec=spec,
+            )
+            atomic_write(self.root_key_path, pki.private_key_pem(self.root_key), 0o600)
+            atomic_write(self.root_cert_path, pki.cert_pem(self.root).encode("ascii"))
+
+    def issue_sub_ca(self, node_id: str, host: str, out_dir: Path, *, lifetime: timedelta = timedelta(days=365),
+                     now: datetime | None = None) -> tuple[Path, Path]:
+        """A sub-CA for SCM ``node_id`` at ``host`` (OU = node id), as a cert chain file + key file."""
+        key = pki.generate_key(self.spec)
+        cert = pki.issue_certificate(
+            pki.SubjectInfo(f"{ids.SCM_SUB_CA_PREFIX}{host}", node_id, self.cluster_id, (host,)), key.public_key(),
+            issuer=self.root, issuer_key=self.root_key, serial=external_serial(), now=now or _utcnow(),
+            lifetime=lifetime, profile=pki.Profile.SUB_CA, spec=self.spec,
+        )
+        cert_path, key_path = out_dir / "subca.crt", out_dir / "subca.key"
+        # key first: a reader that sees the new certificate also finds its key (the SCM validates both)
+        atomic_write(key_path.with_name("subca.key.new"), pki.private_key_pem(key), 0o600)
+        atomic_write(cert_path.with_name("subca.crt.new"), pki.certs_pem([cert, self.root]).encode("ascii"))
+        os.replace(key_path.with_name("subca.key.new"), key_path)
+        os.replace(cert_path.with_name("subca.crt.new"), cert_path)
+        return cert_path, key_path
+
+    def issue_client(self, user: str, key_path: Path, cert_path: Path) -> None:
+        key = pki.generate_key(self.spec)
+        cert = pki.issue_certificate(
+            ids.client_subject(user, self.cluster_id), key.public_key(), issuer=self.root, issuer_key=self.root_key,
+            serial=external_serial(), now=_utcnow(), lifetime=timedelta(days=365), profile=pki.Profile.END_ENTITY,
+            spec=self.spec,
+        )
+        atomic_write(key_path, pki.private_key_pem(key), 0o600)
+        atomic_write(cert_path, pki.cert_pem(cert).encode("ascii"))
+
+
+def external_serial() -> int:
+    """A random serial of SCM's external range (RFC 5280 style; never one of SCM's sequence serials)."""
+    return (1 << 63) + secrets.randbits(120)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
 class SecureSetup:
-    def __init__(self, base_dir: Path, *, spec: pki.KeySpec | None = None) -> None:
+    def __init__(self, base_dir: Path, *, spec: pki.KeySpec | None = None, ca_mode: str = "scm") -> None:
+        if ca_mode not in ("scm", "operator"):
+            raise ValueError(f"CA mode {ca_mode!r}: use scm or operator")
+        self.ca_mode = ca_mode
+        self.operator: OperatorCA | None = None
         self.base_dir = Path(base_dir)
         self.secrets_dir = self.base_dir / "secrets"
         self.admin_dir = self.base_dir / "admin"
@@ -67,11 +137,18 @@ class SecureSetup:
         return self.secrets_dir / f"{role}.secret"
 
     def prepare(self) -> None:
-        """Secrets and the admin key + CSR (kept if they exist: a restarted cluster keeps them)."""
+        """Secrets and the admin key + CSR (kept if they exist: a restarted cluster keeps them); in CA
+        mode operator the operator's root and the admin's certificate."""
         for role in ("scm", "datanode"):
             path = self.secret_file(role)
             if not path.exists():
                 atomic_write(path, secrets.token_hex(32).encode() + b"\n", 0o600)
+        if self.ca_mode == "operator":
+            self.operator = OperatorCA(self.base_dir / "operator-ca", self.spec)
+            if not self.admin_cert.exists():
+                self.operator.issue_client(ADMIN_USER, self.admin_key, self.admin_cert)
+                atomic_write(self.root_cert, pki.cert_pem(self.operator.root).encode("ascii"))
+            return
         if not self.admin_key.exists():
             key = pki.generate_key(self.spec)
             atomic_write(self.admin_key, pki.private_key_pem(key), 0o600)
@@ -79,16 +156,39 @@ class SecureSetup:
             atomic_write(self.admin_csr, pki.csr_pem(csr).encode("ascii"))
 
     def settings(self) -> dict[str, str]:
-        return {
+        common = {
             "ozone.security.enabled": "true",
             "hdds.grpc.tls.enabled": "true",
             "hdds.key.algo": self.spec.algorithm,
             "hdds.key.len": str(self.spec.length),
             "hdds.x509.signature.algorithm": self.spec.signature,
             "ozone.administrators": ADMIN_USER,
+            enrollment_secret_key("datanode"): str(self.secret_file("datanode")),
+        }
+        if self.ca_mode == "operator":
+            # the trust anchor only (no root key in the cluster); sub-CA files per node, see node_settings
+            return {**common, "hdds.x509.rootca.certificate.file": str(self.base_dir / "operator-ca" / "root.crt"),
+                    "hdds.x509.subca.reload.interval": "500ms"}
+        return {
+            **common,
             "ozone.scm.security.admin.csr.files": str(self.admin_csr),
             enrollment_secret_key("scm"): str(self.secret_file("scm")),
-            enrollment_secret_key("datanode"): str(self.secret_file("datanode")),
+        }
+
+    def subca_dir(self, node_id: str) -> Path:
+        return self.base_dir / node_id / "subca"
+
+    def node_settings(self, node_id: str, host: str = "127.0.0.1") -> dict[str, str]:
+        """CA mode operator: issue (once) and point at this SCM's sub-CA files."""
+        if self.ca_mode != "operator":
+            return {}
+        assert self.operator is not None, "prepare() first"
+        out = self.subca_dir(node_id)
+        if not (out / "subca.crt").exists():
+            self.operator.issue_sub_ca(node_id, host, out)
+        return {
+            "hdds.x509.subca.certificate.file": str(out / "subca.crt"),
+            "hdds.x509.subca.private.key.file": str(out / "subca.key"),
         }
 
     def client_settings(self) -> dict[str, str]:
@@ -111,7 +211,7 @@ class SecureSetup:
         The root CA certificate is public and this is the same machine, so it is read from the
         primordial's certs dir; the certificate itself comes over the security protocol (verified
         TLS), once the primordial's first leadership recorded it."""
-        if self.ready:
+        if self.ready or self.ca_mode == "operator":
             return
         roots = sorted((primordial_metadata / "scm" / "sub-ca" / "certs").glob("ROOTCA-*.crt"))
         if not roots:

@@ -101,6 +101,7 @@ class SCMCertificateServer:
         context: SCMContext,
         clock: Clock,
         is_member: Callable[[str], bool] = lambda _scm_id: False,
+        current_nodes: Callable[[], Sequence[SCMNodeDetails]] | None = None,
     ) -> None:
         self.config = config
         self.material = material
@@ -114,6 +115,7 @@ class SCMCertificateServer:
         self.context = context
         self.clock = clock
         self.is_member = is_member
+        self._current_nodes = current_nodes
         self.spec = pki.KeySpec(config.key_algorithm.upper(), config.key_length, config.signature_algorithm)
         self._lock = asyncio.Lock()
         self._sightings: dict[str, x509.Certificate] = {}  # SCM certificates seen on calls, to record
@@ -132,10 +134,30 @@ class SCMCertificateServer:
         return self.root_key is not None
 
     def configured_hosts(self) -> dict[str, str]:
-        return {n.node_id: n.host for n in self.nodes}
+        """The SCMs of this service as configured NOW: the site file is re-read for every SCM
+        enrolment, so adding a node to the (mounted) configuration is enough for it to bootstrap."""
+        nodes = self.nodes
+        if self._current_nodes is not None:
+            try:
+                nodes = tuple(self._current_nodes())
+            except (ConfigError, OSError) as exc:
+                LOG.warning("cannot re-read the SCM node list (using the one loaded at start): %s", exc)
+        return {n.node_id: n.host for n in nodes}
 
     def node_id_of_host(self, host: str) -> str:
-        return next((n.node_id for n in self.nodes if n.host == host), "")
+        """The configured node at ``host``, if exactly one is there (several SCMs may share a host)."""
+        matches = [n.node_id for n in self.nodes if n.host == host]
+        return matches[0] if len(matches) == 1 else ""
+
+    def node_id_of(self, ident: Identity) -> str:
+        """Node id of an SCM certificate: OU when it names a configured node (operator-issued sub-CAs),
+        this SCM's own id for its own certificate, else the unique node at the CN's host."""
+        node_ids = {n.node_id for n in self.nodes}
+        if ident.owner_id in node_ids:
+            return ident.owner_id
+        if ident.owner_id and ident.owner_id == self.scm_id:
+            return self.node_id or ""
+        return self.node_id_of_host(hostname_of(ident.common_name))
 
     def _secret(self, role: str) -> bytes:
         path = self.config.enrollment_secret_file(role)
@@ -322,7 +344,7 @@ class SCMCertificateServer:
         except reqs.RequestRejected as exc:
             raise _rejected(exc) from exc
         if caller.role is Role.SCM:
-            node_id = self.node_id_of_host(hostname_of(caller.common_name))
+            node_id = self.node_id_of(caller)
             approved = reqs.Approved(approved.subject, approved.public_key, approved.profile, Role.SCM,
                                      approved.owner_id, node_id)
             if caller.owner_id == self.scm_id and self.root_key is None:
@@ -357,9 +379,7 @@ class SCMCertificateServer:
                 continue
             ident = identity_of(cert)
             role = ident.role
-            node_id = self.node_id_of_host(hostname_of(ident.common_name))
-            if not node_id and ident.owner_id == self.scm_id:
-                node_id = self.node_id or ""
+            node_id = self.node_id_of(ident)
             issuer = next(
                 (c for c in (*self.material.current.chain, *self.material.current.roots) if c.subject == cert.issuer),
                 None,

@@ -34,7 +34,7 @@ import grpc
 import grpc.aio
 from cryptography import x509
 
-from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig
+from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
 from scm_server.conf.security import CAMode, SecurityConfig
 from scm_server.exceptions import ConfigError, NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_errors import from_grpc_error
@@ -134,6 +134,7 @@ class SCMSecurity:
             context=scm.scm_context,
             clock=scm.clock,
             is_member=is_member,
+            current_nodes=self._current_nodes,
         )
         self.authenticator.set_revocation_check(store.is_revoked)
         self.authenticator.on_new_certificate = self.ca.saw_certificate
@@ -154,6 +155,12 @@ class SCMSecurity:
         if callable(hook):
             hook(self._on_scm_removed)
         return self.ca
+
+    def _current_nodes(self) -> tuple[SCMNodeDetails, ...]:
+        path = self.conf.site_xml_path
+        if path is None:
+            return SCMHAConfig.from_conf(self.conf).nodes
+        return SCMHAConfig.from_conf(OzoneConfiguration.load(path)).nodes
 
     def _refresh_revoked_scms(self) -> None:
         ca = self.ca
@@ -265,9 +272,13 @@ class SCMSecurity:
         csr = pki.build_csr(key, pki.SubjectInfo(identity_of(current.certificate).common_name), spec, request_ca=True)
         if scm.scm_context.is_leader():
             if self.root_key is None:
-                LOG.info("leader's own sub-CA is due and this SCM holds no root key: handing leadership over first")
+                target = await self._root_holder()
+                LOG.info(
+                    "leader's own sub-CA is due and this SCM holds no root key: handing leadership to %s first",
+                    target or "any follower",
+                )
                 with contextlib.suppress(SCMException):
-                    await scm.ha_manager.transfer_leadership(None)
+                    await scm.ha_manager.transfer_leadership(target)
                 return False
             response = await ca.renew(pki.csr_pem(csr), identity_of(current.certificate), current.certificate)
         else:
@@ -287,6 +298,23 @@ class SCMSecurity:
         self._note_serial(material)
         self.renewals += 1
         return True
+
+    async def _root_holder(self) -> str | None:
+        """The scm id of a member that holds the root key (the primordial in CA mode scm), if any."""
+        from scm_server.security.cert_client import SecurityProtocolClient
+
+        nodes = [n for n in SCMHAConfig.from_conf(self.conf).nodes if n.node_id != self.scm.node_id]
+        raft = getattr(self.scm.ha_manager, "raft", None)
+        members = raft.conf.members() if raft is not None else ()
+        for address in sec_init.security_addresses(self.conf, nodes):
+            client = SecurityProtocolClient([address], roots=self.material.current.roots, rounds=1, rpc_timeout=3.0)
+            try:
+                info = await client.scm_info(address)
+            except (SCMException, grpc.aio.AioRpcError, OSError):
+                continue
+            if info.holdsRootKey and info.scmId in members:
+                return str(info.scmId)
+        return None
 
     def _note_serial(self, material: Material) -> None:
         with contextlib.suppress(Exception):

@@ -76,6 +76,7 @@ class SecurityProtocolService(_SecurityBase):
             rootCACertificate=pki.cert_pem(root),
             certSerialId=str(cert.serial_number),
             certNotAfterMs=int(cert.not_valid_after_utc.timestamp() * 1000),
+            holdsRootKey=ca.holds_root_key,
         )
         node = ha.leader_node() if hasattr(ha, "leader_node") else None
         if node is not None:
