@@ -118,10 +118,9 @@ class HALocalCluster(LocalCluster):
     def datanode_security(self) -> DatanodeSecurity | None:
         if self.secure is None:
             return None
-        from scm_server.datanode_sim.security import DatanodeSecurity as DNSecurity
-
         from scm_server.conf import OzoneConfiguration
         from scm_server.conf.security import SecurityConfig
+        from scm_server.datanode_sim.security import DatanodeSecurity as DNSecurity
 
         config = SecurityConfig.from_conf(OzoneConfiguration(self.settings))
         return DNSecurity(

@@ -126,7 +126,12 @@ def load_operator_sub_ca(config: SecurityConfig, *, cluster_id: str | None, now:
     chain, embedded = split_chain(certs)
     if not chain:
         raise ConfigError("hdds.x509.subca.certificate.file holds no sub-CA certificate (only self-signed ones)")
-    roots = _dedupe([*roots, *embedded])
+    for extra in embedded:  # trust comes only from the configured anchor, never from the file itself
+        if extra not in roots:
+            raise ConfigError(
+                f"hdds.x509.subca.certificate.file carries a root CA certificate ({pki.describe(extra)}) that is not "
+                "the one in hdds.x509.rootca.certificate.file; the sub-CA does not chain to the trust anchor"
+            )
     sub = chain[0]
     if not pki.key_matches(sub, key):
         raise ConfigError(
@@ -159,14 +164,6 @@ def _check_external_serial(cert: x509.Certificate, what: str) -> None:
             "issued certificates need random serials of at least 64 bits (RFC 5280 style, e.g. "
             "x509.random_serial_number() or openssl's default)"
         )
-
-
-def _dedupe(certs: Sequence[x509.Certificate]) -> list[x509.Certificate]:
-    out: list[x509.Certificate] = []
-    for c in certs:
-        if c not in out:
-            out.append(c)
-    return out
 
 
 def load_scm_material(config: SecurityConfig, metadata_dir: Path, cluster_id: str | None) -> SCMCAMaterial:
