@@ -64,9 +64,10 @@ def pct(values: list[float], p: float) -> float:
 
 
 class Load:
-    def __init__(self, addresses: list[str], clients: int) -> None:
+    def __init__(self, addresses: list[str], clients: int, security: Any = None) -> None:
         self.addresses = addresses
         self.clients = clients
+        self.security = security  # the admin's client certificate on a secure cluster
         self.done: list[tuple[float, float]] = []  # (start, end) of successful ops
         self.ids: list[tuple[int, int]] = []
         self._stop = asyncio.Event()
@@ -80,7 +81,7 @@ class Load:
         await asyncio.gather(*self._tasks)
 
     async def _run(self, i: int) -> None:
-        async with SCMClient(self.addresses, CLIENT) as c:
+        async with SCMClient(self.addresses, CLIENT, security=self.security) as c:
             while not self._stop.is_set():
                 t0 = time.monotonic()
                 try:
@@ -97,10 +98,11 @@ class Load:
 
 
 async def failover_runs(cluster: HALocalCluster, runs: int, clients: int) -> dict[str, Any]:
-    admin = SCMClient(cluster.client_addresses, CLIENT)
-    sim = await throughput.prepare_cluster(admin, cluster.datanode_addresses, 3, heartbeat_interval=1.0)
+    admin = SCMClient(cluster.client_addresses, CLIENT, security=cluster.client_security)
+    sim = await throughput.prepare_cluster(admin, cluster.datanode_addresses, 3, heartbeat_interval=1.0,
+                                           security=cluster.datanode_security())
     await admin.close()
-    load = Load(cluster.client_addresses, clients)
+    load = Load(cluster.client_addresses, clients, security=cluster.client_security)
     load.start()
     samples: list[float] = []
     elections: list[float] = []

@@ -44,8 +44,11 @@ def local() -> None:
 @click.option("--keep-data", is_flag=True, help="Reuse an existing --data-dir instead of starting fresh.")
 @click.option("--secure", is_flag=True,
               help="Security and mutual TLS on (root CA, sub-CAs, datanode certificates); HA quorum only.")
+@click.option("--ca-mode", type=click.Choice(["scm", "operator"]), default="scm", show_default=True,
+              help="With --secure: the primordial SCM makes the root CA (scm), or an external CA holder issues "
+                   "every SCM's sub-CA and keeps the root key outside the cluster (operator).")
 def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: Path, exit_after: bool,
-              keep_data: bool, secure: bool) -> None:
+              keep_data: bool, secure: bool, ca_mode: str) -> None:
     """Start SCM(s) + simulated datanodes, run a block workload, print where to look."""
     if secure and num_scms < 2:
         raise click.UsageError("--secure runs an HA quorum: use --scms 3 (the default)")
@@ -53,7 +56,8 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
         # The HA quorum (init + bootstrap on every node, AddSCM on first start) is the HA layer's.
         from scm_server.cli import local_quorum as ha_local
 
-        ha_local.run_local(num_scms, datanodes, blocks, data_dir, exit_after, keep_data, racks, secure=secure)
+        ha_local.run_local(num_scms, datanodes, blocks, data_dir, exit_after, keep_data, racks, secure=secure,
+                           ca_mode=ca_mode)
         return
     run_local(num_scms, datanodes, racks, blocks, data_dir, exit_after, keep_data)
 
@@ -63,14 +67,16 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
 @click.option("--datanodes", default=5, show_default=True)
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 @click.option("--secure", is_flag=True, help="Security and mutual TLS on; writes <data-dir>/admin/conf for the CLI.")
-def local_up(num_scms: int, datanodes: int, data_dir: Path, secure: bool) -> None:
+@click.option("--ca-mode", type=click.Choice(["scm", "operator"]), default="scm", show_default=True,
+              help="With --secure: root CA made by the primordial SCM (scm), or held outside the cluster (operator).")
+def local_up(num_scms: int, datanodes: int, data_dir: Path, secure: bool, ca_mode: str) -> None:
     """Start an SCM quorum and simulated datanodes in the background (see `local status` / `local down`)."""
     from scm_server.cli import local_quorum as ha_local
 
     if secure and num_scms < 2:
         raise click.UsageError("--secure runs an HA quorum: use --scms 3 (the default)")
     with console.status(f"starting {num_scms} SCM(s) and {datanodes} datanodes under {data_dir}"):
-        path = ha_local.up(num_scms, datanodes, data_dir, secure=secure)
+        path = ha_local.up(num_scms, datanodes, data_dir, secure=secure, ca_mode=ca_mode)
     console.print(f"Local cluster is up; state in {path}. `ozone-scm local status` shows roles and addresses.")
     if secure:
         console.print(f"Secure: use `ozone-scm --conf {data_dir}/admin/conf admin ...` (admin client certificate).",

@@ -497,6 +497,7 @@ def run_local(
     keep_data: bool = False,
     racks: int = 2,
     secure: bool = False,
+    ca_mode: str = "scm",
 ) -> dict[str, Any]:
     """Start the quorum + datanodes, run the workload, print; stop unless told to hold."""
     import shutil
@@ -505,7 +506,7 @@ def run_local(
         shutil.rmtree(data_dir)
     cluster = HALocalCluster(
         data_dir.resolve(), num_scms,
-        settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))}, secure=secure,
+        settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))}, secure=secure, ca_mode=ca_mode,
     )
     if keep_data:
         cluster.reuse_ports()
@@ -522,14 +523,18 @@ def run_local(
         cluster.stop_all()
 
 
-def up(num_scms: int = 3, num_datanodes: int = 5, data_dir: Path = Path("run-data"), secure: bool = False) -> Path:
+def up(
+    num_scms: int = 3, num_datanodes: int = 5, data_dir: Path = Path("run-data"), secure: bool = False,
+    ca_mode: str = "scm",
+) -> Path:
     """Start the quorum and a datanode simulator process in the background; record them."""
     import shutil
 
     if data_dir.exists():
         raise RuntimeError(f"{data_dir} exists: run `ozone-scm local down` first (or remove it)")
     cluster = HALocalCluster(data_dir.resolve(), num_scms,
-                             settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))}, secure=secure)
+                             settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))}, secure=secure,
+                             ca_mode=ca_mode)
     try:
         cluster.start_quorum()
     except BaseException:

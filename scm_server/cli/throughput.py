@@ -93,12 +93,13 @@ async def _timed_workers(
 
 async def prepare_cluster(
     admin: SCMClient, dn_addresses: list[str], num_datanodes: int, heartbeat_interval: float = 1.0,
-    timeout: float = 60.0,
+    timeout: float = 60.0, security: Any = None,
 ) -> DatanodeSimulator:
-    """Register datanodes, wait for an OPEN RATIS/THREE pipeline, force-exit safemode."""
+    """Register datanodes, wait for an OPEN RATIS/THREE pipeline, force-exit safemode.
+    ``security``: the datanodes' DatanodeSecurity on a secure cluster (they enrol first)."""
     sim = DatanodeSimulator(
         dn_addresses, max(num_datanodes, 3), heartbeat_interval=heartbeat_interval,
-        container_report_interval=3600, name_prefix="stb-dn",
+        container_report_interval=3600, name_prefix="stb-dn", security=security,
     )
     await sim.start()
     deadline = time.monotonic() + timeout

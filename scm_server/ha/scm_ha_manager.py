@@ -22,6 +22,11 @@ It also owns:
   peer id and its *client* address (``ozone.scm.client.port``), found by matching the leader's Raft
   address against the configured SCMs; :meth:`leader_node` gives the edges every port.
 
+Security (``security``: the SCM's :class:`~scm_server.security.scm_security.SCMSecurity`, duck-typed):
+the Raft server and the inter-SCM server demand client certificates and run its per-call
+interceptor, every outbound inter-SCM call presents this SCM's certificate, and after a successful
+RemoveSCM the decommission hook revokes the removed SCM's sub-CA certificates.
+
 Raft timing defaults (``ozone.scm.ha.ratis.*``, docs/ha.md): tick 100 ms, election timeout 1 s
 randomised to [1 s, 2 s) (Ozone: 5 s fixed), pre-vote + check-quorum, snapshot every 1000
 entries, log purge ON keeping 10000 entries behind the snapshot (Ozone leaves purge off and the
