@@ -175,7 +175,7 @@ class HALocalCluster(LocalCluster):
             return
         self.secure.prepare()
         for s in self.scms:
-            self.node_settings[str(s.node_id)] = self.secure.node_settings(str(s.node_id))
+            self.node_settings.setdefault(str(s.node_id), {}).update(self.secure.node_settings(str(s.node_id)))
 
     def start_quorum(self, timeout: float = 90.0) -> None:
         self._prepare_security()

@@ -442,3 +442,20 @@ async def test_certificate_requests_that_must_be_refused(quorum: SecureQuorum) -
     assert not pki.is_ca(cert)
     assert await _cert_count(q) == before + 1  # only that one was stored
     await _admin_ok(q)
+
+
+async def test_web_page_and_prom_over_https(quorum: SecureQuorum) -> None:
+    """ozone.http.policy=HTTP_AND_HTTPS: the same pages over TLS with the SCM's certificate."""
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context(cadata=pki.cert_pem(quorum.root))
+    for port in quorum.https_ports:
+        url = f"https://127.0.0.1:{port}"
+        with urllib.request.urlopen(url + "/prom", timeout=10, context=ctx) as resp:
+            assert resp.status == 200 and b"scm_is_leader" in resp.read()
+        with urllib.request.urlopen(url + "/", timeout=10, context=ctx) as resp:
+            assert resp.status == 200
+    plain = ssl.create_default_context()  # without the cluster's root the certificate is not trusted
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"https://127.0.0.1:{quorum.https_ports[0]}/prom", timeout=10, context=plain)
