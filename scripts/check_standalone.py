@@ -246,12 +246,18 @@ def check_markdown(rel: PurePosixPath, text: str) -> list[Finding]:
     return out
 
 
+def _inside_an_image(rel: PurePosixPath) -> bool:
+    """A Dockerfile/Containerfile names paths of the image it builds, not of the host."""
+    return rel.name.startswith(("Dockerfile", "Containerfile"))
+
+
 def check_any(rel: PurePosixPath, text: str) -> list[Finding]:
     out = []
+    image = _inside_an_image(rel)
     for no, line in enumerate(text.splitlines(), 1):
         if SIBLING_DATA.search(line):
             out.append(Finding(str(rel), no, "names the shared/ directory beside the checkout; copy the data in"))
-        m = HOST_ROOTS.search(line)
+        m = None if image else HOST_ROOTS.search(line)
         if m:
             out.append(Finding(str(rel), no, f"names the host path {m.group(0)!r} outside the repository"))
     return out

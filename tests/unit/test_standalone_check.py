@@ -61,6 +61,7 @@ def test_the_jepsen_histories_are_in_the_repository() -> None:
         ("docs/x.md", "see [the data](../../shared/README.md)\n"),
         ("README.md", "see [x](../x.md)\n"),
         ("docs/x.md", "the histories are in `shared/data/jepsen-etcd`\n"),
+        ("Dockerfile", "COPY ../shared/data /data\n"),
     ],
 )
 def test_each_way_out_is_flagged(path: str, text: str) -> None:
@@ -79,6 +80,7 @@ def test_each_way_out_is_flagged(path: str, text: str) -> None:
         (".ci/run", 'cd "$(dirname "$0")/.."\nmake test\n'),
         ("docs/x.md", "see [the readme](../README.md) and [raft](raft.md#core)\n"),
         ("Makefile", "x:\n\tls ./a/../b\n"),
+        ("Dockerfile", "RUN mkdir -p /home/ozone /root/.cache\nWORKDIR /home/ozone\n"),
     ],
 )
 def test_paths_inside_the_repository_pass(path: str, text: str) -> None:
