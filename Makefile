@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: help env proto lint test test-unit run bench soak chaos clean wheels image base-image k8s-tools manifests
+.PHONY: help env proto lint test test-unit run bench soak chaos clean wheels image base-image k8s-tools manifests e2e-container e2e-kind
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -37,7 +37,7 @@ k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from 
 	bash scripts/install_k8s_tools.sh
 
 test: env lint k8s-tools ## the whole default suite (unit, simulation, integration, short chaos)
-	$(PYTEST) tests -m "not soak and not chaos" -q
+	$(PYTEST) tests -m "not soak and not chaos and not container and not kind" -q
 
 test-unit: env ## unit tests only
 	$(PYTEST) tests/unit -q
@@ -66,3 +66,9 @@ base-image: ## the local Debian base image (debootstrap, no registry needed; reu
 
 image: wheels ## build the container image ozone-scm:dev with podman (BASE_IMAGE=... for a public Python image)
 	BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
+
+e2e-container: image ## the container scenario: a 3-SCM ring as podman containers from the image, leader killed
+	$(PYTEST) tests/e2e/container -m container -q
+
+e2e-kind: env k8s-tools ## the kind tier against a real cluster (needs kind + docker; see tests/e2e/kind/README.md)
+	$(PYTEST) tests/e2e/kind -m kind --kind -q

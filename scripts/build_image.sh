@@ -15,7 +15,10 @@ if ! ls dist/wheels/pip-*.whl >/dev/null 2>&1 || ! ls dist/wheels/ozone_scm-*.wh
   echo "build_image: dist/wheels has no ozone_scm or pip wheel; run 'make wheels' first" >&2
   exit 1
 fi
-podman --runtime runc build --quiet --build-arg "BASE_IMAGE=$BASE_IMAGE" --target runtime -t "$TAG" . >/dev/null
+podman --runtime runc build --quiet --build-arg "BASE_IMAGE=$BASE_IMAGE" --target runtime \
+  --label ozone-scm.build=1 -t "$TAG" . >/dev/null
+# The builder stage and replaced tags stay behind as untagged images; remove ours (labelled) only.
+podman image prune -f --filter label=ozone-scm.build=1 >/dev/null
 size=$(podman image inspect --format '{{.Size}}' "$TAG")
 base=$(podman image inspect --format '{{.Size}}' "$BASE_IMAGE" 2>/dev/null || echo 0)
 venv=$(podman run --rm --runtime runc "$TAG" du -sb /opt/ozone-scm | awk '{print $1}')

@@ -14,10 +14,11 @@ What it does, in Kubernetes' terms:
   it; ``emptyDir`` per Pod; ConfigMap, Secret, downward-API and projected volumes rendered as files and rewritten
   when the objects change (``subPath`` mounts, as in Kubernetes, are not updated); ``hostPath`` as is;
 - **network and names**: every Pod gets its own address from a ``podnet`` network (its own network namespace on a
-  private bridge by default) and an ``/etc/hosts`` with the cluster names the Pod would resolve through cluster
-  DNS (``<pod-hostname>.<headless-svc>.<ns>.svc.cluster.local``, ``<svc>.<ns>.svc``, short names in its
-  namespace), rewritten in place as Pods and Services come and go (a restarted Pod gets a new address); the
-  address is reported as ``status.podIP``;
+  private bridge by default), reported as ``status.podIP``; its ``/etc/hosts`` (bind-mounted into the Pod's own
+  mount namespace, rewritten in place) holds localhost and its own names, as the kubelet writes it, and its
+  ``/etc/resolv.conf`` points at the fixture's cluster DNS (``clusterdns.py``) with Kubernetes' search path, so
+  ``<pod-hostname>.<headless-svc>.<ns>.svc.cluster.local``, ``<svc>.<ns>.svc`` and short names resolve as on a
+  cluster, and follow Pods and Services as they come and go (a recreated Pod gets a new address);
 - **containers**: init containers in order (each must exit 0; ``restartPolicy: Always`` init containers run as
   sidecars), then the main containers, as real processes (``ProcessRuntime``) or podman containers
   (``PodmanRuntime``), with the Pod's command/args (``$(VAR)`` expanded), environment (``valueFrom`` fieldRef,
@@ -58,7 +59,7 @@ from typing import Any
 
 import aiohttp
 
-from . import podspec
+from . import clusterdns, podspec
 from .kubeclient import ApiStatusError, KubeClient, cancel_and_wait
 from .podnet import LoopbackNetwork, NetnsNetwork, PodAddress, PodmanNetwork
 from .podspec import ConfigError, ImageSpec
@@ -86,6 +87,7 @@ class KubeletConfig:
     namespaces: set[str] | None = None  # None: every namespace
     schedule: bool = True
     pvc_capacity_default: str = "1Gi"
+    dns_port: int = 53  # cluster DNS on the Pod network's host address (resolv.conf cannot name a port)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -381,7 +383,8 @@ class PodWorker:
             self.addr = await self.kubelet.network.add_pod(f"{self.namespace}/{self.name}")
             self.start_time = _now()
             self.dir.mkdir(parents=True, exist_ok=True)
-            (self.dir / "hosts").write_text("127.0.0.1\tlocalhost\n")
+            self.write_hosts()
+            (self.dir / "resolv.conf").write_text(clusterdns.resolv_conf(self.namespace, self.kubelet.dns_ip))
             self.kubelet.dns_changed()
             self.changed()
             await self._run_init_containers()
@@ -491,6 +494,7 @@ class PodWorker:
         return Launch(
             name=f"k8s_{w.name}_{self.name}_{self.namespace}_{self.uid[:8]}_{attempt}",
             argv=argv, env=env, image=w.image, hostname=hostname, hosts_file=str(self.dir / "hosts"),
+            resolv_conf=str(self.dir / "resolv.conf"), dns=(self.kubelet.dns_ip, self.namespace),
             log_path=self.dir / "logs" / f"{w.name}.log", ip=self.addr.ip, netns=self.addr.netns, mounts=mounts,
             workdir=w.spec.get("workingDir") or image.workdir, user=user,
             labels={"io.kubernetes.pod.uid": self.uid, "io.kubernetes.pod.name": self.name},
@@ -666,10 +670,10 @@ class PodWorker:
             last = status
             self.kubelet.pod_status_written(self, result)
 
-    def write_hosts(self, records: list[tuple[str, str, str]]) -> None:
+    def write_hosts(self) -> None:
         if self.addr is None:
             return
-        content = podspec.hosts_file(self.status_view(), records)
+        content = podspec.hosts_file(self.status_view())
         if content != self._hosts_content:
             # In place (not rename): running containers see this inode through their bind mount.
             with open(self.dir / "hosts", "r+" if (self.dir / "hosts").exists() else "w") as f:
@@ -713,6 +717,8 @@ class Kubelet:
         # (kind, namespace, name) -> the resourceVersion of the last event the fixture finished handling
         self.handled: dict[tuple[str, str, str], str] = {}
         self._terminations: list[asyncio.Task[None]] = []
+        self.dns: clusterdns.ClusterDNS | None = None
+        self.dns_ip = ""
         self._stopping = False
 
     async def __aenter__(self) -> Kubelet:
@@ -733,6 +739,9 @@ class Kubelet:
             else:
                 self.runtime = ProcessRuntime(self.config.images)
             await self.runtime.prepare()
+            self.dns_ip = self.network.host_ip
+            self.dns = clusterdns.ClusterDNS(self.dns_zone)
+            await self.dns.start(self.dns_ip, self.config.dns_port)
             await self._register_node()
             synced = []
             for path, handler in (("/api/v1/persistentvolumeclaims", self._on_pvc),
@@ -763,6 +772,8 @@ class Kubelet:
                     await asyncio.wait_for(w.main, 30)
         if getattr(self, "runtime", None) is not None:
             await self.runtime.cleanup()
+        if self.dns is not None:
+            await self.dns.stop()
         await self.network.teardown()
         await self.client.__aexit__(None, None, None)
 
@@ -814,15 +825,8 @@ class Kubelet:
         return "".join(out)
 
     def resolve(self, name: str) -> list[str]:
-        """What a Pod in any namespace would get for a fully qualified cluster name."""
-        records = podspec.dns_entries(self._dns_pods(), list(self.services.values()))
-        fq = name if name.endswith(".cluster.local") else None
-        out = []
-        for ip, fqdn, _ns in records:
-            base = fqdn[: -len(".svc.cluster.local")]
-            if name in (fqdn, f"{base}.svc", base) or fq == fqdn:
-                out.append(ip)
-        return out
+        """What cluster DNS answers for a fully qualified name (for the test process, which has no cluster DNS)."""
+        return list(self.dns_zone().get(name.rstrip(".").lower(), []))
 
     # -- informer handlers -----------------------------------------------------------------------------------------
     def _mine(self, obj: Obj) -> bool:
@@ -1035,16 +1039,19 @@ class Kubelet:
                         and w.addr is not None else pod)
         return pods
 
+    def dns_zone(self) -> dict[str, list[str]]:
+        """What the cluster DNS answers now (computed at every query, so it is never stale)."""
+        return podspec.dns_zone(self._dns_pods(), list(self.services.values()))
+
     async def _dns_writer(self) -> None:
         while True:
             await self._dns_dirty.wait()
             await asyncio.sleep(0.02)
             self._dns_dirty.clear()
-            records = podspec.dns_entries(self._dns_pods(), list(self.services.values()))
             for w in list(self.workers.values()):
                 if not w.gone.is_set():
                     try:
-                        w.write_hosts(records)
+                        w.write_hosts()
                     except OSError as exc:
                         log.debug("hosts file of %s: %s", w.name, exc)
 

@@ -190,7 +190,7 @@ class LoopbackNetwork:
     """A distinct 127.x.y.z per Pod; no namespaces (see module docstring)."""
 
     kind = "loopback"
-    host_ip = "127.0.0.1"
+    host_ip = "127.77.0.1"  # also where the fixture's cluster DNS listens
 
     def __init__(self, base: str = "127.77.0.0") -> None:
         self._base = ipaddress.ip_address(base)
@@ -231,7 +231,8 @@ class PodmanNetwork:
         await sweep_stale(self.podman)
         self._lease = _SubnetLease.acquire(await _addresses_in_use())
         self.name = f"ozk-{os.getpid()}-{self._lease.index}"
-        await run(self.podman, "network", "create", "--subnet", str(self._lease.network), "--gateway",
+        # --disable-dns: the kubelet fixture serves cluster DNS on the gateway address itself.
+        await run(self.podman, "network", "create", "--disable-dns", "--subnet", str(self._lease.network), "--gateway",
                   self.host_ip, "--label", f"ozone-scm-k8s.owner={os.getpid()}", self.name)
 
     async def add_pod(self, key: str) -> PodAddress:

@@ -13,9 +13,10 @@ It must not import the kubelet, the emulator or anything of ``scm_server``.
   ``CreateContainerConfigError``);
 - ``volume_files``: the files a ConfigMap, Secret, downward API or projected volume renders (``items``, paths,
   modes);
-- ``dns_entries``/``hosts_file``: the cluster names a Pod resolves (headless-service pod records
+- ``dns_entries``/``dns_zone``: the cluster names a Pod resolves through cluster DNS (headless-service pod records
   ``<hostname>.<subdomain>.<ns>.svc.cluster.local`` for pods the service selects and that are ready or published
-  while not ready, service names to their endpoints, short names within the namespace), in ``/etc/hosts`` form;
+  while not ready, service names to their endpoints, ``<a-b-c-d>.<ns>.pod.cluster.local``); ``hosts_file``: the
+  Pod's own ``/etc/hosts`` (localhost and its own names, as the kubelet writes it);
 - ``pod_phase`` and ``pod_conditions``: the status a set of container states adds up to.
 """
 
@@ -338,9 +339,25 @@ def dns_entries(pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[st
     return records
 
 
-def hosts_file(pod: Mapping[str, Any], records: Iterable[tuple[str, str, str]]) -> str:
-    """The ``/etc/hosts`` of one Pod: localhost, its own names (as the kubelet writes them) and the cluster records
-    with the short forms a resolver's search path would find from the Pod's namespace."""
+def dns_zone(pods: Iterable[Mapping[str, Any]], services: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """The cluster zone the fixture's DNS server answers from: name -> addresses (``dns_entries`` plus the
+    ``<a-b-c-d>.<ns>.pod.cluster.local`` names)."""
+    pods = list(pods)
+    zone: dict[str, list[str]] = {}
+    for ip, fqdn, _ns in dns_entries(pods, services):
+        if ip not in zone.setdefault(fqdn, []):
+            zone[fqdn].append(ip)
+    for p in pods:
+        pod_ip = str((p.get("status") or {}).get("podIP") or "")
+        if pod_ip:
+            namespace = p["metadata"].get("namespace", "default")
+            zone[f"{pod_ip.replace('.', '-')}.{namespace}.pod.{CLUSTER_DOMAIN}"] = [pod_ip]
+    return zone
+
+
+def hosts_file(pod: Mapping[str, Any]) -> str:
+    """The ``/etc/hosts`` the kubelet writes for a Pod: localhost and the Pod's own names (cluster names come from
+    DNS, see ``clusterdns.py``)."""
     ns = pod["metadata"].get("namespace", "default")
     spec = pod.get("spec") or {}
     ip = (pod.get("status") or {}).get("podIP", "")
@@ -352,20 +369,6 @@ def hosts_file(pod: Mapping[str, Any], records: Iterable[tuple[str, str, str]]) 
         own.insert(0, f"{hostname}.{spec['subdomain']}.{ns}.svc.{CLUSTER_DOMAIN}")
     if ip:
         lines.append(f"{ip}\t{' '.join(own)}")
-    by_ip: dict[str, list[str]] = {}
-    for rec_ip, fqdn, rec_ns in records:
-        names = [fqdn]
-        suffix = f".svc.{CLUSTER_DOMAIN}"
-        base = fqdn[: -len(suffix)]  # name.ns or host.sub.ns
-        names.append(f"{base}.svc")
-        names.append(base)
-        if rec_ns == ns:
-            names.append(base[: -len(f".{ns}")])
-        by_ip.setdefault(rec_ip, [])
-        for n in names:
-            if n not in by_ip[rec_ip]:
-                by_ip[rec_ip].append(n)
-    lines += [f"{rec_ip}\t{' '.join(names)}" for rec_ip, names in by_ip.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,8 @@ starts it, waits for it, signals it and runs commands inside it. Everything a ru
 container name and removed by ``cleanup``; processes also die with the fixture's thread (``PR_SET_PDEATHSIG``).
 
 - ``ProcessRuntime``: the container is a process in the Pod's network namespace (``ip netns exec``), in its own
-  mount and UTS namespaces (``unshare --mount --uts``), where the Pod's ``/etc/hosts`` and volumes are bind-mounted
+  mount and UTS namespaces (``unshare --mount --uts``), where the Pod's ``/etc/hosts``, ``/etc/resolv.conf`` and
+  volumes are bind-mounted
   at their ``mountPath`` and the hostname is the Pod's. ``bash`` (not ``sh``) sets the mounts up, because dash drops
   environment variables whose names are not shell identifiers (``OZONE-SITE.XML_...``). Mount points that do not
   exist on the host are created (empty) and removed again at cleanup. Needs root.
@@ -58,6 +59,8 @@ class Launch:
     hosts_file: str
     log_path: Path
     ip: str
+    resolv_conf: str = ""
+    dns: tuple[str, str] = ("", "")  # (nameserver, namespace) for runtimes that generate resolv.conf
     netns: str | None = None
     mounts: list[Mount] = field(default_factory=list)
     workdir: str | None = None
@@ -171,6 +174,8 @@ class ProcessRuntime:
 
     async def start(self, launch: Launch) -> ProcessContainer:
         lines = ["set -e", f"mount --bind {shlex.quote(launch.hosts_file)} /etc/hosts"]
+        if launch.resolv_conf:
+            lines.append(f"mount --bind {shlex.quote(launch.resolv_conf)} /etc/resolv.conf")
         for m in launch.mounts:
             self._mount_point(m.target, Path(m.source).is_file())
             lines.append(f"mount --bind {shlex.quote(m.source)} {shlex.quote(m.target)}")
@@ -305,6 +310,8 @@ class PodmanRuntime:
         await self.podman_cmd("rm", "-f", "-t", "0", name, check=False)
         args = ["--runtime", "runc", "run", "-d", "--name", name, "--network", self.network, "--ip", launch.ip,
                 "--hostname", launch.hostname, "--no-hosts", "-v", f"{launch.hosts_file}:/etc/hosts:ro",
+                "--dns", launch.dns[0], "--dns-search", f"{launch.dns[1]}.svc.cluster.local",
+                "--dns-search", "svc.cluster.local", "--dns-search", "cluster.local", "--dns-option", "ndots:5",
                 "--label", f"ozone-scm-k8s.owner={os.getpid()}", "--entrypoint", json.dumps(launch.argv[:1])]
         for k, v in launch.labels.items():
             args += ["--label", f"{k}={v}"]

@@ -120,13 +120,14 @@ def test_cluster_names_follow_service_rules() -> None:
     strict = {**headless, "spec": {**headless["spec"], "publishNotReadyAddresses": False}}
     strict_names = {n for _ip, n, _ns in podspec.dns_entries(pods, [strict])}
     assert "scm-1.scm-headless.ozone.svc.cluster.local" not in strict_names
-    hosts = podspec.hosts_file(_pod("scm-0", "10.0.0.2", True, hostname="scm-0", subdomain="scm-headless"),
-                               podspec.dns_entries(pods, [headless]))
-    assert "10.0.0.2\tscm-0.scm-headless.ozone.svc.cluster.local scm-0" in hosts
-    assert "scm-1.scm-headless.ozone.svc scm-1.scm-headless.ozone scm-1.scm-headless" in hosts
-    other_ns = _pod("x", "10.0.0.9", True)
-    other_ns["metadata"]["namespace"] = "default"
-    assert " scm-1.scm-headless\n" not in podspec.hosts_file(other_ns, podspec.dns_entries(pods, [headless]))
+    zone = podspec.dns_zone(pods, [headless, client])
+    assert zone["scm-headless.ozone.svc.cluster.local"] == ["10.0.0.2", "10.0.0.3"]
+    assert zone["scm-1.scm-headless.ozone.svc.cluster.local"] == ["10.0.0.3"]
+    assert zone["scm.ozone.svc.cluster.local"] == ["10.0.0.2"]
+    assert zone["10-0-0-3.ozone.pod.cluster.local"] == ["10.0.0.3"]
+    hosts = podspec.hosts_file(_pod("scm-0", "10.0.0.2", True, hostname="scm-0", subdomain="scm-headless"))
+    assert "10.0.0.2\tscm-0.scm-headless.ozone.svc.cluster.local scm-0\n" in hosts
+    assert "scm-1" not in hosts  # other names come from cluster DNS
 
 
 @pytest.mark.parametrize(("args", "phase"), [
