@@ -71,4 +71,4 @@ e2e-container: image ## the container scenario: a 3-SCM ring as podman container
 	$(PYTEST) tests/e2e/container -m container -q
 
 e2e-kind: env k8s-tools ## the kind tier against a real cluster (needs kind + docker; see tests/e2e/kind/README.md)
-	$(PYTEST) tests/e2e/kind -m kind --kind -q
+	OZONE_SCM_KIND=1 $(PYTEST) tests/e2e/kind -m kind -q
