@@ -46,20 +46,20 @@ COPY --from=builder /opt/ozone-scm /opt/ozone-scm
 ENV PATH=/opt/ozone-scm/bin:$PATH \
     OZONE_CONF_DIR=/etc/ozone \
     PYTHONUNBUFFERED=1
-RUN (command -v useradd >/dev/null && useradd --uid 1000 --user-group --create-home --shell /bin/bash ozone \
-      || echo 'ozone:x:1000:1000::/home/ozone:/bin/bash' >> /etc/passwd) \
- && mkdir -p /data/metadata /etc/ozone /home/ozone \
+RUN (command -v useradd >/dev/null && useradd --uid 1000 --user-group --create-home --home-dir /var/lib/ozone --shell /bin/bash ozone \
+      || echo 'ozone:x:1000:1000::/var/lib/ozone:/bin/bash' >> /etc/passwd) \
+ && mkdir -p /data/metadata /etc/ozone /var/lib/ozone \
  && printf '%s\n' '<?xml version="1.0"?>' '<configuration>' \
       '  <property><name>ozone.scm.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.block.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.datanode.bind.host</name><value>0.0.0.0</value></property>' \
       '</configuration>' > /etc/ozone/ozone-site.xml \
- && chown -R 1000:1000 /data /etc/ozone /home/ozone
+ && chown -R 1000:1000 /data /etc/ozone /var/lib/ozone
 # Configure with a mounted /etc/ozone/ozone-site.xml or, as Ozone's images do, with environment variables
 # OZONE-SITE.XML_<key>=<value> (e.g. OZONE-SITE.XML_ozone.metadata.dirs=/data/metadata). Their names are not shell
 # identifiers: `sh -c` (dash) drops them, `bash -c` and exec keep them.
 USER 1000:1000
-WORKDIR /home/ozone
+WORKDIR /var/lib/ozone
 VOLUME ["/data"]
 # client, datanode, block, http, ratis, inter-SCM grpc
 EXPOSE 9860 9861 9863 9876 9894 9895
