@@ -1,36 +1,66 @@
-# Container image for the SCM daemon (`ozone-scm scm`), its CLI and the datanode simulator.
+# The one image of the project: the SCM daemon and its CLI (`ozone-scm`), the datanode simulator
+# (`ozone-scm datanode-sim`) and the Kubernetes operator (`ozone-scm-operator`), chosen by command:
 #
-# Wheels are built on the host first (`make wheels`), then installed offline in the image, so the build needs no
-# network access from inside the container (see docs/operations.md):
-#   make wheels && podman build --build-arg BASE_IMAGE=python:3.11-slim-bookworm -t ozone-scm:dev .
-# BASE_IMAGE is an ARG so users build from a public image and offline test rigs from a local Debian image.
-ARG BASE_IMAGE=python:3.11-slim-bookworm
-FROM ${BASE_IMAGE}
+#   podman run IMAGE ozone-scm scm --init        # or scm --bootstrap, scm (the default command)
+#   podman run IMAGE ozone-scm datanode-sim --count 3 --scm scm:9861
+#   podman run IMAGE ozone-scm-operator
+#
+# Build with `make image` (wheels are built on the host first, `make wheels` -> dist/wheels, and installed offline,
+# so the build needs no network from inside a container; see docs/operations.md "Container image"):
+#   make image                                                   # local Debian base made by scripts/build_base_image.sh
+#   make image BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm   # a public Python image
+#
+# Stages: `python` (the base plus a Python 3.11 interpreter), `builder` (a virtualenv filled from the wheels, with
+# its bytecode compiled), `runtime` (the base plus the finished virtualenv; no wheels, pip or build tools in any of
+# its layers; runs as uid 1000). A Spark audit image (Java + PySpark) can be added as another target from
+# `builder` without touching these stages.
+ARG BASE_IMAGE=localhost/debian:bookworm
 
-RUN if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import venv' >/dev/null 2>&1; then \
-      apt-get update && apt-get install -y --no-install-recommends python3 python3-venv && \
-      rm -rf /var/lib/apt/lists/*; \
+FROM ${BASE_IMAGE} AS python
+# Public Python images have python3 already; a Debian base gets the distribution's (3.11 in bookworm, the version
+# the host-built wheels are for). Only the interpreter: no pip, venv or compilers.
+RUN if ! command -v python3 >/dev/null 2>&1; then \
+      apt-get update && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*; \
     fi \
- && python3 -m venv /opt/ozone-scm
+ && python3 -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version'
 
+FROM python AS builder
 COPY dist/wheels /tmp/wheels
-RUN /opt/ozone-scm/bin/pip install --no-index --find-links /tmp/wheels ozone-scm && rm -rf /tmp/wheels
+# pip runs from its own wheel (Debian's python3 has no ensurepip), installing into a virtualenv without pip.
+# The kubernetes client's asyncio twin (kubernetes/aio, ~70 MB with bytecode) is dropped: kopf talks to the API
+# with aiohttp and the operator uses the synchronous client; the imports are checked right after.
+RUN python3 -m venv --without-pip /opt/ozone-scm \
+ && pip_wheel=$(ls /tmp/wheels/pip-*.whl) \
+ && python3 "$pip_wheel/pip" --python /opt/ozone-scm/bin/python install --quiet --no-index \
+      --find-links /tmp/wheels --no-compile 'ozone-scm[operator]' \
+ && find /opt/ozone-scm -depth -type d \( -name tests -o -name __pycache__ \) -path '*/site-packages/*' \
+      -exec rm -rf {} + \
+ && rm -rf /opt/ozone-scm/lib/python3.11/site-packages/kubernetes/aio \
+ && /opt/ozone-scm/bin/python -m compileall -q -j 0 /opt/ozone-scm/lib >/dev/null \
+ && /opt/ozone-scm/bin/ozone-scm --help >/dev/null \
+ && /opt/ozone-scm/bin/python -c 'import kopf, kubernetes.client, kubernetes.config' \
+ && if [ -x /opt/ozone-scm/bin/ozone-scm-operator ]; then /opt/ozone-scm/bin/ozone-scm-operator --help >/dev/null; fi
 
+FROM python AS runtime
+COPY --from=builder /opt/ozone-scm /opt/ozone-scm
 ENV PATH=/opt/ozone-scm/bin:$PATH \
-    OZONE_CONF_DIR=/etc/ozone
-RUN useradd --uid 1000 --create-home ozone \
- && mkdir -p /data/metadata /etc/ozone \
+    OZONE_CONF_DIR=/etc/ozone \
+    PYTHONUNBUFFERED=1
+RUN (command -v useradd >/dev/null && useradd --uid 1000 --user-group --create-home --home-dir /var/lib/ozone --shell /bin/bash ozone \
+      || echo 'ozone:x:1000:1000::/var/lib/ozone:/bin/bash' >> /etc/passwd) \
+ && mkdir -p /data/metadata /etc/ozone /var/lib/ozone \
  && printf '%s\n' '<?xml version="1.0"?>' '<configuration>' \
       '  <property><name>ozone.scm.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.block.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.datanode.bind.host</name><value>0.0.0.0</value></property>' \
       '</configuration>' > /etc/ozone/ozone-site.xml \
- && chown -R ozone /data /etc/ozone
+ && chown -R 1000:1000 /data /etc/ozone /var/lib/ozone
 # Configure with a mounted /etc/ozone/ozone-site.xml or, as Ozone's images do, with environment variables
-# OZONE-SITE.XML_<key>=<value> (e.g. OZONE-SITE.XML_ozone.metadata.dirs=/data/metadata).
-USER 1000
+# OZONE-SITE.XML_<key>=<value> (e.g. OZONE-SITE.XML_ozone.metadata.dirs=/data/metadata). Their names are not shell
+# identifiers: `sh -c` (dash) drops them, `bash -c` and exec keep them.
+USER 1000:1000
+WORKDIR /var/lib/ozone
 VOLUME ["/data"]
 # client, datanode, block, http, ratis, inter-SCM grpc
 EXPOSE 9860 9861 9863 9876 9894 9895
-ENTRYPOINT ["ozone-scm"]
-CMD ["scm"]
+CMD ["ozone-scm", "scm"]

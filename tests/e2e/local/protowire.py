@@ -2,7 +2,8 @@
 
 Called by ``apiserver.py`` when a request arrives with ``Content-Type: application/vnd.kubernetes.protobuf``: Helm's
 release storage (client-go typed clients) writes its release Secrets that way. Only the kinds clients actually send
-as protobuf here are mapped (Secret, ConfigMap, DeleteOptions); anything else is refused by the caller with 415 so
+as protobuf here are mapped (Secret, ConfigMap, DeleteOptions, and the metadata of Namespace and
+ServiceAccount for ``kubectl create``); anything else is refused by the caller with 415 so
 the gap is visible. Pure: bytes in, dict out; no I/O.
 
 The envelope is ``b"k8s\\x00"`` + ``runtime.Unknown{typeMeta{apiVersion=1, kind=2}=1, raw=2, contentEncoding=3,
@@ -165,7 +166,14 @@ def _delete_options(raw: bytes) -> dict[str, Any]:
     return out
 
 
+def _metadata_only(raw: bytes) -> dict[str, Any]:
+    """Kinds whose create bodies from kubectl carry nothing but metadata (``kubectl create namespace|sa``)."""
+    g = _group(raw)
+    return {"metadata": object_meta(g[1][-1]) if g.get(1) else {}}
+
+
 DECODERS = {("v1", "Secret"): _secret, ("v1", "ConfigMap"): _configmap, ("v1", "DeleteOptions"): _delete_options,
+            ("v1", "Namespace"): _metadata_only, ("v1", "ServiceAccount"): _metadata_only,
             ("meta.k8s.io/v1", "DeleteOptions"): _delete_options}
 
 

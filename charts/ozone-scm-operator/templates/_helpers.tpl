@@ -1,0 +1,69 @@
+{{/* Names and labels shared by every template of the chart. */}}
+
+{{- define "ozone-scm-operator.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ozone-scm-operator.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ozone-scm-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ozone-scm-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "ozone-scm-operator.labels" -}}
+{{ include "ozone-scm-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: ozone-scm
+app.kubernetes.io/managed-by: {{ .Values.managedBy | default .Release.Service }}
+{{- if not .Values.managedBy }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+{{- end -}}
+
+{{- define "ozone-scm-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "ozone-scm-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ozone-scm-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/*
+The operator's permissions: exactly what it reads and writes (docs/kubernetes.md, "RBAC").
+  - its custom resource: watch it, patch status and finalizers (kopf), set owner references on children;
+  - the children it creates per member/cluster: Pods, PVCs, Services, ConfigMaps, Secrets (member certificates,
+    the operator CA), PodDisruptionBudgets;
+  - Events about what it does.
+*/}}
+{{- define "ozone-scm-operator.rules" -}}
+- apiGroups: ["ozone-scm.io"]
+  resources: ["ozonescmclusters"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["ozone-scm.io"]
+  resources: ["ozonescmclusters/status", "ozonescmclusters/finalizers"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: [""]
+  resources: ["pods", "persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["services", "configmaps", "secrets"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["", "events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
