@@ -329,6 +329,7 @@ def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -
         ],
         "startupProbe": {
             "httpGet": {"path": "/health", "port": "http"},
+            "initialDelaySeconds": 2,
             "periodSeconds": 2,
             "failureThreshold": 90,
         },

@@ -414,7 +414,8 @@ def _continue_bootstrap(p: _Pass, op: Operation) -> Action | None:
         p.set_op(None)
         return None
     scm = p.obs.scms.get(m.name)
-    if scm is not None and scm.is_leader:
+    pod = p.obs.pods.get(m.name)
+    if scm is not None and scm.is_leader and pod is not None and pod.ready:
         p.set_status(cluster_id=scm.cluster_id)
         p.set_member(dataclasses.replace(m, state=JOINED, scm_id=scm.scm_id, cluster_id=scm.cluster_id))
         p.set_op(None)

@@ -297,7 +297,7 @@ def test_foreign_volume_is_reported_and_never_deleted() -> None:
 # ---- operator crashes: the intent is written, the action never happens; the next pass must redo it ----
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(crashes=st.sets(st.integers(min_value=0, max_value=120), max_size=25))
 def test_crashes_between_intent_and_action_converge_to_the_same_cluster(crashes: set[int]) -> None:
     w = World({"replicas": 3})
@@ -311,7 +311,7 @@ def test_crashes_between_intent_and_action_converge_to_the_same_cluster(crashes:
     assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     faults=st.lists(
         st.tuples(st.integers(min_value=0, max_value=60), st.sampled_from(["kill", "wipe"]), st.integers(0, 4)),
