@@ -132,14 +132,35 @@ def secret_obs(secret: Body) -> SecretObs:
     )
 
 
+_UNCHANGED = object()
+
+
+def merge_patch_diff(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``, or ``_UNCHANGED``: objects recursively, keys
+    that disappear (or become None) nulled -- a merge patch merges nested objects, so a stale nested key would
+    otherwise survive -- and everything else replaced whole."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        patch: Body = {}
+        for k, v in new.items():
+            if k not in old:
+                if v is not None:
+                    patch[k] = v
+                continue
+            d = merge_patch_diff(old[k], v)
+            if d is not _UNCHANGED:
+                patch[k] = d
+        for k in old:
+            if k not in new:
+                patch[k] = None
+        return patch if patch else _UNCHANGED
+    return _UNCHANGED if old == new else new
+
+
 def status_patch(old: Body | None, new: Body) -> Body | None:
-    """A merge patch turning ``old`` into ``new`` (keys that disappear are nulled), or None when equal."""
+    """The merge patch turning the stored status into ``new`` (keys owned by others are left alone), or None."""
     old = {k: v for k, v in (old or {}).items() if k not in _KEEP}
-    patch: Body = {k: v for k, v in new.items() if old.get(k) != v and not (v is None and k not in old)}
-    for k in old:
-        if k not in new:
-            patch[k] = None
-    return patch or None
+    result = merge_patch_diff(old, new)
+    return None if result is _UNCHANGED else dict(result)
 
 
 # ---------------------------------------------------------------------------------------------------------------
