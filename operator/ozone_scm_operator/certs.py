@@ -4,14 +4,18 @@ certificate, and the Secret bodies that carry them.
 Pure: keys, serial numbers and ``now`` are passed in (the effects layer generates keys and serials; tests pass
 fixed ones), nothing is read or written. Uses ``cryptography``.
 
-The trust layout follows Ozone's SCM HA security (SCM-HA.md): one root CA; every SCM, the primordial one
-included, holds a sub-CA certificate signed by it (``BasicConstraints(ca=True, path_length=0)``), with its DNS
-names as subject alternative names so the same certificate serves TLS between SCMs. Here the operator keeps the
-root CA key in the Secret ``<cluster>-root-ca`` instead of the primordial SCM; the members only ever see the root
-certificate (trust anchor) and their own key pair, delivered in the Secret ``<member>-tls``
-(``ca.crt``, ``tls.crt``, ``tls.key``), which the SCMs reload when the mounted files change. Renewal issues a new
-key pair and certificate from the same root before ``renewBefore``; a removed member's serial is recorded as
-revoked in ``status.security.revokedSerials``.
+The trust layout follows Ozone's SCM HA security (SCM-HA.md) in the SCM's CA mode ``operator`` (docs/security.md):
+one root CA; every SCM, the primordial one included, holds a sub-CA certificate signed by it
+(``BasicConstraints(ca=True, path_length=0)``; it signs datanode certificates), named the way the SCM names its own
+(``CN=scm-sub@<host>, OU=<node id>``) with the member's DNS names as subject alternative names, so the same
+certificate serves mutual TLS between SCMs. Here the operator keeps the root CA key in the Secret
+``<cluster>-root-ca`` instead of the primordial SCM; the members only ever see the root certificate (the trust
+anchor, ``hdds.x509.rootca.certificate.file``) and their own key pair, delivered in the Secret ``<member>-tls``
+(``ca.crt``; ``tls.crt`` = sub-CA then root; ``tls.key``), which the SCMs reload when the mounted files change
+(``hdds.x509.subca.reload.interval``). Serials are random and at least 2^63 (the range SCM leaves to externally
+issued certificates). Keys are EC P-256 (``hdds.key.algo=EC``, ``SHA256withECDSA``, set in ozone-site.xml).
+Renewal issues a new key pair and certificate from the same root before ``renewBefore``; a removed member's serial
+is recorded as revoked in ``status.security.revokedSerials``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from ozone_scm_operator.builders import TLS_CA, TLS_CERT, TLS_KEY, Body, Cluster
 PrivateKey = ec.EllipticCurvePrivateKey
 ROOT_CERT = "ca.crt"
 ROOT_KEY = "ca.key"
+SCM_SUB_CA_PREFIX = "scm-sub@"  # Ozone's subject prefix of an SCM sub-CA
+EXTERNAL_SERIAL_FLOOR = 1 << 63  # SCM's own serials are a sequence below this; external ones are random above
 BACKDATE = datetime.timedelta(minutes=5)  # tolerate clock skew between the operator and the members
 
 
@@ -78,20 +84,25 @@ def load_pair(cert_pem: bytes, key_pem: bytes) -> KeyPair:
     return KeyPair(cert, key)
 
 
-def _name(common_name: str, cluster: str) -> x509.Name:
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "ozone-scm"),
-            x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, cluster),
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-        ]
-    )
+def _name(common_name: str, owner: str = "") -> x509.Name:
+    """Ozone's subject layout: ``CN=<prefix>@<host>, OU=<owner id>`` (no ``O=``: the cluster ID does not exist yet
+    when the primordial member's certificate is issued, and the SCM then skips the cluster check)."""
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if owner:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, owner))
+    return x509.Name(attrs)
+
+
+def _check_serial(serial: int) -> None:
+    if serial < EXTERNAL_SERIAL_FLOOR:
+        raise ValueError(f"serial {serial:#x} is below 2^63, the range SCM reserves for its own certificates")
 
 
 def create_root_ca(
     key: PrivateKey, *, cluster: str, namespace: str, now: datetime.datetime, duration: datetime.timedelta, serial: int
 ) -> KeyPair:
-    subject = _name(f"root-ca@{namespace}/{cluster}", cluster)
+    _check_serial(serial)
+    subject = _name(f"ozone-scm-operator-root@{cluster}.{namespace}")
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -120,17 +131,18 @@ def _issue(
     key: PrivateKey,
     *,
     common_name: str,
-    cluster: str,
+    owner: str,
     dns_names: Sequence[str],
     ca: bool,
     now: datetime.datetime,
     duration: datetime.timedelta,
     serial: int,
 ) -> KeyPair:
+    _check_serial(serial)
     not_after = min(now + duration, root.not_after)
     builder = (
         x509.CertificateBuilder()
-        .subject_name(_name(common_name, cluster))
+        .subject_name(_name(common_name, owner))
         .issuer_name(root.certificate.subject)
         .public_key(key.public_key())
         .serial_number(serial)
@@ -174,8 +186,8 @@ def issue_member_certificate(
     headless = naming.headless_service_name(ref.name)
     names = [ref.host(member), f"{member}.{headless}.{ref.namespace}.svc", f"{member}.{headless}", member]
     return _issue(
-        root, key, common_name=f"scm@{ref.host(member)}", cluster=ref.name, dns_names=names, ca=True, now=now,
-        duration=duration, serial=serial,
+        root, key, common_name=f"{SCM_SUB_CA_PREFIX}{ref.host(member)}", owner=member, dns_names=names, ca=True,
+        now=now, duration=duration, serial=serial,
     )
 
 
@@ -184,7 +196,7 @@ def issue_client_certificate(
 ) -> KeyPair:
     """The operator's own admin client certificate (not a CA)."""
     return _issue(
-        root, key, common_name=naming.MANAGER, cluster=ref.name, dns_names=(), ca=False, now=now, duration=duration,
+        root, key, common_name=naming.MANAGER, owner="", dns_names=(), ca=False, now=now, duration=duration,
         serial=serial,
     )
 
@@ -241,7 +253,8 @@ def tls_secret(ref: ClusterRef, name: str, labels: dict[str, str], pair: KeyPair
         "type": "kubernetes.io/tls",
         "data": {
             TLS_CA: _b64(root.public_bytes(serialization.Encoding.PEM)),
-            TLS_CERT: _b64(pair.cert_pem),
+            # the chain: this certificate, then the root (what hdds.x509.subca.certificate.file expects)
+            TLS_CERT: _b64(pair.cert_pem + root.public_bytes(serialization.Encoding.PEM)),
             TLS_KEY: _b64(pair.key_pem),
         },
     }

@@ -35,6 +35,8 @@ DATA_DIR = "/data"
 METADATA_DIR = "/data/metadata"
 CONF_DIR = "/etc/ozone"
 TLS_DIR = "/var/run/ozone-scm/tls"
+ENROLLMENT_DIR = "/var/run/ozone-scm/enrollment"
+ENROLLMENT_DATANODE = "datanode.secret"
 PORTS = {
     "client": 9860,
     "datanode": 9861,
@@ -91,6 +93,11 @@ def member_tls_secret_name(member: str) -> str:
 
 def operator_client_secret_name(cluster: str) -> str:
     return f"{cluster}-operator-client"
+
+
+def enrollment_secret_name(cluster: str) -> str:
+    """The datanode enrolment secret (``ozone.scm.security.enrollment.datanode.secret.file``) of a secure cluster."""
+    return f"{cluster}-enrollment"
 
 
 def service_id(cluster: str) -> str:

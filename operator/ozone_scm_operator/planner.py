@@ -63,6 +63,7 @@ DELETE_PVC = "DeletePVC"
 RETAIN_PVC = "RetainPVC"  # drop the owner reference and label the volume retained (never delete unknown data)
 DELETE_SECRET = "DeleteSecret"
 CREATE_ROOT_CA = "CreateRootCA"
+CREATE_ENROLLMENT_SECRET = "CreateEnrollmentSecret"
 ISSUE_MEMBER_CERT = "IssueMemberCertificate"
 ISSUE_CLIENT_CERT = "IssueClientCertificate"
 TRANSFER_LEADERSHIP = "TransferLeadership"
@@ -264,6 +265,14 @@ def _cluster_ids(p: _Pass) -> dict[str, list[str]]:
 
 def _security(p: _Pass) -> Action | None:
     sec = p.spec.security
+    if not sec.enabled:
+        return None
+    enrollment = naming.enrollment_secret_name(p.ref.name)
+    if enrollment not in p.obs.secrets:
+        return Action(
+            CREATE_ENROLLMENT_SECRET, enrollment, "CreatingSecret",
+            f"creating the datanode enrolment secret {enrollment}",
+        )
     if not sec.operator_ca:
         return None
     root_name = naming.root_ca_secret_name(p.ref.name)
@@ -395,6 +404,8 @@ def _repairs(p: _Pass) -> Action | None:
             continue  # a joined member's volume is gone: replacement (below), never a fresh Pod on empty disk
         if p.spec.security.operator_ca and naming.member_tls_secret_name(m.name) not in p.obs.secrets:
             continue  # its certificate first (blocked while the root CA is missing)
+        if p.spec.security.enabled and naming.enrollment_secret_name(p.ref.name) not in p.obs.secrets:
+            continue
         if m.name not in p.obs.pods:
             mode = _init_mode(p, m)
             what = "scm --init (primordial)" if mode == builders.INIT_MODE_INIT else "scm --bootstrap"

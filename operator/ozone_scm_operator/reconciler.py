@@ -19,17 +19,19 @@ import base64
 import dataclasses
 import datetime
 import logging
+import secrets
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ozone_scm_operator import certs, naming, planner
+from ozone_scm_operator import builders, certs, naming, planner
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
-from ozone_scm_operator.effects.scm import SCMAdmin
+from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
 from ozone_scm_operator.effects.web import Metrics
 from ozone_scm_operator.model import (
     ClusterStatus,
@@ -62,6 +64,11 @@ def utcnow() -> datetime.datetime:
 
 def new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
+
+
+def new_serial() -> int:
+    """A random serial in the range SCM leaves to externally issued certificates (>= 2^63)."""
+    return certs.EXTERNAL_SERIAL_FLOOR + secrets.randbits(120)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -178,7 +185,7 @@ class Reconciler:
         metrics: Metrics | None = None,
         now: Callable[[], datetime.datetime] = utcnow,
         keygen: Callable[[], ec.EllipticCurvePrivateKey] = new_key,
-        serial: Callable[[], int] = x509.random_serial_number,
+        serial: Callable[[], int] = new_serial,
     ) -> None:
         self.kube = kube
         self.scm = scm
@@ -187,9 +194,31 @@ class Reconciler:
         self.now = now
         self.keygen = keygen
         self.serial = serial
+        self._security: dict[str, tuple[str, Any]] = {}  # cluster key -> (certificate serial, client security)
 
     # ---- observe ----
-    async def observe(self, ref: ClusterRef, status: ClusterStatus) -> Observed:
+    async def client_security(self, ref: ClusterRef, secure: bool) -> Any:
+        """The operator's TLS identity for this cluster (None without security), from its client Secret."""
+        key = f"{ref.namespace}/{ref.name}"
+        if not secure:
+            return None
+        secret = await self.kube.get("Secret", ref.namespace, naming.operator_client_secret_name(ref.name))
+        data = (secret or {}).get("data") or {}
+        serial = ((secret or {}).get("metadata", {}).get("annotations") or {}).get(naming.ANN_CERT_SERIAL, "")
+        if not data:
+            return None  # not issued yet: the SCMs are not started before it is
+        cached = self._security.get(key)
+        if cached is not None and cached[0] == serial:
+            return cached[1]
+        chain = x509.load_pem_x509_certificates(base64.b64decode(data[builders.TLS_CERT]))
+        root = x509.load_pem_x509_certificate(base64.b64decode(data[builders.TLS_CA]))
+        priv = serialization.load_pem_private_key(base64.b64decode(data[builders.TLS_KEY]), password=None)
+        assert isinstance(priv, ec.EllipticCurvePrivateKey)
+        security = client_security([c for c in chain if c != root], priv, root)
+        self._security[key] = (serial, security)
+        return security
+
+    async def observe(self, ref: ClusterRef, status: ClusterStatus, secure: bool = False) -> Observed:
         labels = {naming.LABEL_CLUSTER: ref.name}
         ns = ref.namespace
         pods = {p.name: p for p in map(pod_obs, await self.kube.list("Pod", ns, labels))}
@@ -204,14 +233,17 @@ class Reconciler:
                 meta = obj["metadata"]
                 children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
         members = {m.name for m in status.members}
-        reachable = {n: p.pod_ip for n, p in pods.items() if p.pod_ip and p.running and n in members}
-        scms = await self.scm.probe_all({n: ip for n, ip in reachable.items() if ip})
-        ring = await self._ring(scms, reachable)
+        endpoints = {
+            n: Endpoint(n, p.pod_ip, ref.host(n)) for n, p in pods.items() if p.pod_ip and p.running and n in members
+        }
+        security = await self.client_security(ref, secure)
+        scms = await self.scm.probe_all(endpoints, security)
+        ring = await self._ring(scms, endpoints, security)
         return Observed(
             now=self.now(), pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=children, secrets=secrets
         )
 
-    async def _ring(self, scms: Mapping[str, SCMObs], ips: Mapping[str, str | None]) -> RingObs | None:
+    async def _ring(self, scms: Mapping[str, SCMObs], endpoints: Mapping[str, Endpoint], security: Any) -> RingObs | None:
         leaders = sorted((s for s in scms.values() if s.is_leader), key=lambda s: -s.term)
         candidates = [s.member for s in leaders]
         if not candidates:
@@ -219,9 +251,9 @@ class Reconciler:
             by_id = {s.scm_id: s.member for s in scms.values()}
             candidates = [by_id[s.leader_id] for s in scms.values() if s.leader_id in by_id]
         for member in candidates:
-            ip = ips.get(member)
-            if ip:
-                ring = await self.scm.ring(ip)
+            ep = endpoints.get(member)
+            if ep is not None:
+                ring = await self.scm.ring(ep, security)
                 if ring is not None:
                     return ring
         return None
@@ -247,7 +279,7 @@ class Reconciler:
         ref = ClusterRef(name=name, namespace=namespace, uid=meta.get("uid", ""), cluster_domain=self.settings.cluster_domain)
         spec, problems = parse_spec(body.get("spec"))
         status = ClusterStatus.from_raw(body.get("status"))
-        obs = await self.observe(ref, status)
+        obs = await self.observe(ref, status, secure=spec.security.enabled)
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
             planner.Settings(poll_interval=self.settings.poll_interval),
@@ -337,10 +369,14 @@ class Reconciler:
                     root, self.keygen(), ref=ref, now=self.now(), duration=duration, serial=self.serial()
                 )
                 await self.kube.apply(certs.client_tls_secret(ref, pair, root.certificate))
+        elif k == planner.CREATE_ENROLLMENT_SECRET:
+            await self._create(builders.build_enrollment_secret(ref, secrets.token_hex(32)))
         elif k == planner.TRANSFER_LEADERSHIP:
-            await self.scm.transfer(self._member_ips(obs, st), a.params["to_scm_id"])
+            security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
+            await self.scm.transfer(self._endpoints(ref, obs, st), a.params["to_scm_id"], security)
         elif k == planner.DECOMMISSION:
-            await self.scm.decommission(self._member_ips(obs, st), a.params["scm_id"])
+            security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
+            await self.scm.decommission(self._endpoints(ref, obs, st), a.params["scm_id"], security)
         else:
             raise ValueError(f"unknown action {k}")
 
@@ -360,9 +396,9 @@ class Reconciler:
         return certs.load_pair(base64.b64decode(data[certs.ROOT_CERT]), base64.b64decode(data[certs.ROOT_KEY]))
 
     @staticmethod
-    def _member_ips(obs: Observed, st: ClusterStatus) -> list[str]:
-        """Pod IPs of the members that answered, the leader first (the admin client finds it anyway)."""
+    def _endpoints(ref: ClusterRef, obs: Observed, st: ClusterStatus) -> list[Endpoint]:
+        """The members that answered, the leader first (the admin client follows NotLeader hints anyway)."""
         leader = st.leader
         names = sorted(obs.scms, key=lambda n: n != leader)
-        return [ip for n in names if (p := obs.pods.get(n)) is not None and (ip := p.pod_ip)]
+        return [Endpoint(n, ip, ref.host(n)) for n in names if (p := obs.pods.get(n)) is not None and (ip := p.pod_ip)]
 

@@ -17,10 +17,10 @@ import aiohttp
 import pytest
 import yaml
 from cryptography import x509
+
 from ozone_scm_operator import naming
 from ozone_scm_operator.effects.kube import KubeClient, KubeError, load_configuration
 from ozone_scm_operator.main import OperatorOptions, Running, run_operator
-
 from tests.e2e.local.apiserver import EmulatedAPIServer, serving
 
 REPO = Path(__file__).resolve().parents[3]

@@ -293,6 +293,8 @@ class World:
                 a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-root",
                 certificate_not_after=self.now + datetime.timedelta(seconds=a.params["duration"]),
             )
+        elif k == planner.CREATE_ENROLLMENT_SECRET:
+            self.secrets[a.target] = SecretObs(a.target)
         elif k == planner.DELETE_SECRET:
             self.secrets.pop(a.target, None)
         else:

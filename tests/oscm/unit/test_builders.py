@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
+
 from ozone_scm_operator import builders, naming
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.spec import parse_spec

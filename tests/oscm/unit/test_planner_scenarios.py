@@ -8,6 +8,7 @@ import datetime
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from ozone_scm_operator import builders, naming, planner
 from ozone_scm_operator.spec import parse_spec
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ozone_scm_operator import naming
 from ozone_scm_operator.reconciler import pod_obs, pvc_obs, secret_obs, status_patch
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from ozone_scm_operator.spec import (
     ClusterSpec,
     ImmutableSpec,
