@@ -101,7 +101,10 @@ class HAAdminClient:
         pause: float = 0.3,
         timeout: float = 30.0,
         security: ChannelSecurity | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
+        """``channel_options`` are extra gRPC channel arguments, e.g. ``grpc.ssl_target_name_override`` when
+        calling one SCM by its IP address under TLS (its certificate names its DNS name)."""
         if not addresses:
             raise ValueError(
                 "no SCM gRPC address: configure ozone.scm.nodes.<serviceId> / ozone.scm.grpc.port or pass --grpc"
@@ -110,7 +113,7 @@ class HAAdminClient:
         self.rounds = rounds
         self.pause = pause
         self.timeout = timeout
-        self._channels = ChannelCache(security, CHANNEL_OPTIONS)
+        self._channels = ChannelCache(security, [*CHANNEL_OPTIONS, *channel_options])
 
     async def close(self) -> None:
         await self._channels.close()

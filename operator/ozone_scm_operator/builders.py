@@ -1,0 +1,410 @@
+"""Pure builders: spec (+ the members recorded in status) -> the bodies of the Kubernetes objects of one cluster.
+
+Called by the planner (to compare what exists with what should) and by the reconciler (to create or replace
+objects). No I/O, no clock. Every body carries owner references to the ``OzoneSCMCluster`` (so Kubernetes'
+garbage collector removes them with it) and, except Pods and PVCs, a ``content-hash`` annotation over the rest
+of the body, which the planner compares with the live object's to decide whether to rewrite it.
+
+What the member Pods look like (the member's name is its Pod's name and its ``ozone.scm.node.id``):
+
+* ``hostname=<member>``, ``subdomain=<cluster>-headless``: the member's stable DNS name
+  ``<member>.<cluster>-headless.<ns>.svc.<domain>`` is ``ozone.scm.address.<svc>.<member>`` in ozone-site.xml; the
+  headless Service publishes not-ready addresses, so members resolve each other while they bootstrap;
+* one init container: ``ozone-scm scm --init`` for the primordial member's first start only (while the ring has no
+  cluster ID yet), ``ozone-scm scm --bootstrap`` for every other start of every member (on the primordial member
+  that is a no-op: if its volume were ever empty it would fail instead of creating a second cluster);
+* the SCM container ``ozone-scm scm``: its first start after ``--bootstrap`` asks the leader to add it (AddSCM);
+  readiness is ``/ready?member=true`` (a caught-up Raft member, whatever the safemode), liveness ``/health``;
+* volumes: the member's PVC at ``/data`` (``ozone.metadata.dirs=/data/metadata``), the cluster ConfigMap's
+  ``ozone-site.xml`` at ``/etc/ozone`` (``OZONE_CONF_DIR``), and in CA mode ``operator`` the member's certificate
+  Secret at ``/var/run/ozone-scm/tls``.
+
+The ConfigMap lists every member recorded in status (so the operator rewrites it, and thereby tells the running
+members about a joiner, before it creates the joiner's Pod). Its member list is deliberately NOT part of the Pod
+revision: membership lives in the Raft log, and re-rolling the ring on every scale step would be pointless
+disruption. User-visible settings (image, ``ozoneSite``, resources, scheduling, security) are, so changing them
+rolls the members.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+from xml.sax.saxutils import escape
+
+from ozone_scm_operator import API_GROUP, API_VERSION, KIND, naming
+from ozone_scm_operator.spec import ClusterSpec
+
+Body = dict[str, Any]
+
+INIT_MODE_INIT = "init"
+INIT_MODE_BOOTSTRAP = "bootstrap"
+
+# TLS file names inside the member certificate Secret (CA mode operator)
+TLS_CA = "ca.crt"
+TLS_CERT = "tls.crt"
+TLS_KEY = "tls.key"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterRef:
+    """Identity of the ``OzoneSCMCluster`` being reconciled, and operator-wide settings the bodies depend on."""
+
+    name: str
+    namespace: str
+    uid: str
+    cluster_domain: str = "cluster.local"
+
+    def owner_reference(self) -> Body:
+        return {
+            "apiVersion": f"{API_GROUP}/{API_VERSION}",
+            "kind": KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def metadata(self, name: str, labels: Mapping[str, str] | None = None) -> Body:
+        return {
+            "name": name,
+            "namespace": self.namespace,
+            "labels": dict(labels if labels is not None else naming.common_labels(self.name)),
+            "ownerReferences": [self.owner_reference()],
+        }
+
+    def host(self, member: str) -> str:
+        return naming.member_host(member, self.name, self.namespace, self.cluster_domain)
+
+
+def content_hash(body: Mapping[str, Any]) -> str:
+    """sha256 (16 hex digits) of a body's canonical JSON, ignoring its own content-hash annotation."""
+    clean = json.loads(json.dumps(body, sort_keys=True, default=str))
+    meta = clean.get("metadata", {})
+    anns = meta.get("annotations", {})
+    anns.pop(naming.ANN_CONTENT_HASH, None)
+    if not anns:
+        meta.pop("annotations", None)
+    return hashlib.sha256(json.dumps(clean, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def with_content_hash(body: Body) -> Body:
+    body.setdefault("metadata", {}).setdefault("annotations", {})[naming.ANN_CONTENT_HASH] = content_hash(body)
+    return body
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ozone-site.xml
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def static_properties(spec: ClusterSpec) -> dict[str, str]:
+    """The properties that do not depend on membership: user overrides and the security switches. Part of the
+    Pod revision (a change rolls the members)."""
+    props: dict[str, str] = {
+        "ozone.metadata.dirs": naming.METADATA_DIR,
+        "ozone.scm.client.port": str(naming.PORTS["client"]),
+        "ozone.scm.block.client.port": str(naming.PORTS["block"]),
+        "ozone.scm.datanode.port": str(naming.PORTS["datanode"]),
+        "ozone.scm.ratis.port": str(naming.PORTS["ratis"]),
+        "ozone.scm.grpc.port": str(naming.PORTS["grpc"]),
+        "ozone.scm.http-address": f"0.0.0.0:{naming.PORTS['http']}",
+        "ozone.security.enabled": "true" if spec.security.enabled else "false",
+    }
+    if spec.security.enabled:
+        props["hdds.grpc.tls.enabled"] = "true"
+        props["ozone.scm.security.enrollment.datanode.secret.file"] = (
+            f"{naming.ENROLLMENT_DIR}/{naming.ENROLLMENT_DATANODE}"
+        )
+    if spec.security.operator_ca:
+        props.update(
+            {
+                # the operator's keys are EC P-256; the SCM signs datanode certificates with its sub-CA key
+                "hdds.key.algo": "EC",
+                "hdds.key.len": "256",
+                "hdds.x509.signature.algorithm": "SHA256withECDSA",
+                "hdds.x509.rootca.certificate.file": f"{naming.TLS_DIR}/{TLS_CA}",
+                "hdds.x509.subca.certificate.file": f"{naming.TLS_DIR}/{TLS_CERT}",
+                "hdds.x509.subca.private.key.file": f"{naming.TLS_DIR}/{TLS_KEY}",
+            }
+        )
+    for key in sorted(spec.ozone_site):
+        props[key] = spec.ozone_site[key]
+    if spec.security.enabled:
+        # the operator's own client certificate must stay an administrator (transfer, decommission)
+        admins = [a.strip() for a in props.get("ozone.administrators", "").split(",") if a.strip()]
+        if naming.MANAGER not in admins and "*" not in admins:
+            admins.append(naming.MANAGER)
+        props["ozone.administrators"] = ",".join(admins)
+    return props
+
+
+def membership_properties(ref: ClusterRef, members: Sequence[str], primordial: str | None) -> dict[str, str]:
+    """The HA layout: service id, node list, one address per member, the primordial node."""
+    svc = naming.service_id(ref.name)
+    props = {
+        "ozone.scm.service.ids": svc,
+        f"ozone.scm.nodes.{svc}": ",".join(members),
+    }
+    for m in members:
+        props[f"ozone.scm.address.{svc}.{m}"] = ref.host(m)
+    if primordial:
+        props["ozone.scm.primordial.node.id"] = primordial
+    return props
+
+
+def render_ozone_site(props: Mapping[str, str]) -> str:
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<!-- written by ozone-scm-operator; edits are overwritten -->"]
+    lines.append("<configuration>")
+    for key, value in props.items():
+        lines.append(f"  <property><name>{escape(key)}</name><value>{escape(value)}</value></property>")
+    lines.append("</configuration>")
+    return "\n".join(lines) + "\n"
+
+
+def build_configmap(ref: ClusterRef, spec: ClusterSpec, members: Sequence[str], primordial: str | None) -> Body:
+    props = {**membership_properties(ref, members, primordial), **static_properties(spec)}
+    return with_content_hash(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": ref.metadata(naming.configmap_name(ref.name)),
+            "data": {"ozone-site.xml": render_ozone_site(props)},
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Services and the PodDisruptionBudget
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _service_ports(names: Sequence[str]) -> list[Body]:
+    return [
+        {"name": n, "port": naming.PORTS[n], "targetPort": naming.PORTS[n], "protocol": "TCP"} for n in names
+    ]
+
+
+def build_headless_service(ref: ClusterRef) -> Body:
+    """Gives each member its DNS name; publishes not-ready addresses so bootstrapping members find each other."""
+    return with_content_hash(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": ref.metadata(naming.headless_service_name(ref.name)),
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": naming.selector_labels(ref.name),
+                "ports": _service_ports(["client", "datanode", "block", "http", "ratis", "grpc"]),
+            },
+        }
+    )
+
+
+def build_client_service(ref: ClusterRef, spec: ClusterSpec) -> Body:
+    """The Service for clients and datanodes (ready members only; the SCM client fails over to the leader)."""
+    meta = ref.metadata(naming.client_service_name(ref.name), {**spec.service.labels, **naming.common_labels(ref.name)})
+    if spec.service.annotations:
+        meta["annotations"] = dict(spec.service.annotations)
+    return with_content_hash(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {
+                "type": spec.service.type,
+                "selector": naming.selector_labels(ref.name),
+                "ports": _service_ports(["client", "block", "datanode", "http"]),
+            },
+        }
+    )
+
+
+def build_pdb(ref: ClusterRef, max_unavailable: int) -> Body:
+    return with_content_hash(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": ref.metadata(naming.pdb_name(ref.name)),
+            "spec": {
+                "maxUnavailable": max_unavailable,
+                "selector": {"matchLabels": naming.selector_labels(ref.name)},
+            },
+        }
+    )
+
+
+def build_enrollment_secret(ref: ClusterRef, datanode_secret: str) -> Body:
+    """The datanode enrolment secret of a secure cluster (the value is generated by the caller)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": ref.metadata(naming.enrollment_secret_name(ref.name)),
+        "type": "Opaque",
+        "stringData": {naming.ENROLLMENT_DATANODE: datanode_secret},
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# member volume and Pod
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def build_pvc(ref: ClusterRef, spec: ClusterSpec, member: str) -> Body:
+    pvc_spec: Body = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": spec.storage.size}},
+    }
+    if spec.storage.storage_class_name:
+        pvc_spec["storageClassName"] = spec.storage.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": ref.metadata(naming.pvc_name(member), naming.member_labels(ref.name, member)),
+        "spec": pvc_spec,
+    }
+
+
+def _template_inputs(spec: ClusterSpec) -> Body:
+    """Everything the member Pods are built from that a user can change (the Pod revision's input)."""
+    return {
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "imagePullSecrets": list(spec.image_pull_secrets),
+        "resources": spec.resources,
+        "scheduling": dataclasses.asdict(spec.scheduling),
+        "podLabels": dict(spec.pod_labels),
+        "podAnnotations": dict(spec.pod_annotations),
+        "ozoneSite": static_properties(spec),
+        "security": {"enabled": spec.security.enabled, "caMode": spec.security.ca_mode},
+    }
+
+
+def pod_revision(spec: ClusterSpec) -> str:
+    """Hash of the member Pod template: a member whose Pod has another revision is rolled."""
+    data = json.dumps(_template_inputs(spec), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(data.encode()).hexdigest()[:12]
+
+
+def _default_affinity(ref: ClusterRef) -> Body:
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": naming.selector_labels(ref.name)},
+                    },
+                }
+            ]
+        }
+    }
+
+
+def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -> Body:
+    """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start."""
+    if init_mode not in (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP):
+        raise ValueError(f"init_mode must be {INIT_MODE_INIT!r} or {INIT_MODE_BOOTSTRAP!r}, got {init_mode!r}")
+    revision = pod_revision(spec)
+    env: list[Body] = [
+        {"name": "OZONE_CONF_DIR", "value": naming.CONF_DIR},
+        # Not a shell identifier, so it only survives exec (and bash -c), never sh -c: see docs/operations.md.
+        {"name": "OZONE-SITE.XML_ozone.scm.node.id", "value": member},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+    mounts: list[Body] = [
+        {"name": "data", "mountPath": naming.DATA_DIR},
+        {"name": "config", "mountPath": naming.CONF_DIR, "readOnly": True},
+    ]
+    volumes: list[Body] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": naming.pvc_name(member)}},
+        {"name": "config", "configMap": {"name": naming.configmap_name(ref.name)}},
+    ]
+    if spec.security.enabled:
+        mounts.append({"name": "enrollment", "mountPath": naming.ENROLLMENT_DIR, "readOnly": True})
+        volumes.append({"name": "enrollment", "secret": {"secretName": naming.enrollment_secret_name(ref.name)}})
+    if spec.security.operator_ca:
+        mounts.append({"name": "tls", "mountPath": naming.TLS_DIR, "readOnly": True})
+        volumes.append({"name": "tls", "secret": {"secretName": naming.member_tls_secret_name(member)}})
+    container_security = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    common = {
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "env": env,
+        "volumeMounts": mounts,
+        "securityContext": container_security,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    init_container = {
+        "name": init_mode,
+        "command": ["ozone-scm", "scm", f"--{init_mode}"],
+        **common,
+    }
+    scm_container: Body = {
+        "name": "scm",
+        "command": ["ozone-scm", "scm"],
+        **common,
+        "ports": [
+            {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in naming.PORTS.items()
+        ],
+        "startupProbe": {
+            "httpGet": {"path": "/health", "port": "http"},
+            "initialDelaySeconds": 2,
+            "periodSeconds": 2,
+            "failureThreshold": 90,
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/ready?member=true", "port": "http"},
+            "periodSeconds": 2,
+            "timeoutSeconds": 2,
+            "failureThreshold": 2,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/health", "port": "http"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 6,
+        },
+    }
+    if spec.resources:
+        scm_container["resources"] = dict(spec.resources)
+        init_container["resources"] = dict(spec.resources)
+    labels = {**spec.pod_labels, **naming.member_labels(ref.name, member)}
+    meta = ref.metadata(member, labels)
+    meta["annotations"] = {
+        **spec.pod_annotations,
+        naming.ANN_REVISION: revision,
+        naming.ANN_INIT_MODE: init_mode,
+    }
+    pod_spec: Body = {
+        "hostname": member,
+        "subdomain": naming.headless_service_name(ref.name),
+        "enableServiceLinks": False,
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
+        "initContainers": [init_container],
+        "containers": [scm_container],
+        "volumes": volumes,
+        "affinity": dict(spec.scheduling.affinity) if spec.scheduling.affinity else _default_affinity(ref),
+    }
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.image_pull_secrets]
+    if spec.scheduling.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
+    if spec.scheduling.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in spec.scheduling.tolerations]
+    if spec.scheduling.topology_spread_constraints:
+        pod_spec["topologySpreadConstraints"] = [dict(t) for t in spec.scheduling.topology_spread_constraints]
+    if spec.scheduling.priority_class_name:
+        pod_spec["priorityClassName"] = spec.scheduling.priority_class_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}

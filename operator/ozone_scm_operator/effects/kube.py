@@ -1,0 +1,245 @@
+"""The Kubernetes API, as the operator uses it: plain dict bodies in, plain dicts out.
+
+Called by the reconciler (observe and act) and by ``main`` (configuration). Built on the official ``kubernetes``
+client: it resolves the connection (in-cluster service account, kubeconfig, or an explicit ``--server``) and does
+authentication and TLS; requests go through its ``ApiClient`` with resource paths computed from ``apiVersion`` and
+kind, so one small class covers Pods, volumes, Services, ConfigMaps, Secrets, PodDisruptionBudgets, Events and
+the ``OzoneSCMCluster`` itself. The client is synchronous; every call runs in a worker thread so the event loop
+(kopf's watches, the SCM probes) never blocks.
+
+Errors become :class:`KubeError` (with ``status``); 404 and 409 get their own subclasses because the reconciler
+treats "already gone" and "already exists" as success. Nothing here decides anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import json
+import logging
+import socket
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+import kubernetes.client
+import kubernetes.config
+from kubernetes.client.exceptions import ApiException
+
+from ozone_scm_operator import API_GROUP, API_VERSION, KIND, PLURAL, naming
+
+LOG = logging.getLogger(__name__)
+
+Body = dict[str, Any]
+
+_PLURALS = {
+    "Pod": "pods",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Service": "services",
+    "ConfigMap": "configmaps",
+    "Secret": "secrets",
+    "Event": "events",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    KIND: PLURAL,
+}
+_API_VERSIONS = {"PodDisruptionBudget": "policy/v1", KIND: f"{API_GROUP}/{API_VERSION}"}
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+def load_configuration(server: str | None = None, kubeconfig: str | None = None) -> kubernetes.client.Configuration:
+    """``--server`` (no auth: tests and ``kubectl proxy``), else the in-cluster service account, else kubeconfig."""
+    if server:
+        cfg = kubernetes.client.Configuration()
+        cfg.host = server.rstrip("/")
+        return cfg
+    cfg = kubernetes.client.Configuration()
+    try:
+        kubernetes.config.load_incluster_config(client_configuration=cfg)
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    return cfg
+
+
+def resource_path(api_version: str, kind: str, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
+    plural = _PLURALS.get(kind)
+    if plural is None:
+        raise ValueError(f"unknown kind {kind}")
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+    if name:
+        path += f"/{name}"
+    if sub:
+        path += f"/{sub}"
+    return path
+
+
+def api_version_of(kind: str) -> str:
+    return _API_VERSIONS.get(kind, "v1")
+
+
+class KubeClient:
+    def __init__(self, configuration: kubernetes.client.Configuration, *, timeout: float = 30.0) -> None:
+        self.configuration = configuration
+        self.api = kubernetes.client.ApiClient(configuration)
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self.api.close()
+
+    # ---- the one request method ----
+    def _request_sync(
+        self, method: str, path: str, body: Any = None, *, content_type: str | None = None, query: Mapping[str, str] | None = None
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        if query:
+            path = f"{path}?{urlencode(dict(query))}"
+        _, url, headers, sbody, _ = self.api.param_serialize(
+            method=method, resource_path=path, header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
+        try:
+            resp = self.api.call_api(method, url, header_params=headers, body=sbody, _request_timeout=self.timeout)
+            data = resp.read()
+        except ApiException as exc:  # raised for transport-level failures by some client versions
+            raise KubeError(exc.status or 0, str(exc.reason)) from exc
+        status = resp.status
+        if status >= 400:
+            try:
+                message = json.loads(data).get("message", "")
+            except (ValueError, AttributeError):
+                message = (data or b"").decode(errors="replace")[:300]
+            cls = NotFound if status == 404 else Conflict if status == 409 else KubeError
+            raise cls(status, f"{method} {path}: {message}")
+        return json.loads(data) if data else None
+
+    async def request(
+        self, method: str, path: str, body: Any = None, *, content_type: str | None = None, query: Mapping[str, str] | None = None
+    ) -> Any:
+        return await asyncio.to_thread(self._request_sync, method, path, body, content_type=content_type, query=query)
+
+    # ---- generic object operations ----
+    async def get(self, kind: str, namespace: str, name: str) -> Body | None:
+        try:
+            result: Body = await self.request("GET", resource_path(api_version_of(kind), kind, namespace, name))
+        except NotFound:
+            return None
+        return result
+
+    async def list(self, kind: str, namespace: str, labels: Mapping[str, str] | None = None) -> list[Body]:
+        """Objects of a kind in a namespace, filtered by labels here (also sent as a selector for real servers)."""
+        query = {"labelSelector": ",".join(f"{k}={v}" for k, v in labels.items())} if labels else None
+        result = await self.request("GET", resource_path(api_version_of(kind), kind, namespace), query=query)
+        items: list[Body] = result.get("items") or []
+        if labels:
+            items = [i for i in items if all((i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in labels.items())]
+        return items
+
+    async def create(self, body: Body) -> Body:
+        meta = body["metadata"]
+        path = resource_path(body["apiVersion"], body["kind"], meta.get("namespace"))
+        result: Body = await self.request("POST", path, body)
+        return result
+
+    async def merge_patch(self, kind: str, namespace: str, name: str, patch: Body, *, subresource: str | None = None) -> Body:
+        path = resource_path(api_version_of(kind), kind, namespace, name, subresource)
+        result: Body = await self.request("PATCH", path, patch, content_type=MERGE_PATCH)
+        return result
+
+    async def delete(self, kind: str, namespace: str, name: str) -> bool:
+        """True if deleted (or being deleted), False if it did not exist."""
+        try:
+            await self.request("DELETE", resource_path(api_version_of(kind), kind, namespace, name))
+        except NotFound:
+            return False
+        return True
+
+    async def apply(self, body: Body) -> Body:
+        """Create, or merge-patch the fields we own into the existing object (never a blind replace: a Service's
+        clusterIP and fields set by other controllers are kept)."""
+        try:
+            return await self.create(body)
+        except Conflict:
+            meta = body["metadata"]
+            return await self.merge_patch(body["kind"], meta["namespace"], meta["name"], body)
+
+    # ---- the OzoneSCMCluster ----
+    async def get_cluster(self, namespace: str, name: str) -> Body | None:
+        return await self.get(KIND, namespace, name)
+
+    async def patch_cluster_status(self, namespace: str, name: str, status: Body) -> Body:
+        return await self.merge_patch(KIND, namespace, name, {"status": status}, subresource="status")
+
+    # ---- Events ----
+    async def event(self, involved: Body, type_: str, reason: str, message: str, now: datetime.datetime) -> None:
+        meta = involved["metadata"]
+        ts = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
+                "kind": involved.get("kind", KIND),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message[:1000],
+            "type": type_,
+            "source": {"component": naming.MANAGER, "host": socket.gethostname()},
+            "reportingComponent": naming.MANAGER,
+            "reportingInstance": socket.gethostname(),
+            "firstTimestamp": ts,
+            "lastTimestamp": ts,
+            "count": 1,
+        }
+        try:
+            await self.create(body)
+        except KubeError as exc:  # an Event is best effort: never fail a reconcile pass over one
+            LOG.warning("could not post Event %s for %s: %s", reason, meta["name"], exc)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConnectionSettings:
+    """What kopf's login handler needs, derived from the same configuration the client uses."""
+
+    server: str
+    ca_path: str | None
+    insecure: bool
+    token: str | None
+    certificate_path: str | None
+    private_key_path: str | None
+
+    @classmethod
+    def of(cls, cfg: kubernetes.client.Configuration) -> ConnectionSettings:
+        token = None
+        auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+        if auth:
+            token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
+        return cls(
+            server=cfg.host,
+            ca_path=cfg.ssl_ca_cert,
+            insecure=not cfg.verify_ssl,
+            token=token,
+            certificate_path=cfg.cert_file,
+            private_key_path=cfg.key_file,
+        )

@@ -1,0 +1,125 @@
+"""The SCMs, as the operator reaches them: only through ``scm_server.client`` (``HAAdminClient``), never SCM internals.
+
+Called by the reconciler. Members are reached by Pod IP on the inter-SCM port (``ozone.scm.grpc.port``, 9895), which
+works from anywhere that reaches Pods, without depending on cluster DNS from the operator's own Pod. Under mutual TLS
+(security enabled) the operator presents its client certificate (``<cluster>-operator-client``, CN
+``ozone-scm-operator``, listed in ``ozone.administrators``) and checks the member's certificate against the member's
+DNS name (``grpc.ssl_target_name_override``), since the certificate names the member, not its Pod IP. Each probe has
+a short deadline: an SCM that does not answer quickly is simply not observed this pass.
+
+* ``probe``: one SCM's own view (``GetScmInfo``): cluster ID, scmUuid, the leader it knows, term;
+* ``ring``: the leader's view of the ring (``GetScmRatisRoles`` answered by the leader: roles and lag per peer);
+* ``transfer`` and ``decommission``: leadership transfer and RemoveSCM, sent to the members in the given order
+  (leader first); the client follows NotLeader hints by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ozone_scm_operator import naming
+from ozone_scm_operator.model import PeerObs, RingObs, SCMObs
+from scm_server.client.ha_admin import HAAdminClient
+from scm_server.security.keystore import Material
+from scm_server.security.tls import StaticClientSecurity
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoint:
+    """A member as the operator calls it: its Pod IP and the DNS name its certificate carries."""
+
+    member: str
+    ip: str
+    host: str
+
+    @property
+    def grpc_address(self) -> str:
+        host = f"[{self.ip}]" if ":" in self.ip else self.ip
+        return f"{host}:{naming.PORTS['grpc']}"
+
+
+def client_security(cert_chain: Sequence[x509.Certificate], key: ec.EllipticCurvePrivateKey,
+                    root: x509.Certificate) -> StaticClientSecurity:
+    """The operator's identity under mutual TLS, from its client certificate Secret."""
+    return StaticClientSecurity(Material(key, tuple(cert_chain), (root,)))
+
+
+class SCMAdmin:
+    def __init__(self, *, probe_timeout: float = 2.0, admin_timeout: float = 30.0) -> None:
+        self.probe_timeout = probe_timeout
+        self.admin_timeout = admin_timeout
+
+    def _client(self, ep: Endpoint, security: StaticClientSecurity | None, *, rounds: int, timeout: float) -> HAAdminClient:
+        options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
+        return HAAdminClient([ep.grpc_address], rounds=rounds, timeout=timeout, security=security,
+                             channel_options=options)
+
+    async def probe(self, ep: Endpoint, security: StaticClientSecurity | None = None) -> SCMObs | None:
+        try:
+            async with self._client(ep, security, rounds=1, timeout=self.probe_timeout) as c:
+                info = await asyncio.wait_for(c.scm_info(), self.probe_timeout + 1)
+        except Exception as exc:  # not answering is an observation, not an error
+            LOG.debug("SCM %s (%s) did not answer GetScmInfo: %s", ep.member, ep.ip, exc)
+            return None
+        return SCMObs(
+            member=ep.member,
+            cluster_id=info.clusterId,
+            scm_id=info.scmId,
+            leader_id=info.leaderId or None,
+            term=info.term,
+        )
+
+    async def probe_all(
+        self, endpoints: Mapping[str, Endpoint], security: StaticClientSecurity | None = None
+    ) -> dict[str, SCMObs]:
+        """member -> its answer, for the members that answered."""
+        names = list(endpoints)
+        answers = await asyncio.gather(*(self.probe(endpoints[n], security) for n in names))
+        return {n: a for n, a in zip(names, answers, strict=True) if a is not None}
+
+    async def ring(self, leader: Endpoint, security: StaticClientSecurity | None = None) -> RingObs | None:
+        try:
+            async with self._client(leader, security, rounds=1, timeout=self.probe_timeout) as c:
+                roles = await asyncio.wait_for(c.roles(), self.probe_timeout + 1)
+        except Exception as exc:
+            LOG.debug("the leader %s (%s) did not answer GetScmRatisRoles: %s", leader.member, leader.ip, exc)
+            return None
+        if not roles.leader_id or roles.answered_by != roles.leader_id:
+            return None  # only the leader's view carries lags and is authoritative about membership
+        return RingObs(
+            leader_scm_id=roles.leader_id,
+            term=roles.term,
+            commit_index=roles.commit_index,
+            peers=tuple(PeerObs(scm_id=p.peer_id, role=p.role, lag=p.lag, host=p.host) for p in roles.peers),
+        )
+
+    async def transfer(
+        self, endpoints: Sequence[Endpoint], to_scm_id: str, security: StaticClientSecurity | None = None
+    ) -> str:
+        return await self._first(endpoints, security, lambda c: c.transfer(to_scm_id))
+
+    async def decommission(
+        self, endpoints: Sequence[Endpoint], scm_id: str, security: StaticClientSecurity | None = None
+    ) -> str:
+        return await self._first(endpoints, security, lambda c: c.decommission(scm_id))
+
+    async def _first(self, endpoints: Sequence[Endpoint], security: StaticClientSecurity | None, call: object) -> str:
+        """Try the members in order (leader first) until one carries the call out."""
+        assert callable(call)
+        last: Exception | None = None
+        for ep in endpoints:
+            try:
+                async with self._client(ep, security, rounds=3, timeout=self.admin_timeout) as c:
+                    return str(await call(c))
+            except Exception as exc:
+                LOG.info("admin call through %s failed: %s", ep.member, exc)
+                last = exc
+        raise last if last is not None else RuntimeError("no SCM to call")

@@ -1,0 +1,131 @@
+"""The kopf handlers: thin wiring from kopf's watches to the reconciler.
+
+Called by kopf (``make_registry`` builds a registry per operator instance, so tests can run several). Nothing here
+decides anything:
+
+* one **daemon** per ``OzoneSCMCluster`` runs the reconcile loop: a pass, then a wait until the pass's requeue
+  delay elapses or something relevant changes (``Runtime.wake``);
+* **event handlers** on the cluster resource and on the Pods, volumes and Secrets the operator manages wake the
+  owning cluster's loop (level-based: the event only says "look again", never what to do);
+* **startup** configures kopf: its own finalizer and progress annotations under ``ozone-scm.io``, no peering
+  (one operator replica, ``Recreate``: kopf peering is not leader election);
+* **login** hands kopf the same connection the operator's Kubernetes client uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from typing import Any
+
+import kopf
+
+from ozone_scm_operator import API_GROUP, API_VERSION, PLURAL, naming
+from ozone_scm_operator.effects.kube import ConnectionSettings
+from ozone_scm_operator.effects.web import Health
+from ozone_scm_operator.reconciler import Reconciler
+
+LOG = logging.getLogger(__name__)
+
+ERROR_BACKOFF = 5.0
+
+
+@dataclasses.dataclass
+class Runtime:
+    """What the handlers of one operator instance share."""
+
+    reconciler: Reconciler
+    connection: ConnectionSettings
+    health: Health
+    watch_timeout: float = 60.0
+    wakes: dict[str, asyncio.Event] = dataclasses.field(default_factory=dict)
+
+    def wake(self, namespace: str | None, cluster: str | None) -> None:
+        if namespace and cluster:
+            event = self.wakes.get(f"{namespace}/{cluster}")
+            if event is not None:
+                event.set()
+
+    async def loop(self, namespace: str, name: str, stopped: kopf.DaemonStopped) -> None:
+        key = f"{namespace}/{name}"
+        wake = self.wakes.setdefault(key, asyncio.Event())
+        self.health.started(key)
+        LOG.info("reconcile loop for %s started", key)
+        try:
+            while not stopped:
+                wake.clear()
+                try:
+                    delay = await self.reconciler.reconcile(namespace, name)
+                except Exception:
+                    LOG.exception("reconcile pass for %s failed; retrying in %.0fs", key, ERROR_BACKOFF)
+                    delay = ERROR_BACKOFF
+                self.health.passed(key)
+                if delay is not None and delay <= 0:
+                    continue
+                await self._wait(wake, stopped, delay if delay is not None else ERROR_BACKOFF)
+        finally:
+            self.health.stopped(key)
+            self.wakes.pop(key, None)
+            LOG.info("reconcile loop for %s stopped", key)
+
+    @staticmethod
+    async def _wait(wake: asyncio.Event, stopped: kopf.DaemonStopped, delay: float) -> None:
+        waker = asyncio.ensure_future(wake.wait())
+        stopper = asyncio.ensure_future(stopped.wait())
+        try:
+            await asyncio.wait({waker, stopper}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (waker, stopper):
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+
+
+def _owner_cluster(body: Any) -> tuple[str | None, str | None]:
+    meta = body.get("metadata") or {}
+    return meta.get("namespace"), (meta.get("labels") or {}).get(naming.LABEL_CLUSTER)
+
+
+def make_registry(rt: Runtime) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    managed = {naming.LABEL_MANAGED_BY: naming.MANAGER}
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.finalizer = f"{API_GROUP}/finalizer"
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=API_GROUP, key="last-handled-configuration"
+        )
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = rt.watch_timeout
+        settings.watching.client_timeout = rt.watch_timeout + 10
+        settings.watching.connect_timeout = 10
+        settings.peering.standalone = True
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        c = rt.connection
+        return kopf.ConnectionInfo(
+            server=c.server, ca_path=c.ca_path, insecure=c.insecure, token=c.token,
+            certificate_path=c.certificate_path, private_key_path=c.private_key_path,
+        )
+
+    @kopf.daemon(API_GROUP, API_VERSION, PLURAL, registry=registry, id="reconcile", cancellation_timeout=10.0)
+    async def reconcile(name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any) -> None:
+        assert namespace is not None  # OzoneSCMCluster is namespaced
+        await rt.loop(namespace, name, stopped)
+
+    @kopf.on.event(API_GROUP, API_VERSION, PLURAL, registry=registry)
+    def cluster_changed(name: str, namespace: str | None, **_: Any) -> None:
+        rt.wake(namespace, name)
+
+    for plural in ("pods", "persistentvolumeclaims", "secrets"):
+
+        @kopf.on.event("", "v1", plural, labels=managed, registry=registry, id=f"wake-on-{plural}")
+        def child_changed(body: kopf.Body, **_: Any) -> None:
+            rt.wake(*_owner_cluster(body))
+
+    return registry

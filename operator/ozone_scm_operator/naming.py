@@ -1,0 +1,135 @@
+"""Names, labels and annotations of everything the operator creates for one ``OzoneSCMCluster``.
+
+Pure. Used by the builders (to name and label objects), the planner (to match observed objects to members)
+and the effects layer (to find the objects of one cluster). A member's name is its Pod's name and its SCM's
+``ozone.scm.node.id``: ``<cluster>-<index>``, where the index comes from ``status.nextMemberIndex`` and is never
+reused, so a replaced member gets a fresh identity (new name, new volume, new scmUuid).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ozone_scm_operator import API_GROUP
+
+# Labels
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_CLUSTER = f"{API_GROUP}/cluster"
+LABEL_MEMBER = f"{API_GROUP}/member"
+MANAGER = "ozone-scm-operator"
+APP = "ozone-scm"
+
+# Annotations
+ANN_REVISION = f"{API_GROUP}/revision"  # hash of the Pod template a member Pod was built from
+ANN_INIT_MODE = f"{API_GROUP}/init-mode"  # init (primordial's first start) or bootstrap
+ANN_CONTENT_HASH = f"{API_GROUP}/content-hash"  # hash of the desired body of a Service, ConfigMap, PDB, Secret
+ANN_CERT_SERIAL = f"{API_GROUP}/certificate-serial"
+ANN_CERT_NOT_AFTER = f"{API_GROUP}/certificate-not-after"
+ANN_ROOT_FINGERPRINT = f"{API_GROUP}/root-ca-fingerprint"
+
+# Paths and ports inside a member Pod
+DATA_DIR = "/data"
+METADATA_DIR = "/data/metadata"
+CONF_DIR = "/etc/ozone"
+TLS_DIR = "/var/run/ozone-scm/tls"
+ENROLLMENT_DIR = "/var/run/ozone-scm/enrollment"
+ENROLLMENT_DATANODE = "datanode.secret"
+PORTS = {
+    "client": 9860,
+    "datanode": 9861,
+    "block": 9863,
+    "http": 9876,
+    "ratis": 9894,
+    "grpc": 9895,
+}
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_CLUSTER_NAME = 45  # leaves room for "-<index>-data" within a 63-character DNS label
+
+
+def member_name(cluster: str, index: int) -> str:
+    return f"{cluster}-{index}"
+
+
+def member_index(cluster: str, name: str) -> int | None:
+    """The index of a member name of this cluster, or None if the name is not one."""
+    prefix = f"{cluster}-"
+    if not name.startswith(prefix):
+        return None
+    rest = name[len(prefix) :]
+    return int(rest) if rest.isdigit() else None
+
+
+def pvc_name(member: str) -> str:
+    return f"{member}-data"
+
+
+def headless_service_name(cluster: str) -> str:
+    return f"{cluster}-headless"
+
+
+def client_service_name(cluster: str) -> str:
+    return cluster
+
+
+def configmap_name(cluster: str) -> str:
+    return f"{cluster}-config"
+
+
+def pdb_name(cluster: str) -> str:
+    return cluster
+
+
+def root_ca_secret_name(cluster: str) -> str:
+    return f"{cluster}-root-ca"
+
+
+def member_tls_secret_name(member: str) -> str:
+    return f"{member}-tls"
+
+
+def operator_client_secret_name(cluster: str) -> str:
+    return f"{cluster}-operator-client"
+
+
+def enrollment_secret_name(cluster: str) -> str:
+    """The datanode enrolment secret (``ozone.scm.security.enrollment.datanode.secret.file``) of a secure cluster."""
+    return f"{cluster}-enrollment"
+
+
+def service_id(cluster: str) -> str:
+    """``ozone.scm.service.ids``: one HA service per cluster, named after it."""
+    return cluster
+
+
+def member_host(member: str, cluster: str, namespace: str, cluster_domain: str) -> str:
+    """The member's stable DNS name through the headless Service (hostname + subdomain on the Pod)."""
+    return f"{member}.{headless_service_name(cluster)}.{namespace}.svc.{cluster_domain}"
+
+
+def selector_labels(cluster: str) -> dict[str, str]:
+    """Labels that select the member Pods of one cluster (Services, PDB)."""
+    return {LABEL_NAME: APP, LABEL_INSTANCE: cluster, LABEL_COMPONENT: "scm"}
+
+
+def common_labels(cluster: str) -> dict[str, str]:
+    return {**selector_labels(cluster), LABEL_MANAGED_BY: MANAGER, LABEL_CLUSTER: cluster}
+
+
+def member_labels(cluster: str, member: str) -> dict[str, str]:
+    return {**common_labels(cluster), LABEL_MEMBER: member}
+
+
+def check_cluster_name(name: str) -> str | None:
+    """None if ``name`` can name a cluster, else a one-line reason."""
+    if not _DNS_LABEL.match(name):
+        return f"metadata.name {name!r} must be a DNS label (lower-case letters, digits and '-')"
+    if len(name) > MAX_CLUSTER_NAME:
+        return (
+            f"metadata.name {name!r} is {len(name)} characters; at most {MAX_CLUSTER_NAME} leave room for member "
+            "names (<name>-<index>) and their volumes within Kubernetes' 63-character limit"
+        )
+    return None

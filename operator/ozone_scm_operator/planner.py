@@ -1,0 +1,808 @@
+"""The planner: observed state + spec + recorded status -> the next single action, and the status to record first.
+
+Called by the reconciler once per pass. Pure: no I/O, no clock (``Observed.now``), no randomness. It never acts;
+it returns a :class:`Plan`: the status to write **before** acting (the intent: a member recorded before its Pod
+exists, an operation and its step recorded before the step runs) and at most one :class:`Action`. The reconciler
+writes the status, and only if that succeeded, performs the action; then it plans again from fresh observations.
+Because every step is idempotent and judged against what is observed (is the member still in the ring? is its
+Pod still there?), an operator restarted mid-step resumes the step instead of repeating or skipping it.
+
+Order of concerns in one pass (the first that wants to act wins):
+
+1. refuse to act: an invalid cluster name; members reporting different cluster IDs (split brain:
+   ``ConsistentClusterID=False``); ``spec.paused``; a replica count that was never valid;
+2. bootstrap: record the primordial member (``<name>-<nextMemberIndex>``) and the ``Bootstrap`` operation;
+3. certificates (CA mode ``operator``): root CA, the operator's client certificate, member certificates missing,
+   signed by another root, or due for renewal;
+4. owned objects whose content differs from what the builders produce: ConfigMap (the member list, so running
+   members learn of a joiner before its Pod starts), headless and client Services, PodDisruptionBudget;
+5. level repairs: a recorded member's missing volume (while it has not joined yet) or missing Pod;
+6. the operation in progress (``status.currentOperation``): Bootstrap, AddMember, RemoveMember, ReplaceMember,
+   RollMember, each a small state machine over observed facts;
+7. a new operation, one at a time: replace a member whose volume is gone or that stayed out of the quorum longer
+   than ``membership.replaceAfter``; roll a member whose Pod revision is stale (unready ones first, followers,
+   the leader last after a leadership transfer, only while a caught-up majority remains); add a member; remove a
+   member.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+from ozone_scm_operator import builders, naming
+from ozone_scm_operator.builders import Body, ClusterRef
+from ozone_scm_operator.model import (
+    CREATING,
+    JOINED,
+    JOINING,
+    LEAVING,
+    OP_ADD,
+    OP_BOOTSTRAP,
+    OP_REMOVE,
+    OP_REPLACE,
+    OP_ROLL,
+    ClusterStatus,
+    MemberStatus,
+    Observed,
+    Operation,
+    SecurityStatus,
+)
+from ozone_scm_operator.spec import ALLOWED_REPLICAS, ClusterSpec, ImmutableSpec, SpecProblem, effective_spec
+from ozone_scm_operator.status import Event, Facts, derive_conditions
+
+# Action kinds
+APPLY = "Apply"  # create or replace a Service, ConfigMap or PodDisruptionBudget (body)
+DELETE_OBJECT = "DeleteObject"  # delete a Service/ConfigMap/PDB (body names it)
+CREATE_PVC = "CreatePVC"
+CREATE_POD = "CreatePod"
+DELETE_POD = "DeletePod"
+DELETE_PVC = "DeletePVC"
+RETAIN_PVC = "RetainPVC"  # drop the owner reference and label the volume retained (never delete unknown data)
+DELETE_SECRET = "DeleteSecret"
+CREATE_ROOT_CA = "CreateRootCA"
+CREATE_ENROLLMENT_SECRET = "CreateEnrollmentSecret"
+ISSUE_MEMBER_CERT = "IssueMemberCertificate"
+ISSUE_CLIENT_CERT = "IssueClientCertificate"
+TRANSFER_LEADERSHIP = "TransferLeadership"
+DECOMMISSION = "Decommission"
+
+RETRY_SOON = 1.0  # seconds until the next pass while an operation waits for something to happen
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    kind: str
+    target: str
+    reason: str  # Event reason
+    message: str  # Event message
+    body: Body | None = None
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    status: ClusterStatus  # write this first
+    action: Action | None  # then do this (None: nothing to do now)
+    events: tuple[Event, ...] = ()  # Events besides the action's own (condition changes)
+    requeue_after: float | None = None  # seconds until the next pass when nothing else wakes it (None: default)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Operator-wide behaviour the planner needs (from the command line)."""
+
+    poll_interval: float = 5.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# helpers over one pass
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def majority(n: int) -> int:
+    return n // 2 + 1
+
+
+@dataclasses.dataclass
+class _Pass:
+    ref: ClusterRef
+    spec: ClusterSpec
+    status: ClusterStatus
+    obs: Observed
+    problems: list[SpecProblem]
+    revision: str
+    notes: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (reason, message) for Degraded
+
+    @property
+    def now(self) -> datetime.datetime:
+        return self.obs.now
+
+    @property
+    def op(self) -> Operation | None:
+        return self.status.current_operation
+
+    def note(self, reason: str, message: str) -> None:
+        self.notes.append((reason, message))
+
+    # ---- members ----
+    def members(self, *states: str) -> list[MemberStatus]:
+        return [m for m in self.status.members if not states or m.state in states]
+
+    def caught_up(self, m: MemberStatus) -> bool:
+        ring = self.obs.ring
+        if ring is None or not m.scm_id:
+            return False
+        peer = ring.peer(m.scm_id)
+        if peer is None:
+            return False
+        if peer.role == "LEADER":
+            return True
+        return peer.role == "FOLLOWER" and peer.lag is not None and peer.lag <= self.spec.membership.max_catch_up_lag
+
+    def healthy(self, m: MemberStatus) -> bool:
+        pod = self.obs.pods.get(m.name)
+        return pod is not None and pod.ready and not pod.deleting and self.caught_up(m)
+
+    def is_leader(self, m: MemberStatus) -> bool:
+        ring = self.obs.ring
+        return ring is not None and bool(m.scm_id) and ring.leader_scm_id == m.scm_id
+
+    def leader(self) -> MemberStatus | None:
+        return next((m for m in self.status.members if self.is_leader(m)), None)
+
+    def in_ring(self, scm_id: str | None) -> bool:
+        return self.obs.ring is not None and self.obs.ring.peer(scm_id) is not None
+
+    def voters(self) -> list[MemberStatus]:
+        """Members the leader counts as voters (LEADER/FOLLOWER)."""
+        ring = self.obs.ring
+        if ring is None:
+            return []
+        ids = {p.scm_id for p in ring.voters}
+        return [m for m in self.status.members if m.scm_id in ids]
+
+    def pvc_gone(self, m: MemberStatus) -> bool:
+        pvc = self.obs.pvcs.get(naming.pvc_name(m.name))
+        return pvc is None or pvc.deleting
+
+    def set_status(self, **changes: Any) -> None:
+        self.status = dataclasses.replace(self.status, **changes)
+
+    def set_member(self, m: MemberStatus) -> None:
+        self.status = self.status.with_member(m)
+
+    def set_op(self, op: Operation | None) -> None:
+        self.status = dataclasses.replace(self.status, current_operation=op)
+
+    def allocate_member(self, state: str) -> MemberStatus:
+        index = max([self.status.next_member_index, *(m.index + 1 for m in self.status.members)])
+        m = MemberStatus(name=naming.member_name(self.ref.name, index), index=index, state=state)
+        self.set_status(next_member_index=index + 1)
+        self.set_member(m)
+        return m
+
+    def timed_out(self, op: Operation) -> bool:
+        started = op.step_started_at or op.started_at
+        return self.now - started > self.spec.membership.operation_timeout
+
+    def pod_trouble(self, name: str) -> str:
+        pod = self.obs.pods.get(name)
+        if pod is None:
+            return "its Pod does not exist"
+        trouble = pod.trouble()
+        if trouble:
+            return trouble
+        if not pod.ready:
+            return f"its Pod is {pod.phase} and not ready"
+        return "it is not caught up with the leader"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# refreshing what status says about members from what was observed
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _refresh_members(p: _Pass) -> None:
+    ring = p.obs.ring
+    for m in p.status.members:
+        pod = p.obs.pods.get(m.name)
+        scm = p.obs.scms.get(m.name)
+        scm_id = m.scm_id
+        if scm is not None and scm_id is None and m.state in (CREATING, JOINING):
+            scm_id = scm.scm_id
+        peer = ring.peer(scm_id) if ring is not None else None
+        updated = dataclasses.replace(
+            m,
+            scm_id=scm_id,
+            cluster_id=scm.cluster_id if scm is not None else m.cluster_id,
+            pod_ip=pod.pod_ip if pod is not None else None,
+            revision=pod.revision if pod is not None else None,
+            role=peer.role if peer is not None else ("UNKNOWN" if ring is not None else None),
+            lag=peer.lag if peer is not None else None,
+        )
+        secret = p.obs.secrets.get(naming.member_tls_secret_name(m.name))
+        if secret is not None:
+            updated = dataclasses.replace(
+                updated,
+                certificate_expiry=secret.certificate_not_after,
+                certificate_serial=secret.certificate_serial,
+            )
+        p.set_member(updated)
+        ready = p.healthy(updated)
+        p.set_member(
+            dataclasses.replace(
+                updated,
+                ready=ready,
+                # recorded on the transition only, so a steady cluster's status does not change every pass
+                out_of_quorum_since=None if ready else (updated.out_of_quorum_since or p.now),
+            )
+        )
+    leader = p.leader()
+    p.set_status(
+        leader=leader.name if leader else None,
+        term=ring.term if ring is not None else p.status.term,
+    )
+
+
+def _cluster_ids(p: _Pass) -> dict[str, list[str]]:
+    """Cluster ID -> members reporting it (the recorded ID counts as reported by ``status``)."""
+    ids: dict[str, list[str]] = {}
+    for name, scm in sorted(p.obs.scms.items()):
+        if p.status.member(name) is not None:
+            ids.setdefault(scm.cluster_id, []).append(name)
+    if p.status.cluster_id:
+        ids.setdefault(p.status.cluster_id, []).append("status.clusterID")
+    return ids
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the concerns, in order; each returns an Action, or None to let the next one look
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _security(p: _Pass) -> Action | None:
+    sec = p.spec.security
+    if not sec.enabled:
+        return None
+    enrollment = naming.enrollment_secret_name(p.ref.name)
+    if enrollment not in p.obs.secrets:
+        return Action(
+            CREATE_ENROLLMENT_SECRET, enrollment, "CreatingSecret",
+            f"creating the datanode enrolment secret {enrollment}",
+        )
+    if not sec.operator_ca:
+        return None
+    root_name = naming.root_ca_secret_name(p.ref.name)
+    root = p.obs.secrets.get(root_name)
+    recorded = p.status.security
+    if root is None:
+        if recorded.root_ca_fingerprint is None:
+            return Action(
+                CREATE_ROOT_CA, root_name, "CreatingRootCA",
+                f"creating the root CA in Secret {root_name}",
+                params={"duration": sec.root_ca_duration.total_seconds()},
+            )
+        p.note(
+            "RootCAMissing",
+            f"the root CA Secret {root_name} was deleted; members keep serving with their current certificates, but "
+            "no member can be added, replaced, rolled or renewed until it is restored from a backup "
+            f"(its certificate had SHA-256 fingerprint {recorded.root_ca_fingerprint}); the operator never replaces "
+            "a root CA by itself",
+        )
+        return None
+    if recorded.root_ca_fingerprint is None:
+        p.set_status(
+            security=SecurityStatus(
+                root_ca_secret=root_name,
+                root_ca_expiry=root.certificate_not_after,
+                root_ca_fingerprint=root.root_fingerprint,
+                revoked_serials=recorded.revoked_serials,
+            )
+        )
+    elif root.root_fingerprint != recorded.root_ca_fingerprint:
+        p.note(
+            "RootCAChanged",
+            f"Secret {root_name} holds a different root CA (fingerprint {root.root_fingerprint}, expected "
+            f"{recorded.root_ca_fingerprint}); the operator issues nothing from it. Restore the original root CA",
+        )
+        return None
+    fp = p.status.security.root_ca_fingerprint
+    client_name = naming.operator_client_secret_name(p.ref.name)
+    client = p.obs.secrets.get(client_name)
+    if client is None or client.root_fingerprint != fp or _due(client.certificate_not_after, p):
+        return Action(
+            ISSUE_CLIENT_CERT, client_name, "IssuingCertificate",
+            f"issuing the operator's client certificate into Secret {client_name}",
+            params={"duration": sec.certificate_duration.total_seconds()},
+        )
+    for m in p.members(CREATING, JOINING, JOINED):
+        name = naming.member_tls_secret_name(m.name)
+        s = p.obs.secrets.get(name)
+        why = None
+        if s is None:
+            why = "issuing" if m.certificate_serial is None else "re-issuing (its Secret was deleted)"
+        elif s.root_fingerprint != fp:
+            why = "re-issuing (signed by another root CA)"
+        elif _due(s.certificate_not_after, p):
+            why = "renewing (expires " + (s.certificate_not_after.isoformat() if s.certificate_not_after else "?") + ")"
+        if why:
+            return Action(
+                ISSUE_MEMBER_CERT, name, "IssuingCertificate",
+                f"{why} the sub-CA certificate of member {m.name} into Secret {name}",
+                params={"member": m.name, "duration": sec.certificate_duration.total_seconds()},
+            )
+    return None
+
+
+def _due(not_after: datetime.datetime | None, p: _Pass) -> bool:
+    return not_after is None or not_after - p.spec.security.renew_before <= p.now
+
+
+def _pdb_max_unavailable(p: _Pass) -> int:
+    """One voluntary disruption per tolerable failure ((n-1)/2), minus members already down or catching up;
+    none during an operation."""
+    joined = p.members(JOINED, LEAVING)
+    if p.op is not None:
+        return 0
+    tolerable = (len(joined) - 1) // 2
+    down = sum(1 for m in joined if not p.healthy(m))
+    return max(0, tolerable - down)
+
+
+def _children(p: _Pass) -> Action | None:
+    names = [m.name for m in p.status.members]
+    desired: list[Body] = [
+        builders.build_configmap(p.ref, p.spec, names, p.status.primordial_member),
+        builders.build_headless_service(p.ref),
+        builders.build_client_service(p.ref, p.spec),
+    ]
+    if p.spec.pdb_enabled:
+        desired.append(builders.build_pdb(p.ref, _pdb_max_unavailable(p)))
+    for body in desired:
+        key = (body["kind"], body["metadata"]["name"])
+        want = body["metadata"]["annotations"][naming.ANN_CONTENT_HASH]
+        have = p.obs.children.get(key, "<absent>")
+        if have != want:
+            verb = "creating" if have == "<absent>" else "updating"
+            return Action(APPLY, key[1], f"Apply{key[0]}", f"{verb} {key[0]} {key[1]}", body=body)
+    pdb_key = ("PodDisruptionBudget", naming.pdb_name(p.ref.name))
+    if not p.spec.pdb_enabled and pdb_key in p.obs.children:
+        return Action(
+            DELETE_OBJECT, pdb_key[1], "DeletePodDisruptionBudget",
+            f"deleting PodDisruptionBudget {pdb_key[1]} (spec.podDisruptionBudget.enabled=false)",
+            body={"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                  "metadata": {"name": pdb_key[1], "namespace": p.ref.namespace}},
+        )
+    return None
+
+
+def _init_mode(p: _Pass, m: MemberStatus) -> str:
+    op = p.op
+    first_start = (
+        m.name == p.status.primordial_member
+        and p.status.cluster_id is None
+        and m.state == CREATING
+        and op is not None
+        and op.type == OP_BOOTSTRAP
+    )
+    return builders.INIT_MODE_INIT if first_start else builders.INIT_MODE_BOOTSTRAP
+
+
+def _repairs(p: _Pass) -> Action | None:
+    for m in p.members(CREATING, JOINING, JOINED):
+        pvc_name = naming.pvc_name(m.name)
+        pvc = p.obs.pvcs.get(pvc_name)
+        if pvc is None and m.state in (CREATING, JOINING):
+            return Action(
+                CREATE_PVC, pvc_name, "CreatingVolume", f"creating PersistentVolumeClaim {pvc_name} for member {m.name}",
+                body=builders.build_pvc(p.ref, p.spec, m.name),
+            )
+        if pvc is None or pvc.deleting:
+            continue  # a joined member's volume is gone: replacement (below), never a fresh Pod on empty disk
+        if p.spec.security.operator_ca and naming.member_tls_secret_name(m.name) not in p.obs.secrets:
+            continue  # its certificate first (blocked while the root CA is missing)
+        if p.spec.security.enabled and naming.enrollment_secret_name(p.ref.name) not in p.obs.secrets:
+            continue
+        if m.name not in p.obs.pods:
+            mode = _init_mode(p, m)
+            what = "scm --init (primordial)" if mode == builders.INIT_MODE_INIT else "scm --bootstrap"
+            return Action(
+                CREATE_POD, m.name, "CreatingPod", f"creating Pod {m.name} ({what}, revision {p.revision})",
+                body=builders.build_pod(p.ref, p.spec, m.name, mode),
+            )
+    return None
+
+
+# ---- operations ----
+
+
+def _continue_bootstrap(p: _Pass, op: Operation) -> Action | None:
+    m = p.status.member(op.member)
+    if m is None:
+        p.set_op(None)
+        return None
+    scm = p.obs.scms.get(m.name)
+    pod = p.obs.pods.get(m.name)
+    if scm is not None and scm.is_leader and pod is not None and pod.ready:
+        p.set_status(cluster_id=scm.cluster_id)
+        p.set_member(dataclasses.replace(m, state=JOINED, scm_id=scm.scm_id, cluster_id=scm.cluster_id))
+        p.set_op(None)
+        return None
+    p.set_op(op.at_step("WaitForLeader", p.now))
+    if p.timed_out(op):
+        p.note("OperationStuck", f"the primordial member {m.name} has not become the leader: {p.pod_trouble(m.name)}")
+    return None
+
+
+def _continue_add(p: _Pass, op: Operation) -> Action | None:
+    m = p.status.member(op.member)
+    if m is None:
+        p.set_op(None)
+        return None
+    if m.state == JOINED:
+        p.set_op(None)
+        return None
+    joined = p.members(JOINED)
+    if len(joined) >= p.spec.replicas and op.reason != "Replacement":
+        # The user scaled down while this member was still joining: give it up (RemoveMember cleans up).
+        p.set_member(dataclasses.replace(m, state=LEAVING))
+        p.set_op(Operation(OP_REMOVE, m.name, started_at=p.now, reason="ScaleDown", message="abandoning the add"))
+        return None
+    if p.healthy(m) and m.scm_id is not None and p.obs.ring is not None:
+        peer = p.obs.ring.peer(m.scm_id)
+        if peer is not None and peer.role in ("FOLLOWER", "LEADER"):
+            p.set_member(dataclasses.replace(m, state=JOINED))
+            p.set_op(None)
+            return None
+    step = "WaitForPod" if m.name not in p.obs.pods else ("CatchUp" if m.scm_id and p.in_ring(m.scm_id) else "Join")
+    p.set_op(op.at_step(step, p.now))
+    if m.state == CREATING:
+        p.set_member(dataclasses.replace(m, state=JOINING))
+    if p.timed_out(p.op or op):
+        p.note("OperationStuck", f"member {m.name} has not joined and caught up: {p.pod_trouble(m.name)}")
+    return None
+
+
+def _transfer_target(p: _Pass, away_from: MemberStatus) -> MemberStatus | None:
+    candidates = [m for m in p.members(JOINED) if m.name != away_from.name and p.healthy(m)]
+    if not candidates:
+        return None
+    lag = {m.name: (m.lag or 0) for m in candidates}
+    return min(candidates, key=lambda m: (lag[m.name], m.index))
+
+
+def _transfer(p: _Pass, op: Operation, m: MemberStatus) -> Action | None:
+    target = _transfer_target(p, m)
+    p.set_op(op.at_step("TransferLeadership", p.now))
+    if target is None:
+        p.note("WaitingForQuorum", f"cannot move leadership away from {m.name}: no other member is ready and caught up")
+        return None
+    return Action(
+        TRANSFER_LEADERSHIP, m.name, "TransferringLeadership",
+        f"transferring leadership from {m.name} to {target.name} before {op.type} of {m.name}",
+        params={"to_scm_id": target.scm_id, "to": target.name, "from_scm_id": m.scm_id},
+    )
+
+
+def _continue_remove(p: _Pass, op: Operation) -> Action | None:
+    """RemoveMember and the first half of ReplaceMember: move leadership and the primordial role away,
+    decommission, delete the Pod, the volume (or retain it) and the certificate, forget the member."""
+    m = p.status.member(op.member)
+    if m is None:
+        return _finish_remove(p, op, None)
+    if m.state != LEAVING:
+        p.set_member(dataclasses.replace(m, state=LEAVING))
+        m = p.status.member(op.member)
+        assert m is not None
+    observed = p.obs.scms.get(m.name)
+    ids = {m.scm_id, observed.scm_id if observed is not None else None}
+    if p.obs.ring is None and any(ids):
+        # Without the leader's view we cannot tell whether it is still a member: never delete what may be one.
+        p.note("NoLeader", f"waiting for a leader before removing {m.name} ({op.reason or op.type})")
+        return None
+    in_ring = sorted(sid for sid in ids if sid and p.in_ring(sid))
+    if p.is_leader(m):
+        return _transfer(p, op, m)
+    if p.status.primordial_member == m.name:
+        successor = next((x for x in p.members(JOINED) if x.name != m.name and p.healthy(x)), None)
+        if successor is None:
+            successor = next((x for x in p.members(JOINED) if x.name != m.name), None)
+        if successor is not None:
+            p.set_status(primordial_member=successor.name)
+            p.set_op(op.at_step("RepointPrimordial", p.now))
+            return None
+    for sid in in_ring:
+        p.set_op(op.at_step("Decommission", p.now))
+        return Action(
+            DECOMMISSION, m.name, "DecommissioningMember",
+            f"decommissioning SCM {m.name} (scmId {sid}) from the ring ({op.reason or op.type})",
+            params={"scm_id": sid},
+        )
+    pod = p.obs.pods.get(m.name)
+    if pod is not None:
+        p.set_op(op.at_step("DeletePod", p.now))
+        if pod.deleting:
+            return None
+        return Action(DELETE_POD, m.name, "DeletingPod", f"deleting Pod {m.name} (member left the ring)")
+    pvc_name = naming.pvc_name(m.name)
+    pvc = p.obs.pvcs.get(pvc_name)
+    if pvc is not None and not pvc.deleting:
+        p.set_op(op.at_step("Volume", p.now))
+        if op.type == OP_REPLACE and op.reason != "VolumeLost":
+            return Action(
+                RETAIN_PVC, pvc_name, "RetainingVolume",
+                f"keeping PersistentVolumeClaim {pvc_name} of replaced member {m.name} for inspection (no longer owned "
+                "by the cluster; delete it yourself when it is not needed)",
+            )
+        return Action(DELETE_PVC, pvc_name, "DeletingVolume", f"deleting PersistentVolumeClaim {pvc_name} of {m.name}")
+    secret_name = naming.member_tls_secret_name(m.name)
+    if secret_name in p.obs.secrets:
+        p.set_op(op.at_step("RevokeCertificate", p.now))
+        serial = p.obs.secrets[secret_name].certificate_serial or m.certificate_serial
+        if serial and serial not in p.status.security.revoked_serials:
+            p.set_status(
+                security=dataclasses.replace(
+                    p.status.security, revoked_serials=(*p.status.security.revoked_serials, serial)
+                )
+            )
+        return Action(
+            DELETE_SECRET, secret_name, "RevokingCertificate",
+            f"revoking the certificate of {m.name} (serial {serial}) and deleting Secret {secret_name}",
+        )
+    return _finish_remove(p, op, m)
+
+
+def _finish_remove(p: _Pass, op: Operation, m: MemberStatus | None) -> Action | None:
+    if m is not None:
+        p.status = p.status.without_member(m.name)
+    if op.type == OP_REPLACE and op.replacement:
+        replacement = p.status.member(op.replacement)
+        if replacement is None:
+            idx = naming.member_index(p.ref.name, op.replacement)
+            replacement = MemberStatus(name=op.replacement, index=idx if idx is not None else 0, state=JOINING)
+            p.set_member(replacement)
+            p.set_status(next_member_index=max(p.status.next_member_index, replacement.index + 1))
+        p.set_op(
+            Operation(
+                OP_ADD, replacement.name, started_at=p.now, reason="Replacement",
+                message=f"replacing {op.member}",
+            )
+        )
+        return None
+    p.set_op(None)
+    return None
+
+
+def _continue_roll(p: _Pass, op: Operation) -> Action | None:
+    m = p.status.member(op.member)
+    if m is None:
+        p.set_op(None)
+        return None
+    pod = p.obs.pods.get(m.name)
+    if pod is None:
+        p.set_op(op.at_step("WaitForPod", p.now))
+        return None  # the repairs create it with the current revision
+    if pod.revision != p.revision:
+        if pod.deleting:
+            return None
+        if p.is_leader(m) and len(p.members(JOINED)) > 1:
+            return _transfer(p, op, m)
+        p.set_op(op.at_step("Restart", p.now))
+        return Action(
+            DELETE_POD, m.name, "RollingMember",
+            f"restarting {m.name} with revision {p.revision} (was {pod.revision})",
+        )
+    if p.healthy(m):
+        p.set_op(None)
+        return None
+    p.set_op(op.at_step("WaitForReady", p.now))
+    if p.timed_out(p.op or op):
+        p.note(
+            "OperationStuck",
+            f"member {m.name} did not become ready with revision {p.revision} (image {p.spec.image}): "
+            f"{p.pod_trouble(m.name)}; the roll stops here and the other members keep serving. Fix or revert the "
+            "change and the member is rolled again",
+        )
+    return None
+
+
+def _continue(p: _Pass) -> Action | None:
+    op = p.op
+    if op is None:
+        return None
+    if op.type == OP_BOOTSTRAP:
+        return _continue_bootstrap(p, op)
+    if op.type == OP_ADD:
+        return _continue_add(p, op)
+    if op.type in (OP_REMOVE, OP_REPLACE):
+        return _continue_remove(p, op)
+    if op.type == OP_ROLL:
+        return _continue_roll(p, op)
+    p.note("UnknownOperation", f"status.currentOperation.type {op.type!r} is unknown; clearing it")
+    p.set_op(None)
+    return None
+
+
+def _start_replace(p: _Pass, m: MemberStatus, reason: str, why: str) -> None:
+    replacement = naming.member_name(p.ref.name, max(p.status.next_member_index, *(x.index + 1 for x in p.status.members)))
+    idx = naming.member_index(p.ref.name, replacement) or 0
+    p.set_status(next_member_index=idx + 1)
+    p.set_member(dataclasses.replace(m, state=LEAVING))
+    p.set_op(
+        Operation(OP_REPLACE, m.name, started_at=p.now, replacement=replacement, reason=reason,
+                  message=f"{why}; replacing it with {replacement}")
+    )
+
+
+def _new_operation(p: _Pass) -> Action | None:
+    joined = p.members(JOINED)
+    ring = p.obs.ring
+    if p.status.cluster_id is None:
+        return None
+    if ring is None:
+        p.note("NoLeader", "no SCM reports a leader; waiting for the ring to elect one before any membership change")
+        return None
+    healthy = [m for m in joined if p.healthy(m)]
+
+    # 1. replacement (one at a time, never breaking the majority, never the leader without a transfer first)
+    for m in joined:
+        why = None
+        reason = None
+        recorded = m.scm_id
+        observed = p.obs.scms.get(m.name)
+        if p.pvc_gone(m):
+            why, reason = f"the volume of member {m.name} is gone", "VolumeLost"
+        elif observed is not None and recorded and observed.scm_id != recorded:
+            why, reason = (
+                f"member {m.name} now reports scmId {observed.scm_id} instead of {recorded} (its volume was replaced)",
+                "IdentityChanged",
+            )
+        else:
+            timeout = p.spec.membership.replace_after
+            if timeout.total_seconds() > 0 and not p.healthy(m):
+                since = m.out_of_quorum_since
+                if since is not None and p.now - since > timeout:
+                    why = f"member {m.name} has been out of the quorum since {since.isoformat()} ({p.pod_trouble(m.name)})"
+                    reason = "OutOfQuorum"
+        if why is None or reason is None:
+            continue
+        others_healthy = [x for x in healthy if x.name != m.name]
+        if len(others_healthy) < majority(max(len(joined) - 1, 1)):
+            p.note("WaitingForQuorum", f"{why}, but replacing it now would leave no caught-up majority; waiting")
+            return None
+        _start_replace(p, m, reason, why)
+        return None
+
+    # 2. rolling: stale Pods, unready ones first, followers next, the leader last
+    stale = [
+        m for m in joined
+        if (pod := p.obs.pods.get(m.name)) is not None and not pod.deleting and pod.revision != p.revision
+    ]
+    if stale:
+        stale.sort(key=lambda m: (p.healthy(m), p.is_leader(m), -(m.lag or 0), m.index))
+        m = stale[0]
+        if p.healthy(m) and len(joined) > 1:
+            others = [x for x in healthy if x.name != m.name]
+            if len(others) < majority(len(joined)):
+                p.note(
+                    "WaitingForQuorum",
+                    f"waiting for a caught-up majority before rolling {m.name} "
+                    f"({len(others)} of {len(joined) - 1} other members ready)",
+                )
+                return None
+        p.set_op(Operation(OP_ROLL, m.name, started_at=p.now, reason="RevisionChanged",
+                           message=f"revision {m.revision} -> {p.revision}"))
+        return None
+
+    if p.spec.replicas not in ALLOWED_REPLICAS:
+        return None
+    # 3. scale up, one member at a time, only with every member ready and caught up
+    if len(joined) < p.spec.replicas:
+        if len(healthy) < len(joined):
+            p.note("WaitingForMembers", "waiting for every member to be ready and caught up before adding one")
+            return None
+        m = p.allocate_member(JOINING)
+        p.set_op(Operation(OP_ADD, m.name, started_at=p.now, reason="ScaleUp",
+                           message=f"{len(joined)} -> {len(joined) + 1} members"))
+        return None
+    # 4. scale down, one member at a time, keeping a caught-up majority
+    if len(joined) > p.spec.replicas:
+        victims = sorted(
+            joined,
+            key=lambda m: (p.healthy(m), m.name == p.status.primordial_member, p.is_leader(m), -m.index),
+        )
+        m = victims[0]
+        others = [x for x in healthy if x.name != m.name]
+        if len(others) < majority(len(joined) - 1):
+            p.note("WaitingForQuorum", f"cannot remove {m.name} now without losing a caught-up majority")
+            return None
+        p.set_member(dataclasses.replace(m, state=LEAVING))
+        p.set_op(Operation(OP_REMOVE, m.name, started_at=p.now, reason="ScaleDown",
+                           message=f"{len(joined)} -> {len(joined) - 1} members"))
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the entry point
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def plan(
+    ref: ClusterRef,
+    spec: ClusterSpec,
+    problems: Sequence[SpecProblem],
+    generation: int | None,
+    status: ClusterStatus,
+    obs: Observed,
+    settings: Settings = Settings(),
+) -> Plan:
+    """The status to write and the next action (see the module docstring for the order of concerns)."""
+    recorded = ImmutableSpec.from_status(status.immutable_spec)
+    eff, all_problems = effective_spec(spec, problems, recorded, status.replicas)
+    p = _Pass(ref=ref, spec=eff, status=status, obs=obs, problems=all_problems, revision=builders.pod_revision(eff))
+    p.set_status(observed_generation=generation, revision=p.revision)
+    _refresh_members(p)
+    action = _decide(p)
+    op_member = p.op.member if p.op is not None else None
+    if p.status.cluster_id is not None:
+        unready = [m for m in p.members(JOINED) if not p.healthy(m) and m.name != op_member]
+        if unready:
+            p.note(
+                "MembersNotReady",
+                "not ready or not caught up: " + "; ".join(f"{m.name} ({p.pod_trouble(m.name)})" for m in unready),
+            )
+    facts = Facts(
+        spec=p.spec,
+        problems=tuple(p.problems),
+        notes=tuple(p.notes),
+        cluster_ids=_cluster_ids(p),
+        healthy=frozenset(m.name for m in p.status.members if p.healthy(m)),
+        has_leader=p.obs.ring is not None,
+        now=p.now,
+        generation=generation,
+    )
+    new_status, events = derive_conditions(status, p.status, facts)
+    if action is not None:
+        requeue = 0.0
+    elif new_status.current_operation is not None or p.status.cluster_id is None:
+        requeue = RETRY_SOON
+    else:
+        requeue = settings.poll_interval
+    return Plan(status=new_status, action=action, events=tuple(events), requeue_after=requeue)
+
+
+def _decide(p: _Pass) -> Action | None:
+    bad_name = naming.check_cluster_name(p.ref.name)
+    if bad_name:
+        p.note("InvalidName", bad_name)
+        return None
+    ids = _cluster_ids(p)
+    if len(ids) > 1:
+        return None  # split brain: ConsistentClusterID=False, act on nothing
+    if p.spec.paused:
+        return None
+    if p.spec.replicas not in ALLOWED_REPLICAS and p.status.replicas is None:
+        return None  # never valid: start nothing
+    if p.status.immutable_spec is None:
+        p.set_status(immutable_spec=ImmutableSpec.of(p.spec).to_status())
+    if p.spec.replicas in ALLOWED_REPLICAS:
+        p.set_status(replicas=p.spec.replicas)
+    if not p.status.members:
+        m = p.allocate_member(CREATING)
+        p.set_status(primordial_member=m.name)
+        p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
+                           message=f"{m.name} is the primordial SCM (scm --init)"))
+        return None
+    for concern in (_security, _children, _repairs, _continue):
+        action = concern(p)
+        if action is not None:
+            return action
+    if p.op is not None:
+        return None
+    if any(r in ("RootCAMissing", "RootCAChanged") for r, _ in p.notes):
+        return None  # no membership change without a trustworthy root CA
+    return _new_operation(p)

@@ -1,0 +1,404 @@
+"""One reconcile pass of one ``OzoneSCMCluster``: observe, plan, write the intent into status, act.
+
+Called by the kopf daemon in ``handlers`` (one loop per cluster) and by tests. The order is the safety argument:
+
+1. **observe** everything fresh: the resource (GET, not kopf's cached body), its Pods, volumes, Secrets,
+   Services, ConfigMap and PDB (by the ``ozone-scm.io/cluster`` label), each running member's own answer
+   (``GetScmInfo`` on its Pod IP), and the leader's view of the ring;
+2. **plan** (pure, ``planner.plan``): the status to record and at most one action;
+3. **write the status first**; if that fails, do nothing (the next pass starts over);
+4. **act**, post an Event for the action, and return how soon the next pass should run.
+
+An operator killed between 3 and 4 finds the intent in status and the world unchanged, and the planner asks
+for the same step again; killed after 4, it finds the step done (observed) and moves on.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ozone_scm_operator import builders, certs, naming, planner
+from ozone_scm_operator.builders import ClusterRef
+from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
+from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
+from ozone_scm_operator.effects.web import Metrics
+from ozone_scm_operator.model import (
+    ClusterStatus,
+    ContainerObs,
+    Observed,
+    PodObs,
+    PVCObs,
+    RingObs,
+    SCMObs,
+    SecretObs,
+    parse_time,
+)
+from ozone_scm_operator.spec import parse_spec
+
+LOG = logging.getLogger(__name__)
+
+ACTION_RETRY = 2.0  # seconds before the next pass after a failed action
+_KEEP = ("kopf", "audit")  # status keys written by others (kopf's bookkeeping, the audit integration)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReconcilerSettings:
+    cluster_domain: str = "cluster.local"
+    poll_interval: float = 5.0
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def new_serial() -> int:
+    """A random serial in the range SCM leaves to externally issued certificates (>= 2^63)."""
+    return certs.EXTERNAL_SERIAL_FLOOR + secrets.randbits(120)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# raw objects -> observed values
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _containers(statuses: list[Body] | None, init: bool) -> tuple[ContainerObs, ...]:
+    out = []
+    for cs in statuses or ():
+        state = cs.get("state") or {}
+        last = cs.get("lastState") or {}
+        waiting = state.get("waiting") or {}
+        terminated = state.get("terminated") or last.get("terminated") or {}
+        out.append(
+            ContainerObs(
+                name=str(cs.get("name", "")),
+                init=init,
+                ready=bool(cs.get("ready")),
+                restart_count=int(cs.get("restartCount") or 0),
+                waiting_reason=waiting.get("reason"),
+                waiting_message=waiting.get("message"),
+                terminated_reason=terminated.get("reason"),
+                exit_code=terminated.get("exitCode"),
+                terminated_message=(terminated.get("message") or "").strip()[-300:] or None,
+            )
+        )
+    return tuple(out)
+
+
+def pod_obs(pod: Body) -> PodObs:
+    meta = pod.get("metadata") or {}
+    st = pod.get("status") or {}
+    ann = meta.get("annotations") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or ())
+    return PodObs(
+        name=meta["name"],
+        phase=st.get("phase") or "Pending",
+        ready=ready,
+        deleting=bool(meta.get("deletionTimestamp")),
+        revision=ann.get(naming.ANN_REVISION),
+        init_mode=ann.get(naming.ANN_INIT_MODE),
+        pod_ip=st.get("podIP") or None,
+        created_at=parse_time(meta.get("creationTimestamp")),
+        containers=_containers(st.get("initContainerStatuses"), True) + _containers(st.get("containerStatuses"), False),
+    )
+
+
+def pvc_obs(pvc: Body) -> PVCObs:
+    meta = pvc.get("metadata") or {}
+    return PVCObs(
+        name=meta["name"],
+        phase=(pvc.get("status") or {}).get("phase") or "Pending",
+        deleting=bool(meta.get("deletionTimestamp")),
+        storage_class_name=(pvc.get("spec") or {}).get("storageClassName"),
+    )
+
+
+def secret_obs(secret: Body) -> SecretObs:
+    meta = secret.get("metadata") or {}
+    ann = meta.get("annotations") or {}
+    return SecretObs(
+        name=meta["name"],
+        content_hash=ann.get(naming.ANN_CONTENT_HASH),
+        certificate_serial=ann.get(naming.ANN_CERT_SERIAL),
+        certificate_not_after=parse_time(ann.get(naming.ANN_CERT_NOT_AFTER)),
+        root_fingerprint=ann.get(naming.ANN_ROOT_FINGERPRINT),
+    )
+
+
+_UNCHANGED = object()
+
+
+def merge_patch_diff(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``, or ``_UNCHANGED``: objects recursively, keys
+    that disappear (or become None) nulled -- a merge patch merges nested objects, so a stale nested key would
+    otherwise survive -- and everything else replaced whole."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        patch: Body = {}
+        for k, v in new.items():
+            if k not in old:
+                if v is not None:
+                    patch[k] = v
+                continue
+            d = merge_patch_diff(old[k], v)
+            if d is not _UNCHANGED:
+                patch[k] = d
+        for k in old:
+            if k not in new:
+                patch[k] = None
+        return patch if patch else _UNCHANGED
+    return _UNCHANGED if old == new else new
+
+
+def status_patch(old: Body | None, new: Body) -> Body | None:
+    """The merge patch turning the stored status into ``new`` (keys owned by others are left alone), or None."""
+    old = {k: v for k, v in (old or {}).items() if k not in _KEEP}
+    result = merge_patch_diff(old, new)
+    return None if result is _UNCHANGED else dict(result)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the reconciler
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class Reconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        scm: SCMAdmin,
+        *,
+        settings: ReconcilerSettings = ReconcilerSettings(),
+        metrics: Metrics | None = None,
+        now: Callable[[], datetime.datetime] = utcnow,
+        keygen: Callable[[], ec.EllipticCurvePrivateKey] = new_key,
+        serial: Callable[[], int] = new_serial,
+    ) -> None:
+        self.kube = kube
+        self.scm = scm
+        self.settings = settings
+        self.metrics = metrics or Metrics.create()
+        self.now = now
+        self.keygen = keygen
+        self.serial = serial
+        self._security: dict[str, tuple[str, Any]] = {}  # cluster key -> (certificate serial, client security)
+
+    # ---- observe ----
+    async def client_security(self, ref: ClusterRef, secure: bool) -> Any:
+        """The operator's TLS identity for this cluster (None without security), from its client Secret."""
+        key = f"{ref.namespace}/{ref.name}"
+        if not secure:
+            return None
+        secret = await self.kube.get("Secret", ref.namespace, naming.operator_client_secret_name(ref.name))
+        data = (secret or {}).get("data") or {}
+        serial = ((secret or {}).get("metadata", {}).get("annotations") or {}).get(naming.ANN_CERT_SERIAL, "")
+        if not data:
+            return None  # not issued yet: the SCMs are not started before it is
+        cached = self._security.get(key)
+        if cached is not None and cached[0] == serial:
+            return cached[1]
+        chain = x509.load_pem_x509_certificates(base64.b64decode(data[builders.TLS_CERT]))
+        root = x509.load_pem_x509_certificate(base64.b64decode(data[builders.TLS_CA]))
+        priv = serialization.load_pem_private_key(base64.b64decode(data[builders.TLS_KEY]), password=None)
+        assert isinstance(priv, ec.EllipticCurvePrivateKey)
+        security = client_security([c for c in chain if c != root], priv, root)
+        self._security[key] = (serial, security)
+        return security
+
+    async def observe(self, ref: ClusterRef, status: ClusterStatus, secure: bool = False) -> Observed:
+        labels = {naming.LABEL_CLUSTER: ref.name}
+        ns = ref.namespace
+        pods = {p.name: p for p in map(pod_obs, await self.kube.list("Pod", ns, labels))}
+        pvcs = {p.name: p for p in map(pvc_obs, await self.kube.list("PersistentVolumeClaim", ns, labels))}
+        secrets = {s.name: s for s in map(secret_obs, await self.kube.list("Secret", ns, labels))}
+        root = await self.kube.get("Secret", ns, naming.root_ca_secret_name(ref.name))
+        if root is not None:
+            secrets[root["metadata"]["name"]] = secret_obs(root)
+        children: dict[tuple[str, str], str | None] = {}
+        for kind in ("ConfigMap", "Service", "PodDisruptionBudget"):
+            for obj in await self.kube.list(kind, ns, labels):
+                meta = obj["metadata"]
+                children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
+        members = {m.name for m in status.members}
+        endpoints = {
+            n: Endpoint(n, p.pod_ip, ref.host(n)) for n, p in pods.items() if p.pod_ip and p.running and n in members
+        }
+        security = await self.client_security(ref, secure)
+        scms = await self.scm.probe_all(endpoints, security)
+        ring = await self._ring(scms, endpoints, security)
+        return Observed(
+            now=self.now(), pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=children, secrets=secrets
+        )
+
+    async def _ring(self, scms: Mapping[str, SCMObs], endpoints: Mapping[str, Endpoint], security: Any) -> RingObs | None:
+        leaders = sorted((s for s in scms.values() if s.is_leader), key=lambda s: -s.term)
+        candidates = [s.member for s in leaders]
+        if not candidates:
+            # a member that knows the leader points at it (the leader itself may not have answered in time)
+            by_id = {s.scm_id: s.member for s in scms.values()}
+            candidates = [by_id[s.leader_id] for s in scms.values() if s.leader_id in by_id]
+        for member in candidates:
+            ep = endpoints.get(member)
+            if ep is not None:
+                ring = await self.scm.ring(ep, security)
+                if ring is not None:
+                    return ring
+        return None
+
+    # ---- one pass ----
+    async def reconcile(self, namespace: str, name: str) -> float | None:
+        """One pass; returns seconds until the next one should run (None: the resource is gone)."""
+        started = time.monotonic()
+        result = "error"
+        try:
+            delay = await self._reconcile(namespace, name)
+            result = "ok"
+            return delay
+        finally:
+            self.metrics.reconciles.labels(result).inc()
+            self.metrics.reconcile_seconds.observe(time.monotonic() - started)
+
+    async def _reconcile(self, namespace: str, name: str) -> float | None:
+        body = await self.kube.get_cluster(namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return None
+        meta = body["metadata"]
+        ref = ClusterRef(name=name, namespace=namespace, uid=meta.get("uid", ""), cluster_domain=self.settings.cluster_domain)
+        spec, problems = parse_spec(body.get("spec"))
+        status = ClusterStatus.from_raw(body.get("status"))
+        obs = await self.observe(ref, status, secure=spec.security.enabled)
+        plan = planner.plan(
+            ref, spec, problems, meta.get("generation"), status, obs,
+            planner.Settings(poll_interval=self.settings.poll_interval),
+        )
+        new_raw = plan.status.to_raw()
+        patch = status_patch(body.get("status"), new_raw)
+        if patch is not None:
+            await self.kube.patch_cluster_status(namespace, name, patch)  # the intent, before any action
+        self._record_metrics(ref, plan.status)
+        for event in plan.events:
+            await self.kube.event(body, event.type, event.reason, event.message, obs.now)
+        action = plan.action
+        if action is None:
+            return plan.requeue_after
+        LOG.info("%s/%s: %s %s: %s", namespace, name, action.kind, action.target, action.message)
+        await self.kube.event(body, "Normal", action.reason, action.message, obs.now)
+        try:
+            await self.act(ref, action, obs, plan.status)
+        except Exception as exc:
+            self.metrics.action_errors.labels(action.kind).inc()
+            LOG.warning("%s/%s: %s %s failed: %s", namespace, name, action.kind, action.target, exc)
+            await self.kube.event(
+                body, "Warning", "ActionFailed", f"{action.kind} {action.target} failed: {exc}", self.now()
+            )
+            return ACTION_RETRY
+        self.metrics.actions.labels(action.kind).inc()
+        return plan.requeue_after
+
+    def _record_metrics(self, ref: ClusterRef, st: ClusterStatus) -> None:
+        m = self.metrics
+        labels = (ref.namespace, ref.name)
+        ready = st.condition("Ready")
+        m.cluster_ready.labels(*labels).set(1 if ready is not None and ready.status == "True" else 0)
+        m.members_ready.labels(*labels).set(sum(1 for x in st.members if x.ready))
+        m.members_desired.labels(*labels).set(st.replicas or 0)
+        for x in st.members:
+            if x.lag is not None:
+                m.member_lag.labels(*labels, x.name).set(x.lag)
+            if x.certificate_expiry is not None:
+                m.certificate_expiry.labels(*labels, x.name).set(x.certificate_expiry.timestamp())
+
+    # ---- act ----
+    async def act(self, ref: ClusterRef, a: planner.Action, obs: Observed, st: ClusterStatus) -> None:
+        ns = ref.namespace
+        k = a.kind
+        if k == planner.APPLY:
+            assert a.body is not None
+            await self.kube.apply(a.body)
+        elif k in (planner.CREATE_POD, planner.CREATE_PVC):
+            assert a.body is not None
+            await self._create(a.body)
+        elif k == planner.DELETE_OBJECT:
+            assert a.body is not None
+            await self.kube.delete(a.body["kind"], ns, a.body["metadata"]["name"])
+        elif k == planner.DELETE_POD:
+            await self.kube.delete("Pod", ns, a.target)
+        elif k == planner.DELETE_PVC:
+            await self.kube.delete("PersistentVolumeClaim", ns, a.target)
+        elif k == planner.RETAIN_PVC:
+            await self.kube.merge_patch(
+                "PersistentVolumeClaim", ns, a.target,
+                {"metadata": {
+                    "ownerReferences": None,
+                    "labels": {naming.LABEL_CLUSTER: None, f"{naming.LABEL_CLUSTER}-retained": ref.name},
+                    "annotations": {f"{naming.LABEL_CLUSTER}-retained-at": obs.now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+                }},
+            )
+        elif k == planner.DELETE_SECRET:
+            await self.kube.delete("Secret", ns, a.target)
+        elif k == planner.CREATE_ROOT_CA:
+            root = certs.create_root_ca(
+                self.keygen(), cluster=ref.name, namespace=ns, now=self.now(),
+                duration=datetime.timedelta(seconds=a.params["duration"]), serial=self.serial(),
+            )
+            await self._create(certs.root_ca_secret(ref, root))
+        elif k in (planner.ISSUE_MEMBER_CERT, planner.ISSUE_CLIENT_CERT):
+            root = await self._root_pair(ref)
+            duration = datetime.timedelta(seconds=a.params["duration"])
+            if k == planner.ISSUE_MEMBER_CERT:
+                pair = certs.issue_member_certificate(
+                    root, self.keygen(), ref=ref, member=a.params["member"], now=self.now(), duration=duration,
+                    serial=self.serial(),
+                )
+                await self.kube.apply(certs.member_tls_secret(ref, a.params["member"], pair, root.certificate))
+            else:
+                pair = certs.issue_client_certificate(
+                    root, self.keygen(), ref=ref, now=self.now(), duration=duration, serial=self.serial()
+                )
+                await self.kube.apply(certs.client_tls_secret(ref, pair, root.certificate))
+        elif k == planner.CREATE_ENROLLMENT_SECRET:
+            await self._create(builders.build_enrollment_secret(ref, secrets.token_hex(32)))
+        elif k == planner.TRANSFER_LEADERSHIP:
+            security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
+            await self.scm.transfer(self._endpoints(ref, obs, st), a.params["to_scm_id"], security)
+        elif k == planner.DECOMMISSION:
+            security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
+            await self.scm.decommission(self._endpoints(ref, obs, st), a.params["scm_id"], security)
+        else:
+            raise ValueError(f"unknown action {k}")
+
+    async def _create(self, body: Body) -> None:
+        try:
+            await self.kube.create(body)
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            LOG.info("%s %s already exists", body["kind"], body["metadata"]["name"])
+
+    async def _root_pair(self, ref: ClusterRef) -> certs.KeyPair:
+        secret = await self.kube.get("Secret", ref.namespace, naming.root_ca_secret_name(ref.name))
+        data: dict[str, Any] = (secret or {}).get("data") or {}
+        if certs.ROOT_CERT not in data or certs.ROOT_KEY not in data:
+            raise RuntimeError(f"Secret {naming.root_ca_secret_name(ref.name)} has no root CA ({certs.ROOT_CERT}, {certs.ROOT_KEY})")
+        return certs.load_pair(base64.b64decode(data[certs.ROOT_CERT]), base64.b64decode(data[certs.ROOT_KEY]))
+
+    @staticmethod
+    def _endpoints(ref: ClusterRef, obs: Observed, st: ClusterStatus) -> list[Endpoint]:
+        """The members that answered, the leader first (the admin client follows NotLeader hints anyway)."""
+        leader = st.leader
+        names = sorted(obs.scms, key=lambda n: n != leader)
+        return [Endpoint(n, ip, ref.host(n)) for n in names if (p := obs.pods.get(n)) is not None and (ip := p.pod_ip)]
+

@@ -1,0 +1,475 @@
+"""The ``OzoneSCMCluster`` spec as typed values: parsing, the CRD's defaults, and the operator's own validation.
+
+Called by the reconciler on every pass (``parse_spec``, then ``effective_spec`` with the values recorded in
+status). Pure: no I/O, no clock.
+
+Why validate here when the CRD already has a schema and CEL rules: an API server without CEL (or the emulated
+one in the tests), a resource stored before a rule existed, or a rule that cannot be expressed cheaply in CEL
+(keys of ``ozoneSite``) must still never make the operator act on bad input. A problem becomes a
+:class:`SpecProblem` (one line: what is wrong and how to fix it); the reconciler reports it as a condition and an
+Event and keeps the cluster running on the last valid values (``effective_spec``), deleting nothing.
+
+The defaults below must equal the CRD's ``default:`` values (``crds/ozonescmclusters.yaml``); a unit test applies
+the schema's defaults to minimal resources and compares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+ALLOWED_REPLICAS = (1, 3, 5)
+DEFAULT_IMAGE = "ozone-scm:0.1.0"
+CA_MODES = ("operator", "scm")
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+# ozone-site.xml keys the operator owns (spec.ozoneSite may not set them).
+OWNED_KEYS = frozenset(
+    {
+        "ozone.scm.service.ids",
+        "ozone.scm.default.service.id",
+        "ozone.scm.node.id",
+        "ozone.scm.primordial.node.id",
+        "ozone.metadata.dirs",
+        "ozone.scm.db.dirs",
+        "ozone.scm.ha.ratis.storage.dir",
+        "ozone.scm.names",
+        "ozone.security.enabled",
+        "ozone.scm.client.port",
+        "ozone.scm.block.client.port",
+        "ozone.scm.datanode.port",
+        "ozone.scm.ratis.port",
+        "ozone.scm.grpc.port",
+        "ozone.scm.http-address",
+    }
+)
+OWNED_PREFIXES = ("ozone.scm.nodes.", "ozone.scm.address.", "hdds.x509.")
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_SPARK_MASTER = re.compile(r"^(local(\[([0-9]+|\*)\])?|k8s://.+)$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> datetime.timedelta:
+    """A Kubernetes/Go duration such as ``10m``, ``1h30m``, ``500ms`` or ``0s``; ValueError otherwise."""
+    s = text.strip()
+    pos, total = 0, 0.0
+    for m in _DURATION_PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ValueError(f"{text!r} is not a duration; write it like 30s, 10m, 1h30m or 0s")
+    return datetime.timedelta(seconds=total)
+
+
+def format_duration(d: datetime.timedelta) -> str:
+    seconds = d.total_seconds()
+    if seconds and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)}h"
+    if seconds and seconds % 60 == 0:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds:g}s"
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecProblem:
+    """One thing wrong with the spec: ``field`` is its path, ``message`` says what and how to fix it."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"spec.{self.field}: {self.message}"
+
+
+@dataclasses.dataclass(frozen=True)
+class StorageSpec:
+    size: str = "10Gi"
+    storage_class_name: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SecuritySpec:
+    enabled: bool = False
+    ca_mode: str = "operator"
+    certificate_duration: datetime.timedelta = datetime.timedelta(hours=720)
+    renew_before: datetime.timedelta = datetime.timedelta(hours=168)
+    root_ca_duration: datetime.timedelta = datetime.timedelta(hours=87600)
+
+    @property
+    def operator_ca(self) -> bool:
+        """The operator holds the root CA and issues the members' sub-CA certificates."""
+        return self.enabled and self.ca_mode == "operator"
+
+
+@dataclasses.dataclass(frozen=True)
+class SchedulingSpec:
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    affinity: Mapping[str, Any] | None = None
+    tolerations: Sequence[Mapping[str, Any]] = ()
+    topology_spread_constraints: Sequence[Mapping[str, Any]] = ()
+    priority_class_name: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceSpec:
+    type: str = "ClusterIP"
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class MembershipSpec:
+    replace_after: datetime.timedelta = datetime.timedelta(minutes=10)
+    max_catch_up_lag: int = 100
+    operation_timeout: datetime.timedelta = datetime.timedelta(minutes=5)
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditSpec:
+    enabled: bool = False
+    schedule: str = "0 3 * * *"
+    suspend: bool = False
+    image: str | None = None
+    master: str = "local[*]"
+    successful_jobs_history_limit: int = 3
+    failed_jobs_history_limit: int = 1
+    resources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterSpec:
+    """``OzoneSCMCluster.spec`` with every default applied."""
+
+    replicas: int = 3
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: Sequence[str] = ()
+    storage: StorageSpec = StorageSpec()
+    security: SecuritySpec = SecuritySpec()
+    ozone_site: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    resources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    scheduling: SchedulingSpec = SchedulingSpec()
+    pod_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    service: ServiceSpec = ServiceSpec()
+    pdb_enabled: bool = True
+    membership: MembershipSpec = MembershipSpec()
+    audit: AuditSpec = AuditSpec()
+    paused: bool = False
+
+
+class _Reader:
+    """Reads typed fields from a raw mapping, recording a problem (and using the default) on a bad value."""
+
+    def __init__(self, raw: Any, path: str, problems: list[SpecProblem]) -> None:
+        self.path = path
+        self.problems = problems
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            problems.append(SpecProblem(path or "spec", f"must be an object, got {type(raw).__name__}"))
+            raw = {}
+        self.raw = raw
+
+    def _field(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def problem(self, key: str, message: str) -> None:
+        self.problems.append(SpecProblem(self._field(key), message))
+
+    def sub(self, key: str) -> _Reader:
+        return _Reader(self.raw.get(key), self._field(key), self.problems)
+
+    def bool(self, key: str, default: bool) -> bool:
+        v = self.raw.get(key, default)
+        if isinstance(v, bool):
+            return v
+        self.problem(key, f"must be true or false, got {v!r}")
+        return default
+
+    def int(self, key: str, default: int, minimum: int | None = None) -> int:
+        v = self.raw.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.problem(key, f"must be an integer, got {v!r}")
+            return default
+        if minimum is not None and v < minimum:
+            self.problem(key, f"must be at least {minimum}, got {v}")
+            return default
+        return v
+
+    def text(self, key: str, default: str, choices: Sequence[str] = ()) -> str:
+        v = self.raw.get(key, default)
+        if not isinstance(v, str) or not v:
+            self.problem(key, f"must be a non-empty string, got {v!r}")
+            return default
+        if choices and v not in choices:
+            self.problem(key, f"must be one of {', '.join(choices)}, got {v!r}")
+            return default
+        return v
+
+    def opt_str(self, key: str) -> str | None:
+        v = self.raw.get(key)
+        if v is None or v == "":
+            return None
+        if not isinstance(v, str):
+            self.problem(key, f"must be a string, got {v!r}")
+            return None
+        return v
+
+    def duration(self, key: str, default: str) -> datetime.timedelta:
+        v = self.raw.get(key, default)
+        try:
+            if not isinstance(v, str):
+                raise ValueError(f"{v!r} is not a duration string; write it like 30s, 10m or 1h30m")
+            return parse_duration(v)
+        except ValueError as exc:
+            self.problem(key, str(exc))
+            return parse_duration(default)
+
+    def str_map(self, key: str) -> dict[str, str]:
+        v = self.raw.get(key)
+        if v is None:
+            return {}
+        if not isinstance(v, Mapping) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
+            self.problem(key, 'must map strings to strings (quote numbers and booleans: "3", "true")')
+            return {}
+        return dict(v)
+
+    def obj(self, key: str) -> dict[str, Any]:
+        v = self.raw.get(key)
+        if v is None:
+            return {}
+        if not isinstance(v, Mapping):
+            self.problem(key, f"must be an object, got {type(v).__name__}")
+            return {}
+        return dict(v)
+
+    def obj_list(self, key: str) -> list[dict[str, Any]]:
+        v = self.raw.get(key)
+        if v is None:
+            return []
+        if not isinstance(v, list) or not all(isinstance(x, Mapping) for x in v):
+            self.problem(key, "must be a list of objects")
+            return []
+        return [dict(x) for x in v]
+
+
+def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecProblem]]:
+    """The spec with defaults applied, and the problems found (each field falls back to its default)."""
+    problems: list[SpecProblem] = []
+    r = _Reader(raw, "", problems)
+    d = ClusterSpec()
+
+    replicas = r.int("replicas", d.replicas)
+    if replicas not in ALLOWED_REPLICAS:
+        r.problem(
+            "replicas",
+            f"must be 1, 3 or 5, got {replicas}: an SCM Raft ring needs an odd number of members "
+            f"({replicas} tolerates no more failures than {replicas - 1 if replicas % 2 == 0 else replicas})",
+        )
+
+    st = r.sub("storage")
+    size = st.text("size", d.storage.size)
+    if not _QUANTITY.match(size):
+        st.problem("size", f"{size!r} is not a Kubernetes quantity; write it like 10Gi")
+        size = d.storage.size
+    storage = StorageSpec(size=size, storage_class_name=st.opt_str("storageClassName"))
+
+    se = r.sub("security")
+    ds = d.security
+    security = SecuritySpec(
+        enabled=se.bool("enabled", ds.enabled),
+        ca_mode=se.text("caMode", ds.ca_mode, CA_MODES),
+        certificate_duration=se.duration("certificateDuration", "720h"),
+        renew_before=se.duration("renewBefore", "168h"),
+        root_ca_duration=se.duration("rootCADuration", "87600h"),
+    )
+    if security.renew_before >= security.certificate_duration:
+        se.problem(
+            "renewBefore",
+            f"must be shorter than certificateDuration ({format_duration(security.renew_before)} >= "
+            f"{format_duration(security.certificate_duration)}); using the defaults 168h / 720h",
+        )
+        security = dataclasses.replace(
+            security, renew_before=ds.renew_before, certificate_duration=ds.certificate_duration
+        )
+
+    ozone_site = r.str_map("ozoneSite")
+    owned = sorted(k for k in ozone_site if k in OWNED_KEYS or k.startswith(OWNED_PREFIXES))
+    if owned:
+        r.problem(
+            "ozoneSite",
+            f"may not set {', '.join(owned)}: the operator owns these keys (they define the ring's members, "
+            f"identities, ports and security); use the matching spec field or remove them",
+        )
+        ozone_site = {k: v for k, v in ozone_site.items() if k not in owned}
+
+    sc = r.sub("scheduling")
+    affinity = sc.obj("affinity")
+    scheduling = SchedulingSpec(
+        node_selector=sc.str_map("nodeSelector"),
+        affinity=affinity or None,
+        tolerations=tuple(sc.obj_list("tolerations")),
+        topology_spread_constraints=tuple(sc.obj_list("topologySpreadConstraints")),
+        priority_class_name=sc.opt_str("priorityClassName"),
+    )
+
+    pm = r.sub("podMetadata")
+    sv = r.sub("service")
+    service = ServiceSpec(
+        type=sv.text("type", d.service.type, SERVICE_TYPES),
+        annotations=sv.str_map("annotations"),
+        labels=sv.str_map("labels"),
+    )
+
+    ms = r.sub("membership")
+    membership = MembershipSpec(
+        replace_after=ms.duration("replaceAfter", "10m"),
+        max_catch_up_lag=ms.int("maxCatchUpLag", d.membership.max_catch_up_lag, minimum=0),
+        operation_timeout=ms.duration("operationTimeout", "5m"),
+    )
+
+    au = r.sub("audit")
+    da = d.audit
+    master = au.text("master", da.master)
+    if not _SPARK_MASTER.match(master):
+        au.problem("master", f"{master!r} is not a Spark master this audit supports; use local[*] or k8s://https://...")
+        master = da.master
+    audit = AuditSpec(
+        enabled=au.bool("enabled", da.enabled),
+        schedule=au.text("schedule", da.schedule),
+        suspend=au.bool("suspend", da.suspend),
+        image=au.opt_str("image"),
+        master=master,
+        successful_jobs_history_limit=au.int("successfulJobsHistoryLimit", da.successful_jobs_history_limit, 0),
+        failed_jobs_history_limit=au.int("failedJobsHistoryLimit", da.failed_jobs_history_limit, 0),
+        resources=au.obj("resources"),
+    )
+
+    pull_secrets = []
+    for i, item in enumerate(r.obj_list("imagePullSecrets")):
+        name = item.get("name")
+        if isinstance(name, str) and name:
+            pull_secrets.append(name)
+        else:
+            r.problem(f"imagePullSecrets[{i}].name", "must name a Secret")
+
+    spec = ClusterSpec(
+        replicas=replicas,
+        image=r.text("image", d.image),
+        image_pull_policy=r.text("imagePullPolicy", d.image_pull_policy, PULL_POLICIES),
+        image_pull_secrets=tuple(pull_secrets),
+        storage=storage,
+        security=security,
+        ozone_site=ozone_site,
+        resources=r.obj("resources"),
+        scheduling=scheduling,
+        pod_labels=pm.str_map("labels"),
+        pod_annotations=pm.str_map("annotations"),
+        service=service,
+        pdb_enabled=r.sub("podDisruptionBudget").bool("enabled", d.pdb_enabled),
+        membership=membership,
+        audit=audit,
+        paused=r.bool("paused", d.paused),
+    )
+    return spec, problems
+
+
+@dataclasses.dataclass(frozen=True)
+class ImmutableSpec:
+    """``status.immutableSpec``: the immutable fields as the cluster was created."""
+
+    storage_class_name: str | None
+    storage_size: str
+    security_enabled: bool
+    ca_mode: str
+
+    @classmethod
+    def of(cls, spec: ClusterSpec) -> ImmutableSpec:
+        return cls(spec.storage.storage_class_name, spec.storage.size, spec.security.enabled, spec.security.ca_mode)
+
+    @classmethod
+    def from_status(cls, raw: Mapping[str, Any] | None) -> ImmutableSpec | None:
+        if not raw:
+            return None
+        return cls(
+            storage_class_name=raw.get("storageClassName") or None,
+            storage_size=str(raw.get("storageSize", "10Gi")),
+            security_enabled=bool(raw.get("securityEnabled", False)),
+            ca_mode=str(raw.get("caMode", "operator")),
+        )
+
+    def to_status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "storageSize": self.storage_size,
+            "securityEnabled": self.security_enabled,
+            "caMode": self.ca_mode,
+        }
+        if self.storage_class_name:
+            out["storageClassName"] = self.storage_class_name
+        return out
+
+
+def effective_spec(
+    spec: ClusterSpec,
+    problems: Sequence[SpecProblem],
+    recorded: ImmutableSpec | None,
+    accepted_replicas: int | None,
+) -> tuple[ClusterSpec, list[SpecProblem]]:
+    """The spec the operator acts on: immutable fields pinned to ``recorded`` (status.immutableSpec), and an
+    invalid replica count replaced by the last accepted one (still invalid when none was accepted: the planner
+    then starts nothing). Returns it with all problems, old and new."""
+    out = list(problems)
+    eff = spec
+    if recorded is not None:
+        if spec.storage.storage_class_name != recorded.storage_class_name:
+            out.append(
+                SpecProblem(
+                    "storage.storageClassName",
+                    f"is immutable: the members' volumes use {recorded.storage_class_name or '(the default class)'}, "
+                    f"not {spec.storage.storage_class_name or '(the default class)'}; set it back, or create a new "
+                    "OzoneSCMCluster to move SCM metadata to another class",
+                )
+            )
+        if spec.storage.size != recorded.storage_size:
+            out.append(
+                SpecProblem(
+                    "storage.size",
+                    f"is immutable in v1alpha1 (the members' volumes are {recorded.storage_size}); set it back to "
+                    f"{recorded.storage_size}",
+                )
+            )
+        if spec.security.enabled != recorded.security_enabled:
+            out.append(
+                SpecProblem(
+                    "security.enabled",
+                    f"is immutable: the ring was created with security.enabled={str(recorded.security_enabled).lower()} "
+                    "and Ozone does not support converting a running ring; set it back, or create a new OzoneSCMCluster",
+                )
+            )
+        if spec.security.ca_mode != recorded.ca_mode:
+            out.append(
+                SpecProblem(
+                    "security.caMode",
+                    f"is immutable: the members' certificates were signed under caMode {recorded.ca_mode}; set it back",
+                )
+            )
+        eff = dataclasses.replace(
+            eff,
+            storage=StorageSpec(size=recorded.storage_size, storage_class_name=recorded.storage_class_name),
+            security=dataclasses.replace(
+                eff.security, enabled=recorded.security_enabled, ca_mode=recorded.ca_mode
+            ),
+        )
+    if spec.replicas not in ALLOWED_REPLICAS and accepted_replicas in ALLOWED_REPLICAS:
+        # Keep the ring at the last accepted size; with none accepted yet the planner creates nothing.
+        eff = dataclasses.replace(eff, replicas=accepted_replicas)
+    return eff, out

@@ -1,0 +1,362 @@
+"""A deterministic model of what the operator acts on: Pods, volumes, Secrets and an SCM Raft ring, as plain data.
+
+Used by the planner tests only. One ``World.step()`` plays the kubelet and the SCMs for one tick: Pods start
+(running their init container's ``scm --init`` / ``scm --bootstrap`` against the volume's VERSION), started SCMs
+ask the leader to add them (AddSCM: learner, then voter), the ring elects a leader among a live majority, and
+readiness follows "voter of a ring with a leader". ``World.apply(action)`` performs an operator action the way the
+effects layer would. ``World.observe()`` builds the :class:`Observed` value the planner reads.
+
+Safety is checked where it matters, in ``apply``: the operator must never decommission the leader, delete the
+volume of an SCM still in the ring, take a caught-up voter down when that leaves no caught-up majority, or start a
+second ring (``scm --init`` on an empty volume once a cluster exists). Violations raise :class:`Unsafe`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ozone_scm_operator import builders, naming, planner
+from ozone_scm_operator.builders import ClusterRef
+from ozone_scm_operator.model import (
+    ClusterStatus,
+    ContainerObs,
+    Observed,
+    PeerObs,
+    PodObs,
+    PVCObs,
+    RingObs,
+    SCMObs,
+    SecretObs,
+)
+from ozone_scm_operator.spec import parse_spec
+
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+class Unsafe(AssertionError):
+    """The operator did something that could lose data or the quorum."""
+
+
+@dataclasses.dataclass
+class SimPod:
+    name: str
+    revision: str
+    init_mode: str
+    image: str
+    created_at: datetime.datetime
+    phase: str = "Pending"
+    alive: bool = False
+    deleting: bool = False
+    trouble: str | None = None
+
+
+@dataclasses.dataclass
+class SimPVC:
+    name: str
+    cluster_id: str | None = None
+    scm_id: str | None = None
+    deleting: bool = False
+    owned: bool = True
+    has_conf: bool = False  # its Raft storage holds a configuration (AddSCM only on the very first start)
+
+
+class World:
+    def __init__(self, spec: dict[str, Any], *, name: str = "scm", broken_images: frozenset[str] = frozenset()) -> None:
+        self.ref = ClusterRef(name=name, namespace="ns", uid="uid-1")
+        self.spec_raw = spec
+        self.generation = 1
+        self.status_raw: dict[str, Any] = {}
+        self.now = T0
+        self.pods: dict[str, SimPod] = {}
+        self.pvcs: dict[str, SimPVC] = {}
+        self.children: dict[tuple[str, str], str | None] = {}
+        self.secrets: dict[str, SecretObs] = {}
+        self.voters: set[str] = set()
+        self.learners: set[str] = set()
+        self.leader: str | None = None
+        self.term = 0
+        self.cluster_id: str | None = None
+        self.clusters_created = 0
+        self._ids = 0
+        self.broken_images = broken_images
+        self.broken_pods: set[str] = set()  # Pods whose SCM keeps crashing (CrashLoopBackOff)
+        self.actions: list[planner.Action] = []
+        self.events: list[str] = []
+        self.hooks: list[Callable[[World], None]] = []
+        self.leaders_history: list[str] = []
+        self.pod_deletions: list[str] = []
+
+    # ---- identities ----
+    def _new_id(self, prefix: str) -> str:
+        self._ids += 1
+        return f"{prefix}-{self._ids}"
+
+    def scm_of(self, member: str) -> str | None:
+        pvc = self.pvcs.get(naming.pvc_name(member))
+        return pvc.scm_id if pvc is not None else None
+
+    def member_of(self, scm_id: str) -> str | None:
+        for pvc in self.pvcs.values():
+            if pvc.scm_id == scm_id:
+                return pvc.name[: -len("-data")]
+        return None
+
+    def alive_scm(self, scm_id: str) -> bool:
+        member = self.member_of(scm_id)
+        pod = self.pods.get(member) if member else None
+        return pod is not None and pod.alive
+
+    def healthy_voters(self) -> set[str]:
+        if self.leader is None:
+            return set()
+        return {s for s in self.voters if self.alive_scm(s)}
+
+    # ---- the kubelet and the SCMs, one tick ----
+    def step(self) -> None:
+        for name in list(self.pods):
+            pod = self.pods[name]
+            if pod.deleting:
+                del self.pods[name]
+        for name in list(self.pvcs):
+            pvc = self.pvcs[name]
+            if pvc.deleting and name[: -len("-data")] not in self.pods:
+                del self.pvcs[name]
+        for pod in self.pods.values():
+            if pod.phase == "Pending":
+                self._start(pod)
+        for pod in self.pods.values():
+            if not pod.alive:
+                continue
+            pvc = self.pvcs.get(naming.pvc_name(pod.name))
+            if pvc is None or pvc.scm_id is None:
+                continue
+            sid = pvc.scm_id
+            if sid in self.learners:
+                self.learners.discard(sid)
+                self.voters.add(sid)
+            elif sid not in self.voters and not pvc.has_conf and self.leader is not None and self.alive_scm(self.leader):
+                self.learners.add(sid)  # AddSCM on first start
+                pvc.has_conf = True
+        if self.leader is not None and (not self.alive_scm(self.leader) or self.leader not in self.voters):
+            self.leader = None
+        if self.leader is None:
+            alive = sorted(s for s in self.voters if self.alive_scm(s))
+            if alive and len(alive) >= len(self.voters) // 2 + 1:
+                self.leader = alive[0]
+                self.term += 1
+                self.leaders_history.append(self.leader)
+        for hook in self.hooks:
+            hook(self)
+
+    def _start(self, pod: SimPod) -> None:
+        if pod.image in self.broken_images:
+            pod.trouble = "ImagePullBackOff"
+            return
+        if pod.name in self.broken_pods:
+            pod.trouble = "CrashLoopBackOff"
+            return
+        pvc = self.pvcs.get(naming.pvc_name(pod.name))
+        if pvc is None or pvc.deleting:
+            pod.trouble = "Unschedulable"
+            return
+        if pod.init_mode == builders.INIT_MODE_INIT:
+            if pvc.cluster_id is None:
+                if self.cluster_id is not None:
+                    raise Unsafe(f"scm --init on an empty volume of {pod.name}: a second cluster would be created")
+                self.clusters_created += 1
+                pvc.cluster_id = self.cluster_id = self._new_id("CID")
+                pvc.scm_id = self._new_id("scm")
+                self.voters = {pvc.scm_id}
+                pvc.has_conf = True
+                self.leader = pvc.scm_id
+                self.term += 1
+                self.leaders_history.append(self.leader)
+        else:
+            if pvc.cluster_id is None:
+                if self.leader is None or self.cluster_id is None:
+                    pod.trouble = "init container bootstrap: no SCM answered GetScmInfo"
+                    return
+                pvc.cluster_id = self.cluster_id
+                pvc.scm_id = self._new_id("scm")
+            elif pvc.cluster_id != self.cluster_id:
+                pod.trouble = f"Could not bootstrap as SCM is already initialized with cluster id {pvc.cluster_id}"
+                return
+            elif pvc.scm_id not in self.voters | self.learners and pvc.scm_id is not None:
+                pass  # a decommissioned identity would ask to be added again: only a fresh name is ever started
+        pod.trouble = None
+        pod.phase = "Running"
+        pod.alive = True
+
+    # ---- observation ----
+    def observe(self) -> Observed:
+        pods = {}
+        for p in self.pods.values():
+            containers: tuple[ContainerObs, ...] = ()
+            if p.trouble:
+                containers = (ContainerObs(name="bootstrap", init=True, waiting_reason="CrashLoopBackOff",
+                                           waiting_message=p.trouble),)
+            sid = self.scm_of(p.name)
+            ready = p.alive and sid in self.voters and self.leader is not None
+            pods[p.name] = PodObs(
+                name=p.name, phase=p.phase, ready=ready, deleting=p.deleting, revision=p.revision,
+                init_mode=p.init_mode, pod_ip=f"10.0.0.{len(pods) + 1}" if p.alive else None,
+                created_at=p.created_at, containers=containers,
+            )
+        pvcs = {n: PVCObs(name=n, phase="Bound", deleting=v.deleting) for n, v in self.pvcs.items()}
+        scms = {}
+        for p in self.pods.values():
+            pvc = self.pvcs.get(naming.pvc_name(p.name))
+            if p.alive and pvc is not None and pvc.cluster_id and pvc.scm_id:
+                scms[p.name] = SCMObs(member=p.name, cluster_id=pvc.cluster_id, scm_id=pvc.scm_id,
+                                      leader_id=self.leader, term=self.term)
+        ring = None
+        if self.leader is not None:
+            peers = [
+                PeerObs(scm_id=s, role="LEADER" if s == self.leader else "FOLLOWER",
+                        lag=0 if self.alive_scm(s) else 5000)
+                for s in sorted(self.voters)
+            ] + [PeerObs(scm_id=s, role="LEARNER", lag=10) for s in sorted(self.learners)]
+            ring = RingObs(leader_scm_id=self.leader, term=self.term, commit_index=100, peers=tuple(peers))
+        return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
+                        secrets=dict(self.secrets))
+
+    # ---- the operator's actions ----
+    def apply(self, a: planner.Action) -> None:
+        self.actions.append(a)
+        k = a.kind
+        if k == planner.APPLY:
+            assert a.body is not None
+            self.children[(a.body["kind"], a.body["metadata"]["name"])] = a.body["metadata"]["annotations"][
+                naming.ANN_CONTENT_HASH
+            ]
+        elif k == planner.DELETE_OBJECT:
+            assert a.body is not None
+            self.children.pop((a.body["kind"], a.body["metadata"]["name"]), None)
+        elif k == planner.CREATE_PVC:
+            if a.target in self.pvcs:
+                raise Unsafe(f"PVC {a.target} created twice")
+            self.pvcs[a.target] = SimPVC(a.target)
+        elif k == planner.CREATE_POD:
+            assert a.body is not None
+            if a.target in self.pods:
+                raise Unsafe(f"Pod {a.target} created twice")
+            ann = a.body["metadata"]["annotations"]
+            self.pods[a.target] = SimPod(
+                a.target, ann[naming.ANN_REVISION], ann[naming.ANN_INIT_MODE],
+                a.body["spec"]["containers"][0]["image"], self.now,
+            )
+        elif k == planner.DELETE_POD:
+            pod = self.pods[a.target]
+            sid = self.scm_of(a.target)
+            healthy = self.healthy_voters()
+            if sid in healthy and self.voters and len(healthy) - 1 < len(self.voters) // 2 + 1:
+                raise Unsafe(f"deleting Pod {a.target} leaves no caught-up majority ({healthy})")
+            if sid is not None and sid == self.leader and len(self.voters) > 1:
+                raise Unsafe(f"deleting the leader's Pod {a.target} without a leadership transfer")
+            pod.deleting = True
+            pod.alive = False
+            self.pod_deletions.append(a.target)
+        elif k in (planner.DELETE_PVC, planner.RETAIN_PVC):
+            pvc = self.pvcs[a.target]
+            if pvc.scm_id in self.voters | self.learners:
+                raise Unsafe(f"{k} {a.target}: its SCM {pvc.scm_id} is still in the ring")
+            if k == planner.DELETE_PVC:
+                pvc.deleting = True
+            else:
+                pvc.owned = False
+                del self.pvcs[a.target]  # no longer the cluster's: out of the operator's view
+        elif k == planner.DECOMMISSION:
+            sid = a.params["scm_id"]
+            if sid == self.leader:
+                raise Unsafe(f"decommissioning the leader {sid}")
+            healthy = self.healthy_voters()
+            if sid in healthy and len(healthy) - 1 < (len(self.voters) - 1) // 2 + 1:
+                raise Unsafe(f"decommissioning {sid} leaves no caught-up majority")
+            self.voters.discard(sid)
+            self.learners.discard(sid)
+        elif k == planner.TRANSFER_LEADERSHIP:
+            to = a.params["to_scm_id"]
+            if to in self.voters and self.alive_scm(to):
+                self.leader = to
+                self.term += 1
+                self.leaders_history.append(to)
+        elif k == planner.CREATE_ROOT_CA:
+            self.secrets[a.target] = SecretObs(a.target, root_fingerprint="fp-root",
+                                               certificate_not_after=self.now + datetime.timedelta(days=3650))
+        elif k in (planner.ISSUE_MEMBER_CERT, planner.ISSUE_CLIENT_CERT):
+            self._ids += 1
+            self.secrets[a.target] = SecretObs(
+                a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-root",
+                certificate_not_after=self.now + datetime.timedelta(seconds=a.params["duration"]),
+            )
+        elif k == planner.CREATE_ENROLLMENT_SECRET:
+            self.secrets[a.target] = SecretObs(a.target)
+        elif k == planner.DELETE_SECRET:
+            self.secrets.pop(a.target, None)
+        else:
+            raise AssertionError(f"unknown action {k}")
+
+    # ---- one operator pass ----
+    def plan(self) -> planner.Plan:
+        spec, problems = parse_spec(self.spec_raw)
+        status = ClusterStatus.from_raw(self.status_raw)
+        return planner.plan(self.ref, spec, problems, self.generation, status, self.observe())
+
+    def operator_pass(self, *, crash_before_action: bool = False) -> planner.Plan:
+        p = self.plan()
+        # the status goes through JSON like through the API server
+        self.status_raw = json.loads(json.dumps(p.status.to_raw()))
+        self.events.extend(f"{e.type} {e.reason}: {e.message}" for e in p.events)
+        if p.action is not None and not crash_before_action:
+            self.apply(p.action)
+        return p
+
+    @property
+    def status(self) -> ClusterStatus:
+        return ClusterStatus.from_raw(self.status_raw)
+
+    def condition(self, type_: str) -> str | None:
+        c = self.status.condition(type_)
+        return c.status if c else None
+
+    def settled(self) -> bool:
+        st = self.status
+        return self.condition("Ready") == "True" and st.current_operation is None
+
+    def quiet(self) -> bool:
+        """The next pass would neither act nor start an operation."""
+        p = self.plan()
+        return p.action is None and p.status.current_operation is None
+
+    def run(self, max_passes: int = 400, *, until: Callable[[World], bool] | None = None,
+            crash: Callable[[int], bool] | None = None) -> int:
+        """Passes until ``until`` (default: Ready with nothing to do) holds; returns the passes taken."""
+        done = until or (lambda w: w.settled() and w.quiet())
+        for i in range(max_passes):
+            self.step()
+            self.operator_pass(crash_before_action=bool(crash and crash(i)))
+            self.now += datetime.timedelta(seconds=1)
+            if done(self):
+                return i + 1
+        raise AssertionError(
+            f"did not converge in {max_passes} passes: phase={self.status.phase} op={self.status.current_operation} "
+            f"conditions={[(c.type, c.status, c.reason, c.message) for c in self.status.conditions]}"
+        )
+
+    # ---- faults ----
+    def kill_pod(self, member: str) -> None:
+        self.pods.pop(member, None)
+
+    def delete_pvc_and_pod(self, member: str) -> None:
+        self.pods.pop(member, None)
+        self.pvcs.pop(naming.pvc_name(member), None)
+
+    def member_names(self) -> list[str]:
+        return [m.name for m in self.status.members]
+
+    def leader_member(self) -> str | None:
+        return self.member_of(self.leader) if self.leader else None

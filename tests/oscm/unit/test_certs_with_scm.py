@@ -1,0 +1,85 @@
+"""The operator's certificates are what the SCM accepts in its CA mode ``operator``: checked with the SCM's own
+validation (``load_operator_sub_ca``), identity parsing and authorization table, so the two cannot drift apart."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ozone_scm_operator import builders, certs
+from ozone_scm_operator.builders import ClusterRef
+from ozone_scm_operator.reconciler import new_serial
+from ozone_scm_operator.spec import parse_spec
+from scm_server.conf import OzoneConfiguration
+from scm_server.conf.security import CAMode, SecurityConfig
+from scm_server.security.core import authz
+from scm_server.security.core.identity import Role, identity_of
+from scm_server.security.init import load_operator_sub_ca
+
+REF = ClusterRef(name="scm", namespace="ozone", uid="u")
+NOW = datetime.datetime.now(datetime.UTC)
+
+
+def _write_secret(secret: dict, directory: Path) -> None:  # type: ignore[type-arg]
+    directory.mkdir(parents=True, exist_ok=True)
+    for k, v in secret["data"].items():
+        (directory / k).write_bytes(base64.b64decode(v))
+
+
+def test_member_certificate_passes_the_scm_checks(tmp_path: Path) -> None:
+    spec, _ = parse_spec({"security": {"enabled": True}})
+    root = certs.create_root_ca(ec.generate_private_key(ec.SECP256R1()), cluster="scm", namespace="ozone", now=NOW,
+                                duration=datetime.timedelta(days=3650), serial=new_serial())
+    pair = certs.issue_member_certificate(root, ec.generate_private_key(ec.SECP256R1()), ref=REF, member="scm-1",
+                                          now=NOW, duration=datetime.timedelta(days=30), serial=new_serial())
+    tls = tmp_path / "tls"
+    _write_secret(certs.member_tls_secret(REF, "scm-1", pair, root.certificate), tls)
+    # the ozone-site.xml the operator writes, with its paths moved under tmp_path
+    cm = builders.build_configmap(REF, spec, ["scm-0", "scm-1"], "scm-0")
+    conf = OzoneConfiguration()
+    for p in ET.fromstring(cm["data"]["ozone-site.xml"]).iter("property"):
+        conf.set(p.findtext("name") or "", (p.findtext("value") or "").replace("/var/run/ozone-scm/tls", str(tls)))
+    config = SecurityConfig.from_conf(conf)
+    assert config.ca_mode is CAMode.OPERATOR and config.tls
+    material = load_operator_sub_ca(config, cluster_id="CID-x", now=NOW)
+    ident = identity_of(material.certificate)
+    assert ident.role is Role.SCM and ident.owner_id == "scm-1"
+    # the operator's client certificate is an administrator under that configuration
+    client = certs.issue_client_certificate(root, ec.generate_private_key(ec.SECP256R1()), ref=REF, now=NOW,
+                                            duration=datetime.timedelta(days=30), serial=new_serial())
+    who = identity_of(client.certificate)
+    assert who.role is Role.CLIENT and who.common_name == "ozone-scm-operator"
+    admins = [a for a in conf.get_str("ozone.administrators", "").split(",") if a]
+    for method in ("TransferLeadership", "RemoveSCM", "GetScmRatisRoles", "GetScmInfo", "GetTableDigests"):
+        decision = authz.authorize(who, f"/hadoop.hdds.scm.ha.InterSCMProtocolService/{method}", admins)
+        assert decision.allowed, (method, decision)
+
+
+def test_user_administrators_are_kept_next_to_the_operator() -> None:
+    spec, _ = parse_spec({"security": {"enabled": True}, "ozoneSite": {"ozone.administrators": "alice,bob"}})
+    assert builders.static_properties(spec)["ozone.administrators"] == "alice,bob,ozone-scm-operator"
+
+
+def test_serials_are_in_the_external_range() -> None:
+    assert all(new_serial() >= certs.EXTERNAL_SERIAL_FLOOR for _ in range(100))
+    try:
+        certs.create_root_ca(ec.generate_private_key(ec.SECP256R1()), cluster="c", namespace="n", now=NOW,
+                             duration=datetime.timedelta(days=1), serial=5)
+    except ValueError as exc:
+        assert "below 2^63" in str(exc)
+    else:
+        raise AssertionError("a small serial was accepted")
+
+
+def test_chain_in_tls_crt_is_member_then_root() -> None:
+    root = certs.create_root_ca(ec.generate_private_key(ec.SECP256R1()), cluster="scm", namespace="ozone", now=NOW,
+                                duration=datetime.timedelta(days=3650), serial=new_serial())
+    pair = certs.issue_member_certificate(root, ec.generate_private_key(ec.SECP256R1()), ref=REF, member="scm-0",
+                                          now=NOW, duration=datetime.timedelta(days=30), serial=new_serial())
+    chain = x509.load_pem_x509_certificates(base64.b64decode(certs.member_tls_secret(REF, "scm-0", pair, root.certificate)["data"]["tls.crt"]))
+    assert chain == [pair.certificate, root.certificate]

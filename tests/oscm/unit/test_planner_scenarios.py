@@ -1,0 +1,392 @@
+"""The planner driven through whole operations against the simulated world (``sim.py``): order of steps, safety
+(checked in ``World.apply``), operator crashes between writing the intent and acting, and bad input."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ozone_scm_operator import builders, naming, planner
+from ozone_scm_operator.spec import parse_spec
+
+from .sim import World
+
+
+def kinds(w: World, *wanted: str) -> list[tuple[str, str]]:
+    return [(a.kind, a.target) for a in w.actions if not wanted or a.kind in wanted]
+
+
+def index_of(w: World, kind: str, target: str) -> int:
+    return next(i for i, a in enumerate(w.actions) if a.kind == kind and a.target == target)
+
+
+def test_bootstrap_primordial_first_then_one_joiner_at_a_time() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    st_ = w.status
+    assert [m.name for m in st_.members] == ["scm-0", "scm-1", "scm-2"]
+    assert st_.primordial_member == "scm-0" and st_.cluster_id == "CID-1" and w.clusters_created == 1
+    pods = [a for a in w.actions if a.kind == planner.CREATE_POD]
+    assert [(a.target, a.body["metadata"]["annotations"][naming.ANN_INIT_MODE]) for a in pods] == [  # type: ignore[index]
+        ("scm-0", "init"), ("scm-1", "bootstrap"), ("scm-2", "bootstrap"),
+    ]
+    # the ConfigMap names each joiner before the joiner's Pod exists (HDDS-16172: push config first)
+    for joiner in ("scm-1", "scm-2"):
+        pod_at = index_of(w, planner.CREATE_POD, joiner)
+        cms = [a for a in w.actions[:pod_at] if a.kind == planner.APPLY and a.target == "scm-config"]
+        assert joiner in cms[-1].body["data"]["ozone-site.xml"]  # type: ignore[index]
+    assert {m.state for m in st_.members} == {"Joined"}
+    assert w.condition("Initialized") == "True" and w.condition("ConsistentClusterID") == "True"
+    assert w.condition("Degraded") == "False" and st_.phase == "Running" and st_.members_ready == "3/3"
+    assert any("ClusterReady" in e for e in w.events)
+
+
+def test_a_joiner_is_started_only_after_the_previous_one_caught_up() -> None:
+    w = World({"replicas": 5})
+    voters_when_created: dict[str, int] = {}
+    apply = w.apply
+
+    def watching_apply(a: planner.Action) -> None:
+        if a.kind == planner.CREATE_POD:
+            voters_when_created[a.target] = len(w.voters)
+        apply(a)
+
+    w.apply = watching_apply  # type: ignore[method-assign]
+    w.run()
+    # scm-k's Pod was created when exactly k members were voters (and caught up, or they would not count)
+    assert voters_when_created == {f"scm-{k}": k for k in range(5)}
+
+
+def test_one_member_cluster() -> None:
+    w = World({"replicas": 1})
+    w.run()
+    assert w.member_names() == ["scm-0"] and w.condition("Ready") == "True"
+    pdb = [a for a in w.actions if a.kind == planner.APPLY and a.body and a.body["kind"] == "PodDisruptionBudget"]
+    assert pdb[-1].body["spec"]["maxUnavailable"] == 0  # type: ignore[index]
+
+
+def test_killed_member_pod_is_recreated_with_the_same_identity() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    before = {m.name: m.scm_id for m in w.status.members}
+    w.kill_pod("scm-1")
+    w.run()
+    assert {m.name: m.scm_id for m in w.status.members} == before
+    assert kinds(w, planner.DECOMMISSION) == []
+    recreated = [a for a in w.actions if a.kind == planner.CREATE_POD and a.target == "scm-1"]
+    assert len(recreated) == 2 and recreated[-1].body["metadata"]["annotations"][naming.ANN_INIT_MODE] == "bootstrap"  # type: ignore[index]
+
+
+def test_killed_primordial_pod_restarts_with_bootstrap_never_init() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.kill_pod("scm-0")
+    w.run()
+    assert w.clusters_created == 1
+    last = [a for a in w.actions if a.kind == planner.CREATE_POD and a.target == "scm-0"][-1]
+    assert last.body["metadata"]["annotations"][naming.ANN_INIT_MODE] == "bootstrap"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("victim", ["scm-1", "scm-0"], ids=["follower", "primordial-leader"])
+def test_lost_volume_means_a_new_identity(victim: str) -> None:
+    w = World({"replicas": 3})
+    w.run()
+    old_id = w.status.member(victim).scm_id  # type: ignore[union-attr]
+    w.delete_pvc_and_pod(victim)
+    w.run()
+    names = w.member_names()
+    assert victim not in names and "scm-3" in names and len(names) == 3
+    assert (planner.DECOMMISSION, victim) in kinds(w)
+    assert old_id not in w.voters and len(w.voters) == 3
+    assert w.clusters_created == 1
+    if victim == "scm-0":
+        assert w.status.primordial_member in ("scm-1", "scm-2")
+        cm = [a for a in w.actions if a.kind == planner.APPLY and a.target == "scm-config"][-1]
+        assert f"<value>{w.status.primordial_member}</value>" in cm.body["data"]["ozone-site.xml"]  # type: ignore[index]
+    assert w.status.next_member_index == 4
+
+
+def test_member_out_of_quorum_too_long_is_replaced_and_its_volume_kept() -> None:
+    w = World({"replicas": 3, "membership": {"replaceAfter": "60s"}}, broken_images=frozenset())
+    w.run()
+    # scm-2's SCM stops starting (its Pod keeps failing), its volume stays
+    w.kill_pod("scm-2")
+    w.broken_pods.add("scm-2")
+    w.run(until=lambda x: x.condition("Degraded") == "True")
+    assert w.status.phase == "Degraded" and "scm-2" in (w.status.condition("Degraded").message)  # type: ignore[union-attr]
+    assert kinds(w, planner.DECOMMISSION) == []
+    w.run()
+    assert (planner.RETAIN_PVC, "scm-2-data") in kinds(w) and (planner.DELETE_PVC, "scm-2-data") not in kinds(w)
+    assert w.member_names() == ["scm-0", "scm-1", "scm-3"]
+
+
+def test_no_replacement_before_replace_after_or_when_disabled() -> None:
+    w = World({"replicas": 3, "membership": {"replaceAfter": "0s"}})
+    w.run()
+    w.kill_pod("scm-2")
+    w.broken_pods.add("scm-2")
+    for _ in range(3600 // 30):
+        w.step()
+        w.operator_pass()
+        w.now += datetime.timedelta(seconds=30)
+    assert "scm-2" in w.member_names() and kinds(w, planner.DECOMMISSION) == []
+
+
+def test_scale_3_to_5_to_3() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.spec_raw = {"replicas": 5}
+    w.run()
+    assert len(w.voters) == 5 and w.member_names() == [f"scm-{i}" for i in range(5)]
+    w.spec_raw = {"replicas": 3}
+    w.run()
+    assert len(w.voters) == 3 and len(w.member_names()) == 3
+    removed = [t for k, t in kinds(w, planner.DECOMMISSION)]
+    assert len(removed) == 2 and "scm-0" not in removed  # the primordial member stays
+    assert {a.target for a in w.actions if a.kind == planner.DELETE_PVC} == {f"{n}-data" for n in removed}
+    assert {a.target for a in w.actions if a.kind == planner.DELETE_SECRET} == set()  # no security: no certificates
+
+
+def test_scale_down_moves_leadership_off_the_member_first() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.spec_raw = {"replicas": 1}
+    # make the highest member the leader: the victims are removed highest index first
+    w.leader = w.scm_of("scm-2")
+    w.run()
+    assert w.member_names() == ["scm-0"]
+    k = kinds(w)
+    t = k.index((planner.TRANSFER_LEADERSHIP, "scm-2"))
+    assert t < k.index((planner.DECOMMISSION, "scm-2"))
+
+
+def test_rolling_image_change_followers_first_leader_last_after_transfer() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    leader = w.leader_member()
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
+    w.run()
+    rolled = [t for k, t in kinds(w, planner.DELETE_POD)]
+    assert len(rolled) == 3 and rolled[-1] == leader
+    k = kinds(w)
+    assert k.index((planner.TRANSFER_LEADERSHIP, leader)) < k.index((planner.DELETE_POD, leader))  # type: ignore[arg-type]
+    assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
+    assert w.status.phase == "Running"
+
+
+def test_config_change_rolls_but_scaling_does_not() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.spec_raw = {"replicas": 5}
+    w.run()
+    assert kinds(w, planner.DELETE_POD) == []
+    w.spec_raw = {"replicas": 5, "ozoneSite": {"hdds.scm.safemode.min.datanode": "3"}}
+    w.run()
+    assert len(kinds(w, planner.DELETE_POD)) == 5
+
+
+def test_image_that_never_becomes_ready_stops_the_roll_and_keeps_the_quorum() -> None:
+    w = World({"replicas": 3, "membership": {"operationTimeout": "30s"}}, broken_images=frozenset({"bad:1"}))
+    w.run()
+    w.spec_raw = {"replicas": 3, "image": "bad:1", "membership": {"operationTimeout": "30s"}}
+    w.run(until=lambda x: x.status.condition("Degraded") is not None and x.condition("Degraded") == "True"
+          and x.status.condition("Degraded").reason == "OperationStuck")  # type: ignore[union-attr]
+    for _ in range(60):
+        w.step()
+        w.operator_pass()
+        w.now += datetime.timedelta(seconds=5)
+    assert len(kinds(w, planner.DELETE_POD)) == 1  # only the first follower
+    assert len(w.healthy_voters()) == 2 and w.leader is not None
+    msg = w.status.condition("Degraded").message  # type: ignore[union-attr]
+    assert "did not become ready" in msg and "ImagePullBackOff" in msg and "bad:1" in msg
+    assert any("Warning OperationStuck" in e for e in w.events)
+    # revert: the stuck member is rolled back and the cluster recovers
+    w.spec_raw = {"replicas": 3, "membership": {"operationTimeout": "30s"}}
+    w.run()
+    assert all(p.image == "ozone-scm:0.1.0" for p in w.pods.values())
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_even_replicas_on_a_running_cluster_change_nothing(replicas: int) -> None:
+    w = World({"replicas": 3})
+    w.run()
+    n = len(w.actions)
+    w.spec_raw = {"replicas": replicas}
+    for _ in range(20):
+        w.step()
+        w.operator_pass()
+    assert w.actions[n:] == [] or all(a.kind == planner.APPLY for a in w.actions[n:])
+    deg = w.status.condition("Degraded")
+    assert deg is not None and deg.status == "True" and deg.reason == "InvalidSpec"
+    assert f"must be 1, 3 or 5, got {replicas}" in deg.message
+    assert len(w.voters) == 3 and w.condition("Ready") == "True"  # still serving
+    assert any("Warning InvalidSpec" in e for e in w.events)
+
+
+def test_even_replicas_on_a_new_cluster_create_nothing() -> None:
+    w = World({"replicas": 2})
+    for _ in range(5):
+        w.step()
+        w.operator_pass()
+    assert w.actions == [] and w.status.phase == "Pending"
+    assert w.status.condition("Degraded").reason == "InvalidSpec"  # type: ignore[union-attr]
+
+
+def test_changed_storage_class_or_security_mode_is_refused_and_pinned() -> None:
+    w = World({"replicas": 3, "storage": {"storageClassName": "fast"}})
+    w.run()
+    w.spec_raw = {"replicas": 3, "storage": {"storageClassName": "slow"}, "security": {"enabled": True}}
+    w.spec_raw["replicas"] = 5
+    w.run()
+    assert len(w.voters) == 5  # other changes still apply
+    new_pvcs = [a for a in w.actions if a.kind == planner.CREATE_PVC][-1]
+    assert new_pvcs.body["spec"]["storageClassName"] == "fast"  # type: ignore[index]
+    msg = w.status.condition("Degraded").message  # type: ignore[union-attr]
+    assert "storage.storageClassName: is immutable" in msg and "security.enabled: is immutable" in msg
+    assert not any(a.kind == planner.CREATE_ROOT_CA for a in w.actions)
+
+
+def test_split_brain_stops_every_action() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.pvcs["scm-2-data"].cluster_id = "CID-other"  # scm-2 now answers with another cluster's ID
+    w.kill_pod("scm-0")
+    n = len(w.actions)
+    for _ in range(5):
+        w.step()
+        w.operator_pass()
+    assert w.actions[n:] == []  # not even the killed Pod is recreated
+    c = w.status.condition("ConsistentClusterID")
+    assert c is not None and c.status == "False" and c.reason == "Mismatch" and "CID-other: scm-2" in c.message
+    assert w.status.phase == "Failed" and w.condition("Ready") == "False"
+
+
+def test_paused_cluster_is_observed_but_not_touched() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.spec_raw = {"replicas": 5, "paused": True}
+    w.kill_pod("scm-1")
+    n = len(w.actions)
+    for _ in range(10):
+        w.step()
+        w.operator_pass()
+    assert w.actions[n:] == [] and w.status.phase == "Paused"
+    w.spec_raw = {"replicas": 5}
+    w.run()
+    assert len(w.voters) == 5
+
+
+def test_foreign_volume_is_reported_and_never_deleted() -> None:
+    w = World({"replicas": 3, "membership": {"replaceAfter": "0s"}})
+    w.run()
+    w.kill_pod("scm-1")
+    w.pvcs["scm-1-data"].cluster_id = "CID-someone-else"
+    for _ in range(30):
+        w.step()
+        w.operator_pass()
+        w.now += datetime.timedelta(seconds=10)
+    deg = w.status.condition("Degraded")
+    assert deg is not None and deg.reason == "ForeignVolume"
+    assert "already initialized with cluster id CID-someone-else" in deg.message
+    assert not any(a.kind in (planner.DELETE_PVC, planner.RETAIN_PVC) for a in w.actions)
+    assert len(w.healthy_voters()) == 2  # still serving
+
+
+# ---- operator crashes: the intent is written, the action never happens; the next pass must redo it ----
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crashes=st.sets(st.integers(min_value=0, max_value=120), max_size=25))
+def test_crashes_between_intent_and_action_converge_to_the_same_cluster(crashes: set[int]) -> None:
+    w = World({"replicas": 3})
+    w.run(crash=lambda i: i in crashes)
+    w.spec_raw = {"replicas": 5}
+    w.run(crash=lambda i: i in crashes)
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
+    w.run(crash=lambda i: i in crashes)
+    assert w.clusters_created == 1 and len(w.voters) == 3
+    assert len(w.member_names()) == 3 and len(set(w.member_names())) == 3
+    assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    faults=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=60), st.sampled_from(["kill", "wipe"]), st.integers(0, 4)),
+        max_size=4,
+    ),
+    crashes=st.sets(st.integers(min_value=0, max_value=200), max_size=15),
+)
+def test_faults_and_crashes_never_make_the_operator_unsafe(
+    faults: list[tuple[int, str, int]], crashes: set[int]
+) -> None:
+    """Random Pod kills and volume losses while scaling 3 -> 5 -> 3 and operator crashes: ``World.apply`` raises on
+    any unsafe action; at the end the ring is whole again with fresh identities for lost volumes."""
+    w = World({"replicas": 3, "membership": {"replaceAfter": "20s"}})
+    w.run()
+    w.spec_raw = {"replicas": 5, "membership": {"replaceAfter": "20s"}}
+    by_pass: dict[int, list[tuple[str, int]]] = {}
+    for at, what, who in faults:
+        by_pass.setdefault(at, []).append((what, who))
+
+    for i in range(80):
+        for what, who in by_pass.get(i, []):
+            names = [n for n in w.member_names() if n in w.pods]
+            if not names or len(w.healthy_voters()) - 1 < len(w.voters) // 2 + 1:
+                continue  # a fault that breaks the majority loses the quorum by itself: not the operator's doing
+            victim = names[who % len(names)]
+            if what == "kill":
+                w.kill_pod(victim)
+            else:
+                w.delete_pvc_and_pod(victim)
+        w.step()
+        w.operator_pass(crash_before_action=i in crashes)
+        w.now += datetime.timedelta(seconds=1)
+    w.spec_raw = {"replicas": 3, "membership": {"replaceAfter": "20s"}}
+    w.run(max_passes=600)
+    assert w.clusters_created == 1 and len(w.voters) == 3
+    assert sorted(w.scm_of(n) for n in w.member_names()) == sorted(w.voters)  # type: ignore[type-var]
+
+
+def test_the_plan_is_a_pure_function_of_its_inputs() -> None:
+    w = World({"replicas": 3})
+    w.run(until=lambda x: len(x.actions) > 8)
+    spec, problems = parse_spec(w.spec_raw)
+    obs = w.observe()
+    a = planner.plan(w.ref, spec, problems, 1, w.status, obs)
+    b = planner.plan(w.ref, spec, problems, 1, w.status, obs)
+    assert a == b
+
+
+def test_pdb_allows_no_disruption_while_a_member_is_down() -> None:
+    w = World({"replicas": 3})
+    w.run()
+
+    def pdb_max() -> int:
+        body = [a for a in w.actions if a.kind == planner.APPLY and a.body and a.body["kind"] == "PodDisruptionBudget"]
+        return int(body[-1].body["spec"]["maxUnavailable"])  # type: ignore[index]
+
+    assert pdb_max() == 1
+    w.kill_pod("scm-2")
+    w.broken_pods.add("scm-2")
+    for _ in range(5):
+        w.step()
+        w.operator_pass()
+    assert pdb_max() == 0
+    w.broken_pods.clear()
+    w.run()
+    assert pdb_max() == 1
+    w.spec_raw = {"replicas": 5}
+    w.run()
+    assert pdb_max() == 2
+
+
+def test_builders_are_what_the_planner_creates() -> None:
+    w = World({"replicas": 1})
+    w.run()
+    spec, _ = parse_spec(w.spec_raw)
+    pod = next(a for a in w.actions if a.kind == planner.CREATE_POD)
+    assert pod.body == builders.build_pod(w.ref, spec, "scm-0", "init")

@@ -1,0 +1,138 @@
+"""Spec parsing: the CRD's defaults, the operator's own validation, and the immutable fields."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ozone_scm_operator.spec import (
+    ClusterSpec,
+    ImmutableSpec,
+    effective_spec,
+    format_duration,
+    parse_duration,
+    parse_spec,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+CRD = ROOT / "crds" / "ozonescmclusters.yaml"
+
+
+def crd_spec_schema() -> dict[str, Any]:
+    crd = yaml.safe_load(CRD.read_text())
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """Structural-schema defaulting as the API server does it (absent properties with a default get it)."""
+    if not isinstance(value, dict) or schema.get("type") != "object":
+        return value
+    out = copy.deepcopy(value)
+    for key, sub in schema.get("properties", {}).items():
+        if key not in out and "default" in sub:
+            out[key] = copy.deepcopy(sub["default"])
+        if key in out:
+            out[key] = apply_defaults(sub, out[key])
+    return out
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {},
+        {"replicas": 5},
+        {"security": {"enabled": True}},
+        {"storage": {"storageClassName": "fast"}, "audit": {"enabled": True}},
+    ],
+)
+def test_operator_defaults_equal_the_crd_defaults(raw: dict[str, Any]) -> None:
+    """The operator applies the same defaults the API server would (the emulator and old objects have none)."""
+    defaulted = apply_defaults(crd_spec_schema(), raw)
+    assert parse_spec(raw) == parse_spec(defaulted)
+    spec, problems = parse_spec(defaulted)
+    assert problems == []
+    assert defaulted["replicas"] == spec.replicas and defaulted["image"] == spec.image
+
+
+def test_every_crd_spec_field_is_read() -> None:
+    """A field in the CRD that the operator ignores is a silent lie: compare the property names."""
+    read = {
+        "replicas", "image", "imagePullPolicy", "imagePullSecrets", "storage", "security", "ozoneSite", "resources",
+        "scheduling", "podMetadata", "service", "podDisruptionBudget", "membership", "audit", "paused",
+    }
+    assert set(crd_spec_schema()["properties"]) == read
+
+
+def test_full_example_parses_without_problems() -> None:
+    doc = yaml.safe_load((ROOT / "crds" / "examples" / "scm-full.yaml").read_text())
+    spec, problems = parse_spec(doc["spec"])
+    assert problems == []
+    assert spec.replicas == 5 and spec.storage.storage_class_name == "fast-ssd" and spec.security.operator_ca
+    assert spec.membership.replace_after == datetime.timedelta(minutes=10)
+    assert spec.scheduling.tolerations[0]["key"] == "dedicated" and spec.service.type == "LoadBalancer"
+    assert spec.ozone_site["hdds.scm.safemode.min.datanode"] == "3"
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "words"),
+    [
+        ({"replicas": 2}, "replicas", "must be 1, 3 or 5, got 2"),
+        ({"replicas": "three"}, "replicas", "must be an integer"),
+        ({"ozoneSite": {"ozone.scm.nodes.scm": "a,b"}}, "ozoneSite", "may not set ozone.scm.nodes.scm"),
+        ({"ozoneSite": {"hdds.x509.subca.certificate.file": "x"}}, "ozoneSite", "the operator owns these keys"),
+        ({"ozoneSite": {"a": 3}}, "ozoneSite", 'quote numbers and booleans: "3"'),
+        ({"membership": {"replaceAfter": "ten minutes"}}, "membership.replaceAfter", "is not a duration"),
+        ({"security": {"caMode": "vault"}}, "security.caMode", "must be one of operator, scm"),
+        ({"security": {"renewBefore": "800h"}}, "security.renewBefore", "must be shorter than certificateDuration"),
+        ({"storage": {"size": "ten"}}, "storage.size", "not a Kubernetes quantity"),
+        ({"audit": {"master": "yarn"}}, "audit.master", "use local[*] or k8s://"),
+        ({"service": {"type": "ExternalName"}}, "service.type", "must be one of ClusterIP"),
+        ({"paused": "yes"}, "paused", "must be true or false"),
+        ("not a map", "spec", "must be an object"),
+    ],
+)
+def test_bad_input_gets_a_one_line_problem_naming_the_field(raw: Any, field: str, words: str) -> None:
+    spec, problems = parse_spec(raw)
+    assert len(problems) == 1, problems
+    assert problems[0].field == field and words in problems[0].message
+    assert "\n" not in str(problems[0])
+    assert isinstance(spec, ClusterSpec)
+
+
+def test_owned_keys_are_dropped_but_the_rest_kept() -> None:
+    spec, problems = parse_spec({"ozoneSite": {"ozone.scm.node.id": "x", "hdds.scm.safemode.min.datanode": "1"}})
+    assert spec.ozone_site == {"hdds.scm.safemode.min.datanode": "1"} and len(problems) == 1
+
+
+def test_durations() -> None:
+    assert parse_duration("1h30m") == datetime.timedelta(minutes=90)
+    assert parse_duration("500ms") == datetime.timedelta(milliseconds=500)
+    assert parse_duration("0s") == datetime.timedelta(0)
+    for bad in ("", "10", "1d", "m5", "5m 3s"):
+        with pytest.raises(ValueError, match="is not a duration"):
+            parse_duration(bad)
+    assert format_duration(datetime.timedelta(hours=168)) == "168h"
+    assert format_duration(datetime.timedelta(minutes=5)) == "5m"
+
+
+def test_effective_spec_pins_immutable_fields_and_keeps_the_accepted_replicas() -> None:
+    created, _ = parse_spec({"storage": {"storageClassName": "fast", "size": "5Gi"}})
+    recorded = ImmutableSpec.of(created)
+    assert ImmutableSpec.from_status(recorded.to_status()) == recorded
+    changed, problems = parse_spec(
+        {"replicas": 4, "storage": {"storageClassName": "slow", "size": "9Gi"}, "security": {"enabled": True, "caMode": "scm"}}
+    )
+    eff, all_problems = effective_spec(changed, problems, recorded, accepted_replicas=3)
+    assert eff.storage.storage_class_name == "fast" and eff.storage.size == "5Gi"
+    assert not eff.security.enabled and eff.security.ca_mode == "operator"
+    assert eff.replicas == 3
+    fields = sorted(p.field for p in all_problems)
+    assert fields == ["replicas", "security.caMode", "security.enabled", "storage.size", "storage.storageClassName"]
+    # never accepted: stays invalid, so the planner starts nothing
+    eff2, _ = effective_spec(changed, problems, None, accepted_replicas=None)
+    assert eff2.replicas == 4
