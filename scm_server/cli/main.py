@@ -4,6 +4,7 @@
     ozone-scm [--conf DIR] scm [--init [--clusterid ID] | --bootstrap]   (no flag: run the daemon)
     ozone-scm admin [--scm HOST:PORT,...] safemode|container|pipeline|replicationmanager|datanode ...
     ozone-scm debug ldb --db=<path> ls | scan --column_family=<cf>
+    ozone-scm debug verify --model register|kv FILE
     ozone-scm freon stb --benchmark AllocateBlocks|AllocateContainers|ProcessReports
     ozone-scm datanode-sim --count N --scm HOST:PORT[,...]
     ozone-scm local run|up|status|down [--secure]
@@ -71,7 +72,7 @@ def scm_command(ctx: CliContext, do_init: bool, clusterid: str | None, do_bootst
 
 @cli.group()
 def debug() -> None:
-    """Debugging tools (ldb)."""
+    """Debugging tools (ldb, verify)."""
 
 
 @debug.group()
@@ -121,6 +122,9 @@ def _register_optional() -> None:
     cli.add_command(freon)
     cli.add_command(datanode_sim)
     cli.add_command(local)
+    from scm_server.cli.verify_cmd import verify
+
+    debug.add_command(verify)
     # `ozone-scm admin scm roles|transfer|decommission` lives in the HA helper's module.
     from scm_server.cli.admin_scm import scm as admin_scm_group
 

@@ -476,6 +476,7 @@ def describe_failure(report: ChaosReport) -> str:
     part = report.check.failing_partition() if report.check else None
     if part is not None:
         lines.append(f"see {report.workdir / 'history.txt'} and {report.workdir / 'history.html'}")
+    lines.append(f"re-check: ozone-scm debug verify --model kv {report.workdir / 'history.jsonl'}")
     return "\n".join(lines)
 
 

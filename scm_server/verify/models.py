@@ -14,8 +14,9 @@ Models here:
 
 - :class:`RegisterModel`: one register with read / write / cas, the shape of Jepsen's
   etcd histories (the register starts as ``None``, Jepsen's ``nil``);
-- :class:`KvModel`: a key-value store with get / put / cas, partitioned per key (each key
-  is an independent register), used for the demo Raft KV server's chaos tests;
+- :class:`KvModel`: a key-value store with get / put / append / cas, partitioned per key
+  (each key an independent sub-history), used for the demo Raft KV server's chaos tests and
+  for Jepsen-style get/put/append histories (``KvModel(initial="")``);
 - :func:`check_unique_ids`: the check for ID generators (SCM sequence IDs, container IDs):
   no ID is handed out twice, and optionally IDs grow in real-time order.
 """
@@ -139,8 +140,10 @@ class RegisterModel(Model):
 
 
 class KvInput(NamedTuple):
-    """``op`` is "get", "put" or "cas"; a cas replaces ``expected`` (``None`` = absent)
-    with ``value`` and returns True, or returns False and changes nothing."""
+    """``op`` is "get", "put", "append" or "cas"; append concatenates ``value`` to the key's
+    string value (a key never written holds the model's initial value, absent = empty for
+    append); a cas replaces ``expected`` (``None`` = absent) with ``value`` and returns True,
+    or returns False and changes nothing."""
 
     op: str
     key: str
@@ -156,29 +159,53 @@ def kv_put(key: str, value: Any) -> KvInput:
     return KvInput("put", key, value)
 
 
+def kv_append(key: str, value: str) -> KvInput:
+    return KvInput("append", key, value)
+
+
 def kv_cas(key: str, expected: Any, value: Any) -> KvInput:
     return KvInput("cas", key, value, expected)
 
 
-class KvModel(Model):
-    """A key-value store; by P-compositionality each key is checked as its own register.
+KV_OPS = ("get", "put", "append", "cas")
 
-    Outputs: get -> the value or ``None`` if absent; put -> anything (ignored); cas -> bool.
+
+class KvModel(Model):
+    """A key-value store with get / put / append / cas; by P-compositionality each key is
+    checked as its own sub-history.
+
+    Outputs: get -> the value (the initial value if never written); put and append -> anything
+    (ignored); cas -> bool. ``initial`` is the value of a key never written: ``None`` (absent,
+    the demo KV server's semantics) or ``""`` (the get/put/append stores of Jepsen-style tests,
+    where a get of a fresh key returns the empty string). Append treats an absent key as empty.
     """
 
     name = "kv"
 
+    def __init__(self, initial: str | None = None) -> None:
+        self._initial = initial
+
     def init(self) -> Hashable:
-        return None
+        return self._initial
 
     def step(self, state: Any, inp: KvInput, out: Any) -> tuple[bool, Any]:
+        if inp.op == "append":
+            base = "" if state is None else state
+            if not isinstance(base, str) or not isinstance(inp.value, str):
+                raise ValueError(
+                    f"append({inp.key!r}, {inp.value!r}) to the value {state!r}: append needs string values "
+                    "on a key (do not mix it with non-string puts)"
+                )
+            return True, base + inp.value
+        if inp.op not in KV_OPS:
+            raise ValueError(f"unknown key-value operation {inp.op!r}: expected one of {', '.join(KV_OPS)}")
         return _register_step(state, inp.op, inp.value, inp.expected, out)
 
     def partition(self, ops: Sequence[Operation]) -> list[list[Operation]]:
         by_key: dict[str, list[Operation]] = defaultdict(list)
         for op in ops:
             by_key[op.input.key].append(op)
-        return [by_key[k] for k in sorted(by_key)]
+        return [by_key[k] for k in sorted(by_key, key=str)]
 
     def partition_key(self, op: Operation) -> str:
         return str(op.input.key)
@@ -193,8 +220,8 @@ class KvModel(Model):
         res = "?" if out is UNKNOWN else repr(out)
         if inp.op == "get":
             return f"get({inp.key}) -> {res}"
-        if inp.op == "put":
-            return f"put({inp.key}, {inp.value!r}) -> {'?' if out is UNKNOWN else 'ok'}"
+        if inp.op in ("put", "append"):
+            return f"{inp.op}({inp.key}, {inp.value!r}) -> {'?' if out is UNKNOWN else 'ok'}"
         return f"cas({inp.key}, {inp.expected!r}, {inp.value!r}) -> {res}"
 
 

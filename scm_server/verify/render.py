@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from scm_server.verify.linearizability import CheckResult, Operation, PartitionResult
+from scm_server.verify.linearizability import CheckResult, Operation, PartitionResult, Verdict
 from scm_server.verify.models import Model
 
 
@@ -33,21 +33,38 @@ def _states_along(model: Model, part: PartitionResult) -> list[Any]:
     return states
 
 
-def render_text(result: CheckResult, model: Model, title: str = "") -> str:
+def render_text(result: CheckResult, model: Model, title: str = "", *, max_ops: int | None = None) -> str:
+    """The report as text. ``max_ops`` limits the operation listing of a long partition to
+    the window around the operation the search got stuck on (the CLI's default)."""
     lines = [f"# {title}" if title else "# linearizability check", f"verdict: {result.summary()}"]
+    undecided = [p for p in result.partitions if p.verdict is Verdict.UNKNOWN]
+    if result.verdict is Verdict.UNKNOWN and undecided:
+        lines.append(f"undecided partitions ({len(undecided)} of {len(result.partitions)}):")
+        for p in undecided[:20]:
+            label = repr(p.key) if p.key else "(whole history)"
+            lines.append(f"  {label}: {len(p.ops)} ops, {p.explored} model steps, {p.elapsed:.3f}s: {p.reason}")
+        if len(undecided) > 20:
+            lines.append(f"  ... and {len(undecided) - 20} more")
     part = result.failing_partition()
     if part is None:
         lines.append("every partition is linearizable")
         return "\n".join(lines) + "\n"
+    if part.verdict is not Verdict.ILLEGAL:
+        return "\n".join(lines) + "\n"
     ops = part.ops
     key = model.partition_key(ops[0]) if ops else ""
-    lines.append(f"failing partition: {key!r} ({len(ops)} ops), verdict {part.verdict.value}")
+    label = f"failing partition: {key!r}" if key else "failing history"
+    lines.append(f"{label} ({len(ops)} ops), verdict {part.verdict.value}")
     t0 = min(op.call for op in ops) if ops else 0.0
     order = {opi: n for n, opi in enumerate(part.best_linearization)}
     if part.best_linearization:
         lines.append("")
         lines.append(f"longest linearizable prefix found ({len(part.best_linearization)} ops):")
-        for n, (opi, st) in enumerate(zip(part.best_linearization, _states_along(model, part), strict=True)):
+        steps = list(zip(part.best_linearization, _states_along(model, part), strict=True))
+        shown = steps if max_ops is None or len(steps) <= max_ops else steps[-max_ops:]
+        if len(shown) < len(steps):
+            lines.append(f"  ... {len(steps) - len(shown)} earlier steps not shown")
+        for n, (opi, st) in enumerate(shown, start=len(steps) - len(shown)):
             op = ops[opi]
             lines.append(
                 f"  {n:4d}. client {op.client_id!s:>6}  {model.describe_operation(op.input, op.output):40s}"
@@ -61,9 +78,18 @@ def render_text(result: CheckResult, model: Model, title: str = "") -> str:
             f"{model.describe_operation(op.input, op.output)} [{_fmt_t(op.call, t0)} .. {_fmt_t(op.ret, t0)}]"
         )
     lines.append("")
-    lines.append("all operations of the partition in call order (times relative to the first call):")
+    by_call = sorted(range(len(ops)), key=lambda i: (ops[i].call, ops[i].ret))
+    if max_ops is not None and len(by_call) > max_ops:
+        at = by_call.index(part.stuck_op) if part.stuck_op is not None else len(by_call) - 1
+        lo = max(0, min(at - max_ops // 2, len(by_call) - max_ops))
+        window = by_call[lo:lo + max_ops]
+        lines.append(f"operations {lo + 1}-{lo + len(window)} of {len(ops)} of the partition in call order, around "
+                     "the stuck one (times relative to the first call):")
+    else:
+        window = by_call
+        lines.append("all operations of the partition in call order (times relative to the first call):")
     lines.append(f"  {'call':>10}  {'return':>10}  {'client':>6}  {'lin#':>5}  operation")
-    for i in sorted(range(len(ops)), key=lambda i: (ops[i].call, ops[i].ret)):
+    for i in window:
         op = ops[i]
         mark = "STUCK" if i == part.stuck_op else (str(order[i]) if i in order else "")
         lines.append(
