@@ -16,6 +16,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -87,7 +88,7 @@ def local_up(num_scms: int, datanodes: int, data_dir: Path, secure: bool, ca_mod
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 def local_status(data_dir: Path, as_json: bool) -> None:
-    """Roles, liveness and addresses of the cluster started by `local up`."""
+    """Liveness (found by process identity), roles and addresses of the cluster started by `local up`."""
     from scm_server.cli import local_quorum as ha_local
 
     try:
@@ -99,19 +100,27 @@ def local_status(data_dir: Path, as_json: bool) -> None:
         print_json({**info, "roles": roles.as_dict() if hasattr(roles, "as_dict") else str(roles)})
         return
     certs = info.get("certificates")
+    by_node = {p.node_id: p.role for p in roles.peers} if hasattr(roles, "peers") else {}
     table = Table(title=f"Local cluster in {data_dir}")
-    for col in ("node", "alive", "client", "web") + (("cert serial", "cert expiry") if certs is not None else ()):
+    columns = ("node", "alive", "pid", "role", "client", "web") + (("cert serial", "cert expiry") if certs is not None
+                                                                    else ())
+    for col in columns:
         table.add_column(col)
     for s in info["state"]["scms"]:
+        name = str(s.get("node_id") or "scm")
+        alive = info["alive"].get(name)
         row = [
-            str(s.get("node_id")), "yes" if info["alive"].get(s.get("node_id")) else "no",
-            str(s.get("client", "")), str(s.get("http", "")),
+            name, "yes" if alive else "no", ",".join(map(str, info["pids"].get(name, []))) or "-",
+            by_node.get(name, "-") if alive else "-", str(s.get("client", "")), str(s.get("http", "")),
         ]
         if certs is not None:
             c = certs.get(s.get("node_id"), {})
             row += [str(c.get("serial", "-")), str(c.get("notAfter", "-"))]
         table.add_row(*row)
     console.print(table)
+    if "datanode_sim_pid" in info["state"]:
+        dn = info["pids"].get("datanodes", [])
+        console.print(f"datanode simulator: {'running, pid ' + ','.join(map(str, dn)) if dn else 'not running'}")
     if hasattr(roles, "peers"):
         console.print(f"term {roles.term}, commit index {roles.commit_index}, applied index {roles.applied_index}")
         for peer in roles.peers:
@@ -123,7 +132,7 @@ def local_status(data_dir: Path, as_json: bool) -> None:
 @local.command("down")
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 def local_down(data_dir: Path) -> None:
-    """Stop everything `local up` started."""
+    """Stop everything `local up` started (and members restarted since), found by process identity."""
     from scm_server.cli import local_quorum as ha_local
 
     try:
@@ -131,6 +140,56 @@ def local_down(data_dir: Path) -> None:
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from exc
     console.print(f"Stopped: {', '.join(stopped) or 'nothing was running'}")
+
+
+def _member_options(fn: Any) -> Any:
+    fn = click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))(fn)
+    fn = click.option("--leader", is_flag=True, help="The member that currently leads.")(fn)
+    return click.option("--scm", "scm", default=None, metavar="scmN", help="The member, by node id (scm1, scm2, ...).")(fn)
+
+
+@local.command("stop")
+@_member_options
+@click.option("--kill", is_flag=True, help="SIGKILL (a crash) instead of SIGTERM (a clean shutdown).")
+def local_stop(scm: str | None, leader: bool, data_dir: Path, kill: bool) -> None:
+    """Stop one SCM of the local quorum and, if it led, report the new leader."""
+    from scm_server.cli import local_members as members
+
+    try:
+        name = members.resolve_target(members.load(data_dir), scm, leader)
+        click.echo(members.describe_stop(members.stop(data_dir, name, kill=kill)))
+    except members.LocalClusterError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@local.command("start")
+@_member_options
+def local_start(scm: str | None, leader: bool, data_dir: Path) -> None:
+    """Start a stopped SCM of the local quorum again; it rejoins as a follower."""
+    from scm_server.cli import local_members as members
+
+    if leader:
+        raise click.UsageError("a stopped member does not lead: name it with --scm scmN")
+    try:
+        name = members.resolve_target(members.load(data_dir), scm, False)
+        click.echo(members.describe_start(members.start(data_dir, name)))
+    except members.LocalClusterError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@local.command("restart")
+@_member_options
+@click.option("--kill", is_flag=True, help="SIGKILL (a crash) instead of SIGTERM before starting again.")
+def local_restart(scm: str | None, leader: bool, data_dir: Path, kill: bool) -> None:
+    """Stop one SCM (by name or the leader) and start it again."""
+    from scm_server.cli import local_members as members
+
+    try:
+        name = members.resolve_target(members.load(data_dir), scm, leader)
+        click.echo(members.describe_stop(members.stop(data_dir, name, kill=kill)))
+        click.echo(members.describe_start(members.start(data_dir, name)))
+    except members.LocalClusterError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def run_local(

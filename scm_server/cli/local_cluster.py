@@ -190,13 +190,7 @@ class LocalCluster:
         )
 
     def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OZONE-SITE.XML_")}
-        env.pop("OZONE_CONF_DIR", None)
-        env["PYTHONUNBUFFERED"] = "1"
-        # Child processes import the same scm_server as we do, installed or not.
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        return env
+        return child_env()
 
     def init(self, cluster_id: str | None = None) -> None:
         """``scm --init`` on every node (non-primordial nodes skip it; their ``--bootstrap`` needs the
@@ -290,6 +284,17 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop_all()
+
+
+def child_env() -> dict[str, str]:
+    """Environment of an SCM child process: its own ozone-site.xml only (no OZONE-SITE.XML_ overrides,
+    no OZONE_CONF_DIR), unbuffered output, and the same scm_server as ours, installed or not."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OZONE-SITE.XML_")}
+    env.pop("OZONE_CONF_DIR", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 def tail(path: Path, lines: int = 30) -> str:

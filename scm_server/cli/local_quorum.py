@@ -15,8 +15,9 @@
 4. run a block-allocation workload through the failover client; print roles, cluster ids,
    addresses and web pages.
 
-``up`` / ``status`` / ``down`` keep a small ``run-data/cluster.json`` (pids, ports) so the
-cluster can outlive the command that started it. :class:`HALocalCluster` is also what the
+``up`` keeps a small ``run-data/cluster.json`` (directories, ports, last pids) so the cluster
+can outlive the command that started it; ``status`` / ``down`` (and ``stop`` / ``start`` /
+``restart`` of one member) live in ``local_members`` and find the processes by identity. :class:`HALocalCluster` is also what the
 failover tests and ``bench/failover.py`` drive (kill -9 the leader, restart, add a 4th SCM).
 
 It is a developer tool on top of the client and CLI layers (it starts processes and talks to them
@@ -28,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import time
@@ -308,6 +308,7 @@ class HALocalCluster(LocalCluster):
             "scms": [
                 {
                     "node_id": s.node_id, "pid": s.proc.pid if s.proc else None, "conf_dir": str(s.conf_dir),
+                    "metadata_dir": str(s.metadata_dir),
                     "client": s.client_address, "datanode": s.datanode_address, "http": s.http_url,
                     "grpc": f"127.0.0.1:{s.grpc_port}", "ratis": f"127.0.0.1:{s.ratis_port}", "log": str(s.log_path),
                     "ports": {
@@ -557,75 +558,47 @@ def up(
 
 
 def load_state(data_dir: Path = Path("run-data")) -> dict[str, Any]:
-    path = data_dir / STATE_FILE
-    if not path.exists():
-        raise RuntimeError(f"no local cluster recorded in {path}: start one with `ozone-scm local up`")
-    return dict(json.loads(path.read_text()))
+    from scm_server.cli import local_members
+
+    try:
+        return local_members.load(data_dir).raw
+    except local_members.LocalClusterError as exc:
+        raise RuntimeError(str(exc)) from exc
 
 
 def _state_security(state: Mapping[str, Any]) -> tuple[FileClientSecurity | None, Path | None]:
     """The admin identity and root CA file a secure `local up` recorded, else (None, None)."""
-    if not state.get("secure"):
-        return None, None
-    admin = Path(state["admin_conf"]).parent
-    return FileClientSecurity(admin / "admin.crt", admin / "admin.key", admin / "ca.crt"), admin / "ca.crt"
+    from scm_server.cli import local_members
+
+    return local_members.state_security(state)
 
 
 def status(data_dir: Path = Path("run-data")) -> dict[str, Any]:
-    state = load_state(data_dir)
-    alive = {s["node_id"]: _alive(s.get("pid")) for s in state["scms"]}
-    security, root_file = _state_security(state)
+    """Liveness (by process identity, see ``local_members``), PIDs, roles and, for a secure
+    cluster, each SCM's certificate serial and expiry."""
+    from scm_server.cli import local_members
 
-    async def roles() -> Roles | str:
-        try:
-            async with HAAdminClient(
-                [s["grpc"] for s in state["scms"] if alive[s["node_id"]]], rounds=2, security=security
-            ) as c:
-                return await c.roles()
-        except Exception as exc:
-            return str(exc)
-
-    result = {"state": state, "alive": alive, "roles": asyncio.run(roles())}
+    try:
+        result = local_members.status(data_dir)
+    except local_members.LocalClusterError as exc:
+        raise RuntimeError(str(exc)) from exc
+    _security, root_file = _state_security(result["state"])
     if root_file is not None:
-        certs = asyncio.run(scm_certificates([s["security"] for s in state["scms"] if alive[s["node_id"]]], root_file))
+        state, alive = result["state"], result["alive"]
+        addresses = [s["security"] for s in state["scms"] if alive.get(s["node_id"])]
+        certs = asyncio.run(scm_certificates(addresses, root_file))
         result["certificates"] = {c.get("nodeId") or c["address"]: c for c in certs}
     return result
 
 
 def down(data_dir: Path = Path("run-data")) -> list[str]:
-    state = load_state(data_dir)
-    stopped = []
-    pids = [(s["node_id"], s.get("pid")) for s in state["scms"]] + [("datanodes", state.get("datanode_sim_pid"))]
-    for name, pid in pids:
-        if pid and _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            stopped.append(name)
-    deadline = time.monotonic() + 15
-    for _, pid in pids:
-        while pid and _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if pid and _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    return stopped
+    """Stop every process of the recorded cluster, found by identity (never a reused PID)."""
+    from scm_server.cli import local_members
 
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours counts as dead
-    with contextlib.suppress(ChildProcessError, OSError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    return True
+        return local_members.down(data_dir)
+    except local_members.LocalClusterError as exc:
+        raise RuntimeError(str(exc)) from exc
 
 
 __all__ = ["HALocalCluster", "down", "run_local", "status", "up", "wait_for"]

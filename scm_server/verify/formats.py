@@ -27,7 +27,7 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from scm_server.verify.history import load_history, parse_jepsen_log, to_operations
+from scm_server.verify.history import jepsen_completion, load_history, parse_jepsen_log, to_operations
 from scm_server.verify.linearizability import UNKNOWN, Operation
 from scm_server.verify.models import KvInput, KvModel, Model, RegisterInput, RegisterModel
 
@@ -237,15 +237,9 @@ def _load_edn(path: Path) -> list[Operation]:
         if proc not in open_ops:
             raise HistoryFormatError(f"{where}: :{kind} for process {proc} without an open :invoke")
         inp, call, _line = open_ops.pop(proc)
-        if kind == "ok":
-            out: Any = value if op_name in ("read", "get") else (True if op_name == "cas" else None)
-            ops.append(Operation(proc, inp, call, out, t))
-        elif kind == "fail":
-            if op_name == "cas":
-                ops.append(Operation(proc, inp, call, False, t))
-            # a failed read, write or append did not take effect: dropped
-        else:
-            ops.append(Operation(proc, inp, call, UNKNOWN, math.inf))
+        done = jepsen_completion(proc, inp, call, kind, op_name, value, t)
+        if done is not None:
+            ops.append(done)
     for proc, (inp, call, _line) in open_ops.items():
         ops.append(Operation(proc, inp, call, UNKNOWN, math.inf))
     return ops

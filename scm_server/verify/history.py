@@ -229,15 +229,24 @@ def parse_jepsen_log(path: Path) -> list[Operation]:
         if proc not in open_ops:
             raise ValueError(f"{path}:{lineno}: completion for process {proc} without an open invoke")
         inp, call = open_ops.pop(proc)
-        if kind == "ok":
-            out: Any = _jepsen_value(value) if f == "read" else (True if f == "cas" else None)
-            ops.append(Operation(proc, inp, call, out, t))
-        elif kind == "fail":
-            if f == "cas":
-                ops.append(Operation(proc, inp, call, False, t))
-            # a failed read or write did not take effect: drop it
-        else:
-            ops.append(Operation(proc, inp, call, UNKNOWN, math.inf))
+        read_value = _jepsen_value(value) if f == "read" and kind == "ok" else None
+        done = jepsen_completion(proc, inp, call, kind, f, read_value, t)
+        if done is not None:
+            ops.append(done)
     for proc, (inp, call) in open_ops.items():
         ops.append(Operation(proc, inp, call, UNKNOWN, math.inf))
     return ops
+
+
+def jepsen_completion(
+    proc: Hashable, inp: Any, call: float, kind: str, f: str, read_value: Any, t: float
+) -> Operation | None:
+    """Jepsen's meaning of a completion (``kind`` ok/fail/info of function ``f``): ``:ok`` gives the
+    read value, True for a cas, None otherwise; ``:fail`` of a cas is a definite "compare failed"
+    (False), of anything else no effect at all (None: drop it); ``:info`` is indeterminate."""
+    if kind == "ok":
+        out: Any = read_value if f in ("read", "get") else (True if f == "cas" else None)
+        return Operation(proc, inp, call, out, t)
+    if kind == "fail":
+        return Operation(proc, inp, call, False, t) if f == "cas" else None
+    return Operation(proc, inp, call, UNKNOWN, math.inf)

@@ -7,7 +7,6 @@ Jepsen-style store where a get of a fresh key returns "" (default: absent, None)
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -17,6 +16,8 @@ from hypothesis import strategies as st
 
 from scm_server.verify import UNKNOWN, KvModel, Operation, Verdict, check_operations
 from scm_server.verify.models import KvInput, kv_append, kv_cas, kv_get, kv_put
+
+from .oracle import brute_force_linearizable
 
 INF = math.inf
 
@@ -117,24 +118,6 @@ def test_append_to_a_number_is_refused_with_a_clear_error() -> None:
 # ------------------------------------------------------------------------ brute-force oracle
 
 
-def brute_force(ops: list[Operation], model: KvModel) -> bool:
-    ops = [o for o in ops if not (o.indeterminate and o.input.op == "get")]
-    n = len(ops)
-    for perm in itertools.permutations(range(n)):
-        pos = {i: k for k, i in enumerate(perm)}
-        if any(ops[a].ret < ops[b].call and pos[a] > pos[b] for a in range(n) for b in range(n)):
-            continue
-        state: Any = model.init()
-        legal = True
-        for i in perm:
-            legal, state = model.step(state, ops[i].input, ops[i].output)
-            if not legal:
-                break
-        if legal:
-            return True
-    return n == 0
-
-
 @st.composite
 def append_histories(draw: st.DrawFn) -> list[Operation]:
     n = draw(st.integers(1, 6))
@@ -162,6 +145,6 @@ def append_histories(draw: st.DrawFn) -> list[Operation]:
 @given(append_histories(), st.sampled_from([None, ""]))
 def test_agrees_with_brute_force(ops: list[Operation], initial: str | None) -> None:
     model = KvModel(initial=initial)
-    expected = brute_force(ops, model)
+    expected = brute_force_linearizable(ops, model)
     got = check_operations(model, ops, timeout=10).verdict
     assert got is (Verdict.OK if expected else Verdict.ILLEGAL)

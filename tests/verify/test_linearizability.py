@@ -7,7 +7,6 @@ brute-force enumeration of every real-time-respecting order on random small hist
 
 from __future__ import annotations
 
-import itertools
 import math
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,8 @@ from scm_server.verify import (
 )
 from scm_server.verify.history import to_operations
 from scm_server.verify.models import RegisterInput, cas, kv_cas, kv_get, kv_put, read, write
+
+from .oracle import brute_force_linearizable
 
 INF = math.inf
 
@@ -228,26 +229,6 @@ def test_large_linearizable_history_is_fast() -> None:
 # ------------------------------------------------------------------------ brute-force oracle
 
 
-def brute_force_linearizable(ops: list[Operation]) -> bool:
-    model = RegisterModel()
-    ops = [o for o in ops if not (o.indeterminate and o.input.op == "read")]
-    n = len(ops)
-    for perm in itertools.permutations(range(n)):
-        pos = {i: k for k, i in enumerate(perm)}
-        # real-time order: if a returns before b is called, a precedes b
-        if any(ops[a].ret < ops[b].call and pos[a] > pos[b] for a in range(n) for b in range(n)):
-            continue
-        state: Any = model.init()
-        legal = True
-        for i in perm:
-            legal, state = model.step(state, ops[i].input, ops[i].output)
-            if not legal:
-                break
-        if legal:
-            return True
-    return n == 0
-
-
 @st.composite
 def small_histories(draw: st.DrawFn) -> list[Operation]:
     n = draw(st.integers(1, 6))
@@ -274,7 +255,7 @@ def small_histories(draw: st.DrawFn) -> list[Operation]:
 @settings(max_examples=400, deadline=None)
 @given(small_histories())
 def test_agrees_with_brute_force(ops: list[Operation]) -> None:
-    expected = brute_force_linearizable(ops)
+    expected = brute_force_linearizable(ops, RegisterModel())
     got = check_operations(RegisterModel(), ops, timeout=10).verdict
     assert got is (Verdict.OK if expected else Verdict.ILLEGAL)
 
