@@ -55,6 +55,14 @@ class SCMError(Exception):
     """Base of every error this project raises on purpose."""
 
 
+def one_line(text: str) -> str:
+    """``text`` as one printable line: line breaks and other control characters (which a bad
+    configuration value can carry into a message) shown as escapes, so an error stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 class SCMException(SCMError):
     """An SCM operation failed with an Ozone result code.
 

@@ -11,6 +11,7 @@ import time
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from scm_server.cli import params
 from scm_server.cli.context import CliContext, pass_ctx
 from scm_server.cli.output import (
     console,
@@ -20,6 +21,7 @@ from scm_server.cli.output import (
     node_to_dict,
     pipeline_table,
     print_json,
+    print_table,
     report_text,
     report_to_dict,
     to_dict,
@@ -76,7 +78,7 @@ def safemode_exit(ctx: CliContext) -> None:
 
 
 @safemode.command("wait")
-@click.option("-t", "--timeout", default=30, show_default=True, help="Seconds to wait.")
+@click.option("-t", "--timeout", default=30, show_default=True, type=params.NON_NEGATIVE, help="Seconds to wait.")
 @pass_ctx
 def safemode_wait(ctx: CliContext, timeout: int) -> None:
     deadline = time.monotonic() + timeout
@@ -100,8 +102,8 @@ def container() -> None:
 
 
 @container.command("list")
-@click.option("--start", default=0, show_default=True, help="First container id.")
-@click.option("--count", "-c", default=20, show_default=True, help="Maximum containers to list.")
+@click.option("--start", default=0, show_default=True, type=params.CONTAINER_START, help="First container id.")
+@click.option("--count", "-c", default=20, show_default=True, type=params.COUNT, help="Maximum containers to list.")
 @click.option("--state", type=STATE_CHOICE, default=None)
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
@@ -113,13 +115,13 @@ def container_list(ctx: CliContext, start: int, count: int, state: str | None, a
     if as_json:
         print_json([to_dict(x) for x in containers])
         return
-    console.print(container_table(containers))
+    print_table(container_table(containers))
     if total > len(containers):
         console.print(f"(showing {len(containers)} of {total}; use --start/--count)")
 
 
 @container.command("info")
-@click.argument("container_id", type=int)
+@click.argument("container_id", type=params.CONTAINER_ID)
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def container_info(ctx: CliContext, container_id: int, as_json: bool) -> None:
@@ -170,7 +172,7 @@ def container_create(ctx: CliContext, owner: str, rtype: str, factor: str) -> No
 
 
 @container.command("close")
-@click.argument("container_id", type=int)
+@click.argument("container_id", type=params.CONTAINER_ID)
 @pass_ctx
 def container_close(ctx: CliContext, container_id: int) -> None:
     with ctx.client() as c:
@@ -197,7 +199,7 @@ def pipeline_list(ctx: CliContext, as_json: bool, state: str | None) -> None:
     if as_json:
         print_json([to_dict(p) for p in pipelines])
     else:
-        console.print(pipeline_table(pipelines))
+        print_table(pipeline_table(pipelines))
 
 
 @pipeline.command("create")
@@ -279,7 +281,7 @@ def datanode_list(ctx: CliContext, as_json: bool, op_state: str | None, node_sta
     if as_json:
         print_json([node_to_dict(n) for n in nodes])
     else:
-        console.print(node_table(nodes))
+        print_table(node_table(nodes))
 
 
 def _print_admin_errors(action: str, hosts: tuple[str, ...], errors: list[object]) -> None:
@@ -302,7 +304,8 @@ def datanode_decommission(ctx: CliContext, hosts: tuple[str, ...], force: bool) 
 
 @datanode.command("maintenance")
 @click.argument("hosts", nargs=-1, required=True)
-@click.option("--end", default=0, show_default=True, help="Hours until maintenance ends (0 = forever).")
+@click.option("--end", default=0, show_default=True, type=params.NON_NEGATIVE,
+              help="Hours until maintenance ends (0 = forever).")
 @pass_ctx
 def datanode_maintenance(ctx: CliContext, hosts: tuple[str, ...], end: int) -> None:
     with ctx.client() as c:

@@ -12,9 +12,10 @@ import click
 from rich.table import Table
 
 from scm_server.cli.context import CliContext, pass_ctx
-from scm_server.cli.output import console, print_json
+from scm_server.cli.output import print_json, print_table
 from scm_server.client.ha_admin import HAAdminClient, Roles, run_sync
 from scm_server.conf import SCMHAConfig
+from scm_server.conf.addresses import parse_port, split_host_port
 
 
 def grpc_addresses(ctx: CliContext, override: str | None) -> list[str]:
@@ -24,9 +25,9 @@ def grpc_addresses(ctx: CliContext, override: str | None) -> list[str]:
     ha = SCMHAConfig.from_conf(conf)
     if ha.is_ha_configured:
         return [n.grpc_address for n in ha.nodes]
-    port = conf.get_int("ozone.scm.grpc.port", 9895)
+    port = parse_port("ozone.scm.grpc.port", conf.get_str("ozone.scm.grpc.port") or "9895")
     hosts = conf.get_trimmed_list("ozone.scm.names") or ["127.0.0.1"]
-    return [f"{h.split(':')[0]}:{port}" for h in hosts]
+    return [f"{split_host_port('ozone.scm.names', h)[0]}:{port}" for h in hosts]
 
 
 @click.group("scm")
@@ -68,7 +69,7 @@ def roles_cmd(ctx: CliContext, as_json: bool, as_table: bool) -> None:
         print_json(roles.as_dict())
         return
     if as_table:
-        console.print(roles_table(roles))
+        print_table(roles_table(roles))
         return
     for p in roles.peers:
         lag = "" if p.lag is None else f" lag={p.lag}"

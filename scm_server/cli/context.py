@@ -49,18 +49,10 @@ class CliContext:
         return client_security_from_config(SecurityConfig.from_conf(self.conf))
 
     def client(self) -> SyncSCMClient:
-        config = self.client_config()
+        from scm_server.cli.feedback import StatusClient
 
-        def notice(address: str, reason: str, attempt: int) -> None:
-            # Failing over is silent when it works at once; say so when it keeps retrying.
-            if attempt >= 2:
-                click.echo(
-                    f"SCM at {address} {reason}; retrying ({attempt}/{config.max_retries}, "
-                    "hdds.scmclient.failover.max.retry)",
-                    err=True,
-                )
-
-        return SyncSCMClient(self.scm_addresses(), config, on_failover=notice, security=self.client_security())
+        # retry notices: one updating status line (see cli/feedback.py), not a line per attempt
+        return StatusClient(self.scm_addresses(), self.client_config(), security=self.client_security())
 
 
 pass_ctx = click.make_pass_decorator(CliContext)

@@ -11,6 +11,7 @@ import click
 from rich.live import Live
 from rich.table import Table
 
+from scm_server.cli import params
 from scm_server.cli.context import CliContext, pass_ctx
 from scm_server.client.config import parse_duration_seconds
 from scm_server.client.scm_client import parse_addresses
@@ -41,24 +42,25 @@ def _status_table(sim: DatanodeSimulator) -> Table:
 
 
 @click.command("datanode-sim")
-@click.option("--count", "-n", default=5, show_default=True, help="Number of simulated datanodes.")
+@click.option("--count", "-n", default=5, show_default=True, type=params.POSITIVE, help="Number of simulated datanodes.")
 @click.option("--scm", "scm", default=None, metavar="HOST:PORT[,HOST:PORT]",
               help="SCM datanode-protocol address(es); default: every SCM's ozone.scm.datanode.port.")
 @click.option("--admin-scm", default=None, metavar="HOST:PORT[,...]",
               help="SCM client address(es) for --containers-per-node (default from config).")
 @click.option("--heartbeat-interval", default="1s", show_default=True, help="e.g. 500ms, 1s, 30s.")
-@click.option("--racks", default=2, show_default=True)
-@click.option("--containers-per-node", default=0, show_default=True,
+@click.option("--racks", default=2, show_default=True, type=params.POSITIVE)
+@click.option("--containers-per-node", default=0, show_default=True, type=params.NON_NEGATIVE,
               help="Allocate containers through SCM once out of safemode and hold their replicas.")
-@click.option("--container-size", default=None, help="Bytes (default ozone.scm.container.size).")
+@click.option("--container-size", default=None, type=params.SIZE,
+              help="e.g. 5GB or bytes (default ozone.scm.container.size).")
 @click.option("--prefix", default="sim-dn", show_default=True, help="Hostname prefix.")
-@click.option("--duration", default=0.0, help="Seconds to run (0 = until Ctrl-C).")
+@click.option("--duration", default=0.0, type=params.SECONDS, help="Seconds to run (0 = until Ctrl-C).")
 @click.option("--dn-dir", type=click.Path(path_type=Path), default=None,
               help="Secure clusters: where each datanode keeps its uuid, key and certificate (default ./datanodes).")
 @pass_ctx
 def datanode_sim(
     ctx: CliContext, count: int, scm: str | None, admin_scm: str | None, heartbeat_interval: str, racks: int,
-    containers_per_node: int, container_size: str | None, prefix: str, duration: float, dn_dir: Path | None,
+    containers_per_node: int, container_size: int | None, prefix: str, duration: float, dn_dir: Path | None,
 ) -> None:
     """Run simulated datanodes that talk the real gRPC datanode protocol to every SCM."""
     try:
@@ -71,7 +73,7 @@ def datanode_sim(
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     interval = parse_duration_seconds("--heartbeat-interval", heartbeat_interval)
-    size = int(container_size) if container_size else (ctx.conf.get_size("ozone.scm.container.size") or 5 << 30)
+    size = container_size or ctx.conf.get_size("ozone.scm.container.size") or 5 << 30
     security = DatanodeSecurity.from_conf(
         ctx.conf, dn_dir or Path("datanodes"), endpoints.protocol_addresses(ctx.conf.get_str, endpoints.Protocol.SECURITY)
     )

@@ -9,9 +9,9 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from scm_server.cli import throughput
+from scm_server.cli import params, throughput
 from scm_server.cli.context import CliContext, pass_ctx
-from scm_server.cli.output import console
+from scm_server.cli.output import console, print_table
 from scm_server.client.scm_client import SCMClient, parse_addresses
 from scm_server.server import endpoints
 
@@ -39,13 +39,13 @@ def results_table(results: list[throughput.BenchResult]) -> Table:
 @click.option("--scm-datanode", "scm_dn", default=None, metavar="HOST:PORT",
               help="SCM datanode-protocol address (default from config).")
 @click.option("--scm-http", default=None, help="SCM http address for /prom (ProcessReports).")
-@click.option("--num-blocks", default=1000, show_default=True)
-@click.option("--num-threads", default=4, show_default=True)
-@click.option("--num-containers", default=100, show_default=True)
-@click.option("--num-datanodes", default=10, show_default=True)
-@click.option("--num-heartbeats", default=4, show_default=True)
-@click.option("--block-size", default=4096, show_default=True)
-@click.option("--batch", default=1, show_default=True, help="Blocks per AllocateBlocks call (numBlocks).")
+@click.option("--num-blocks", default=1000, show_default=True, type=params.POSITIVE)
+@click.option("--num-threads", default=4, show_default=True, type=params.POSITIVE)
+@click.option("--num-containers", default=100, show_default=True, type=params.POSITIVE)
+@click.option("--num-datanodes", default=10, show_default=True, type=params.POSITIVE)
+@click.option("--num-heartbeats", default=4, show_default=True, type=params.POSITIVE)
+@click.option("--block-size", default=4096, show_default=True, type=params.POSITIVE)
+@click.option("--batch", default=1, show_default=True, type=params.COUNT, help="Blocks per AllocateBlocks call (numBlocks).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def stb(
@@ -65,7 +65,7 @@ def stb(
     if as_json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     else:
-        console.print(results_table(results))
+        print_table(results_table(results))
 
 
 async def _run(

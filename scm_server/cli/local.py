@@ -21,9 +21,9 @@ from typing import Any
 import click
 from rich.table import Table
 
-from scm_server.cli import throughput
+from scm_server.cli import params, throughput
 from scm_server.cli.local_cluster import LocalCluster
-from scm_server.cli.output import console, print_json
+from scm_server.cli.output import console, print_json, print_table
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.proto import hdds_pb2
@@ -35,11 +35,11 @@ def local() -> None:
 
 
 @local.command("run")
-@click.option("--scms", "num_scms", default=3, show_default=True,
+@click.option("--scms", "num_scms", default=3, show_default=True, type=params.POSITIVE,
               help="Number of SCM processes: 3 = HA quorum (the main job), 1 = a single SCM without peers.")
-@click.option("--datanodes", default=5, show_default=True)
-@click.option("--racks", default=2, show_default=True)
-@click.option("--blocks", default=2000, show_default=True, help="Blocks to allocate in the workload.")
+@click.option("--datanodes", default=5, show_default=True, type=params.POSITIVE)
+@click.option("--racks", default=2, show_default=True, type=params.POSITIVE)
+@click.option("--blocks", default=2000, show_default=True, type=params.POSITIVE, help="Blocks to allocate in the workload.")
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 @click.option("--exit-after", is_flag=True, help="Stop everything after the workload instead of waiting for Ctrl-C.")
 @click.option("--keep-data", is_flag=True, help="Reuse an existing --data-dir instead of starting fresh.")
@@ -64,8 +64,8 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
 
 
 @local.command("up")
-@click.option("--scms", "num_scms", default=3, show_default=True)
-@click.option("--datanodes", default=5, show_default=True)
+@click.option("--scms", "num_scms", default=3, show_default=True, type=params.POSITIVE)
+@click.option("--datanodes", default=5, show_default=True, type=params.POSITIVE)
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 @click.option("--secure", is_flag=True, help="Security and mutual TLS on; writes <data-dir>/admin/conf for the CLI.")
 @click.option("--ca-mode", type=click.Choice(["scm", "operator"]), default="scm", show_default=True,
@@ -117,7 +117,7 @@ def local_status(data_dir: Path, as_json: bool) -> None:
             c = certs.get(s.get("node_id"), {})
             row += [str(c.get("serial", "-")), str(c.get("notAfter", "-"))]
         table.add_row(*row)
-    console.print(table)
+    print_table(table)
     if "datanode_sim_pid" in info["state"]:
         dn = info["pids"].get("datanodes", [])
         console.print(f"datanode simulator: {'running, pid ' + ','.join(map(str, dn)) if dn else 'not running'}")
@@ -301,7 +301,7 @@ async def _summary(
         f"(p50 {result.percentile(50):.2f} ms, p99 {result.percentile(99):.2f} ms) into {containers} containers; "
         f"duplicate block ids: {duplicates}",
     )
-    console.print(table)
+    print_table(table)
     console.print("[bold]Where to look[/]")
     for s in cluster.scms:
         console.print(

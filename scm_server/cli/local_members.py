@@ -300,7 +300,7 @@ def start(data_dir: Path, name: str, *, timeout: float = 90.0) -> StartResult:
             cwd=str(data_dir.resolve()),
         )
     deadline = started + timeout
-    while not _http_ok(member.http + "/health"):
+    while not http_ok(member.http + "/health"):
         if proc.poll() is not None:
             raise LocalClusterError(
                 f"{name} exited with {proc.returncode} while starting; last lines of {log_path}:\n{tail(log_path, 15)}"
@@ -325,7 +325,8 @@ def start(data_dir: Path, name: str, *, timeout: float = 90.0) -> StartResult:
     return StartResult(name, proc.pid, serve, leader, role)
 
 
-def _http_ok(url: str) -> bool:
+def http_ok(url: str) -> bool:
+    """True if ``url`` answers 200 within 2s."""
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:
             return bool(resp.status == 200)

@@ -23,12 +23,21 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
+from scm_server.cli import params
 from scm_server.cli.admin import admin
 from scm_server.cli.context import CliContext, pass_ctx
 from scm_server.cli.output import err_console, print_json
 from scm_server.client.errors import SCMUnavailableError
-from scm_server.exceptions import ConfigError, NotLeaderException, SCMError, SCMException, StorageError
+from scm_server.exceptions import (
+    ConfigError,
+    NotLeaderException,
+    SCMError,
+    SCMException,
+    StorageError,
+    one_line,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -101,7 +110,7 @@ def ldb_ls(click_ctx: click.Context, as_json: bool) -> None:
 @ldb.command("scan")
 @click.option("--column_family", "--column-family", "column_family", required=True, help="Table name, e.g. containers.")
 @click.option("--with-keys/--without-keys", default=True, show_default=True)
-@click.option("--limit", type=int, default=None)
+@click.option("--limit", type=params.NON_NEGATIVE, default=None)
 @click.pass_context
 def ldb_scan(click_ctx: click.Context, column_family: str, with_keys: bool, limit: int | None) -> None:
     """Print one JSON line per entry of a column family."""
@@ -141,7 +150,10 @@ _register_optional()
 
 
 def _fail(message: str) -> int:
-    err_console.print(f"[red]Error:[/] {message}", highlight=False, soft_wrap=True)
+    from scm_server.cli.feedback import stop_all
+
+    stop_all()  # a retry status line must not share the line with the error
+    err_console.print("[red]Error:[/] " + escape(one_line(message)), highlight=False, soft_wrap=True)
     return 1
 
 
@@ -152,10 +164,15 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         sys.exit(_fail("aborted"))
     except click.ClickException as exc:
+        from scm_server.cli.feedback import stop_all
+
+        stop_all()
         exc.show()
         sys.exit(exc.exit_code)
     except SCMUnavailableError as exc:
-        sys.exit(_fail(str(exc)))
+        from scm_server.cli.feedback import unavailable_hint
+
+        sys.exit(_fail(str(exc) + unavailable_hint(str(exc))))
     except NotLeaderException as exc:
         sys.exit(_fail(f"{exc} — no leader answered; retry or pass --scm with the leader's address"))
     except SCMException as exc:

@@ -1,7 +1,8 @@
 """Rendering for the CLI: ``--json`` (Ozone's shapes where Ozone has them) and rich tables.
 
 Pure formatting helpers: protobuf message -> dict, report -> Ozone's text layout. The commands
-in ``admin.py`` fetch through the client and hand the results here.
+in ``admin.py`` fetch through the client and hand the results here. Tables go out through
+:func:`print_table`, which never cuts a value (IDs must survive copy and paste).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 
 from google.protobuf import message as pb_message
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from scm_server.proto import hdds_pb2
 
@@ -53,6 +56,38 @@ def _field_value(field: Any, value: Any) -> Any:
     if field.is_repeated:
         return [_scalar(field, v) for v in value]
     return _scalar(field, value)
+
+
+def table_lines(table: Table) -> list[str]:
+    """The table as plain text: a header and one line per row, columns aligned with two spaces,
+    every value whole (no borders, no truncation, no markup)."""
+
+    def plain(cell: Any) -> str:
+        if isinstance(cell, Text):
+            return cell.plain
+        return Text.from_markup(str(cell)).plain if isinstance(cell, str) else str(cell)
+
+    headers = [plain(c.header) for c in table.columns]
+    columns = [[plain(cell) for cell in c.cells] for c in table.columns]
+    rows = [list(r) for r in zip(*columns, strict=True)] if columns else []
+    widths = [max([len(h)] + [len(v) for v in col]) for h, col in zip(headers, columns, strict=True)]
+    lines = [plain(table.title)] if table.title else []
+    for row in [headers, *rows]:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return lines
+
+
+def print_table(table: Table, out: Console | None = None) -> None:
+    """Print a table without ever cutting a value: a bordered table on a terminal wide enough for
+    it, else (piped, or a narrow terminal) the plain aligned form of :func:`table_lines`, whose
+    long lines the terminal may wrap but which keeps every ID whole for copy and paste."""
+    out = out or console
+    natural = Measurement.get(out, out.options.update_width(1 << 20), table).maximum
+    if out.is_terminal and natural <= out.width:
+        out.print(table)
+        return
+    for line in table_lines(table):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_json(value: Any) -> None:
@@ -108,7 +143,7 @@ def container_table(containers: Sequence[hdds_pb2.ContainerInfoProto]) -> Table:
 
 
 def _members(members: Iterable[hdds_pb2.DatanodeDetailsProto]) -> str:
-    return ", ".join(f"{m.hostName or m.uuid[:8]}{m.networkLocation}" for m in members)
+    return ", ".join(f"{m.hostName or m.uuid}{m.networkLocation}" for m in members)
 
 
 def pipeline_table(pipelines: Sequence[hdds_pb2.Pipeline]) -> Table:

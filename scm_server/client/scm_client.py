@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from scm_server.client.arguments import validate_arguments
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.errors import SCMUnavailableError
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
@@ -76,6 +77,7 @@ def parse_addresses(value: str | Sequence[str]) -> list[str]:
     return out
 
 
+@validate_arguments  # bad arguments are named before anything is sent (client/arguments.py)
 class SCMClient:
     """Async client for StorageContainerLocationProtocol + ScmBlockLocationProtocol."""
 

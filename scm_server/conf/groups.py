@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from scm_server.conf.addresses import check_host, check_name, parse_port, split_host_port
 from scm_server.conf.ozone_configuration import (
     DEFAULTS,
     OzoneConfiguration,
@@ -47,6 +48,8 @@ def _parse(key: str, kind: str, raw: str) -> Any:
         return parse_float(key, raw)
     if kind == "bool":
         return parse_bool(key, raw)
+    if kind == "port":
+        return parse_port(key, raw)
     if kind == "str":
         return raw
     if kind == "list":
@@ -68,6 +71,15 @@ def _build(cls: type[T], conf: OzoneConfiguration, **extra: Any) -> T:
             continue  # dataclass default
         kwargs[f.name] = _parse(key, f.metadata["kind"], raw)
     return cls(**kwargs)
+
+
+def _for_node(conf: OzoneConfiguration, key: str, service_id: str, node_id: str) -> tuple[str, str] | None:
+    """Ozone's per-node lookup (``key.svc.node``, ``key.svc``, ``key``): the key that held the value, and it."""
+    for candidate in (f"{key}.{service_id}.{node_id}", f"{key}.{service_id}", key):
+        value = conf.get_str(candidate)
+        if value is not None:
+            return candidate, value
+    return None
 
 
 def key_of(cls: type[Any], field_name: str) -> str:
@@ -111,9 +123,9 @@ class SCMConfig:
     )
     scm_names: tuple[str, ...] = dataclasses.field(default=(), metadata=cfg("ozone.scm.names", "list"))
     client_address: str | None = dataclasses.field(default=None, metadata=cfg("ozone.scm.client.address", "str"))
-    client_port: int = dataclasses.field(default=9860, metadata=cfg("ozone.scm.client.port", "int"))
-    block_client_port: int = dataclasses.field(default=9863, metadata=cfg("ozone.scm.block.client.port", "int"))
-    datanode_port: int = dataclasses.field(default=9861, metadata=cfg("ozone.scm.datanode.port", "int"))
+    client_port: int = dataclasses.field(default=9860, metadata=cfg("ozone.scm.client.port", "port"))
+    block_client_port: int = dataclasses.field(default=9863, metadata=cfg("ozone.scm.block.client.port", "port"))
+    datanode_port: int = dataclasses.field(default=9861, metadata=cfg("ozone.scm.datanode.port", "port"))
     http_address: str = dataclasses.field(default="0.0.0.0:9876", metadata=cfg("ozone.scm.http-address", "str"))
     security_enabled: bool = dataclasses.field(default=False, metadata=cfg("ozone.security.enabled", "bool"))
 
@@ -123,6 +135,11 @@ class SCMConfig:
         result = _build(cls, conf)
         _check_positive(cls, result, "container_size", "block_size", "sequence_id_batch_size")
         _check_fraction(cls, result, "container_close_threshold")
+        for name in result.scm_names:
+            split_host_port("ozone.scm.names", name)
+        if result.client_address:
+            split_host_port("ozone.scm.client.address", result.client_address)
+        split_host_port("ozone.scm.http-address", result.http_address)
         if result.block_size > result.container_size:
             raise ConfigError(
                 f"ozone.scm.block.size ({result.block_size} bytes) is larger than ozone.scm.container.size "
@@ -354,6 +371,12 @@ class SCMHAConfig:
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> SCMHAConfig:
         base = _build(cls, conf)
+        for sid in base.service_ids:
+            check_name("ozone.scm.service.ids", sid, "service id", "scmservice")
+        if base.default_service_id is not None:
+            check_name("ozone.scm.default.service.id", base.default_service_id, "service id", "scmservice")
+        if base.node_id is not None:
+            check_name("ozone.scm.node.id", base.node_id, "node id", "scm1")
         service_id = base.default_service_id
         if service_id is None and base.service_ids:
             if len(base.service_ids) > 1:
@@ -370,12 +393,18 @@ class SCMHAConfig:
                     "rename it (e.g. ozone.scm.service.ids=scmservice)"
                 )
             return dataclasses.replace(base, service_id=None, nodes=())
+        svc_source = (
+            f"ozone.scm.default.service.id={service_id}" if base.default_service_id is not None
+            else f"ozone.scm.service.ids={','.join(base.service_ids)}"
+        )
         node_ids = conf.get_trimmed_list(f"ozone.scm.nodes.{service_id}")
         if not node_ids:
             raise ConfigError(
                 f"ozone.scm.nodes.{service_id} is not set; list the SCM node ids of service {service_id} "
-                f"(e.g. ozone.scm.nodes.{service_id}=scm1,scm2,scm3)"
+                f"(named by {svc_source}) (e.g. ozone.scm.nodes.{service_id}=scm1,scm2,scm3)"
             )
+        for nid in node_ids:
+            check_name(f"ozone.scm.nodes.{service_id}", nid, "node id", "scm1,scm2,scm3")
         if len(set(node_ids)) != len(node_ids):
             raise ConfigError(f"ozone.scm.nodes.{service_id}={','.join(node_ids)} lists a node id twice")
         nodes = []
@@ -384,13 +413,19 @@ class SCMHAConfig:
             host = conf.get_str(address_key)
             if host is None:
                 raise ConfigError(
-                    f"{address_key} is not set; give the hostname of SCM {nid} (e.g. {address_key}=scm1.example.com)"
+                    f"{address_key} is not set; give the hostname of SCM {nid} (listed in ozone.scm.nodes."
+                    f"{service_id}) (e.g. {address_key}=scm1.example.com)"
                 )
+            host = check_host(address_key, host)
 
             def port(key: str, nid: str = nid) -> int:
-                value = conf.get_int_for_node(key, service_id, nid)
-                assert value is not None, key
-                return value
+                found = _for_node(conf, key, service_id, nid)
+                assert found is not None, key  # every port key has a default
+                return parse_port(*found)
+
+            http = _for_node(conf, "ozone.scm.http-address", service_id, nid)
+            if http is not None:
+                split_host_port(*http)
 
             nodes.append(
                 SCMNodeDetails(

@@ -119,12 +119,15 @@ def parse_duration(key: str, value: str, default_unit: str = "ms") -> timedelta:
     iso = _ISO_RE.match(text)
     if iso and text.upper() not in ("P", "PT") and any(iso.groups()):
         days, hours, minutes, seconds = iso.groups()
-        return timedelta(
-            days=int(days or 0),
-            hours=int(hours or 0),
-            minutes=int(minutes or 0),
-            seconds=float(seconds or 0),
-        )
+        try:
+            return timedelta(
+                days=int(days or 0),
+                hours=int(hours or 0),
+                minutes=int(minutes or 0),
+                seconds=float(seconds or 0),
+            )
+        except (OverflowError, ValueError):
+            raise _too_large(key, value) from None
     m = _DURATION_RE.match(text)
     unit = m.group(2).lower() if m else ""
     if not m or (unit and unit not in _DURATION_UNITS):
@@ -133,7 +136,14 @@ def parse_duration(key: str, value: str, default_unit: str = "ms") -> timedelta:
             f"(e.g. {key}=30s) or plain milliseconds (e.g. 30000)"
         )
     seconds_value = float(m.group(1)) * _DURATION_UNITS[unit or default_unit]
-    return timedelta(seconds=seconds_value)
+    try:
+        return timedelta(seconds=seconds_value)
+    except (OverflowError, ValueError):
+        raise _too_large(key, value) from None
+
+
+def _too_large(key: str, value: str) -> ConfigError:
+    return ConfigError(f"{key}: duration {value!r} is too large; use at most a few years (e.g. {key}=30s)")
 
 
 def parse_size(key: str, value: str) -> int:
@@ -145,7 +155,10 @@ def parse_size(key: str, value: str) -> int:
             f"{key}: invalid size {value!r}; use a number with a unit B/KB/MB/GB/TB/PB "
             f"(e.g. {key}=5GB) or plain bytes"
         )
-    return math.floor(float(m.group(1)) * _SIZE_UNITS[unit])
+    size = float(m.group(1)) * _SIZE_UNITS[unit]
+    if math.isinf(size) or size >= 1 << 63:
+        raise ConfigError(f"{key}: size {value!r} is too large; use at most a few PB (e.g. {key}=5GB)")
+    return math.floor(size)
 
 
 def parse_bool(key: str, value: str) -> bool:

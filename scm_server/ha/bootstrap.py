@@ -51,6 +51,7 @@ from pathlib import Path
 import grpc
 
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
+from scm_server.conf.addresses import parse_port
 from scm_server.exceptions import ConfigError, SCMError, StorageError
 from scm_server.metadata.storage_config import SCMStorageConfig, validate_cluster_id
 
@@ -178,8 +179,8 @@ def resolve_local_scm(conf: OzoneConfiguration) -> LocalSCM:
             ha=ha,
             scm=scm,
             node=None,
-            single_ratis_port=conf.get_int("ozone.scm.ratis.port", 9894) or 9894,
-            single_grpc_port=conf.get_int("ozone.scm.grpc.port", 9895) or 9895,
+            single_ratis_port=parse_port("ozone.scm.ratis.port", conf.get_str("ozone.scm.ratis.port") or "9894"),
+            single_grpc_port=parse_port("ozone.scm.grpc.port", conf.get_str("ozone.scm.grpc.port") or "9895"),
         )
     if ha.node_id is not None:
         return LocalSCM(ha=ha, scm=scm, node=ha.node(ha.node_id))

@@ -38,9 +38,10 @@ from aiohttp import web
 
 from scm_server.client.scm_client import CHANNEL_OPTIONS
 from scm_server.conf import OzoneConfiguration, SCMConfig
-from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError
+from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError, one_line
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.server import endpoints
+from scm_server.server.config_check import check_daemon_config
 from scm_server.server.grpc_services import (
     BlockProtocolService,
     DatanodeProtocolService,
@@ -288,6 +289,7 @@ async def serve(conf: OzoneConfiguration, stop_event: asyncio.Event | None = Non
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop_event.set)
+    check_daemon_config(conf)  # every key it reads, before anything is opened: one line naming a bad one
     daemon = SCMDaemon(conf)
     try:
         await daemon.start()
@@ -302,12 +304,12 @@ def run(conf: OzoneConfiguration) -> int:
     try:
         asyncio.run(serve(conf))
     except DaemonStartupError as exc:
-        LOG.error("%s", exc)
+        LOG.error("%s", one_line(str(exc)))
         return 2
     except SCMException as exc:
-        LOG.error("SCM failed: %s", exc)
+        LOG.error("SCM failed: %s", one_line(str(exc)))
         return 1 if exc.result is not ResultCodes.SCM_NOT_INITIALIZED else 2
     except SCMError as exc:
-        LOG.error("SCM failed: %s", exc)
+        LOG.error("SCM failed: %s", one_line(str(exc)))
         return 1
     return 0

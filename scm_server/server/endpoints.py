@@ -6,7 +6,9 @@ Ozone's suffix form ``<key>.<serviceId>.<nodeId>``. The same lookups serve three
 the daemon (what to bind), the servicers (the leader's address for the protocol that was
 called, put into a NotLeader error) and the CLI (default ``--scm`` addresses).
 
-Pure functions over a ``get(key) -> str | None`` lookup, so they are trivial to test.
+Pure functions over a ``get(key) -> str | None`` lookup, so they are trivial to test. A malformed
+port or host raises ConfigError naming the key that held it (the per-node suffixed key when
+that is where the value came from).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable
+
+from scm_server.conf.addresses import check_host, parse_port, split_host_port
 
 Getter = Callable[[str], "str | None"]
 
@@ -53,14 +57,9 @@ def _split_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-def _split_host_port(address: str) -> tuple[str, int | None]:
-    host, sep, port = address.rpartition(":")
-    if not sep:
-        return address, None
-    try:
-        return host, int(port)
-    except ValueError:
-        return address, None
+def _host_of(key: str, value: str) -> str:
+    """The host part of ``value`` (``host`` or ``host:port``), checked; ConfigError names ``key``."""
+    return split_host_port(key, value)[0]
 
 
 def service_id(get: Getter) -> str | None:
@@ -78,34 +77,38 @@ def scm_nodes(get: Getter) -> list[ScmNode]:
     if svc:
         nodes = []
         for node_id in _split_list(get(f"ozone.scm.nodes.{svc}")):
-            addr = get(f"ozone.scm.address.{svc}.{node_id}") or "127.0.0.1"
-            nodes.append(ScmNode(svc, node_id, _split_host_port(addr)[0]))
+            key = f"ozone.scm.address.{svc}.{node_id}"
+            nodes.append(ScmNode(svc, node_id, _host_of(key, get(key) or "127.0.0.1")))
         if nodes:
             return nodes
     names = _split_list(get("ozone.scm.names"))
     if names:
-        return [ScmNode(None, None, _split_host_port(n)[0]) for n in names]
+        return [ScmNode(None, None, _host_of("ozone.scm.names", n)) for n in names]
     client_addr = get("ozone.scm.client.address")
-    return [ScmNode(None, None, _split_host_port(client_addr)[0] if client_addr else "127.0.0.1")]
+    host = _host_of("ozone.scm.client.address", client_addr) if client_addr else "127.0.0.1"
+    return [ScmNode(None, None, host)]
 
 
-def _node_value(get: Getter, key: str, node: ScmNode) -> str | None:
+def _node_entry(get: Getter, key: str, node: ScmNode) -> tuple[str, str] | None:
+    """The per-node suffixed key if set, else the plain key: (the key that held it, the value)."""
     if node.service_id and node.node_id:
-        value = get(f"{key}.{node.service_id}.{node.node_id}")
+        suffixed = f"{key}.{node.service_id}.{node.node_id}"
+        value = get(suffixed)
         if value:
-            return value
-    return get(key)
+            return suffixed, value
+    value = get(key)
+    return (key, value) if value else None
 
 
 def port_of(get: Getter, protocol: Protocol, node: ScmNode) -> int:
     """Port of ``protocol`` on ``node``: per-node suffix key, then the plain key, then the default."""
-    value = _node_value(get, protocol.port_key, node)
-    if value:
-        return int(value)
+    entry = _node_entry(get, protocol.port_key, node)
+    if entry:
+        return parse_port(*entry)
     # ozone.scm.client.address may carry host:port too (single-SCM form).
-    addr = _node_value(get, protocol.address_key, node)
+    addr = _node_entry(get, protocol.address_key, node)
     if addr:
-        port = _split_host_port(addr)[1]
+        port = split_host_port(*addr)[1]
         if port:
             return port
     return protocol.default_port
@@ -138,13 +141,15 @@ def leader_address(get: Getter, protocol: Protocol, leader_id: str) -> str | Non
 
 
 def http_address(get: Getter, node: ScmNode) -> tuple[str, int]:
-    value = _node_value(get, "ozone.scm.http-address", node) or "0.0.0.0:9876"
-    host, port = _split_host_port(value)
+    entry = _node_entry(get, "ozone.scm.http-address", node)
+    if entry is None:
+        return "0.0.0.0", 9876
+    host, port = split_host_port(*entry, default_port=9876)
     return host or "0.0.0.0", port if port is not None else 9876
 
 
 def bind_host(get: Getter, protocol: Protocol, node: ScmNode) -> str:
     """Bind host: ozone.scm.<x>.bind.host if set, else the node's configured host."""
     bind_key = protocol.address_key.replace(".address", ".bind.host")
-    value = _node_value(get, bind_key, node)
-    return value or node.host
+    entry = _node_entry(get, bind_key, node)
+    return check_host(*entry, example="0.0.0.0") if entry else node.host

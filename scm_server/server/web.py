@@ -26,6 +26,8 @@ from google.protobuf import json_format
 from google.protobuf import message as pb_message
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from scm_server.server import web_errors
+
 LOG = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -148,6 +150,7 @@ async def index(request: web.Request) -> web.Response:
 
 
 def make_app(scm: Any, info: dict[str, Any]) -> web.Application:
+    web_errors.install()  # a gRPC client on this port: one warning line, not a traceback
     app = web.Application()
     app[SCM_KEY] = scm
     app[INFO_KEY] = info

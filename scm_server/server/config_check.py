@@ -1,0 +1,34 @@
+"""Parse every configuration key the SCM daemon reads, before it opens or binds anything.
+
+Called by ``scm_server/server/daemon.py`` at the start of ``serve`` (and by the tests that feed
+garbage to every key): a malformed value then stops the daemon with one line naming the key, its
+value and an example, instead of failing half-started or deep inside a manager. It reads the
+configuration only; no storage, no sockets (resolving which configured SCM is this host may look
+names up, as the daemon itself does).
+"""
+
+from __future__ import annotations
+
+from scm_server.conf import OzoneConfiguration, SCMConfig, SCMConfigurations
+from scm_server.server import endpoints
+
+
+def check_daemon_config(conf: OzoneConfiguration) -> None:
+    """Raise :class:`~scm_server.exceptions.ConfigError` for the first malformed key the daemon reads."""
+    from scm_server.ha.bootstrap import resolve_local_scm
+    from scm_server.ha.scm_ha_manager import raft_config_from_conf
+
+    scm = SCMConfig.from_conf(conf)
+    SCMConfigurations.from_conf(conf)
+    local = resolve_local_scm(conf)
+    node = endpoints.find_node(conf.get_str, local.node_id)
+    get = conf.get_str
+    for protocol in endpoints.Protocol:
+        endpoints.bind_host(get, protocol, node)
+        endpoints.port_of(get, protocol, node)
+    endpoints.http_address(get, node)
+    # every peer's addresses too: servicers name the leader's address in NOT_LEADER answers
+    for peer in endpoints.scm_nodes(get):
+        for protocol in endpoints.Protocol:
+            endpoints.address_of(get, protocol, peer)
+    raft_config_from_conf(conf, local, "config-check", scm.scm_db_dir)
