@@ -15,10 +15,13 @@ from scm_server.server import endpoints
 
 def check_daemon_config(conf: OzoneConfiguration) -> None:
     """Raise :class:`~scm_server.exceptions.ConfigError` for the first malformed key the daemon reads."""
+    from scm_server.conf.security import SecurityConfig
     from scm_server.ha.bootstrap import resolve_local_scm
     from scm_server.ha.scm_ha_manager import raft_config_from_conf
+    from scm_server.server.daemon import https_address
 
     scm = SCMConfig.from_conf(conf)
+    SecurityConfig.from_conf(conf)
     SCMConfigurations.from_conf(conf)
     local = resolve_local_scm(conf)
     node = endpoints.find_node(conf.get_str, local.node_id)
@@ -27,6 +30,7 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
         endpoints.bind_host(get, protocol, node)
         endpoints.port_of(get, protocol, node)
     endpoints.http_address(get, node)
+    https_address(get, node)
     # every peer's addresses too: servicers name the leader's address in NOT_LEADER answers
     for peer in endpoints.scm_nodes(get):
         for protocol in endpoints.Protocol:

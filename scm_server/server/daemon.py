@@ -38,6 +38,7 @@ from aiohttp import web
 
 from scm_server.client.scm_client import CHANNEL_OPTIONS
 from scm_server.conf import OzoneConfiguration, SCMConfig
+from scm_server.conf.addresses import split_host_port
 from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError, one_line
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.server import endpoints
@@ -258,11 +259,12 @@ def load_security(conf: OzoneConfiguration, storage: SCMStorageConfig) -> Any:
 
 
 def https_address(get: endpoints.Getter, node: endpoints.ScmNode) -> tuple[str, int]:
-    value = (get(f"ozone.scm.https-address.{node.service_id}.{node.node_id}") if node.node_id else None) or get(
-        "ozone.scm.https-address"
-    ) or "0.0.0.0:9877"
-    host, _, port = value.rpartition(":")
-    return host or "0.0.0.0", int(port or 9877)
+    key = f"ozone.scm.https-address.{node.service_id}.{node.node_id}" if node.node_id else ""
+    value = get(key) if key else None
+    if not value:
+        key, value = "ozone.scm.https-address", get("ozone.scm.https-address")
+    host, port = split_host_port(key, value, default_port=9877) if value else ("0.0.0.0", 9877)
+    return host or "0.0.0.0", port or 9877
 
 
 def https_context(security: Any) -> ssl.SSLContext:
