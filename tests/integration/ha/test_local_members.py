@@ -35,6 +35,13 @@ def ok(*args: str | Path) -> str:
 
 
 def status(data: Path) -> dict[str, Any]:
+    """`local status --json`, in-process (the same code; the CLI itself is run by status_cli)."""
+    info = local_members.status(data)
+    roles = info["roles"]
+    return {**info, "roles": roles.as_dict() if hasattr(roles, "as_dict") else str(roles)}
+
+
+def status_cli(data: Path) -> dict[str, Any]:
     return dict(json.loads(ok("local", "status", "--data-dir", data, "--json")))
 
 
@@ -64,7 +71,7 @@ def test_stop_start_restart_and_identity(tmp_path: Path) -> None:
     hand: subprocess.Popen[bytes] | None = None
     try:
         ok("local", "up", "--datanodes", "3", "--data-dir", data)
-        st = status(data)
+        st = status_cli(data)
         assert st["alive"] == {"scm1": True, "scm2": True, "scm3": True} and st["datanodes_alive"]
         leader = leader_of(st)
         assert leader is not None
@@ -122,7 +129,7 @@ def test_stop_start_restart_and_identity(tmp_path: Path) -> None:
             s["pid"] = sleeper.pid
         raw["datanode_sim_pid"] = sleeper.pid
         state_file.write_text(json.dumps(raw))
-        st = status(data)
+        st = status_cli(data)
         assert all(st["alive"].values()) and all(sleeper.pid not in pids for pids in st["pids"].values())
 
         out = ok("local", "down", "--data-dir", data)
@@ -131,7 +138,7 @@ def test_stop_start_restart_and_identity(tmp_path: Path) -> None:
         assert hand.wait(timeout=30) is not None
         specs = local_members.load(data).specs
         assert local_procs.find(specs) == {s.name: [] for s in specs}
-        st = status(data)
+        st = status_cli(data)
         assert not any(st["alive"].values()) and not st["datanodes_alive"]
     finally:
         if (data / local_members.STATE_FILE).exists():
