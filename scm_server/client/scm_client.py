@@ -93,6 +93,7 @@ class SCMClient:
         self.addresses = parse_addresses(addresses)
         self.config = config or SCMClientConfig()
         self._current = 0
+        self._resume_after: int | None = None  # where round-robin resumes if a followed leader hint fails
         self._channels = ChannelCache(security, CHANNEL_OPTIONS)
         self._sleep = sleep  # injectable for unit tests of the failover policy
         self._on_failover = on_failover  # (address that failed, reason, attempt): e.g. a CLI notice
@@ -121,14 +122,19 @@ class SCMClient:
         return scm_client_pb2_grpc.ScmBlockLocationProtocolServiceStub(self._channel(address))
 
     def _failover_to(self, hint: str | None) -> bool:
-        """Move to the next SCM; True if we jumped to a leader hint (no back-off needed)."""
+        """Move to the next SCM; True if we jumped to a leader hint (no back-off needed). When a hinted leader
+        fails (a stale hint, or a name this client cannot resolve), continue after the SCM that gave the hint, so
+        a follower and a bad hint are never retried in a loop while other SCMs go untried."""
         self.failovers += 1
         if hint and hint != self.current_address:
             if hint not in self.addresses:
                 self.addresses.append(hint)
+            self._resume_after = self._current
             self._current = self.addresses.index(hint)
             return True
-        self._current = (self._current + 1) % len(self.addresses)
+        after = self._current if self._resume_after is None else self._resume_after
+        self._resume_after = None
+        self._current = (after + 1) % len(self.addresses)
         return False
 
     async def _call(self, invoke: Callable[[str], Awaitable[T]]) -> T:

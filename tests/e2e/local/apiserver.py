@@ -35,8 +35,9 @@ behaviour clients depend on:
   Secrets' ``stringData`` is folded into ``data``; the ``pods/binding`` subresource binds a Pod to a node and
   ``pods/eviction`` honours PodDisruptionBudgets (429 when the budget has no disruption left), whose status a small
   disruption controller keeps current;
-- discovery (``/api``, ``/apis``, ``/api/v1`` with ``groupVersion: v1``, groups, versions), ``/version``, and the
-  server-side ``Table`` rendering kubectl asks for (printer columns of CRDs, Name/Age otherwise).
+- discovery (``/api``, ``/apis``, ``/api/v1`` with ``groupVersion: v1``, groups, versions), ``/version``, the
+  server-side ``Table`` rendering kubectl asks for (printer columns of CRDs, Name/Age otherwise), and
+  ``pods/log`` proxied to the kubelet fixture of the Pod's node (``kubectl logs``).
 
 What it still does not do: RBAC and authentication (every request is admitted), admission webhooks, API
 aggregation, OpenAPI documents (kubectl therefore needs ``--validate=false``), managedFields conflicts of
@@ -80,6 +81,8 @@ Obj = dict[str, Any]
 
 KUBERNETES_VERSION = "1.35.0"
 CRD_RESOURCE = ("apiextensions.k8s.io", "customresourcedefinitions")
+# Where a node's kubelet serves container logs (the kubelet fixture annotates its Node with it).
+KUBELET_ENDPOINT = "kubelet.local-fixture/endpoint"
 # Resources stored per cluster, not per namespace, for GC and namespace deletion.
 
 
@@ -538,6 +541,11 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
             return await self._serve_watch_stream(request, res, path, params)
         if method == "GET" and path.name is None:
             return self._json(self._list(res, path.namespace, params, request.headers.get("Accept", "")))
+        if method == "GET" and path.subresource == "log" and res.store == ("", "pods"):
+            return await self._pod_log(path, params)
+        if method == "GET" and path.subresource not in (None, "status"):
+            raise am.ApiError(404, "NotFound", f"the server could not find the requested resource "
+                                               f"({res.plural}/{path.subresource})")
         if method == "GET":
             return self._json(self._present(res, self._fetch(res, path.namespace, path.name)))
         if method == "POST" and path.name is None:
@@ -1376,6 +1384,31 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
         options = (body.get("deleteOptions") or {}) if isinstance(body, dict) else {}
         self._delete(res, path.namespace, path.name or "", options)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    async def _pod_log(self, path: ApiPath, params: Mapping[str, str]) -> aiohttp.web.StreamResponse:
+        """``pods/{name}/log``: proxied, as the real API server does, to the kubelet of the Pod's node, whose
+        endpoint the fixture records on its Node object (annotation ``KUBELET_ENDPOINT``)."""
+        res = self.lookup_resource("", "v1", "pods")
+        pod = self._fetch(res, path.namespace, path.name)
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = self._objects_by_key.get(("", "nodes", "", node_name or ""))
+        endpoint = ((node or {}).get("metadata", {}).get("annotations") or {}).get(KUBELET_ENDPOINT)
+        if not endpoint:
+            raise am.ApiError(400, "BadRequest", f'pod "{path.name}" has no kubelet to read logs from '
+                                                 f"(node {node_name or 'none'})")
+        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        container = params.get("container") or (containers[0] if len(containers) == 1 else "")
+        if not container:
+            raise am.ApiError(400, "BadRequest", f"a container name must be specified for pod {path.name}, "
+                                                 f"choose one of: {containers}")
+        query = {k: v for k, v in params.items() if k in ("tailLines", "previous")}
+        async with aiohttp.ClientSession() as session, session.get(
+                f"{endpoint}/containerLogs/{path.namespace}/{path.name}/{container}", params=query,
+                timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            text = await resp.text()
+            if resp.status != 200:
+                raise am.ApiError(resp.status, "BadRequest", text.strip())
+        return aiohttp.web.Response(text=text, content_type="text/plain")
 
     def _pdbs_for(self, pod: Obj) -> list[Obj]:
         ns = pod["metadata"].get("namespace", "")

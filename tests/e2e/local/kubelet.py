@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import aiohttp.web
 
 from . import clusterdns, podspec
 from .kubeclient import ApiStatusError, KubeClient, cancel_and_wait
@@ -718,6 +719,8 @@ class Kubelet:
         self.handled: dict[tuple[str, str, str], str] = {}
         self._terminations: list[asyncio.Task[None]] = []
         self.dns: clusterdns.ClusterDNS | None = None
+        self._logs_runner: aiohttp.web.AppRunner | None = None
+        self._logs_url = ""
         self.dns_ip = ""
         self._stopping = False
 
@@ -742,6 +745,7 @@ class Kubelet:
             self.dns_ip = self.network.host_ip
             self.dns = clusterdns.ClusterDNS(self.dns_zone)
             await self.dns.start(self.dns_ip, self.config.dns_port)
+            await self._serve_logs()
             await self._register_node()
             synced = []
             for path, handler in (("/api/v1/persistentvolumeclaims", self._on_pvc),
@@ -774,16 +778,60 @@ class Kubelet:
             await self.runtime.cleanup()
         if self.dns is not None:
             await self.dns.stop()
+        if self._logs_runner is not None:
+            await self._logs_runner.cleanup()
         await self.network.teardown()
         await self.client.__aexit__(None, None, None)
 
+    async def _serve_logs(self) -> None:
+        """The kubelet's ``/containerLogs/{ns}/{pod}/{container}`` endpoint, on loopback (for ``kubectl logs``
+        through the API server)."""
+
+        async def container_logs(request: aiohttp.web.Request) -> aiohttp.web.Response:
+            ns, pod, container = (request.match_info[k] for k in ("ns", "pod", "container"))
+            w = self.worker(ns, pod)
+            known = w is not None and any(c.name == container for c in [*w.workers, *w.init_workers])
+            if not known:
+                return aiohttp.web.Response(status=404, text=f'container "{container}" in pod "{pod}" not found')
+            runs: list[list[str]] = [[]]
+            for line in self.logs(ns, pod, container).splitlines():
+                if line.startswith("--- ") and " start [" in line:
+                    runs.append([])
+                else:
+                    runs[-1].append(line)
+            if request.query.get("previous") == "true":
+                if len(runs) < 3:
+                    return aiohttp.web.Response(status=400, text=f'previous terminated container "{container}" '
+                                                                 f'in pod "{pod}" not found')
+                lines = runs[-2]
+            else:
+                lines = runs[-1]
+            tail = request.query.get("tailLines")
+            if tail:
+                lines = lines[-int(tail):]
+            return aiohttp.web.Response(text="\n".join(lines) + ("\n" if lines else ""))
+
+        app = aiohttp.web.Application()
+        app.router.add_get("/containerLogs/{ns}/{pod}/{container}", container_logs)
+        self._logs_runner = aiohttp.web.AppRunner(app)
+        await self._logs_runner.setup()
+        site = aiohttp.web.TCPSite(self._logs_runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._logs_runner.addresses[0][1]
+        self._logs_url = f"http://127.0.0.1:{port}"
+
     async def _register_node(self) -> None:
         name = self.config.node_name
-        node = {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                                      "topology.kubernetes.io/zone": "local"}}}
+        meta: Obj = {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                              "topology.kubernetes.io/zone": "local"}}
+        if self._logs_url:
+            meta["annotations"] = {"kubelet.local-fixture/endpoint": self._logs_url}
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": meta}
         with contextlib.suppress(ApiStatusError):
             await self.client.post("/api/v1/nodes", node)
+        if self._logs_url:
+            await self.client.merge_patch(f"/api/v1/nodes/{name}", {"metadata": {"annotations": {
+                "kubelet.local-fixture/endpoint": self._logs_url}}})
         await self.client.merge_patch(f"/api/v1/nodes/{name}/status", {"status": {
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "local kubelet fixture is posting ready status",

@@ -191,7 +191,8 @@ class ProcessRuntime:
             argv = [self._tools["ip"], "netns", "exec", launch.netns, *argv]
         launch.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(launch.log_path, "ab")  # noqa: SIM115 - closed when the process ends
-        log.write(f"--- {time.strftime('%H:%M:%S')} start {shlex.join(launch.argv)}\n".encode())
+        # One header line per run (the argv as JSON, so it never spans lines): kubectl logs --previous splits on it.
+        log.write(f"--- {time.strftime('%H:%M:%S')} start {json.dumps(launch.argv)}\n".encode())
         log.flush()
         proc = await asyncio.create_subprocess_exec(*argv, env=launch.env, stdin=asyncio.subprocess.DEVNULL,
                                                     stdout=log, stderr=log, start_new_session=True,

@@ -183,6 +183,13 @@ async def test_crash_restart_and_graceful_deletion(cluster: tuple[EmulatedAPISer
     assert status["lastState"]["terminated"]["exitCode"] == 137
     assert restarted["status"]["podIP"] == ip  # a container restart keeps the Pod's address
     assert (await http_get(f"http://{ip}:8080/env/PORT")) == (200, "8080")
+    # kubectl logs' path: pods/log through the API server, proxied to this kubelet (current and previous run).
+    async with aiohttp.ClientSession() as s, s.get(
+            f"{kubelet.api_url}/api/v1/namespaces/{NS}/pods/crashy/log", params={"previous": "true"}) as r:
+        assert r.status == 200 and "import http" not in await r.text()
+    async with aiohttp.ClientSession() as s, s.get(
+            f"{kubelet.api_url}/api/v1/namespaces/{NS}/pods/crashy/log", params={"container": "nope"}) as r:
+        assert r.status == 404
     worker = kubelet.worker(NS, "crashy")
     assert worker is not None and worker.addr is not None
     netns = worker.addr.netns

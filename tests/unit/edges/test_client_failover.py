@@ -94,6 +94,26 @@ async def test_unreachable_address_fails_over_to_next(cluster: Cluster) -> None:
         assert client.current_address == cluster.address("scm2")
 
 
+async def test_a_dead_leader_hint_does_not_trap_the_client_between_a_follower_and_the_hint() -> None:
+    """scm1 (first in the list) names scm2 as leader, but scm2 is gone; scm3 leads. The client must reach scm3
+    instead of alternating scm1 -> dead hint -> scm1 until its retries run out."""
+    c = Cluster()
+    dead = _free_port()
+    c.ports["scm3"] = _free_port()
+    c.conf.update({"ozone.scm.nodes.svc": "scm1,scm2,scm3", "ozone.scm.address.svc.scm3": "127.0.0.1",
+                   "ozone.scm.client.port.svc.scm2": str(dead),
+                   "ozone.scm.client.port.svc.scm3": str(c.ports["scm3"])})
+    c.scms = {"scm1": FakeSCM(leader=False, leader_id="scm2"), "scm3": FakeSCM(leader=True)}
+    await c.start()
+    try:
+        config = SCMClientConfig(max_retries=4, retry_interval=0.01, rpc_timeout=5)
+        async with SCMClient([c.address("scm1"), c.address("scm3")], config) as client:
+            assert (await client.get_container(1)).containerID == 1
+            assert client.current_address == c.address("scm3")
+    finally:
+        await c.stop()
+
+
 async def test_all_unreachable_raises_after_bounded_retries() -> None:
     sleeps: list[float] = []
 
