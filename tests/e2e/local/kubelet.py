@@ -396,8 +396,10 @@ class PodWorker:
             await self.stopped.wait()
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
+            # A sandbox that cannot be made (network, volumes) is reported as the kubelet does, on the Pod.
             log.exception("pod %s/%s failed in the kubelet fixture", self.namespace, self.name)
+            await self.event("Warning", "FailedCreatePodSandBox", f"{type(exc).__name__}: {exc}")
         finally:
             await self._shutdown()
 
