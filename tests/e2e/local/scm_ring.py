@@ -92,18 +92,23 @@ def ring_objects(name: str, namespace: str, replicas: int, image: str, *, storag
                             {"name": "config", "configMap": {"name": f"{name}-config"}}],
             }})
     if datanodes:
-        scms = ",".join(f"{fqdn(m, name, namespace)}:{PORTS['datanode']}" for m in member_names(name, replicas))
-        admin = ",".join(f"{fqdn(m, name, namespace)}:{PORTS['client']}" for m in member_names(name, replicas))
-        objects.append({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{name}-datanodes", "namespace": namespace,
-                         "labels": {"app.kubernetes.io/name": "ozone-datanode-sim"}},
-            "spec": {"restartPolicy": "Always", "terminationGracePeriodSeconds": 5,
-                     "containers": [{"name": "datanodes", "image": image,
-                                     "command": ["ozone-scm", "--conf", "/etc/ozone", "datanode-sim", "--count",
-                                                 str(datanodes), "--scm", scms, "--admin-scm", admin,
-                                                 "--heartbeat-interval", "1s"],
-                                     "volumeMounts": [{"name": "config", "mountPath": "/etc/ozone",
-                                                       "readOnly": True}]}],
-                     "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}}]}})
+        objects.append(datanode_pod(name, namespace, member_names(name, replicas), image, datanodes))
     return objects
+
+
+def datanode_pod(name: str, namespace: str, members: list[str], image: str, count: int = 3) -> Obj:
+    """Simulated datanodes (``ozone-scm datanode-sim``) reporting to every member by its cluster DNS name, with
+    the ring's ``<name>-config`` ConfigMap (the operator's ConfigMap has the same name) as their configuration."""
+    scms = ",".join(f"{fqdn(m, name, namespace)}:{PORTS['datanode']}" for m in members)
+    admin = ",".join(f"{fqdn(m, name, namespace)}:{PORTS['client']}" for m in members)
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{name}-datanodes", "namespace": namespace,
+                     "labels": {"app.kubernetes.io/name": "ozone-datanode-sim"}},
+        "spec": {"restartPolicy": "Always", "terminationGracePeriodSeconds": 5,
+                 "containers": [{"name": "datanodes", "image": image,
+                                 "command": ["ozone-scm", "--conf", "/etc/ozone", "datanode-sim", "--count",
+                                             str(count), "--scm", scms, "--admin-scm", admin,
+                                             "--heartbeat-interval", "1s"],
+                                 "volumeMounts": [{"name": "config", "mountPath": "/etc/ozone", "readOnly": True}]}],
+                 "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}}]}}
