@@ -9,7 +9,9 @@ index, as against a real cluster.
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,6 +83,30 @@ def test_kubectl_apply_manifests_then_get_oscm_with_printer_columns(cli: Cli) ->
     assert "CLUSTERID" in wide and "CID-1" in wide
     explained = cli.kubectl("explain", "oscm.spec.replicas").stdout
     assert "FIELD: replicas <integer>" in explained and "DESCRIPTION" in explained
+    watch_shows_changes(cli)
+
+
+def watch_shows_changes(cli: Cli) -> None:
+    """``kubectl get oscm -w``: the watch events come back as Table rows with the printer columns."""
+    proc = subprocess.Popen([str(TOOLS / "kubectl"), "get", "oscm", "-n", "default", "-w"], env=cli.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout or []:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert lines.get(timeout=30).split()[:2] == ["NAME", "READY"]
+        assert lines.get(timeout=30).split()[:5] == ["scm", "True", "3/3", "scm-1", "Running"]
+        cli.server.patch_object(GROUP_VERSION, "OzoneSCMCluster", "scm", "default",
+                                {"status": {"phase": "Scaling", "membersReady": "3/5"}}, subresource="status")
+        row = lines.get(timeout=30).split()
+        assert row[:5] == ["scm", "True", "3/5", "scm-1", "Scaling"], row
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_kubectl_sees_the_crd_refuse_bad_resources(cli: Cli) -> None:

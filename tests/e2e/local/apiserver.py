@@ -690,9 +690,18 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
         deadline = loop.time() + timeout if timeout else None
         bookmarks = params.get("allowWatchBookmarks") == "true"
 
+        as_table = "as=Table" in request.headers.get("Accept", "")
+
         async def send(etype: str, obj: Obj) -> None:
-            line = json.dumps({"type": etype, "object": self._present(res, obj) if etype != "BOOKMARK" else obj})
-            await response.write(line.encode() + b"\n")
+            if etype == "BOOKMARK":
+                body = obj
+            elif as_table:  # kubectl get -w: every event's object is a one-row Table
+                body = am.to_table([self._present(res, obj)], res.kind, res.crd.printer_columns if res.crd else None,
+                                   self.clock(), obj["metadata"].get("resourceVersion", ""),
+                                   params.get("includeObject", "Object"))
+            else:
+                body = self._present(res, obj)
+            await response.write(json.dumps({"type": etype, "object": body}).encode() + b"\n")
 
         def translate(event: WatchEvent) -> tuple[str, Obj] | None:
             now_in, was_in = matches(event.obj), matches(event.old)
