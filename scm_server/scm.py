@@ -335,6 +335,21 @@ class StorageContainerManager:
             if p.state != PIPELINE_CLOSED:
                 await self.pipeline_manager.close_pipeline(p.id.id)
 
+    # ---- call guard (scm_server.server.call_guard) ----
+    def require_leader(self) -> None:
+        """Leader-only client/admin calls: NotLeaderException with the leader's hint on a follower."""
+        self._scm_context.check_leader()
+
+    def answer_label(self) -> tuple[str, str, str]:
+        """(who answers, its Raft role, the leader it follows) for a per-SCM view."""
+        who = self.node_id or self.storage_config.scm_id or ""
+        if not self._scm_context.is_ratis():
+            return who, "LEADER", self.storage_config.scm_id or ""
+        raft = getattr(self.ha_manager, "raft", None)
+        role = raft.status().role if raft is not None else ("LEADER" if self._scm_context.is_leader() else "FOLLOWER")
+        leader = self.ha_manager.get_leader()
+        return who, role, leader[0] if leader else ""
+
     def _check_not_safe_mode(self, what: str) -> None:
         if self.safe_mode_manager.in_safe_mode():
             raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, f"SCM is in safe mode; {what} is not allowed")
@@ -470,8 +485,8 @@ class StorageContainerManager:
 
     # ---- admin: containers ----
     async def allocate_container(self, rtype: int, rfactor: int, owner: str) -> hdds_pb2.ContainerWithPipeline:
+        self._scm_context.check_leader()  # before safemode: a follower sends the client to the leader
         self._check_not_safe_mode("container allocation")
-        self._scm_context.check_leader()
         info = await self.container_manager.allocate_container(rtype, rfactor, owner)
         return hdds_pb2.ContainerWithPipeline(
             containerInfo=self.container_manager.get_container(info.containerID),

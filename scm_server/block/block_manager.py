@@ -2,8 +2,12 @@
 
 allocate_block, per Ozone (ozone-scm.md §4):
 
-1. reject in safemode (SAFE_MODE_EXCEPTION); only the leader allocates (NotLeader otherwise);
-2. reject size <= 0 or > ozone.scm.container.size (INVALID_BLOCK_SIZE);
+1. only the leader allocates (NotLeader otherwise), checked BEFORE safemode: a follower that is
+   still in safemode (just restarted, or catching up) must send the client to the leader, not fail
+   it with SAFE_MODE_EXCEPTION; then reject in safemode (SAFE_MODE_EXCEPTION);
+2. reject size <= 0 or > ozone.scm.container.size (INVALID_BLOCK_SIZE), and numBlocks <= 0 or
+   above ``ozone.scm.block.max.blocks.per.request`` (INVALID_REQUEST): one call must not keep the
+   leader busy for its whole deadline;
 3. pick an OPEN pipeline of the replication config minus the exclude list (creating one and
    waiting for it if there is none), then a matching container on it (ContainerManager: reuse
    an open container of this owner with room, or allocate a new one while the pipeline has
@@ -11,11 +15,14 @@ allocate_block, per Ozone (ozone-scm.md §4):
 4. localID from the ``localId`` sequence (an in-memory batch; a Raft round trip once per
    ``ozone.scm.sequence.id.batch.size`` blocks).
 
-So an allocation only crosses Raft when it needs a new ID batch or a new container.
+So an allocation only crosses Raft when it needs a new ID batch or a new container. A large call
+yields to the event loop every ``YIELD_EVERY`` blocks, so small calls stay fast while it runs and
+a cancelled or expired call (the gRPC edge cancels its task) stops at the next yield.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 
@@ -30,6 +37,9 @@ from scm_server.proto import hdds_pb2, scm_client_pb2
 
 log = logging.getLogger(__name__)
 DeleteResult = scm_client_pb2.DeleteScmBlockResult
+MAX_BLOCKS_KEY = "ozone.scm.block.max.blocks.per.request"
+# Blocks allocated between two yields to the event loop: about a millisecond of work.
+YIELD_EVERY = 32
 
 
 class BlockManager:
@@ -66,6 +76,7 @@ class BlockManager:
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
     ) -> list[hdds_pb2.AllocatedBlock]:
+        self.scm_context.check_leader()
         if self.scm_context.is_in_safe_mode():
             raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "SCM is in safe mode; block allocation is not allowed")
         if size <= 0 or size > self.config.container_size:
@@ -73,12 +84,19 @@ class BlockManager:
                 ResultCodes.INVALID_BLOCK_SIZE,
                 f"block size {size} must be > 0 and <= ozone.scm.container.size ({self.config.container_size})",
             )
-        if num_blocks <= 0:
-            raise SCMException(ResultCodes.INVALID_REQUEST, f"numBlocks must be positive, got {num_blocks}")
-        self.scm_context.check_leader()
+        limit = self.config.max_blocks_per_request
+        if num_blocks <= 0 or num_blocks > limit:
+            raise SCMException(
+                ResultCodes.INVALID_REQUEST,
+                f"numBlocks={num_blocks} must be between 1 and {MAX_BLOCKS_KEY}={limit}; "
+                "ask for fewer blocks per call (several calls) or raise the limit on the SCMs",
+            )
         exclude = exclude_list or hdds_pb2.ExcludeListProto()
         blocks: list[hdds_pb2.AllocatedBlock] = []
-        for _ in range(num_blocks):
+        for n in range(num_blocks):
+            if n and n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # bounded work per turn; cancellation lands here
+                self.scm_context.check_leader()
             pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
                 rtype, rfactor, exclude, self._pick, self.pipeline_wait_s
             )

@@ -36,11 +36,15 @@ FACTOR_CHOICE = click.Choice(["ONE", "THREE"])
 @click.group()
 @click.option("--scm", "scm", metavar="HOST:PORT[,HOST:PORT]",
               help="SCM client address(es); default from ozone.scm.names / ozone.scm.nodes.<svc>.")
+@click.option("--local", "local_read", is_flag=True,
+              help="Ask the one SCM given with --scm for its own view, even if it is a follower "
+                   "(labelled with who answered and its role). Default: the leader answers.")
 @pass_ctx
-def admin(ctx: CliContext, scm: str | None) -> None:
+def admin(ctx: CliContext, scm: str | None, local_read: bool) -> None:
     """Administer a running SCM (safemode, containers, pipelines, datanodes, replication)."""
     if scm:
         ctx.scm_override = scm
+    ctx.local_read = local_read
 
 
 # ---------------------------------------------------------------- safemode

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from scm_server.cli.context import CliContext, pass_ctx
 from scm_server.cli.output import print_json, print_table
-from scm_server.client.ha_admin import HAAdminClient, Roles, run_sync
+from scm_server.client.ha_admin import HAAdminClient, PeerRole, Roles, run_sync
 from scm_server.conf import SCMHAConfig
 from scm_server.conf.addresses import parse_port, split_host_port
 
@@ -43,16 +43,26 @@ def _addresses(ctx: CliContext) -> list[str]:
     return grpc_addresses(ctx, click.get_current_context().meta.get("ha_grpc"))
 
 
+def _state(p: PeerRole) -> str:
+    if not p.answered:
+        return p.note or "no answer"
+    return f"answered{'; ' + p.note if p.note else ''}"
+
+
 def roles_table(roles: Roles) -> Table:
-    table = Table(title=f"SCM roles (term {roles.term}, commit {roles.commit_index}, applied {roles.applied_index})")
-    for col in ("host:port:ROLE:peerId", "node", "match", "lag", "client address"):
+    table = Table(title=f"SCM roles (term {roles.term}, commit {roles.commit_index}; "
+                        f"{roles.answers} of {roles.asked} SCMs answered)")
+    for col in ("host:port:ROLE:peerId", "node", "term", "applied", "match", "lag", "answer", "client address"):
         table.add_column(col, overflow="fold")
     for p in roles.peers:
         table.add_row(
             p.line,
             p.node_id or "-",
+            "-" if p.term is None else str(p.term),
+            "-" if p.applied_index is None else str(p.applied_index),
             "-" if p.match_index is None else str(p.match_index),
             "-" if p.lag is None else str(p.lag),
+            _state(p),
             p.client_address or "-",
         )
     return table
@@ -61,10 +71,13 @@ def roles_table(roles: Roles) -> Table:
 @scm.command("roles")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--table", "as_table", is_flag=True, help="Rich table (default prints Ozone's line format plus indexes).")
+@click.option("--timeout", default=2.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds each SCM has to answer.")
 @pass_ctx
-def roles_cmd(ctx: CliContext, as_json: bool, as_table: bool) -> None:
-    """List SCMs as host:port:ROLE:peerId, with term, commit and applied index and lag."""
-    roles = run_sync(lambda c: c.roles(), _addresses(ctx), security=ctx.client_security())
+def roles_cmd(ctx: CliContext, as_json: bool, as_table: bool, timeout: float) -> None:
+    """List SCMs as host:port:ROLE:peerId. Every SCM is asked at once; each role is what that SCM
+    says about itself (UNKNOWN if it did not answer), the leader's view gives match index and lag."""
+    roles = run_sync(lambda c: c.roles(timeout=timeout), _addresses(ctx), security=ctx.client_security())
     if as_json:
         print_json(roles.as_dict())
         return
@@ -72,10 +85,13 @@ def roles_cmd(ctx: CliContext, as_json: bool, as_table: bool) -> None:
         print_table(roles_table(roles))
         return
     for p in roles.peers:
-        lag = "" if p.lag is None else f" lag={p.lag}"
-        click.echo(f"{p.line}{lag}")
-    click.echo(f"term={roles.term} commitIndex={roles.commit_index} appliedIndex={roles.applied_index} "
-               f"(answered by {roles.answered_by})")
+        extra = "" if p.lag is None else f" lag={p.lag}"
+        if p.answered:
+            extra += f" term={p.term} applied={p.applied_index}"
+        click.echo(f"{p.line}{extra} ({_state(p)})")
+    leader = roles.leader
+    click.echo(f"term={roles.term} commitIndex={roles.commit_index} leader={leader.node_id or leader.peer_id if leader else 'none'} "
+               f"({roles.answers} of {roles.asked} SCMs answered within {timeout:g}s)")
 
 
 @scm.command("transfer")

@@ -25,6 +25,7 @@ class CliContext:
     conf_dir: Path | None
     _conf: OzoneConfiguration | None = None
     scm_override: str | None = None
+    local_read: bool = False  # `admin --scm ADDR --local`: that SCM's own view, labelled
 
     @property
     def conf(self) -> OzoneConfiguration:
@@ -51,8 +52,24 @@ class CliContext:
     def client(self) -> SyncSCMClient:
         from scm_server.cli.feedback import StatusClient
 
-        # retry notices: one updating status line (see cli/feedback.py), not a line per attempt
-        return StatusClient(self.scm_addresses(), self.client_config(), security=self.client_security())
+        if not self.local_read:
+            # retry notices: one updating status line (see cli/feedback.py), not a line per attempt
+            return StatusClient(self.scm_addresses(), self.client_config(), security=self.client_security())
+        addresses = self.scm_addresses()
+        if not self.scm_override or len(addresses) != 1:
+            raise click.UsageError("--local asks one SCM for its own view: give that SCM with --scm HOST:PORT")
+        return _LabelledClient(addresses, self.client_config(), security=self.client_security(), local_read=True)
+
+
+class _LabelledClient(SyncSCMClient):
+    """A per-SCM view: says on stderr which SCM answered and its role, so it is never mistaken for
+    the leader's view."""
+
+    def close(self) -> None:
+        label = getattr(self, "last_answer", None)
+        super().close()
+        if label is not None:
+            click.echo(f"(per-SCM view: {label.describe()})", err=True)
 
 
 pass_ctx = click.make_pass_decorator(CliContext)

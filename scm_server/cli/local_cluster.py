@@ -78,22 +78,31 @@ class ScmProcessInfo:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
+    host: str = "127.0.0.1"  # where this process can be reached now (tests move SCMs to new addresses)
 
     @property
     def client_address(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     @property
     def block_address(self) -> str:
-        return f"127.0.0.1:{self.block_port}"
+        return f"{self.host}:{self.block_port}"
 
     @property
     def datanode_address(self) -> str:
-        return f"127.0.0.1:{self.datanode_port}"
+        return f"{self.host}:{self.datanode_port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def ratis_address(self) -> str:
+        return f"{self.host}:{self.ratis_port}"
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        return f"http://{self.host}:{self.http_port}"
 
 
 class LocalCluster:
@@ -112,6 +121,7 @@ class LocalCluster:
         self.python = python
         self.settings = {**FAST_SETTINGS, **(settings or {})}
         self.node_settings: dict[str, dict[str, str]] = {}  # per node id, on top of the common settings
+        self.launcher: list[str] = []  # a command prefix for every SCM process (tests: own /etc/hosts)
         self.scms: list[ScmProcessInfo] = []
         for i in range(num_scms):
             node_id = f"scm{i + 1}" if num_scms > 1 else None
@@ -185,9 +195,13 @@ class LocalCluster:
     def cli(self, scm: ScmProcessInfo, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """Run ``ozone-scm --conf <scm conf> args...`` to completion."""
         return subprocess.run(
-            [self.python, "-m", "scm_server.cli.main", "--conf", str(scm.conf_dir), *args],
+            self.command(scm, *args),
             capture_output=True, text=True, timeout=timeout, env=self._env(),
         )
+
+    def command(self, scm: ScmProcessInfo, *args: str) -> list[str]:
+        """``ozone-scm --conf <scm conf> args...`` as an argv, behind :attr:`launcher`."""
+        return [*self.launcher, self.python, "-m", "scm_server.cli.main", "--conf", str(scm.conf_dir), *args]
 
     def _env(self) -> dict[str, str]:
         return child_env()
@@ -212,7 +226,7 @@ class LocalCluster:
         env = self._env()
         env.update(extra_env or {})
         s.proc = subprocess.Popen(
-            [self.python, "-m", "scm_server.cli.main", "--conf", str(s.conf_dir), "scm"],
+            self.command(s, "scm"),
             stdout=s._log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
         return s

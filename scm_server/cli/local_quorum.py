@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from scm_server.cli.local_cluster import SERVICE_ID, LocalCluster, ScmProcessInfo, free_port, tail, wait_for
 from scm_server.cli.local_secure import SecureSetup
+from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient, Roles
 from scm_server.client.scm_client import SCMClient
 from scm_server.proto import hdds_pb2
@@ -217,19 +218,15 @@ class HALocalCluster(LocalCluster):
     # ---- addresses ----
     @property
     def grpc_addresses(self) -> list[str]:
-        return [f"127.0.0.1:{s.grpc_port}" for s in self.scms]
+        return [s.grpc_address for s in self.scms]
 
     def running_grpc_addresses(self) -> list[str]:
-        return [f"127.0.0.1:{s.grpc_port}" for i, s in enumerate(self.scms) if self.is_running(i)]
+        return [s.grpc_address for i, s in enumerate(self.scms) if self.is_running(i)]
 
     # ---- observation (async, over the network) ----
     async def roles(self) -> Roles:
-        """Roles as the current leader sees them (a removed SCM may still believe in an old ring)."""
-        leader = await self.leader_index()
-        addresses = self.running_grpc_addresses()
-        if leader is not None:
-            addresses = [f"127.0.0.1:{self.scms[leader].grpc_port}"]
-        async with HAAdminClient(addresses, rounds=1, security=self.client_security) as c:
+        """Every running SCM asked at once; each role as that SCM reports it (see HAAdminClient.roles)."""
+        async with HAAdminClient(self.running_grpc_addresses(), rounds=1, security=self.client_security) as c:
             return await c.roles()
 
     async def node_views(self) -> list[dict[str, Any]]:
@@ -239,9 +236,7 @@ class HALocalCluster(LocalCluster):
             if not self.is_running(i):
                 continue
             try:
-                async with HAAdminClient(
-                    [f"127.0.0.1:{s.grpc_port}"], rounds=1, timeout=3, security=self.client_security
-                ) as c:
+                async with HAAdminClient([s.grpc_address], rounds=1, timeout=3, security=self.client_security) as c:
                     info = await c.scm_info()
                     roles = await c._any(lambda st: st.GetScmRatisRoles(_roles_req(), timeout=3))
             except Exception as exc:
@@ -270,8 +265,11 @@ class HALocalCluster(LocalCluster):
             await asyncio.sleep(0.1)
 
     async def safe_mode_of(self, index: int) -> bool:
-        async with SCMClient([self.scms[index].client_address], security=self.client_security) as c:
-            c.config = type(c.config)(max_retries=0, retry_interval=0.1, rpc_timeout=5)
+        """That SCM's own safemode state (a local read: a follower answers for itself)."""
+        config = SCMClientConfig(max_retries=0, retry_interval=0.1, rpc_timeout=5)
+        async with SCMClient(
+            [self.scms[index].client_address], config, security=self.client_security, local_read=True
+        ) as c:
             return (await c.in_safe_mode()).in_safe_mode
 
     async def wait_healthy_quorum(self, timeout: float = 120.0) -> list[dict[str, Any]]:
@@ -310,13 +308,13 @@ class HALocalCluster(LocalCluster):
                     "node_id": s.node_id, "pid": s.proc.pid if s.proc else None, "conf_dir": str(s.conf_dir),
                     "metadata_dir": str(s.metadata_dir),
                     "client": s.client_address, "datanode": s.datanode_address, "http": s.http_url,
-                    "grpc": f"127.0.0.1:{s.grpc_port}", "ratis": f"127.0.0.1:{s.ratis_port}", "log": str(s.log_path),
+                    "grpc": s.grpc_address, "ratis": s.ratis_address, "log": str(s.log_path),
                     "ports": {
                         **{a: getattr(s, a) for a in ("client_port", "block_port", "datanode_port", "http_port",
                                                       "ratis_port", "grpc_port")},
                         "security_port": self.security_port(s.node_id),
                     },
-                    "security": f"127.0.0.1:{self.security_port(s.node_id)}" if self.secure is not None else "",
+                    "security": f"{s.host}:{self.security_port(s.node_id)}" if self.secure is not None else "",
                 }
                 for s in self.scms
             ],

@@ -11,7 +11,6 @@ times with a short pause (an election takes about a second with our defaults).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from scm_server import grpc_options
 from scm_server.client.errors import SCMUnavailableError
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_errors import from_grpc_error
@@ -27,20 +27,24 @@ from scm_server.security.tls import ChannelCache, ChannelSecurity
 
 T = TypeVar("T")
 
-CHANNEL_OPTIONS = [("grpc.enable_retries", 0), ("grpc.max_receive_message_length", 64 << 20)]
+CHANNEL_OPTIONS = grpc_options.channel_options(max_message_bytes=64 << 20)
 
 
 @dataclasses.dataclass(frozen=True)
 class PeerRole:
     host: str
     ratis_port: int
-    role: str
+    role: str  # as the SCM itself said when it answered; UNKNOWN if it did not answer
     peer_id: str
     node_id: str
-    match_index: int | None
-    lag: int | None
+    match_index: int | None  # the leader's view
+    lag: int | None  # the leader's view
     client_address: str
     grpc_address: str
+    answered: bool = True
+    term: int | None = None  # the term the SCM itself reported
+    applied_index: int | None = None  # the SCM's own applied index
+    note: str = ""  # why the role is what it is (no answer, stale term, ...)
 
     @property
     def line(self) -> str:
@@ -56,6 +60,12 @@ class Roles:
     commit_index: int
     applied_index: int
     peers: list[PeerRole]
+    asked: int = 0  # how many SCMs were asked
+    answers: int = 0  # how many answered in time
+
+    @property
+    def leader(self) -> PeerRole | None:
+        return next((p for p in self.peers if p.role == "LEADER" and p.answered), None)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,11 +74,14 @@ class Roles:
             "term": self.term,
             "commitIndex": self.commit_index,
             "appliedIndex": self.applied_index,
+            "asked": self.asked,
+            "answers": self.answers,
             "peers": [dataclasses.asdict(p) | {"line": p.line} for p in self.peers],
         }
 
 
 def roles_from_proto(p: scm_ha_pb2.ScmRatisRolesResponseProto) -> Roles:
+    """One SCM's own view of the ring (what it answered), as Roles."""
     return Roles(
         answered_by=p.answeredBy,
         leader_id=p.leaderId,
@@ -89,6 +102,82 @@ def roles_from_proto(p: scm_ha_pb2.ScmRatisRolesResponseProto) -> Roles:
             )
             for r in p.peers
         ],
+        asked=1,
+        answers=1,
+    )
+
+
+def combine_views(
+    asked: list[str], answers: dict[str, scm_ha_pb2.ScmRatisRolesResponseProto], timeout: float
+) -> Roles:
+    """Every SCM's own answer -> one table (pure).
+
+    Each SCM's role is what that SCM said about itself, never what another SCM believes: a dead SCM
+    is UNKNOWN ("no answer"), not FOLLOWER; a just-restarted SCM's view of the others is not used.
+    The leader is the SCM that says it leads, in the highest term; membership, match index and lag
+    come from its view (else from the most recent view). An SCM that claims to lead in an older term
+    is marked stale."""
+    views = list(answers.values())
+    if not views:
+        raise SCMUnavailableError(",".join(asked), f"no SCM answered GetScmRatisRoles within {timeout:g}s")
+    claims = [v for v in views if v.leaderId and v.leaderId == v.answeredBy]
+    top_term = max(v.term for v in views)
+    leader = max(claims, key=lambda v: v.term) if claims else None
+    if leader is not None and leader.term < top_term:
+        leader = None  # a deposed leader that has not heard of the new term yet
+    base = leader or max(views, key=lambda v: (v.term, v.commitIndex))
+    by_peer = {v.answeredBy: v for v in views}
+    members = {r.peerId: r for r in base.peers}
+    if leader is None:  # no authority on membership: list every SCM that answered too
+        for v in views:
+            for r in v.peers:
+                if r.peerId == v.answeredBy and r.peerId not in members:
+                    members[r.peerId] = r
+    peers: list[PeerRole] = []
+    for peer_id, r in members.items():
+        own = by_peer.get(peer_id)
+        if own is None:
+            role, note, answered, term, applied = "UNKNOWN", f"no answer within {timeout:g}s", False, None, None
+        else:
+            answered, term, applied = True, own.term, own.appliedIndex
+            role = own.selfRole or ("LEADER" if own.leaderId == own.answeredBy else "FOLLOWER")
+            if role == "LEADER" and (leader is None or own.answeredBy != leader.answeredBy):
+                note = f"stale: claims to lead in term {own.term}, the ring is in term {top_term}"
+            elif own.term < top_term:
+                note = f"behind: term {own.term} < {top_term}"
+            elif leader is not None and own.leaderId and own.leaderId != leader.answeredBy:
+                note = f"follows {own.leaderId}, not the leader"
+            elif leader is not None and not own.leaderId and role != "LEADER":
+                note = "knows no leader yet"
+            else:
+                note = ""
+        from_leader = leader is not None
+        peers.append(
+            PeerRole(
+                host=r.host,
+                ratis_port=r.ratisPort,
+                role=role,
+                peer_id=peer_id,
+                node_id=r.nodeId or (own.answeredByNode if own is not None else ""),
+                match_index=r.matchIndex if from_leader and r.HasField("matchIndex") else None,
+                lag=r.lag if from_leader and r.HasField("lag") else None,
+                client_address=r.clientAddress,
+                grpc_address=r.grpcAddress,
+                answered=answered,
+                term=term,
+                applied_index=applied,
+                note=note,
+            )
+        )
+    return Roles(
+        answered_by=",".join(sorted(v.answeredByNode or v.answeredBy for v in views)),
+        leader_id=leader.answeredBy if leader is not None else "",
+        term=top_term,
+        commit_index=base.commitIndex,
+        applied_index=base.appliedIndex,
+        peers=peers,
+        asked=len(asked),
+        answers=len(views),
     )
 
 
@@ -174,19 +263,22 @@ class HAAdminClient:
     async def scm_info(self) -> scm_ha_pb2.ScmInfoResponseProto:
         return await self._any(lambda s: s.GetScmInfo(scm_ha_pb2.ScmInfoRequestProto(), timeout=self.timeout))
 
-    async def roles(self) -> Roles:
-        """Roles as the leader sees them (with lag); falls back to any SCM's view."""
-        first = await self._any(
-            lambda s: s.GetScmRatisRoles(scm_ha_pb2.ScmRatisRolesRequestProto(), timeout=self.timeout)
-        )
-        if first.leaderId and first.leaderId != first.answeredBy:
-            leader = next((p for p in first.peers if p.peerId == first.leaderId and p.grpcAddress), None)
-            if leader is not None:
-                with contextlib.suppress(grpc.aio.AioRpcError):
-                    first = await self._stub(leader.grpcAddress).GetScmRatisRoles(
-                        scm_ha_pb2.ScmRatisRolesRequestProto(), timeout=self.timeout
-                    )
-        return roles_from_proto(first)
+    async def roles(self, timeout: float = 2.0) -> Roles:
+        """Ask every SCM at once (each within ``timeout``) and combine their own answers
+        (:func:`combine_views`): who answered, who leads, who did not answer."""
+
+        async def ask(address: str) -> scm_ha_pb2.ScmRatisRolesResponseProto | None:
+            try:
+                return await self._stub(address).GetScmRatisRoles(
+                    scm_ha_pb2.ScmRatisRolesRequestProto(), timeout=timeout
+                )
+            except grpc.aio.AioRpcError:
+                return None
+
+        addresses = list(dict.fromkeys(self.addresses))
+        results = await asyncio.gather(*(ask(a) for a in addresses))
+        answers = {a: r for a, r in zip(addresses, results, strict=True) if r is not None}
+        return combine_views(addresses, answers, timeout)
 
     async def transfer(self, new_leader_id: str | None) -> str:
         req = scm_ha_pb2.TransferLeadershipRequestProto(newLeaderId=new_leader_id or "")

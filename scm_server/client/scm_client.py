@@ -3,35 +3,56 @@
 Everything outside the SCM process (CLI, datanode simulator's admin lookups, benchmarks,
 later the Kubernetes operator) talks to SCM through this class. It holds a list of SCM
 addresses (admin/client port; that port also serves the block protocol) and one gRPC channel
-per address, and retries a call on another SCM when:
+per address. What to try next after a failure is decided by the pure
+:class:`~scm_server.client.failover.FailoverPolicy`; this class does the I/O:
 
-* the server answered ``SCM_NOT_LEADER``: go to the hinted leader address if there is one
-  (adding it to the list if it is new), otherwise to the next address;
-* the transport failed (``UNAVAILABLE``, ``DEADLINE_EXCEEDED`` while connecting): next address.
+* **Deadlines.** ``hdds.scmclient.rpc.timeout`` (15 min, Ozone's) is the overall deadline of one
+  call, retries included. Each attempt first waits for a connection for at most
+  ``connect_timeout`` (2 x the liveness time below); while the call is in flight, HTTP/2 PINGs
+  check that the SCM is alive and the connection is dropped when one goes unanswered for the
+  liveness time (one Raft election timeout, ``ozone.scm.ha.ratis.leader.election.timeout``; see
+  :mod:`scm_server.grpc_options`). A frozen leader (SIGSTOP, a long pause) therefore costs about a
+  second, not the deadline, while a slow but alive SCM is waited for.
+* **Failover.** ``SCM_NOT_LEADER``: go to the hinted leader (unless it is the SCM that just did not
+  answer), else the next SCM; a transport failure: the next SCM. Bounded by
+  ``hdds.scmclient.failover.max.retry`` and a minimum window of two elections.
+* **Exactly-once retries.** Every logical call carries this client's id and a call id (gRPC
+  metadata, :mod:`scm_server.call_metadata`); retries keep them, so an SCM that already ran the call
+  answers with its first outcome (see :mod:`scm_server.server.call_guard`).
+* **Admin commands for every SCM.** ``ForceExitSafeMode``, ``StartReplicationManager`` and
+  ``StopReplicationManager`` are sent to every SCM, as Ozone does (its ``ADMIN_COMMAND_TYPE``).
+* **Per-SCM views.** With ``local_read=True`` (one address: the CLI's ``--scm ADDR --local``) read
+  calls are answered by that SCM from its own state, never failed over, and labelled with who
+  answered and its role (:attr:`last_answer`).
 
 With mutual TLS (``security``: the CLI's/operator's client certificate, or a component's own) the
 channels come from :func:`scm_server.security.tls.make_channel` and are re-created when the
-certificate files change (a renewal). Attempts are bounded by ``hdds.scmclient.failover.max.retry`` and spaced by
-``hdds.scmclient.failover.retry.interval`` once every address has been tried in a row (a
-leader hint is followed at once). Any other server error is re-raised as the
-``SCMException`` the server raised; exhausting the budget raises ``SCMUnavailableError`` or
-the last ``NotLeaderException``.
+certificate files change (a renewal). Arguments are checked before anything is sent
+(:mod:`scm_server.client.arguments`).
+
+Any other server error is re-raised as the ``SCMException`` the server raised; exhausting the
+budget raises ``SCMUnavailableError`` or the last ``NotLeaderException``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
 
+from scm_server import call_metadata, grpc_options
 from scm_server.client.arguments import validate_arguments
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.errors import SCMUnavailableError
+from scm_server.client.failover import FailoverPolicy
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_client_pb2_grpc
@@ -41,16 +62,13 @@ LOG = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-    ("grpc.max_send_message_length", 256 * 1024 * 1024),
-    ("grpc.enable_retries", 0),
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-]
+# Default channel options (liveness from the default 1 s election timeout); SCMClient derives its
+# own from its config. Kept for callers that open a channel without a client config.
+CHANNEL_OPTIONS = grpc_options.channel_options()
 
 _TRANSPORT_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# Ozone's StorageContainerLocationProtocol.ADMIN_COMMAND_TYPE: take effect on every SCM.
+ADMIN_COMMANDS = frozenset({"ForceExitSafeMode", "StartReplicationManager", "StopReplicationManager"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +95,10 @@ def parse_addresses(value: str | Sequence[str]) -> list[str]:
     return out
 
 
+class _NotConnected(Exception):
+    """No connection to the SCM within the connect deadline (it may be frozen or cut off)."""
+
+
 @validate_arguments  # bad arguments are named before anything is sent (client/arguments.py)
 class SCMClient:
     """Async client for StorageContainerLocationProtocol + ScmBlockLocationProtocol."""
@@ -87,21 +109,45 @@ class SCMClient:
         config: SCMClientConfig | None = None,
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
         on_failover: Callable[[str, str, int], None] | None = None,
         security: ChannelSecurity | None = None,
+        local_read: bool = False,
     ) -> None:
-        self.addresses = parse_addresses(addresses)
         self.config = config or SCMClientConfig()
-        self._current = 0
-        self._resume_after: int | None = None  # where round-robin resumes if a followed leader hint fails
-        self._channels = ChannelCache(security, CHANNEL_OPTIONS)
+        self.local_read = local_read
+        parsed = parse_addresses(addresses)
+        if local_read and len(parsed) != 1:
+            raise ValueError(
+                f"a per-SCM view needs exactly one SCM address, got {len(parsed)}: {','.join(parsed)}"
+            )
+        self._policy = FailoverPolicy(
+            parsed,
+            self.config.max_retries,
+            self.config.retry_interval,
+            self.config.min_failover_window,
+            self.config.suspect_for,
+        )
+        self._channels = ChannelCache(security, grpc_options.channel_options(self.config.liveness))
         self._sleep = sleep  # injectable for unit tests of the failover policy
+        self._clock = clock
         self._on_failover = on_failover  # (address that failed, reason, attempt): e.g. a CLI notice
-        self.failovers = 0
+        self.client_id = uuid.uuid4().hex
+        self._call_ids = itertools.count(1)
+        self.last_answer: call_metadata.AnswerLabel | None = None  # who answered the last local read
+        self.last_broadcast: list[tuple[str, object]] = []  # (address, result or error) of an admin command
+
+    @property
+    def addresses(self) -> list[str]:
+        return self._policy.addresses
 
     @property
     def current_address(self) -> str:
-        return self.addresses[self._current]
+        return self._policy.address
+
+    @property
+    def failovers(self) -> int:
+        return self._policy.failovers
 
     async def close(self) -> None:
         await self._channels.close()
@@ -121,60 +167,123 @@ class SCMClient:
     def _block(self, address: str) -> scm_client_pb2_grpc.ScmBlockLocationProtocolServiceStub:
         return scm_client_pb2_grpc.ScmBlockLocationProtocolServiceStub(self._channel(address))
 
-    def _failover_to(self, hint: str | None) -> bool:
-        """Move to the next SCM; True if we jumped to a leader hint (no back-off needed). When a hinted leader
-        fails (a stale hint, or a name this client cannot resolve), continue after the SCM that gave the hint, so
-        a follower and a bad hint are never retried in a loop while other SCMs go untried."""
-        self.failovers += 1
-        if hint and hint != self.current_address:
-            if hint not in self.addresses:
-                self.addresses.append(hint)
-            self._resume_after = self._current
-            self._current = self.addresses.index(hint)
-            return True
-        after = self._current if self._resume_after is None else self._resume_after
-        self._resume_after = None
-        self._current = (after + 1) % len(self.addresses)
-        return False
-
-    async def _call(self, invoke: Callable[[str], Awaitable[T]]) -> T:
-        attempts = 0
-        since_backoff = 0
-        while True:
-            address = self.current_address
+    async def _wait_connected(self, address: str, timeout: float) -> None:
+        """Return once the channel is READY (or failed fast: the call then fails at once with
+        UNAVAILABLE); raise _NotConnected if it is still connecting after ``timeout``."""
+        channel = self._channel(address)
+        state = channel.get_state(try_to_connect=True)
+        give_up = self._clock() + timeout
+        while state not in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE):
+            left = give_up - self._clock()
+            if left <= 0 or state is grpc.ChannelConnectivity.SHUTDOWN:
+                raise _NotConnected(f"no connection within {timeout:.1f}s")
             try:
-                return await invoke(address)
+                await asyncio.wait_for(channel.wait_for_state_change(state), left)
+            except TimeoutError:
+                raise _NotConnected(f"no connection within {timeout:.1f}s") from None
+            state = channel.get_state(try_to_connect=True)
+
+    def _metadata(self) -> call_metadata.Metadata:
+        return call_metadata.request_metadata(self.client_id, next(self._call_ids), local_read=self.local_read)
+
+    async def _call(self, invoke: Callable[[str, float, call_metadata.Metadata], Awaitable[T]]) -> T:
+        """Run ``invoke(address, timeout, metadata)`` with failover (see the module docstring)."""
+        config = self.config
+        policy = self._policy
+        metadata = self._metadata()  # one call id for every retry of this call
+        now = self._clock()
+        deadline = now + config.rpc_timeout
+        address = policy.begin_call(now)
+        error: Exception
+        while True:
+            remaining = deadline - now
+            try:
+                await self._wait_connected(address, min(remaining, config.connect_timeout))
+                result = await invoke(address, max(remaining, 0.001), metadata)
+            except _NotConnected as exc:
+                reason, error = f"unreachable ({exc})", SCMUnavailableError(address, str(exc), policy.attempts + 1)
+                pause = policy.on_unreachable(address, self._clock())
             except grpc.aio.AioRpcError as err:
-                exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
-                attempts += 1
-                if exc is None:
+                exc2 = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
+                if exc2 is None:
                     if err.code() not in _TRANSPORT_CODES:
                         raise SCMException(
                             ResultCodes.INTERNAL_ERROR,
                             f"SCM at {address} failed the call: {err.code().name}: {err.details()}",
                         ) from err
-                    if attempts > self.config.max_retries:
-                        raise SCMUnavailableError(address, err.details() or err.code().name, attempts) from err
-                    LOG.debug("SCM %s unreachable (%s); failing over", address, err.details())
-                    if self._on_failover is not None:
-                        self._on_failover(address, "unreachable", attempts)
-                    jumped = self._failover_to(None)
-                elif isinstance(exc, NotLeaderException):
-                    if attempts > self.config.max_retries:
-                        raise exc from err
-                    LOG.debug("SCM %s is not the leader (hint %r); failing over", address, exc.leader_address)
-                    if self._on_failover is not None:
-                        self._on_failover(address, "not the leader", attempts)
-                    jumped = self._failover_to(exc.leader_address or None)
+                    details = err.details() or err.code().name
+                    error = SCMUnavailableError(address, details, policy.attempts + 1)
+                    if self._clock() >= deadline:
+                        raise SCMUnavailableError(
+                            address,
+                            f"no answer within hdds.scmclient.rpc.timeout ({config.rpc_timeout:g}s): {details}",
+                            policy.attempts + 1,
+                        ) from err
+                    LOG.debug("SCM %s unreachable (%s); failing over", address, details)
+                    reason = "unreachable"
+                    pause = policy.on_unreachable(address, self._clock())
+                elif isinstance(exc2, NotLeaderException):
+                    if self.local_read:
+                        raise exc2 from err  # pinned to this SCM: no failover
+                    LOG.debug("SCM %s is not the leader (hint %r); failing over", address, exc2.leader_address)
+                    reason, error = "not the leader", exc2
+                    pause = policy.on_not_leader(address, exc2.leader_address or None, self._clock())
                 else:
-                    raise exc from err
-            since_backoff += 1
-            if not jumped and since_backoff >= len(self.addresses):
-                since_backoff = 0
-                await self._sleep(self.config.retry_interval)
+                    raise exc2 from err
+            else:
+                policy.on_success(address)
+                return result
+            now = self._clock()
+            if policy.exhausted(now) or now >= deadline:
+                raise error
+            if self._on_failover is not None:
+                self._on_failover(address, reason, policy.attempts)
+            if pause > 0:
+                await self._sleep(min(pause, max(0.0, deadline - now)))
+                now = self._clock()
+            address = policy.address
 
-    def _timeout(self) -> float:
-        return self.config.rpc_timeout
+    async def _loc(self, method: str, request: Any) -> Any:
+        if method in ADMIN_COMMANDS:
+            return await self._broadcast(method, request)
+
+        async def invoke(a: str, timeout: float, metadata: call_metadata.Metadata) -> Any:
+            call = getattr(self._location(a), method)(request, timeout=timeout, metadata=metadata)
+            response = await call
+            if self.local_read:
+                self.last_answer = call_metadata.AnswerLabel.from_metadata(
+                    a, call_metadata.as_dict(await call.trailing_metadata())
+                )
+            return response
+
+        return await self._call(invoke)
+
+    async def _broadcast(self, method: str, request: Any) -> Any:
+        """An admin command that takes effect on every SCM (Ozone's ADMIN_COMMAND_TYPE): sent to all
+        of them concurrently; per-SCM outcomes land in :attr:`last_broadcast`. Returns the first
+        answer; raises the first error if no SCM answered."""
+        metadata = self._metadata()
+        timeout = self.config.rpc_timeout
+
+        async def one(address: str) -> object:
+            try:
+                await self._wait_connected(address, min(timeout, self.config.connect_timeout))
+                return await getattr(self._location(address), method)(request, timeout=timeout, metadata=metadata)
+            except _NotConnected as exc:
+                return SCMUnavailableError(address, str(exc))
+            except grpc.aio.AioRpcError as err:
+                exc2 = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
+                return exc2 or SCMUnavailableError(address, err.details() or err.code().name)
+
+        addresses = list(dict.fromkeys(self.addresses))
+        outcomes = await asyncio.gather(*(one(a) for a in addresses))
+        self.last_broadcast = list(zip(addresses, outcomes, strict=True))
+        answers = [o for o in outcomes if not isinstance(o, BaseException)]
+        if not answers:
+            first = outcomes[0]
+            assert isinstance(first, BaseException)
+            raise first
+        return answers[0]
 
     # ---- ScmBlockLocationProtocol ----
 
@@ -197,8 +306,8 @@ class SCMClient:
         if exclude_list is not None:
             req.excludeList.CopyFrom(exclude_list)
 
-        async def invoke(a: str) -> scm_client_pb2.AllocateScmBlockResponseProto:
-            return await self._block(a).AllocateScmBlock(req, timeout=self._timeout())
+        async def invoke(a: str, timeout: float, md: call_metadata.Metadata) -> scm_client_pb2.AllocateScmBlockResponseProto:
+            return await self._block(a).AllocateScmBlock(req, timeout=timeout, metadata=md)
 
         return list((await self._call(invoke)).blocks)
 
@@ -207,26 +316,18 @@ class SCMClient:
     ) -> list[scm_client_pb2.DeleteKeyBlocksResultProto]:
         req = scm_client_pb2.DeleteScmKeyBlocksRequestProto(keyBlocks=list(key_blocks))
 
-        async def invoke(a: str) -> scm_client_pb2.DeleteScmKeyBlocksResponseProto:
-            return await self._block(a).DeleteScmKeyBlocks(req, timeout=self._timeout())
+        async def invoke(a: str, timeout: float, md: call_metadata.Metadata) -> scm_client_pb2.DeleteScmKeyBlocksResponseProto:
+            return await self._block(a).DeleteScmKeyBlocks(req, timeout=timeout, metadata=md)
 
         return list((await self._call(invoke)).results)
 
     async def get_scm_info(self) -> scm_client_pb2.GetScmInfoResponseProto:
-        async def invoke(a: str) -> scm_client_pb2.GetScmInfoResponseProto:
-            return await self._location(a).GetScmInfo(
-                scm_client_pb2.GetScmInfoRequestProto(), timeout=self._timeout()
-            )
-
-        return await self._call(invoke)
+        resp: scm_client_pb2.GetScmInfoResponseProto = await self._loc(
+            "GetScmInfo", scm_client_pb2.GetScmInfoRequestProto()
+        )
+        return resp
 
     # ---- StorageContainerLocationProtocol ----
-
-    async def _loc(self, method: str, request: Any) -> Any:
-        async def invoke(a: str) -> Any:
-            return await getattr(self._location(a), method)(request, timeout=self._timeout())
-
-        return await self._call(invoke)
 
     async def allocate_container(
         self,
@@ -310,10 +411,11 @@ class SCMClient:
         return SafeModeStatus(resp.inSafeMode, resp.preCheckComplete)
 
     async def force_exit_safe_mode(self) -> bool:
-        resp: scm_client_pb2.ForceExitSafeModeResponseProto = await self._loc(
-            "ForceExitSafeMode", scm_client_pb2.Empty()
-        )
-        return bool(resp.exitedSafeMode)
+        """Force every SCM that answers out of safemode (Ozone sends this admin command to all SCMs);
+        True if each of them did. :attr:`last_broadcast` says which SCMs answered."""
+        await self._loc("ForceExitSafeMode", scm_client_pb2.Empty())
+        answers = [o for _, o in self.last_broadcast if isinstance(o, scm_client_pb2.ForceExitSafeModeResponseProto)]
+        return bool(answers) and all(a.exitedSafeMode for a in answers)
 
     async def safe_mode_rule_statuses(self) -> list[hdds_pb2.SafeModeRuleStatus]:
         resp: scm_client_pb2.GetSafeModeRuleStatusesResponseProto = await self._loc(

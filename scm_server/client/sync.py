@@ -24,9 +24,10 @@ class SyncSCMClient:
         config: SCMClientConfig | None = None,
         on_failover: Callable[[str, str, int], None] | None = None,
         security: ChannelSecurity | None = None,
+        local_read: bool = False,
     ) -> None:
         self._loop = asyncio.new_event_loop()
-        self._client = self._loop.run_until_complete(self._make(addresses, config, on_failover, security))
+        self._client = self._loop.run_until_complete(self._make(addresses, config, on_failover, security, local_read))
 
     @staticmethod
     async def _make(
@@ -34,9 +35,10 @@ class SyncSCMClient:
         config: SCMClientConfig | None,
         on_failover: Callable[[str, str, int], None] | None,
         security: ChannelSecurity | None,
+        local_read: bool,
     ) -> SCMClient:
         # grpc.aio channels bind to the loop that is running when they are created.
-        return SCMClient(addresses, config, on_failover=on_failover, security=security)
+        return SCMClient(addresses, config, on_failover=on_failover, security=security, local_read=local_read)
 
     @property
     def addresses(self) -> list[str]:

@@ -121,6 +121,9 @@ class SCMConfig:
     sequence_id_batch_size: int = dataclasses.field(
         default=1000, metadata=cfg("ozone.scm.sequence.id.batch.size", "int")
     )
+    max_blocks_per_request: int = dataclasses.field(
+        default=1000, metadata=cfg("ozone.scm.block.max.blocks.per.request", "int")
+    )
     scm_names: tuple[str, ...] = dataclasses.field(default=(), metadata=cfg("ozone.scm.names", "list"))
     client_address: str | None = dataclasses.field(default=None, metadata=cfg("ozone.scm.client.address", "str"))
     client_port: int = dataclasses.field(default=9860, metadata=cfg("ozone.scm.client.port", "port"))
@@ -133,7 +136,7 @@ class SCMConfig:
     def from_conf(cls, conf: OzoneConfiguration) -> SCMConfig:
         conf.require("ozone.metadata.dirs", "/data/metadata")
         result = _build(cls, conf)
-        _check_positive(cls, result, "container_size", "block_size", "sequence_id_batch_size")
+        _check_positive(cls, result, "container_size", "block_size", "sequence_id_batch_size", "max_blocks_per_request")
         _check_fraction(cls, result, "container_close_threshold")
         for name in result.scm_names:
             split_host_port("ozone.scm.names", name)

@@ -55,6 +55,7 @@ DEFAULTS: dict[str, str] = {
     "ozone.scm.pipeline.allocated.timeout": "5m",
     "ozone.scm.pipeline.destroy.timeout": "66s",
     "ozone.scm.sequence.id.batch.size": "1000",
+    "ozone.scm.block.max.blocks.per.request": "1000",  # ours: an upper bound on numBlocks per allocateBlock
     "hdds.scm.replication.thread.interval": "300s",
     "hdds.scm.replication.datanode.replication.limit": "20",
     "hdds.scm.replication.datanode.delete.container.limit": "40",

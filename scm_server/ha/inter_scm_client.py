@@ -29,6 +29,7 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
+from scm_server import grpc_options
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_ha_pb2, scm_ha_pb2_grpc
 from scm_server.security.tls import ChannelSecurity, make_channel
@@ -39,11 +40,8 @@ RESULT_KEY = "x-scm-result"
 LEADER_ID_KEY = "x-scm-leader-id"
 LEADER_ADDRESS_KEY = "x-scm-leader-address"
 
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 << 20),
-    ("grpc.max_send_message_length", 64 << 20),
-    ("grpc.enable_retries", 0),
-]
+# Liveness PINGs, quick reconnect and DNS re-resolution (a peer back on a new IP is found again).
+CHANNEL_OPTIONS = grpc_options.channel_options(max_message_bytes=64 << 20)
 
 
 def error_metadata(exc: SCMException, leader_address: str = "") -> tuple[tuple[str, str], ...]:

@@ -48,6 +48,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from scm_server import grpc_options
 from scm_server.conf import OzoneConfiguration, SCMNodeDetails
 from scm_server.exceptions import ConfigError, NotLeaderException, ResultCodes, SCMException
 from scm_server.ha.bootstrap import LocalSCM, resolve_local_scm
@@ -81,6 +82,21 @@ def _duration_seconds(conf: OzoneConfiguration, key: str, default: str) -> float
     return value.total_seconds()
 
 
+RATIS_BIND_HOST_KEY = "ozone.scm.ratis.bind.host"
+GRPC_BIND_HOST_KEY = "ozone.scm.grpc.bind.host"
+
+
+def bind_address(conf: OzoneConfiguration, local: LocalSCM, key: str, advertised: str) -> str:
+    """Where to listen: ``<key>[.<svc>.<node>]`` (e.g. ``0.0.0.0``) with the advertised port, else the
+    advertised ``host:port`` itself. Lets an SCM whose configured address is not a local interface
+    (a Kubernetes Service name, a NAT address) still listen, as the client/block/datanode ports can."""
+    node = local.node
+    host = conf.get_for_node(key, node.service_id, node.node_id) if node is not None else conf.get_str(key)
+    if not host or not host.strip():
+        return advertised
+    return f"{host.strip()}:{advertised.rpartition(':')[2]}"
+
+
 def raft_config_from_conf(conf: OzoneConfiguration, local: LocalSCM, scm_id: str, storage_dir: Path) -> RaftServerConfig:
     """Build the RaftServerConfig from ``ozone.scm.ha.ratis.*`` keys (documented in docs/ha.md)."""
     tick = _duration_seconds(conf, "ozone.scm.ha.ratis.tick.interval", DEFAULT_TICK)
@@ -108,6 +124,7 @@ def raft_config_from_conf(conf: OzoneConfiguration, local: LocalSCM, scm_id: str
         request_timeout=request_timeout,
         fsync=bool(conf.get_bool("ozone.scm.ha.ratis.fsync", True)),
         enable_fault_injection=bool(conf.get_bool("ozone.scm.ha.ratis.fault.injection.enabled", False)),
+        listen_address=bind_address(conf, local, RATIS_BIND_HOST_KEY, local.ratis_address),
     )
 
 
@@ -216,23 +233,28 @@ class SCMHAManagerImpl:
             self._grpc = None
 
     async def _start_inter_scm_server(self) -> None:
-        host, _, port_text = self.local.grpc_address.rpartition(":")
-        port = int(port_text)
+        listen = bind_address(self.conf, self.local, GRPC_BIND_HOST_KEY, self.local.grpc_address)
         transport = self._transport_security
         server = grpc.aio.server(
-            options=[("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)],
+            options=grpc_options.server_options(max_message_bytes=64 << 20),
             interceptors=list(transport.server_interceptors()) if transport is not None else None,
         )
         scm_ha_pb2_grpc.add_InterSCMProtocolServiceServicer_to_server(InterSCMService(self), server)
         try:
             if transport is not None:
-                self.grpc_port = server.add_secure_port(f"{host}:{port}", transport.server_credentials())
+                self.grpc_port = server.add_secure_port(listen, transport.server_credentials())
             else:
-                self.grpc_port = server.add_insecure_port(f"{host}:{port}")
+                self.grpc_port = server.add_insecure_port(listen)
         except RuntimeError as exc:
             raise ConfigError(
-                f"cannot listen on {host}:{port} for the inter-SCM service (ozone.scm.grpc.port): {exc}"
+                f"cannot listen on {listen} for the inter-SCM service (ozone.scm.grpc.port, "
+                f"{GRPC_BIND_HOST_KEY}): {exc}"
             ) from exc
+        if not self.grpc_port:
+            raise ConfigError(
+                f"cannot listen on {listen} for the inter-SCM service: port in use, or the host is not a local "
+                f"address (set {GRPC_BIND_HOST_KEY}=0.0.0.0 to listen on every interface)"
+            )
         await server.start()
         self._grpc = server
 
@@ -382,8 +404,9 @@ class SCMHAManagerImpl:
     async def _monitor(self) -> None:
         """Capture the leader's commit index on (re)join and re-evaluate the gate every tick."""
         tick = max(self.raft_config.tick_interval, 0.05)
+        election = self.raft_config.election_tick * self.raft_config.tick_interval
         last_ask = 0.0
-        failures = 0
+        failing_since: float | None = None
         loop = asyncio.get_running_loop()
         while self._running:
             await asyncio.sleep(tick * 2)
@@ -398,18 +421,19 @@ class SCMHAManagerImpl:
                 sm.check_catch_up()
                 continue
             if sm.catch_up_target is None or self._target_leader != leader:
-                if loop.time() - last_ask < 0.5:
+                if loop.time() - last_ask < min(0.5, election / 2):
                     continue
                 last_ask = loop.time()
-                target, source = await self._leader_commit_index(leader)
+                target, source = await self._leader_commit_index(leader, timeout=min(2.0, election))
                 if target is None:
-                    failures += 1
-                    if failures >= 10:
-                        # Nobody reachable over the inter-SCM service can tell (e.g. the leader is an SCM
-                        # missing from our configuration): use the commit index the leader sent us.
+                    failing_since = last_ask if failing_since is None else failing_since
+                    if loop.time() - failing_since >= election:
+                        # Nobody reachable over the inter-SCM service could tell within an election
+                        # timeout (the leader is missing from our configuration, or its inter-SCM port is
+                        # not reachable yet after a move): use the commit index the leader sent us.
                         target, source = raft.status().commit_index, "the leader's heartbeats"
                 if target is not None:
-                    failures = 0
+                    failing_since = None
                     self._target_leader = leader
                     sm.set_catch_up_target(target)
                     LOG.info(
@@ -421,16 +445,22 @@ class SCMHAManagerImpl:
                     )
             sm.check_catch_up()
 
-    async def _leader_commit_index(self, leader: str) -> tuple[int | None, str]:
-        """The leader's commit index, asked over the inter-SCM service (or a peer following it)."""
+    async def _leader_commit_index(self, leader: str, timeout: float = 2.0) -> tuple[int | None, str]:
+        """The leader's commit index, asked over the inter-SCM service (or a peer following it).
+
+        Every SCM is asked concurrently, each within ``timeout``: a peer that moved or hangs costs one
+        timeout, not one per peer."""
         node = self.node_of_peer(leader)
         addresses = [node.grpc_address] if node is not None else []
         addresses += [p.grpc_address for p in self.local.peers if p.grpc_address not in addresses]
+        answers = await asyncio.gather(
+            *(get_roles(a, timeout=timeout, security=self.channel_security) for a in addresses), return_exceptions=True
+        )
         fallback: tuple[int | None, str] = (None, "")
-        for address in addresses:
-            try:
-                roles = await get_roles(address, timeout=2.0, security=self.channel_security)
-            except grpc.aio.AioRpcError:
+        for address, roles in zip(addresses, answers, strict=True):
+            if isinstance(roles, BaseException):
+                if not isinstance(roles, grpc.aio.AioRpcError | OSError):
+                    raise roles
                 continue
             if roles.answeredBy == leader:
                 return roles.commitIndex, f"the leader at {address}"
@@ -499,7 +529,14 @@ class SCMHAManagerImpl:
         resp = scm_ha_pb2.ScmRatisRolesResponseProto(answeredBy=self.peer_id, term=0, commitIndex=0, appliedIndex=0)
         if raft is None:
             return resp
-        st = raft.status()
+        try:
+            st = raft.status()
+        except RaftStoppedError:  # starting or stopping: answer for itself without a Raft view
+            resp.selfRole = "STARTING" if self._running is False else "STOPPED"
+            resp.answeredByNode = self.node_id or ""
+            return resp
+        resp.selfRole = st.role
+        resp.answeredByNode = self.node_id or ""
         resp.term = st.term
         resp.commitIndex = st.commit_index
         resp.appliedIndex = st.applied_index

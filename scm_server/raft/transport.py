@@ -66,21 +66,32 @@ _UNARY_TYPES = frozenset({MessageType.VOTE, MessageType.PRE_VOTE, MessageType.TI
 _ETYPES = {int(t): t for t in EntryType}
 _MTYPES = {int(t): t for t in MessageType}
 
+# A peer that died or moved to a new IP (a restarted Pod; its old address may swallow packets) must
+# be noticed: the Deliver stream only writes, so without PINGs a connection to a vanished address
+# stays "up" until TCP gives up (keepalive_timeout alone has no effect without ping_timeout). The
+# timeout is generous (5 s) because PING answers wait for a busy event loop (large entries) and a
+# dropped stream costs a reconnect; Raft's own heartbeats decide elections. A failed stream
+# re-creates the channel (a fresh DNS resolution); the channel's own reconnects re-resolve too
+# (gRPC's default waits 30 s between resolutions).
 CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
-    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.dns_min_time_between_resolutions_ms", 500),
+    ("grpc.keepalive_time_ms", 2_000),
     ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.ping_timeout_ms", 5_000),
     ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.http2.min_time_between_pings_ms", 2_000),
 ]
 SERVER_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 500),
+    ("grpc.http2.max_ping_strikes", 0),
     ("grpc.so_reuseport", 0),
 ]
 

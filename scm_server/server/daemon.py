@@ -36,10 +36,10 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
-from scm_server.client.scm_client import CHANNEL_OPTIONS
 from scm_server.conf import OzoneConfiguration, SCMConfig
 from scm_server.conf.addresses import split_host_port
 from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError, one_line
+from scm_server.grpc_options import server_options
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.server import endpoints
 from scm_server.server.config_check import check_daemon_config
@@ -165,7 +165,7 @@ class SCMDaemon:
             transport = self.security.transport if self.security is not None else None
             mtls = transport is not None and protocol is not P.SECURITY
             server = grpc.aio.server(
-                options=CHANNEL_OPTIONS,
+                options=server_options(),
                 interceptors=list(transport.server_interceptors()) if transport is not None and mtls else None,
             )
             server.add_generic_rpc_handlers(tuple(self._servicer(cls, protocol, get, metrics) for cls in services))

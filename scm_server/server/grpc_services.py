@@ -9,7 +9,9 @@ or incomplete protobuf becomes a clear ``INVALID_ARGUMENT`` (``x-scm-result=INVA
 instead of gRPC's generic "Exception deserializing request" INTERNAL error. Every
 ``SCMException`` from the facade becomes a status + trailing metadata (see ``errors``); a
 ``NotLeaderException`` gets the leader's address *for the protocol that was called*, looked up
-from the configuration by the leader's node id. Nothing here holds SCM state.
+from the configuration by the leader's node id. Who may answer which call, exactly-once retries
+and expired deadlines are decided by :mod:`scm_server.server.call_guard` before the facade runs.
+Nothing here holds SCM state.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from google.protobuf import message as pb_message
 from google.protobuf import message_factory
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from scm_server import call_metadata
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_errors import RESULT_KEY, to_grpc_error
 from scm_server.proto import scm_client_pb2, scm_datanode_pb2
 from scm_server.security.core.identity import Role
 from scm_server.security.tls import current_identity
-from scm_server.server import endpoints
+from scm_server.server import call_guard, endpoints
 
 LOG = logging.getLogger(__name__)
 
@@ -78,6 +81,7 @@ class _ServiceBase:
         self.protocol = protocol
         self.get = get
         self.metrics = metrics
+        self.responses = call_guard.ResponseCache()
 
     def _leader_address(self, exc: NotLeaderException) -> str | None:
         if not exc.leader_id:
@@ -127,7 +131,7 @@ class _ServiceBase:
                         trailing_metadata=((RESULT_KEY, ResultCodes.INVALID_REQUEST.value),),
                     )
                 try:
-                    return await impl(request, context)
+                    return await self._guarded(name, impl, request, context)
                 except SCMException as exc:
                     result = exc.result.value
                     leader = self._leader_address(exc) if isinstance(exc, NotLeaderException) else None
@@ -149,6 +153,33 @@ class _ServiceBase:
                 self.metrics.latency.labels(service, name).observe(time.perf_counter() - started)
 
         return handler
+
+
+    async def _guarded(
+        self, name: str, impl: Handler, request: Any, context: grpc.aio.ServicerContext
+    ) -> pb_message.Message:
+        """Access rule, expired deadline, retry cache (see call_guard), then the facade."""
+        service = self.SERVICE
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            raise SCMException(ResultCodes.TIMEOUT, f"{service}/{name}: the call's deadline passed before it ran")
+        md = call_metadata.as_dict(context.invocation_metadata())
+        access = call_guard.access_of(service, name)
+        local = access is call_guard.Access.READ and call_metadata.wants_local_read(md)
+        if access is call_guard.Access.LEADER or (access is call_guard.Access.READ and not local):
+            require_leader = getattr(self.scm, "require_leader", None)
+            if callable(require_leader):
+                require_leader()
+        key = call_guard.cache_key(md, service, name)
+        if key is None:
+            response = await impl(request, context)
+        else:
+            response = await self.responses.run(key, lambda: impl(request, context))
+        if local:
+            label = getattr(self.scm, "answer_label", None)
+            if callable(label):
+                context.set_trailing_metadata(call_metadata.answer_metadata(*label()))
+        return response
 
 
 class DatanodeProtocolService(_ServiceBase):

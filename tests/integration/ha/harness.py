@@ -42,6 +42,7 @@ class Op:
     ok: bool
     ids: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (containerID, localID) or (cid, 0)
     error: str = ""
+    client: int = -1
 
 
 class Workload:
@@ -49,12 +50,14 @@ class Workload:
     op a container) until stopped; every op is recorded."""
 
     def __init__(
-        self, addresses: list[str], clients: int = 4, container_every: int = 10, security: ChannelSecurity | None = None
+        self, addresses: list[str], clients: int = 4, container_every: int = 10,
+        security: ChannelSecurity | None = None, config: SCMClientConfig = CLIENT_CONFIG,
     ) -> None:
         self.addresses = addresses
         self.security = security  # the admin's client certificate on a secure cluster
         self.clients = clients
         self.container_every = container_every
+        self.config = config
         self.ops: list[Op] = []
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -68,7 +71,7 @@ class Workload:
         await asyncio.gather(*self._tasks)
 
     async def _client(self, i: int) -> None:
-        async with SCMClient(self.addresses, CLIENT_CONFIG, security=self.security) as c:
+        async with SCMClient(self.addresses, self.config, security=self.security) as c:
             n = 0
             while not self._stop.is_set():
                 n += 1
@@ -81,9 +84,9 @@ class Workload:
                     else:
                         cwp = await c.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, f"client{i}")
                         ids = [(cwp.containerInfo.containerID, 0)]
-                    self.ops.append(Op(kind, start, time.monotonic(), True, ids))
+                    self.ops.append(Op(kind, start, time.monotonic(), True, ids, client=i))
                 except (SCMError, OSError) as exc:
-                    self.ops.append(Op(kind, start, time.monotonic(), False, error=str(exc)[:200]))
+                    self.ops.append(Op(kind, start, time.monotonic(), False, error=str(exc)[:200], client=i))
                     await asyncio.sleep(0.05)
 
     # ---- history checks ----
@@ -158,7 +161,8 @@ async def containers_on(cluster: HALocalCluster, index: int, ids: set[int]) -> s
     """Which of ``ids`` SCM ``index`` knows (a local read on that SCM, no failover)."""
     missing: set[int] = set()
     cfg = SCMClientConfig(max_retries=0, retry_interval=0.05, rpc_timeout=5)
-    async with SCMClient([cluster.scms[index].client_address], cfg, security=cluster.client_security) as c:
+    async with SCMClient([cluster.scms[index].client_address], cfg, security=cluster.client_security,
+                         local_read=True) as c:
         for cid in sorted(ids):
             try:
                 await c.get_container(cid)

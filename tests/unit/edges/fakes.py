@@ -24,6 +24,12 @@ class FakeSCM:
         if not self.leader:
             raise NotLeaderException("follower", self.leader_id, "ratis-address-not-for-clients:1")
 
+    def require_leader(self) -> None:
+        self._check_leader()
+
+    def answer_label(self) -> tuple[str, str, str]:
+        return ("scm-x", "LEADER" if self.leader else "FOLLOWER", "" if self.leader else self.leader_id)
+
     def get_version(self) -> scm_datanode_pb2.SCMVersionResponseProto:
         return scm_datanode_pb2.SCMVersionResponseProto(
             softwareVersion=1, keys=[hdds_pb2.KeyValue(key="clusterID", value=self.cluster_id)]

@@ -22,6 +22,7 @@ def test_unreachable_scm_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, caps
     monkeypatch.delenv("OZONE_CONF_DIR", raising=False)
     monkeypatch.setenv("OZONE-SITE.XML_hdds.scmclient.failover.retry.interval", "10ms")
     monkeypatch.setenv("OZONE-SITE.XML_hdds.scmclient.failover.max.retry", "2")
+    monkeypatch.setenv("OZONE-SITE.XML_ozone.scm.ha.ratis.leader.election.timeout", "100ms")
     addr = _dead_address()
     with pytest.raises(SystemExit) as info:
         main(["admin", "--scm", addr, "safemode", "status"])

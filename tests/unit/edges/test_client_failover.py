@@ -114,27 +114,58 @@ async def test_a_dead_leader_hint_does_not_trap_the_client_between_a_follower_an
         await c.stop()
 
 
-async def test_all_unreachable_raises_after_bounded_retries() -> None:
-    sleeps: list[float] = []
+class FakeTime:
+    """A clock that only moves when the client sleeps (the failover pauses)."""
 
-    async def fake_sleep(s: float) -> None:
-        sleeps.append(s)
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
 
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.now += s
+
+
+async def test_all_unreachable_raises_after_retries_and_two_elections() -> None:
+    t = FakeTime()
     dead = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
-    client = SCMClient(dead, SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=2), sleep=fake_sleep)
+    config = SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=60, election_timeout=1.0)
+    client = SCMClient(dead, config, sleep=t.sleep, clock=t.clock)
     try:
         with pytest.raises(SCMUnavailableError, match=r"cannot reach SCM at 127\.0\.0\.1"):
             await client.in_safe_mode()
     finally:
         await client.close()
-    # 4 attempts over 2 addresses: back-off after each full round (not after each address)
-    assert sleeps == [0.5]
+    # back-off after each full round (not after each address); 4 attempts would be used up after
+    # 2 rounds, but the client keeps failing over for two elections (4 x the election timeout)
+    assert t.sleeps == [0.5] * 8
+    assert config.min_failover_window == 4.0
+
+
+async def test_overall_deadline_bounds_the_failover() -> None:
+    t = FakeTime()
+    dead = [f"127.0.0.1:{_free_port()}"]
+    config = SCMClientConfig(max_retries=100, retry_interval=0.5, rpc_timeout=2, election_timeout=1.0)
+    client = SCMClient(dead, config, sleep=t.sleep, clock=t.clock)
+    try:
+        with pytest.raises(SCMUnavailableError):
+            await client.in_safe_mode()
+    finally:
+        await client.close()
+    assert sum(t.sleeps) == pytest.approx(2.0)
 
 
 async def test_not_leader_everywhere_gives_not_leader(cluster: Cluster) -> None:
     cluster.scms["scm2"].leader = False
     cluster.scms["scm2"].leader_id = "scm1"
-    client = SCMClient([cluster.address("scm1")], SCMClientConfig(max_retries=4, retry_interval=0.0, rpc_timeout=5))
+    t = FakeTime()
+    client = SCMClient(
+        [cluster.address("scm1")], SCMClientConfig(max_retries=4, retry_interval=0.1, rpc_timeout=5),
+        sleep=t.sleep, clock=t.clock,
+    )
     try:
         with pytest.raises(NotLeaderException):
             await client.get_container(1)

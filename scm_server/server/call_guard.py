@@ -1,0 +1,153 @@
+"""What every client-facing gRPC call passes through before and around the facade (issue 11, items 1, 3, 7).
+
+Called by :class:`scm_server.server.grpc_services._ServiceBase` for each call, after the request was
+parsed. It must not hold SCM state beyond the response cache, and knows the facade only through
+two small methods (``require_leader`` and ``answer_label``).
+
+* **Who may answer** (:data:`ACCESS`). As in Ozone, only the leader answers the client and admin
+  protocols, so a follower refuses with SCM_NOT_LEADER and a leader hint, and the client follows
+  it; reads from a follower's soft state went stale after a leadership change. Three admin
+  commands are meant for every SCM (Ozone's ``ADMIN_COMMAND_TYPE``: ForceExitSafeMode,
+  Start/StopReplicationManager), and GetScmInfo is answered by any SCM (the cluster id never
+  changes). A read may be answered by a follower only when the caller asks for that SCM's own
+  view (``x-scm-read: local``); the answer then carries who answered and its role, so a per-SCM
+  view is always explicit and labelled. Datanodes talk to every SCM (not guarded here).
+* **Exactly-once retries** (:class:`ResponseCache`). Non-idempotent calls carrying a client id and
+  call id (:mod:`scm_server.call_metadata`) are remembered for ``expiry`` seconds: a retry of a call
+  still running joins it, a retry of a finished call gets the first answer. This covers the
+  client's retries to the same SCM (a lost connection, a liveness timeout on a slow SCM); a retry
+  that reaches another SCM after a failover is a new call there (the first one either never
+  committed, or its effect is an extra container or unused block IDs, never a reused ID).
+* **Deadlines.** A call whose deadline has already passed (it waited in a queue) is refused with
+  DEADLINE_EXCEEDED without running; gRPC cancels the handler of a call that expires or is
+  cancelled while it runs, and long handlers yield regularly so the cancellation lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from scm_server import call_metadata
+
+
+class Access(enum.Enum):
+    LEADER = "leader"  # leader only (mutations)
+    READ = "read"  # leader only, unless the caller asks for this SCM's own view
+    ANY = "any"  # every SCM answers
+
+
+_LOCATION = "StorageContainerLocationProtocolService"
+_BLOCK = "ScmBlockLocationProtocolService"
+_DATANODE = "StorageContainerDatanodeProtocolService"
+
+ACCESS: dict[tuple[str, str], Access] = {
+    (_LOCATION, "AllocateContainer"): Access.LEADER,
+    (_LOCATION, "CloseContainer"): Access.LEADER,
+    (_LOCATION, "AllocatePipeline"): Access.LEADER,
+    (_LOCATION, "ClosePipeline"): Access.LEADER,
+    (_LOCATION, "ActivatePipeline"): Access.LEADER,
+    (_LOCATION, "DeactivatePipeline"): Access.LEADER,
+    (_LOCATION, "DecommissionNodes"): Access.LEADER,
+    (_LOCATION, "StartMaintenanceNodes"): Access.LEADER,
+    (_LOCATION, "RecommissionNodes"): Access.LEADER,
+    (_LOCATION, "ForceExitSafeMode"): Access.ANY,
+    (_LOCATION, "StartReplicationManager"): Access.ANY,
+    (_LOCATION, "StopReplicationManager"): Access.ANY,
+    (_LOCATION, "GetScmInfo"): Access.ANY,
+    (_BLOCK, "AllocateScmBlock"): Access.LEADER,
+    (_BLOCK, "DeleteScmKeyBlocks"): Access.LEADER,
+    (_BLOCK, "GetScmInfo"): Access.ANY,
+}
+
+NON_IDEMPOTENT: frozenset[tuple[str, str]] = frozenset(
+    {
+        (_BLOCK, "AllocateScmBlock"),
+        (_BLOCK, "DeleteScmKeyBlocks"),
+        (_LOCATION, "AllocateContainer"),
+        (_LOCATION, "AllocatePipeline"),
+    }
+)
+
+
+def access_of(service: str, method: str) -> Access:
+    """The access rule of a method; anything not listed (new reads) is READ."""
+    if service == _DATANODE:
+        return Access.ANY
+    return ACCESS.get((service, method), Access.READ)
+
+
+class ResponseCache:
+    """(client id, call id, method) -> the call's outcome, for ``expiry`` seconds (at most ``capacity``).
+
+    Only successful answers are kept (a failed call changed nothing to remember, and failures such
+    as NOT_LEADER must not stick). A retry that arrives while the first copy runs waits for it; if
+    the first copy is cancelled (its client went away), the retry runs the call itself.
+    """
+
+    def __init__(self, expiry: float = 60.0, capacity: int = 20000, clock: Callable[[], float] = time.monotonic) -> None:
+        self.expiry = expiry
+        self.capacity = capacity
+        self._clock = clock
+        self._done: collections.OrderedDict[tuple[str, int, str], tuple[float, Any]] = collections.OrderedDict()
+        self._running: dict[tuple[str, int, str], asyncio.Future[Any]] = {}
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    def _expire(self, now: float) -> None:
+        done = self._done
+        while done:
+            key, (at, _) = next(iter(done.items()))
+            if now - at < self.expiry and len(done) <= self.capacity:
+                break
+            del done[key]
+
+    async def run(self, key: tuple[str, int, str], call: Callable[[], Awaitable[Any]]) -> Any:
+        now = self._clock()
+        self._expire(now)
+        hit = self._done.get(key)
+        if hit is not None:
+            self.hits += 1
+            return hit[1]
+        running = self._running.get(key)
+        if running is not None:
+            try:
+                result = await asyncio.shield(running)
+            except asyncio.CancelledError:
+                if running.cancelled():  # the first copy was cancelled, not us: run it ourselves
+                    return await self.run(key, call)
+                raise
+            self.hits += 1
+            return result
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._running[key] = future
+        try:
+            result = await call()
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+                future.exception()  # retrieved: no "never retrieved" warning when nobody joined
+            raise
+        finally:
+            self._running.pop(key, None)
+        future.set_result(result)
+        self._done[key] = (self._clock(), result)
+        return result
+
+
+def cache_key(md: dict[str, str], service: str, method: str) -> tuple[str, int, str] | None:
+    """The retry-cache key of a call, or None when it must not be cached."""
+    if (service, method) not in NON_IDEMPOTENT:
+        return None
+    ident = call_metadata.CallIdentity.from_metadata(md)
+    if ident is None:
+        return None
+    return ident.client_id, ident.call_id, f"{service}/{method}"

@@ -1,0 +1,170 @@
+"""The call guard: leader-only calls, labelled per-SCM views, exactly-once retries, expired deadlines.
+
+Real gRPC servers (our servicers over the fake facade) on loopback and the real client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import grpc.aio
+import pytest
+
+from scm_server import call_metadata
+from scm_server.client import SCMClient, SCMClientConfig
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.proto import hdds_pb2, scm_client_pb2
+from scm_server.server.call_guard import Access, ResponseCache, access_of
+
+from .test_client_failover import FAST, Cluster, FakeTime, cluster  # noqa: F401  (fixture)
+
+
+def test_access_rules_follow_ozone() -> None:
+    loc, blk = "StorageContainerLocationProtocolService", "ScmBlockLocationProtocolService"
+    # Ozone's ADMIN_COMMAND_TYPE: every SCM; GetScmInfo: any SCM
+    for m in ("ForceExitSafeMode", "StartReplicationManager", "StopReplicationManager", "GetScmInfo"):
+        assert access_of(loc, m) is Access.ANY
+    for m in ("AllocateContainer", "CloseContainer", "DecommissionNodes", "AllocatePipeline"):
+        assert access_of(loc, m) is Access.LEADER
+    for m in ("GetReplicationManagerReport", "QueryNode", "InSafeMode", "ListContainer", "SomeFutureRead"):
+        assert access_of(loc, m) is Access.READ
+    assert access_of(blk, "AllocateScmBlock") is Access.LEADER
+    assert access_of("StorageContainerDatanodeProtocolService", "SendHeartbeat") is Access.ANY
+
+
+async def test_follower_refuses_reads_and_the_client_follows_the_leader(cluster: Cluster) -> None:  # noqa: F811
+    follower = cluster.scms["scm1"]
+    follower.safe_mode = True
+    cluster.scms["scm2"].safe_mode = False
+    async with SCMClient([cluster.address("scm1")], FAST) as client:
+        # answered by the leader (out of safemode), not by the follower's own state
+        assert (await client.in_safe_mode()).in_safe_mode is False
+        assert client.current_address == cluster.address("scm2")
+
+
+async def test_local_read_is_answered_by_that_scm_and_labelled(cluster: Cluster) -> None:  # noqa: F811
+    cluster.scms["scm1"].safe_mode = True
+    cluster.scms["scm2"].safe_mode = False
+    async with SCMClient([cluster.address("scm1")], FAST, local_read=True) as client:
+        assert (await client.in_safe_mode()).in_safe_mode is True
+        label = client.last_answer
+        assert label is not None and label.role == "FOLLOWER" and label.follows == "scm2"
+        assert "its own view, may lag the leader" in label.describe()
+        # a mutation is still leader-only: no failover when pinned
+        with pytest.raises(NotLeaderException):
+            await client.allocate_block(1024)
+    with pytest.raises(ValueError, match="exactly one SCM address"):
+        SCMClient([cluster.address("scm1"), cluster.address("scm2")], FAST, local_read=True)
+
+
+async def test_admin_commands_reach_every_scm(cluster: Cluster) -> None:  # noqa: F811
+    for scm in cluster.scms.values():
+        scm.safe_mode = True
+    async with SCMClient([cluster.address("scm1"), cluster.address("scm2")], FAST) as client:
+        assert await client.force_exit_safe_mode() is True
+        assert [a for a, _ in client.last_broadcast] == [cluster.address("scm1"), cluster.address("scm2")]
+    assert not any(scm.safe_mode for scm in cluster.scms.values())
+
+
+async def test_retry_with_the_same_call_id_is_answered_once(cluster: Cluster) -> None:  # noqa: F811
+    leader = cluster.scms["scm2"]
+    channel = grpc.aio.insecure_channel(cluster.address("scm2"))
+    stub = channel.unary_unary(
+        "/hadoop.hdds.ScmBlockLocationProtocolService/AllocateScmBlock",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=scm_client_pb2.AllocateScmBlockResponseProto.FromString,
+    )
+    req = scm_client_pb2.AllocateScmBlockRequestProto(size=1024, numBlocks=2, type=hdds_pb2.RATIS,
+                                                      factor=hdds_pb2.THREE, owner="o")
+    md = call_metadata.request_metadata("client-1", 7)
+    first = await stub(req, timeout=5, metadata=md)
+    again = await stub(req, timeout=5, metadata=md)  # a retry: same client id and call id
+    other = await stub(req, timeout=5, metadata=call_metadata.request_metadata("client-1", 8))
+    await channel.close()
+    ids = [b.containerBlockID.localID for b in first.blocks]
+    assert [b.containerBlockID.localID for b in again.blocks] == ids
+    assert [b.containerBlockID.localID for b in other.blocks] != ids
+    assert leader.calls.count("allocate_block") == 2
+
+
+class _ExpiredContext:
+    """The part of grpc.aio.ServicerContext the guard reads, for a call that waited past its deadline."""
+
+    def time_remaining(self) -> float:
+        return -0.01
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+
+async def test_expired_deadline_is_refused_without_running() -> None:
+    from scm_server.server import endpoints
+    from scm_server.server.grpc_services import LocationProtocolService, RpcMetrics
+
+    from .fakes import FakeSCM
+
+    scm = FakeSCM()
+    service = LocationProtocolService(scm, endpoints.Protocol.CLIENT, {}.get, RpcMetrics(None))
+    ran = []
+
+    async def impl(req: object, ctx: object) -> scm_client_pb2.Empty:
+        ran.append(req)
+        return scm_client_pb2.Empty()
+
+    with pytest.raises(SCMException) as info:
+        await service._guarded("InSafeMode", impl, scm_client_pb2.Empty(), _ExpiredContext())  # type: ignore[arg-type]
+    assert info.value.result is ResultCodes.TIMEOUT and "deadline passed before it ran" in str(info.value)
+    assert ran == []
+
+
+async def test_response_cache_joins_running_calls_and_recovers_from_cancellation() -> None:
+    t = FakeTime()
+    cache = ResponseCache(expiry=10, clock=t.clock)
+    runs = 0
+    release = asyncio.Event()
+
+    async def work() -> int:
+        nonlocal runs
+        runs += 1
+        await release.wait()
+        return runs
+
+    key = ("c", 1, "S/M")
+    first = asyncio.ensure_future(cache.run(key, work))
+    await asyncio.sleep(0)
+    joiner = asyncio.ensure_future(cache.run(key, work))
+    await asyncio.sleep(0)
+    release.set()
+    assert await first == 1 and await joiner == 1 and runs == 1
+    assert await cache.run(key, work) == 1  # finished: the first answer
+    t.now += 11
+    assert await cache.run(key, work) == 2  # expired: runs again
+
+    # the first copy is cancelled (its client went away): a retry that joined it runs the call itself
+    release.clear()
+    key2 = ("c", 2, "S/M")
+    first = asyncio.ensure_future(cache.run(key2, work))
+    await asyncio.sleep(0)
+    joiner = asyncio.ensure_future(cache.run(key2, work))
+    await asyncio.sleep(0)
+    first.cancel()
+    await asyncio.sleep(0)
+    release.set()
+    assert await joiner == 4
+
+    async def fails() -> int:
+        raise SCMException(ResultCodes.TIMEOUT, "raft timeout")
+
+    with pytest.raises(SCMException):
+        await cache.run(("c", 3, "S/M"), fails)
+    assert await cache.run(("c", 3, "S/M"), work) == 5  # failures are not remembered
+
+
+def test_client_config_rejects_bad_values() -> None:
+    from scm_server.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match=r"hdds\.scmclient\.failover\.max\.retry"):
+        SCMClientConfig.from_getter({"hdds.scmclient.failover.max.retry": "-1"}.get)
+    with pytest.raises(ConfigError, match=r"ozone\.scm\.ha\.ratis\.leader\.election\.timeout"):
+        SCMClientConfig.from_getter({"ozone.scm.ha.ratis.leader.election.timeout": "soon"}.get)
