@@ -38,8 +38,8 @@ from scm_server.proto import hdds_pb2, scm_client_pb2
 log = logging.getLogger(__name__)
 DeleteResult = scm_client_pb2.DeleteScmBlockResult
 MAX_BLOCKS_KEY = "ozone.scm.block.max.blocks.per.request"
-# Blocks allocated between two yields to the event loop: about a millisecond of work.
-YIELD_EVERY = 32
+# Blocks allocated between two yields to the event loop: about a millisecond of work or less.
+YIELD_EVERY = 8
 
 
 class BlockManager:

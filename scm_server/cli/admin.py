@@ -288,12 +288,21 @@ def datanode_list(ctx: CliContext, as_json: bool, op_state: str | None, node_sta
         print_table(node_table(nodes))
 
 
+_VERBS = {"decommissioning": "decommission", "maintenance": "start maintenance of",
+          "recommissioning": "recommission"}
+
+
 def _print_admin_errors(action: str, hosts: tuple[str, ...], errors: list[object]) -> None:
+    """One line on stderr per host that failed (exit 1); the started ones on stdout."""
+    failed = {str(getattr(e, "host", "")) for e in errors}
+    started = [h for h in hosts if h not in failed]
+    if started:
+        console.print(f"Started {action} of datanode(s): {', '.join(started)}")
+    for e in errors:
+        click.echo(f"Error: cannot {_VERBS.get(action, action)} {getattr(e, 'host', '')}: {getattr(e, 'error', e)}",
+                   err=True)
     if errors:
-        for e in errors:
-            console.print(f"[red]Error: {getattr(e, 'host', '')}: {getattr(e, 'error', e)}")
-        raise click.ClickException(f"some hosts could not be {action}")
-    console.print(f"Started {action} of datanode(s): {', '.join(hosts)}")
+        raise click.exceptions.Exit(1)
 
 
 @datanode.command("decommission")

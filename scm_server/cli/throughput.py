@@ -28,6 +28,7 @@ from typing import Any
 from scm_server.client.datanode_client import DatanodeProtocolClient
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 MODES = ("AllocateBlocks", "AllocateContainers", "ProcessReports")
@@ -96,7 +97,11 @@ async def prepare_cluster(
     timeout: float = 60.0, security: Any = None,
 ) -> DatanodeSimulator:
     """Register datanodes, wait for an OPEN RATIS/THREE pipeline, force-exit safemode.
-    ``security``: the datanodes' DatanodeSecurity on a secure cluster (they enrol first)."""
+    ``security``: the datanodes' DatanodeSecurity on a secure cluster (they enrol first).
+
+    The datanodes register with every SCM that answers; an SCM that is down does not hold them up
+    (they keep trying it, as real datanodes do). They stay registered in the cluster afterwards: once
+    stopped they go STALE, then DEAD, like Ozone's freon datanodes."""
     sim = DatanodeSimulator(
         dn_addresses, max(num_datanodes, 3), heartbeat_interval=heartbeat_interval,
         container_report_interval=3600, name_prefix="stb-dn", security=security,
@@ -104,15 +109,20 @@ async def prepare_cluster(
     await sim.start()
     deadline = time.monotonic() + timeout
     while True:
-        if sim.registered() == len(sim.datanodes):
+        if sim.registered_where_reachable() == len(sim.datanodes):
             if (await admin.in_safe_mode()).in_safe_mode:
                 await admin.force_exit_safe_mode()
             pipelines = await admin.list_pipelines()
             if any(p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE for p in pipelines):
                 return sim
         if time.monotonic() > deadline:
+            registered, down = sim.registered_where_reachable(), sim.unreachable_scms()
             await sim.stop()
-            raise TimeoutError("no OPEN RATIS/THREE pipeline within the time limit; is SCM healthy?")
+            raise SCMException(
+                ResultCodes.TIMEOUT,
+                f"no OPEN RATIS/THREE pipeline within {timeout:g}s ({registered} of {len(sim.datanodes)} datanodes "
+                f"registered with every SCM that answers; unreachable: {', '.join(down) or 'none'}); is SCM healthy?",
+            )
         await asyncio.sleep(0.2)
 
 

@@ -107,6 +107,7 @@ class Endpoint:
     failures: int = 0
     last_error: str = ""
     register_error: str = ""
+    unreachable: bool = False  # the last attempt could not reach this SCM at all
 
 
 class SimDatanode:
@@ -148,7 +149,7 @@ class SimDatanode:
     # ---- identity and reports ----
 
     def details(self) -> hdds_pb2.DatanodeDetailsProto:
-        base = 20000 + self.index * 10
+        base = self.sim.port_base + self.index * 10
         return hdds_pb2.DatanodeDetailsProto(
             uuid=self.uuid,
             ipAddress=self.ip,
@@ -393,11 +394,13 @@ class SimDatanode:
             try:
                 await self._step(ep, client)
                 ep.last_error = ""
+                ep.unreachable = False
             except SCMUnavailableError as exc:
                 # The SCM may come back as a fresh process that does not know us: start over
                 # (GetVersion, Register with a full report) once it answers again.
                 ep.failures += 1
                 ep.last_error = str(exc)
+                ep.unreachable = True
                 ep.state = EndpointState.SEARCHING_SCM
             except SCMException as exc:
                 ep.failures += 1
@@ -517,6 +520,10 @@ class DatanodeSimulator:
         self.racks = max(racks, 1)
         self.capacity = capacity
         self.name_prefix = name_prefix
+        # Datanodes on one host need distinct ports (host:port names one of them): each simulator
+        # starts its ports at a random multiple of 1000, so two simulators (say `freon stb` next to a
+        # running `datanode-sim`) rarely share one.
+        self.port_base = random.randrange(10, 60) * 1000
         for _ in range(count):
             self.add_datanode()
 
@@ -616,6 +623,19 @@ class DatanodeSimulator:
         return sum(
             1 for dn in self.live() if all(ep.state is EndpointState.HEARTBEAT for ep in dn.endpoints)
         )
+
+    def registered_where_reachable(self) -> int:
+        """Datanodes in HEARTBEAT state with every SCM that answers (at least one): what a tool can wait
+        for while an SCM of the quorum is down (Ozone's datanodes, too, serve with the SCMs they reach)."""
+        return sum(
+            1
+            for dn in self.live()
+            if any(ep.state is EndpointState.HEARTBEAT for ep in dn.endpoints)
+            and all(ep.state is EndpointState.HEARTBEAT or ep.unreachable for ep in dn.endpoints)
+        )
+
+    def unreachable_scms(self) -> list[str]:
+        return sorted({ep.address for dn in self.live() for ep in dn.endpoints if ep.unreachable})
 
     def register_errors(self) -> list[str]:
         return [ep.register_error for dn in self.datanodes for ep in dn.endpoints if ep.register_error]

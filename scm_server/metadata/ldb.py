@@ -3,7 +3,8 @@
 Ozone's ``ozone debug ldb --db=scm.db scan --column-family=containers`` is used to compare the
 replicated tables of several SCMs. LevelDB allows one process per DB (a LOCK file), so if the
 DB is held by a running SCM we scan a copy of its files taken into a temporary directory; for
-a stopped SCM the DB is opened in place and never written (no create, no writes).
+a stopped SCM the DB is opened in place and never written (no create, no writes). A LevelDB that is
+not an scm.db (a Raft log, an empty DB elsewhere) is refused instead of listed as empty tables.
 """
 
 from __future__ import annotations
@@ -31,6 +32,41 @@ def _resolve(db_path: Path | str) -> Path:
     return path
 
 
+# Keys an scm.db may hold outside the column families (a finished checkpoint's marker).
+_MARKER_KEYS = (b"\x00checkpoint-complete",)
+
+
+def foreign_key(db: plyvel.DB) -> bytes | None:
+    """A key that belongs to no column family of scm.db (None if every key does).
+
+    LevelDB keeps keys sorted, so it is enough to look into the gaps between the column-family
+    prefixes: one seek per gap, whatever the size of the DB."""
+    prefixes = sorted(cf.prefix for cf in SCMDBDefinition.column_families())
+    gaps: list[tuple[bytes | None, bytes | None]] = [(None, prefixes[0])]
+    for here, after in zip(prefixes, [*prefixes[1:], None], strict=True):
+        end = here[:-1] + bytes([here[-1] + 1])  # first key past every key starting with `here`
+        gaps.append((end, after))
+    for start, stop in gaps:
+        for key in db.iterator(start=start, stop=stop, include_value=False):
+            if key not in _MARKER_KEYS:
+                return bytes(key)
+    return None
+
+
+def _check_is_scm_db(db: plyvel.DB, path: Path) -> None:
+    stray = foreign_key(db)
+    if stray is not None:
+        raise StorageError(
+            f"{path} is a LevelDB database but not an SCM DB (key {stray[:40]!r} belongs to no scm.db table; "
+            f"a Raft log?); pass --db=<ozone.metadata.dirs>/{SCMDBDefinition.DB_NAME}"
+        )
+    if path.name != SCMDBDefinition.DB_NAME and next(db.iterator(include_value=False), None) is None:
+        raise StorageError(
+            f"{path} is an empty LevelDB database, not an SCM DB; pass --db=<ozone.metadata.dirs>/"
+            f"{SCMDBDefinition.DB_NAME}"
+        )
+
+
 @contextmanager
 def open_read_only(db_path: Path | str) -> Iterator[plyvel.DB]:
     """Open an existing scm.db without creating or writing it; copy it first if it is locked."""
@@ -49,6 +85,7 @@ def open_read_only(db_path: Path | str) -> Iterator[plyvel.DB]:
         except plyvel.Error as exc:
             raise StorageError(f"cannot open {path}: {exc}") from exc
         try:
+            _check_is_scm_db(db, path)
             yield db
         finally:
             db.close()

@@ -65,14 +65,27 @@ class NodeDecommissionManager:
         self.config = config
 
     def _resolve(self, hosts: list[str]) -> tuple[list[str], list[scm_client_pb2.DatanodeAdminError]]:
+        """Each host to exactly one datanode; a host that names none or several gets an error and
+        is skipped (the others go ahead), as Ozone's ``mapHostnamesToDatanodes`` does. Several
+        datanodes on one address are told apart by host:port or by UUID, never guessed."""
         uuids, errors = [], []
         for host in hosts:
-            node = self.node_manager.find_node(host)
-            if node is None:
-                errors.append(scm_client_pb2.DatanodeAdminError(host=host, error="no registered datanode matches this host"))
+            matches = self.node_manager.find_nodes(host)
+            if len(matches) == 1:
+                uuids.append(matches[0].uuid)
+            elif not matches:
+                errors.append(scm_client_pb2.DatanodeAdminError(
+                    host=host, error="no registered datanode has this hostname, IP address, host:port or UUID"))
             else:
-                uuids.append(node.uuid)
-        return uuids, errors
+                listed = ", ".join(
+                    f"{n.uuid} ({n.details.hostName}:{'/'.join(str(p.value) for p in n.details.ports) or '?'})"
+                    for n in matches[:6]
+                )
+                errors.append(scm_client_pb2.DatanodeAdminError(
+                    host=host,
+                    error=f"{len(matches)} datanodes match; name one by UUID or host:port ({listed}"
+                          f"{', ...' if len(matches) > 6 else ''})"))
+        return list(dict.fromkeys(uuids)), errors
 
     async def decommission(self, hosts: list[str], force: bool = False) -> list[scm_client_pb2.DatanodeAdminError]:
         self.scm_context.check_leader()

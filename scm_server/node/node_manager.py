@@ -170,19 +170,24 @@ class SCMNodeManager:
         return info
 
     def find_node(self, host_or_uuid: str) -> DatanodeInfo | None:
-        """Lookup by uuid, hostname, ip, or host:port as `ozone admin datanode` accepts."""
+        """The one datanode named by uuid, hostname, ip or host:port; None if none or several match."""
+        matches = self.find_nodes(host_or_uuid)
+        return matches[0] if len(matches) == 1 else None
+
+    def find_nodes(self, host_or_uuid: str) -> list[DatanodeInfo]:
+        """Every datanode that ``host_or_uuid`` names, as `ozone admin datanode` accepts it: a uuid,
+        a hostname or IP address (all datanodes on that host), or ``host:port`` (the ones on that host
+        with that port among their ports)."""
         if host_or_uuid in self._nodes:
-            return self._nodes[host_or_uuid]
-        host = host_or_uuid.rsplit(":", 1)[0] if host_or_uuid.count(":") == 1 else host_or_uuid
-        matches = [n for n in self._nodes.values() if host in (n.details.hostName, n.details.ipAddress)]
-        if len(matches) == 1:
-            return matches[0]
-        if host_or_uuid.count(":") == 1 and matches:
-            port = host_or_uuid.rsplit(":", 1)[1]
-            for n in matches:
-                if any(str(p.value) == port for p in n.details.ports):
-                    return n
-        return matches[0] if matches else None
+            return [self._nodes[host_or_uuid]]
+        host, port = host_or_uuid, None
+        if host_or_uuid.count(":") == 1:
+            host, _, port_text = host_or_uuid.partition(":")
+            port = port_text
+        matches = [n for n in self.all_nodes() if host in (n.details.hostName, n.details.ipAddress)]
+        if port is not None:
+            matches = [n for n in matches if any(str(p.value) == port for p in n.details.ports)]
+        return matches
 
     def all_nodes(self) -> list[DatanodeInfo]:
         return sorted(self._nodes.values(), key=lambda n: n.uuid)

@@ -16,6 +16,7 @@ Nothing here holds SCM state.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -138,6 +139,9 @@ class _ServiceBase:
                     code, details, md = to_grpc_error(exc, leader)
                     await context.abort(code, details, trailing_metadata=md)
                 except (grpc.aio.AbortError, grpc.RpcError):
+                    raise
+                except asyncio.CancelledError:
+                    result = "CANCELLED"  # the client went away or the deadline passed: work stopped
                     raise
                 except Exception as exc:
                     result = ResultCodes.INTERNAL_ERROR.value

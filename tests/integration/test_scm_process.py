@@ -22,6 +22,7 @@ from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 MB = 1024 * 1024
 CONTAINER_SIZE = 64 * MB
+BIG_CALL = 20000  # ozone.scm.block.max.blocks.per.request of this module's SCM
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,8 @@ def scm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScmUnderTest]:
         datanodes=5,
         racks=2,
         container_size=CONTAINER_SIZE,
-        settings={"ozone.scm.container.size": "64MB", "ozone.scm.block.size": "4MB"},
+        settings={"ozone.scm.container.size": "64MB", "ozone.scm.block.size": "4MB",
+                  "ozone.scm.block.max.blocks.per.request": str(BIG_CALL)},
     )
     try:
         yield under_test
@@ -312,3 +314,148 @@ def test_freon_stb_allocate_blocks(scm: ScmUnderTest) -> None:
     assert rows["AllocateBlocks"]["operations"] == 200
     assert rows["AllocateBlocks"]["ops_per_second"] > 0
     assert rows["AllocateBlocks"]["latency_ms"]["p99"] >= rows["AllocateBlocks"]["latency_ms"]["p50"]
+
+
+def test_datanode_admin_by_host_refuses_an_ambiguous_host(scm: ScmUnderTest) -> None:
+    """Every simulated datanode runs on 127.0.0.1: the bare address names them all, so it is refused
+    (one line on stderr, nothing changed); host:port or a UUID names one."""
+    before = {n["uuid"]: n["opState"] for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
+    assert len(before) >= 2
+    for action in ("decommission", "maintenance", "recommission"):
+        result = run_cli(scm.conf_dir, "admin", "datanode", action, "127.0.0.1")
+        assert result.returncode == 1, result.stdout
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert lines[0].startswith("Error: cannot ") and "127.0.0.1" in lines[0]
+        assert f"{len(before)} datanodes match; name one by UUID or host:port" in lines[0]
+    after = {n["uuid"]: n["opState"] for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")}
+    assert after == before, "a refused request changed a datanode"
+
+    unknown = run_cli(scm.conf_dir, "admin", "datanode", "decommission", "no-such-host.example")
+    assert unknown.returncode == 1 and unknown.stdout == ""
+    assert unknown.stderr.strip().splitlines() == [
+        "Error: cannot decommission no-such-host.example: no registered datanode has this hostname, IP "
+        "address, host:port or UUID"
+    ]
+
+    # host:port picks one datanode among those on the same address (ports of every datanode SCM knows,
+    # including the ones `freon stb` registered earlier)
+    taken = [p.value for n in scm.client.query_nodes() for p in n.nodeID.ports]
+    target = scm.sim_thread.run(lambda: next(
+        dn for dn in scm.sim.datanodes
+        if dn.alive and dn.op_state == hdds_pb2.IN_SERVICE and taken.count(dn.details().ports[0].value) == 1
+    ))
+    port = target.details().ports[0].value
+    ok = run_cli(scm.conf_dir, "admin", "datanode", "maintenance", f"127.0.0.1:{port}")
+    assert ok.returncode == 0, ok.stderr
+    scm.wait(lambda: scm.op_state(target.hostname) in ("ENTERING_MAINTENANCE", "IN_MAINTENANCE"), 20, "maintenance")
+    others = {u: s for u, s in {n["uuid"]: n["opState"] for n in cli_json(
+        scm.conf_dir, "admin", "datanode", "list", "--json")}.items() if u != target.uuid}
+    assert others == {u: s for u, s in before.items() if u != target.uuid}
+    back = run_cli(scm.conf_dir, "admin", "datanode", "recommission", target.uuid)
+    assert back.returncode == 0, back.stderr
+    scm.wait(lambda: scm.op_state(target.hostname) == "IN_SERVICE", 20, "IN_SERVICE after recommission")
+
+
+def test_ldb_refuses_a_directory_that_is_not_an_scm_db(scm: ScmUnderTest, tmp_path: Path) -> None:
+    import plyvel
+
+    db_dir = scm.scm.metadata_dir / "scm.db"
+    ok = run_cli(scm.conf_dir, "debug", "ldb", f"--db={db_dir}", "ls")
+    assert ok.returncode == 0 and "containers" in ok.stdout, ok.stderr
+    raft_like = tmp_path / "raft-log"
+    db = plyvel.DB(str(raft_like), create_if_missing=True)
+    db.put(b"m:version", b"1")
+    db.put(b"l:00000001", b"entry")
+    db.close()
+    empty = tmp_path / "empty-db"
+    plyvel.DB(str(empty), create_if_missing=True).close()
+    for bad, why in ((raft_like, "is a LevelDB database but not an SCM DB"), (empty, "is an empty LevelDB database")):
+        for cmd in (["ls"], ["scan", "--column_family=containers"]):
+            result = run_cli(scm.conf_dir, "debug", "ldb", f"--db={bad}", *cmd)
+            assert result.returncode == 1 and result.stdout == "", result.stdout
+            assert why in result.stderr and "Traceback" not in result.stderr, result.stderr
+    # nothing was written to the refused databases
+    db = plyvel.DB(str(raft_like))
+    assert sorted(k for k, _ in db) == [b"l:00000001", b"m:version"]
+    db.close()
+
+
+def _prom_count(scm: ScmUnderTest, method: str, result: str) -> int:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{scm.scm.http_url}/prom", timeout=5) as resp:
+        text = resp.read().decode()
+    total = 0
+    for line in text.splitlines():
+        if line.startswith("scm_rpc_requests_total{") and f'method="{method}"' in line and f'result="{result}"' in line:
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+async def test_overload_bounded_requests_interleave_and_honour_deadlines(scm: ScmUnderTest) -> None:
+    """Issue 11, item 3: an upper bound on blocks per call; a big call does not starve small ones;
+    a call whose deadline passes stops working on the server."""
+    import asyncio
+
+    import grpc
+    import grpc.aio
+
+    from scm_server.client import SCMClient, SCMClientConfig
+    from scm_server.proto import scm_client_pb2
+
+    config = SCMClientConfig(max_retries=3, retry_interval=0.1, rpc_timeout=120)
+    address = scm.cluster.client_addresses[0]
+    async with SCMClient([address], config) as big, SCMClient([address], config) as small:
+        ready_by = asyncio.get_running_loop().time() + 60
+        while (await small.in_safe_mode()).in_safe_mode or not any(
+            p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE for p in await small.list_pipelines()
+        ):
+            assert asyncio.get_running_loop().time() < ready_by, "SCM not ready"
+            await asyncio.sleep(0.2)
+        for n in (2**31, BIG_CALL + 1):
+            with pytest.raises(SCMException) as info:
+                await big.allocate_block(4 * MB, n)
+            assert info.value.result is ResultCodes.INVALID_REQUEST
+            assert f"numBlocks={n}" in str(info.value) and "ozone.scm.block.max.blocks.per.request" in str(info.value)
+        assert big.failovers == 0  # refused at once, never retried
+
+        # a big call (the largest allowed) runs while single-block calls keep being answered
+        first = (await small.allocate_block(4 * MB, 1))[0].containerBlockID.localID
+        call = asyncio.ensure_future(big.allocate_block(4 * MB, BIG_CALL))
+        answered_meanwhile = 0
+        while not call.done():
+            await small.allocate_block(4 * MB, 1)
+            answered_meanwhile += int(not call.done())
+        blocks = call.result()
+        assert len(blocks) == BIG_CALL and len({b.containerBlockID.localID for b in blocks}) == BIG_CALL
+        print(f"\n{answered_meanwhile} single-block calls answered during one {BIG_CALL}-block call")
+        assert answered_meanwhile >= 10, "single-block calls waited for the big call"
+
+        # a big call whose deadline passes is cancelled on the server: it stops handing out IDs
+        cancelled_before = _prom_count(scm, "AllocateScmBlock", "CANCELLED")
+        before = (await small.allocate_block(4 * MB, 1))[0].containerBlockID.localID
+        channel = grpc.aio.insecure_channel(address)
+        stub = channel.unary_unary(
+            "/hadoop.hdds.ScmBlockLocationProtocolService/AllocateScmBlock",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=scm_client_pb2.AllocateScmBlockResponseProto.FromString,
+        )
+        req = scm_client_pb2.AllocateScmBlockRequestProto(size=4 * MB, numBlocks=BIG_CALL, type=hdds_pb2.RATIS,
+                                                          factor=hdds_pb2.THREE, owner="deadline")
+        with pytest.raises(grpc.aio.AioRpcError) as rpc:
+            await stub(req, timeout=0.3)
+        assert rpc.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        await channel.close()
+
+        async def server_gave_up() -> bool:
+            return _prom_count(scm, "AllocateScmBlock", "CANCELLED") > cancelled_before
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await server_gave_up():
+            assert asyncio.get_running_loop().time() < deadline, "the server never gave up the expired call"
+            await asyncio.sleep(0.1)
+        after = (await small.allocate_block(4 * MB, 1))[0].containerBlockID.localID
+        assert after - before < BIG_CALL // 2, f"the expired call kept allocating ({after - before} IDs used)"
+        assert before > first

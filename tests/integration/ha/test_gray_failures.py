@@ -194,6 +194,22 @@ async def test_leadership_is_checked_before_safemode(tmp_path: Path) -> None:
                 continue
             err = await _pinned_allocate(cluster.scms[i].client_address)
             assert isinstance(err, NotLeaderException), f"follower {cluster.scms[i].node_id} answered {err!r}"
+
+        # 4. `freon stb` while an SCM is down (issue 11, item 9): its datanodes register with the SCMs
+        # that answer and the benchmark runs; run through the dead SCM's own --conf
+        down = next(i for i in range(3) if i != new_leader)
+        cluster.kill(down, signal.SIGKILL)
+        started = time.monotonic()
+        code, out, err_text, _ = await cli_async(
+            cluster, down, "freon", "stb", "--benchmark", "AllocateBlocks", "--num-blocks", "50",
+            "--num-threads", "2", "--num-datanodes", "3", "--json", timeout=120,
+        )
+        took = time.monotonic() - started
+        assert code == 0, err_text
+        rows = {r["mode"]: r for r in json.loads(out)}
+        assert rows["AllocateBlocks"]["operations"] == 50
+        print(f"\nfreon stb with {cluster.scms[down].node_id} down: {took:.1f}s")
+        assert took < 45, "freon waited for the SCM that is down"
     finally:
         if sim is not None:
             await sim.stop()

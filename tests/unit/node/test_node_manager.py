@@ -161,3 +161,26 @@ async def test_find_node_by_uuid_or_host(tmp_path: Path) -> None:
     assert nm.find_node("dn2").uuid == b.uuid  # type: ignore[union-attr]
     assert nm.find_node("nope") is None
     await scm.stop()
+
+
+async def test_an_address_shared_by_several_datanodes_names_none_of_them(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    a, b = make_datanodes(2)  # both on 127.0.0.1
+    await a.register(scm)
+    await b.register(scm)
+    nm = scm.node_manager
+    assert nm.find_node("127.0.0.1") is None
+    assert {n.uuid for n in nm.find_nodes("127.0.0.1")} == {a.uuid, b.uuid}
+    for call in (scm.decommission_nodes, scm.start_maintenance_nodes):
+        errors = await call(["127.0.0.1"])
+        assert [e.host for e in errors] == ["127.0.0.1"]
+        assert "2 datanodes match; name one by UUID or host:port" in errors[0].error
+        assert {n.op_state for n in nm.all_nodes()} == {hdds_pb2.IN_SERVICE}
+    errors = await scm.decommission_nodes(["no-such-host"])
+    assert "no registered datanode" in errors[0].error
+    # the valid host of a request goes ahead, the ambiguous one is reported
+    errors = await scm.start_maintenance_nodes(["127.0.0.1", "dn2"])
+    assert [e.host for e in errors] == ["127.0.0.1"]
+    assert nm.require_node(b.uuid).op_state == hdds_pb2.ENTERING_MAINTENANCE
+    assert nm.require_node(a.uuid).op_state == hdds_pb2.IN_SERVICE
+    await scm.stop()
