@@ -53,6 +53,8 @@ RUN (command -v useradd >/dev/null && useradd --uid 1000 --user-group --create-h
       '  <property><name>ozone.scm.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.block.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.datanode.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.ratis.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.grpc.bind.host</name><value>0.0.0.0</value></property>' \
       '</configuration>' > /etc/ozone/ozone-site.xml \
  && chown -R 1000:1000 /data /etc/ozone /var/lib/ozone
 # Configure with a mounted /etc/ozone/ozone-site.xml or, as Ozone's images do, with environment variables

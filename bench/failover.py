@@ -3,12 +3,15 @@
 
 1. **Failover** (``--runs``, default 10): a 3-SCM quorum (separate processes on loopback, fsync on,
    our default Raft timing: tick 100 ms, election timeout 1 s randomised to [1 s, 2 s)) with
-   simulated datanodes and ``--clients`` failover clients allocating blocks continuously. Each run
-   SIGKILLs the leader and measures the *client-observed unavailability*: from the SIGKILL to the
-   first successful allocateBlock that was started after it. The killed SCM is then restarted
-   (init + bootstrap + start) and the next run waits until it caught up. Prints median / p90 / p99 /
-   max. Anchor: Ozone's defaults (5 s election timeout, 2 s client failover interval) give about
-   5-8 s (ozone-scm.md §9).
+   simulated datanodes and ``--clients`` failover clients allocating blocks continuously (overall
+   deadline: Ozone's 15 minutes). Each run faults the leader and measures the *client-observed
+   unavailability*: from the signal to the first successful allocateBlock that was started after it.
+   ``--fault kill`` (default): SIGKILL; the SCM is then restarted (init + bootstrap + start) and the
+   next run waits until it caught up. ``--fault stop``: SIGSTOP (a frozen leader: its connections
+   stay open), SIGCONT once the clients are served again; every run of it is paired with a SIGKILL
+   run in the same quorum, so the two figures are measured side by side (goal: stop within 1.5x of
+   kill). Prints median / p90 / p99 / max. Anchor: Ozone's defaults (5 s election timeout, 2 s client
+   failover interval) give about 5-8 s (ozone-scm.md §9).
 2. **Throughput**: ``scm_server.cli.throughput`` (the code behind ``bench/scm_throughput.py`` and
    ``freon stb``): AllocateBlocks (1 per call and batched) and AllocateContainers against a single
    SCM and against the 3-SCM quorum, same client settings; prints the HA/single ratio (goal:
@@ -51,8 +54,8 @@ SETTINGS = {
     "ozone.scm.container.size": "5GB",
     "ozone.scm.block.size": "256MB",
 }
-# The client: retry quickly across SCMs (Ozone's default interval is 2 s).
-CLIENT = SCMClientConfig(max_retries=500, retry_interval=0.05, rpc_timeout=10)
+# The client: retry quickly across SCMs (Ozone's default interval is 2 s); Ozone's overall deadline.
+CLIENT = SCMClientConfig(max_retries=500, retry_interval=0.05, rpc_timeout=900)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -97,57 +100,85 @@ class Load:
         return min(ends) if ends else None
 
 
-async def failover_runs(cluster: HALocalCluster, runs: int, clients: int) -> dict[str, Any]:
+def _summary(samples: list[float]) -> dict[str, Any]:
+    return {
+        "median": round(statistics.median(samples), 3), "p90": round(pct(samples, 90), 3),
+        "p99": round(pct(samples, 99), 3), "max": round(max(samples), 3), "samples": [round(s, 3) for s in samples],
+    }
+
+
+async def _one_fault(cluster: HALocalCluster, load: Load, fault: str) -> tuple[float, float]:
+    """Fault the leader once; (seconds until a new leader was seen, client-observed gap)."""
+    leader = await cluster.wait_leader(timeout=30)
+    n = len(load.done)
+    deadline = time.monotonic() + 30
+    while len(load.done) < n + 200 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    proc = cluster.scms[leader].proc
+    assert proc is not None
+    fault_at = time.monotonic()
+    if fault == "kill":
+        cluster.kill(leader, signal.SIGKILL)
+    else:
+        proc.send_signal(signal.SIGSTOP)
+    try:
+        new = await cluster.wait_leader(timeout=30, exclude=leader)
+        elected = time.monotonic() - fault_at
+        deadline = time.monotonic() + 60
+        while load.first_success_after(fault_at) is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+    finally:
+        if fault == "stop":
+            proc.send_signal(signal.SIGCONT)
+    first = load.first_success_after(fault_at)
+    if first is None:
+        raise RuntimeError(f"no client success within 60 s of the {fault} fault")
+    print(f"  {fault:4}: {cluster.scms[leader].node_id} -> new leader {cluster.scms[new].node_id} seen after "
+          f"{elected:.2f}s, clients served again after {first - fault_at:.2f}s", flush=True)
+    if fault == "kill":
+        cluster.start_node(leader)
+        cluster.wait_serving(leader, 60)
+    await _caught_up(cluster)
+    return elected, first - fault_at
+
+
+async def failover_runs(cluster: HALocalCluster, runs: int, clients: int, fault: str) -> dict[str, Any]:
     admin = SCMClient(cluster.client_addresses, CLIENT, security=cluster.client_security)
     sim = await throughput.prepare_cluster(admin, cluster.datanode_addresses, 3, heartbeat_interval=1.0,
                                            security=cluster.datanode_security())
     await admin.close()
     load = Load(cluster.client_addresses, clients, security=cluster.client_security)
     load.start()
-    samples: list[float] = []
-    elections: list[float] = []
+    faults = ["kill"] if fault == "kill" else ["stop", "kill"]
+    samples: dict[str, list[float]] = {f: [] for f in faults}
+    elections: dict[str, list[float]] = {f: [] for f in faults}
     try:
+        await cluster.wait_healthy_quorum(timeout=120)
         for run in range(runs):
-            await cluster.wait_healthy_quorum(timeout=120) if run == 0 else await _caught_up(cluster)
-            leader = await cluster.wait_leader(timeout=30)
-            n = len(load.done)
-            deadline = time.monotonic() + 30
-            while len(load.done) < n + 200 and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            kill_at = time.monotonic()
-            cluster.kill(leader, signal.SIGKILL)
-            new = await cluster.wait_leader(timeout=30, exclude=leader)
-            elected = time.monotonic() - kill_at
-            deadline = time.monotonic() + 60
-            while load.first_success_after(kill_at) is None and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-            first = load.first_success_after(kill_at)
-            if first is None:
-                raise RuntimeError("no client success within 60 s of the SIGKILL")
-            samples.append(first - kill_at)
-            elections.append(elected)
-            print(f"  run {run + 1}/{runs}: killed {cluster.scms[leader].node_id}, new leader "
-                  f"{cluster.scms[new].node_id} seen after {elected:.2f}s, clients served again after "
-                  f"{first - kill_at:.2f}s", flush=True)
-            cluster.start_node(leader)
-            cluster.wait_serving(leader, 60)
+            print(f" run {run + 1}/{runs}", flush=True)
+            for f in faults:
+                elected, gap = await _one_fault(cluster, load, f)
+                samples[f].append(gap)
+                elections[f].append(elected)
     finally:
         await load.stop()
         await sim.stop()
     dup = len(load.ids) - len(set(load.ids))
     if dup:
         raise AssertionError(f"{dup} duplicate block IDs across failovers")
-    return {
+    out: dict[str, Any] = {
         "runs": runs,
         "clients": clients,
-        "unavailability_s": {
-            "median": round(statistics.median(samples), 3), "p90": round(pct(samples, 90), 3),
-            "p99": round(pct(samples, 99), 3), "max": round(max(samples), 3), "samples": [round(s, 3) for s in samples],
-        },
-        "leader_seen_after_s_median": round(statistics.median(elections), 3),
+        "unavailability_s": {f: _summary(v) for f, v in samples.items()},
+        "leader_seen_after_s_median": {f: round(statistics.median(v), 3) for f, v in elections.items()},
         "blocks_allocated": len(load.ids),
         "duplicate_block_ids": dup,
     }
+    if "stop" in samples:
+        out["stop_over_kill_median"] = round(
+            statistics.median(samples["stop"]) / statistics.median(samples["kill"]), 2
+        )
+    return out
 
 
 async def _caught_up(cluster: HALocalCluster, timeout: float = 60) -> None:
@@ -224,6 +255,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3, help="alternating single/HA measurement rounds")
     p.add_argument("--skip-throughput", action="store_true")
     p.add_argument("--skip-failover", action="store_true")
+    p.add_argument("--fault", choices=["kill", "stop"], default="kill",
+                   help="kill: SIGKILL the leader; stop: SIGSTOP it (frozen), each run paired with a SIGKILL")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "failover.json")
     args = p.parse_args()
     started = time.perf_counter()
@@ -231,11 +264,12 @@ def main() -> int:
     out: dict[str, Any] = {}
     try:
         if not args.skip_failover:
-            print(f"failover: {args.runs} SIGKILLs of the leader of a 3-SCM quorum, {args.clients} clients", flush=True)
+            what = "SIGKILLs" if args.fault == "kill" else "SIGSTOPs (each paired with a SIGKILL)"
+            print(f"failover: {args.runs} {what} of the leader of a 3-SCM quorum, {args.clients} clients", flush=True)
             cluster = HALocalCluster(tmp / "failover", 3, settings=SETTINGS)
             try:
                 cluster.start_quorum()
-                out["failover"] = asyncio.run(failover_runs(cluster, args.runs, args.clients))
+                out["failover"] = asyncio.run(failover_runs(cluster, args.runs, args.clients, args.fault))
             finally:
                 cluster.stop_all()
         if not args.skip_throughput:
@@ -248,10 +282,13 @@ def main() -> int:
     out["machine"] = {"python": platform.python_version(), "cpus": __import__("os").cpu_count()}
     out["wall_seconds"] = round(time.perf_counter() - started, 1)
     if "failover" in out:
-        u = out["failover"]["unavailability_s"]
-        print(f"\nclient-observed unavailability after SIGKILL of the leader over {args.runs} runs: "
-              f"median {u['median']:.2f}s, p90 {u['p90']:.2f}s, p99 {u['p99']:.2f}s, max {u['max']:.2f}s "
-              f"(goal < 2 s median; Ozone defaults ~5-8 s)")
+        print(f"\nclient-observed unavailability after a fault of the leader, {args.runs} runs each "
+              f"(goal < 2 s median for SIGKILL, SIGSTOP within 1.5x of it; Ozone defaults ~5-8 s):")
+        for f, u in out["failover"]["unavailability_s"].items():
+            name = {"kill": "SIGKILL", "stop": "SIGSTOP"}[f]
+            print(f"  {name}: median {u['median']:.2f}s, p90 {u['p90']:.2f}s, p99 {u['p99']:.2f}s, max {u['max']:.2f}s")
+        if "stop_over_kill_median" in out["failover"]:
+            print(f"  SIGSTOP / SIGKILL (medians): {out['failover']['stop_over_kill_median']:.2f}x")
     if "throughput" in out:
         t = out["throughput"]
         print(f"{'mode':28} {'single ops/s':>13} {'HA ops/s':>10} {'HA/single':>10}")

@@ -17,7 +17,7 @@ declare -A explicit=()
 # Explicit lines (benchmark with arguments):
 run bench/raft_bench.py; explicit[bench/raft_bench.py]=1
 run bench/scm_throughput.py; explicit[bench/scm_throughput.py]=1
-run bench/failover.py --runs 10; explicit[bench/failover.py]=1
+run bench/failover.py --runs 10 --fault stop; explicit[bench/failover.py]=1
 # Every other benchmark, no arguments:
 for f in bench/*.py; do
   [ -n "${explicit[$f]:-}" ] && continue

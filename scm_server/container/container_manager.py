@@ -256,7 +256,11 @@ class ContainerManager:
             replicationFactor=pipeline.factor,
             replicationType=pipeline.type,
         )
-        await self.state_manager.add_container(info)
+        applied = await self.state_manager.add_container(info)
+        if applied and applied != container_id:
+            # a client's retry of a call already applied (here or on an earlier leader): its container
+            log.info("container allocation retried by its client: container #%d (not #%d)", applied, container_id)
+            return self.state_manager.get_container(applied)
         log.info("allocated container #%d on pipeline %s for %s", container_id, pipeline.id.id, owner)
         return self.state_manager.get_container(container_id)
 

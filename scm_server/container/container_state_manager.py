@@ -348,17 +348,19 @@ class ContainerStateManager:
         return counts
 
     # ---- replicated mutations ----
-    @replicate(RequestType.CONTAINER)
-    def add_container(self, info: hdds_pb2.ContainerInfoProto) -> None:
+    @replicate(RequestType.CONTAINER, client_call=True)
+    def add_container(self, info: hdds_pb2.ContainerInfoProto) -> int:
+        """Store a new container; returns its id (a client's retry of the call gets the first id)."""
         record = ContainerInfo.from_proto(info, self._strings)
         existing = self._containers.get(record.container_id)
         if existing is not None:
             if existing == record:
-                return  # idempotent replay
+                return record.container_id  # idempotent replay
             raise SCMException(ResultCodes.CONTAINER_EXISTS, f"container #{info.containerID} already exists")
         if record.container_id <= 0:
             raise SCMException(ResultCodes.INVALID_REQUEST, f"invalid container id {info.containerID}")
         self._store_record(record)
+        return record.container_id
 
     def _store_record(self, record: ContainerInfo) -> None:
         self._put_memory(record)

@@ -28,9 +28,10 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.ha import client_call as client_call_mod
 from scm_server.ha import codec
 from scm_server.proto import scm_ratis_pb2
 
@@ -44,6 +45,12 @@ RequestType = scm_ratis_pb2.RequestType
 class _Submitter(Protocol):
     async def submit_request(
         self, request: scm_ratis_pb2.SCMRatisRequestProto
+    ) -> scm_ratis_pb2.SCMRatisResponseProto: ...
+
+
+class _ClientCallSubmitter(Protocol):
+    async def submit_request(
+        self, request: scm_ratis_pb2.SCMRatisRequestProto, *, client_call: tuple[bytes, int] | None = None
     ) -> scm_ratis_pb2.SCMRatisResponseProto: ...
 
 
@@ -63,9 +70,13 @@ def to_wire_name(python_name: str) -> str:
 
 
 def replicate(
-    request_type: int, wire_name: str | None = None
+    request_type: int, wire_name: str | None = None, *, client_call: bool = False
 ) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], Awaitable[R]]]:
-    """Mark a state-manager mutation as replicated. The instance must have ``ha_manager``."""
+    """Mark a state-manager mutation as replicated. The instance must have ``ha_manager``.
+
+    ``client_call=True``: the write may be made on behalf of a client call (see
+    :mod:`scm_server.ha.client_call`); a retry of that call then returns this write's first result,
+    so the method's result must describe what was applied (e.g. the id it stored)."""
 
     def decorate(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], Awaitable[R]]:
         name = wire_name or to_wire_name(fn.__name__)
@@ -80,7 +91,11 @@ def replicate(
             ha_manager: _Submitter | None = getattr(self, "ha_manager", None)
             if ha_manager is None:
                 raise SCMException(ResultCodes.INTERNAL_ERROR, f"{type(self).__name__} has no ha_manager to submit {name}")
-            response = await ha_manager.submit_request(request)
+            call = client_call_mod.take() if client_call else None
+            if call is not None:
+                response = await cast(_ClientCallSubmitter, ha_manager).submit_request(request, client_call=call)
+            else:
+                response = await ha_manager.submit_request(request)
             result: R = codec.decode_result(response)
             return result
 

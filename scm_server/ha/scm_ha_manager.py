@@ -208,7 +208,15 @@ class SCMHAManagerImpl:
         del host
         await self._start_inter_scm_server()
         self.raft = RaftServer(self.raft_config, self.state_machine)
-        await self.raft.start()
+        try:
+            await self.raft.start()
+        except ConfigError as exc:
+            if "cannot listen" not in str(exc):
+                raise
+            raise ConfigError(
+                f"{exc} (ozone.scm.ratis.port; if the host is not a local address, set {RATIS_BIND_HOST_KEY}=0.0.0.0 "
+                "to listen on every interface)"
+            ) from exc
         self._running = True
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._monitor(), name=f"scm-ha-monitor-{self.node_id}"))
@@ -246,14 +254,12 @@ class SCMHAManagerImpl:
             else:
                 self.grpc_port = server.add_insecure_port(listen)
         except RuntimeError as exc:
-            raise ConfigError(
-                f"cannot listen on {listen} for the inter-SCM service (ozone.scm.grpc.port, "
-                f"{GRPC_BIND_HOST_KEY}): {exc}"
-            ) from exc
+            self.grpc_port = 0
+            LOG.debug("binding %s failed: %s", listen, exc)
         if not self.grpc_port:
             raise ConfigError(
-                f"cannot listen on {listen} for the inter-SCM service: port in use, or the host is not a local "
-                f"address (set {GRPC_BIND_HOST_KEY}=0.0.0.0 to listen on every interface)"
+                f"cannot listen on {listen} for the inter-SCM service (ozone.scm.grpc.port): the port is in use, "
+                f"or the host is not a local address (set {GRPC_BIND_HOST_KEY}=0.0.0.0 to listen on every interface)"
             )
         await server.start()
         self._grpc = server
@@ -281,15 +287,20 @@ class SCMHAManagerImpl:
         return self.raft
 
     # ---- replication ----
-    async def submit_request(self, request: scm_ratis_pb2.SCMRatisRequestProto) -> scm_ratis_pb2.SCMRatisResponseProto:
+    async def submit_request(
+        self, request: scm_ratis_pb2.SCMRatisRequestProto, *, client_call: tuple[bytes, int] | None = None
+    ) -> scm_ratis_pb2.SCMRatisResponseProto:
+        """Replicate ``request``; exactly once per (client id, call id): this SCM's own with a fresh call
+        id, or the client's when the write is made for a client call (its retries, here or on the next
+        leader, get the first result; :mod:`scm_server.ha.client_call`)."""
         raft = self._raft()
         if not raft.is_leader:
             raise self.not_leader_exception()
         data = request.SerializeToString()
-        call_id = next(self._call_ids)
+        client_id, call_id = client_call if client_call is not None else (self._client_id, next(self._call_ids))
         for attempt in range(2):
             try:
-                result = await raft.submit(data, client_id=self._client_id, call_id=call_id)
+                result = await raft.submit(data, client_id=client_id, call_id=call_id)
                 break
             except NotLeaderError as exc:
                 raise self.not_leader_exception(exc.leader_id) from exc

@@ -53,9 +53,9 @@ class SCMHAManagerStub:
         self.started = False
 
     async def submit_request(
-        self, request: scm_ratis_pb2.SCMRatisRequestProto
+        self, request: scm_ratis_pb2.SCMRatisRequestProto, *, client_call: tuple[bytes, int] | None = None
     ) -> scm_ratis_pb2.SCMRatisResponseProto:
-        return self.apply(request)
+        return self.apply(request)  # one SCM: the edge's response cache dedupes client retries
 
     def apply(self, request: scm_ratis_pb2.SCMRatisRequestProto) -> scm_ratis_pb2.SCMRatisResponseProto:
         host = self.host

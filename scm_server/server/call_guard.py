@@ -15,9 +15,11 @@ two small methods (``require_leader`` and ``answer_label``).
 * **Exactly-once retries** (:class:`ResponseCache`). Non-idempotent calls carrying a client id and
   call id (:mod:`scm_server.call_metadata`) are remembered for ``expiry`` seconds: a retry of a call
   still running joins it, a retry of a finished call gets the first answer. This covers the
-  client's retries to the same SCM (a lost connection, a liveness timeout on a slow SCM); a retry
-  that reaches another SCM after a failover is a new call there (the first one either never
-  committed, or its effect is an extra container or unused block IDs, never a reused ID).
+  client's retries to the same SCM (a lost connection, a liveness timeout on a slow SCM). For
+  AllocateContainer, whose result is one replicated write, the write itself carries the client's
+  ids (:data:`RAFT_CLIENT_CALLS`, :mod:`scm_server.ha.client_call`), so a retry that reaches the next
+  leader after a failover gets the same container too. Other retries that reach another SCM are new
+  calls there (their effect is unused block IDs, never a reused ID).
 * **Deadlines.** A call whose deadline has already passed (it waited in a queue) is refused with
   DEADLINE_EXCEEDED without running; gRPC cancels the handler of a call that expires or is
   cancelled while it runs, and long handlers yield regularly so the cancellation lands.
@@ -27,12 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import enum
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from scm_server import call_metadata
+from scm_server.ha.client_call import client_call
 
 
 class Access(enum.Enum):
@@ -72,6 +76,18 @@ NON_IDEMPOTENT: frozenset[tuple[str, str]] = frozenset(
         (_LOCATION, "AllocatePipeline"),
     }
 )
+
+
+# Calls decided by one replicated write, which then carries the client's ids (see the docstring).
+RAFT_CLIENT_CALLS: frozenset[tuple[str, str]] = frozenset({(_LOCATION, "AllocateContainer")})
+
+
+def client_call_scope(md: dict[str, str], service: str, method: str) -> contextlib.AbstractContextManager[None]:
+    """Around the facade call: make its replicated write on behalf of the client call, if it is one."""
+    ident = call_metadata.CallIdentity.from_metadata(md) if (service, method) in RAFT_CLIENT_CALLS else None
+    if ident is None:
+        return contextlib.nullcontext()
+    return client_call(ident.client_id, ident.call_id)
 
 
 def access_of(service: str, method: str) -> Access:

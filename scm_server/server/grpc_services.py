@@ -175,10 +175,11 @@ class _ServiceBase:
             if callable(require_leader):
                 require_leader()
         key = call_guard.cache_key(md, service, name)
-        if key is None:
-            response = await impl(request, context)
-        else:
-            response = await self.responses.run(key, lambda: impl(request, context))
+        with call_guard.client_call_scope(md, service, name):
+            if key is None:
+                response = await impl(request, context)
+            else:
+                response = await self.responses.run(key, lambda: impl(request, context))
         if local:
             label = getattr(self.scm, "answer_label", None)
             if callable(label):

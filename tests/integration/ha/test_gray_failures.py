@@ -19,12 +19,16 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
+import grpc.aio
 import pytest
 
+from scm_server import call_metadata
 from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client import SCMClient, SCMClientConfig
+from scm_server.client.ha_admin import HAAdminClient
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
-from scm_server.proto import hdds_pb2
+from scm_server.proto import hdds_pb2, scm_client_pb2, scm_client_pb2_grpc
 
 from .harness import (
     TEST_SETTINGS,
@@ -126,6 +130,36 @@ async def test_frozen_leader_costs_clients_seconds_not_the_freeze(tmp_path: Path
         cluster.stop_all()
 
 
+async def _retry_on_the_next_leader_is_applied_once(cluster: HALocalCluster) -> None:
+    """A client's retry of AllocateContainer (same client id and call id) that reaches the next leader
+    after the first copy was applied gets the same container, not a second one (item 1)."""
+    leader = await cluster.wait_leader(timeout=30)
+    md = call_metadata.request_metadata("retrying-client", 41)
+    req = scm_client_pb2.ContainerRequestProto(replicationType=hdds_pb2.RATIS, replicationFactor=hdds_pb2.THREE,
+                                               owner="retry")
+
+    async def allocate(index: int) -> int:
+        async with grpc.aio.insecure_channel(cluster.scms[index].client_address) as ch:
+            stub = scm_client_pb2_grpc.StorageContainerLocationProtocolServiceStub(ch)
+            resp = await stub.AllocateContainer(req, timeout=30, metadata=md)
+        return int(resp.containerWithPipeline.containerInfo.containerID)
+
+    async def count() -> int:
+        async with SCMClient(cluster.client_addresses, LOAD_CLIENT) as c:
+            return (await c.list_containers(0, 1))[1]
+
+    first = await allocate(leader)
+    before = await count()
+    target = (leader + 1) % 3
+    peer = next(v["scmId"] for v in await cluster.node_views() if v["index"] == target)
+    async with HAAdminClient(cluster.grpc_addresses, rounds=3) as admin:
+        await admin.transfer(peer)
+    assert await cluster.wait_leader(timeout=30) == target
+    assert await allocate(target) == first, "the retry created a second container on the new leader"
+    assert await count() == before
+    assert await allocate(target) == first  # and again on the same SCM (its response cache)
+
+
 async def _pinned_allocate(address: str) -> BaseException | None:
     """allocate_block and allocate_container on ``address`` only (no failover); the error, if any."""
     config = SCMClientConfig(max_retries=0, retry_interval=0.05, rpc_timeout=10, election_timeout=0.1)
@@ -152,6 +186,7 @@ async def test_leadership_is_checked_before_safemode(tmp_path: Path) -> None:
         sim = await start_sim(cluster, 3)
         await cluster.wait_healthy_quorum(timeout=90)
         await wait_open_pipeline(cluster)
+        await _retry_on_the_next_leader_is_applied_once(cluster)
         leader = await cluster.wait_leader(timeout=30)
         follower = (leader + 1) % 3
         # 1. a restarted follower, still in safemode: NOT_LEADER (with the leader's address), never SAFE_MODE

@@ -122,3 +122,46 @@ def test_rounds_and_suspects_invariants(n: int, events: list[tuple[str, int, flo
             assert not p.is_suspect(p.address, now), "picked a suspect although others were usable"
         if p.exhausted(now):
             assert p.attempts > 5 and p.first_failure is not None and now - p.first_failure >= 3.0
+
+
+def _budget(config: SCMClientConfig, scms: int = 3) -> float:
+    """Seconds a client keeps failing over when no SCM answers (attempts + window, no deadline)."""
+    p = FailoverPolicy([f"s{i}:1" for i in range(scms)], config.max_retries, config.retry_interval,
+                       config.min_failover_window, config.suspect_for)
+    now = 0.0
+    p.begin_call(now)
+    while not p.exhausted(now):
+        now += p.on_unreachable(p.address, now) + 0.001  # each attempt costs a little
+    return now
+
+
+def test_every_shipped_configuration_covers_two_election_timeouts() -> None:
+    """Issue 11, item 10: the retry budget outlasts two (randomised, so 2 x 2T) elections in every
+    configuration the project ships: Ozone's defaults (image), the local clusters, the CRD example."""
+    from pathlib import Path
+
+    import yaml
+
+    from scm_server.cli.local_cluster import FAST_SETTINGS
+    from scm_server.cli.local_quorum import HA_SETTINGS
+    from scm_server.conf.ozone_configuration import DEFAULTS
+
+    root = Path(__file__).resolve().parents[3]
+    shipped: dict[str, dict[str, str]] = {
+        "defaults (image)": dict(DEFAULTS),
+        "local cluster (1 SCM)": {**DEFAULTS, **FAST_SETTINGS},
+        "local quorum (make run, local up)": {**DEFAULTS, **FAST_SETTINGS, **HA_SETTINGS},
+    }
+    for example in sorted((root / "crds" / "examples").glob("*.yaml")):
+        for doc in yaml.safe_load_all(example.read_text()):
+            site = ((doc or {}).get("spec") or {}).get("ozoneSite") or {}
+            if isinstance(site, dict) and site:
+                shipped[f"CRD example {example.name}"] = {**DEFAULTS, **{k: str(v) for k, v in site.items()}}
+    assert any(name.startswith("CRD example") for name in shipped), "no CRD example with ozoneSite found"
+    for name, values in shipped.items():
+        config = SCMClientConfig.from_getter(values.get)
+        two_elections = 2 * 2 * config.election_timeout
+        assert _budget(config) >= two_elections, f"{name}: budget {_budget(config):.2f}s < {two_elections}s"
+    # without the window, the local cluster's 15 attempts x 200 ms over 3 SCMs would not have covered it
+    local = SCMClientConfig.from_getter({**DEFAULTS, **FAST_SETTINGS}.get)
+    assert (local.max_retries // 3) * local.retry_interval < 2 * 2 * local.election_timeout
