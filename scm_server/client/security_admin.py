@@ -36,22 +36,22 @@ class SCMSecurityClient(SCMClient):
         req = scm_security_pb2.SCMListCertificateRequestProto(revoked=revoked, startSerialId=start, count=count)
         if role is not None:
             req.role = NODE_TYPES[role]
-        return await self._call(lambda a: self._security(a).ListCertificate(req, timeout=self._timeout()))
+        return await self._call(lambda a, t, md: self._security(a).ListCertificate(req, timeout=t, metadata=md))
 
     async def certificate_info(self, serial: str) -> scm_security_pb2.CertificateInfoProto:
         req = scm_security_pb2.SCMGetCertificateInfoRequestProto(serialId=serial)
-        return await self._call(lambda a: self._security(a).GetCertificateInfo(req, timeout=self._timeout()))
+        return await self._call(lambda a, t, md: self._security(a).GetCertificateInfo(req, timeout=t, metadata=md))
 
     async def revoke(
         self, serials: Sequence[str], reason: int = 0, external: bool = False
     ) -> scm_security_pb2.SCMRevokeCertificatesResponseProto:
         req = scm_security_pb2.SCMRevokeCertificatesRequestProto(serialIds=list(serials), reason=reason, external=external)
-        return await self._call(lambda a: self._security(a).RevokeCertificates(req, timeout=self._timeout()))
+        return await self._call(lambda a, t, md: self._security(a).RevokeCertificates(req, timeout=t, metadata=md))
 
     async def renew(self, csr_pem: str) -> scm_security_pb2.SCMGetCertResponseProto:
         req = scm_security_pb2.SCMRenewCertificateRequestProto(CSR=csr_pem)
-        return await self._call(lambda a: self._security(a).RenewCertificate(req, timeout=self._timeout()))
+        return await self._call(lambda a, t, md: self._security(a).RenewCertificate(req, timeout=t, metadata=md))
 
     async def sign(self, csr_pem: str) -> scm_security_pb2.SCMGetCertResponseProto:
         req = scm_security_pb2.SCMSignCertificateRequestProto(CSR=csr_pem)
-        return await self._call(lambda a: self._security(a).SignCertificate(req, timeout=self._timeout()))
+        return await self._call(lambda a, t, md: self._security(a).SignCertificate(req, timeout=t, metadata=md))

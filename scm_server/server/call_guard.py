@@ -91,8 +91,9 @@ def client_call_scope(md: dict[str, str], service: str, method: str) -> contextl
 
 
 def access_of(service: str, method: str) -> Access:
-    """The access rule of a method; anything not listed (new reads) is READ."""
-    if service == _DATANODE:
+    """The access rule of a method of the client and block protocols; anything not listed there (new
+    reads) is READ. Other services (datanode protocol, security) decide for themselves: ANY here."""
+    if service not in (_LOCATION, _BLOCK):
         return Access.ANY
     return ACCESS.get((service, method), Access.READ)
 

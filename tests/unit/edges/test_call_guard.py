@@ -31,6 +31,7 @@ def test_access_rules_follow_ozone() -> None:
         assert access_of(loc, m) is Access.READ
     assert access_of(blk, "AllocateScmBlock") is Access.LEADER
     assert access_of("StorageContainerDatanodeProtocolService", "SendHeartbeat") is Access.ANY
+    assert access_of("SCMSecurityProtocolService", "GetCACertificate") is Access.ANY  # decides for itself
 
 
 async def test_follower_refuses_reads_and_the_client_follows_the_leader(cluster: Cluster) -> None:  # noqa: F811
