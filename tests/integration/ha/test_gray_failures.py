@@ -130,6 +130,35 @@ async def test_frozen_leader_costs_clients_seconds_not_the_freeze(tmp_path: Path
         cluster.stop_all()
 
 
+async def _admin_reads_come_from_the_leader(cluster: HALocalCluster) -> None:
+    """Item 7, through the CLI: `--conf` of a follower gets the leader's container report (a follower
+    that was never leader has none: "generated at unknown"), and a per-SCM view is explicit and labelled."""
+    leader = await cluster.wait_leader(timeout=30)
+    follower = next(i for i in range(3) if i != leader)
+
+    async def leader_report_ready() -> bool:
+        code, out, _, _ = await cli_async(cluster, leader, "admin", "--scm", cluster.scms[leader].client_address,
+                                          "--local", "container", "report", "--json")
+        return code == 0 and json.loads(out)["reportTimeStamp"] > 0
+
+    await wait_until(leader_report_ready, 30, "the leader's first ReplicationManager report")
+    code, out, err, _ = await cli_async(cluster, follower, "admin", "container", "report", "--json")
+    assert code == 0, err
+    assert json.loads(out)["reportTimeStamp"] > 0, "a follower answered with its own (empty) report"
+    assert "per-SCM view" not in err
+    code, out, err, _ = await cli_async(cluster, follower, "admin", "--scm", cluster.scms[follower].client_address,
+                                        "--local", "container", "report", "--json")
+    assert code == 0, err
+    assert json.loads(out)["reportTimeStamp"] == 0  # its own view, and it says so
+    assert f"answered by {cluster.scms[follower].node_id}" in err and "FOLLOWER" in err, err
+    code, out, err, _ = await cli_async(cluster, follower, "admin", "--scm", cluster.scms[follower].client_address,
+                                        "--local", "safemode", "status")
+    assert code == 0 and "out of safe mode" in out and "FOLLOWER" in err, (out, err)
+    # --local without exactly one --scm address is a usage error
+    code, _, err, _ = await cli_async(cluster, follower, "admin", "--local", "safemode", "status")
+    assert code == 2 and "--local asks one SCM" in err
+
+
 async def _retry_on_the_next_leader_is_applied_once(cluster: HALocalCluster) -> None:
     """A client's retry of AllocateContainer (same client id and call id) that reaches the next leader
     after the first copy was applied gets the same container, not a second one (item 1)."""
@@ -186,6 +215,7 @@ async def test_leadership_is_checked_before_safemode(tmp_path: Path) -> None:
         sim = await start_sim(cluster, 3)
         await cluster.wait_healthy_quorum(timeout=90)
         await wait_open_pipeline(cluster)
+        await _admin_reads_come_from_the_leader(cluster)
         await _retry_on_the_next_leader_is_applied_once(cluster)
         leader = await cluster.wait_leader(timeout=30)
         follower = (leader + 1) % 3

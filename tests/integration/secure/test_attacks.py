@@ -26,6 +26,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from ha.harness import cli
 
+from scm_server import call_metadata
 from scm_server.proto import (
     raft_pb2,
     raft_pb2_grpc,
@@ -64,8 +65,9 @@ SERVICES: dict[str, tuple[Callable[[SecureQuorum, int], str], Probe]] = {
     ),
     "client": (
         lambda q, i: q.cluster.scms[i].client_address,
+        # a per-SCM read (x-scm-read: local): every SCM answers it itself, followers included
         lambda ch: scm_client_pb2_grpc.StorageContainerLocationProtocolServiceStub(ch).InSafeMode(
-            scm_client_pb2.Empty(), timeout=5),
+            scm_client_pb2.Empty(), timeout=5, metadata=((call_metadata.READ_KEY, call_metadata.READ_LOCAL),)),
     ),
     "cert-admin": (
         lambda q, i: q.cluster.scms[i].client_address,
