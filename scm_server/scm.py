@@ -337,8 +337,19 @@ class StorageContainerManager:
 
     # ---- call guard (scm_server.server.call_guard) ----
     def require_leader(self) -> None:
-        """Leader-only client/admin calls: NotLeaderException with the leader's hint on a follower."""
+        """Leader-only client/admin calls: NotLeaderException with the leader's hint on a follower, and
+        without a hint on a leader whose lease expired (it was frozen or cut off from its peers: a new
+        leader may exist that it has not heard of yet, so it must not hand out IDs from memory)."""
         self._scm_context.check_leader()
+        lease = getattr(self.ha_manager, "leader_lease_remaining", None)
+        if self._scm_context.is_ratis() and callable(lease):
+            left = lease()
+            if left <= 0:
+                raise NotLeaderException(
+                    f"SCM {self.node_id or self.storage_config.scm_id} has not heard from a majority of its peers "
+                    f"for longer than the election timeout ({-left:.1f}s past its leader lease); another SCM may "
+                    "lead now",
+                )
 
     def answer_label(self) -> tuple[str, str, str]:
         """(who answers, its Raft role, the leader it follows) for a per-SCM view."""

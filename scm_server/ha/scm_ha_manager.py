@@ -322,6 +322,10 @@ class SCMHAManagerImpl:
     def is_leader(self) -> bool:
         return self.raft is not None and self.raft.is_leader
 
+    def leader_lease_remaining(self) -> float:
+        """Seconds left of this leader's lease (negative: expired; see RaftServer.lease_remaining)."""
+        return self.raft.lease_remaining() if self.raft is not None else 0.0
+
     def current_term(self) -> int:
         return self.raft.term if self.raft is not None else 0
 

@@ -196,6 +196,9 @@ class RaftServer:
         self._sm_applied = 0  # entries <= this are already in the state machine (restart/snapshot)
         self._leader_ready = False
         self._last_snapshot_index = 0
+        # leader lease on the wall clock (monotonic): when each peer last spoke to us in our term
+        self._heard: dict[str, float] = {}
+        self._leader_since = 0.0
         # client bookkeeping
         self._pending: dict[int, _Pending] = {}
         self._inflight_calls: dict[tuple[bytes, int], asyncio.Future[bytes]] = {}
@@ -362,6 +365,24 @@ class RaftServer:
     @property
     def is_leader(self) -> bool:
         return self._role == StateRole.LEADER
+
+    def lease_remaining(self) -> float:
+        """Seconds this leader may still act alone (hand out IDs from memory, answer reads): a majority of
+        voters (itself included) spoke to it in its term within the last election timeout, on the
+        monotonic clock, which keeps running while the process is frozen. A leader thawed after a
+        SIGSTOP or a long pause therefore knows at once that it may have been replaced, before it hears
+        of the new term; the core's check-quorum only counts ticks, and ticks stop during a freeze.
+        Negative when expired; 0.0 when not the leader."""
+        if self._role != StateRole.LEADER:
+            return 0.0
+        lease = self.config.election_tick * self.config.tick_interval
+        voters = [v for v in self._conf.voters if v != self.config.node_id]
+        need = (len(voters) + 1) // 2 + 1 - 1  # a majority of all voters, minus ourselves
+        if need <= 0:
+            return lease
+        since = self._leader_since
+        times = sorted((max(self._heard.get(v, 0.0), since) for v in voters), reverse=True)
+        return times[need - 1] + lease - time.monotonic()
 
     @property
     def is_leader_ready(self) -> bool:
@@ -682,6 +703,12 @@ class RaftServer:
         node = self._node
         if node is None or not self._running:
             return
+        now = time.monotonic()
+        term = self._term
+        heard = self._heard
+        for m in messages:
+            if m.term == term:
+                heard[m.frm] = now
         for m in messages:
             try:
                 node.step(m)
@@ -836,6 +863,7 @@ class RaftServer:
             self.sm.notify_not_leader()
         if role == StateRole.LEADER and old_role != StateRole.LEADER:
             self._leader_ready = False
+            self._leader_since = time.monotonic()  # a majority just voted for us
         if leader != old_leader and leader:
             self.sm.notify_leader_changed(leader, self._term)
         self._bump()

@@ -28,7 +28,7 @@ from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client import SCMClient, SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
-from scm_server.proto import hdds_pb2, scm_client_pb2, scm_client_pb2_grpc
+from scm_server.proto import hdds_pb2, raft_pb2, raft_pb2_grpc, scm_client_pb2, scm_client_pb2_grpc
 
 from .harness import (
     TEST_SETTINGS,
@@ -98,8 +98,15 @@ async def test_frozen_leader_costs_clients_seconds_not_the_freeze(tmp_path: Path
         remaining = FREEZE_S - (time.monotonic() - stop_at)
         if remaining > 0:
             await asyncio.sleep(remaining)  # the fault itself lasts 20 s (not a wait for a condition)
+        # a call that reaches the old leader as it thaws gets NOT_LEADER, never a block from its in-memory
+        # ID batch: its lease (a majority heard within an election timeout) ran out during the freeze
+        queued = asyncio.ensure_future(_raw_allocate_block(cluster.scms[leader].client_address))
+        await asyncio.sleep(0)  # let the call start before the thaw
         frozen.send_signal(signal.SIGCONT)
         cont_at = time.monotonic()
+        answer = await queued
+        assert isinstance(answer, grpc.aio.AioRpcError), f"the thawed old leader handed out {answer}"
+        assert dict(answer.trailing_metadata() or ()).get("x-scm-result") == "SCM_NOT_LEADER", answer
         during = [o for o in work.ops if o.ok and stop_at <= o.end <= cont_at]
         per_client = {o.client for o in during}
         # the worst a successful call waited, for calls in flight at (or started during) the freeze
@@ -122,6 +129,7 @@ async def test_frozen_leader_costs_clients_seconds_not_the_freeze(tmp_path: Path
         for i in range(3):
             present = await containers_on(cluster, i, acked)
             assert present == acked, f"{cluster.scms[i].node_id} misses containers {sorted(acked - present)[:10]}"
+        frozen = await _leader_cut_off_and_frozen_hands_out_no_ids(cluster)
     finally:
         if frozen is not None and frozen.poll() is None:
             frozen.send_signal(signal.SIGCONT)
@@ -187,6 +195,48 @@ async def _retry_on_the_next_leader_is_applied_once(cluster: HALocalCluster) -> 
     assert await allocate(target) == first, "the retry created a second container on the new leader"
     assert await count() == before
     assert await allocate(target) == first  # and again on the same SCM (its response cache)
+
+
+async def _leader_cut_off_and_frozen_hands_out_no_ids(cluster: HALocalCluster) -> object:
+    """The worst case of a thaw: the leader is cut off from its peers (Raft fault injection) and frozen
+    right away, so its check-quorum (which counts ticks, and ticks stop while frozen) has not fired.
+    When it thaws it still believes it leads and holds an ID batch in memory; only its wall-clock lease
+    tells it a new leader may exist. Returns the process (the caller's finally resumes it)."""
+    leader = await cluster.wait_leader(timeout=30)
+    address = cluster.scms[leader].client_address
+    async with SCMClient([address], LOAD_CLIENT) as c:  # the leader holds an ID batch in memory
+        await c.allocate_block(1 << 20, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "batch")
+    proc = cluster.scms[leader].proc
+    assert proc is not None
+    async with grpc.aio.insecure_channel(cluster.scms[leader].ratis_address) as ch:
+        admin = raft_pb2_grpc.RaftAdminStub(ch)
+        reply = await admin.SetFaults(raft_pb2.SetFaultsRequest(
+            rules=[raft_pb2.FaultRule(peer="*", cut_outbound=True, cut_inbound=True)]))
+        assert reply.ok, reply.error.message
+        proc.send_signal(signal.SIGSTOP)
+    try:
+        await cluster.wait_leader(timeout=30, exclude=leader)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    answer = await _raw_allocate_block(address)
+    assert isinstance(answer, grpc.aio.AioRpcError), f"the thawed, cut-off old leader handed out {answer}"
+    md = dict(answer.trailing_metadata() or ())
+    assert md.get("x-scm-result") == "SCM_NOT_LEADER", answer
+    async with grpc.aio.insecure_channel(cluster.scms[leader].ratis_address) as ch:
+        await raft_pb2_grpc.RaftAdminStub(ch).ClearFaults(raft_pb2.StatusRequest())
+    await wait_caught_up(cluster, timeout=60)
+    return proc
+
+
+async def _raw_allocate_block(address: str) -> object:
+    """One AllocateScmBlock on a plain channel (no liveness PINGs, long deadline): the answer or the error."""
+    req = scm_client_pb2.AllocateScmBlockRequestProto(size=1 << 20, numBlocks=1, type=hdds_pb2.RATIS,
+                                                      factor=hdds_pb2.THREE, owner="thaw")
+    async with grpc.aio.insecure_channel(address) as ch:
+        try:
+            return await scm_client_pb2_grpc.ScmBlockLocationProtocolServiceStub(ch).AllocateScmBlock(req, timeout=60)
+        except grpc.aio.AioRpcError as err:
+            return err
 
 
 async def _pinned_allocate(address: str) -> BaseException | None:

@@ -130,6 +130,7 @@ async def test_single_member_group_and_state_machine_contract(tmp_path: Path) ->
         assert await s.submit(b"different", client_id=b"c1", call_id=1) == b"ok:a"  # cached, not re-applied
         assert [d for _, d in sm.applied] == [b"a"]
         assert s.status().role == "LEADER" and s.status().conf.voters == ("s1",)
+        assert s.lease_remaining() > 0  # a ring of one holds its lease by itself
         assert sm.confs and sm.confs[-1].voters == ("s1",)
     finally:
         await g.stop()
@@ -300,3 +301,24 @@ async def test_large_entries_replicate(group3: Group) -> None:
     for sid, s in group3.servers.items():
         await wait_for(lambda s=s: _v(s.applied_index >= target), 20, f"{sid} to apply the large entries")
         assert {d for _, d in group3.sms[sid].applied} >= set(blobs)
+
+
+async def test_leader_lease_runs_on_the_wall_clock(group3: Group, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader's lease: a majority spoke to it within an election timeout, on the monotonic clock.
+    After a freeze (simulated: the clock jumps while nothing was processed) the lease is gone at once,
+    although the core, whose ticks stopped, still believes it leads; the next answers renew it."""
+    import scm_server.raft.server as server_mod
+
+    leader = await group3.leader()
+    await wait_for(lambda: _v(leader.lease_remaining() > 0), 5, "a fresh lease")
+    election = leader.config.election_tick * leader.config.tick_interval
+    assert 0 < leader.lease_remaining() <= election
+    follower = next(s for s in group3.servers.values() if s is not leader)
+    assert follower.lease_remaining() == 0.0  # not a leader: no lease
+
+    real = time.monotonic
+    jump = 30.0
+    monkeypatch.setattr(server_mod.time, "monotonic", lambda: real() + jump)
+    assert leader.is_leader and leader.lease_remaining() < -(jump - 2 * election)
+    # the peers answer its next heartbeats (at the shifted clock): the lease is back
+    await wait_for(lambda: _v(leader.is_leader and leader.lease_remaining() > 0), 5, "the lease renewed by the peers")
