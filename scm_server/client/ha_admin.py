@@ -114,6 +114,8 @@ def combine_views(
 
     Each SCM's role is what that SCM said about itself, never what another SCM believes: a dead SCM
     is UNKNOWN ("no answer"), not FOLLOWER; a just-restarted SCM's view of the others is not used.
+    An SCM that was not asked at all (``asked`` lists the addresses asked) keeps the leader's view of
+    it, marked as such. ``answered_by``: the peer ids of the SCMs that answered.
     The leader is the SCM that says it leads, in the highest term; membership, match index and lag
     come from its view (else from the most recent view). An SCM that claims to lead in an older term
     is marked stale."""
@@ -134,9 +136,13 @@ def combine_views(
                 if r.peerId == v.answeredBy and r.peerId not in members:
                     members[r.peerId] = r
     peers: list[PeerRole] = []
+    asked_set = set(asked)
     for peer_id, r in members.items():
         own = by_peer.get(peer_id)
-        if own is None:
+        if own is None and r.grpcAddress and r.grpcAddress not in asked_set and leader is not None:
+            # not asked at all (the caller asked only some SCMs): the leader's view of it, said so
+            role, note, answered, term, applied = r.role, "not asked: as the leader sees it", False, None, None
+        elif own is None:
             role, note, answered, term, applied = "UNKNOWN", f"no answer within {timeout:g}s", False, None, None
         else:
             answered, term, applied = True, own.term, own.appliedIndex
@@ -170,7 +176,7 @@ def combine_views(
             )
         )
     return Roles(
-        answered_by=",".join(sorted(v.answeredByNode or v.answeredBy for v in views)),
+        answered_by=",".join(sorted(v.answeredBy for v in views)),
         leader_id=leader.answeredBy if leader is not None else "",
         term=top_term,
         commit_index=base.commitIndex,
