@@ -72,7 +72,8 @@ async def main(address, per_call, seconds):
                 left -= len(blocks)
                 done += len(blocks)
                 calls += 1
-                print(f"{done} blocks in {calls} calls, {done / (time.monotonic() - start):.0f} blocks/s", flush=True)
+                print(f"{done} blocks in {calls} calls, {done / (time.monotonic() - start):.0f} blocks/s, "
+                      f"{c.failovers} retries", flush=True)
 asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
 """
 

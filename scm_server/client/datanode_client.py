@@ -10,12 +10,14 @@ from __future__ import annotations
 import grpc
 import grpc.aio
 
+from scm_server import grpc_options
 from scm_server.client.errors import SCMUnavailableError
-from scm_server.client.scm_client import CHANNEL_OPTIONS
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import scm_datanode_pb2, scm_datanode_pb2_grpc
 from scm_server.security.tls import ChannelCache, ChannelSecurity
+
+DATANODE_LIVENESS_S = 5.0
 
 
 class DatanodeProtocolClient:
@@ -25,7 +27,9 @@ class DatanodeProtocolClient:
     def __init__(self, address: str, timeout: float = 10.0, security: ChannelSecurity | None = None) -> None:
         self.address = address
         self.timeout = timeout
-        self._channels = ChannelCache(security, CHANNEL_OPTIONS)
+        # Liveness PINGs with a generous timeout: a datanode talks to every SCM on its own, so it needs to
+        # notice a vanished SCM (a Pod on a new IP), not to fail over fast; big reports must not trip it.
+        self._channels = ChannelCache(security, grpc_options.channel_options(DATANODE_LIVENESS_S))
 
     @property
     def _stub(self) -> scm_datanode_pb2_grpc.StorageContainerDatanodeProtocolServiceStub:

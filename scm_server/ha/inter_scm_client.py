@@ -40,8 +40,9 @@ RESULT_KEY = "x-scm-result"
 LEADER_ID_KEY = "x-scm-leader-id"
 LEADER_ADDRESS_KEY = "x-scm-leader-address"
 
-# Liveness PINGs, quick reconnect and DNS re-resolution (a peer back on a new IP is found again).
-CHANNEL_OPTIONS = grpc_options.channel_options(max_message_bytes=64 << 20)
+# Liveness PINGs (generous: checkpoint streams are large), quick reconnect and DNS re-resolution (a peer
+# back on a new IP is found again).
+CHANNEL_OPTIONS = grpc_options.channel_options(5.0, max_message_bytes=64 << 20)
 
 
 def error_metadata(exc: SCMException, leader_address: str = "") -> tuple[tuple[str, str], ...]:
