@@ -108,14 +108,18 @@ def roles_from_proto(p: scm_ha_pb2.ScmRatisRolesResponseProto) -> Roles:
 
 
 def combine_views(
-    asked: list[str], answers: dict[str, scm_ha_pb2.ScmRatisRolesResponseProto], timeout: float
+    asked: list[str],
+    answers: dict[str, scm_ha_pb2.ScmRatisRolesResponseProto],
+    timeout: float,
+    complete: bool | None = None,
 ) -> Roles:
     """Every SCM's own answer -> one table (pure).
 
     Each SCM's role is what that SCM said about itself, never what another SCM believes: a dead SCM
     is UNKNOWN ("no answer"), not FOLLOWER; a just-restarted SCM's view of the others is not used.
-    An SCM that was not asked at all (``asked`` lists the addresses asked) keeps the leader's view of
-    it, marked as such. ``answered_by``: the peer ids of the SCMs that answered.
+    ``complete`` (default: more than one SCM was asked) says the caller asked every SCM of the ring;
+    otherwise (one SCM asked, as the operator asks the leader) the SCMs that did not answer keep the
+    leader's view of them, marked "not asked". ``answered_by``: the peer ids of the SCMs that answered.
     The leader is the SCM that says it leads, in the highest term; membership, match index and lag
     come from its view (else from the most recent view). An SCM that claims to lead in an older term
     is marked stale."""
@@ -136,10 +140,11 @@ def combine_views(
                 if r.peerId == v.answeredBy and r.peerId not in members:
                     members[r.peerId] = r
     peers: list[PeerRole] = []
-    asked_set = set(asked)
+    if complete is None:
+        complete = len(asked) > 1
     for peer_id, r in members.items():
         own = by_peer.get(peer_id)
-        if own is None and r.grpcAddress and r.grpcAddress not in asked_set and leader is not None:
+        if own is None and not complete and leader is not None:
             # not asked at all (the caller asked only some SCMs): the leader's view of it, said so
             role, note, answered, term, applied = r.role, "not asked: as the leader sees it", False, None, None
         elif own is None:
