@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from typing import Any
 import grpc
 import grpc.aio
 from cryptography import x509
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
 from scm_server.conf.security import CAMode, SecurityConfig
@@ -151,6 +154,9 @@ class SCMSecurity:
             run_in_safe_mode=True,
         )
         scm.service_manager.register(recorder)
+        registry = getattr(scm, "metrics_registry", None)
+        if registry is not None:
+            registry.register(SecurityCollector(self))
         hook = getattr(ha_manager, "set_decommission_hook", None)
         if callable(hook):
             hook(self._on_scm_removed)
@@ -358,6 +364,33 @@ class SCMSecurity:
             "renewals": self.renewals,
             "reloads": self.reloads,
         }
+
+
+class SecurityCollector(Collector):
+    """``/prom``: this SCM's certificate expiry, issued/revoked counts, renewals/reloads, refused calls."""
+
+    def __init__(self, security: SCMSecurity) -> None:
+        self._security = security
+
+    def collect(self) -> Iterator[Metric]:
+        sec = self._security
+        cert = sec.material.current.certificate
+        yield GaugeMetricFamily(
+            "scm_certificate_expiry_timestamp_seconds", "notAfter of this SCM's own (sub-CA) certificate",
+            value=cert.not_valid_after_utc.timestamp(),
+        )
+        ca = sec.ca
+        if ca is not None:
+            yield CounterMetricFamily("scm_certificates_issued", "Certificates this SCM issued as leader",
+                                      value=ca.issued_count)
+            yield GaugeMetricFamily("scm_certificates_revoked", "Revoked serials in the replicated revocation set",
+                                    value=len(ca.store.revoked_serials()))
+        yield CounterMetricFamily("scm_certificate_renewals", "Renewals of this SCM's sub-CA", value=sec.renewals)
+        yield CounterMetricFamily("scm_certificate_reloads", "Reloads of swapped sub-CA files", value=sec.reloads)
+        refused = CounterMetricFamily("scm_tls_calls_refused", "Calls refused after the handshake", labels=["result"])
+        for result, count in sorted(sec.authenticator.refused.items()):
+            refused.add_metric([result], count)
+        yield refused
 
 
 def https_material_files(material: Material, directory: Path) -> tuple[Path, Path]:

@@ -311,6 +311,7 @@ class CallAuthenticator:
         self._clock = clock
         self._cache: collections.OrderedDict[bytes, _Peer] = collections.OrderedDict()
         self.on_new_certificate: Callable[[x509.Certificate], None] | None = None
+        self.refused: collections.Counter[str] = collections.Counter()  # by result code (metrics)
 
     def set_revocation_check(self, is_revoked: Callable[[str], Any]) -> None:
         self.is_revoked = is_revoked
@@ -409,6 +410,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 peer = auth.authenticate(context)
                 auth.authorize(peer, method)
             except Denied as denied:
+                auth.refused[denied.result.value] += 1
                 await _abort(context, denied, method)
                 return None
             _CURRENT.set(peer.identity)
@@ -419,6 +421,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 try:
                     auth.check_peer(peer)
                 except Denied as denied:
+                    auth.refused[denied.result.value] += 1
                     await _abort(context, denied, method)
                 yield message
 
