@@ -290,6 +290,8 @@ class _Peer:
     identity: Identity
     chain_serials: tuple[str, ...]
     not_after: float
+    # method -> None (allowed) or the denial message; the table and ozone.administrators are fixed
+    decisions: dict[str, str | None] = dataclasses.field(default_factory=dict, compare=False)
 
 
 class CallAuthenticator:
@@ -377,9 +379,13 @@ class CallAuthenticator:
         return peer
 
     def authorize(self, peer: _Peer, method: str) -> None:
-        decision = authz.authorize(peer.identity, method, self.administrators)
-        if not decision.allowed:
-            raise Denied(grpc.StatusCode.PERMISSION_DENIED, ResultCodes.PERMISSION_DENIED, decision.reason)
+        try:
+            denial = peer.decisions[method]
+        except KeyError:
+            decision = authz.authorize(peer.identity, method, self.administrators)
+            denial = peer.decisions[method] = None if decision.allowed else decision.reason
+        if denial is not None:
+            raise Denied(grpc.StatusCode.PERMISSION_DENIED, ResultCodes.PERMISSION_DENIED, denial)
 
 
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], denied: Denied, method: str) -> None:
@@ -393,6 +399,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, authenticator: CallAuthenticator) -> None:
         self.auth = authenticator
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(
         self,
@@ -403,6 +410,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:  # the registered handler of a method does not change
+            return cached[1]
+        wrapped = self._wrap(handler, method)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         auth = self.auth
 
         async def admit(context: grpc.aio.ServicerContext[Any, Any]) -> _Peer | None:
