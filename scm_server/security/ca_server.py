@@ -423,7 +423,9 @@ class SCMCertificateServer:
                 )
             if proto is not None and proto.nodeType == Role.ROOT_CA.value:
                 raise SCMException(ResultCodes.INVALID_REQUEST, f"serial {serial} is the root CA; it cannot be revoked")
-            if proto is not None and proto.nodeType == Role.SCM.value and proto.ownerId and self.is_member(proto.ownerId):
+            if proto is not None and proto.nodeType == Role.SCM.value and (
+                (proto.ownerId and self.is_member(proto.ownerId)) or (proto.nodeId and self.is_member(proto.nodeId))
+            ):
                 raise SCMException(
                     ResultCodes.INVALID_REQUEST,
                     f"serial {serial} is the sub-CA of SCM {proto.ownerId}, which is still a member of the ring; "

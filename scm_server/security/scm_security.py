@@ -120,9 +120,9 @@ class SCMSecurity:
         store = scm.certificate_store
         ha_manager = scm.ha_manager
 
-        def is_member(scm_id: str) -> bool:
-            raft = getattr(ha_manager, "raft", None)
-            return raft is not None and scm_id in raft.conf.members()
+        def is_member(owner: str) -> bool:
+            """``owner``: an scmUuid, or (operator-issued sub-CAs) a node id, of a current ring member."""
+            return owner in self._member_ids()
 
         self.ca = SCMCertificateServer(
             config=self.config,
@@ -168,12 +168,31 @@ class SCMSecurity:
             return SCMHAConfig.from_conf(self.conf).nodes
         return SCMHAConfig.from_conf(OzoneConfiguration.load(path)).nodes
 
+    def _member_ids(self) -> dict[str, str]:
+        """Every current ring member by scmUuid and by node id -> its scmUuid (Raft peer id)."""
+        ha_manager: Any = self.scm.ha_manager if self.scm is not None else None
+        raft = getattr(ha_manager, "raft", None)
+        if raft is None:
+            return {}
+        node_of_peer = getattr(ha_manager, "node_of_peer", None)
+        out: dict[str, str] = {}
+        for member in raft.conf.members():
+            out[member] = member
+            node = node_of_peer(member) if callable(node_of_peer) else None
+            if node is not None:
+                out[node.node_id] = member
+        return out
+
     def _refresh_revoked_scms(self) -> None:
+        """The Raft peer ids whose every SCM certificate is revoked (the transport stops sending to them).
+        Owners are scmUuids (CA mode scm) or node ids (operator-issued sub-CAs), resolved to peer ids now."""
         ca = self.ca
         if ca is None:
             return
         owners = {p.ownerId for p in ca.store.list_certificates(scm_certs=True) if p.ownerId}
-        self._revoked_scm_ids = frozenset(o for o in owners if ca.scm_revoked(o))
+        revoked = {o for o in owners if ca.scm_revoked(o)}
+        members = self._member_ids()
+        self._revoked_scm_ids = frozenset(members.get(o, o) for o in revoked)
 
     async def _record(self) -> None:
         ca = self.ca
