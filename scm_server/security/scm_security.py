@@ -369,6 +369,14 @@ class SCMSecurity:
                 last = f"{address}: {err.code().name} {err.details()}"
         raise SCMException(ResultCodes.TIMEOUT, f"no leader answered the renewal request; last: {last}")
 
+    def certificate_files(self) -> tuple[Path, Path]:
+        """(certificate chain file, private key file) this SCM's material is read from."""
+        c = self.config
+        if c.ca_mode is CAMode.OPERATOR and c.subca_certificate_file and c.subca_private_key_file:
+            return Path(c.subca_certificate_file), Path(c.subca_private_key_file)
+        store = sec_init.sub_ca_store(self.metadata_dir, c)
+        return store.certificate_path, store.private_key_path
+
     # ---- info for status pages ----
     def summary(self) -> dict[str, Any]:
         cert = self.material.current.certificate
@@ -410,17 +418,6 @@ class SecurityCollector(Collector):
         for result, count in sorted(sec.authenticator.refused.items()):
             refused.add_metric([result], count)
         yield refused
-
-
-def https_material_files(material: Material, directory: Path) -> tuple[Path, Path]:
-    """Write the key and chain for aiohttp's ssl context (it loads from files) into a private dir."""
-    from scm_server.security.keystore import atomic_write
-
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    key_path, chain_path = directory / "https.key", directory / "https.crt"
-    atomic_write(key_path, material.key_pem(), 0o600)
-    atomic_write(chain_path, material.chain_pem(with_root=True))
-    return key_path, chain_path
 
 
 def leaf_of_context(context: grpc.aio.ServicerContext[Any, Any]) -> x509.Certificate | None:
