@@ -39,8 +39,7 @@ from prometheus_client.registry import Collector
 
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
 from scm_server.conf.security import CAMode, SecurityConfig
-from scm_server.exceptions import ConfigError, NotLeaderException, ResultCodes, SCMException
-from scm_server.grpc_errors import from_grpc_error
+from scm_server.exceptions import ConfigError, ResultCodes, SCMException
 from scm_server.ha.clock import Clock, SystemClock
 from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.ha.sequence_id_generator import CERTIFICATE_ID
@@ -347,27 +346,19 @@ class SCMSecurity:
             self.storage.persist()
 
     async def _renew_on_leader(self, csr_pem: str) -> scm_security_pb2.SCMGetCertResponseProto:
-        scm = self.scm
-        leader = scm.ha_manager.leader_node()
+        from scm_server.security.cert_client import call_on_leader
+
+        leader = self.scm.ha_manager.leader_node()
         nodes = SCMHAConfig.from_conf(self.conf).nodes
-        addresses = ([leader.client_address] if leader is not None else []) + [n.client_address for n in nodes]
+        addresses = list(dict.fromkeys(([leader.client_address] if leader is not None else [])
+                                       + [n.client_address for n in nodes]))
         req = scm_security_pb2.SCMRenewCertificateRequestProto(CSR=csr_pem)
-        last = ""
-        for address in dict.fromkeys(addresses):
-            try:
-                async with make_channel(address, self.material) as ch:
-                    return await scm_security_pb2_grpc.SCMSecurityAdminProtocolServiceStub(ch).RenewCertificate(
-                        req, timeout=30
-                    )
-            except grpc.aio.AioRpcError as err:
-                exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
-                if isinstance(exc, NotLeaderException):
-                    last = f"{address}: not the leader"
-                    continue
-                if exc is not None:
-                    raise exc from err
-                last = f"{address}: {err.code().name} {err.details()}"
-        raise SCMException(ResultCodes.TIMEOUT, f"no leader answered the renewal request; last: {last}")
+        return await call_on_leader(
+            addresses,
+            lambda address: make_channel(address, self.material),
+            lambda ch: scm_security_pb2_grpc.SCMSecurityAdminProtocolServiceStub(ch).RenewCertificate(req, timeout=30),
+            rounds=2,
+        )
 
     def certificate_files(self) -> tuple[Path, Path]:
         """(certificate chain file, private key file) this SCM's material is read from."""

@@ -33,7 +33,6 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -538,7 +537,3 @@ class SCMTransportSecurity:
 
     def server_interceptors(self) -> Sequence[grpc.aio.ServerInterceptor]:
         return (self._interceptor,)
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)
