@@ -21,6 +21,10 @@ processes on this shared machine hits both alike; medians are reported, with the
    the pure builder in this process (same key algorithm), so the ratio is the cost of everything
    around the signature.
 
+Besides throughput, each phase records the CPU time the three SCM processes spent per operation (from
+/proc): a cost ratio that hardly depends on what else a shared machine is doing, printed next to the
+throughput ratios.
+
 Writes bench/results/security.json. Bounded: about 5-8 minutes with the defaults.
 """
 
@@ -59,13 +63,34 @@ SETTINGS = dict(plain_failover.SETTINGS)
 CLIENT = plain_failover.CLIENT
 
 
-async def _round(admin: SCMClient, args: argparse.Namespace) -> dict[str, float]:
+def scm_cpu_seconds(cluster: HALocalCluster) -> float:
+    """CPU time (user + system) used so far by the cluster's SCM processes, from /proc: a cost
+    measure that, unlike throughput, hardly depends on what else the shared machine is doing."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for s in cluster.scms:
+        if s.proc is None or s.proc.poll() is not None:
+            continue
+        with open(f"/proc/{s.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+async def _round(admin: SCMClient, cluster: HALocalCluster, args: argparse.Namespace) -> dict[str, float]:
+    c0 = scm_cpu_seconds(cluster)
     blocks, ids_ = await throughput.bench_allocate_blocks(admin, args.blocks, 8, 4096, 1)
+    c1 = scm_cpu_seconds(cluster)
     assert len(ids_) == len(set(ids_)), "duplicate block IDs"
     containers = await throughput.bench_allocate_containers(admin, args.containers, 64)
+    c2 = scm_cpu_seconds(cluster)
     ping = await throughput.bench_ping(admin, args.pings, 8)
+    c3 = scm_cpu_seconds(cluster)
     return {"AllocateBlocks": blocks.ops_per_second, "AllocateContainers@64": containers.ops_per_second,
-            "NoOpRpc": ping.ops_per_second}
+            "NoOpRpc": ping.ops_per_second,
+            "AllocateBlocks SCM CPU us/op": (c1 - c0) / max(blocks.operations, 1) * 1e6,
+            "AllocateContainers@64 SCM CPU us/op": (c2 - c1) / max(containers.operations, 1) * 1e6,
+            "NoOpRpc SCM CPU us/op": (c3 - c2) / max(ping.operations, 1) * 1e6}
 
 
 async def compare_throughput(plain: HALocalCluster, secure: HALocalCluster, args: argparse.Namespace) -> dict[str, Any]:
@@ -82,8 +107,8 @@ async def compare_throughput(plain: HALocalCluster, secure: HALocalCluster, args
             for admin in (a_plain, a_secure):
                 await throughput.bench_allocate_blocks(admin, 500, 8, 4096, 1)  # warm-up
             for r in range(args.rounds):
-                for name, admin in (("plain", a_plain), ("secure", a_secure)):
-                    result = await _round(admin, args)
+                for name, admin, cluster in (("plain", a_plain, plain), ("secure", a_secure, secure)):
+                    result = await _round(admin, cluster, args)
                     rounds[name].append(result)
                     print(f"  round {r + 1} {name:6s} " + "  ".join(f"{k} {v:,.0f}/s" for k, v in result.items()), flush=True)
         finally:
@@ -192,7 +217,9 @@ def main() -> int:
     print(f"\n{'metric':34} {'plain':>12} {'secure':>12} {'secure/plain':>13} goal")
     goals = {"AllocateBlocks": ">= 0.8", "AllocateContainers@64": ">= 0.8", "NoOpRpc": "(context)"}
     for mode, v in t["plain"].items():
-        print(f"{mode + ' ops/s':34} {v:>12,.0f} {t['secure'][mode]:>12,.0f} {t['secure_over_plain'][mode]:>13.2f} {goals[mode]}")
+        label = mode if "CPU" in mode else mode + " ops/s"
+        goal = goals.get(mode, "(cost, lower is better)")
+        print(f"{label:34} {v:>12,.0f} {t['secure'][mode]:>12,.0f} {t['secure_over_plain'][mode]:>13.2f} {goal}")
     f = out["failover"]
     print(f"{'failover unavailability median s':34} {f['plain']['unavailability_s']['median']:>12.2f} "
           f"{f['secure']['unavailability_s']['median']:>12.2f} {f['secure_over_plain_median']:>13.2f} <= ~1")

@@ -72,6 +72,11 @@ def info_dict(info: scm_security_pb2.CertificateInfoProto, now_ms: int) -> dict[
         "table": "validSCMCerts" if info.scmCertificate else "validCerts",
         "status": _status(info, now_ms),
     }
+    if c.x509Certificate:
+        try:
+            out["sha256"] = pki.fingerprint(pki.load_certificate(c.x509Certificate))
+        except pki.PKIError:
+            out["sha256"] = "unreadable"
     if info.HasField("revocation"):
         out["revocation"] = to_dict(info.revocation)
     return out

@@ -404,10 +404,11 @@ class SimDatanode:
                 ep.state = EndpointState.SEARCHING_SCM
             except SCMException as exc:
                 ep.failures += 1
+                repeated = ep.last_error == str(exc)  # e.g. a revoked certificate: say it once, not every heartbeat
                 ep.last_error = str(exc)
                 if exc.result is ResultCodes.NO_SUCH_DATANODE:
                     ep.state = EndpointState.REGISTER
-                LOG.warning("%s -> %s: %s", self.hostname, ep.address, exc)
+                (LOG.debug if repeated else LOG.warning)("%s -> %s: %s", self.hostname, ep.address, exc)
             await asyncio.sleep(self.sim.heartbeat_interval)
 
     async def _step(self, ep: Endpoint, client: DatanodeProtocolClient) -> None:

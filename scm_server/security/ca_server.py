@@ -50,18 +50,7 @@ from scm_server.security.tls import ReloadableMaterial
 LOG = logging.getLogger(__name__)
 
 CRL_NEXT_UPDATE = timedelta(days=1)
-EXTERNAL_SERIAL_FLOOR = 1 << 63  # SCM's own serials come from a long sequence; external ones are random 128-bit+
 ROLE_OF_NODE_TYPE = {r.value: r for r in Role}
-
-
-def check_external_serial(cert: x509.Certificate, what: str) -> None:
-    """Externally issued certificates must not collide with SCM's sequence serials."""
-    if cert.serial_number < EXTERNAL_SERIAL_FLOOR:
-        raise ConfigError(
-            f"{what}: serial number {cert.serial_number} is in the range SCM uses for its own certificates "
-            f"(CertificateId sequence); issue it with a random serial of at least 64 bits (RFC 5280 style, "
-            "e.g. cryptography's x509.random_serial_number() or openssl's default)"
-        )
 
 
 def certificate_record(
@@ -423,7 +412,9 @@ class SCMCertificateServer:
                 )
             if proto is not None and proto.nodeType == Role.ROOT_CA.value:
                 raise SCMException(ResultCodes.INVALID_REQUEST, f"serial {serial} is the root CA; it cannot be revoked")
-            if proto is not None and proto.nodeType == Role.SCM.value and proto.ownerId and self.is_member(proto.ownerId):
+            if proto is not None and proto.nodeType == Role.SCM.value and (
+                (proto.ownerId and self.is_member(proto.ownerId)) or (proto.nodeId and self.is_member(proto.nodeId))
+            ):
                 raise SCMException(
                     ResultCodes.INVALID_REQUEST,
                     f"serial {serial} is the sub-CA of SCM {proto.ownerId}, which is still a member of the ring; "

@@ -185,38 +185,14 @@ class SecurityProtocolClient:
     async def _on_leader(self, call: Callable[[scm_security_pb2_grpc.SCMSecurityProtocolServiceStub], Awaitable[T]]) -> T:
         if not self.roots:
             await self.establish_trust()
-        errors: list[str] = []
-        delay = self.backoff_start
-        for attempt in range(1, self.rounds + 1):
-            queue = list(self.addresses)
-            tried: set[str] = set()
-            while queue:
-                address = queue.pop(0)
-                if address in tried:
-                    continue
-                tried.add(address)
-                try:
-                    async with self._channel(address) as ch:
-                        return await call(scm_security_pb2_grpc.SCMSecurityProtocolServiceStub(ch))
-                except grpc.aio.AioRpcError as err:
-                    exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
-                    if isinstance(exc, NotLeaderException):
-                        errors.append(f"{address}: not the leader")
-                        if exc.leader_address and exc.leader_address not in tried:
-                            if exc.leader_address not in self.addresses:
-                                self.addresses.append(exc.leader_address)
-                            queue.insert(0, exc.leader_address)
-                        continue
-                    if exc is not None:
-                        raise exc from err
-                    errors.append(f"{address}: {err.code().name} {err.details()}")
-            if attempt < self.rounds:
-                await self._sleep(delay)
-                delay = min(delay * 2, self.backoff_max)
-        raise SCMException(
-            ResultCodes.TIMEOUT,
-            f"no SCM leader answered on {', '.join(self.addresses)} after {self.rounds} rounds; "
-            f"last error: {errors[-1] if errors else 'none'}",
+        return await call_on_leader(
+            self.addresses,
+            self._channel,
+            lambda ch: call(scm_security_pb2_grpc.SCMSecurityProtocolServiceStub(ch)),
+            rounds=self.rounds,
+            sleep=self._sleep,
+            backoff_start=self.backoff_start,
+            backoff_max=self.backoff_max,
         )
 
     def _proof(self, csr: x509.CertificateSigningRequest) -> bytes:
@@ -282,6 +258,54 @@ class SecurityProtocolClient:
             return await scm_security_pb2_grpc.SCMSecurityProtocolServiceStub(ch).GetCrl(
                 scm_security_pb2.SCMGetCrlRequestProto(), timeout=self.rpc_timeout
             )
+
+
+async def call_on_leader(
+    addresses: list[str],
+    open_channel: Callable[[str], grpc.aio.Channel],
+    call: Callable[[grpc.aio.Channel], Awaitable[T]],
+    *,
+    rounds: int = 10,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    backoff_start: float = 0.5,
+    backoff_max: float = 4.0,
+) -> T:
+    """Call on whichever of ``addresses`` leads: NotLeader hints are followed at once (and added to
+    ``addresses``), unreachable SCMs skipped, the whole list retried ``rounds`` times with a capped
+    backoff; any other SCM error is raised as the SCMException it is."""
+    errors: list[str] = []
+    delay = backoff_start
+    for attempt in range(1, rounds + 1):
+        queue = list(addresses)
+        tried: set[str] = set()
+        while queue:
+            address = queue.pop(0)
+            if address in tried:
+                continue
+            tried.add(address)
+            try:
+                async with open_channel(address) as ch:
+                    return await call(ch)
+            except grpc.aio.AioRpcError as err:
+                exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
+                if isinstance(exc, NotLeaderException):
+                    errors.append(f"{address}: not the leader")
+                    if exc.leader_address and exc.leader_address not in tried:
+                        if exc.leader_address not in addresses:
+                            addresses.append(exc.leader_address)
+                        queue.insert(0, exc.leader_address)
+                    continue
+                if exc is not None:
+                    raise exc from err
+                errors.append(f"{address}: {err.code().name} {err.details()}")
+        if attempt < rounds:
+            await sleep(delay)
+            delay = min(delay * 2, backoff_max)
+    raise SCMException(
+        ResultCodes.TIMEOUT,
+        f"no SCM leader answered on {', '.join(addresses)} after {rounds} rounds; "
+        f"last error: {errors[-1] if errors else 'none'}",
+    )
 
 
 def parse_issued(response: scm_security_pb2.SCMGetCertResponseProto) -> tuple[list[x509.Certificate], x509.Certificate]:
@@ -380,32 +404,14 @@ class NodeCertificateClient:
         key = await asyncio.to_thread(self.key_generator, self.spec)
         csr = pki.build_csr(key, self._subject(), self.spec)
         req = scm_security_pb2.SCMRenewCertificateRequestProto(CSR=pki.csr_pem(csr))
-        queue = list(self.renew_addresses)
-        tried: set[str] = set()
-        last = "no SCM client address to renew at"
-        while queue:
-            address = queue.pop(0)
-            if address in tried:
-                continue
-            tried.add(address)
-            try:
-                async with make_channel(address, self.material, CHANNEL_OPTIONS) as ch:
-                    response = await scm_security_pb2_grpc.SCMSecurityAdminProtocolServiceStub(ch).RenewCertificate(
-                        req, timeout=30
-                    )
-                break
-            except grpc.aio.AioRpcError as err:
-                exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
-                if isinstance(exc, NotLeaderException):
-                    if exc.leader_address:
-                        queue.insert(0, exc.leader_address)
-                    last = f"{address}: not the leader"
-                    continue
-                if exc is not None:
-                    raise exc from err
-                last = f"{address}: {err.code().name} {err.details()}"
-        else:
-            raise SCMException(ResultCodes.TIMEOUT, f"{self.details.hostName}: certificate renewal failed; last: {last}")
+        if not self.renew_addresses:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"{self.details.hostName}: no SCM client address to renew at")
+        response = await call_on_leader(
+            self.renew_addresses,
+            lambda address: make_channel(address, self.material, CHANNEL_OPTIONS),
+            lambda ch: scm_security_pb2_grpc.SCMSecurityAdminProtocolServiceStub(ch).RenewCertificate(req, timeout=30),
+            rounds=3,
+        )
         chain, root = parse_issued(response)
         if not pki.key_matches(chain[0], key):
             raise EnrollmentError("the SCM returned a certificate for another key", ResultCodes.INTERNAL_ERROR)

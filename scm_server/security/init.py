@@ -37,7 +37,6 @@ import dataclasses
 import logging
 import re
 import secrets
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -459,7 +458,3 @@ def initialize_bootstrap(
     store.save(key, chain, [root])
     LOG.info("security: sub-CA %s signed by %s", pki.describe(chain[0]), chain[0].issuer.rfc4514_string())
     return str(chain[0].serial_number)
-
-
-def new_scm_id() -> str:
-    return str(uuid.uuid4())

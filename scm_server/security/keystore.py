@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from cryptography import x509
 
@@ -35,6 +36,7 @@ from scm_server.security.core import certificates as pki
 from scm_server.security.core.enrollment import check_secret
 
 ROOT_PREFIX = "ROOTCA-"
+T = TypeVar("T")
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -194,46 +196,34 @@ def _unique(certs: Sequence[x509.Certificate]) -> list[x509.Certificate]:
     return out
 
 
-def load_certificate_file(path: Path | str, what: str) -> list[x509.Certificate]:
-    """All certificates of a PEM file named by a config key (``what``), with a one-line error."""
+def _read_configured(path: Path | str, what: str, kind: str = "") -> bytes:
     p = Path(path)
     try:
-        data = p.read_bytes()
+        return p.read_bytes()
     except FileNotFoundError:
-        raise ConfigError(f"{what}={p}: the file does not exist") from None
+        raise ConfigError(f"{what}={p}: the {kind}file does not exist") from None
     except OSError as exc:
-        raise ConfigError(f"{what}={p}: cannot read it ({exc})") from exc
+        raise ConfigError(f"{what}={p}: cannot read the {kind}file ({exc})") from exc
+
+
+def _parsed(parse: Callable[[bytes, str], T], data: bytes, label: str) -> T:
     try:
-        return pki.load_certificates(data, f"{what}={p}")
-    except pki.PKIError as exc:
+        return parse(data, label)
+    except (pki.PKIError, ValueError) as exc:
         raise ConfigError(str(exc)) from exc
+
+
+def load_certificate_file(path: Path | str, what: str) -> list[x509.Certificate]:
+    """All certificates of a PEM file named by a config key (``what``), with a one-line error."""
+    return _parsed(pki.load_certificates, _read_configured(path, what), f"{what}={path}")
 
 
 def load_private_key_file(path: Path | str, what: str) -> pki.PrivateKey:
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{what}={p}: the file does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"{what}={p}: cannot read it ({exc})") from exc
-    try:
-        return pki.load_private_key(data, f"{what}={p}")
-    except pki.PKIError as exc:
-        raise ConfigError(str(exc)) from exc
+    return _parsed(pki.load_private_key, _read_configured(path, what), f"{what}={path}")
 
 
 def read_secret(path: Path, what: str) -> bytes:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{what}={path}: the enrolment secret file does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"{what}={path}: cannot read the enrolment secret ({exc})") from exc
-    try:
-        return check_secret(data, f"{what}={path}")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+    return _parsed(check_secret, _read_configured(path, what, "enrolment secret "), f"{what}={path}")
 
 
 def file_signature(*paths: Path | str | None) -> tuple[tuple[str, int, int], ...]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,11 +34,12 @@ from typing import Any
 import grpc
 import grpc.aio
 from cryptography import x509
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
 from scm_server.conf.security import CAMode, SecurityConfig
-from scm_server.exceptions import ConfigError, NotLeaderException, ResultCodes, SCMException
-from scm_server.grpc_errors import from_grpc_error
+from scm_server.exceptions import ConfigError, ResultCodes, SCMException
 from scm_server.ha.clock import Clock, SystemClock
 from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.ha.sequence_id_generator import CERTIFICATE_ID
@@ -117,9 +119,9 @@ class SCMSecurity:
         store = scm.certificate_store
         ha_manager = scm.ha_manager
 
-        def is_member(scm_id: str) -> bool:
-            raft = getattr(ha_manager, "raft", None)
-            return raft is not None and scm_id in raft.conf.members()
+        def is_member(owner: str) -> bool:
+            """``owner``: an scmUuid, or (operator-issued sub-CAs) a node id, of a current ring member."""
+            return owner in self._member_ids()
 
         self.ca = SCMCertificateServer(
             config=self.config,
@@ -151,6 +153,9 @@ class SCMSecurity:
             run_in_safe_mode=True,
         )
         scm.service_manager.register(recorder)
+        registry = getattr(scm, "metrics_registry", None)
+        if registry is not None:
+            registry.register(SecurityCollector(self))
         hook = getattr(ha_manager, "set_decommission_hook", None)
         if callable(hook):
             hook(self._on_scm_removed)
@@ -162,12 +167,31 @@ class SCMSecurity:
             return SCMHAConfig.from_conf(self.conf).nodes
         return SCMHAConfig.from_conf(OzoneConfiguration.load(path)).nodes
 
+    def _member_ids(self) -> dict[str, str]:
+        """Every current ring member by scmUuid and by node id -> its scmUuid (Raft peer id)."""
+        ha_manager: Any = self.scm.ha_manager if self.scm is not None else None
+        raft = getattr(ha_manager, "raft", None)
+        if raft is None:
+            return {}
+        node_of_peer = getattr(ha_manager, "node_of_peer", None)
+        out: dict[str, str] = {}
+        for member in raft.conf.members():
+            out[member] = member
+            node = node_of_peer(member) if callable(node_of_peer) else None
+            if node is not None:
+                out[node.node_id] = member
+        return out
+
     def _refresh_revoked_scms(self) -> None:
+        """The Raft peer ids whose every SCM certificate is revoked (the transport stops sending to them).
+        Owners are scmUuids (CA mode scm) or node ids (operator-issued sub-CAs), resolved to peer ids now."""
         ca = self.ca
         if ca is None:
             return
         owners = {p.ownerId for p in ca.store.list_certificates(scm_certs=True) if p.ownerId}
-        self._revoked_scm_ids = frozenset(o for o in owners if ca.scm_revoked(o))
+        revoked = {o for o in owners if ca.scm_revoked(o)}
+        members = self._member_ids()
+        self._revoked_scm_ids = frozenset(members.get(o, o) for o in revoked)
 
     async def _record(self) -> None:
         ca = self.ca
@@ -322,27 +346,27 @@ class SCMSecurity:
             self.storage.persist()
 
     async def _renew_on_leader(self, csr_pem: str) -> scm_security_pb2.SCMGetCertResponseProto:
-        scm = self.scm
-        leader = scm.ha_manager.leader_node()
+        from scm_server.security.cert_client import call_on_leader
+
+        leader = self.scm.ha_manager.leader_node()
         nodes = SCMHAConfig.from_conf(self.conf).nodes
-        addresses = ([leader.client_address] if leader is not None else []) + [n.client_address for n in nodes]
+        addresses = list(dict.fromkeys(([leader.client_address] if leader is not None else [])
+                                       + [n.client_address for n in nodes]))
         req = scm_security_pb2.SCMRenewCertificateRequestProto(CSR=csr_pem)
-        last = ""
-        for address in dict.fromkeys(addresses):
-            try:
-                async with make_channel(address, self.material) as ch:
-                    return await scm_security_pb2_grpc.SCMSecurityAdminProtocolServiceStub(ch).RenewCertificate(
-                        req, timeout=30
-                    )
-            except grpc.aio.AioRpcError as err:
-                exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
-                if isinstance(exc, NotLeaderException):
-                    last = f"{address}: not the leader"
-                    continue
-                if exc is not None:
-                    raise exc from err
-                last = f"{address}: {err.code().name} {err.details()}"
-        raise SCMException(ResultCodes.TIMEOUT, f"no leader answered the renewal request; last: {last}")
+        return await call_on_leader(
+            addresses,
+            lambda address: make_channel(address, self.material),
+            lambda ch: scm_security_pb2_grpc.SCMSecurityAdminProtocolServiceStub(ch).RenewCertificate(req, timeout=30),
+            rounds=2,
+        )
+
+    def certificate_files(self) -> tuple[Path, Path]:
+        """(certificate chain file, private key file) this SCM's material is read from."""
+        c = self.config
+        if c.ca_mode is CAMode.OPERATOR and c.subca_certificate_file and c.subca_private_key_file:
+            return Path(c.subca_certificate_file), Path(c.subca_private_key_file)
+        store = sec_init.sub_ca_store(self.metadata_dir, c)
+        return store.certificate_path, store.private_key_path
 
     # ---- info for status pages ----
     def summary(self) -> dict[str, Any]:
@@ -360,15 +384,31 @@ class SCMSecurity:
         }
 
 
-def https_material_files(material: Material, directory: Path) -> tuple[Path, Path]:
-    """Write the key and chain for aiohttp's ssl context (it loads from files) into a private dir."""
-    from scm_server.security.keystore import atomic_write
+class SecurityCollector(Collector):
+    """``/prom``: this SCM's certificate expiry, issued/revoked counts, renewals/reloads, refused calls."""
 
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    key_path, chain_path = directory / "https.key", directory / "https.crt"
-    atomic_write(key_path, material.key_pem(), 0o600)
-    atomic_write(chain_path, material.chain_pem(with_root=True))
-    return key_path, chain_path
+    def __init__(self, security: SCMSecurity) -> None:
+        self._security = security
+
+    def collect(self) -> Iterator[Metric]:
+        sec = self._security
+        cert = sec.material.current.certificate
+        yield GaugeMetricFamily(
+            "scm_certificate_expiry_timestamp_seconds", "notAfter of this SCM's own (sub-CA) certificate",
+            value=cert.not_valid_after_utc.timestamp(),
+        )
+        ca = sec.ca
+        if ca is not None:
+            yield CounterMetricFamily("scm_certificates_issued", "Certificates this SCM issued as leader",
+                                      value=ca.issued_count)
+            yield GaugeMetricFamily("scm_certificates_revoked", "Revoked serials in the replicated revocation set",
+                                    value=len(ca.store.revoked_serials()))
+        yield CounterMetricFamily("scm_certificate_renewals", "Renewals of this SCM's sub-CA", value=sec.renewals)
+        yield CounterMetricFamily("scm_certificate_reloads", "Reloads of swapped sub-CA files", value=sec.reloads)
+        refused = CounterMetricFamily("scm_tls_calls_refused", "Calls refused after the handshake", labels=["result"])
+        for result, count in sorted(sec.authenticator.refused.items()):
+            refused.add_metric([result], count)
+        yield refused
 
 
 def leaf_of_context(context: grpc.aio.ServicerContext[Any, Any]) -> x509.Certificate | None:

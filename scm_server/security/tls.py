@@ -33,7 +33,6 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -290,6 +289,8 @@ class _Peer:
     identity: Identity
     chain_serials: tuple[str, ...]
     not_after: float
+    # method -> None (allowed) or the denial message; the table and ozone.administrators are fixed
+    decisions: dict[str, str | None] = dataclasses.field(default_factory=dict, compare=False)
 
 
 class CallAuthenticator:
@@ -311,6 +312,7 @@ class CallAuthenticator:
         self._clock = clock
         self._cache: collections.OrderedDict[bytes, _Peer] = collections.OrderedDict()
         self.on_new_certificate: Callable[[x509.Certificate], None] | None = None
+        self.refused: collections.Counter[str] = collections.Counter()  # by result code (metrics)
 
     def set_revocation_check(self, is_revoked: Callable[[str], Any]) -> None:
         self.is_revoked = is_revoked
@@ -376,9 +378,13 @@ class CallAuthenticator:
         return peer
 
     def authorize(self, peer: _Peer, method: str) -> None:
-        decision = authz.authorize(peer.identity, method, self.administrators)
-        if not decision.allowed:
-            raise Denied(grpc.StatusCode.PERMISSION_DENIED, ResultCodes.PERMISSION_DENIED, decision.reason)
+        try:
+            denial = peer.decisions[method]
+        except KeyError:
+            decision = authz.authorize(peer.identity, method, self.administrators)
+            denial = peer.decisions[method] = None if decision.allowed else decision.reason
+        if denial is not None:
+            raise Denied(grpc.StatusCode.PERMISSION_DENIED, ResultCodes.PERMISSION_DENIED, denial)
 
 
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], denied: Denied, method: str) -> None:
@@ -392,6 +398,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, authenticator: CallAuthenticator) -> None:
         self.auth = authenticator
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(
         self,
@@ -402,6 +409,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:  # the registered handler of a method does not change
+            return cached[1]
+        wrapped = self._wrap(handler, method)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         auth = self.auth
 
         async def admit(context: grpc.aio.ServicerContext[Any, Any]) -> _Peer | None:
@@ -409,6 +424,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 peer = auth.authenticate(context)
                 auth.authorize(peer, method)
             except Denied as denied:
+                auth.refused[denied.result.value] += 1
                 await _abort(context, denied, method)
                 return None
             _CURRENT.set(peer.identity)
@@ -419,6 +435,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 try:
                     auth.check_peer(peer)
                 except Denied as denied:
+                    auth.refused[denied.result.value] += 1
                     await _abort(context, denied, method)
                 yield message
 
@@ -520,7 +537,3 @@ class SCMTransportSecurity:
 
     def server_interceptors(self) -> Sequence[grpc.aio.ServerInterceptor]:
         return (self._interceptor,)
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)

@@ -268,19 +268,14 @@ def https_address(get: endpoints.Getter, node: endpoints.ScmNode) -> tuple[str, 
 
 
 def https_context(security: Any) -> ssl.SSLContext:
-    """Server TLS for the web UI with this SCM's certificate; reloaded when it is renewed."""
-    from scm_server.security.scm_security import https_material_files
-
+    """Server TLS for the web UI with this SCM's certificate, loaded from the files it already has
+    (the keystore, or the mounted sub-CA files in CA mode operator: no key is copied); reloaded when
+    the certificate is renewed or swapped."""
+    cert_file, key_file = security.certificate_files()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    directory = security.metadata_dir / "scm" / "https"
-
-    def load(material: Any) -> None:
-        key_path, chain_path = https_material_files(material, directory)
-        ctx.load_cert_chain(str(chain_path), str(key_path))
-
-    load(security.material.current)
-    security.material.add_listener(load)
+    ctx.load_cert_chain(str(cert_file), str(key_file))
+    security.material.add_listener(lambda _material: ctx.load_cert_chain(str(cert_file), str(key_file)))
     return ctx
 
 

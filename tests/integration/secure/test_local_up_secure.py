@@ -76,6 +76,18 @@ def test_local_up_secure_certificates_verify_and_revocation_works(tmp_path: Path
                 time.sleep(0.5)
 
         dns = wait_datanodes()
+        # every certificate on disk has its own serial and is the one recorded (through Raft) under it
+        listed_pem = {r["serialId"]: r for r in json.loads(ozone("--conf", conf, "admin", "cert", "list", "--json").stdout)["certificates"]}
+        on_disk = [x509.load_pem_x509_certificates(p.read_bytes())[0] for p in data.rglob("certificate.crt")]
+        on_disk.append(x509.load_pem_x509_certificates((data / "admin" / "admin.crt").read_bytes())[0])
+        serials = [str(c.serial_number) for c in on_disk]
+        assert len(serials) == len(set(serials)), serials
+        for cert in on_disk:
+            record = listed_pem.get(str(cert.serial_number))
+            assert record is not None, f"{cert.subject.rfc4514_string()} is not recorded"
+            assert record["sha256"] == pki.fingerprint(cert)
+        pem = ozone("--conf", conf, "admin", "cert", "info", str(on_disk[0].serial_number), "--pem").stdout
+        assert pki.load_certificate(pem) == on_disk[0]
         victim = dns[0]["serialId"]
         revoke = ozone("--conf", conf, "admin", "cert", "revoke", victim, "--reason", "keyCompromise")
         assert revoke.returncode == 0 and f"Revoked certificate {victim}" in revoke.stdout, revoke.stderr

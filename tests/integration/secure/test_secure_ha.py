@@ -180,6 +180,9 @@ async def test_operator_mode_new_scm_joins_without_any_root_key_and_sub_ca_swaps
         await wait_until(lambda: _true(len(work.successes()) > successes + 50), 60, "progress after the swap")
         await wait_until(lambda: _true(new_serial in cli(cluster, "admin", "cert", "list", "--type", "scm", "--json").stdout),
                          30, "the leader to record the swapped sub-CA in validSCMCerts")
+        # an operator-issued sub-CA of a current member (owned by its node id) cannot be revoked either
+        out = cli(cluster, "admin", "cert", "revoke", new_serial)
+        assert out.returncode != 0 and "still a member of the ring" in out.stderr, out.stderr
         # a broken swap (garbage certificate) is refused; the SCM keeps serving its current one
         good = cert_path.read_bytes()
         cert_path.write_text("not a certificate\n")
