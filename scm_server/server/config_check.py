@@ -17,7 +17,7 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     """Raise :class:`~scm_server.exceptions.ConfigError` for the first malformed key the daemon reads."""
     from scm_server.conf.security import SecurityConfig
     from scm_server.ha.bootstrap import resolve_local_scm
-    from scm_server.ha.scm_ha_manager import raft_config_from_conf
+    from scm_server.ha.scm_ha_manager import GRPC_BIND_HOST_KEY, bind_address, raft_config_from_conf
     from scm_server.server.daemon import https_address
 
     scm = SCMConfig.from_conf(conf)
@@ -35,4 +35,5 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     for peer in endpoints.scm_nodes(get):
         for protocol in endpoints.Protocol:
             endpoints.address_of(get, protocol, peer)
-    raft_config_from_conf(conf, local, "config-check", scm.scm_db_dir)
+    raft_config_from_conf(conf, local, "config-check", scm.scm_db_dir)  # reads ozone.scm.ratis.bind.host
+    bind_address(conf, local, GRPC_BIND_HOST_KEY, local.grpc_address)

@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -48,7 +49,10 @@ def on_a_terminal(args: list[str], env: dict[str, str], columns: int = 80, timeo
     assert script, "the `script` command (util-linux) is needed to run the CLI on a terminal; apt-get install util-linux"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("OZONE-SITE.XML_")}
     full_env.update(env, COLUMNS=str(columns), LINES="40", TERM="xterm")
-    command = " ".join([OZONE_SCM, *args])
+    # `script` runs the command through $SHELL; shells such as dash drop variables whose names are not
+    # identifiers (OZONE-SITE.XML_*), so pass them again through env(1), quoted
+    assignments = [f"{k}={v}" for k, v in env.items()]
+    command = shlex.join(["env", *assignments, OZONE_SCM, *args])
     proc = subprocess.run([script, "-qec", command, "/dev/null"], capture_output=True, timeout=timeout, env=full_env)
     return proc.stdout.decode(errors="replace")  # bytes: keep the carriage returns of in-place updates
 
@@ -251,8 +255,10 @@ def test_a_grpc_client_on_the_http_port_gets_one_warning_per_connection(scm: Scm
     new = log.read_text(errors="replace")[len(before):]
     assert "Traceback" not in new and "Error handling request" not in new, new
     assert all(" WARNING aiohttp.server: web server: rejected a connection from 127.0.0.1" in w for w in found)
-    # one line per connection: the client made at most 1 + 3 retries, each a new connection
-    assert 1 <= len(found) <= 4, found
+    # one line per connection, not a flood: the client made 1 + 3 attempts; within one attempt's deadline
+    # the channel may reconnect after its minimum reconnect backoff (scm_server/grpc_options.py), so an
+    # attempt opens a few connections at most
+    assert 1 <= len(found) <= 4 * 3, found
 
 
 # ------------------------------------------------------------------------------ tables
