@@ -37,7 +37,7 @@ k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from 
 	bash scripts/install_k8s_tools.sh
 
 test: env lint k8s-tools ## the whole default suite (unit, simulation, integration, short chaos)
-	$(PYTEST) tests -m "not soak and not chaos and not container and not kind" -q
+	$(PYTEST) tests -m "not soak and not chaos and not container and not kind" -q --durations=15
 
 test-unit: env ## unit tests only
 	$(PYTEST) tests/unit -q
