@@ -390,3 +390,25 @@ def test_builders_are_what_the_planner_creates() -> None:
     spec, _ = parse_spec(w.spec_raw)
     pod = next(a for a in w.actions if a.kind == planner.CREATE_POD)
     assert pod.body == builders.build_pod(w.ref, spec, "scm-0", "init")
+
+
+def test_leadership_is_never_moved_to_a_member_in_safemode() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    leader = w.leader_member()
+    assert leader is not None
+    others = [m for m in w.member_names() if m != leader]
+    w.in_safe_mode = set(others)  # the followers have not left safemode, the leader serves
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
+    for _ in range(40):
+        w.step()
+        w.operator_pass()
+    # a restarted follower must leave safemode before the roll goes on; leadership never moves to one in safemode
+    assert not any(a.kind == planner.TRANSFER_LEADERSHIP for a in w.actions)
+    assert w.leader_member() == leader
+    op = w.status.current_operation
+    assert op is not None and op.type == "RollMember" and op.member in others and op.step == "WaitForReady"
+    w.in_safe_mode = set()
+    w.run()
+    assert any(a.kind == planner.TRANSFER_LEADERSHIP for a in w.actions)
+    assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
