@@ -18,6 +18,7 @@ from ozone_scm_operator.spec import (
     parse_duration,
     parse_spec,
 )
+from tests.e2e.local import crdschema
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "ozonescmclusters.yaml"
@@ -25,19 +26,13 @@ CRD = ROOT / "crds" / "ozonescmclusters.yaml"
 
 def crd_spec_schema() -> dict[str, Any]:
     crd = yaml.safe_load(CRD.read_text())
-    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"])
 
 
-def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
-    """Structural-schema defaulting as the API server does it (absent properties with a default get it)."""
-    if not isinstance(value, dict) or schema.get("type") != "object":
-        return value
+def apply_defaults(schema: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """The API server's structural defaulting (the emulator's implementation)."""
     out = copy.deepcopy(value)
-    for key, sub in schema.get("properties", {}).items():
-        if key not in out and "default" in sub:
-            out[key] = copy.deepcopy(sub["default"])
-        if key in out:
-            out[key] = apply_defaults(sub, out[key])
+    crdschema.apply_defaults(schema, out)
     return out
 
 
