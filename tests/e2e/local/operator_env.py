@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from scm_server.cli.local_cluster import FAST_SETTINGS
 from tests.e2e.local.apiserver import EmulatedAPIServer, serving
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
 from tests.e2e.local.podspec import ImageSpec
@@ -58,19 +59,8 @@ IMAGES = {"ozone-scm:*": SCM_IMAGE, "scm-workload:test": WORKLOAD_IMAGE}
 API = "ozone-scm.io/v1alpha1"
 KIND = "OzoneSCMCluster"
 
-# What a small test ring needs to move fast (the same intervals `make run` uses).
-FAST_SITE: dict[str, str] = {
-    "hdds.heartbeat.interval": "500ms",
-    "ozone.scm.heartbeat.thread.interval": "250ms",
-    "ozone.scm.stale.node.interval": "3s",
-    "ozone.scm.dead.node.interval": "6s",
-    "ozone.scm.pipeline.creation.interval": "1s",
-    "hdds.scm.wait.time.after.safemode.exit": "0s",
-    "hdds.scm.safemode.rule.refresh.interval": "250ms",
-    "ozone.scm.pipeline.destroy.timeout": "2s",
-    "ozone.scm.ha.dbtransactionbuffer.flush.interval": "1s",
-    "ozone.scm.ha.ratis.fsync": "false",
-}
+# What a small test ring needs to move fast: the intervals `make run` uses, and no fsync (tests only).
+FAST_SITE: dict[str, str] = {**FAST_SETTINGS, "ozone.scm.ha.ratis.fsync": "false"}
 
 
 def free_port() -> int:
@@ -198,6 +188,10 @@ class Env:
 
     def pods(self, name: str) -> dict[str, dict[str, Any]]:
         return {p["metadata"]["name"]: p for p in self.api.list_objects("v1", "Pod", self.ns)
+                if (p["metadata"].get("labels") or {}).get("ozone-scm.io/cluster") == name}
+
+    def pvcs(self, name: str) -> dict[str, dict[str, Any]]:
+        return {p["metadata"]["name"]: p for p in self.api.list_objects("v1", "PersistentVolumeClaim", self.ns)
                 if (p["metadata"].get("labels") or {}).get("ozone-scm.io/cluster") == name}
 
     def members(self, name: str) -> list[str]:

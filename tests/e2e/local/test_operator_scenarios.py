@@ -143,3 +143,34 @@ async def test_secure_cluster_certificates_chain_to_one_root(tmp_path: Path) -> 
         assert again is not None
         x509.load_pem_x509_certificate(base64.b64decode(again["data"]["tls.crt"])).verify_directly_issued_by(root)
         await env.verify_consistent(NAME)
+
+
+async def test_bad_input_keeps_the_cluster_serving(tmp_path: Path) -> None:
+    async with environment(tmp_path) as env:
+        await _create_ready(env, membership={"operationTimeout": "20s"})
+        # refused by the API server's CEL rules: nothing reaches the operator
+        for patch in ({"replicas": 2}, {"storage": {"storageClassName": "other"}}, {"security": {"enabled": True}}):
+            try:
+                env.patch_spec(NAME, patch)
+            except Exception as exc:
+                assert "must be 1, 3 or 5" in str(exc) or "is immutable" in str(exc), exc
+            else:
+                raise AssertionError(f"{patch} was accepted")
+        # an image that never becomes ready: the roll stops at the first member, the others keep serving
+        env.patch_spec(NAME, {"image": "registry.invalid/ozone-scm:broken"})
+
+        def stuck() -> bool:
+            deg = env.conditions(NAME).get("Degraded") or {}
+            return deg.get("reason") == "OperationStuck"
+
+        await env.wait_for(stuck, 180, "OperationStuck")
+        msg = env.conditions(NAME)["Degraded"]["message"]
+        assert "did not become ready" in msg and ("ErrImagePull" in msg or "ImagePullBackOff" in msg), msg
+        assert any(t == "Warning" and r == "OperationStuck" for t, r, _ in env.events(NAME))
+        st = env.status(NAME)
+        assert st.get("leader") and sum(1 for m in st["members"] if m.get("ready")) == 2
+        assert len(env.pvcs(NAME)) == 3  # nothing deleted
+        # reverting rolls the stuck member back
+        env.patch_spec(NAME, {"image": "ozone-scm:0.1.0"})
+        await env.wait_ready(NAME, timeout=240)
+        await env.verify_consistent(NAME)
