@@ -50,7 +50,14 @@ from ozone_scm_operator.model import (
     Operation,
     SecurityStatus,
 )
-from ozone_scm_operator.spec import ALLOWED_REPLICAS, ClusterSpec, ImmutableSpec, SpecProblem, effective_spec
+from ozone_scm_operator.spec import (
+    ALLOWED_REPLICAS,
+    ClusterSpec,
+    ImmutableSpec,
+    SpecProblem,
+    effective_spec,
+    unsupported,
+)
 from ozone_scm_operator.status import Event, Facts, derive_conditions
 
 # Action kinds
@@ -802,6 +809,8 @@ def _decide(p: _Pass) -> Action | None:
         return None
     if p.spec.replicas not in ALLOWED_REPLICAS and p.status.replicas is None:
         return None  # never valid: start nothing
+    if unsupported(p.spec) is not None:
+        return None  # reported as InvalidSpec; nothing is created
     if p.status.immutable_spec is None:
         p.set_status(immutable_spec=ImmutableSpec.of(p.spec).to_status())
     if p.spec.replicas in ALLOWED_REPLICAS:

@@ -412,3 +412,13 @@ def test_leadership_is_never_moved_to_a_member_in_safemode() -> None:
     w.run()
     assert any(a.kind == planner.TRANSFER_LEADERSHIP for a in w.actions)
     assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
+
+
+def test_unsupported_ca_mode_scm_creates_nothing_and_says_why() -> None:
+    w = World({"replicas": 3, "security": {"enabled": True, "caMode": "scm"}})
+    for _ in range(5):
+        w.step()
+        w.operator_pass()
+    assert w.actions == [] and w.status.phase == "Pending"
+    deg = w.status.condition("Degraded")
+    assert deg is not None and deg.reason == "InvalidSpec" and "caMode: scm is not supported" in deg.message
