@@ -314,12 +314,14 @@ class Env:
 
 
 @contextlib.asynccontextmanager
-async def environment(workdir: Path, *, namespace: str = "ozone") -> AsyncIterator[Env]:
-    """The emulator, the kubelet fixture and the operator; everything stopped and removed on exit."""
+async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str = "process") -> AsyncIterator[Env]:
+    """The emulator, the kubelet fixture and the operator; everything stopped and removed on exit. ``runtime``
+    ``podman`` runs the Pods as containers from real images instead of processes of this checkout."""
     async with serving() as (api, url):
         api.put_object(yaml.safe_load(CRD_PATH.read_text()))
         api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        config = KubeletConfig(workdir=workdir / "kubelet", images=dict(IMAGES), backoff_base=0.5, backoff_cap=4.0)
+        config = KubeletConfig(workdir=workdir / "kubelet", runtime=runtime,
+                               images=dict(IMAGES) if runtime == "process" else {}, backoff_base=0.5, backoff_cap=4.0)
         async with Kubelet(url, config) as kubelet:
             env = Env(api, url, kubelet, workdir, namespace)
             await env.start_operator()
