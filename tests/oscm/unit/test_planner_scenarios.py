@@ -422,3 +422,23 @@ def test_unsupported_ca_mode_scm_creates_nothing_and_says_why() -> None:
     assert w.actions == [] and w.status.phase == "Pending"
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.reason == "InvalidSpec" and "caMode: scm is not supported" in deg.message
+
+
+def test_certificates_are_issued_before_pods_and_renewed_before_expiry() -> None:
+    sec = {"enabled": True, "certificateDuration": "2h", "renewBefore": "30m"}
+    w = World({"replicas": 3, "security": sec})
+    w.run()
+    k = kinds(w)
+    for m in ("scm-0", "scm-1", "scm-2"):
+        assert k.index((planner.ISSUE_MEMBER_CERT, f"{m}-tls")) < k.index((planner.CREATE_POD, m))
+    assert k.index((planner.CREATE_ROOT_CA, "scm-root-ca")) < k.index((planner.ISSUE_CLIENT_CERT, "scm-operator-client"))
+    first = {m.name: m.certificate_serial for m in w.status.members}
+    assert all(first.values())
+    w.now += datetime.timedelta(minutes=95)  # inside the renewal window of every certificate
+    w.run()
+    w.step()
+    w.operator_pass()  # the status records what the last pass observed
+    renewed = {m.name: m.certificate_serial for m in w.status.members}
+    assert all(renewed[n] != first[n] for n in first)
+    assert len([a for a in w.actions if a.kind == planner.ISSUE_CLIENT_CERT]) == 2
+    assert kinds(w, planner.DELETE_POD) == []  # renewal is a reload, not a restart
