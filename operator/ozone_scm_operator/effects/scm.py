@@ -8,7 +8,7 @@ DNS name (``grpc.ssl_target_name_override``), since the certificate names the me
 a short deadline: an SCM that does not answer quickly is simply not observed this pass.
 
 * ``probe``: one SCM's own view (``GetScmInfo``): cluster ID, scmUuid, the leader it knows, term; and whether it
-  is in safemode (``InSafeMode`` on its client port: leadership is never moved to an SCM in safemode, which would
+  is in safemode (``InSafeMode`` on its client port as a per-SCM read, ``local_read``: leadership is never moved to an SCM in safemode, which would
   refuse every block allocation);
 * ``ring``: the leader's view of the ring (``GetScmRatisRoles`` answered by the leader: roles and lag per peer);
 * ``transfer`` and ``decommission``: leadership transfer and RemoveSCM, sent to the members in the given order
@@ -93,7 +93,10 @@ class SCMAdmin:
         options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
         config = SCMClientConfig(max_retries=0, retry_interval=0.1, rpc_timeout=self.probe_timeout)
         try:
-            async with SCMClient([ep.client_address], config, security=security, channel_options=options) as c:
+            # local_read: this member's own safemode state (a plain read on a follower is redirected to the leader)
+            async with SCMClient(
+                [ep.client_address], config, security=security, channel_options=options, local_read=True
+            ) as c:
                 return (await asyncio.wait_for(c.in_safe_mode(), self.probe_timeout + 1)).in_safe_mode
         except Exception as exc:
             LOG.debug("SCM %s (%s) did not answer InSafeMode: %s", ep.member, ep.ip, exc)
