@@ -442,3 +442,19 @@ def test_certificates_are_issued_before_pods_and_renewed_before_expiry() -> None
     assert all(renewed[n] != first[n] for n in first)
     assert len([a for a in w.actions if a.kind == planner.ISSUE_CLIENT_CERT]) == 2
     assert kinds(w, planner.DELETE_POD) == []  # renewal is a reload, not a restart
+
+
+def test_secure_scale_down_revokes_the_removed_members_certificates() -> None:
+    w = World({"replicas": 3, "security": {"enabled": True}})
+    w.run()
+    serials = {m.name: m.certificate_serial for m in w.status.members}
+    w.spec_raw = {"replicas": 1, "security": {"enabled": True}}
+    w.run()
+    assert w.member_names() == ["scm-0"]
+    k = kinds(w)
+    for m in ("scm-1", "scm-2"):
+        # decommissioned first, then the certificate revoked and its Secret deleted
+        assert k.index((planner.DECOMMISSION, m)) < k.index((planner.DELETE_SECRET, f"{m}-tls"))
+        assert f"{m}-tls" not in w.secrets
+    assert set(w.status.security.revoked_serials) == {serials["scm-1"], serials["scm-2"]}
+    assert "scm-0-tls" in w.secrets and serials["scm-0"] not in w.status.security.revoked_serials
