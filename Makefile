@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: help env proto lint test test-unit run bench soak chaos clean wheels image base-image k8s-tools manifests e2e-container e2e-kind
+.PHONY: help env proto lint test test-unit run bench soak chaos clean wheels image base-image k8s-tools manifests e2e-local e2e-container e2e-kind
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -37,7 +37,7 @@ k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from 
 	bash scripts/install_k8s_tools.sh
 
 test: env lint k8s-tools ## the whole default suite (unit, simulation, integration, short chaos)
-	$(PYTEST) tests -m "not soak and not chaos and not container and not kind" -q --durations=15
+	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local" -q --durations=15
 
 test-unit: env ## unit tests only
 	$(PYTEST) tests/unit -q
@@ -66,6 +66,9 @@ base-image: ## the local Debian base image (debootstrap, no registry needed; reu
 
 image: wheels ## build the container image ozone-scm:dev with podman (BASE_IMAGE=... for a public Python image)
 	BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
+
+e2e-local: env ## the operator's local end-to-end scenarios: the operator process, the emulated API, every Pod a real SCM
+	$(PYTEST) tests/e2e/local -m e2e_local -q
 
 e2e-container: image ## the container scenario: a 3-SCM ring as podman containers from the image, leader killed
 	$(PYTEST) tests/e2e/container -m container -q

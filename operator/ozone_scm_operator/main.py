@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Sequence
 
@@ -24,6 +25,17 @@ from ozone_scm_operator.handlers import Runtime, make_registry
 from ozone_scm_operator.reconciler import Reconciler, ReconcilerSettings
 
 LOG = logging.getLogger("ozone_scm_operator")
+FAILPOINT_ENV = "OZONE_SCM_OPERATOR_FAILPOINT"  # tests only: "<ActionKind>:<target>", exit before that action
+
+
+def _failpoint(value: str) -> tuple[str, str] | None:
+    if not value:
+        return None
+    kind, sep, target = value.partition(":")
+    if not sep or not kind or not target:
+        raise click.BadParameter(f"{FAILPOINT_ENV}={value!r}: expected <ActionKind>:<target>, e.g. CreatePod:scm-1")
+    LOG.warning("failpoint armed: the operator exits before %s %s", kind, target)
+    return kind, target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +50,7 @@ class OperatorOptions:
     stall_after: float = 300.0
     watch_timeout: float = 60.0
     probe_timeout: float = 2.0
+    crash_before: tuple[str, str] | None = None  # test failpoint, see ReconcilerSettings
 
 
 @dataclasses.dataclass
@@ -63,7 +76,9 @@ async def run_operator(
     reconciler = Reconciler(
         kube,
         SCMAdmin(probe_timeout=options.probe_timeout),
-        settings=ReconcilerSettings(cluster_domain=options.cluster_domain, poll_interval=options.poll_interval),
+        settings=ReconcilerSettings(
+            cluster_domain=options.cluster_domain, poll_interval=options.poll_interval, crash_before=options.crash_before
+        ),
         metrics=metrics,
     )
     rt = Runtime(reconciler=reconciler, connection=ConnectionSettings.of(cfg), health=health,
@@ -112,6 +127,7 @@ def main(
     options = OperatorOptions(
         namespaces=namespaces, server=server, kubeconfig=kubeconfig, cluster_domain=cluster_domain,
         poll_interval=poll_interval, health_host=health_host, health_port=health_port,
+        crash_before=_failpoint(os.environ.get(FAILPOINT_ENV, "")),
     )
     asyncio.run(run_operator(options))
 

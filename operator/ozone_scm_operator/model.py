@@ -364,6 +364,7 @@ class SCMObs:
     scm_id: str
     leader_id: str | None = None
     term: int = 0
+    in_safe_mode: bool | None = None  # None: not asked / no answer
 
     @property
     def is_leader(self) -> bool:

@@ -50,7 +50,14 @@ from ozone_scm_operator.model import (
     Operation,
     SecurityStatus,
 )
-from ozone_scm_operator.spec import ALLOWED_REPLICAS, ClusterSpec, ImmutableSpec, SpecProblem, effective_spec
+from ozone_scm_operator.spec import (
+    ALLOWED_REPLICAS,
+    ClusterSpec,
+    ImmutableSpec,
+    SpecProblem,
+    effective_spec,
+    unsupported,
+)
 from ozone_scm_operator.status import Event, Facts, derive_conditions
 
 # Action kinds
@@ -466,8 +473,17 @@ def _continue_add(p: _Pass, op: Operation) -> Action | None:
     return None
 
 
+def _serving(p: _Pass, m: MemberStatus) -> bool:
+    """The member's SCM answered that it is out of safemode (an SCM in safemode refuses block allocations)."""
+    scm = p.obs.scms.get(m.name)
+    return scm is not None and scm.in_safe_mode is False
+
+
 def _transfer_target(p: _Pass, away_from: MemberStatus) -> MemberStatus | None:
     candidates = [m for m in p.members(JOINED) if m.name != away_from.name and p.healthy(m)]
+    if _serving(p, away_from):
+        # never hand a serving leadership to an SCM in safemode: every allocation would fail until it leaves it
+        candidates = [m for m in candidates if _serving(p, m)]
     if not candidates:
         return None
     lag = {m.name: (m.lag or 0) for m in candidates}
@@ -478,7 +494,11 @@ def _transfer(p: _Pass, op: Operation, m: MemberStatus) -> Action | None:
     target = _transfer_target(p, m)
     p.set_op(op.at_step("TransferLeadership", p.now))
     if target is None:
-        p.note("WaitingForQuorum", f"cannot move leadership away from {m.name}: no other member is ready and caught up")
+        p.note(
+            "WaitingForQuorum",
+            f"cannot move leadership away from {m.name} yet: no other member is ready, caught up"
+            + (" and out of safemode" if _serving(p, m) else ""),
+        )
         return None
     return Action(
         TRANSFER_LEADERSHIP, m.name, "TransferringLeadership",
@@ -595,7 +615,9 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
             DELETE_POD, m.name, "RollingMember",
             f"restarting {m.name} with revision {p.revision} (was {pod.revision})",
         )
-    if p.healthy(m):
+    leader = p.leader()
+    if p.healthy(m) and (leader is None or not _serving(p, leader) or _serving(p, m)):
+        # done once ready, caught up and, while the ring serves, out of safemode (a possible next leader)
         p.set_op(None)
         return None
     p.set_op(op.at_step("WaitForReady", p.now))
@@ -787,6 +809,8 @@ def _decide(p: _Pass) -> Action | None:
         return None
     if p.spec.replicas not in ALLOWED_REPLICAS and p.status.replicas is None:
         return None  # never valid: start nothing
+    if unsupported(p.spec) is not None:
+        return None  # reported as InvalidSpec; nothing is created
     if p.status.immutable_spec is None:
         p.set_status(immutable_spec=ImmutableSpec.of(p.spec).to_status())
     if p.spec.replicas in ALLOWED_REPLICAS:

@@ -19,6 +19,7 @@ import base64
 import dataclasses
 import datetime
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -56,6 +57,9 @@ _KEEP = ("kopf", "audit")  # status keys written by others (kopf's bookkeeping, 
 class ReconcilerSettings:
     cluster_domain: str = "cluster.local"
     poll_interval: float = 5.0
+    # Test failpoint (as etcd-operator's gofail ones): exit the process right before performing this action,
+    # (kind, target), after its intent is in status. Set only by tests, through OZONE_SCM_OPERATOR_FAILPOINT.
+    crash_before: tuple[str, str] | None = None
 
 
 def utcnow() -> datetime.datetime:
@@ -325,6 +329,10 @@ class Reconciler:
     async def act(self, ref: ClusterRef, a: planner.Action, obs: Observed, st: ClusterStatus) -> None:
         ns = ref.namespace
         k = a.kind
+        if self.settings.crash_before == (k, a.target):
+            LOG.error("failpoint: exiting before %s %s (its intent is in status)", k, a.target)
+            logging.shutdown()
+            os._exit(86)
         if k == planner.APPLY:
             assert a.body is not None
             await self.kube.apply(a.body)

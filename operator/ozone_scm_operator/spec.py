@@ -262,6 +262,13 @@ class _Reader:
         return [dict(x) for x in v]
 
 
+def unsupported(spec: ClusterSpec) -> str | None:
+    """Why the operator cannot run this spec at all (it then creates nothing), or None."""
+    if spec.security.enabled and spec.security.ca_mode == "scm":
+        return "security.caMode scm is not supported yet"
+    return None
+
+
 def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecProblem]]:
     """The spec with defaults applied, and the problems found (each field falls back to its default)."""
     problems: list[SpecProblem] = []
@@ -300,6 +307,13 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         )
         security = dataclasses.replace(
             security, renew_before=ds.renew_before, certificate_duration=ds.certificate_duration
+        )
+
+    if security.enabled and security.ca_mode == "scm":
+        se.problem(
+            "caMode",
+            "scm is not supported by this version of the operator yet (the operator would need its administrator "
+            "certificate through Ozone's CSR flow); use caMode operator, in which the operator holds the root CA",
         )
 
     ozone_site = r.str_map("ozoneSite")

@@ -113,7 +113,10 @@ class SCMClient:
         on_failover: Callable[[str, str, int], None] | None = None,
         security: ChannelSecurity | None = None,
         local_read: bool = False,
+        channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
+        """``channel_options`` are extra gRPC channel arguments (e.g. ``grpc.ssl_target_name_override`` when one
+        SCM is called by IP address under TLS)."""
         self.config = config or SCMClientConfig()
         self.local_read = local_read
         parsed = parse_addresses(addresses)
@@ -128,7 +131,9 @@ class SCMClient:
             self.config.min_failover_window,
             self.config.suspect_for,
         )
-        self._channels = ChannelCache(security, grpc_options.channel_options(self.config.liveness))
+        self._channels = ChannelCache(
+            security, [*grpc_options.channel_options(self.config.liveness), *channel_options]
+        )
         self._sleep = sleep  # injectable for unit tests of the failover policy
         self._clock = clock
         self._on_failover = on_failover  # (address that failed, reason, attempt): e.g. a CLI notice

@@ -7,7 +7,9 @@ works from anywhere that reaches Pods, without depending on cluster DNS from the
 DNS name (``grpc.ssl_target_name_override``), since the certificate names the member, not its Pod IP. Each probe has
 a short deadline: an SCM that does not answer quickly is simply not observed this pass.
 
-* ``probe``: one SCM's own view (``GetScmInfo``): cluster ID, scmUuid, the leader it knows, term;
+* ``probe``: one SCM's own view (``GetScmInfo``): cluster ID, scmUuid, the leader it knows, term; and whether it
+  is in safemode (``InSafeMode`` on its client port as a per-SCM read, ``local_read``: leadership is never moved to an SCM in safemode, which would
+  refuse every block allocation);
 * ``ring``: the leader's view of the ring (``GetScmRatisRoles`` answered by the leader: roles and lag per peer);
 * ``transfer`` and ``decommission``: leadership transfer and RemoveSCM, sent to the members in the given order
   (leader first); the client follows NotLeader hints by itself.
@@ -25,7 +27,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ozone_scm_operator import naming
 from ozone_scm_operator.model import PeerObs, RingObs, SCMObs
+from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient
+from scm_server.client.scm_client import SCMClient
 from scm_server.security.keystore import Material
 from scm_server.security.tls import StaticClientSecurity
 
@@ -42,8 +46,15 @@ class Endpoint:
 
     @property
     def grpc_address(self) -> str:
+        return self._address("grpc")
+
+    @property
+    def client_address(self) -> str:
+        return self._address("client")
+
+    def _address(self, port: str) -> str:
         host = f"[{self.ip}]" if ":" in self.ip else self.ip
-        return f"{host}:{naming.PORTS['grpc']}"
+        return f"{host}:{naming.PORTS[port]}"
 
 
 def client_security(cert_chain: Sequence[x509.Certificate], key: ec.EllipticCurvePrivateKey,
@@ -75,7 +86,21 @@ class SCMAdmin:
             scm_id=info.scmId,
             leader_id=info.leaderId or None,
             term=info.term,
+            in_safe_mode=await self._in_safe_mode(ep, security),
         )
+
+    async def _in_safe_mode(self, ep: Endpoint, security: StaticClientSecurity | None) -> bool | None:
+        options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
+        config = SCMClientConfig(max_retries=0, retry_interval=0.1, rpc_timeout=self.probe_timeout)
+        try:
+            # local_read: this member's own safemode state (a plain read on a follower is redirected to the leader)
+            async with SCMClient(
+                [ep.client_address], config, security=security, channel_options=options, local_read=True
+            ) as c:
+                return (await asyncio.wait_for(c.in_safe_mode(), self.probe_timeout + 1)).in_safe_mode
+        except Exception as exc:
+            LOG.debug("SCM %s (%s) did not answer InSafeMode: %s", ep.member, ep.ip, exc)
+            return None
 
     async def probe_all(
         self, endpoints: Mapping[str, Endpoint], security: StaticClientSecurity | None = None

@@ -84,6 +84,7 @@ class World:
         self._ids = 0
         self.broken_images = broken_images
         self.broken_pods: set[str] = set()  # Pods whose SCM keeps crashing (CrashLoopBackOff)
+        self.in_safe_mode: set[str] = set()  # members whose SCM answers that it is in safemode
         self.actions: list[planner.Action] = []
         self.events: list[str] = []
         self.hooks: list[Callable[[World], None]] = []
@@ -212,7 +213,8 @@ class World:
             pvc = self.pvcs.get(naming.pvc_name(p.name))
             if p.alive and pvc is not None and pvc.cluster_id and pvc.scm_id:
                 scms[p.name] = SCMObs(member=p.name, cluster_id=pvc.cluster_id, scm_id=pvc.scm_id,
-                                      leader_id=self.leader, term=self.term)
+                                      leader_id=self.leader, term=self.term,
+                                      in_safe_mode=p.name in self.in_safe_mode)
         ring = None
         if self.leader is not None:
             peers = [

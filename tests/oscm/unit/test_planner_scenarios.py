@@ -390,3 +390,71 @@ def test_builders_are_what_the_planner_creates() -> None:
     spec, _ = parse_spec(w.spec_raw)
     pod = next(a for a in w.actions if a.kind == planner.CREATE_POD)
     assert pod.body == builders.build_pod(w.ref, spec, "scm-0", "init")
+
+
+def test_leadership_is_never_moved_to_a_member_in_safemode() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    leader = w.leader_member()
+    assert leader is not None
+    others = [m for m in w.member_names() if m != leader]
+    w.in_safe_mode = set(others)  # the followers have not left safemode, the leader serves
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
+    for _ in range(40):
+        w.step()
+        w.operator_pass()
+    # a restarted follower must leave safemode before the roll goes on; leadership never moves to one in safemode
+    assert not any(a.kind == planner.TRANSFER_LEADERSHIP for a in w.actions)
+    assert w.leader_member() == leader
+    op = w.status.current_operation
+    assert op is not None and op.type == "RollMember" and op.member in others and op.step == "WaitForReady"
+    w.in_safe_mode = set()
+    w.run()
+    assert any(a.kind == planner.TRANSFER_LEADERSHIP for a in w.actions)
+    assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
+
+
+def test_unsupported_ca_mode_scm_creates_nothing_and_says_why() -> None:
+    w = World({"replicas": 3, "security": {"enabled": True, "caMode": "scm"}})
+    for _ in range(5):
+        w.step()
+        w.operator_pass()
+    assert w.actions == [] and w.status.phase == "Pending"
+    deg = w.status.condition("Degraded")
+    assert deg is not None and deg.reason == "InvalidSpec" and "caMode: scm is not supported" in deg.message
+
+
+def test_certificates_are_issued_before_pods_and_renewed_before_expiry() -> None:
+    sec = {"enabled": True, "certificateDuration": "2h", "renewBefore": "30m"}
+    w = World({"replicas": 3, "security": sec})
+    w.run()
+    k = kinds(w)
+    for m in ("scm-0", "scm-1", "scm-2"):
+        assert k.index((planner.ISSUE_MEMBER_CERT, f"{m}-tls")) < k.index((planner.CREATE_POD, m))
+    assert k.index((planner.CREATE_ROOT_CA, "scm-root-ca")) < k.index((planner.ISSUE_CLIENT_CERT, "scm-operator-client"))
+    first = {m.name: m.certificate_serial for m in w.status.members}
+    assert all(first.values())
+    w.now += datetime.timedelta(minutes=95)  # inside the renewal window of every certificate
+    w.run()
+    w.step()
+    w.operator_pass()  # the status records what the last pass observed
+    renewed = {m.name: m.certificate_serial for m in w.status.members}
+    assert all(renewed[n] != first[n] for n in first)
+    assert len([a for a in w.actions if a.kind == planner.ISSUE_CLIENT_CERT]) == 2
+    assert kinds(w, planner.DELETE_POD) == []  # renewal is a reload, not a restart
+
+
+def test_secure_scale_down_revokes_the_removed_members_certificates() -> None:
+    w = World({"replicas": 3, "security": {"enabled": True}})
+    w.run()
+    serials = {m.name: m.certificate_serial for m in w.status.members}
+    w.spec_raw = {"replicas": 1, "security": {"enabled": True}}
+    w.run()
+    assert w.member_names() == ["scm-0"]
+    k = kinds(w)
+    for m in ("scm-1", "scm-2"):
+        # decommissioned first, then the certificate revoked and its Secret deleted
+        assert k.index((planner.DECOMMISSION, m)) < k.index((planner.DELETE_SECRET, f"{m}-tls"))
+        assert f"{m}-tls" not in w.secrets
+    assert set(w.status.security.revoked_serials) == {serials["scm-1"], serials["scm-2"]}
+    assert "scm-0-tls" in w.secrets and serials["scm-0"] not in w.status.security.revoked_serials

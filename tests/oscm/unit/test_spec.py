@@ -18,6 +18,7 @@ from ozone_scm_operator.spec import (
     parse_duration,
     parse_spec,
 )
+from tests.e2e.local import crdschema
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "ozonescmclusters.yaml"
@@ -25,19 +26,13 @@ CRD = ROOT / "crds" / "ozonescmclusters.yaml"
 
 def crd_spec_schema() -> dict[str, Any]:
     crd = yaml.safe_load(CRD.read_text())
-    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"])
 
 
-def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
-    """Structural-schema defaulting as the API server does it (absent properties with a default get it)."""
-    if not isinstance(value, dict) or schema.get("type") != "object":
-        return value
+def apply_defaults(schema: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """The API server's structural defaulting (the emulator's implementation)."""
     out = copy.deepcopy(value)
-    for key, sub in schema.get("properties", {}).items():
-        if key not in out and "default" in sub:
-            out[key] = copy.deepcopy(sub["default"])
-        if key in out:
-            out[key] = apply_defaults(sub, out[key])
+    crdschema.apply_defaults(schema, out)
     return out
 
 
@@ -132,7 +127,9 @@ def test_effective_spec_pins_immutable_fields_and_keeps_the_accepted_replicas() 
     assert not eff.security.enabled and eff.security.ca_mode == "operator"
     assert eff.replicas == 3
     fields = sorted(p.field for p in all_problems)
-    assert fields == ["replicas", "security.caMode", "security.enabled", "storage.size", "storage.storageClassName"]
+    # caMode scm is also reported as unsupported (one problem for that, one for the immutable change)
+    assert fields == ["replicas", "security.caMode", "security.caMode", "security.enabled", "storage.size",
+                      "storage.storageClassName"]
     # never accepted: stays invalid, so the planner starts nothing
     eff2, _ = effective_spec(changed, problems, None, accepted_replicas=None)
     assert eff2.replicas == 4

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The operator's benchmarks, in the local end-to-end tier (emulated API server + the kubelet fixture running every
+Pod as a real SCM process in its own network namespace; ``tests/e2e/local/``).
+
+1. **Time to a Ready 3-member cluster** (``--runs``, default 3): from creating the ``OzoneSCMCluster`` to
+   ``Ready=True`` (every member a ready, caught-up voter under one leader). Goal: under 60 s.
+   Anchor, measured side by side: the same ring as hand-written Pods (``tests/e2e/local/scm_ring.py``, the recipe
+   of docs/operations.md and of Ozone's Helm chart: every Pod at once, each running ``scm --init && scm
+   --bootstrap``, joiners retrying until the primordial SCM answers), from creating the objects to every Pod ready
+   and one leader.
+2. **Rolling restart of 3 members** with a client allocating blocks throughout (a workload Pod:
+   ``tests/e2e/local/scm_workload.py``, simulated datanodes + one allocation at a time): the operator's roll
+   (followers first, the leader last after a leadership transfer), triggered by a Pod annotation change; measured
+   from the change to Ready again, plus the **longest client-observed gap** between successful allocations
+   (goal: under 2 s) and the failed calls. Anchor: the hand-written ring rolled as a StatefulSet controller would
+   (delete and recreate each Pod, highest ordinal first, waiting for it to be ready; no leadership transfer).
+
+Prints a table with both and their ratio, writes ``bench/results/operator_e2e.json``. Needs root (network
+namespaces). On a machine shared with other work the figures are noisy: re-run on a quiet machine to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.local import scm_ring  # noqa: E402
+from tests.e2e.local.operator_env import FAST_SITE, Env, WorkloadResult, environment  # noqa: E402
+
+NAME = "scm"
+
+
+def _pod_ready(env: Env, name: str) -> bool:
+    pod = env.api.get_object("v1", "Pod", name, env.ns) or {}
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions", []))
+
+
+async def operator_ready(workdir: Path) -> float:
+    async with environment(workdir) as env:
+        t0 = time.monotonic()
+        await env.create(NAME, {"replicas": 3})
+        await env.wait_ready(NAME, timeout=300)
+        return time.monotonic() - t0
+
+
+async def anchor_ready(workdir: Path) -> float:
+    """The hand-written ring; the operator is stopped (it must not touch these objects)."""
+    async with environment(workdir) as env:
+        await env.stop_operator()
+        t0 = time.monotonic()
+        for obj in scm_ring.ring_objects("ring", env.ns, 3, "ozone-scm:0.1.0", extra_site=FAST_SITE, datanodes=0):
+            env.api.put_object(obj)
+        members = scm_ring.member_names("ring", 3)
+        await env.wait_for(lambda: all(_pod_ready(env, m) for m in members), 300, "hand-written ring ready")
+        return time.monotonic() - t0
+
+
+async def operator_roll(workdir: Path) -> dict[str, Any]:
+    async with environment(workdir) as env:
+        await env.create(NAME, {"replicas": 3})
+        await env.wait_ready(NAME, timeout=300)
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        await asyncio.sleep(3)  # a few seconds of steady allocations before the roll (a baseline, not a wait)
+        t0 = time.monotonic()
+        env.patch_spec(NAME, {"podMetadata": {"annotations": {"ozone-scm.io/restartedAt": str(time.time())}}})
+        await env.wait_for(lambda: env.status(NAME).get("currentOperation"), 60, "the roll starts")
+        await env.wait_ready(NAME, timeout=600)
+        duration = time.monotonic() - t0
+        result = await env.stop_workload(out)
+        return _roll_figures(duration, result)
+
+
+async def anchor_roll(workdir: Path) -> dict[str, Any]:
+    async with environment(workdir) as env:
+        await env.stop_operator()
+        objects = scm_ring.ring_objects("ring", env.ns, 3, "ozone-scm:0.1.0", extra_site=FAST_SITE, datanodes=0)
+        for obj in objects:
+            env.api.put_object(obj)
+        members = scm_ring.member_names("ring", 3)
+        await env.wait_for(lambda: all(_pod_ready(env, m) for m in members), 300, "hand-written ring ready")
+        out = env.start_workload("ring")
+        await env.workload_ready(out)
+        await asyncio.sleep(3)
+        pods = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Pod"}
+        t0 = time.monotonic()
+        for m in reversed(members):  # a StatefulSet's RollingUpdate: highest ordinal first, one at a time
+            env.delete("Pod", m)
+            await env.wait_for(lambda m=m: env.api.get_object("v1", "Pod", m, env.ns) is None, 120, f"{m} gone")
+            env.api.put_object(pods[m])
+            await env.wait_for(lambda m=m: _pod_ready(env, m), 300, f"{m} ready again")
+        duration = time.monotonic() - t0
+        result = await env.stop_workload(out)
+        return _roll_figures(duration, result)
+
+
+def _roll_figures(duration: float, result: WorkloadResult) -> dict[str, Any]:
+    return {
+        "duration_s": round(duration, 2),
+        "longest_gap_s": round(result.longest_gap, 3),
+        "calls": len(result.calls),
+        "failed_calls": len(result.failures),
+        "failure_samples": [f["error"] for f in result.failures[:3]],
+        "duplicate_block_ids": len(result.duplicates),
+    }
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+async def run(runs: int, roll_runs: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="operator-bench-") as tmp:
+        base = Path(tmp)
+        ready_op = [await operator_ready(base / f"op-ready-{i}") for i in range(runs)]
+        ready_anchor = [await anchor_ready(base / f"anchor-ready-{i}") for i in range(runs)]
+        roll_op = [await operator_roll(base / f"op-roll-{i}") for i in range(roll_runs)]
+        roll_anchor = [await anchor_roll(base / f"anchor-roll-{i}") for i in range(roll_runs)]
+    return {
+        "machine": platform.node(),
+        "ready_s": {"operator": [round(x, 2) for x in ready_op], "anchor": [round(x, 2) for x in ready_anchor]},
+        "roll": {"operator": roll_op, "anchor": roll_anchor},
+    }
+
+
+def report(res: dict[str, Any]) -> None:
+    op_ready = statistics.median(res["ready_s"]["operator"])
+    an_ready = statistics.median(res["ready_s"]["anchor"])
+    op_roll = res["roll"]["operator"]
+    an_roll = res["roll"]["anchor"]
+    op_gap = max(r["longest_gap_s"] for r in op_roll)
+    an_gap = max(r["longest_gap_s"] for r in an_roll)
+    op_dur = statistics.median(r["duration_s"] for r in op_roll)
+    an_dur = statistics.median(r["duration_s"] for r in an_roll)
+    rows = [
+        ("time to Ready, 3 members (median s)", f"{op_ready:.1f}", f"{an_ready:.1f}", _ratio(op_ready, an_ready), "< 60 s"),
+        ("rolling restart of 3 members (median s)", f"{op_dur:.1f}", f"{an_dur:.1f}", _ratio(op_dur, an_dur), ""),
+        ("longest allocation gap during the roll (s)", f"{op_gap:.2f}", f"{an_gap:.2f}", _ratio(op_gap, an_gap), "< 2 s"),
+        ("failed allocations during the roll", str(sum(r["failed_calls"] for r in op_roll)),
+         str(sum(r["failed_calls"] for r in an_roll)), "", "0"),
+        ("duplicate block IDs", str(sum(r["duplicate_block_ids"] for r in op_roll)),
+         str(sum(r["duplicate_block_ids"] for r in an_roll)), "", "0"),
+    ]
+    print(f"{'metric':<46} {'operator':>10} {'hand-written Pods':>18} {'ratio':>7}  goal")
+    for metric, a, b, r, goal in rows:
+        print(f"{metric:<46} {a:>10} {b:>18} {r:>7}  {goal}")
+    print(f"runs: ready {res['ready_s']}, roll operator {op_roll}, roll anchor {an_roll}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3, help="time-to-Ready runs of each")
+    ap.add_argument("--roll-runs", type=int, default=1, help="rolling-restart runs of each")
+    args = ap.parse_args()
+    res = asyncio.run(run(args.runs, args.roll_runs))
+    report(res)
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "operator_e2e.json").write_text(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

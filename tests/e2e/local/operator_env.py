@@ -1,0 +1,331 @@
+"""The operator's local end-to-end environment: the emulated API server, the kubelet-playing fixture running every Pod
+as a real SCM process (its own network namespace, address and ``/etc/hosts``), and the real operator in-process.
+
+Used by ``test_operator_scenarios.py`` and ``bench/operator_e2e.py``. Test support: it may use SCM internals and the
+fixture; nothing in ``scm_server`` or the operator imports it.
+
+``Env`` offers what the scenarios need and nothing clever:
+
+* ``create`` / ``patch_spec`` / ``cluster`` / ``conditions`` / ``events``: the ``OzoneSCMCluster`` as a user sees it;
+* ``wait_ready``: the Ready condition True for the current generation, no operation in progress, every member
+  ready (polling the emulator with a deadline, never a fixed sleep);
+* ``verify_consistent``: every member reports the same cluster ID (the one in status) and, once each has applied
+  the leader's commit index, identical digests of every replicated table (``GetTableDigests``, the RPC behind the
+  cross-SCM ``debug ldb`` comparison);
+* ``start_operator`` / ``stop_operator`` / ``kill_operator``: the operator is the real ``ozone-scm-operator``
+  process (as in a cluster); ``start_operator(crash_before=(kind, target))`` arms its test failpoint, so it exits
+  right after writing the intent of that step into status and before the step runs;
+* ``start_workload`` / ``stop_workload``: simulated datanodes and a block-allocation client running in a Pod
+  (``scm_workload.py``), and what they observed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import itertools
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scm_server.cli.local_cluster import FAST_SETTINGS
+from tests.e2e.local.apiserver import EmulatedAPIServer, serving
+from tests.e2e.local.kubelet import Kubelet, KubeletConfig
+from tests.e2e.local.podspec import ImageSpec
+
+REPO = Path(__file__).resolve().parents[3]
+CRD_PATH = REPO / "crds" / "ozonescmclusters.yaml"
+BIN = Path(sys.executable).parent
+PATH = f"{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"
+SCM_IMAGE = ImageSpec(entrypoint=(str(BIN / "ozone-scm"),), env={"PATH": PATH, "PYTHONUNBUFFERED": "1"})
+WORKLOAD_IMAGE = ImageSpec(
+    entrypoint=(sys.executable, "-m", "tests.e2e.local.scm_workload"),
+    env={"PATH": PATH, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)},
+    workdir=str(REPO),
+)
+# Every ozone-scm image tag runs this checkout (an image change still rolls the Pods); anything else is unknown to
+# the runtime and waits in ErrImagePull, like an image that does not exist.
+IMAGES = {"ozone-scm:*": SCM_IMAGE, "scm-workload:test": WORKLOAD_IMAGE}
+API = "ozone-scm.io/v1alpha1"
+KIND = "OzoneSCMCluster"
+
+# What a small test ring needs to move fast: the intervals `make run` uses, and no fsync (tests only).
+FAST_SITE: dict[str, str] = {**FAST_SETTINGS, "ozone.scm.ha.ratis.fsync": "false"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclasses.dataclass
+class WorkloadResult:
+    calls: list[dict[str, Any]]
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return [c for c in self.calls if not c["ok"]]
+
+    @property
+    def block_ids(self) -> list[tuple[int, int]]:
+        return [(i[0], i[1]) for c in self.calls if c["ok"] for i in c["ids"]]
+
+    @property
+    def duplicates(self) -> set[tuple[int, int]]:
+        seen: set[tuple[int, int]] = set()
+        dup = set()
+        for bid in self.block_ids:
+            if bid in seen:
+                dup.add(bid)
+            seen.add(bid)
+        return dup
+
+    @property
+    def longest_gap(self) -> float:
+        """Longest time without a successful allocation, from one success to the next (seconds)."""
+        ends = sorted(c["t1"] for c in self.calls if c["ok"])
+        return max((b - a for a, b in itertools.pairwise(ends)), default=0.0)
+
+
+def v_applied(result: Mapping[str, Any], member: str) -> int:
+    return int(result["members"][member]["appliedIndex"])
+
+
+class Env:
+    def __init__(self, api: EmulatedAPIServer, url: str, kubelet: Kubelet, workdir: Path, namespace: str) -> None:
+        self.api = api
+        self.url = url
+        self.kubelet = kubelet
+        self.workdir = workdir
+        self.ns = namespace
+        self._operator: asyncio.subprocess.Process | None = None
+        self.operator_starts = 0
+        self.health_port = 0
+        self.operator_log: Path | None = None
+
+    # ---- the operator (a real process, like in a cluster; the test process never holds gRPC state, since it
+    # also forks every Pod's processes) ----
+    async def start_operator(self, crash_before: tuple[str, str] | None = None) -> None:
+        self.operator_starts += 1
+        self.health_port = free_port()
+        env = dict(os.environ)
+        env.pop("OZONE_SCM_OPERATOR_FAILPOINT", None)
+        if crash_before is not None:
+            env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{crash_before[0]}:{crash_before[1]}"
+        self.operator_log = self.workdir / f"operator-{self.operator_starts}.log"
+        log = open(self.operator_log, "wb")  # noqa: SIM115 - kept open while the process runs
+        self._operator = await asyncio.create_subprocess_exec(
+            str(BIN / "ozone-scm-operator"), "--server", self.url, "--poll-interval", "1", "--health-host",
+            "127.0.0.1", "--health-port", str(self.health_port), "--log-level", "INFO",
+            stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL, env=env,
+        )
+        log.close()
+
+    async def operator_exited(self, timeout: float = 120) -> int:
+        assert self._operator is not None
+        code = await asyncio.wait_for(self._operator.wait(), timeout)
+        self._operator = None
+        return code
+
+    async def stop_operator(self) -> None:
+        """SIGTERM, as Kubernetes stops a Pod (SIGKILL after a grace period)."""
+        proc, self._operator = self._operator, None
+        if proc is None or proc.returncode is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+    async def kill_operator(self) -> None:
+        proc, self._operator = self._operator, None
+        if proc is not None and proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+    def operator_output(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("operator-*.log")))
+
+    # ---- the resource ----
+    async def create(self, name: str, spec: Mapping[str, Any]) -> None:
+        full = dict(spec)
+        full["ozoneSite"] = {**FAST_SITE, **(spec.get("ozoneSite") or {})}
+        self.api.put_object({"apiVersion": API, "kind": KIND, "metadata": {"name": name, "namespace": self.ns},
+                             "spec": full})
+
+    def patch_spec(self, name: str, patch: Mapping[str, Any]) -> None:
+        self.api.patch_object(API, KIND, name, self.ns, {"spec": dict(patch)})
+
+    def cluster(self, name: str) -> dict[str, Any]:
+        obj = self.api.get_object(API, KIND, name, self.ns)
+        assert obj is not None, f"{KIND} {name} is gone"
+        return obj
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.cluster(name).get("status") or {}
+
+    def conditions(self, name: str) -> dict[str, dict[str, Any]]:
+        return {c["type"]: c for c in self.status(name).get("conditions") or ()}
+
+    def events(self, name: str) -> list[tuple[str, str, str]]:
+        evs = [e for e in self.api.list_objects("v1", "Event", self.ns)
+               if (e.get("involvedObject") or {}).get("name") == name]
+        evs.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))  # the order they were posted in
+        return [(e.get("type", ""), e.get("reason", ""), e.get("message", "")) for e in evs]
+
+    def pods(self, name: str) -> dict[str, dict[str, Any]]:
+        return {p["metadata"]["name"]: p for p in self.api.list_objects("v1", "Pod", self.ns)
+                if (p["metadata"].get("labels") or {}).get("ozone-scm.io/cluster") == name}
+
+    def pvcs(self, name: str) -> dict[str, dict[str, Any]]:
+        return {p["metadata"]["name"]: p for p in self.api.list_objects("v1", "PersistentVolumeClaim", self.ns)
+                if (p["metadata"].get("labels") or {}).get("ozone-scm.io/cluster") == name}
+
+    def members(self, name: str) -> list[str]:
+        return [m["name"] for m in self.status(name).get("members") or ()]
+
+    async def wait_for(self, predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.25) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                value = predicate()
+            except (AssertionError, KeyError):
+                value = None
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what}: not reached within {timeout}s")
+            await asyncio.sleep(poll)
+
+    def is_ready(self, name: str, replicas: int | None = None) -> bool:
+        obj = self.cluster(name)
+        st = obj.get("status") or {}
+        ready = (self.conditions(name).get("Ready") or {}).get("status") == "True"
+        want = replicas if replicas is not None else obj["spec"].get("replicas", 3)
+        return (
+            ready
+            and st.get("observedGeneration") == obj["metadata"].get("generation")
+            and not st.get("currentOperation")
+            and len(st.get("members") or ()) == want
+            and all(m.get("ready") and m.get("state") == "Joined" for m in st.get("members") or ())
+        )
+
+    async def wait_ready(self, name: str, timeout: float = 180, replicas: int | None = None) -> dict[str, Any]:
+        try:
+            await self.wait_for(lambda: self.is_ready(name, replicas), timeout, f"{name} Ready")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; status: {json.dumps(self.status(name), indent=1)[:3000]}") from None
+        return self.cluster(name)
+
+    # ---- the SCMs ----
+    def member_ips(self, name: str) -> dict[str, str]:
+        out = {}
+        for m in self.members(name):
+            ip = ((self.pods(name).get(m) or {}).get("status") or {}).get("podIP")
+            if ip:
+                out[m] = ip
+        return out
+
+    async def verify_consistent(self, name: str) -> dict[str, Any]:
+        """One cluster ID on every member (the recorded one) and identical replicated tables (``scm_check``)."""
+        status = self.status(name)
+        ips = self.member_ips(name)
+        assert set(ips) == set(self.members(name)), f"members without a Pod IP: {set(self.members(name)) - set(ips)}"
+        domain = f"{name}-headless.{self.ns}.svc.cluster.local"
+        argv = [sys.executable, "-m", "tests.e2e.local.scm_check", *(f"{m}={ip}={m}.{domain}" for m, ip in ips.items())]
+        client = self.api.get_object("v1", "Secret", f"{name}-operator-client", self.ns)
+        if client is not None:
+            tls = self.workdir / f"{name}-client-tls"
+            tls.mkdir(exist_ok=True)
+            for k, v in client["data"].items():
+                (tls / k).write_bytes(base64.b64decode(v))
+            argv += ["--tls-dir", str(tls)]
+        proc = await asyncio.create_subprocess_exec(*argv, cwd=str(REPO), stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+        assert proc.returncode == 0, f"scm_check failed: {err.decode()[-3000:]}"
+        result: dict[str, Any] = json.loads(out)
+        assert "error" not in result, result
+        ids = {m: v["clusterId"] for m, v in result["members"].items()}
+        assert set(ids.values()) == {status["clusterID"]}, f"cluster IDs differ: {ids} (status {status['clusterID']})"
+        digests = {m: v["digests"] for m, v in result["members"].items()}
+        first = next(iter(digests.values()))
+        for m, d in digests.items():
+            assert v_applied(result, m) >= result["commitIndex"], f"{m} has not applied {result['commitIndex']}"
+            assert d == first, f"table digests of {m} differ: {d} vs {first}"
+        return result
+
+    async def leader(self, name: str) -> str:
+        await self.wait_for(lambda: self.status(name).get("leader"), 60, "a leader in status")
+        return str(self.status(name)["leader"])
+
+    # ---- faults ----
+    async def kill_scm(self, pod: str) -> None:
+        await self.kubelet.kill(self.ns, pod)
+
+    def delete(self, kind: str, name: str) -> None:
+        self.api.call_delete("v1", kind, name, self.ns)
+
+    # ---- the workload Pod ----
+    def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload") -> Path:
+        out = self.workdir / f"{name}-out"
+        out.mkdir(parents=True, exist_ok=True)
+        self.api.put_object({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.ns},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{
+                    "name": "workload", "image": "scm-workload:test",
+                    "args": ["--conf", "/etc/ozone", "--out", "/out", "--datanodes", str(datanodes)],
+                    "volumeMounts": [{"name": "config", "mountPath": "/etc/ozone"}, {"name": "out", "mountPath": "/out"}],
+                }],
+                "volumes": [{"name": "config", "configMap": {"name": f"{cluster}-config"}},
+                            {"name": "out", "hostPath": {"path": str(out)}}],
+            },
+        })
+        return out
+
+    async def workload_ready(self, out: Path, timeout: float = 120) -> None:
+        await self.wait_for(lambda: (out / "ready").exists() or self._workload_failed(), timeout, "workload ready")
+        assert (out / "ready").exists(), f"the workload Pod failed: {self.kubelet.logs(self.ns, 'workload')[-3000:]}"
+
+    def _workload_failed(self) -> bool:
+        pod = self.api.get_object("v1", "Pod", "workload", self.ns)
+        return bool(pod and (pod.get("status") or {}).get("phase") == "Failed")
+
+    async def stop_workload(self, out: Path, timeout: float = 60) -> WorkloadResult:
+        (out / "stop").write_text("stop")
+        await self.wait_for(lambda: (out / "done").exists(), timeout, "workload done")
+        calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines() if line.strip()]
+        return WorkloadResult(calls)
+
+
+@contextlib.asynccontextmanager
+async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str = "process") -> AsyncIterator[Env]:
+    """The emulator, the kubelet fixture and the operator; everything stopped and removed on exit. ``runtime``
+    ``podman`` runs the Pods as containers from real images instead of processes of this checkout."""
+    async with serving() as (api, url):
+        api.put_object(yaml.safe_load(CRD_PATH.read_text()))
+        api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        config = KubeletConfig(workdir=workdir / "kubelet", runtime=runtime,
+                               images=dict(IMAGES) if runtime == "process" else {}, backoff_base=0.5, backoff_cap=4.0)
+        async with Kubelet(url, config) as kubelet:
+            env = Env(api, url, kubelet, workdir, namespace)
+            await env.start_operator()
+            try:
+                yield env
+            finally:
+                await env.stop_operator()

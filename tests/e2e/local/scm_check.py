@@ -1,0 +1,78 @@
+"""Ask every member of a ring what it holds: cluster ID, scmUuid, the leader it knows, and (once it has applied the
+leader's commit index) the sha256 digest of every replicated table (``GetTableDigests``, the RPC behind comparing
+``debug ldb`` scans across SCMs). Prints one JSON object.
+
+Run as a separate process by ``operator_env.Env.verify_consistent`` (``python -m tests.e2e.local.scm_check``), so the
+test process, which also forks every Pod's processes, never holds gRPC state across a fork. Under mutual TLS it
+presents the client certificate given by ``--tls-dir`` (``tls.crt``, ``tls.key``, ``ca.crt``: the operator's client
+Secret) and checks each member's certificate against its DNS name. Test support only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from scm_server.client.ha_admin import HAAdminClient
+from scm_server.security.keystore import Material
+from scm_server.security.tls import StaticClientSecurity
+
+
+def _security(tls_dir: Path | None) -> StaticClientSecurity | None:
+    if tls_dir is None:
+        return None
+    root = x509.load_pem_x509_certificate((tls_dir / "ca.crt").read_bytes())
+    chain = [c for c in x509.load_pem_x509_certificates((tls_dir / "tls.crt").read_bytes()) if c != root]
+    key = serialization.load_pem_private_key((tls_dir / "tls.key").read_bytes(), password=None)
+    return StaticClientSecurity(Material(key, tuple(chain), (root,)))  # type: ignore[arg-type]
+
+
+def _client(ip: str, host: str, security: StaticClientSecurity | None, timeout: float) -> HAAdminClient:
+    options = [("grpc.ssl_target_name_override", host)] if security is not None else []
+    return HAAdminClient([f"{ip}:9895"], rounds=3, timeout=timeout, security=security, channel_options=options)
+
+
+async def check(members: dict[str, tuple[str, str]], security: StaticClientSecurity | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"members": {}}
+    for m, (ip, host) in members.items():
+        async with _client(ip, host, security, 5) as c:
+            info = await c.scm_info()
+        out["members"][m] = {"clusterId": info.clusterId, "scmId": info.scmId, "leaderId": info.leaderId}
+    leaders = [m for m, v in out["members"].items() if v["leaderId"] and v["leaderId"] == v["scmId"]]
+    if len(leaders) != 1:
+        out["error"] = f"expected one leader among the members, found {leaders}"
+        return out
+    ip, host = members[leaders[0]]
+    async with _client(ip, host, security, 5) as c:
+        out["commitIndex"] = commit = (await c.roles()).commit_index
+    out["leader"] = leaders[0]
+    for m, (ip, host) in members.items():
+        async with _client(ip, host, security, 40) as c:
+            d = await c.table_digests(f"{ip}:9895", min_applied_index=commit, wait=30)
+        out["members"][m]["appliedIndex"] = d.transactionInfo.index
+        out["members"][m]["digests"] = sorted([t.table, t.sha256, t.count] for t in d.digests)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("members", nargs="+", help="member=ip=host")
+    ap.add_argument("--tls-dir", type=Path)
+    args = ap.parse_args(argv)
+    members = {}
+    for item in args.members:
+        m, ip, host = item.split("=")
+        members[m] = (ip, host)
+    print(json.dumps(asyncio.run(check(members, _security(args.tls_dir)))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The operator's local end-to-end scenarios: the real operator, the emulated API server, and every Pod it creates run
+as a real SCM process (``operator_env``). Each scenario ends with one cluster ID on every member and identical
+replicated tables (``Env.verify_consistent``). Run by ``make e2e-local``; ``make test`` runs only the 1-member scenario."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+
+from ozone_scm_operator import planner
+from tests.e2e.local.operator_env import Env, environment
+
+NAME = "scm"
+# Together these take about 4-5 minutes on 2 cores (more under load): `make e2e-local` (and .ci/run) runs them.
+# The 1-member scenario stays in `make test`, so the tier's whole path (operator process, emulator, kubelet, real SCM)
+# is always exercised.
+HEAVY = pytest.mark.e2e_local
+
+
+async def _create_ready(env: Env, replicas: int = 3, **spec: Any) -> dict[str, Any]:
+    await env.create(NAME, {"replicas": replicas, **spec})
+    await env.wait_ready(NAME, timeout=240)
+    await env.verify_consistent(NAME)
+    return env.status(NAME)
+
+
+@HEAVY
+async def test_create_kill_replace_and_scale(tmp_path: Path) -> None:
+    async with environment(tmp_path) as env:
+        st = await _create_ready(env)
+        assert env.members(NAME) == ["scm-0", "scm-1", "scm-2"] and st["primordialMember"] == "scm-0"
+        cid = st["clusterID"]
+        reasons = [r for _, r, _ in env.events(NAME)]
+        assert "ClusterInitialized" in reasons and "ClusterReady" in reasons
+
+        # a killed SCM process is restarted in place: same member, same identity
+        ids = {m["name"]: m["scmId"] for m in st["members"]}
+        await env.kill_scm("scm-1")
+        await env.wait_for(lambda: not env.is_ready(NAME), 60, "scm-1 seen down")
+        await env.wait_ready(NAME)
+        assert {m["name"]: m["scmId"] for m in env.status(NAME)["members"]} == ids
+
+        # a member whose volume and Pod are deleted is replaced with a fresh identity
+        env.delete("PersistentVolumeClaim", "scm-2-data")
+        env.delete("Pod", "scm-2")
+        await env.wait_for(lambda: "scm-3" in env.members(NAME), 120, "replacement scm-3")
+        await env.wait_ready(NAME)
+        st = env.status(NAME)
+        assert env.members(NAME) == ["scm-0", "scm-1", "scm-3"] and st["clusterID"] == cid
+        assert ids["scm-2"] not in {m["scmId"] for m in st["members"]}
+        assert any(r == "DecommissioningMember" and "scm-2" in msg for _, r, msg in env.events(NAME))
+        await env.verify_consistent(NAME)
+
+        # 3 -> 5 -> 3, one member at a time
+        env.patch_spec(NAME, {"replicas": 5})
+        await env.wait_ready(NAME, replicas=5)
+        assert len(env.members(NAME)) == 5
+        await env.verify_consistent(NAME)
+        env.patch_spec(NAME, {"replicas": 3})
+        await env.wait_ready(NAME, replicas=3)
+        st = env.status(NAME)
+        assert "scm-0" in env.members(NAME) and st["clusterID"] == cid
+        assert set(env.pods(NAME)) == set(env.members(NAME))
+        await env.verify_consistent(NAME)
+
+
+async def test_one_member_cluster(tmp_path: Path) -> None:
+    async with environment(tmp_path) as env:
+        st = await _create_ready(env, replicas=1)
+        assert env.members(NAME) == ["scm-0"] and st["leader"] == "scm-0"
+        pdb = env.api.get_object("policy/v1", "PodDisruptionBudget", NAME, env.ns)
+        assert pdb is not None and pdb["spec"]["maxUnavailable"] == 0
+
+
+@HEAVY
+async def test_operator_killed_in_the_middle_of_bootstrap_and_of_scaling(tmp_path: Path) -> None:
+    async with environment(tmp_path) as env:
+        await env.stop_operator()
+        # killed right after recording that scm-1 is joining and before creating its Pod
+        await env.start_operator(crash_before=(planner.CREATE_POD, "scm-1"))
+        await env.create(NAME, {"replicas": 3})
+        assert await env.operator_exited() == 86, env.operator_output()[-2000:]
+        st = env.status(NAME)
+        assert st["currentOperation"]["type"] == "AddMember" and st["currentOperation"]["member"] == "scm-1"
+        assert "scm-1" not in env.pods(NAME)
+        await env.start_operator()
+        await env.wait_ready(NAME, timeout=240)
+        await env.verify_consistent(NAME)
+        assert env.members(NAME) == ["scm-0", "scm-1", "scm-2"]
+
+        # killed after the intent to decommission a member and before the RemoveSCM call
+        await env.stop_operator()
+        env.patch_spec(NAME, {"replicas": 1})
+        await env.start_operator(crash_before=(planner.DECOMMISSION, "scm-2"))
+        assert await env.operator_exited() == 86, env.operator_output()[-2000:]
+        assert env.status(NAME)["currentOperation"]["type"] == "RemoveMember"
+        await env.start_operator()
+        await env.wait_ready(NAME, replicas=1, timeout=240)
+        assert env.members(NAME) == ["scm-0"] and set(env.pods(NAME)) == {"scm-0"}
+        await env.verify_consistent(NAME)
+
+
+@HEAVY
+async def test_rolling_image_change_leader_last_without_failed_allocations(tmp_path: Path) -> None:
+    async with environment(tmp_path) as env:
+        await _create_ready(env)
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        leader = await env.leader(NAME)
+        env.patch_spec(NAME, {"image": "ozone-scm:0.2.0"})
+        await env.wait_for(lambda: env.status(NAME).get("currentOperation"), 30, "the roll starts")
+        await env.wait_ready(NAME, timeout=200)
+        result = await env.stop_workload(out)
+        pods = env.pods(NAME)
+        assert all(p["spec"]["containers"][0]["image"] == "ozone-scm:0.2.0" for p in pods.values())
+        evs = [(r, msg) for _, r, msg in env.events(NAME) if r in ("RollingMember", "TransferringLeadership")]
+        rolled = [msg.split()[1] for r, msg in evs if r == "RollingMember"]
+        assert sorted(rolled) == sorted(env.members(NAME)), evs
+        # the leader goes last, and only after leadership moved away from it
+        moved = [msg.split()[3] for r, msg in evs if r == "TransferringLeadership"]
+        assert moved and moved[-1] == rolled[-1], evs
+        assert evs.index(("TransferringLeadership", next(m for r, m in evs if r == "TransferringLeadership"
+                                                         and m.split()[3] == rolled[-1]))) < len(evs) - 1, evs
+        assert leader in env.members(NAME)
+        assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
+        assert result.duplicates == set()
+        await env.verify_consistent(NAME)
+
+
+@HEAVY
+async def test_secure_cluster_certificates_chain_to_one_root(tmp_path: Path) -> None:
+    async with environment(tmp_path) as env:
+        st = await _create_ready(env, security={"enabled": True})
+        root_secret = env.api.get_object("v1", "Secret", f"{NAME}-root-ca", env.ns)
+        assert root_secret is not None
+        root = x509.load_pem_x509_certificate(base64.b64decode(root_secret["data"]["ca.crt"]))
+        for m in env.members(NAME):
+            secret = env.api.get_object("v1", "Secret", f"{m}-tls", env.ns)
+            assert secret is not None
+            cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+            cert.verify_directly_issued_by(root)
+            assert base64.b64decode(secret["data"]["ca.crt"]) == base64.b64decode(root_secret["data"]["ca.crt"])
+        assert all(m.get("certificateExpiry") for m in st["members"])
+        # a deleted member certificate is issued again from the same root
+        env.delete("Secret", "scm-1-tls")
+        await env.wait_for(lambda: env.api.get_object("v1", "Secret", "scm-1-tls", env.ns), 60, "re-issued")
+        again = env.api.get_object("v1", "Secret", "scm-1-tls", env.ns)
+        assert again is not None
+        x509.load_pem_x509_certificate(base64.b64decode(again["data"]["tls.crt"])).verify_directly_issued_by(root)
+        await env.verify_consistent(NAME)
+
+
+@HEAVY
+async def test_bad_input_keeps_the_cluster_serving(tmp_path: Path) -> None:
+    async with environment(tmp_path) as env:
+        await _create_ready(env, membership={"operationTimeout": "20s"})
+        # refused by the API server's CEL rules: nothing reaches the operator
+        for patch in ({"replicas": 2}, {"storage": {"storageClassName": "other"}}, {"security": {"enabled": True}}):
+            try:
+                env.patch_spec(NAME, patch)
+            except Exception as exc:
+                assert "must be 1, 3 or 5" in str(exc) or "is immutable" in str(exc), exc
+            else:
+                raise AssertionError(f"{patch} was accepted")
+        # an image that never becomes ready: the roll stops at the first member, the others keep serving
+        env.patch_spec(NAME, {"image": "registry.invalid/ozone-scm:broken"})
+
+        def stuck() -> bool:
+            deg = env.conditions(NAME).get("Degraded") or {}
+            return deg.get("reason") == "OperationStuck"
+
+        await env.wait_for(stuck, 180, "OperationStuck")
+        msg = env.conditions(NAME)["Degraded"]["message"]
+        assert "did not become ready" in msg and ("ErrImagePull" in msg or "ImagePullBackOff" in msg), msg
+        # the Event is posted right after the status patch that carries the condition
+        await env.wait_for(lambda: any(t == "Warning" and r == "OperationStuck" for t, r, _ in env.events(NAME)),
+                           30, "an OperationStuck Warning Event")
+        st = env.status(NAME)
+        assert st.get("leader") and sum(1 for m in st["members"] if m.get("ready")) == 2
+        assert len(env.pvcs(NAME)) == 3  # nothing deleted
+        # reverting rolls the stuck member back
+        env.patch_spec(NAME, {"image": "ozone-scm:0.1.0"})
+        await env.wait_ready(NAME, timeout=240)
+        await env.verify_consistent(NAME)
+
+        # a member whose volume now holds another cluster's VERSION: its Pod cannot bootstrap; the ring serves on,
+        # the member is reported, and neither its volume nor anything else is deleted
+        victim = next(m for m in env.members(NAME) if m != env.status(NAME)["leader"])
+        pvc = env.pvcs(NAME)[f"{victim}-data"]
+        version = env.kubelet.pvc_dir(pvc) / "metadata" / "scm" / "current" / "VERSION"
+        text = version.read_text()
+        cid = env.status(NAME)["clusterID"]
+        version.write_text(text.replace(cid, "CID-00000000-0000-4000-8000-000000000000"))
+        env.delete("Pod", victim)
+
+        def reported() -> bool:
+            deg = env.conditions(NAME).get("Degraded") or {}
+            return deg.get("status") == "True" and victim in deg.get("message", "")
+
+        await env.wait_for(reported, 180, f"{victim} reported")
+        await env.wait_for(lambda: victim in env.pods(NAME), 60, f"{victim} recreated")
+        st = env.status(NAME)
+        assert st.get("leader") and sum(1 for m in st["members"] if m.get("ready")) == 2
+        assert version.exists() and "CID-00000000" in version.read_text()  # nothing deleted or overwritten
+        assert f"{victim}-data" in env.pvcs(NAME) and env.members(NAME).count(victim) == 1
