@@ -174,6 +174,9 @@ class ContainerManager:
         """Replicas of a container, ordered by datanode id."""
         return list(self._replicas.get(container_id, ()))
 
+    def has_replicas(self, container_id: int) -> bool:
+        return bool(self._replicas.get(container_id))
+
     def containers_on(self, dn_uuid: str) -> set[int]:
         return set(self._by_node.get(dn_uuid, set()))
 
