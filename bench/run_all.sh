@@ -23,4 +23,6 @@ for f in bench/*.py; do
   [ -n "${explicit[$f]:-}" ] && continue
   run "$f"
 done
+run bench/issue9_summary.py
+echo "make bench: $SECONDS s in all"
 exit $status

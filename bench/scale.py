@@ -70,9 +70,13 @@ SETTINGS = {
     "hdds.scm.safemode.min.datanode": "3",
     "ozone.scm.container.size": "5GB",
     "ozone.scm.block.size": "256MB",
+    # Ozone's default: the replication manager's first pass waits 5 min after safemode exit (a pass
+    # over 1M containers takes the leader tens of seconds; docs/performance.md).
+    "hdds.scm.wait.time.after.safemode.exit": "300s",
     "ozone.scm.ha.ratis.snapshot.threshold": "20",
-    "ozone.scm.ha.ratis.log.purge.gap": "5",
+    "ozone.scm.ha.ratis.log.purge.gap": "50",
 }
+LOG_FILLER = 100  # container allocations (one Raft entry each) before the join: the log start moves past 1
 SEED_OWNER = "bench-scale"
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
@@ -262,8 +266,17 @@ async def wait_joined(cluster: HALocalCluster, index: int, timeout: float) -> di
     raise TimeoutError(f"SCM #{index} did not join within {timeout:.0f}s; last: {last}")
 
 
+def say(n: int, started: float, what: str) -> None:
+    print(f"  [{n:,}] {time.perf_counter() - started:6.1f}s {what}", flush=True)
+
+
+async def max_term(cluster: HALocalCluster) -> int:
+    return max((v.get("term", 0) for v in await cluster.node_views() if "error" not in v), default=0)
+
+
 async def measure_point(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"containers": n, "replicas": 3 * n}
+    started = time.perf_counter()
     cluster = HALocalCluster(base / f"ring-{n}", 3, settings=SETTINGS)
     sim: DatanodeSimulator | None = None
     try:
@@ -274,6 +287,7 @@ async def measure_point(n: int, args: argparse.Namespace, base: Path) -> dict[st
         seed = await asyncio.to_thread(
             seed_containers, [scm_db_dir(s.metadata_dir) for s in cluster.scms], n)
         out["seed"] = seed
+        say(n, started, f"seeded {n:,} containers into 3 scm.db in {seed['seconds']} s; restarting the ring")
         # Load: every member restarted on a table of n containers.
         t0 = time.perf_counter()
         for i in range(3):
@@ -282,6 +296,8 @@ async def measure_point(n: int, args: argparse.Namespace, base: Path) -> dict[st
             cluster.wait_serving(i, timeout=600)
         await cluster.wait_leader(timeout=120)
         out["load_seconds"] = round(time.perf_counter() - t0, 2)
+        term0 = await max_term(cluster)
+        say(n, started, f"ring serving again after {out['load_seconds']} s (term {term0}); datanodes, allocation")
 
         config = SCMClientConfig(max_retries=50, retry_interval=0.2, rpc_timeout=120)
         async with SCMClient(cluster.client_addresses, config) as admin:
@@ -304,7 +320,9 @@ async def measure_point(n: int, args: argparse.Namespace, base: Path) -> dict[st
 
         # Full container reports: the leader's time, then the followers' (they hold replicas too).
         leader = await cluster.wait_leader(timeout=60)
+        say(n, started, f"allocation {out['allocation']['blocks_per_second']:,} blocks/s; building full reports")
         reqs, replicas = await asyncio.to_thread(build_reports, sim, seed["first_id"], seed["last_id"])
+        say(n, started, f"sending {replicas:,} replicas in {len(reqs)} full reports to each SCM (leader first)")
         floor = decode_floor(reqs)
         secs = await send_reports(cluster.scms[leader].datanode_address, reqs)
         for i in range(3):
@@ -318,6 +336,7 @@ async def measure_point(n: int, args: argparse.Namespace, base: Path) -> dict[st
             "vs_decode_floor": round(replicas / secs / floor, 3),
         }
         del reqs
+        say(n, started, f"reports: leader {out['reports']['replicas_per_second']:,} replicas/s; join next")
         rss = [rss_bytes(s.proc.pid) for s in cluster.scms if s.proc is not None]
         out["memory"] = {
             "rss_mb": [round(r / 2**20, 1) for r in rss],
@@ -326,7 +345,11 @@ async def measure_point(n: int, args: argparse.Namespace, base: Path) -> dict[st
             "bytes_per_container_over_empty": round((max(rss) - max(empty_rss)) / n),
         }
 
-        # Join: a 4th SCM, while one client keeps allocating on the leader.
+        # Join: a 4th SCM, while one client keeps allocating on the leader. First LOG_FILLER more Raft
+        # entries, so the leader's log no longer starts at 1 (snapshot threshold 20, purge gap 50).
+        async with SCMClient(cluster.client_addresses, config) as admin:
+            for _ in range(LOG_FILLER):
+                await admin.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "bench-scale-filler")
         loop = AllocLoop(cluster.client_addresses)
         loop.start()
         await asyncio.sleep(args.quiet_seconds)
@@ -341,7 +364,7 @@ async def measure_point(n: int, args: argparse.Namespace, base: Path) -> dict[st
         log = cluster.scms[index].log_path
         if "installed checkpoint" not in log.read_text(errors="replace"):
             raise AssertionError(f"the new SCM caught up without a checkpoint install (see {log}); the join figure "
-                                 "would not measure a checkpoint: lower ozone.scm.ha.ratis.log.purge.gap")
+                                 "would not measure a checkpoint: raise LOG_FILLER")
         before = loop.between(t_join - args.quiet_seconds, t_join)
         during = loop.between(t_join, t_done)
         out["join"] = {
@@ -358,6 +381,9 @@ async def measure_point(n: int, args: argparse.Namespace, base: Path) -> dict[st
         }
         rss4 = rss_bytes(cluster.scms[index].proc.pid) if cluster.scms[index].proc is not None else 0
         out["join"]["new_scm_rss_mb"] = round(rss4 / 2**20, 1)
+        # Elections from the restart on (goal 0: nothing here should cost the leader its lease).
+        out["elections_after_restart"] = await max_term(cluster) - term0
+        say(n, started, f"joined in {out['join']['seconds']} s; {out['elections_after_restart']} elections")
     finally:
         if sim is not None:
             with contextlib.suppress(Exception):
