@@ -105,6 +105,10 @@ def main() -> int:
             rep = p["reports"]
             row(f"full reports, replicas/s @{n:,}", rep["replicas_per_second"], "decode floor",
                 rep["decode_floor_replicas_per_second"], ">= 300k/s", rep["replicas_per_second"] >= 300_000)
+        for p in scale["points"]:
+            e = p.get("elections_after_restart")
+            rows.append((f"elections in the ring @{p['containers']:,}", fmt(e), "-", "-", "0",
+                         "?" if e is None else ("yes" if e == 0 else "NO")))
         big = max(scale["points"], key=lambda q: q["containers"])
         n = big["containers"]
         m = big["memory"]
