@@ -1,7 +1,7 @@
 """Keep the SCM's loaded tables out of Python's full garbage collections.
 
 Who calls it: the daemon (:mod:`scm_server.server.daemon`) calls :func:`enable` once its SCM has loaded
-scm.db and started, which also freezes what is loaded by then; :class:`~scm_server.ha.scm_state_machine.
+scm.db and started, which also freezes what is loaded by then, and :func:`disable` when it stops; :class:`~scm_server.ha.scm_state_machine.
 SCMStateMachine` calls :func:`after_load` when a checkpoint install reloaded every manager.
 
 Why: a full (generation 2) collection walks every tracked object. With 1M containers the loaded
@@ -36,6 +36,13 @@ def after_load() -> None:
         return
     gc.collect(1)  # leave short-lived garbage cycles to the collector, not to the permanent generation
     gc.freeze()
+
+
+def disable() -> None:
+    """The daemon stopped (an in-process daemon in a test): give the frozen objects back to the collector."""
+    global _enabled
+    _enabled = False
+    gc.unfreeze()
 
 
 def is_enabled() -> bool:

@@ -295,6 +295,7 @@ async def serve(conf: OzoneConfiguration, stop_event: asyncio.Event | None = Non
         await stop_event.wait()
         LOG.info("shutdown requested")
     finally:
+        heap.disable()
         await daemon.stop()
 
 

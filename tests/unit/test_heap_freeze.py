@@ -45,3 +45,13 @@ def test_enable_freezes_the_loaded_heap_and_every_later_load(fresh_heap_module: 
     more = [[i] for i in range(1000)]
     heap.after_load()
     assert gc.get_freeze_count() >= first + len(more)
+
+
+def test_disable_gives_the_frozen_heap_back(fresh_heap_module: None) -> None:
+    gc.unfreeze()
+    heap.enable()
+    assert gc.get_freeze_count() > 0
+    heap.disable()
+    assert gc.get_freeze_count() == 0 and not heap.is_enabled()
+    heap.after_load()
+    assert gc.get_freeze_count() == 0
