@@ -196,8 +196,9 @@ class ContainerStateManager:
         self._open_by_owner = defaultdict(set)
         self._sorted_ids = []
         self._sorted_dirty = False
-        for _cid, info in self._store.containers.items():
-            self._put_memory(ContainerInfo.from_proto(info, self._strings))
+        strings = self._strings
+        for info in self._store.containers.values():
+            self._put_memory(ContainerInfo.from_proto(info, strings))
 
     @staticmethod
     def _open_keys(info: ContainerInfo) -> tuple[str, str] | None:
