@@ -60,6 +60,16 @@ VALUE_SIZE = 256
 KEYSPACE = 1000
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of these processes (all their threads), from /proc."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -89,6 +99,8 @@ class Cell:
     ops_per_s: float
     p50_ms: float
     p99_ms: float
+    client_cpu_us: float = 0.0  # CPU time of this bench process (the clients) per completed op
+    server_cpu_us: float = 0.0  # CPU time of the 3 server processes together per completed op
 
 
 @dataclass
@@ -96,6 +108,7 @@ class SystemResult:
     system: str
     cells: list[Cell] = field(default_factory=list)
     failover_s: list[float] = field(default_factory=list)
+    stability: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
 
     @property
@@ -117,6 +130,8 @@ class Cluster:
     """A 3-replica cluster of one system, started and stopped by the bench."""
 
     name = "?"
+    failover = True  # measured by the failover phase
+    stability = True  # measured by the stability phase (needs term())
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -167,6 +182,20 @@ class Cluster:
     async def restart(self, i: int) -> None:
         self.spawn(i, False)
 
+    def pause(self, i: int) -> None:
+        p = self.procs[i]
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGSTOP)
+
+    def resume(self, i: int) -> None:
+        p = self.procs[i]
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+
+    async def term(self) -> int:
+        """The highest Raft term any live member reports (elections = how much it grew)."""
+        raise NotImplementedError
+
     async def stop(self) -> None:
         for p in self.procs:
             if p is not None and p.poll() is None:
@@ -182,11 +211,33 @@ class Cluster:
     def alive(self) -> list[int]:
         return [i for i, p in enumerate(self.procs) if p is not None and p.poll() is None]
 
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs if p is not None and p.poll() is None]
+
 
 # ------------------------------------------------------------------------------------- etcd
 
 
-class EtcdWriter(Writer):
+class EtcdGrpcWriter(Writer):
+    """etcd's native ``KV.Put`` over grpc.aio; every writer of a cell shares one channel per member
+    (one HTTP/2 connection, calls multiplexed on it: what etcd's Go client does)."""
+
+    def __init__(self, cluster: EtcdCluster, members: list[int], timeout: float) -> None:
+        self.cluster = cluster
+        self.members = members
+        self.timeout = timeout
+        self.n = 0
+
+    async def put(self, key: str, value: bytes) -> None:
+        i = self.members[self.n % len(self.members)]
+        try:
+            await self.cluster.grpc(i).put(key.encode(), value, self.timeout)
+        except Exception:
+            self.n += 1  # next try goes to another member
+            raise
+
+
+class EtcdGatewayWriter(Writer):
     def __init__(self, session: aiohttp.ClientSession, urls: list[str], timeout: float) -> None:
         self.session = session
         self.urls = urls
@@ -207,6 +258,8 @@ class EtcdWriter(Writer):
 
 
 class EtcdCluster(Cluster):
+    """Debian's etcd 3.4, 3 members, driven through its native gRPC API (``bench/anchors/etcd_grpc.py``)."""
+
     name = "etcd"
 
     def __init__(self, workdir: Path) -> None:
@@ -214,7 +267,7 @@ class EtcdCluster(Cluster):
         self.peer_ports = [free_port() for _ in range(3)]
         self.client_ports = [free_port() for _ in range(3)]
         self.session: aiohttp.ClientSession | None = None
-        self.member_ids: dict[int, int] = {}
+        self._grpc: dict[int, Any] = {}
 
     def url(self, i: int) -> str:
         return f"http://127.0.0.1:{self.client_ports[i]}"
@@ -243,40 +296,88 @@ class EtcdCluster(Cluster):
         env.pop("ETCDCTL_API", None)
         return env
 
-    async def _session(self) -> aiohttp.ClientSession:
+    def grpc(self, i: int) -> Any:
+        from bench.anchors.etcd_grpc import EtcdGrpc
+
+        c = self._grpc.get(i)
+        if c is None:
+            c = self._grpc[i] = EtcdGrpc(f"127.0.0.1:{self.client_ports[i]}")
+        return c
+
+    async def gateway_session(self) -> aiohttp.ClientSession:
         if self.session is None:
             self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         return self.session
 
     async def leader(self) -> int | None:
-        session = await self._session()
         for i in self.alive():
             try:
-                async with session.post(
-                    f"{self.url(i)}/v3/maintenance/status", json={}, timeout=aiohttp.ClientTimeout(total=1)
-                ) as resp:
-                    st = await resp.json(content_type=None)
+                st = await self.grpc(i).status(timeout=1.0)
             except Exception:
                 continue
-            member, leader = int(st["header"]["member_id"]), int(st.get("leader", 0))
-            self.member_ids[i] = member
-            if leader and leader == member:
+            if st.leader and st.leader == st.member_id:
                 return i
         return None
+
+    async def term(self) -> int:
+        terms = []
+        for i in self.alive():
+            with contextlib.suppress(Exception):
+                terms.append((await self.grpc(i).status(timeout=1.0)).raft_term)
+        if not terms:
+            raise RuntimeError("no etcd member answered Status")
+        return max(terms)
 
     async def writer(self) -> Writer:
         leader = await self.leader()
         assert leader is not None
-        return EtcdWriter(await self._session(), [self.url(leader)], timeout=10)
+        return EtcdGrpcWriter(self, [leader], timeout=10)
 
     async def failover_writer(self) -> Writer:
-        return EtcdWriter(await self._session(), [self.url(i) for i in self.alive()], timeout=0.5)
+        return EtcdGrpcWriter(self, self.alive(), timeout=0.5)
 
     async def stop(self) -> None:
         if self.session is not None:
             await self.session.close()
             self.session = None
+        for c in self._grpc.values():
+            with contextlib.suppress(Exception):
+                await c.close()
+        self._grpc.clear()
         await super().stop()
+
+
+class EtcdGatewayView(Cluster):
+    """The same etcd members as :class:`EtcdCluster`, driven through the HTTP/JSON gateway with aiohttp
+    (``POST /v3/kv/put`` with base64 key/value): the figure the gateway-only benchmark used to print."""
+
+    name = "etcd-gw"
+    failover = False
+    stability = False
+
+    def __init__(self, workdir: Path, etcd: EtcdCluster) -> None:
+        super().__init__(workdir)
+        self.etcd = etcd
+
+    async def start(self) -> None:
+        await wait_until(self.healthy, 60, "etcd (gateway view) to see a leader")
+
+    def alive(self) -> list[int]:
+        return self.etcd.alive()
+
+    def pids(self) -> list[int]:
+        return self.etcd.pids()
+
+    async def leader(self) -> int | None:
+        return await self.etcd.leader()
+
+    async def writer(self) -> Writer:
+        leader = await self.leader()
+        assert leader is not None
+        return EtcdGatewayWriter(await self.etcd.gateway_session(), [self.etcd.url(leader)], timeout=10)
+
+    async def stop(self) -> None:
+        return None  # the processes belong to the EtcdCluster
 
 
 # -------------------------------------------------------------------------------- PySyncObj
@@ -325,6 +426,7 @@ class LineWriter(Writer):
 
 class PySyncObjCluster(Cluster):
     name = "pysyncobj"
+    stability = False  # its line protocol does not report the term
 
     def __init__(self, workdir: Path) -> None:
         super().__init__(workdir)
@@ -408,6 +510,9 @@ class OursCluster(Cluster):
     def alive(self) -> list[int]:
         return self.kv.alive()
 
+    def pids(self) -> list[int]:
+        return [pid for i in self.kv.alive() if (pid := self.kv.pid(i)) is not None]
+
     async def leader(self) -> int | None:
         return await self.kv.leader_index()
 
@@ -438,6 +543,21 @@ class OursCluster(Cluster):
     async def restart(self, i: int) -> None:
         self.kv.spawn(i)
 
+    def pause(self, i: int) -> None:
+        self.kv.pause(i)
+
+    def resume(self, i: int) -> None:
+        self.kv.resume(i)
+
+    async def term(self) -> int:
+        terms = []
+        for i in self.kv.alive():
+            with contextlib.suppress(Exception):
+                terms.append(int((await self.kv.status(i, timeout=1.0)).term))
+        if not terms:
+            raise RuntimeError("no member answered Status")
+        return max(terms)
+
     async def stop(self) -> None:
         await self.end_cell()
         await self.kv.stop()
@@ -454,6 +574,8 @@ async def run_cell(cluster: Cluster, clients: int, duration: float, warmup: floa
     t_start = time.perf_counter()
     t_measure = t_start + warmup
     t_end = t_measure + duration
+    cpu_at_measure: list[float] = []  # [client CPU, server CPU] when the measured window opens
+    pids = cluster.pids()
 
     async def work(w: Writer, wid: int) -> None:
         nonlocal errors
@@ -462,6 +584,9 @@ async def run_cell(cluster: Cluster, clients: int, duration: float, warmup: floa
             t0 = time.perf_counter()
             if t0 >= t_end:
                 return
+            if t0 >= t_measure and not cpu_at_measure:
+                cpu_at_measure.append(time.process_time())
+                cpu_at_measure.append(cpu_seconds(pids))
             try:
                 await w.put(f"k{(wid * 7919 + n) % KEYSPACE:04d}", value)
             except Exception:
@@ -476,6 +601,8 @@ async def run_cell(cluster: Cluster, clients: int, duration: float, warmup: floa
                 latencies.append(t1 - t0)
 
     await asyncio.gather(*(work(w, i) for i, w in enumerate(writers)))
+    cpu = time.process_time() - (cpu_at_measure[0] if cpu_at_measure else time.process_time())
+    server_cpu = cpu_seconds(pids) - (cpu_at_measure[1] if cpu_at_measure else cpu_seconds(pids))
     for w in writers:
         await w.close()
     await cluster.end_cell()
@@ -486,7 +613,12 @@ async def run_cell(cluster: Cluster, clients: int, duration: float, warmup: floa
             return float("nan")
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000
 
-    return Cell(cluster.name, clients, len(latencies), errors, duration, len(latencies) / duration, pct(0.5), pct(0.99))
+    ops = len(latencies)
+    return Cell(
+        cluster.name, clients, ops, errors, duration, ops / duration, pct(0.5), pct(0.99),
+        client_cpu_us=(cpu / ops * 1e6) if ops else float("nan"),
+        server_cpu_us=(server_cpu / ops * 1e6) if ops else float("nan"),
+    )  # fmt: skip
 
 
 async def measure_failover(cluster: Cluster, repeats: int) -> list[float]:
@@ -496,7 +628,6 @@ async def measure_failover(cluster: Cluster, repeats: int) -> list[float]:
         await wait_until(cluster.healthy, 60, f"{cluster.name} healthy before failover {r}")
         leader = await cluster.leader()
         assert leader is not None
-        # warm writer connections to every replica except the leader first
         t_kill = time.perf_counter()
         cluster.kill(leader)
         w = await cluster.failover_writer()
@@ -520,32 +651,119 @@ async def measure_failover(cluster: Cluster, repeats: int) -> list[float]:
     return times
 
 
+async def measure_stability(cluster: Cluster, seconds: float, clients: int, pause: bool) -> dict[str, Any]:
+    """``clients`` writers for ``seconds`` with no fault, or with the member that leads at the start
+    paused (SIGSTOP) for 100 ms at the start of every second. Counts elections (how much the highest
+    term grew) and leader changes (polled every 100 ms) and the writes that completed."""
+    await wait_until(cluster.healthy, 60, f"{cluster.name} healthy before the stability run")
+    leader0 = await cluster.leader()
+    assert leader0 is not None
+    term0 = await cluster.term()
+    writers = [await cluster.writer() for _ in range(clients)]
+    value = b"s" * VALUE_SIZE
+    loop = asyncio.get_running_loop()
+    t_end = loop.time() + seconds
+    done = errors = 0
+
+    async def work(w: Writer, wid: int) -> None:
+        nonlocal done, errors
+        n = 0
+        while loop.time() < t_end:
+            n += 1
+            try:
+                await w.put(f"k{(wid * 7919 + n) % KEYSPACE:04d}", value)
+                done += 1
+            except Exception:
+                errors += 1
+                await asyncio.sleep(0.01)
+
+    async def pauser() -> int:
+        pauses = 0
+        next_at = loop.time() + 1.0
+        while next_at + 0.1 < t_end:
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+            cluster.pause(leader0)
+            try:
+                await asyncio.sleep(0.1)
+            finally:
+                cluster.resume(leader0)
+            pauses += 1
+            next_at += 1.0
+        return pauses
+
+    leaders: list[int] = [leader0]
+
+    async def watch() -> None:
+        while loop.time() < t_end:
+            await asyncio.sleep(0.1)
+            with contextlib.suppress(Exception):
+                li = await cluster.leader()
+                if li is not None and li != leaders[-1]:
+                    leaders.append(li)
+
+    tasks = [loop.create_task(work(w, i)) for i, w in enumerate(writers)]
+    watcher = loop.create_task(watch())
+    pauses = await pauser() if pause else 0
+    await asyncio.gather(*tasks, watcher)
+    for w in writers:
+        await w.close()
+    await cluster.end_cell()
+    term1 = await cluster.term()
+    return {
+        "scenario": "leader paused 100 ms every second" if pause else "no fault",
+        "seconds": seconds,
+        "clients": clients,
+        "pauses": pauses,
+        "elections": term1 - term0,
+        "leader_changes": len(leaders) - 1,
+        "writes": done,
+        "errors": errors,
+    }
+
+
 def _print_cell(cell: Cell, rnd: int) -> None:
     print(
         f"  r{rnd} {cell.system:10s} {cell.clients:4d} clients: {cell.ops_per_s:9.1f} ops/s  p50 {cell.p50_ms:7.2f} ms  "
-        f"p99 {cell.p99_ms:7.2f} ms  errors {cell.errors}",
+        f"p99 {cell.p99_ms:7.2f} ms  errors {cell.errors}  CPU us/op: client {cell.client_cpu_us:5.0f}, "
+        f"servers {cell.server_cpu_us:5.0f}",
         flush=True,
     )
 
 
-async def bench_all(names: list[str], systems: dict[str, type[Cluster]], args: argparse.Namespace, root: Path
-                    ) -> dict[str, SystemResult]:
+def make_clusters(names: list[str], root: Path) -> dict[str, Cluster]:
+    clusters: dict[str, Cluster] = {}
+    for n in names:
+        workdir = root / n
+        workdir.mkdir()
+        if n == "ours":
+            clusters[n] = OursCluster(workdir)
+        elif n == "etcd":
+            clusters[n] = EtcdCluster(workdir)
+        elif n == "etcd-gw":
+            etcd = clusters.get("etcd")
+            assert isinstance(etcd, EtcdCluster), "etcd-gw drives the etcd members: list etcd before it"
+            clusters[n] = EtcdGatewayView(workdir, etcd)
+        elif n == "pysyncobj":
+            clusters[n] = PySyncObjCluster(workdir)
+        else:
+            raise SystemExit(f"unknown system {n!r}: choose from {', '.join(SYSTEMS)}")
+    return clusters
+
+
+async def bench_all(names: list[str], args: argparse.Namespace, root: Path) -> dict[str, SystemResult]:
     """All clusters are up together (idle ones only heartbeat); every cell is run for every
     system back to back, in alternating order over ``--rounds`` rounds, and the best round
     of each (system, clients) is kept: load from other processes on this shared machine then
     hits all systems alike instead of whichever happened to run during a busy minute."""
     results = {n: SystemResult(n) for n in names}
-    clusters: dict[str, Cluster] = {}
+    clusters = make_clusters(names, root)
     try:
-        for n in names:
-            workdir = root / n
-            workdir.mkdir()
-            clusters[n] = systems[n](workdir)
+        for n, c in clusters.items():
             try:
-                await clusters[n].start()
+                await c.start()
             except Exception as exc:
                 results[n].error = f"start: {type(exc).__name__}: {exc}"
-                print(f"  {n}: FAILED to start: {results[n].error} (logs in {workdir})", flush=True)
+                print(f"  {n}: FAILED to start: {results[n].error} (logs in {root / n})", flush=True)
         live = [n for n in names if not results[n].error]
         best: dict[tuple[str, int], Cell] = {}
         for rnd in range(args.rounds):
@@ -567,17 +785,36 @@ async def bench_all(names: list[str], systems: dict[str, type[Cluster]], args: a
                         best[key] = cell
         for n in names:
             results[n].cells = [best[(n, c)] for c in args.clients if (n, c) in best]
+        if args.stability_seconds > 0:
+            for pause in (False, True):
+                for n in live:
+                    if results[n].error or not clusters[n].stability:
+                        continue
+                    try:
+                        st = await measure_stability(clusters[n], args.stability_seconds, args.stability_clients, pause)
+                    except Exception as exc:
+                        results[n].error = f"stability: {type(exc).__name__}: {exc}"
+                        print(f"  {n}: FAILED: {results[n].error}", flush=True)
+                        continue
+                    results[n].stability.append(st)
+                    print(f"  {n:10s} stability, {st['scenario']}: {st['elections']} elections, "
+                          f"{st['leader_changes']} leader changes, {st['writes']} writes, {st['errors']} errors",
+                          flush=True)
         if args.failovers:
+            # interleaved per repetition, so a busy minute hits every system alike
+            for r in range(args.failovers):
+                for n in live if r % 2 == 0 else list(reversed(live)):
+                    if results[n].error or not clusters[n].failover:
+                        continue
+                    try:
+                        results[n].failover_s += await measure_failover(clusters[n], 1)
+                    except Exception as exc:
+                        results[n].error = f"failover: {type(exc).__name__}: {exc}"
             for n in live:
-                if results[n].error:
-                    continue
-                try:
-                    results[n].failover_s = await measure_failover(clusters[n], args.failovers)
-                except Exception as exc:
-                    results[n].error = f"failover: {type(exc).__name__}: {exc}"
-                print(f"  {n:10s} failover: {', '.join(f'{t:.2f}s' for t in results[n].failover_s)}", flush=True)
+                if clusters[n].failover:
+                    print(f"  {n:10s} failover: {', '.join(f'{t:.2f}s' for t in results[n].failover_s)}", flush=True)
     finally:
-        for c in clusters.values():
+        for c in reversed(list(clusters.values())):
             with contextlib.suppress(Exception):
                 await c.stop()
     return results
@@ -599,35 +836,63 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def print_table(results: dict[str, SystemResult]) -> None:
-    ours = {c.clients: c for c in results["ours"].cells} if "ours" in results else {}
-    etcd = {c.clients: c for c in results["etcd"].cells} if "etcd" in results else {}
-    pso = {c.clients: c for c in results["pysyncobj"].cells} if "pysyncobj" in results else {}
+    by = {n: {c.clients: c for c in r.cells} for n, r in results.items()}
+    ours = by.get("ours", {})
+    others = [n for n in ("etcd", "etcd-gw", "pysyncobj") if n in results]
     print()
-    print(f"{'system':10s} {'clients':>7s} {'ops/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s}   {'ours/etcd':>9s} {'ours/pso':>9s}")
+    head = "".join(f" {'ours/' + o:>14s}" for o in others)
+    print(f"{'system':10s} {'clients':>7s} {'ops/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s} {'cli us/op':>9s} "
+          f"{'srv us/op':>9s}  {head}")
     for name, res in results.items():
         for c in res.cells:
             o = ours.get(c.clients)
-            r_e = ratio(o.ops_per_s if o else None, etcd[c.clients].ops_per_s if c.clients in etcd else None)
-            r_p = ratio(o.ops_per_s if o else None, pso[c.clients].ops_per_s if c.clients in pso else None)
-            extra = f"   {r_e:>9s} {r_p:>9s}" if name == "ours" else ""
-            print(f"{name:10s} {c.clients:7d} {c.ops_per_s:9.1f} {c.p50_ms:8.2f} {c.p99_ms:8.2f}{extra}")
+            extra = ""
+            if name == "ours":
+                for other in others:
+                    a = by[other].get(c.clients)
+                    extra += f" {ratio(o.ops_per_s if o else None, a.ops_per_s if a else None):>14s}"
+            print(f"{name:10s} {c.clients:7d} {c.ops_per_s:9.1f} {c.p50_ms:8.2f} {c.p99_ms:8.2f} {c.client_cpu_us:9.0f} "
+                  f"{c.server_cpu_us:9.0f}  {extra}")
+    print("(ratios: throughput ours/other, higher is better; etcd = native gRPC KV.Put, etcd-gw = its JSON gateway;\n"
+          " cli/srv us/op: CPU time of the client process / of the 3 server processes per completed write)")
+    for clients in sorted(ours):
+        parts = []
+        for other in others:
+            a = by[other].get(clients)
+            parts.append(f"{ratio(ours[clients].p50_ms, a.p50_ms if a else None)} vs {other}")
+        print(f"latency p50 ours/other at {clients} client{'s' if clients > 1 else ''} (lower is better): "
+              + ", ".join(parts))
     print()
     print("failover (SIGKILL leader -> first successful write), median:")
     for name, res in results.items():
+        if not res.failover_s and not res.error:
+            continue
         med = res.failover_median
         runs = ", ".join(f"{t:.2f}" for t in res.failover_s)
         print(f"  {name:10s} {'-' if med is None else f'{med:.2f} s'}  ({runs})" + (f"  ERROR {res.error}" if res.error else ""))
     fo = {n: r.failover_median for n, r in results.items()}
     if "ours" in fo:
-        print(f"  ratio ours/etcd {ratio(fo.get('ours'), fo.get('etcd'))}, ours/pysyncobj {ratio(fo.get('ours'), fo.get('pysyncobj'))}")
-    print("latency ratios (ours/other, lower is better) at 1 client: p50 "
-          f"{ratio(ours[1].p50_ms if 1 in ours else None, etcd[1].p50_ms if 1 in etcd else None)} vs etcd, "
-          f"{ratio(ours[1].p50_ms if 1 in ours else None, pso[1].p50_ms if 1 in pso else None)} vs pysyncobj")
+        print(f"  ratio ours/etcd {ratio(fo.get('ours'), fo.get('etcd'))} (lower is better), "
+              f"ours/pysyncobj {ratio(fo.get('ours'), fo.get('pysyncobj'))}")
+    if any(r.stability for r in results.values()):
+        print()
+        print("stability (elections = growth of the highest term; goal 0 for ours):")
+        for name, res in results.items():
+            for st in res.stability:
+                print(f"  {name:10s} {st['scenario']:36s} {st['seconds']:.0f}s x {st['clients']} clients: "
+                      f"{st['elections']} elections, {st['leader_changes']} leader changes, {st['writes']} writes")
+
+
+SYSTEMS = ("ours", "etcd", "etcd-gw", "pysyncobj")
 
 
 async def amain(args: argparse.Namespace) -> int:
-    systems: dict[str, type[Cluster]] = {"ours": OursCluster, "etcd": EtcdCluster, "pysyncobj": PySyncObjCluster}
-    chosen = [s for s in args.systems if s in systems]
+    chosen = [s for s in SYSTEMS if s in args.systems]
+    unknown = [s for s in args.systems if s not in SYSTEMS]
+    if unknown:
+        raise SystemExit(f"--systems: unknown {unknown}; choose from {', '.join(SYSTEMS)}")
+    if "etcd-gw" in chosen and "etcd" not in chosen:
+        raise SystemExit("--systems: etcd-gw drives the etcd members; list etcd too")
     if "etcd" in chosen:
         ensure_etcd()
     root = Path(tempfile.mkdtemp(prefix="raft-bench-"))
@@ -636,7 +901,7 @@ async def amain(args: argparse.Namespace) -> int:
         f"work dir {root}",
         flush=True,
     )
-    results = await bench_all(chosen, systems, args, root)
+    results = await bench_all(chosen, args, root)
     print_table(results)
     out = REPO / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
@@ -644,11 +909,13 @@ async def amain(args: argparse.Namespace) -> int:
         "value_size": VALUE_SIZE,
         "duration_per_cell_s": args.duration,
         "rounds": args.rounds,
-        "note": "best of the rounds per (system, clients); systems interleaved per cell; 3 replicas on loopback",
+        "note": "best of the rounds per (system, clients); systems interleaved per cell; 3 replicas on loopback; "
+                "etcd = native gRPC KV.Put, etcd-gw = the same members through the JSON gateway",
         "host_cpus": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
         "systems": {
             n: {"cells": [asdict(c) for c in r.cells], "failover_s": r.failover_s, "failover_median_s": r.failover_median,
-                "error": r.error}
+                "stability": r.stability, "error": r.error}
             for n, r in results.items()
         },
     }
@@ -665,12 +932,15 @@ async def amain(args: argparse.Namespace) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--systems", nargs="+", default=["ours", "etcd", "pysyncobj"])
+    ap.add_argument("--systems", nargs="+", default=list(SYSTEMS))
     ap.add_argument("--clients", nargs="+", type=int, default=[1, 16, 64, 256])
     ap.add_argument("--duration", type=float, default=4.0, help="measured seconds per cell")
     ap.add_argument("--warmup", type=float, default=0.7)
     ap.add_argument("--rounds", type=int, default=2, help="rounds over all cells; the best round is kept")
-    ap.add_argument("--failovers", type=int, default=3)
+    ap.add_argument("--failovers", type=int, default=7, help="SIGKILLs of the leader per system (median reported)")
+    ap.add_argument("--stability-seconds", type=float, default=60.0,
+                    help="length of each stability run (no fault; leader paused 100 ms every second); 0 skips them")
+    ap.add_argument("--stability-clients", type=int, default=64)
     sys.exit(asyncio.run(amain(ap.parse_args())))
 
 

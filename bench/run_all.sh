@@ -18,9 +18,13 @@ declare -A explicit=()
 run bench/raft_bench.py; explicit[bench/raft_bench.py]=1
 run bench/scm_throughput.py; explicit[bench/scm_throughput.py]=1
 run bench/failover.py --runs 10 --fault stop; explicit[bench/failover.py]=1
+run bench/scale.py; explicit[bench/scale.py]=1
+explicit[bench/issue9_summary.py]=1  # run last: it reads what the others wrote
 # Every other benchmark, no arguments:
 for f in bench/*.py; do
   [ -n "${explicit[$f]:-}" ] && continue
   run "$f"
 done
+run bench/issue9_summary.py
+echo "make bench: $SECONDS s in all"
 exit $status

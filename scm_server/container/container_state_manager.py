@@ -185,17 +185,20 @@ class ContainerStateManager:
         self._sorted_ids: list[int] = []
         self._sorted_dirty = False
         self.index_touches = 0  # containers looked at by index reads (a complexity probe for tests)
+        self.removals = 0  # containers dropped from memory (removed, or a reload): readers caching ids rescan
         self.reinitialize()
 
     def reinitialize(self) -> None:
+        self.removals += 1
         self._containers = {}
         self._by_state = defaultdict(set)
         self._open_by_pipeline = defaultdict(set)
         self._open_by_owner = defaultdict(set)
         self._sorted_ids = []
         self._sorted_dirty = False
-        for _cid, info in self._store.containers.items():
-            self._put_memory(ContainerInfo.from_proto(info, self._strings))
+        strings = self._strings
+        for info in self._store.containers.values():
+            self._put_memory(ContainerInfo.from_proto(info, strings))
 
     @staticmethod
     def _open_keys(info: ContainerInfo) -> tuple[str, str] | None:
@@ -239,6 +242,7 @@ class ContainerStateManager:
     def _remove_memory(self, container_id: int) -> None:
         old = self._containers.pop(container_id, None)
         if old is not None:
+            self.removals += 1
             self._unindex(old)
             self._sorted_dirty = True  # dropped from the id list on the next ordered read
 
@@ -282,6 +286,17 @@ class ContainerStateManager:
 
     def container_ids_in_state(self, state: int) -> set[int]:
         return set(self._by_state.get(state, ()))
+
+    def ids_with_keys(self, states: tuple[int, ...], rtype: int) -> list[int]:
+        """Ids of containers in ``states`` with numberOfKeys > 0 and this replication type, O(containers
+        in those states) with no proto built (the safemode container rule at 1M containers)."""
+        records = self._containers
+        return [
+            cid
+            for state in states
+            for cid in self._by_state.get(state, ())
+            if records[cid].number_of_keys > 0 and records[cid].replication_type == rtype
+        ]
 
     def list_containers(
         self,

@@ -57,6 +57,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.ha import heap
 from scm_server.raft.core.types import ConfState, SnapshotMetadata
 from scm_server.raft.statemachine import AppliedEntry, ApplyRejected, BaseStateMachine
 
@@ -184,6 +185,7 @@ class SCMStateMachine(BaseStateMachine):
                 raise
             host.transaction_buffer.init()
             host.reinitialize()
+            heap.after_load()  # the daemon: the reloaded tables join the frozen heap
             shutil.rmtree(backup, ignore_errors=True)
             self.installs += 1
             info = host.transaction_buffer.latest_trx_info()

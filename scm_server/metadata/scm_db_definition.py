@@ -184,6 +184,15 @@ class Table(Generic[K, V]):
         except plyvel.Error as exc:
             raise StorageError(f"scm.db table {self.name!r}: iteration failed: {exc}") from exc
 
+    def values(self) -> Iterator[V]:
+        """All values in key order, keys not decoded (a full-table load: a fifth of its time went to
+        decoding keys the values carry anyway)."""
+        try:
+            for raw_key, raw_value in self._db.iterator(prefix=self.cf.prefix):
+                yield self._decode_value(raw_key, raw_value)
+        except plyvel.Error as exc:
+            raise StorageError(f"scm.db table {self.name!r}: iteration failed: {exc}") from exc
+
     def keys(self) -> Iterator[K]:
         for raw_key in self._db.iterator(prefix=self.cf.prefix, include_value=False):
             yield self._decode_key(raw_key)

@@ -80,6 +80,8 @@ class DatanodeInfo:
     commands: list[scm_datanode_pb2.SCMCommandProto] = field(default_factory=list)
     command_queue_report: dict[int, int] = field(default_factory=dict)
     layout_version: int = 0
+    _volumes_of: list[scm_datanode_pb2.StorageReportProto] | None = field(default=None, repr=False, compare=False)
+    _healthy_volumes: int = field(default=1, repr=False, compare=False)
 
     @property
     def uuid(self) -> str:
@@ -94,7 +96,14 @@ class DatanodeInfo:
         return self.details.hostName
 
     def healthy_volumes(self) -> int:
-        return max(1, sum(1 for r in self.storage_reports if not r.failed))
+        """Volumes not reported failed (at least 1). Asked for every member of the pipeline of every
+        allocated block (the open-container limit), so it is counted once per node report: the node
+        manager replaces ``storage_reports`` with a new list on each report, never mutates it."""
+        reports = self.storage_reports
+        if self._volumes_of is not reports:
+            self._healthy_volumes = max(1, sum(1 for r in reports if not r.failed))
+            self._volumes_of = reports
+        return self._healthy_volumes
 
     def remaining_bytes(self) -> int:
         return sum(r.remaining for r in self.storage_reports if not r.failed)

@@ -40,6 +40,7 @@ from scm_server.conf import OzoneConfiguration, SCMConfig
 from scm_server.conf.addresses import split_host_port
 from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError, one_line
 from scm_server.grpc_options import server_options
+from scm_server.ha import heap
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.server import endpoints
 from scm_server.server.config_check import check_daemon_config
@@ -290,9 +291,11 @@ async def serve(conf: OzoneConfiguration, stop_event: asyncio.Event | None = Non
     daemon = SCMDaemon(conf)
     try:
         await daemon.start()
+        heap.enable()  # scm.db is loaded: keep it out of full collections (scm_server/ha/heap.py)
         await stop_event.wait()
         LOG.info("shutdown requested")
     finally:
+        heap.disable()
         await daemon.stop()
 
 

@@ -246,3 +246,39 @@ async def test_replication_limit_counts_datanode_reported_queue(tmp_path: Path) 
     await scm.replication_manager.run_once()
     assert sum(len(scm.node_manager.queued_commands(d.uuid, T.replicateContainerCommand)) for d in dns) == 1
     await scm.stop()
+
+
+async def test_large_full_report_gives_the_event_loop_turns(tmp_path: Path) -> None:
+    """A full report of many replicas must not hold the event loop (the SCM's Raft heartbeats run on
+    it): other tasks get turns while it is processed, and every replica is still recorded."""
+    import asyncio
+
+    from scm_server.container.container_manager import REPORT_YIELD_EVERY
+
+    scm = await make_scm(tmp_path, FakeClock())
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+    turns = 0
+    running = True
+
+    async def other() -> None:
+        nonlocal turns
+        while running:
+            turns += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    before = turns
+    unknown = [hdds_pb2.ContainerReplicaProto(containerID=10**9 + i, state=hdds_pb2.ContainerReplicaProto.CLOSED)
+               for i in range(5 * REPORT_YIELD_EVERY)]
+    report = scm_datanode_pb2.ContainerReportsProto(
+        reports=[*unknown, hdds_pb2.ContainerReplicaProto(containerID=cid, state=hdds_pb2.ContainerReplicaProto.OPEN)])
+    await scm.container_manager.process_container_report(dns[0].uuid, report)
+    during = turns - before
+    running = False
+    await task
+    assert during >= 5, f"only {during} turns for other tasks during a {len(report.reports)}-replica report"
+    assert [r.datanode_uuid for r in scm.container_manager.get_replicas(cid)] == [dns[0].uuid]
+    await scm.stop()

@@ -46,6 +46,7 @@ def test_tables_typed_get_put_delete_iterate(tmp_path: Path) -> None:
         store.stateful_service_config.put("ContainerBalancer", b"\x01\x02")
         store.sequence_id.put("localId", hdds_pb2.SequenceIdProto(lastId=99))
         assert [k for k, _ in store.containers.items()] == [2, 17, 300]  # numeric order
+        assert list(store.containers.values()) == [v for _, v in store.containers.items()]  # keys not decoded
         assert store.containers.get(17) == container(17)
         assert store.containers.get(18) is None
         assert store.meta.get("#LAYOUTVERSION") == "1"
@@ -96,6 +97,8 @@ def test_bad_protobuf_value_gives_clear_storage_error(tmp_path: Path) -> None:
             store.containers.get(3)
         with pytest.raises(StorageError):
             list(store.containers.items())
+        with pytest.raises(StorageError, match="'containers'"):
+            list(store.containers.values())
         # Nothing stored was damaged: the good row is still intact.
         assert store.containers.get(1) == container(1)
     finally:

@@ -184,3 +184,29 @@ async def test_an_address_shared_by_several_datanodes_names_none_of_them(tmp_pat
     assert nm.require_node(b.uuid).op_state == hdds_pb2.ENTERING_MAINTENANCE
     assert nm.require_node(a.uuid).op_state == hdds_pb2.IN_SERVICE
     await scm.stop()
+
+
+async def test_healthy_volumes_follow_each_node_report(tmp_path: Path) -> None:
+    """The count is cached per report (it is asked for every allocated block) and must change with
+    the next report, which is what the open-container limit of a pipeline is derived from."""
+    scm = await make_scm(tmp_path, FakeClock())
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    nm = scm.node_manager
+    uuid = dns[0].uuid
+
+    def report(failed: int, total: int) -> scm_datanode_pb2.NodeReportProto:
+        return scm_datanode_pb2.NodeReportProto(storageReport=[
+            scm_datanode_pb2.StorageReportProto(storageUuid=f"vol-{i}", storageLocation=f"/data/{i}", capacity=100,
+                                                scmUsed=0, remaining=100, failed=i < failed)
+            for i in range(total)
+        ])
+
+    nm.process_node_report(uuid, report(0, 6))
+    info = nm.get_node(uuid)
+    assert info is not None and info.healthy_volumes() == 6 and info.healthy_volumes() == 6
+    nm.process_node_report(uuid, report(4, 6))
+    assert info.healthy_volumes() == 2
+    nm.process_node_report(uuid, report(6, 6))
+    assert info.healthy_volumes() == 1  # never below one
+    await scm.stop()

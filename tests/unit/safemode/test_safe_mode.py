@@ -136,3 +136,57 @@ async def test_state_machine_ready_hook(tmp_path: Path) -> None:
     await scm.run_health_check()
     assert scm.in_safe_mode() == (False, True)
     await scm.stop()
+
+
+async def test_container_rule_costs_no_rescan_per_heartbeat(tmp_path: Path) -> None:
+    """Until datanodes report, every heartbeat and refresh re-validates the rules: after the first
+    evaluation the container rule must not look at the pending containers again (at 1M containers a
+    rescan per heartbeat kept the SCM busy for seconds), unless containers were removed."""
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cids = []
+    for _ in range(6):
+        cid = (await scm.container_manager.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+        cids.append(cid)
+        await scm.close_container(cid)
+        for dn in dns:
+            dn.replicas[cid] = replica(cid, R.CLOSED, keys=5)
+    for dn in dns:
+        await dn.heartbeat(scm)
+    await scm.stop()
+
+    again = await StorageContainerManager.create(make_conf(tmp_path), clock=clock)
+    await again.ha_manager.start()
+    held = {dn.uuid: dict(dn.replicas) for dn in dns}
+    for dn in dns:
+        dn.replicas.clear()
+        await dn.register(again)
+    ok, text = rules(again)["RatisContainerSafeModeRule"]
+    assert not ok and "[0/6]" in text
+    cm = again.container_manager
+    looked: list[int] = []
+    exists, has_replicas = cm.exists, cm.has_replicas
+    cm.exists = lambda cid: looked.append(cid) or exists(cid)  # type: ignore[method-assign]
+    cm.has_replicas = lambda cid: looked.append(cid) or has_replicas(cid)  # type: ignore[method-assign]
+    for _ in range(5):
+        for dn in dns:
+            await dn.heartbeat(again)
+        await again.run_health_check()
+    assert looked == [], f"the container rule rescanned pending containers on heartbeats: {looked}"
+    # A removed pending container leaves the rule's total (one rescan, then none again).
+    await cm.state_manager.remove_container(cids[0])
+    assert "[0/5]" in rules(again)["RatisContainerSafeModeRule"][1]
+    looked.clear()
+    await dns[0].heartbeat(again)
+    assert looked == []
+    # Replicas reported for 4 of the 5: 80% < the 99% default, still in safemode; the 5th opens it.
+    dns[0].replicas.update({c: r for c, r in held[dns[0].uuid].items() if c in cids[1:5]})
+    await dns[0].heartbeat(again)
+    ok, text = rules(again)["RatisContainerSafeModeRule"]
+    assert not ok and "[4/5]" in text
+    dns[1].replicas[cids[5]] = held[dns[1].uuid][cids[5]]
+    await dns[1].heartbeat(again)
+    assert rules(again)["RatisContainerSafeModeRule"][0]
+    await again.stop()
