@@ -25,7 +25,7 @@ env: $(STAMPS)/env $(STAMPS)/proto ## create .venv, install pinned deps, generat
 proto: $(STAMPS)/proto ## regenerate scm_server/proto from proto/*.proto
 
 lint: env ## ruff, mypy, import-layer contracts, nothing read from outside the repo
-	$(BIN)/ruff check scm_server operator tests bench scripts
+	$(BIN)/ruff check scm_server operator spark tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_standalone.py

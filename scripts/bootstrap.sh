@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${EXTRAS:-dev,bench,operator}
+EXTRAS=${EXTRAS:-dev,bench,operator,audit,spark}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

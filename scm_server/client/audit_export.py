@@ -351,33 +351,72 @@ def build_manifest(
     sizes: dict[str, int],
 ) -> dict[str, Any]:
     report = header.lastReport
+    return make_manifest(
+        scm_id=header.scmId,
+        cluster_id=header.clusterId,
+        node_id=header.nodeId,
+        applied_term=header.transactionInfo.term,
+        applied_index=header.transactionInfo.index,
+        captured_at_ms=header.capturedAtMs,
+        barrier_id=header.barrierId,
+        consistency=header.consistency or "local",
+        is_leader=header.isLeader,
+        term=header.term,
+        rows=rows,
+        sizes=sizes,
+        digests={d.table: {"sha256": d.sha256, "count": d.count} for d in trailer.digests},
+        maintenance_replica_minimum=header.maintenanceReplicaMinimum,
+        last_report={
+            "timestamp": report.timestamp,
+            "stats": {c.key: c.count for c in report.stat},
+            "samples": {s.key: list(s.containerIds) for s in report.statSample},
+        },
+    )
+
+
+def make_manifest(
+    *,
+    scm_id: str,
+    cluster_id: str,
+    node_id: str,
+    applied_term: int,
+    applied_index: int,
+    captured_at_ms: int,
+    rows: dict[str, int],
+    sizes: dict[str, int],
+    barrier_id: str = "",
+    consistency: str = "local",
+    is_leader: bool = False,
+    term: int = 0,
+    digests: dict[str, Any] | None = None,
+    maintenance_replica_minimum: int = 2,
+    last_report: dict[str, Any] | None = None,
+    exporter: str = "ozone-scm admin audit export",
+) -> dict[str, Any]:
+    """``manifest.json`` of one export (the keys :func:`scm_server.audit_format.parse_manifest` reads)."""
     return {
         "format": fmt.FORMAT_NAME,
         "formatVersion": fmt.FORMAT_VERSION,
-        "scmId": header.scmId,
-        "clusterId": header.clusterId,
-        "nodeId": header.nodeId,
-        "appliedTerm": header.transactionInfo.term,
-        "appliedIndex": header.transactionInfo.index,
-        "capturedAtMs": header.capturedAtMs,
+        "scmId": scm_id,
+        "clusterId": cluster_id,
+        "nodeId": node_id,
+        "appliedTerm": applied_term,
+        "appliedIndex": applied_index,
+        "capturedAtMs": captured_at_ms,
         "exportedAtMs": int(time.time() * 1000),
-        "barrierId": header.barrierId,
-        "consistency": header.consistency or "local",
-        "isLeader": header.isLeader,
-        "term": header.term,
+        "barrierId": barrier_id,
+        "consistency": consistency,
+        "isLeader": is_leader,
+        "term": term,
         "tables": {
             t: {"file": fmt.file_name(t), "rows": rows.get(t, 0), "bytes": sizes.get(t, 0)} for t in fmt.TABLES
         },
-        "digests": {d.table: {"sha256": d.sha256, "count": d.count} for d in trailer.digests},
+        "digests": digests or {},
         "replicationManager": {
-            "maintenanceReplicaMinimum": header.maintenanceReplicaMinimum,
-            "lastReport": {
-                "timestamp": report.timestamp,
-                "stats": {c.key: c.count for c in report.stat},
-                "samples": {s.key: list(s.containerIds) for s in report.statSample},
-            },
+            "maintenanceReplicaMinimum": maintenance_replica_minimum,
+            "lastReport": last_report or {},
         },
-        "exporter": "ozone-scm admin audit export",
+        "exporter": exporter,
     }
 
 
