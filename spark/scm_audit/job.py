@@ -129,13 +129,6 @@ def check_identity(frames: Frames, exports: inputs.ExportSet) -> None:
                     )
 
 
-def _counts(df: DataFrame, key: str) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for row in df.groupBy("scm", key).count().collect():
-        out.setdefault(row["scm"], {})[row[key]] = int(row["count"])
-    return out
-
-
 def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int = output.DEFAULT_KEEP_RUNS,
         master: str = "", now: dt.datetime | None = None) -> dict[str, Any]:
     """Audit ``input_dir`` into ``out_dir``; returns the summary. Raises AuditError on bad input."""
@@ -166,15 +159,33 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
         findings = transforms.merge_findings(parts).persist(StorageLevel.MEMORY_AND_DISK)
         findings.coalesce(4).write.mode("overwrite").parquet(str(staging / output.FINDINGS_DIR))
 
-        health = _counts(classified, "health")
-        lifecycle = _counts(classified, "lifecycle_state")
-        by_kind = {r["kind"]: int(r["count"]) for r in findings.groupBy("kind").count().collect()}
+        # Few actions, each over a small aggregate (every action plans the whole chain again).
+        health: dict[str, dict[str, int]] = {}
+        lifecycle: dict[str, dict[str, int]] = {}
+        for r in classified.groupBy("scm", "health", "lifecycle_state").count().collect():
+            scm_health = health.setdefault(r["scm"], {})
+            scm_health[r["health"]] = scm_health.get(r["health"], 0) + int(r["count"])
+            scm_life = lifecycle.setdefault(r["scm"], {})
+            scm_life[r["lifecycle_state"]] = scm_life.get(r["lifecycle_state"], 0) + int(r["count"])
+        by_kind: dict[str, int] = {}
         per_scm_kind: dict[str, dict[str, int]] = {}
-        for r in findings.select("kind", F.explode("scm_ids").alias("scm")).groupBy("scm", "kind").count().collect():
-            per_scm_kind.setdefault(r["scm"], {})[r["kind"]] = int(r["count"])
-        by_dn = transforms.findings_by_datanode(findings, frames.datanodes).persist()
-        top_dn = [r.asDict() for r in by_dn.orderBy(F.desc("findings"), "datanode_uuid").limit(TOP_DATANODES).collect()]
-        by_rack = [r.asDict() for r in transforms.findings_by_rack(by_dn).orderBy(F.desc("findings"), "rack").collect()]
+        for r in findings.groupBy("kind", "scm_ids").count().collect():
+            by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + int(r["count"])
+            for scm in r["scm_ids"] or []:
+                kinds = per_scm_kind.setdefault(scm, {})
+                kinds[r["kind"]] = kinds.get(r["kind"], 0) + int(r["count"])
+        by_dn = [r.asDict() for r in transforms.findings_by_datanode(findings, frames.datanodes).collect()]
+        by_dn.sort(key=lambda r: (-int(r["findings"]), r["datanode_uuid"]))
+        racks: dict[str, list[int]] = {}
+        for node in by_dn:
+            totals = racks.setdefault(node["rack"], [0, 0])
+            totals[0] += int(node["findings"])
+            totals[1] += 1
+        by_rack = [
+            {"rack": rack, "findings": n, "datanodes": d}
+            for rack, (n, d) in sorted(racks.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        ]
+        top_dn = by_dn[:TOP_DATANODES]
         ranked = findings.withColumn(
             "_n",
             F.row_number().over(
@@ -188,8 +199,9 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
             samples.setdefault(r["kind"], []).append(r.asDict())
         for rows in samples.values():
             rows.sort(key=lambda r: (r["container_id"] is None, r["container_id"] or 0, r["datanode_uuid"] or "", r["detail"] or ""))
-        replica_total = {r["scm"]: int(r["count"]) for r in frames.replicas.groupBy("scm").count().collect()}
-        datanode_total = {r["scm"]: int(r["count"]) for r in frames.datanodes.groupBy("scm").count().collect()}
+        # Row counts were checked against the manifests by check_identity.
+        replica_total = {e.label: e.manifest.tables[fmt.REPLICAS].rows for e in exports.exports}
+        datanode_total = {e.label: e.manifest.tables[fmt.DATANODES].rows for e in exports.exports}
         history = output.load_history(out_dir)
         summary = report.build_summary(
             run_id=run_id,
@@ -213,7 +225,6 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
         output.publish(out_dir, run_id, staging, summary, keep_runs=keep_runs)
         classified.unpersist()
         findings.unpersist()
-        by_dn.unpersist()
         return summary
     finally:
         output.discard_staging(staging)

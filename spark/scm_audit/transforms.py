@@ -172,67 +172,67 @@ def classify(
         .fillna(0, ["n_live", "n_good", "n_bad", "in_service", "maint", "n_qc", "origins", "racks", "max_keys"])
         .withColumn("datanodes", F.coalesce(F.col("datanodes"), F.array().cast("array<string>")))
     )
-    # The decision, one named column per step. Each step refers to the previous ones by name, so
-    # the optimizer keeps them as separate projections instead of copying a growing expression
-    # tree into every later reference (which made planning quadratic).
+    # The decision, as one projection over attributes. Each condition is written out flat in terms
+    # of the aggregated counts (no condition refers to another derived column): a filter on
+    # ``health`` downstream is pushed below this projection by the optimizer, which then inlines
+    # the definitions, and chained definitions would blow the plan up combinatorially.
     col = F.col
     state = col("lifecycle_state")
+    required = F.when(col("replication_factor") == _s("ONE"), F.lit(1)).otherwise(F.lit(3))
     maint_min = F.coalesce(col("maintenance_replica_minimum"), F.lit(2))
-    c = c.withColumn("required", F.when(col("replication_factor") == _s("ONE"), F.lit(1)).otherwise(F.lit(3)))
-    c = c.select(
-        "*",
-        F.when(col("maint") > 0, F.greatest(F.least(maint_min, col("required")), col("required") - col("maint")))
-        .otherwise(col("required"))
-        .alias("needed"),
-        (
-            (col("required") <= 1)
-            | (col("in_service") == 0)
-            | (col("racks") >= F.least(F.lit(2), col("cluster_racks"), col("required")))
-        ).alias("policy_ok"),
-        F.coalesce(col("pipeline_state") == _s(V.PIPELINE_OPEN), F.lit(False)).alias("pipeline_open"),
-        (~state.isin(V.OPEN, V.CLOSING, V.DELETING, V.DELETED)).alias("closed_branch"),
-        ((state == _s(V.QUASI_CLOSED)) & ~((col("n_qc") > 0) & (col("origins") > F.floor(col("required") / 2)))).alias("stuck"),
-    )
-    c = c.withColumn("missing", col("closed_branch") & (col("n_live") == 0))
-    c = c.withColumn(
-        "empty",
-        col("closed_branch") & ~col("missing") & (state == _s(V.CLOSED))
+    needed = F.when(col("maint") > 0, F.greatest(F.least(maint_min, required), required - col("maint"))).otherwise(required)
+    is_open = state == _s(V.OPEN)
+    pipeline_open = F.coalesce(col("pipeline_state") == _s(V.PIPELINE_OPEN), F.lit(False))
+    closed_branch = ~state.isin(V.OPEN, V.CLOSING, V.DELETING, V.DELETED)
+    no_keys_all_empty = (
+        (state == _s(V.CLOSED))
         & (F.greatest(col("stored_keys"), col("max_keys")) == 0)
-        & F.coalesce(col("all_empty"), F.lit(True)),
+        & F.coalesce(col("all_empty"), F.lit(True))
     )
-    c = c.withColumn("checked", col("closed_branch") & ~col("missing") & ~col("empty"))
-    c = c.withColumn("under", col("checked") & (col("n_good") > 0) & (col("in_service") < col("needed")))
-    c = c.withColumn("settled", col("checked") & (col("n_good") > 0) & ~col("under") & (col("n_bad") == 0))
-    candidates = [
-        F.when((state == _s(V.OPEN)) & ~col("pipeline_open"), _s(V.OPEN_WITHOUT_PIPELINE)),
-        F.when((state == _s(V.OPEN)) & col("pipeline_open") & F.coalesce(col("open_bad"), F.lit(False)), _s(V.OPEN_UNHEALTHY)),
-        F.when(((state == _s(V.CLOSING)) & (col("n_live") == 0)) | col("missing"), _s(V.MISSING)),
-        F.when(col("empty"), _s(V.EMPTY)),
-        F.when(col("checked") & col("stuck"), _s(V.QUASI_CLOSED_STUCK)),
-        F.when(col("under"), _s(V.UNDER_REPLICATED)),
-        F.when(col("checked") & ((col("n_good") == 0) | (col("n_bad") > 0)), _s(V.UNHEALTHY)),
-        F.when(col("settled") & (col("in_service") > col("required")), _s(V.OVER_REPLICATED)),
-        F.when(col("settled") & (col("in_service") <= col("required")) & ~col("policy_ok"), _s(V.MIS_REPLICATED)),
-    ]
-    # array_sort(array_compact(...)) of at most nine literals: cheap, and no lambda.
-    c = c.withColumn("found", F.array_compact(F.array(*candidates)))
-    c = c.withColumn("states", F.array_sort(F.when(F.size("found") == 0, F.array(_s(V.HEALTHY))).otherwise(col("found"))))
-    c = c.withColumn("actual", F.when(col("closed_branch"), col("in_service")).otherwise(col("n_live")))
-    primary = F.coalesce(*[F.when(F.array_contains("states", s), _s(s)) for s in V.PRIMARY_ORDER])
-    n_live, actual = col("n_live"), col("actual")
+    missing = (closed_branch | (state == _s(V.CLOSING))) & (col("n_live") == 0)
+    empty = closed_branch & (col("n_live") > 0) & no_keys_all_empty
+    checked = closed_branch & (col("n_live") > 0) & ~no_keys_all_empty
+    stuck = checked & (state == _s(V.QUASI_CLOSED)) & ~((col("n_qc") > 0) & (col("origins") > F.floor(required / 2)))
+    under = checked & (col("n_good") > 0) & (col("in_service") < needed)
+    unhealthy = checked & ((col("n_good") == 0) | (col("n_bad") > 0))
+    settled = checked & (col("n_good") > 0) & (col("in_service") >= needed) & (col("n_bad") == 0)
+    policy_ok = (
+        (required <= 1) | (col("in_service") == 0) | (col("racks") >= F.least(F.lit(2), col("cluster_racks"), required))
+    )
+    over = settled & (col("in_service") > required)
+    mis = settled & (col("in_service") <= required) & ~policy_ok
+    conditions = {
+        V.MISSING: missing,
+        V.EMPTY: empty,
+        V.OPEN_WITHOUT_PIPELINE: is_open & ~pipeline_open,
+        V.OPEN_UNHEALTHY: is_open & pipeline_open & F.coalesce(col("open_bad"), F.lit(False)),
+        V.QUASI_CLOSED_STUCK: stuck,
+        V.UNDER_REPLICATED: under,
+        V.UNHEALTHY: unhealthy,
+        V.MIS_REPLICATED: mis,
+        V.OVER_REPLICATED: over,
+    }
+    health = F.when(F.lit(False), _s(V.HEALTHY))
+    for name in V.PRIMARY_ORDER:
+        if name != V.HEALTHY:
+            health = health.when(conditions[name], _s(name))
+    health = health.otherwise(_s(V.HEALTHY))
+    found = F.array_compact(F.array(*[F.when(conditions[name], _s(name)) for name in sorted(conditions)]))
+    states = F.when(F.size(found) == 0, F.array(_s(V.HEALTHY))).otherwise(found)
+    actual = F.when(closed_branch, col("in_service")).otherwise(col("n_live"))
     return c.select(
         "scm",
         "container_id",
         "lifecycle_state",
-        primary.alias("health"),
-        "states",
-        F.col("required").cast("int").alias("expected_replicas"),
+        health.alias("health"),
+        states.alias("states"),
+        required.cast("int").alias("expected_replicas"),
         actual.cast("int").alias("actual_replicas"),
-        n_live.cast("int").alias("reported_replicas"),
+        col("n_live").cast("int").alias("reported_replicas"),
         "datanodes",
         F.concat(
-            actual.cast("string"), _s(" of "), F.col("required").cast("string"), _s(" replicas counted, "),
-            n_live.cast("string"), _s(" reported; states "), F.array_join("states", ","),
+            actual.cast("string"), _s(" of "), required.cast("string"), _s(" replicas counted, "),
+            col("n_live").cast("string"), _s(" reported; states "), F.array_join(states, ","),
         ).alias("detail"),
     )
 

@@ -36,7 +36,7 @@ def refused(path: Path, *words: str) -> str:
 
 
 def test_a_good_export_and_a_good_set(tmp_path: Path) -> None:
-    single = inputs.discover(write_export(tmp_path / "one", ROWS))
+    single = inputs.discover(write_export(tmp_path / "one", ROWS, barrier_id=""))
     assert [e.label for e in single.exports] == ["scm1"] and single.consistency == "local"
     root = tmp_path / "all"
     write_export(root / "scm1", ROWS, scm_id="u1", node_id="scm1", is_leader=False)

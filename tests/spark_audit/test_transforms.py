@@ -253,7 +253,7 @@ def test_findings_merge_across_scms_and_count_by_datanode_and_rack(spark: SparkS
             maintenance(spark, {"scm1": 2, "scm2": 2}),
         )
         per_scm.append(tr.health_findings(classified))
-    merged = tr.merge_findings(per_scm)
+    merged = tr.merge_findings(per_scm).cache()
     got = sorted((r["kind"], r["container_id"], r["scm_ids"]) for r in merged.collect())
     assert got == [
         ("EMPTY", 8, ["scm1", "scm2"]),
