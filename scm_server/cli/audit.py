@@ -41,6 +41,7 @@ def export_cmd(ctx: CliContext, out: Path, all_scms: bool, page_size: int, wait_
     from scm_server.client import audit_export
 
     addresses = ctx.scm_addresses()
+    security = ctx.client_security()  # mutual TLS on a secure cluster (admin certificate), else None
 
     def progress(message: str) -> None:
         if not as_json:
@@ -48,7 +49,7 @@ def export_cmd(ctx: CliContext, out: Path, all_scms: bool, page_size: int, wait_
 
     results = asyncio.run(
         audit_export.export(addresses, out, all_scms=all_scms, page_size=page_size, wait_seconds=wait_seconds,
-                            on_progress=progress)
+                            on_progress=progress, security=security)
     )
     if as_json:
         print_json([r.as_dict() for r in results])

@@ -61,7 +61,7 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
         from scm_server.cli.local_audit import export_and_audit
 
         async def after(cluster: LocalCluster) -> None:
-            await export_and_audit(cluster.client_addresses, data_dir)
+            await export_and_audit(cluster.client_addresses, data_dir, security=getattr(cluster, "client_security", None))
 
     if num_scms > 1:
         # The HA quorum (init + bootstrap on every node, AddSCM on first start) is the HA layer's.

@@ -9,6 +9,7 @@ are still up, so a newcomer sees a replication report from the main job:
 The same two steps by hand, against ``ozone-scm local up``::
 
     ozone-scm --conf run-data/scm1/conf admin audit export --all-scms --out run-data/audit/export
+    (secure: ozone-scm --conf run-data/admin/conf admin audit export ...)
     ozone-scm audit run --input run-data/audit/export --out run-data/audit/report
 
 The Spark job runs in a thread (``spark-submit`` is a subprocess) so the datanodes keep
@@ -25,16 +26,18 @@ import click
 
 from scm_server.cli.output import console
 from scm_server.client import audit_export
+from scm_server.security.tls import ChannelSecurity
 
 
-async def export_and_audit(client_addresses: Sequence[str], data_dir: Path, master: str = "local[*]") -> Path:
+async def export_and_audit(client_addresses: Sequence[str], data_dir: Path, master: str = "local[*]",
+                           security: ChannelSecurity | None = None) -> Path:
     from scm_audit import submit
     from scm_audit.errors import AuditError
 
     base = data_dir.resolve() / "audit"
     export_dir, report_dir = base / "export", base / "report"
     with console.status("exporting every SCM at one barrier for the audit"):
-        results = await audit_export.export(list(client_addresses), export_dir, all_scms=True)
+        results = await audit_export.export(list(client_addresses), export_dir, all_scms=True, security=security)
     console.print(
         "Audit export: " + ", ".join(f"{r.node_id or r.scm_id}@{r.applied_index}" for r in results)
         + f" -> {export_dir}", highlight=False, soft_wrap=True,

@@ -17,6 +17,10 @@ trailer's row counts match what was written, so an interrupted export never leav
 half-written directory where a good one was (the previous export stays until the new one is
 complete).
 
+On a secure cluster (``hdds.grpc.tls.enabled``) the channels carry the admin's client certificate
+(``security``, from the CLI's configuration) through the one channel factory,
+:func:`scm_server.security.tls.make_channel`; both RPCs need SCM superuser privilege.
+
 pyarrow is an optional dependency (``pip install 'ozone-scm[audit]'``); without it the command
 fails with one line saying so.
 """
@@ -44,6 +48,7 @@ from scm_server.client.scm_client import CHANNEL_OPTIONS
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMError, SCMException
 from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import hdds_pb2, scm_audit_pb2, scm_audit_pb2_grpc
+from scm_server.security.tls import ChannelSecurity, make_channel
 
 ROW_GROUP_ROWS = 131_072
 DEFAULT_PAGE_SIZE = 5_000
@@ -258,6 +263,7 @@ async def stream_to_dir(
     wait_seconds: float = 30.0,
     timeout: float | None = 3600.0,
     require_leader: bool = False,
+    security: ChannelSecurity | None = None,
 ) -> ExportResult:
     """Export one SCM into ``directory`` (which must not exist yet; created here)."""
     started = time.monotonic()
@@ -276,7 +282,7 @@ async def stream_to_dir(
         "pipelines": (fmt.PIPELINES, pipeline_columns),
         "verdicts": (fmt.RM_VERDICTS, verdict_columns),
     }
-    channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+    channel = make_channel(address, security, CHANNEL_OPTIONS)
     try:
         stub = scm_audit_pb2_grpc.SCMAuditProtocolServiceStub(channel)
         call = stub.ExportSnapshot(request, timeout=timeout)
@@ -421,7 +427,8 @@ def make_manifest(
 
 
 async def create_barrier(addresses: Sequence[str], ttl_seconds: float = 300.0, rounds: int = 10,
-                         pause: float = 0.3, timeout: float = 60.0) -> scm_audit_pb2.AuditBarrierResponseProto:
+                         pause: float = 0.3, timeout: float = 60.0,
+                         security: ChannelSecurity | None = None) -> scm_audit_pb2.AuditBarrierResponseProto:
     """Ask the leader (following NotLeader hints across ``addresses``) to create an audit barrier."""
     queue_base = list(addresses)
     last: Exception | None = None
@@ -434,7 +441,9 @@ async def create_barrier(addresses: Sequence[str], ttl_seconds: float = 300.0, r
                 if address in tried:
                     continue
                 tried.add(address)
-                channel = channels.setdefault(address, grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS))
+                if address not in channels:
+                    channels[address] = make_channel(address, security, CHANNEL_OPTIONS)
+                channel = channels[address]
                 stub = scm_audit_pb2_grpc.SCMAuditProtocolServiceStub(channel)
                 try:
                     return await stub.CreateAuditBarrier(
@@ -509,6 +518,7 @@ async def export(
     page_size: int = DEFAULT_PAGE_SIZE,
     wait_seconds: float = 30.0,
     on_progress: Any = None,
+    security: ChannelSecurity | None = None,
 ) -> list[ExportResult]:
     """Export the leader (``addresses`` with failover), or every SCM at one barrier (``all_scms``)."""
     _require_pyarrow()
@@ -519,11 +529,11 @@ async def export(
     results: list[ExportResult] = []
     try:
         if not all_scms:
-            results.append(await _export_leader(addresses, tmp, page_size, wait_seconds))
+            results.append(await _export_leader(addresses, tmp, page_size, wait_seconds, security))
         else:
             barrier: scm_audit_pb2.AuditBarrierResponseProto | None = None
             try:
-                barrier = await create_barrier(addresses)
+                barrier = await create_barrier(addresses, security=security)
             except (NotLeaderException, SCMUnavailableError) as exc:
                 if on_progress:
                     on_progress(f"no leader for an audit barrier ({exc}); exporting each SCM at its own index")
@@ -535,7 +545,7 @@ async def export(
                     address, part,
                     barrier_id=barrier.barrierId if barrier else "",
                     barrier_index=barrier.transactionInfo.index if barrier else 0,
-                    cluster_id=cluster_id, page_size=page_size, wait_seconds=wait_seconds,
+                    cluster_id=cluster_id, page_size=page_size, wait_seconds=wait_seconds, security=security,
                 )
                 cluster_id = cluster_id or result.cluster_id
                 target = tmp / _label(result)
@@ -555,7 +565,8 @@ async def export(
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-async def _export_leader(addresses: Sequence[str], directory: Path, page_size: int, wait_seconds: float) -> ExportResult:
+async def _export_leader(addresses: Sequence[str], directory: Path, page_size: int, wait_seconds: float,
+                         security: ChannelSecurity | None = None) -> ExportResult:
     """Single-SCM export from the leader (its ReplicationManager is the one acting), following
     NotLeader hints; with no leader at all, from the first SCM that answers (any SCM can serve an
     export; the manifest records whether it was the leader)."""
@@ -568,7 +579,8 @@ async def _export_leader(addresses: Sequence[str], directory: Path, page_size: i
         tried.add(address)
         try:
             return await stream_to_dir(
-                address, directory, page_size=page_size, wait_seconds=wait_seconds, require_leader=True
+                address, directory, page_size=page_size, wait_seconds=wait_seconds, require_leader=True,
+                security=security,
             )
         except NotLeaderException as exc:
             last = exc
@@ -579,7 +591,9 @@ async def _export_leader(addresses: Sequence[str], directory: Path, page_size: i
         shutil.rmtree(directory, ignore_errors=True)
     for address in addresses:
         try:
-            return await stream_to_dir(address, directory, page_size=page_size, wait_seconds=wait_seconds)
+            return await stream_to_dir(
+                address, directory, page_size=page_size, wait_seconds=wait_seconds, security=security
+            )
         except SCMUnavailableError as exc:
             last = exc
             shutil.rmtree(directory, ignore_errors=True)
