@@ -484,8 +484,9 @@ async def test_audit_export_over_mutual_tls_is_for_administrators_only(quorum: S
     assert all((out / r["node_id"] / "manifest.json").is_file() for r in results)
 
     bob = await _new_client(q, "bob")
-    barrier = (lambda ch: scm_audit_pb2_grpc.SCMAuditProtocolServiceStub(ch).CreateAuditBarrier(
-        scm_audit_pb2.AuditBarrierRequestProto(ttlSeconds=5), timeout=5))
+    async def barrier(ch: grpc.aio.Channel) -> Any:
+        return await scm_audit_pb2_grpc.SCMAuditProtocolServiceStub(ch).CreateAuditBarrier(
+            scm_audit_pb2.AuditBarrierRequestProto(ttlSeconds=5), timeout=5)
 
     async def first_chunk(ch: grpc.aio.Channel) -> Any:
         async for chunk in scm_audit_pb2_grpc.SCMAuditProtocolServiceStub(ch).ExportSnapshot(
