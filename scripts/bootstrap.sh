@@ -10,3 +10,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[${EXTRAS}]"
+# Spark (the replication audit's tests and `ozone-scm audit run`) needs Java 17+.
+case ",${EXTRAS}," in *,spark,*) bash scripts/install_java.sh ;; esac

@@ -18,6 +18,10 @@ from scm_audit import job, output
 from scm_audit.errors import AuditError
 from scm_server import audit_format as fmt
 
+# Three whole job runs (each plans the full chain, ~20 s warm on 2 busy cores): with the end-to-end test in
+# make audit-test (.ci/run), so make test keeps its time; the transforms and inputs stay in make test.
+pytestmark = pytest.mark.audit_e2e
+
 NODES = [{"datanode_uuid": f"dn{i}", "rack": f"/r{i % 2}", "hostname": f"host{i}"} for i in range(1, 5)]
 
 

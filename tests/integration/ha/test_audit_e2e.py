@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 
 from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client.config import SCMClientConfig
@@ -40,11 +41,17 @@ from .harness import CLIENT_CONFIG, TEST_SETTINGS, wait_caught_up, wait_open_pip
 
 SETTINGS = {
     **TEST_SETTINGS,
+    # Pipelines are made once all six datanodes are registered (the safemode pre-check), so each
+    # spans both racks and every container starts correctly placed (three registered datanodes
+    # could all be on one rack: a MIS_REPLICATED container nobody injected).
+    "hdds.scm.safemode.min.datanode": "6",
     # Nothing may expire or get repaired while the faults wait for the export.
     "hdds.scm.replication.thread.interval": "1h",
     "ozone.scm.stale.node.interval": "60s",
     "ozone.scm.dead.node.interval": "120s",
 }
+# A real quorum plus a JVM: its own target (make audit-test, run by .ci/run) keeps make test's time.
+pytestmark = [pytest.mark.audit_e2e, pytest.mark.timeout(900)]
 LOCAL = SCMClientConfig(max_retries=0, retry_interval=0.05, rpc_timeout=10)
 
 
