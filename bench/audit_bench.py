@@ -53,6 +53,8 @@ SIZES = {"1M": 1_000_000, "3M": 3_000_000, "10M": 10_000_000}
 DATANODES = {"1M": 100, "3M": 300, "10M": 1000}
 RACK_SIZE = 25
 GOAL_SECONDS_10M = 180
+CLUSTER_ID = "CID-6e6c7b5a-0000-4000-8000-000000000001"  # a valid Ozone cluster id (CID-<uuid>)
+SCM_ID = "6e6c7b5a-0000-4000-8000-000000000002"  # the in-process SCM's id (a UUID, as Ozone's VERSION file requires)
 
 # Fault classes by container id % 1000: (first, last) inclusive -> class.
 CLASSES = [
@@ -101,7 +103,7 @@ def layout(cid: int, datanodes: int) -> list[tuple[int, str, int]]:
     return out
 
 
-def generate(directory: Path, replicas_target: int, datanodes: int, scm_id: str = "bench-scm") -> dict[str, int]:
+def generate(directory: Path, replicas_target: int, datanodes: int, scm_id: str = SCM_ID) -> dict[str, int]:
     """Write one export of about ``replicas_target`` replicas; returns rows per table."""
     containers = replicas_target // 3
     racks = max(2, datanodes // RACK_SIZE)
@@ -118,7 +120,7 @@ def generate(directory: Path, replicas_target: int, datanodes: int, scm_id: str 
     step = pc.if_else(one_rack, racks, 1)
     base = pc.remainder(pc.multiply(cid, 7919), datanodes)
     names = pa.array([f"dn-{i:05d}" for i in range(datanodes)])
-    identity = (scm_id, "CID-bench", 1000)
+    identity = (scm_id, CLUSTER_ID, 1000)
     meta = {fmt.META_SCM_ID: scm_id, fmt.META_CLUSTER_ID: identity[1], fmt.META_APPLIED_INDEX: str(identity[2])}
 
     def write(table: str, columns: dict[str, pa.Array]) -> int:
@@ -215,7 +217,7 @@ async def build_scm(meta_dir: Path, replicas_target: int, datanodes: int) -> Any
     from scm_server.scm import StorageContainerManager
 
     storage = SCMStorageConfig(meta_dir)
-    storage.initialize(cluster_id="CID-bench", scm_id="bench-scm")
+    storage.initialize(cluster_id=CLUSTER_ID, scm_id=SCM_ID)
     conf = OzoneConfiguration({
         "ozone.metadata.dirs": str(meta_dir), "hdds.scm.safemode.min.datanode": "1",
         "hdds.scm.wait.time.after.safemode.exit": "0s",

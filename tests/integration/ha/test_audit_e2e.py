@@ -12,7 +12,10 @@ them before the export):
 * a stale BCSID on a replica -> REPLICA_BCSID_MISMATCH (SCM itself reports the container HEALTHY)
 * a diverged container row in one follower's scm.db -> CROSS_SCM_CONTAINER_MISMATCH naming the field
 
-and SCM's own verdicts must agree with the audit's on every container (no VERDICT_MISMATCH).
+and SCM's own verdicts must agree with the audit's on every container (no VERDICT_MISMATCH). The
+faults go on containers whose pipeline spans both racks; a container SCM itself placed on a one-rack
+pipeline (the placement spreads only over datanodes below their pipeline limit) must come out
+MIS_REPLICATED, as the simulator's own layout says.
 """
 
 from __future__ import annotations
@@ -41,9 +44,7 @@ from .harness import CLIENT_CONFIG, TEST_SETTINGS, wait_caught_up, wait_open_pip
 
 SETTINGS = {
     **TEST_SETTINGS,
-    # Pipelines are made once all six datanodes are registered (the safemode pre-check), so each
-    # spans both racks and every container starts correctly placed (three registered datanodes
-    # could all be on one rack: a MIS_REPLICATED container nobody injected).
+    # Pipelines are made once all six datanodes are registered (the safemode pre-check).
     "hdds.scm.safemode.min.datanode": "6",
     # Nothing may expire or get repaired while the faults wait for the export.
     "hdds.scm.replication.thread.interval": "1h",
@@ -52,6 +53,7 @@ SETTINGS = {
 }
 # A real quorum plus a JVM: its own target (make audit-test, run by .ci/run) keeps make test's time.
 pytestmark = [pytest.mark.audit_e2e, pytest.mark.timeout(900)]
+CONTAINERS = 10
 LOCAL = SCMClientConfig(max_retries=0, retry_interval=0.05, rpc_timeout=10)
 
 
@@ -108,10 +110,10 @@ async def test_audit_finds_exactly_the_injected_faults(tmp_path: Path) -> None:
         stop = await ozone_async(cluster, "admin", "replicationmanager", "stop")
         assert stop.returncode == 0, stop.stderr
 
-        # Eight CLOSED containers with one key each on their pipeline's three datanodes.
+        # Ten CLOSED containers with one key each on their pipeline's three datanodes.
         cids: list[int] = []
         async with SCMClient(cluster.client_addresses, CLIENT_CONFIG) as admin:
-            for _ in range(8):
+            for _ in range(CONTAINERS):
                 cwp = await admin.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "audit-test")
                 cid = cwp.containerInfo.containerID
                 await sim.write_to_container(cid, 1 << 20, 1, cwp.pipeline)
@@ -124,7 +126,13 @@ async def test_audit_finds_exactly_the_injected_faults(tmp_path: Path) -> None:
                 return all(s == hdds_pb2.CLOSED for s in states)
 
             await wait_until(all_closed, 60, "every container CLOSED")
-        lost, extra, one_rack, stale, diverged = cids[:5]
+        # A pipeline can lie on one rack (the placement spreads only over datanodes below their
+        # pipeline limit): its containers are MIS_REPLICATED from the start, and the audit must say
+        # so. The ground truth is the simulator's own layout; faults go on containers on two racks.
+        spread = [cid for cid in cids if len({dn.rack for dn in holders(sim, cid)}) == 2]
+        narrow = [cid for cid in cids if cid not in spread]
+        assert len(spread) >= 5, f"need five containers on two racks to inject faults into, got {spread} of {cids}"
+        lost, extra, one_rack, stale, diverged = spread[:5]
 
         # -- faults on datanodes --
         drop(holders(sim, lost)[0], lost)
@@ -202,6 +210,7 @@ async def test_audit_finds_exactly_the_injected_faults(tmp_path: Path) -> None:
             ("MIS_REPLICATED", one_rack, all_scms),
             ("REPLICA_BCSID_MISMATCH", stale, all_scms),
             ("CROSS_SCM_CONTAINER_MISMATCH", diverged, sorted(all_scms)),
+            *(("MIS_REPLICATED", cid, all_scms) for cid in narrow),
         ]
     ), json.dumps(findings, indent=1, default=str)
     by_kind = {f["kind"]: f for f in findings}
@@ -211,9 +220,9 @@ async def test_audit_finds_exactly_the_injected_faults(tmp_path: Path) -> None:
     assert f"{odd}=" in by_kind["CROSS_SCM_CONTAINER_MISMATCH"]["detail"]
     # SCM's own verdicts agree with the audit everywhere; the summary says so and counts right.
     assert summary["agreement"]["agrees"] is True
-    assert summary["containers"]["total"] == 8
-    assert summary["containers"]["byHealth"]["HEALTHY"] == 5
+    assert summary["containers"]["total"] == CONTAINERS
+    assert summary["containers"]["byHealth"]["HEALTHY"] == CONTAINERS - 3 - len(narrow)
     assert summary["crossScm"]["compared"] is True and summary["input"]["sameAppliedIndex"] is True
-    assert summary["findings"]["total"] == 5
+    assert summary["findings"]["total"] == 5 + len(narrow)
     html = (report_dir / "report.html").read_text()
     assert "MIS_REPLICATED" in html and "<svg" in html and "http://" not in html and "https://" not in html
