@@ -280,7 +280,9 @@ async def rm_and_export(work: Path, replicas_target: int, datanodes: int) -> dic
     out["rm_pass_seconds"] = round(time.perf_counter() - t0, 2)
     out["rm_counts"] = {k: v for k, v in report_counts(report).items() if v}
     # Export over loopback gRPC to the real CLI in a subprocess.
-    server = grpc.aio.server(options=[("grpc.max_send_message_length", 256 << 20)])
+    from scm_server.grpc_options import server_options
+
+    server = grpc.aio.server(options=server_options())  # as the daemon: accepts the clients' liveness PINGs
     metrics = RpcMetrics(None)
     handlers = [cls(scm, endpoints.Protocol.CLIENT, lambda _k: None, metrics).generic_handler()
                 for cls in (LocationProtocolService, AuditExportService)]
