@@ -42,6 +42,7 @@ from scm_server.container.report_handlers import (
     IncrementalContainerReportHandler,
 )
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ha.audit_barrier import AuditBarrierStateManager
 from scm_server.ha.clock import Clock, SystemClock
 from scm_server.ha.dispatcher import SCMStateMachineDispatcher
 from scm_server.ha.replicate import RequestType
@@ -120,6 +121,9 @@ class StorageContainerManager:
         self._dispatcher.register(RequestType.STATEFUL_SERVICE_CONFIG, self.stateful_service_state_manager)
         self._dispatcher.register(RequestType.FINALIZE, self.finalization_state_manager)
         self._dispatcher.register(RequestType.CERT_STORE, self.certificate_store)
+        # A no-op marker entry at which every SCM captures an audit snapshot (docs/audit.md).
+        self.audit_barrier_state_manager = AuditBarrierStateManager(ha_manager)
+        self._dispatcher.register(RequestType.AUDIT_BARRIER, self.audit_barrier_state_manager)
 
         # Managers.
         ctx = self._scm_context

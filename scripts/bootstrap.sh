@@ -4,9 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${EXTRAS:-dev,bench,operator}
+EXTRAS=${EXTRAS:-dev,bench,operator,audit,spark}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[${EXTRAS}]"
+# Spark (the replication audit's tests and `ozone-scm audit run`) needs Java 17+.
+case ",${EXTRAS}," in *,spark,*) bash scripts/install_java.sh ;; esac

@@ -15,6 +15,7 @@ import contextlib
 import shutil
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,24 +44,33 @@ def local() -> None:
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 @click.option("--exit-after", is_flag=True, help="Stop everything after the workload instead of waiting for Ctrl-C.")
 @click.option("--keep-data", is_flag=True, help="Reuse an existing --data-dir instead of starting fresh.")
+@click.option("--audit", "with_audit", is_flag=True,
+              help="After the workload, export every SCM and run the Spark replication audit (report under DATA_DIR/audit).")
 @click.option("--secure", is_flag=True,
               help="Security and mutual TLS on (root CA, sub-CAs, datanode certificates); HA quorum only.")
 @click.option("--ca-mode", type=click.Choice(["scm", "operator"]), default="scm", show_default=True,
               help="With --secure: the primordial SCM makes the root CA (scm), or an external CA holder issues "
                    "every SCM's sub-CA and keeps the root key outside the cluster (operator).")
 def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: Path, exit_after: bool,
-              keep_data: bool, secure: bool, ca_mode: str) -> None:
+              keep_data: bool, secure: bool, ca_mode: str, with_audit: bool) -> None:
     """Start SCM(s) + simulated datanodes, run a block workload, print where to look."""
     if secure and num_scms < 2:
         raise click.UsageError("--secure runs an HA quorum: use --scms 3 (the default)")
+    after = None
+    if with_audit:
+        from scm_server.cli.local_audit import export_and_audit
+
+        async def after(cluster: LocalCluster) -> None:
+            await export_and_audit(cluster.client_addresses, data_dir, security=getattr(cluster, "client_security", None))
+
     if num_scms > 1:
         # The HA quorum (init + bootstrap on every node, AddSCM on first start) is the HA layer's.
         from scm_server.cli import local_quorum as ha_local
 
         ha_local.run_local(num_scms, datanodes, blocks, data_dir, exit_after, keep_data, racks, secure=secure,
-                           ca_mode=ca_mode)
+                           ca_mode=ca_mode, after=after)
         return
-    run_local(num_scms, datanodes, racks, blocks, data_dir, exit_after, keep_data)
+    run_local(num_scms, datanodes, racks, blocks, data_dir, exit_after, keep_data, after=after)
 
 
 @local.command("up")
@@ -195,6 +205,7 @@ def local_restart(scm: str | None, leader: bool, data_dir: Path, kill: bool) -> 
 def run_local(
     num_scms: int = 1, datanodes: int = 5, racks: int = 2, blocks: int = 2000,
     data_dir: Path = Path("run-data"), exit_after: bool = False, keep_data: bool = False,
+    after: Callable[[LocalCluster], Awaitable[None]] | None = None,
 ) -> None:
     if data_dir.exists() and not keep_data:
         shutil.rmtree(data_dir)
@@ -215,13 +226,14 @@ def run_local(
             cluster.start_all()
             for i in range(num_scms):
                 cluster.wait_serving(i)
-        asyncio.run(_workload(cluster, datanodes, racks, blocks, exit_after))
+        asyncio.run(_workload(cluster, datanodes, racks, blocks, exit_after, after))
     finally:
         with console.status("stopping SCM process(es)"):
             cluster.stop_all()
 
 
-async def _workload(cluster: LocalCluster, datanodes: int, racks: int, blocks: int, exit_after: bool) -> None:
+async def _workload(cluster: LocalCluster, datanodes: int, racks: int, blocks: int, exit_after: bool,
+                    after: Callable[[LocalCluster], Awaitable[None]] | None = None) -> None:
     sim = DatanodeSimulator(
         cluster.datanode_addresses, datanodes, heartbeat_interval=0.5, racks=racks,
         admin_addresses=cluster.client_addresses, container_report_interval=30,
@@ -238,6 +250,8 @@ async def _workload(cluster: LocalCluster, datanodes: int, racks: int, blocks: i
                     await sim.write_to_container(cid, 4 * 1024 * 1024 * 16, 16)
             duplicates = len(ids) - len(set(ids))
             await _summary(cluster, admin, sim, result, len(containers), duplicates)
+            if after is not None:
+                await after(cluster)
             if not exit_after:
                 console.print("\nRunning; press Ctrl-C to stop.")
                 stop = asyncio.Event()

@@ -32,7 +32,7 @@ import json
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -340,7 +340,8 @@ def _roles_req() -> Any:
 
 
 async def run_workload(
-    cluster: HALocalCluster, num_datanodes: int, blocks: int, hold: bool, racks: int = 2
+    cluster: HALocalCluster, num_datanodes: int, blocks: int, hold: bool, racks: int = 2,
+    after: Callable[[HALocalCluster], Awaitable[Any]] | None = None,
 ) -> dict[str, Any]:
     from scm_server.cli import throughput
     from scm_server.datanode_sim import DatanodeSimulator
@@ -377,6 +378,8 @@ async def run_workload(
             "p50_ms": result.percentile(50), "p99_ms": result.percentile(99), "seconds": result.seconds,
         }
         print_summary(cluster, summary)
+        if after is not None:  # e.g. `local run --audit` (cli/local_audit.py), datanodes still up
+            await after(cluster)
         if hold:
             from scm_server.cli.output import console
 
@@ -497,8 +500,9 @@ def run_local(
     racks: int = 2,
     secure: bool = False,
     ca_mode: str = "scm",
+    after: Callable[[HALocalCluster], Awaitable[Any]] | None = None,
 ) -> dict[str, Any]:
-    """Start the quorum + datanodes, run the workload, print; stop unless told to hold."""
+    """Start the quorum + datanodes, run the workload, print, run ``after``; stop unless told to hold."""
     import shutil
 
     if data_dir.exists() and not keep_data:
@@ -512,7 +516,7 @@ def run_local(
     try:
         cluster.start_quorum()
         cluster.save_state()
-        return asyncio.run(run_workload(cluster, num_datanodes, blocks, hold=not exit_after, racks=racks))
+        return asyncio.run(run_workload(cluster, num_datanodes, blocks, hold=not exit_after, racks=racks, after=after))
     except BaseException:
         for s in cluster.scms:
             if s.log_path.exists():

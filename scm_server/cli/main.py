@@ -8,6 +8,8 @@
     ozone-scm freon stb --benchmark AllocateBlocks|AllocateContainers|ProcessReports
     ozone-scm datanode-sim --count N --scm HOST:PORT[,...]
     ozone-scm local run|up|status|down [--secure]
+    ozone-scm local run --audit
+    ozone-scm admin audit export --out DIR [--all-scms];  ozone-scm audit run --input DIR --out DIR
     ozone-scm admin cert list|info|revoke|crl|sign ; ozone-scm cert request|fetch|fetch-ca
 
 Everything talking to a running SCM goes through ``scm_server.client``. ``main`` turns our errors
@@ -144,6 +146,12 @@ def _register_optional() -> None:
 
     admin.add_command(admin_cert_group, "cert")
     cli.add_command(cert_tools, "cert")
+
+    # The replication audit: `admin audit export` and `audit run` (docs/audit.md).
+    from scm_server.cli.audit import admin_audit, audit
+
+    admin.add_command(admin_audit, "audit")
+    cli.add_command(audit)
 
 
 _register_optional()

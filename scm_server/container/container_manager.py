@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from scm_server.conf import SCMConfig
@@ -104,6 +104,19 @@ class ContainerReplica:
 ReplicaListener = Callable[[int, str, bool], None]
 
 
+def merge_reported_usage(
+    info: hdds_pb2.ContainerInfoProto, replicas: Sequence[ContainerReplica]
+) -> hdds_pb2.ContainerInfoProto:
+    """Raise ``info``'s used bytes, key count and BCSID to the most any replica reported (in place;
+    pass a copy). What :meth:`ContainerManager.get_container` serves and the ReplicationManager
+    checks; the audit export applies it to the snapshot's replicas the same way."""
+    if replicas:
+        info.usedBytes = max(info.usedBytes, max(r.used_bytes for r in replicas))
+        info.numberOfKeys = max(info.numberOfKeys, max(r.key_count for r in replicas))
+        info.sequenceId = max(info.sequenceId, max(r.sequence_id for r in replicas))
+    return info
+
+
 class ContainerManager:
     def __init__(
         self,
@@ -148,12 +161,7 @@ class ContainerManager:
     def get_container(self, container_id: int) -> hdds_pb2.ContainerInfoProto:
         """The container info merged with soft usage from reports (a copy)."""
         view = self.state_manager.get_container(container_id)  # already a fresh copy
-        replicas = self._replicas.get(container_id)
-        if replicas:
-            view.usedBytes = max(view.usedBytes, max(r.used_bytes for r in replicas))
-            view.numberOfKeys = max(view.numberOfKeys, max(r.key_count for r in replicas))
-            view.sequenceId = max(view.sequenceId, max(r.sequence_id for r in replicas))
-        return view
+        return merge_reported_usage(view, self._replicas.get(container_id, ()))
 
     def used_bytes(self, info: hdds_pb2.ContainerInfoProto) -> int:
         """Bytes used: the most any replica reported (soft), at least what is stored."""
@@ -487,6 +495,14 @@ class ContainerManager:
             details = node.details if node is not None else hdds_pb2.DatanodeDetailsProto(uuid=r.datanode_uuid)
             out.append(hdds_pb2.ContainerReplicaInfo(datanode=details, replica=r.to_proto(), lastReportedMs=r.last_report_ms))
         return out
+
+    def replica_map_view(self) -> dict[int, tuple[ContainerReplica, ...]]:
+        """A point-in-time view of every container's replicas (a shallow copy, O(containers)).
+
+        Consistent without copying the replicas: a report never mutates a stored replica or tuple,
+        it replaces the container's tuple (``update_container_replica``/``remove_replica``), so the
+        tuples this dict holds stay as they were when it was taken (the audit export's capture)."""
+        return dict(self._replicas)
 
     def all_replicas(self) -> dict[int, list[ContainerReplica]]:
         return {cid: self.get_replicas(cid) for cid in sorted(self._replicas)}

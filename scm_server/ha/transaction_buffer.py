@@ -41,6 +41,7 @@ class SCMHADBTransactionBuffer:
         self._store = store
         self._lock = threading.RLock()
         self._flush_listeners: list[Callable[[], None]] = []
+        self._applied_listeners: list[Callable[[TransactionInfo], None]] = []
         self._batch: BatchOperation
         self._latest = TransactionInfo(0, 0)
         self._latest_snapshot = TransactionInfo(0, 0)
@@ -71,6 +72,14 @@ class SCMHADBTransactionBuffer:
             if info.index < self._latest.index:
                 raise ValueError(f"applied index went backwards: {self._latest} -> {info}")
             self._latest = info
+        for listener in self._applied_listeners:
+            listener(info)
+
+    def add_applied_listener(self, listener: Callable[[TransactionInfo], None]) -> None:
+        """Called with (term, index) right after an entry's effects are in the buffer, before the
+        next entry is applied: the one moment the in-memory state is exactly that index (the
+        audit barrier captures its snapshot here). A listener may flush; it must not raise."""
+        self._applied_listeners.append(listener)
 
     def latest_trx_info(self) -> TransactionInfo:
         return self._latest

@@ -43,6 +43,7 @@ from scm_server.grpc_options import server_options
 from scm_server.ha import heap
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.server import endpoints
+from scm_server.server.audit_export import AuditExportService
 from scm_server.server.config_check import check_daemon_config
 from scm_server.server.grpc_services import (
     BlockProtocolService,
@@ -155,7 +156,7 @@ class SCMDaemon:
         layout: list[tuple[endpoints.Protocol, list[Any]]] = [
             (P.DATANODE, [DatanodeProtocolService]),
             (P.BLOCK, [BlockProtocolService]),
-            (P.CLIENT, [LocationProtocolService, BlockProtocolService]),
+            (P.CLIENT, [LocationProtocolService, BlockProtocolService, AuditExportService]),
         ]
         if self.security is not None:
             from scm_server.server.security_services import SecurityAdminService, SecurityProtocolService

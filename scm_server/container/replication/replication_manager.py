@@ -21,11 +21,12 @@ import asyncio
 import enum
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from scm_server.conf import ReplicationManagerConfig
-from scm_server.container.container_manager import ContainerManager
+from scm_server.container.container_manager import ContainerManager, ContainerReplica
 from scm_server.container.container_state_manager import (
     CLEANUP,
     CLOSED,
@@ -54,7 +55,7 @@ from scm_server.ha.clock import Clock
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.metadata.enums import enum_name
-from scm_server.node.node_manager import DEAD, SCMNodeManager
+from scm_server.node.node_manager import DEAD, DatanodeInfo, SCMNodeManager
 from scm_server.pipeline.pipeline_manager import PipelineManager
 from scm_server.pipeline.placement import ContainerPlacementRackAware
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
@@ -127,6 +128,10 @@ class ContainerReplicaPendingOps:
             deletes=frozenset(o.datanode for o in ops if o.op is PendingOpType.DELETE),
         )
 
+    def snapshot(self) -> dict[int, PendingView]:
+        """Every container's in-flight ops as immutable views (the audit export's capture)."""
+        return {cid: self.view(cid) for cid in self._ops}
+
     def count_for(self, datanode: str, op: PendingOpType) -> int:
         return self._per_node.get((datanode, op), 0)
 
@@ -167,6 +172,36 @@ class ReplicationManagerReport:
 
 def report_counts(report: hdds_pb2.ReplicationManagerReportProto) -> dict[str, int]:
     return {c.key: c.count for c in report.stat}
+
+
+def build_container_view(
+    info: hdds_pb2.ContainerInfoProto,
+    replicas: Iterable[ContainerReplica],
+    node_of: Callable[[str], DatanodeInfo | None],
+    pipeline_state: int | None,
+    pending: PendingView,
+) -> ContainerView:
+    """What :func:`check_container` sees of one container: ``info`` already merged with reported
+    usage, each replica with its datanode's rack, health and operational state (an unknown
+    datanode counts as DEAD). Shared by the ReplicationManager and the audit export, so both
+    classify the same inputs the same way."""
+    views = []
+    for r in replicas:
+        node = node_of(r.datanode_uuid)
+        views.append(
+            ReplicaView(
+                datanode=r.datanode_uuid,
+                state=r.state,
+                rack=node.rack if node else "/default-rack",
+                health=node.health if node else DEAD,
+                op_state=node.op_state if node else hdds_pb2.IN_SERVICE,
+                sequence_id=r.sequence_id,
+                key_count=r.key_count,
+                is_empty=r.is_empty,
+                origin=r.origin_node_id,
+            )
+        )
+    return ContainerView(info=info, replicas=views, pipeline_state=pipeline_state, pending=pending)
 
 
 class ReplicationManager(BackgroundSCMService):
@@ -246,28 +281,13 @@ class ReplicationManager(BackgroundSCMService):
 
     def container_view(self, container_id: int) -> ContainerView:
         info = self.container_manager.get_container(container_id)
-        replicas = []
-        for r in self.container_manager.get_replicas(container_id):
-            node = self.node_manager.get_node(r.datanode_uuid)
-            replicas.append(
-                ReplicaView(
-                    datanode=r.datanode_uuid,
-                    state=r.state,
-                    rack=node.rack if node else "/default-rack",
-                    health=node.health if node else DEAD,
-                    op_state=node.op_state if node else hdds_pb2.IN_SERVICE,
-                    sequence_id=r.sequence_id,
-                    key_count=r.key_count,
-                    is_empty=r.is_empty,
-                    origin=r.origin_node_id,
-                )
-            )
         pipeline = self.pipeline_manager.find(info.pipelineID.id) if info.HasField("pipelineID") else None
-        return ContainerView(
-            info=info,
-            replicas=replicas,
-            pipeline_state=pipeline.state if pipeline is not None else None,
-            pending=self.pending_ops.view(container_id),
+        return build_container_view(
+            info,
+            self.container_manager.get_replicas(container_id),
+            self.node_manager.get_node,
+            pipeline.state if pipeline is not None else None,
+            self.pending_ops.view(container_id),
         )
 
     # ---- the pass ----
@@ -375,6 +395,7 @@ __all__ = [
     "PendingOpType",
     "ReplicationManager",
     "ReplicationManagerReport",
+    "build_container_view",
     "health_of",
     "report_counts",
 ]

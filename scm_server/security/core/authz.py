@@ -46,6 +46,7 @@ DATANODE_PROTOCOL = "hadoop.hdds.StorageContainerDatanodeProtocolService"
 BLOCK_PROTOCOL = "hadoop.hdds.ScmBlockLocationProtocolService"
 LOCATION_PROTOCOL = "hadoop.hdds.StorageContainerLocationProtocolService"
 SECURITY_ADMIN = "hadoop.hdds.security.SCMSecurityAdminProtocolService"
+AUDIT_EXPORT = "hadoop.hdds.scm.audit.SCMAuditProtocolService"
 
 _A = Access
 POLICY: dict[str, dict[str, Access]] = {
@@ -97,6 +98,9 @@ POLICY: dict[str, dict[str, Access]] = {
         "RenewCertificate": _A.MEMBER,
         "SignCertificate": _A.ADMIN,
     },
+    # The replication audit's export (proto/scm_audit.proto): the whole cluster's state, and a Raft
+    # entry (the barrier), so both are administrator operations.
+    AUDIT_EXPORT: {"CreateAuditBarrier": _A.ADMIN, "ExportSnapshot": _A.ADMIN},
 }
 
 

@@ -461,3 +461,42 @@ async def test_web_page_and_prom_over_https(quorum: SecureQuorum) -> None:
     plain = ssl.create_default_context()  # without the cluster's root the certificate is not trusted
     with pytest.raises(OSError):
         urllib.request.urlopen(f"https://127.0.0.1:{quorum.https_ports[0]}/prom", timeout=10, context=plain)
+
+
+# ----------------------------------------------------------------------------- the audit export (issue 8)
+
+
+async def test_audit_export_over_mutual_tls_is_for_administrators_only(quorum: SecureQuorum, tmp_path: Any) -> None:
+    """The replication audit's export works on a secure cluster with the admin's certificate (every
+    SCM at one barrier), and is refused to a member who is not an administrator and to plaintext."""
+    import json
+
+    from scm_server.proto import scm_audit_pb2, scm_audit_pb2_grpc
+
+    q = quorum
+    out = tmp_path / "export"
+    done = await asyncio.to_thread(cli, q.cluster, "admin", "audit", "export", "--all-scms", "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert sorted(r["node_id"] for r in results) == ["scm1", "scm2", "scm3"]
+    assert {r["consistency"] for r in results} == {"barrier"} and len({r["applied_index"] for r in results}) == 1
+    assert all(r["rows"]["datanodes"] == 3 for r in results), results
+    assert all((out / r["node_id"] / "manifest.json").is_file() for r in results)
+
+    bob = await _new_client(q, "bob")
+    async def barrier(ch: grpc.aio.Channel) -> Any:
+        return await scm_audit_pb2_grpc.SCMAuditProtocolServiceStub(ch).CreateAuditBarrier(
+            scm_audit_pb2.AuditBarrierRequestProto(ttlSeconds=5), timeout=5)
+
+    async def first_chunk(ch: grpc.aio.Channel) -> Any:
+        async for chunk in scm_audit_pb2_grpc.SCMAuditProtocolServiceStub(ch).ExportSnapshot(
+                scm_audit_pb2.AuditExportRequestProto(pageSize=10), timeout=5):
+            return chunk
+        return None
+
+    for i in range(3):
+        address = q.cluster.scms[i].client_address
+        for probe in (barrier, first_chunk):
+            err = await expect_refused(address, bob, probe, (grpc.StatusCode.PERMISSION_DENIED,))
+            assert "Access denied for bob" in (err.details() or "")
+            await expect_refused(address, None, probe, (grpc.StatusCode.UNAVAILABLE,))
