@@ -184,9 +184,11 @@ class HALocalCluster(LocalCluster):
         self.start_node(0)
         self.wait_serving(0, timeout)
         self._secure_after_primordial()
+        # one member at a time, each serving before the next bootstraps (as the operator adds them): a
+        # bootstrap whose sub-CA the leader signs needs Raft commits, which stall while the previous
+        # joiner is a voter that has not started serving yet (a ring of two needs both)
         for i in range(1, self.num_scms):
             self.start_node(i)
-        for i in range(self.num_scms):
             self.wait_serving(i, timeout)
 
     def restart(self, index: int, sig: int = signal.SIGKILL) -> None:
