@@ -458,6 +458,16 @@ def _continue_add(p: _Pass, op: Operation) -> Action | None:
         p.set_member(dataclasses.replace(m, state=LEAVING))
         p.set_op(Operation(OP_REMOVE, m.name, started_at=p.now, reason="ScaleDown", message="abandoning the add"))
         return None
+    observed = p.obs.scms.get(m.name)
+    if m.scm_id and p.in_ring(m.scm_id) and (
+        p.pvc_gone(m) or (observed is not None and observed.scm_id and observed.scm_id != m.scm_id)
+    ):
+        # The joiner lost its volume after the leader added it: the ring waits for an identity that no longer
+        # exists. Give the add up (RemoveMember decommissions the recorded scmId); a fresh member follows.
+        p.set_member(dataclasses.replace(m, state=LEAVING))
+        p.set_op(Operation(OP_REMOVE, m.name, started_at=p.now, reason="VolumeLost",
+                           message=f"abandoning the add of {m.name}: its volume was lost while it joined"))
+        return None
     if p.healthy(m) and m.scm_id is not None and p.obs.ring is not None:
         peer = p.obs.ring.peer(m.scm_id)
         if peer is not None and peer.role in ("FOLLOWER", "LEADER"):
