@@ -70,9 +70,10 @@ async def ozone_async(cluster: HALocalCluster, *args: str, timeout: float = 600)
 
 
 async def replicas_seen(address: str, cids: list[int]) -> dict[int, list[str]]:
-    """Which datanodes one SCM (asked directly) lists for each container."""
+    """Which datanodes one SCM lists for each container: its own view (x-scm-read: local), since a
+    follower otherwise refuses reads and the client follows it to the leader."""
     out = {}
-    async with SCMClient([address], LOCAL) as c:
+    async with SCMClient([address], LOCAL, local_read=True) as c:
         for cid in cids:
             _, replicas = await c.get_container_with_pipeline(cid)
             out[cid] = sorted(r.datanode.uuid for r in replicas)
