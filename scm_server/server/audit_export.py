@@ -537,18 +537,10 @@ class AuditExportService(_ServiceBase):
     async def _export_handler(
         self, raw: bytes, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[scm_audit_pb2.AuditExportChunkProto]:
-        result = "OK"
+        result = ResultCodes.INVALID_REQUEST.value  # until the request parses
         try:
-            request = scm_audit_pb2.AuditExportRequestProto()
-            try:
-                request.ParseFromString(raw)
-            except pb_message.DecodeError as exc:
-                result = ResultCodes.INVALID_REQUEST.value
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"INVALID_REQUEST: malformed AuditExportRequestProto: {exc}",
-                    trailing_metadata=((RESULT_KEY, ResultCodes.INVALID_REQUEST.value),),
-                )
+            request = await self._parse_request(scm_audit_pb2.AuditExportRequestProto, raw, context, "ExportSnapshot")
+            result = "OK"
             try:
                 async for chunk in export_chunks(self.scm, request):
                     yield chunk

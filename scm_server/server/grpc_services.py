@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
@@ -37,6 +37,7 @@ from scm_server.security.tls import current_identity
 from scm_server.server import call_guard, endpoints
 
 LOG = logging.getLogger(__name__)
+M = TypeVar("M", bound=pb_message.Message)
 
 Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[pb_message.Message]]
 
@@ -84,6 +85,22 @@ class _ServiceBase:
         self.metrics = metrics
         self.responses = call_guard.ResponseCache()
 
+    async def _parse_request(
+        self, request_cls: type[M], raw: bytes, context: grpc.aio.ServicerContext, method: str
+    ) -> M:
+        """The request decoded from the raw bytes; a malformed one aborts the call with
+        INVALID_ARGUMENT naming the message and the method (``x-scm-result=INVALID_REQUEST``)."""
+        request = request_cls()
+        try:
+            request.ParseFromString(raw)
+        except pb_message.DecodeError as exc:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"INVALID_REQUEST: malformed {request_cls.DESCRIPTOR.name} for {self.SERVICE}/{method}: {exc}",
+                trailing_metadata=((RESULT_KEY, ResultCodes.INVALID_REQUEST.value),),
+            )
+        return request
+
     def _leader_address(self, exc: NotLeaderException) -> str | None:
         if not exc.leader_id:
             return None
@@ -119,18 +136,10 @@ class _ServiceBase:
 
         async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> pb_message.Message:
             started = time.perf_counter()
-            result = "OK"
+            result = ResultCodes.INVALID_REQUEST.value  # until the request parses
             try:
-                request = request_cls()
-                try:
-                    request.ParseFromString(raw)
-                except pb_message.DecodeError as exc:
-                    result = ResultCodes.INVALID_REQUEST.value
-                    await context.abort(
-                        grpc.StatusCode.INVALID_ARGUMENT,
-                        f"INVALID_REQUEST: malformed {request_cls.DESCRIPTOR.name} for {service}/{name}: {exc}",
-                        trailing_metadata=((RESULT_KEY, ResultCodes.INVALID_REQUEST.value),),
-                    )
+                request = await self._parse_request(request_cls, raw, context, name)
+                result = "OK"
                 try:
                     return await self._guarded(name, impl, request, context)
                 except SCMException as exc:

@@ -211,6 +211,18 @@ async def test_bad_export_requests_are_refused_clearly(tmp_path: Path) -> None:
                     cluster_id=request.clusterId, page_size=request.pageSize, wait_seconds=request.waitSeconds,
                 )
             assert err.value.result is code and words in str(err.value)
+        # bytes that are no AuditExportRequestProto at all: refused, and the SCM keeps serving
+        async with grpc.aio.insecure_channel(address) as channel:
+            call = channel.unary_stream(
+                "/hadoop.hdds.scm.audit.SCMAuditProtocolService/ExportSnapshot", request_serializer=None, response_deserializer=None,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as bad:
+                async for _ in call(b"\xff\xff\xff\x0f garbage", timeout=5):
+                    pass
+            assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            assert "malformed AuditExportRequestProto for" in (bad.value.details() or "")
+            assert dict(bad.value.trailing_metadata() or ()).get("x-scm-result") == "INVALID_REQUEST"
+        await client.stream_to_dir(address, tmp_path / "after-garbage")
     finally:
         await srv.stop(None)
         await scm.stop()
