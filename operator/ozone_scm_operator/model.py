@@ -405,6 +405,7 @@ class SecretObs:
     certificate_serial: str | None = None
     certificate_not_after: datetime.datetime | None = None
     root_fingerprint: str | None = None
+    revoked: bool = False  # SCM recorded the revocation of this Secret's certificate (annotation)
 
 
 @dataclasses.dataclass(frozen=True)

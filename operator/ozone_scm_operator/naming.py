@@ -27,6 +27,8 @@ ANN_REVISION = f"{API_GROUP}/revision"  # hash of the Pod template a member Pod 
 ANN_INIT_MODE = f"{API_GROUP}/init-mode"  # init (primordial's first start) or bootstrap
 ANN_CONTENT_HASH = f"{API_GROUP}/content-hash"  # hash of the desired body of a Service, ConfigMap, PDB, Secret
 ANN_CERT_SERIAL = f"{API_GROUP}/certificate-serial"
+# set on a member's certificate Secret once SCM recorded its revocation (the observed proof the step is done)
+ANN_CERT_REVOKED = f"{API_GROUP}/certificate-revoked"
 ANN_CERT_NOT_AFTER = f"{API_GROUP}/certificate-not-after"
 ANN_ROOT_FINGERPRINT = f"{API_GROUP}/root-ca-fingerprint"
 

@@ -75,6 +75,9 @@ ISSUE_MEMBER_CERT = "IssueMemberCertificate"
 ISSUE_CLIENT_CERT = "IssueClientCertificate"
 TRANSFER_LEADERSHIP = "TransferLeadership"
 DECOMMISSION = "Decommission"
+REVOKE_CERTIFICATE = "RevokeCertificate"  # SCM's RevokeCertificates (params: serial, decimal), then mark the Secret
+
+REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
 RETRY_SOON = 1.0  # seconds until the next pass while an operation waits for something to happen
 
@@ -571,7 +574,16 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
     secret_name = naming.member_tls_secret_name(m.name)
     if secret_name in p.obs.secrets:
         p.set_op(op.at_step("RevokeCertificate", p.now))
-        serial = p.obs.secrets[secret_name].certificate_serial or m.certificate_serial
+        secret = p.obs.secrets[secret_name]
+        serial = secret.certificate_serial or m.certificate_serial
+        if serial and not secret.revoked:
+            # SCM refuses the certificate from now on, on every member (its revocation set is replicated); the
+            # serial alone names it: operator-issued serials are random above 2^63, SCM's own a sequence below
+            return Action(
+                REVOKE_CERTIFICATE, secret_name, "RevokingCertificate",
+                f"revoking the certificate of {m.name} (serial {serial}) in SCM",
+                params={"serial": str(int(serial, 16)), "reason": REASON_CESSATION_OF_OPERATION},
+            )
         if serial and serial not in p.status.security.revoked_serials:
             p.set_status(
                 security=dataclasses.replace(
@@ -579,8 +591,8 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
                 )
             )
         return Action(
-            DELETE_SECRET, secret_name, "RevokingCertificate",
-            f"revoking the certificate of {m.name} (serial {serial}) and deleting Secret {secret_name}",
+            DELETE_SECRET, secret_name, "DeletingCertificateSecret",
+            f"deleting Secret {secret_name} of {m.name} (its certificate, serial {serial}, is revoked)",
         )
     return _finish_remove(p, op, m)
 

@@ -140,6 +140,7 @@ def secret_obs(secret: Body) -> SecretObs:
         certificate_serial=ann.get(naming.ANN_CERT_SERIAL),
         certificate_not_after=parse_time(ann.get(naming.ANN_CERT_NOT_AFTER)),
         root_fingerprint=ann.get(naming.ANN_ROOT_FINGERPRINT),
+        revoked=ann.get(naming.ANN_CERT_REVOKED) == "true",
     )
 
 
@@ -385,6 +386,15 @@ class Reconciler:
         elif k == planner.DECOMMISSION:
             security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
             await self.scm.decommission(self._endpoints(ref, obs, st), a.params["scm_id"], security)
+        elif k == planner.REVOKE_CERTIFICATE:
+            security = await self.client_security(ref, True)
+            await self.scm.revoke(
+                self._endpoints(ref, obs, st), [a.params["serial"]], a.params["reason"], security
+            )
+            # the observed proof that this step is done (a pass that finds it moves on to deleting the Secret)
+            await self.kube.merge_patch(
+                "Secret", ns, a.target, {"metadata": {"annotations": {naming.ANN_CERT_REVOKED: "true"}}}
+            )
         else:
             raise ValueError(f"unknown action {k}")
 

@@ -12,7 +12,8 @@ a short deadline: an SCM that does not answer quickly is simply not observed thi
   refuse every block allocation);
 * ``ring``: the leader's view of the ring (``GetScmRatisRoles`` answered by the leader: roles and lag per peer);
 * ``transfer`` and ``decommission``: leadership transfer and RemoveSCM, sent to the members in the given order
-  (leader first); the client follows NotLeader hints by itself.
+  (leader first); the client follows NotLeader hints by itself;
+* ``revoke``: ``RevokeCertificates`` (``SCMSecurityClient``, client port) for a removed member's certificate.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ozone_scm_operator.model import PeerObs, RingObs, SCMObs
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient
 from scm_server.client.scm_client import SCMClient
+from scm_server.client.security_admin import SCMSecurityClient
 from scm_server.security.keystore import Material
 from scm_server.security.tls import StaticClientSecurity
 
@@ -135,6 +137,30 @@ class SCMAdmin:
         self, endpoints: Sequence[Endpoint], scm_id: str, security: StaticClientSecurity | None = None
     ) -> str:
         return await self._first(endpoints, security, lambda c: c.decommission(scm_id))
+
+    async def revoke(
+        self, endpoints: Sequence[Endpoint], serials: Sequence[str], reason: int,
+        security: StaticClientSecurity | None = None,
+    ) -> list[str]:
+        """``RevokeCertificates`` on the security admin service (client port), as an external revocation: a member
+        certificate the operator issued may never have been presented to (so recorded by) SCM. Idempotent: SCM
+        keeps the first record of a serial it already revoked (e.g. at decommission). Returns the serials SCM
+        reports revoked."""
+        if not endpoints:
+            raise RuntimeError("no SCM to call")
+        last: Exception | None = None
+        for ep in endpoints:  # one at a time: the name override must match the member called
+            options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
+            config = SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=self.admin_timeout)
+            try:
+                async with SCMSecurityClient([ep.client_address], config, security=security,
+                                             channel_options=options) as c:
+                    resp = await c.revoke(serials, reason, external=True)
+                return [r.serialId for r in resp.revoked]
+            except Exception as exc:
+                LOG.info("certificate revocation through %s failed: %s", ep.member, exc)
+                last = exc
+        raise last if last is not None else RuntimeError("no SCM to call")
 
     async def _first(self, endpoints: Sequence[Endpoint], security: StaticClientSecurity | None, call: object) -> str:
         """Try the members in order (leader first) until one carries the call out."""

@@ -152,6 +152,22 @@ async def test_secure_cluster_certificates_chain_to_one_root(tmp_path: Path) -> 
         assert again is not None
         x509.load_pem_x509_certificate(base64.b64decode(again["data"]["tls.crt"])).verify_directly_issued_by(root)
         await env.verify_consistent(NAME)
+        # scale down: the removed members' certificates are revoked in SCM (not only recorded in status), and a
+        # call presenting one is refused by the surviving member
+        removed = {m: env.api.get_object("v1", "Secret", f"{m}-tls", env.ns) for m in ("scm-1", "scm-2")}
+        env.patch_spec(NAME, {"replicas": 1})
+        await env.wait_for(lambda: env.members(NAME) == ["scm-0"] and env.is_ready(NAME, 1), 240, "scaled to 1")
+        serials = {}
+        for m, secret in removed.items():
+            assert secret is not None
+            leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+            serials[m] = leaf.serial_number
+            assert env.api.get_object("v1", "Secret", f"{m}-tls", env.ns) is None
+        assert set(env.status(NAME)["security"]["revokedSerials"]) == {format(s, "x") for s in serials.values()}
+        report = await env.revocation_report(NAME, removed["scm-2"])  # type: ignore[arg-type]
+        assert {str(s) for s in serials.values()} <= set(report["revokedSerials"]), report
+        assert "UNAUTHENTICATED" in report["removedMemberCall"] and "revoked" in report["removedMemberCall"], report
+        await env.verify_consistent(NAME)
 
 
 @HEAVY

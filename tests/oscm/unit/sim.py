@@ -90,6 +90,7 @@ class World:
         self.hooks: list[Callable[[World], None]] = []
         self.leaders_history: list[str] = []
         self.pod_deletions: list[str] = []
+        self.revoked: list[str] = []  # serials (decimal) revoked through SCM
 
     # ---- identities ----
     def _new_id(self, prefix: str) -> str:
@@ -297,6 +298,15 @@ class World:
             )
         elif k == planner.CREATE_ENROLLMENT_SECRET:
             self.secrets[a.target] = SecretObs(a.target)
+        elif k == planner.REVOKE_CERTIFICATE:
+            secret = self.secrets[a.target]
+            if int(secret.certificate_serial or "0", 16) != int(a.params["serial"]):
+                raise Unsafe(f"revoking serial {a.params['serial']}, not the certificate in {a.target}")
+            owner = a.target.removesuffix("-tls")
+            if self.scm_of(owner) in self.voters | self.learners:
+                raise Unsafe(f"revoking the certificate of {owner} while it is still in the ring")
+            self.revoked.append(a.params["serial"])
+            self.secrets[a.target] = dataclasses.replace(secret, revoked=True)
         elif k == planner.DELETE_SECRET:
             self.secrets.pop(a.target, None)
         else:

@@ -58,6 +58,12 @@ def test_member_certificate_passes_the_scm_checks(tmp_path: Path) -> None:
     for method in ("TransferLeadership", "RemoveSCM", "GetScmRatisRoles", "GetScmInfo", "GetTableDigests"):
         decision = authz.authorize(who, f"/hadoop.hdds.scm.ha.InterSCMProtocolService/{method}", admins)
         assert decision.allowed, (method, decision)
+    # and may revoke a removed member's certificate (the scale-down step), which a plain client may not
+    revoke = f"/{authz.SECURITY_ADMIN}/RevokeCertificates"
+    assert authz.authorize(who, revoke, admins).allowed
+    other = certs._issue(root, ec.generate_private_key(ec.SECP256R1()), common_name="mallory", owner="", dns_names=(),
+                         ca=False, now=NOW, duration=datetime.timedelta(days=1), serial=new_serial())
+    assert not authz.authorize(identity_of(other.certificate), revoke, admins).allowed
 
 
 def test_user_administrators_are_kept_next_to_the_operator() -> None:

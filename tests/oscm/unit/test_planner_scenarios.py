@@ -416,6 +416,25 @@ def test_leadership_is_never_moved_to_a_member_in_safemode() -> None:
     assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
 
 
+def test_operator_killed_around_a_revocation_revokes_once_more_and_moves_on() -> None:
+    w = World({"replicas": 3, "security": {"enabled": True}})
+    w.run()
+    serial = w.status.member("scm-2").certificate_serial  # type: ignore[union-attr]
+    w.spec_raw = {"replicas": 1, "security": {"enabled": True}}
+    w.run(until=lambda w: w.plan().action is not None and w.plan().action.kind == planner.REVOKE_CERTIFICATE)  # type: ignore[union-attr]
+    p = w.operator_pass(crash_before_action=True)  # the intent is in status, SCM never got the call
+    assert p.action is not None and p.action.kind == planner.REVOKE_CERTIFICATE
+    op = w.status.current_operation
+    assert op is not None and op.step == "RevokeCertificate" and op.member == "scm-2"
+    assert "scm-2-tls" in w.secrets and not w.secrets["scm-2-tls"].revoked
+    w.operator_pass()  # the restarted operator asks again
+    w.operator_pass()  # and, seeing the Secret marked, records the serial and deletes the Secret
+    assert w.revoked == [str(int(serial or "", 16))]
+    assert serial in w.status.security.revoked_serials and "scm-2-tls" not in w.secrets
+    w.run()
+    assert w.member_names() == ["scm-0"] and len(w.revoked) == 2
+
+
 def test_unsupported_ca_mode_scm_creates_nothing_and_says_why() -> None:
     w = World({"replicas": 3, "security": {"enabled": True, "caMode": "scm"}})
     for _ in range(5):
@@ -455,8 +474,16 @@ def test_secure_scale_down_revokes_the_removed_members_certificates() -> None:
     assert w.member_names() == ["scm-0"]
     k = kinds(w)
     for m in ("scm-1", "scm-2"):
-        # decommissioned first, then the certificate revoked and its Secret deleted
-        assert k.index((planner.DECOMMISSION, m)) < k.index((planner.DELETE_SECRET, f"{m}-tls"))
+        # decommissioned first, then the certificate revoked in SCM, then its Secret deleted
+        assert (
+            k.index((planner.DECOMMISSION, m))
+            < k.index((planner.REVOKE_CERTIFICATE, f"{m}-tls"))
+            < k.index((planner.DELETE_SECRET, f"{m}-tls"))
+        )
         assert f"{m}-tls" not in w.secrets
+    revokes = [a for a in w.actions if a.kind == planner.REVOKE_CERTIFICATE]
+    assert [a.params for a in revokes] == [  # SCM's decimal form of the serial the Secret carried, once each
+        {"serial": str(int(serials[m] or "", 16)), "reason": 5} for m in ("scm-2", "scm-1")
+    ]
     assert set(w.status.security.revoked_serials) == {serials["scm-1"], serials["scm-2"]}
     assert "scm-0-tls" in w.secrets and serials["scm-0"] not in w.status.security.revoked_serials
