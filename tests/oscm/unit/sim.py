@@ -217,6 +217,13 @@ class World:
                                       leader_id=self.leader, term=self.term,
                                       in_safe_mode=p.name in self.in_safe_mode)
         ring = None
+        client = self.secrets.get(naming.operator_client_secret_name(self.ref.name))
+        # as the reconciler decides: by the security switch the ring was created with (pinned in status)
+        secure = bool((self.status_raw.get("immutableSpec") or {}).get("securityEnabled"))
+        if secure and (client is None or client.certificate_not_after is None):
+            # mutual TLS: without its client certificate the operator gets no answer from any SCM
+            return Observed(now=self.now, pods=pods, pvcs=pvcs, scms={}, ring=None, children=dict(self.children),
+                            secrets=dict(self.secrets))
         if self.leader is not None:
             peers = [
                 PeerObs(scm_id=s, role="LEADER" if s == self.leader else "FOLLOWER",
@@ -295,6 +302,26 @@ class World:
             self.secrets[a.target] = SecretObs(
                 a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-root",
                 certificate_not_after=self.now + datetime.timedelta(seconds=a.params["duration"]),
+            )
+        elif k == planner.CREATE_CLIENT_KEY:
+            if a.target in self.secrets:
+                raise Unsafe(f"a new key in {a.target} would orphan the CSR the primordial signs")
+            self.secrets[a.target] = SecretObs(a.target)
+        elif k == planner.CREATE_ADMIN_CSR:
+            if naming.operator_client_secret_name(self.ref.name) not in self.secrets:
+                raise Unsafe("a CSR without the operator's key")
+            self.secrets[a.target] = SecretObs(a.target)
+        elif k in (planner.FETCH_CLIENT_CERT, planner.RENEW_CLIENT_CERT):
+            if k == planner.FETCH_CLIENT_CERT:
+                pod = self.pods.get(a.params["member"])
+                if pod is None or pod.init_mode != "init" or not pod.alive or self.leader != self.scm_of(pod.name):
+                    raise Unsafe(f"fetching the --init certificate from {a.params['member']}, not a leading primordial")
+            elif self.leader is None:
+                raise Unsafe("renewing with no leader to sign")
+            self._ids += 1
+            self.secrets[a.target] = SecretObs(
+                a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-scm-root",
+                certificate_not_after=self.now + datetime.timedelta(days=365),
             )
         elif k == planner.CREATE_ENROLLMENT_SECRET:
             self.secrets[a.target] = SecretObs(a.target)

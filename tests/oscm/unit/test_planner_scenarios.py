@@ -435,14 +435,46 @@ def test_operator_killed_around_a_revocation_revokes_once_more_and_moves_on() ->
     assert w.member_names() == ["scm-0"] and len(w.revoked) == 2
 
 
-def test_unsupported_ca_mode_scm_creates_nothing_and_says_why() -> None:
-    w = World({"replicas": 3, "security": {"enabled": True, "caMode": "scm"}})
-    for _ in range(5):
-        w.step()
-        w.operator_pass()
-    assert w.actions == [] and w.status.phase == "Pending"
-    deg = w.status.condition("Degraded")
-    assert deg is not None and deg.reason == "InvalidSpec" and "caMode: scm is not supported" in deg.message
+SCM_CA = {"enabled": True, "caMode": "scm"}
+
+
+def test_ca_mode_scm_enrols_the_operator_through_the_primordial_then_bootstraps() -> None:
+    w = World({"replicas": 3, "security": SCM_CA})
+    w.run()
+    k = kinds(w)
+    assert k[:3] == [
+        (planner.CREATE_ENROLLMENT_SECRET, "scm-enrollment"),
+        (planner.CREATE_CLIENT_KEY, "scm-operator-client"),
+        (planner.CREATE_ADMIN_CSR, "scm-admin-csr"),
+    ]
+    assert w.actions[0].params == {"scm": True}  # the scm enrolment secret too
+    fetch = k.index((planner.FETCH_CLIENT_CERT, "scm-operator-client"))
+    # the primordial first (it signs the CSR at --init), the certificate next, only then the joiners
+    assert k.index((planner.CREATE_POD, "scm-0")) < fetch < k.index((planner.CREATE_POD, "scm-1"))
+    assert w.actions[fetch].params == {"member": "scm-0"}
+    assert not any(a.kind in (planner.CREATE_ROOT_CA, planner.ISSUE_MEMBER_CERT, planner.ISSUE_CLIENT_CERT)
+                   for a in w.actions)  # SCM is the CA: no root, no member certificate from the operator
+    assert w.member_names() == ["scm-0", "scm-1", "scm-2"] and w.condition("Ready") == "True"
+    assert w.status.security.root_ca_fingerprint == "fp-scm-root"
+    # renewal through SCM before expiry, without restarting anyone
+    w.now += datetime.timedelta(days=365) - datetime.timedelta(hours=100)  # inside renewBefore (168h)
+    w.run(until=lambda w: any(a.kind == planner.RENEW_CLIENT_CERT for a in w.actions))
+    w.run()
+    assert len([a for a in w.actions if a.kind == planner.RENEW_CLIENT_CERT]) == 1
+    assert kinds(w, planner.DELETE_POD) == []
+
+
+def test_ca_mode_scm_pods_mount_the_enrolment_and_csr_secrets() -> None:
+    spec, problems = parse_spec({"replicas": 3, "security": SCM_CA})
+    assert problems == []
+    pod = builders.build_pod(builders.ClusterRef(name="scm", namespace="ns", uid="u"), spec, "scm-0", builders.INIT_MODE_INIT)
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert vols["admin-csr"]["secret"]["secretName"] == "scm-admin-csr"
+    assert vols["enrollment"]["secret"]["secretName"] == "scm-enrollment" and "tls" not in vols
+    props = builders.static_properties(spec)
+    assert props["ozone.scm.security.admin.csr.files"] == f"{naming.ADMIN_CSR_DIR}/{naming.ADMIN_CSR_FILE}"
+    assert props["ozone.scm.security.enrollment.scm.secret.file"].endswith("/scm.secret")
+    assert "hdds.x509.subca.certificate.file" not in props and naming.MANAGER in props["ozone.administrators"]
 
 
 def test_certificates_are_issued_before_pods_and_renewed_before_expiry() -> None:
