@@ -207,7 +207,12 @@ def issue_client_certificate(
 
 def public_key_sha256(key: PrivateKey) -> str:
     """Hex sha256 of the DER SubjectPublicKeyInfo: how SCM finds the certificate it signed for a key."""
-    der = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return _spki_sha256(key.public_key())
+
+
+def _spki_sha256(public_key: object) -> str:
+    assert isinstance(public_key, ec.EllipticCurvePublicKey)
+    der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(der).hexdigest()
 
 
@@ -235,7 +240,10 @@ def admin_csr_secret(ref: ClusterRef, csr: x509.CertificateSigningRequest) -> Bo
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": ref.metadata(naming.admin_csr_secret_name(ref.name), naming.common_labels(ref.name)),
+        "metadata": {
+            **ref.metadata(naming.admin_csr_secret_name(ref.name), naming.common_labels(ref.name)),
+            "annotations": {naming.ANN_PUBLIC_KEY: _spki_sha256(csr.public_key())},
+        },
         "type": "Opaque",
         "data": {naming.ADMIN_CSR_FILE: _b64(csr.public_bytes(serialization.Encoding.PEM))},
     }

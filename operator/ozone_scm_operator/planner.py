@@ -368,9 +368,19 @@ def _scm_ca_client(p: _Pass) -> Action | None:
         return Action(CREATE_CLIENT_KEY, client_name, "CreatingClientKey",
                       f"creating the operator's administrator key in Secret {client_name}")
     csr_name = naming.admin_csr_secret_name(p.ref.name)
-    if csr_name not in p.obs.secrets:
+    csr = p.obs.secrets.get(csr_name)
+    if csr is None:
         return Action(CREATE_ADMIN_CSR, csr_name, "CreatingAdminCSR",
                       f"creating the operator's certificate request (CN {naming.MANAGER}) in Secret {csr_name}")
+    if client.certificate_not_after is None and csr.public_key and client.public_key and csr.public_key != client.public_key:
+        # the client Secret was lost and its key made again: the old request can never be fetched for the new key
+        after = (
+            f"; the primordial already signed the old one at --init, so an administrator must sign this one "
+            f"(`ozone-scm admin cert sign --csr` with {naming.ADMIN_CSR_FILE} from Secret {csr_name})"
+            if p.status.cluster_id else ""
+        )
+        return Action(DELETE_SECRET, csr_name, "ReplacingAdminCSR",
+                      f"Secret {csr_name} holds a request for another key than {client_name}'s: replacing it{after}")
     if client.certificate_not_after is None:
         primordial = p.status.primordial_member
         pod = p.obs.pods.get(primordial) if primordial else None

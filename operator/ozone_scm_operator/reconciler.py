@@ -141,6 +141,7 @@ def secret_obs(secret: Body) -> SecretObs:
         certificate_not_after=parse_time(ann.get(naming.ANN_CERT_NOT_AFTER)),
         root_fingerprint=ann.get(naming.ANN_ROOT_FINGERPRINT),
         revoked=ann.get(naming.ANN_CERT_REVOKED) == "true",
+        public_key=ann.get(naming.ANN_PUBLIC_KEY),
     )
 
 

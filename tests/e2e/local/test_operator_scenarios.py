@@ -171,6 +171,34 @@ async def test_secure_cluster_certificates_chain_to_one_root(tmp_path: Path) -> 
 
 
 @HEAVY
+async def test_secure_ca_mode_scm_cluster_chains_to_the_primordials_root(tmp_path: Path) -> None:
+    """CA mode scm: the primordial SCM is the root CA; the operator enrols its administrator identity through it
+    (CSR signed at --init, fetched by public key) and manages the ring over mutual TLS with it."""
+    async with environment(tmp_path) as env:
+        st = await _create_ready(env, security={"enabled": True, "caMode": "scm"})
+        assert env.api.get_object("v1", "Secret", f"{NAME}-root-ca", env.ns) is None  # SCM holds the root
+        client = env.api.get_object("v1", "Secret", f"{NAME}-operator-client", env.ns)
+        assert client is not None
+        root = x509.load_pem_x509_certificate(base64.b64decode(client["data"]["ca.crt"]))
+        assert root.issuer == root.subject and st["security"]["rootCAFingerprint"]
+        chain = x509.load_pem_x509_certificates(base64.b64decode(client["data"]["tls.crt"]))
+        issued = [c for c in chain if c != root]
+        for child, parent in zip(issued, [*issued[1:], root], strict=True):
+            child.verify_directly_issued_by(parent)
+        assert issued[0].subject.rfc4514_string() == "CN=ozone-scm-operator"
+        # every member's sub-CA (on its volume, made by --init / --bootstrap) chains to that one root
+        sub_cas = {}
+        for m in env.members(NAME):
+            pvc = env.api.get_object("v1", "PersistentVolumeClaim", f"{m}-data", env.ns)
+            assert pvc is not None
+            crt = env.kubelet.pvc_dir(pvc) / "metadata" / "scm" / "sub-ca" / "certs" / "certificate.crt"
+            sub_cas[m] = x509.load_pem_x509_certificates(crt.read_bytes())[0]
+            sub_cas[m].verify_directly_issued_by(root)
+        assert len({c.serial_number for c in sub_cas.values()}) == 3
+        await env.verify_consistent(NAME)
+
+
+@HEAVY
 async def test_bad_input_keeps_the_cluster_serving(tmp_path: Path) -> None:
     async with environment(tmp_path) as env:
         await _create_ready(env, membership={"operationTimeout": "20s"})

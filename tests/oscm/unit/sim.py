@@ -91,6 +91,7 @@ class World:
         self.leaders_history: list[str] = []
         self.pod_deletions: list[str] = []
         self.revoked: list[str] = []  # serials (decimal) revoked through SCM
+        self.signed_keys: set[str | None] = set()  # CA mode scm: keys whose CSR the primordial signed at --init
 
     # ---- identities ----
     def _new_id(self, prefix: str) -> str:
@@ -170,6 +171,9 @@ class World:
                 if self.cluster_id is not None:
                     raise Unsafe(f"scm --init on an empty volume of {pod.name}: a second cluster would be created")
                 self.clusters_created += 1
+                csr = self.secrets.get(naming.admin_csr_secret_name(self.ref.name))
+                if csr is not None:  # CA mode scm: --init signs ozone.scm.security.admin.csr.files
+                    self.signed_keys.add(csr.public_key)
                 pvc.cluster_id = self.cluster_id = self._new_id("CID")
                 pvc.scm_id = self._new_id("scm")
                 self.voters = {pvc.scm_id}
@@ -306,22 +310,28 @@ class World:
         elif k == planner.CREATE_CLIENT_KEY:
             if a.target in self.secrets:
                 raise Unsafe(f"a new key in {a.target} would orphan the CSR the primordial signs")
-            self.secrets[a.target] = SecretObs(a.target)
+            self._ids += 1
+            self.secrets[a.target] = SecretObs(a.target, public_key=f"pk-{self._ids}")
         elif k == planner.CREATE_ADMIN_CSR:
-            if naming.operator_client_secret_name(self.ref.name) not in self.secrets:
+            client = self.secrets.get(naming.operator_client_secret_name(self.ref.name))
+            if client is None:
                 raise Unsafe("a CSR without the operator's key")
-            self.secrets[a.target] = SecretObs(a.target)
+            self.secrets[a.target] = SecretObs(a.target, public_key=client.public_key)
         elif k in (planner.FETCH_CLIENT_CERT, planner.RENEW_CLIENT_CERT):
             if k == planner.FETCH_CLIENT_CERT:
                 pod = self.pods.get(a.params["member"])
                 if pod is None or pod.init_mode != "init" or not pod.alive or self.leader != self.scm_of(pod.name):
                     raise Unsafe(f"fetching the --init certificate from {a.params['member']}, not a leading primordial")
+                client = self.secrets[a.target]
+                if client.public_key not in self.signed_keys:
+                    raise Unsafe(f"fetching a certificate for key {client.public_key}, which SCM never signed")
             elif self.leader is None:
                 raise Unsafe("renewing with no leader to sign")
             self._ids += 1
             self.secrets[a.target] = SecretObs(
                 a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-scm-root",
                 certificate_not_after=self.now + datetime.timedelta(days=365),
+                public_key=self.secrets[a.target].public_key,
             )
         elif k == planner.CREATE_ENROLLMENT_SECRET:
             self.secrets[a.target] = SecretObs(a.target)

@@ -103,6 +103,9 @@ def test_ca_mode_scm_csr_is_what_scm_signs_at_init_and_the_secret_holds_the_chai
     approved = reqs.approve_client_request(csr, cluster_id="CID-x")
     assert approved.owner_id == "ozone-scm-operator"
     assert certs.public_key_sha256(key) == pki.public_key_sha256(key.public_key())
+    csr_secret = certs.admin_csr_secret(REF, csr)
+    assert csr_secret["metadata"]["annotations"]["ozone-scm.io/public-key-sha256"] == certs.public_key_sha256(key)
+    assert x509.load_pem_x509_csr(base64.b64decode(csr_secret["data"]["operator.csr"])) == csr
     spec = pki.KeySpec("EC", 256, "SHA256withECDSA")
     root_key = pki.generate_key(spec)
     root = pki.build_root_ca(root_key, ids.root_ca_subject("scm-0.h", "sid", "CID-x"), serial=1, now=NOW,

@@ -464,6 +464,19 @@ def test_ca_mode_scm_enrols_the_operator_through_the_primordial_then_bootstraps(
     assert kinds(w, planner.DELETE_POD) == []
 
 
+def test_ca_mode_scm_lost_client_key_gets_a_new_request() -> None:
+    w = World({"replicas": 3, "security": SCM_CA})
+    w.run(until=lambda w: "scm-admin-csr" in w.secrets)
+    del w.secrets["scm-operator-client"]  # lost before the primordial signed anything
+    w.run()
+    k = kinds(w)
+    assert k.count((planner.CREATE_CLIENT_KEY, "scm-operator-client")) == 2
+    replaced = k.index((planner.DELETE_SECRET, "scm-admin-csr"))
+    assert k[replaced + 1] == (planner.CREATE_ADMIN_CSR, "scm-admin-csr")
+    assert k.index((planner.CREATE_POD, "scm-0")) > replaced  # the primordial signs the request for the new key
+    assert w.condition("Ready") == "True"
+
+
 def test_ca_mode_scm_pods_mount_the_enrolment_and_csr_secrets() -> None:
     spec, problems = parse_spec({"replicas": 3, "security": SCM_CA})
     assert problems == []
