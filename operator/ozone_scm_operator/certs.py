@@ -1,5 +1,6 @@
 """Certificates for CA mode ``operator``: the root CA, each member's sub-CA certificate, the operator's client
-certificate, and the Secret bodies that carry them.
+certificate, and the Secret bodies that carry them. For CA mode ``scm``: the operator's CSR and the Secrets that
+carry its key, its CSR and (once SCM signed it) its certificate chain.
 
 Pure: keys, serial numbers and ``now`` are passed in (the effects layer generates keys and serials; tests pass
 fixed ones), nothing is read or written. Uses ``cryptography``.
