@@ -265,6 +265,7 @@ def client_tls_secret_from_scm(
     body = tls_secret(ref, naming.operator_client_secret_name(ref.name), naming.common_labels(ref.name),
                       KeyPair(leaf, key), root)
     body["metadata"]["annotations"][naming.ANN_PUBLIC_KEY] = public_key_sha256(key)
+    body["metadata"]["annotations"][naming.ANN_CERT_NOT_BEFORE] = leaf.not_valid_before_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
     body["type"] = "Opaque"  # the same Secret first held the key alone; a Secret's type cannot change
     body["data"][TLS_CERT] = _b64(pem + root.public_bytes(serialization.Encoding.PEM))
     return body

@@ -30,6 +30,7 @@ ANN_CERT_SERIAL = f"{API_GROUP}/certificate-serial"
 # set on a member's certificate Secret once SCM recorded its revocation (the observed proof the step is done)
 # CA mode scm: sha256 of the operator's public key (how it finds the certificate SCM signed for it)
 ANN_PUBLIC_KEY = f"{API_GROUP}/public-key-sha256"
+ANN_CERT_NOT_BEFORE = f"{API_GROUP}/certificate-not-before"  # CA mode scm: SCM chooses the operator's lifetime
 ANN_CERT_REVOKED = f"{API_GROUP}/certificate-revoked"
 ANN_CERT_NOT_AFTER = f"{API_GROUP}/certificate-not-after"
 ANN_ROOT_FINGERPRINT = f"{API_GROUP}/root-ca-fingerprint"

@@ -393,7 +393,12 @@ def _scm_ca_client(p: _Pass) -> Action | None:
         )
     if client.root_fingerprint and p.status.security.root_ca_fingerprint != client.root_fingerprint:
         p.set_status(security=dataclasses.replace(p.status.security, root_ca_fingerprint=client.root_fingerprint))
-    if _due(client.certificate_not_after, p) and p.obs.scms:
+    # SCM chooses the lifetime (hdds.x509.default.duration): renew within renewBefore, but never in the first two
+    # thirds of the certificate's life, or a lifetime shorter than renewBefore would renew on every pass
+    window = p.spec.security.renew_before
+    if client.certificate_not_before is not None:
+        window = min(window, (client.certificate_not_after - client.certificate_not_before) / 3)
+    if client.certificate_not_after - window <= p.now and p.obs.scms:
         return Action(
             RENEW_CLIENT_CERT, client_name, "RenewingCertificate",
             f"renewing the operator's certificate (expires {client.certificate_not_after.isoformat()}) in Secret "

@@ -142,6 +142,7 @@ def secret_obs(secret: Body) -> SecretObs:
         root_fingerprint=ann.get(naming.ANN_ROOT_FINGERPRINT),
         revoked=ann.get(naming.ANN_CERT_REVOKED) == "true",
         public_key=ann.get(naming.ANN_PUBLIC_KEY),
+        certificate_not_before=parse_time(ann.get(naming.ANN_CERT_NOT_BEFORE)),
     )
 
 

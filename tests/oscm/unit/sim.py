@@ -91,6 +91,7 @@ class World:
         self.leaders_history: list[str] = []
         self.pod_deletions: list[str] = []
         self.revoked: list[str] = []  # serials (decimal) revoked through SCM
+        self.scm_cert_lifetime = datetime.timedelta(days=365)  # CA mode scm: hdds.x509.default.duration
         self.signed_keys: set[str | None] = set()  # CA mode scm: keys whose CSR the primordial signed at --init
 
     # ---- identities ----
@@ -330,7 +331,7 @@ class World:
             self._ids += 1
             self.secrets[a.target] = SecretObs(
                 a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-scm-root",
-                certificate_not_after=self.now + datetime.timedelta(days=365),
+                certificate_not_after=self.now + self.scm_cert_lifetime, certificate_not_before=self.now,
                 public_key=self.secrets[a.target].public_key,
             )
         elif k == planner.CREATE_ENROLLMENT_SECRET:

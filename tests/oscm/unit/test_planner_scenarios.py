@@ -464,6 +464,20 @@ def test_ca_mode_scm_enrols_the_operator_through_the_primordial_then_bootstraps(
     assert kinds(w, planner.DELETE_POD) == []
 
 
+def test_ca_mode_scm_short_scm_lifetime_renews_once_per_lifetime_not_every_pass() -> None:
+    w = World({"replicas": 1, "security": SCM_CA})
+    w.scm_cert_lifetime = datetime.timedelta(hours=24)  # shorter than renewBefore (168h)
+    w.run()
+    fetched = [a for a in w.actions if a.kind == planner.FETCH_CLIENT_CERT]
+    assert len(fetched) == 1 and not any(a.kind == planner.RENEW_CLIENT_CERT for a in w.actions)
+    w.now += datetime.timedelta(hours=17)  # past two thirds of 24h
+    w.run(until=lambda w: any(a.kind == planner.RENEW_CLIENT_CERT for a in w.actions))
+    for _ in range(50):
+        w.step()
+        w.operator_pass()
+    assert len([a for a in w.actions if a.kind == planner.RENEW_CLIENT_CERT]) == 1
+
+
 def test_ca_mode_scm_lost_client_key_gets_a_new_request() -> None:
     w = World({"replicas": 3, "security": SCM_CA})
     w.run(until=lambda w: "scm-admin-csr" in w.secrets)

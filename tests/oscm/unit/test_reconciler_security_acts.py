@@ -121,6 +121,7 @@ async def test_ca_mode_scm_key_csr_fetch_and_renew() -> None:
     assert serialization.load_pem_private_key(data[builders.TLS_KEY], None).public_key() == first.public_key()
     fetched = secret_obs(kube.objects[("Secret", "scm-operator-client")])
     assert fetched.certificate_not_after == first.not_valid_after_utc.replace(microsecond=0)
+    assert fetched.certificate_not_before == first.not_valid_before_utc.replace(microsecond=0)
     assert await r.client_security(REF, True) is not None  # now it can
     # renewal: a new key, signed by SCM while the operator presents the current certificate
     await r.act(REF, planner.Action(planner.RENEW_CLIENT_CERT, "scm-operator-client", "", ""),
