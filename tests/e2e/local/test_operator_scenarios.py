@@ -192,8 +192,10 @@ async def test_secure_ca_mode_scm_cluster_chains_to_the_primordials_root(tmp_pat
             pvc = env.api.get_object("v1", "PersistentVolumeClaim", f"{m}-data", env.ns)
             assert pvc is not None
             crt = env.kubelet.pvc_dir(pvc) / "metadata" / "scm" / "sub-ca" / "certs" / "certificate.crt"
-            sub_cas[m] = x509.load_pem_x509_certificates(crt.read_bytes())[0]
-            sub_cas[m].verify_directly_issued_by(root)
+            member_chain = [c for c in x509.load_pem_x509_certificates(crt.read_bytes()) if c != root]
+            for child, parent in zip(member_chain, [*member_chain[1:], root], strict=True):
+                child.verify_directly_issued_by(parent)  # the root signs, or the leader's sub-CA (HDDS-8286)
+            sub_cas[m] = member_chain[0]
         assert len({c.serial_number for c in sub_cas.values()}) == 3
         await env.verify_consistent(NAME)
 
