@@ -185,7 +185,8 @@ async def test_secure_ca_mode_scm_cluster_chains_to_the_primordials_root(tmp_pat
         issued = [c for c in chain if c != root]
         for child, parent in zip(issued, [*issued[1:], root], strict=True):
             child.verify_directly_issued_by(parent)
-        assert issued[0].subject.rfc4514_string() == "CN=ozone-scm-operator"
+        # SCM names the cluster in what it signs
+        assert issued[0].subject.rfc4514_string() == f"O={st['clusterID']},CN=ozone-scm-operator"
         # every member's sub-CA (on its volume, made by --init / --bootstrap) chains to that one root
         sub_cas = {}
         for m in env.members(NAME):
