@@ -1,5 +1,6 @@
 """Certificates for CA mode ``operator``: the root CA, each member's sub-CA certificate, the operator's client
-certificate, and the Secret bodies that carry them.
+certificate, and the Secret bodies that carry them. For CA mode ``scm``: the operator's CSR and the Secrets that
+carry its key, its CSR and (once SCM signed it) its certificate chain.
 
 Pure: keys, serial numbers and ``now`` are passed in (the effects layer generates keys and serials; tests pass
 fixed ones), nothing is read or written. Uses ``cryptography``.
@@ -24,6 +25,7 @@ import base64
 import dataclasses
 import datetime
 import hashlib
+import itertools
 from collections.abc import Sequence
 
 from cryptography import x509
@@ -199,6 +201,74 @@ def issue_client_certificate(
         root, key, common_name=naming.MANAGER, owner="", dns_names=(), ca=False, now=now, duration=duration,
         serial=serial,
     )
+
+
+# ---- CA mode scm: the operator's admin identity comes from SCM ------------------------------------------------
+
+
+def public_key_sha256(key: PrivateKey) -> str:
+    """Hex sha256 of the DER SubjectPublicKeyInfo: how SCM finds the certificate it signed for a key."""
+    return _spki_sha256(key.public_key())
+
+
+def _spki_sha256(public_key: object) -> str:
+    assert isinstance(public_key, ec.EllipticCurvePublicKey)
+    der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return hashlib.sha256(der).hexdigest()
+
+
+def client_csr(key: PrivateKey) -> x509.CertificateSigningRequest:
+    """The operator's CSR (``CN=ozone-scm-operator``, a user name SCM signs as a client certificate)."""
+    return (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(_name(naming.MANAGER))
+        .sign(key, hashes.SHA256())
+    )
+
+
+def client_key_secret(ref: ClusterRef, key: PrivateKey) -> Body:
+    """CA mode scm, before the primordial exists: the operator's client Secret with its key only (no certificate
+    yet); the certificate SCM signs is added later (:func:`client_tls_secret_from_scm`)."""
+    meta = ref.metadata(naming.operator_client_secret_name(ref.name), naming.common_labels(ref.name))
+    meta["annotations"] = {naming.ANN_PUBLIC_KEY: public_key_sha256(key)}
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": {TLS_KEY: _b64(pem)}}
+
+
+def admin_csr_secret(ref: ClusterRef, csr: x509.CertificateSigningRequest) -> Body:
+    """CA mode scm: the CSR the primordial signs at ``--init`` (``ozone.scm.security.admin.csr.files``), mounted into
+    the member Pods. Public: the key it was made from never leaves the operator's client Secret."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            **ref.metadata(naming.admin_csr_secret_name(ref.name), naming.common_labels(ref.name)),
+            "annotations": {naming.ANN_PUBLIC_KEY: _spki_sha256(csr.public_key())},
+        },
+        "type": "Opaque",
+        "data": {naming.ADMIN_CSR_FILE: _b64(csr.public_bytes(serialization.Encoding.PEM))},
+    }
+
+
+def client_tls_secret_from_scm(
+    ref: ClusterRef, key: PrivateKey, chain: Sequence[x509.Certificate], root: x509.Certificate
+) -> Body:
+    """CA mode scm: the operator's client Secret once SCM signed its certificate (``chain``: leaf first, then its
+    issuers below the root). Raises if the certificate is not for ``key`` or does not chain to ``root``."""
+    leaf = chain[0]
+    if leaf.public_key() != key.public_key():
+        raise ValueError("the certificate SCM returned is not for the operator's key")
+    issued = [*chain, root]
+    for child, parent in itertools.pairwise(issued):
+        child.verify_directly_issued_by(parent)
+    pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in chain)
+    body = tls_secret(ref, naming.operator_client_secret_name(ref.name), naming.common_labels(ref.name),
+                      KeyPair(leaf, key), root)
+    body["metadata"]["annotations"][naming.ANN_PUBLIC_KEY] = public_key_sha256(key)
+    body["metadata"]["annotations"][naming.ANN_CERT_NOT_BEFORE] = leaf.not_valid_before_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    body["type"] = "Opaque"  # the same Secret first held the key alone; a Secret's type cannot change
+    body["data"][TLS_CERT] = _b64(pem + root.public_bytes(serialization.Encoding.PEM))
+    return body
 
 
 def verify_issued_by(cert: x509.Certificate, issuer: x509.Certificate) -> None:

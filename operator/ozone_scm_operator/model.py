@@ -405,6 +405,9 @@ class SecretObs:
     certificate_serial: str | None = None
     certificate_not_after: datetime.datetime | None = None
     root_fingerprint: str | None = None
+    revoked: bool = False  # SCM recorded the revocation of this Secret's certificate (annotation)
+    certificate_not_before: datetime.datetime | None = None
+    public_key: str | None = None  # CA mode scm: sha256 of the operator's public key (client key and CSR Secrets)
 
 
 @dataclasses.dataclass(frozen=True)

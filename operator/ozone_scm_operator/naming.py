@@ -27,6 +27,11 @@ ANN_REVISION = f"{API_GROUP}/revision"  # hash of the Pod template a member Pod 
 ANN_INIT_MODE = f"{API_GROUP}/init-mode"  # init (primordial's first start) or bootstrap
 ANN_CONTENT_HASH = f"{API_GROUP}/content-hash"  # hash of the desired body of a Service, ConfigMap, PDB, Secret
 ANN_CERT_SERIAL = f"{API_GROUP}/certificate-serial"
+# set on a member's certificate Secret once SCM recorded its revocation (the observed proof the step is done)
+# CA mode scm: sha256 of the operator's public key (how it finds the certificate SCM signed for it)
+ANN_PUBLIC_KEY = f"{API_GROUP}/public-key-sha256"
+ANN_CERT_NOT_BEFORE = f"{API_GROUP}/certificate-not-before"  # CA mode scm: SCM chooses the operator's lifetime
+ANN_CERT_REVOKED = f"{API_GROUP}/certificate-revoked"
 ANN_CERT_NOT_AFTER = f"{API_GROUP}/certificate-not-after"
 ANN_ROOT_FINGERPRINT = f"{API_GROUP}/root-ca-fingerprint"
 
@@ -37,8 +42,12 @@ CONF_DIR = "/etc/ozone"
 TLS_DIR = "/var/run/ozone-scm/tls"
 ENROLLMENT_DIR = "/var/run/ozone-scm/enrollment"
 ENROLLMENT_DATANODE = "datanode.secret"
+ENROLLMENT_SCM = "scm.secret"  # CA mode scm: bootstrapping members enrol their sub-CA with it
+ADMIN_CSR_DIR = "/var/run/ozone-scm/admin-csr"  # CA mode scm: the operator's CSR, signed by the primordial at --init
+ADMIN_CSR_FILE = "operator.csr"
 PORTS = {
     "client": 9860,
+    "security": 9961,
     "datanode": 9861,
     "block": 9863,
     "http": 9876,
@@ -93,6 +102,11 @@ def member_tls_secret_name(member: str) -> str:
 
 def operator_client_secret_name(cluster: str) -> str:
     return f"{cluster}-operator-client"
+
+
+def admin_csr_secret_name(cluster: str) -> str:
+    """CA mode scm: the operator's certificate signing request (public; its key stays in the client Secret)."""
+    return f"{cluster}-admin-csr"
 
 
 def enrollment_secret_name(cluster: str) -> str:

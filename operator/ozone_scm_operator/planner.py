@@ -73,8 +73,16 @@ CREATE_ROOT_CA = "CreateRootCA"
 CREATE_ENROLLMENT_SECRET = "CreateEnrollmentSecret"
 ISSUE_MEMBER_CERT = "IssueMemberCertificate"
 ISSUE_CLIENT_CERT = "IssueClientCertificate"
+# CA mode scm: the operator's admin identity through SCM's CSR flow
+CREATE_CLIENT_KEY = "CreateClientKey"  # its key pair, into the client Secret (key only)
+CREATE_ADMIN_CSR = "CreateAdminCSR"  # its CSR from that key, into the Secret the members mount
+FETCH_CLIENT_CERT = "FetchClientCertificate"  # the certificate the primordial signed at --init (params: member)
+RENEW_CLIENT_CERT = "RenewClientCertificate"  # RenewCertificate with a new key, as its current identity
 TRANSFER_LEADERSHIP = "TransferLeadership"
 DECOMMISSION = "Decommission"
+REVOKE_CERTIFICATE = "RevokeCertificate"  # SCM's RevokeCertificates (params: serial, decimal), then mark the Secret
+
+REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
 RETRY_SOON = 1.0  # seconds until the next pass while an operation waits for something to happen
 
@@ -278,8 +286,11 @@ def _security(p: _Pass) -> Action | None:
     if enrollment not in p.obs.secrets:
         return Action(
             CREATE_ENROLLMENT_SECRET, enrollment, "CreatingSecret",
-            f"creating the datanode enrolment secret {enrollment}",
+            f"creating the enrolment secret{'s' if sec.scm_ca else ''} in {enrollment}",
+            params={"scm": sec.scm_ca},
         )
+    if sec.scm_ca:
+        return _scm_ca_client(p)
     if not sec.operator_ca:
         return None
     root_name = naming.root_ca_secret_name(p.ref.name)
@@ -341,6 +352,58 @@ def _security(p: _Pass) -> Action | None:
                 f"{why} the sub-CA certificate of member {m.name} into Secret {name}",
                 params={"member": m.name, "duration": sec.certificate_duration.total_seconds()},
             )
+    return None
+
+
+def _scm_ca_client(p: _Pass) -> Action | None:
+    """CA mode scm: the operator's admin certificate through Ozone's own flow. Before any Pod: its key (client
+    Secret) and CSR (mounted by the members, ``ozone.scm.security.admin.csr.files``). Once the primordial is ready
+    (it signed the CSR at ``--init`` and recorded the certificate on its first leadership): fetch it by public key
+    over the security port, trusting the root only with the scm enrolment secret's proof. Before expiry: renew it
+    (``RenewCertificate``, a new key, presented with the current certificate). Until it holds a certificate the
+    operator cannot observe the SCMs (mutual TLS), so it waits on the primordial's Pod readiness."""
+    client_name = naming.operator_client_secret_name(p.ref.name)
+    client = p.obs.secrets.get(client_name)
+    if client is None:
+        return Action(CREATE_CLIENT_KEY, client_name, "CreatingClientKey",
+                      f"creating the operator's administrator key in Secret {client_name}")
+    csr_name = naming.admin_csr_secret_name(p.ref.name)
+    csr = p.obs.secrets.get(csr_name)
+    if csr is None:
+        return Action(CREATE_ADMIN_CSR, csr_name, "CreatingAdminCSR",
+                      f"creating the operator's certificate request (CN {naming.MANAGER}) in Secret {csr_name}")
+    if client.certificate_not_after is None and csr.public_key and client.public_key and csr.public_key != client.public_key:
+        # the client Secret was lost and its key made again: the old request can never be fetched for the new key
+        after = (
+            f"; the primordial already signed the old one at --init, so an administrator must sign this one "
+            f"(`ozone-scm admin cert sign --csr` with {naming.ADMIN_CSR_FILE} from Secret {csr_name})"
+            if p.status.cluster_id else ""
+        )
+        return Action(DELETE_SECRET, csr_name, "ReplacingAdminCSR",
+                      f"Secret {csr_name} holds a request for another key than {client_name}'s: replacing it{after}")
+    if client.certificate_not_after is None:
+        primordial = p.status.primordial_member
+        pod = p.obs.pods.get(primordial) if primordial else None
+        if pod is None or not pod.ready or not pod.pod_ip:
+            return None  # the members' Pods come first; the certificate exists once the primordial leads
+        return Action(
+            FETCH_CLIENT_CERT, client_name, "FetchingCertificate",
+            f"fetching the operator's certificate, signed by {primordial} at --init, into Secret {client_name}",
+            params={"member": primordial},
+        )
+    if client.root_fingerprint and p.status.security.root_ca_fingerprint != client.root_fingerprint:
+        p.set_status(security=dataclasses.replace(p.status.security, root_ca_fingerprint=client.root_fingerprint))
+    # SCM chooses the lifetime (hdds.x509.default.duration): renew within renewBefore, but never in the first two
+    # thirds of the certificate's life, or a lifetime shorter than renewBefore would renew on every pass
+    window = p.spec.security.renew_before
+    if client.certificate_not_before is not None:
+        window = min(window, (client.certificate_not_after - client.certificate_not_before) / 3)
+    if client.certificate_not_after - window <= p.now and p.obs.scms:
+        return Action(
+            RENEW_CLIENT_CERT, client_name, "RenewingCertificate",
+            f"renewing the operator's certificate (expires {client.certificate_not_after.isoformat()}) in Secret "
+            f"{client_name}",
+        )
     return None
 
 
@@ -413,6 +476,8 @@ def _repairs(p: _Pass) -> Action | None:
             continue  # its certificate first (blocked while the root CA is missing)
         if p.spec.security.enabled and naming.enrollment_secret_name(p.ref.name) not in p.obs.secrets:
             continue
+        if p.spec.security.scm_ca and naming.admin_csr_secret_name(p.ref.name) not in p.obs.secrets:
+            continue  # mounted by every member; the primordial signs it at --init
         if m.name not in p.obs.pods:
             mode = _init_mode(p, m)
             what = "scm --init (primordial)" if mode == builders.INIT_MODE_INIT else "scm --bootstrap"
@@ -571,7 +636,16 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
     secret_name = naming.member_tls_secret_name(m.name)
     if secret_name in p.obs.secrets:
         p.set_op(op.at_step("RevokeCertificate", p.now))
-        serial = p.obs.secrets[secret_name].certificate_serial or m.certificate_serial
+        secret = p.obs.secrets[secret_name]
+        serial = secret.certificate_serial or m.certificate_serial
+        if serial and not secret.revoked:
+            # SCM refuses the certificate from now on, on every member (its revocation set is replicated); the
+            # serial alone names it: operator-issued serials are random above 2^63, SCM's own a sequence below
+            return Action(
+                REVOKE_CERTIFICATE, secret_name, "RevokingCertificate",
+                f"revoking the certificate of {m.name} (serial {serial}) in SCM",
+                params={"serial": str(int(serial, 16)), "reason": REASON_CESSATION_OF_OPERATION},
+            )
         if serial and serial not in p.status.security.revoked_serials:
             p.set_status(
                 security=dataclasses.replace(
@@ -579,8 +653,8 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
                 )
             )
         return Action(
-            DELETE_SECRET, secret_name, "RevokingCertificate",
-            f"revoking the certificate of {m.name} (serial {serial}) and deleting Secret {secret_name}",
+            DELETE_SECRET, secret_name, "DeletingCertificateSecret",
+            f"deleting Secret {secret_name} of {m.name} (its certificate, serial {serial}, is revoked)",
         )
     return _finish_remove(p, op, m)
 

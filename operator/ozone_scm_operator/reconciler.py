@@ -140,6 +140,9 @@ def secret_obs(secret: Body) -> SecretObs:
         certificate_serial=ann.get(naming.ANN_CERT_SERIAL),
         certificate_not_after=parse_time(ann.get(naming.ANN_CERT_NOT_AFTER)),
         root_fingerprint=ann.get(naming.ANN_ROOT_FINGERPRINT),
+        revoked=ann.get(naming.ANN_CERT_REVOKED) == "true",
+        public_key=ann.get(naming.ANN_PUBLIC_KEY),
+        certificate_not_before=parse_time(ann.get(naming.ANN_CERT_NOT_BEFORE)),
     )
 
 
@@ -209,8 +212,10 @@ class Reconciler:
         secret = await self.kube.get("Secret", ref.namespace, naming.operator_client_secret_name(ref.name))
         data = (secret or {}).get("data") or {}
         serial = ((secret or {}).get("metadata", {}).get("annotations") or {}).get(naming.ANN_CERT_SERIAL, "")
-        if not data:
-            return None  # not issued yet: the SCMs are not started before it is
+        if builders.TLS_CERT not in data:
+            # not issued yet: CA mode operator starts no SCM before it is; CA mode scm holds only the key until the
+            # primordial signed it
+            return None
         cached = self._security.get(key)
         if cached is not None and cached[0] == serial:
             return cached[1]
@@ -378,13 +383,48 @@ class Reconciler:
                 )
                 await self.kube.apply(certs.client_tls_secret(ref, pair, root.certificate))
         elif k == planner.CREATE_ENROLLMENT_SECRET:
-            await self._create(builders.build_enrollment_secret(ref, secrets.token_hex(32)))
+            scm_secret = secrets.token_hex(32) if a.params.get("scm") else None
+            await self._create(builders.build_enrollment_secret(ref, secrets.token_hex(32), scm_secret))
+        elif k == planner.CREATE_CLIENT_KEY:
+            await self._create(certs.client_key_secret(ref, self.keygen()))
+        elif k == planner.CREATE_ADMIN_CSR:
+            key = await self._client_key(ref)
+            await self._create(certs.admin_csr_secret(ref, certs.client_csr(key)))
+        elif k == planner.FETCH_CLIENT_CERT:
+            key = await self._client_key(ref)
+            member = a.params["member"]
+            pod = obs.pods.get(member)
+            if pod is None or not pod.pod_ip:
+                raise RuntimeError(f"Pod {member} has no IP yet")
+            enrollment = await self.kube.get("Secret", ns, naming.enrollment_secret_name(ref.name))
+            proof_secret = certs.decode_secret_field((enrollment or {}).get("data"), naming.ENROLLMENT_SCM)
+            if proof_secret is None:
+                raise RuntimeError(f"Secret {naming.enrollment_secret_name(ref.name)} has no {naming.ENROLLMENT_SCM}")
+            chain, scm_root = await self.scm.fetch_client_certificate(
+                Endpoint(member, pod.pod_ip, ref.host(member)), proof_secret, certs.public_key_sha256(key)
+            )
+            await self.kube.apply(certs.client_tls_secret_from_scm(ref, key, chain, scm_root))
+        elif k == planner.RENEW_CLIENT_CERT:
+            security = await self.client_security(ref, True)
+            key = self.keygen()
+            csr_pem = certs.client_csr(key).public_bytes(serialization.Encoding.PEM).decode("ascii")
+            chain, scm_root = await self.scm.renew_client_certificate(self._endpoints(ref, obs, st), csr_pem, security)
+            await self.kube.apply(certs.client_tls_secret_from_scm(ref, key, chain, scm_root))
         elif k == planner.TRANSFER_LEADERSHIP:
             security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
             await self.scm.transfer(self._endpoints(ref, obs, st), a.params["to_scm_id"], security)
         elif k == planner.DECOMMISSION:
             security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
             await self.scm.decommission(self._endpoints(ref, obs, st), a.params["scm_id"], security)
+        elif k == planner.REVOKE_CERTIFICATE:
+            security = await self.client_security(ref, True)
+            await self.scm.revoke(
+                self._endpoints(ref, obs, st), [a.params["serial"]], a.params["reason"], security
+            )
+            # the observed proof that this step is done (a pass that finds it moves on to deleting the Secret)
+            await self.kube.merge_patch(
+                "Secret", ns, a.target, {"metadata": {"annotations": {naming.ANN_CERT_REVOKED: "true"}}}
+            )
         else:
             raise ValueError(f"unknown action {k}")
 
@@ -395,6 +435,17 @@ class Reconciler:
             if exc.status != 409:
                 raise
             LOG.info("%s %s already exists", body["kind"], body["metadata"]["name"])
+
+    async def _client_key(self, ref: ClusterRef) -> ec.EllipticCurvePrivateKey:
+        name = naming.operator_client_secret_name(ref.name)
+        secret = await self.kube.get("Secret", ref.namespace, name)
+        pem = certs.decode_secret_field((secret or {}).get("data"), builders.TLS_KEY)
+        if pem is None:
+            raise RuntimeError(f"Secret {name} has no {builders.TLS_KEY}")
+        key = serialization.load_pem_private_key(pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise RuntimeError(f"Secret {name}: {builders.TLS_KEY} is not an EC private key")
+        return key
 
     async def _root_pair(self, ref: ClusterRef) -> certs.KeyPair:
         secret = await self.kube.get("Secret", ref.namespace, naming.root_ca_secret_name(ref.name))

@@ -108,6 +108,11 @@ class SecuritySpec:
         """The operator holds the root CA and issues the members' sub-CA certificates."""
         return self.enabled and self.ca_mode == "operator"
 
+    @property
+    def scm_ca(self) -> bool:
+        """Ozone's way: the primordial SCM creates the root CA at ``--init``, joiners enrol with a CSR."""
+        return self.enabled and self.ca_mode == "scm"
+
 
 @dataclasses.dataclass(frozen=True)
 class SchedulingSpec:
@@ -264,8 +269,7 @@ class _Reader:
 
 def unsupported(spec: ClusterSpec) -> str | None:
     """Why the operator cannot run this spec at all (it then creates nothing), or None."""
-    if spec.security.enabled and spec.security.ca_mode == "scm":
-        return "security.caMode scm is not supported yet"
+    del spec  # every valid spec is supported (CA mode scm since the operator enrols its admin identity)
     return None
 
 
@@ -307,13 +311,6 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         )
         security = dataclasses.replace(
             security, renew_before=ds.renew_before, certificate_duration=ds.certificate_duration
-        )
-
-    if security.enabled and security.ca_mode == "scm":
-        se.problem(
-            "caMode",
-            "scm is not supported by this version of the operator yet (the operator would need its administrator "
-            "certificate through Ozone's CSR flow); use caMode operator, in which the operator holds the root CA",
         )
 
     ozone_site = r.str_map("ozoneSite")

@@ -410,6 +410,14 @@ class SCMCertificateServer:
                     f"no certificate with serial {serial} was issued or recorded by this cluster's SCMs; pass "
                     "--external to revoke a certificate issued outside SCM (e.g. an operator-issued admin certificate)",
                 )
+            if proto is None and int(serial) < pki.EXTERNAL_SERIAL_FLOOR:
+                # SCM's CertificateId sequence has not reached this serial yet: revoking it now would revoke, in
+                # advance, the certificate SCM issues under it later
+                raise SCMException(
+                    ResultCodes.INVALID_REQUEST,
+                    f"serial {serial} is in the range of SCM's own serials (below 2^63) and SCM has not issued it; "
+                    "certificates issued outside SCM carry random serials of at least 2^63: check the serial",
+                )
             if proto is not None and proto.nodeType == Role.ROOT_CA.value:
                 raise SCMException(ResultCodes.INVALID_REQUEST, f"serial {serial} is the root CA; it cannot be revoked")
             if proto is not None and proto.nodeType == Role.SCM.value and (

@@ -96,9 +96,12 @@ class SecurityProtocolClient:
         backoff_start: float = 0.5,
         backoff_max: float = 4.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         if not addresses:
             raise ValueError("no SCM security address: configure ozone.scm.security.service.port / the SCM nodes")
+        # e.g. grpc.ssl_target_name_override when an SCM is dialled by IP (the Kubernetes operator, by Pod IP)
+        self.channel_options = [*CHANNEL_OPTIONS, *channel_options]
         self.addresses = list(dict.fromkeys(addresses))
         self.roots = tuple(roots)
         self.role = role
@@ -112,7 +115,7 @@ class SecurityProtocolClient:
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         creds = grpc.ssl_channel_credentials(root_certificates=pki.certs_pem(self.roots).encode("ascii"))
-        return grpc.aio.secure_channel(address, creds, options=CHANNEL_OPTIONS)
+        return grpc.aio.secure_channel(address, creds, options=self.channel_options)
 
     # ---- trust ----
     async def establish_trust(self) -> TrustedInfo:

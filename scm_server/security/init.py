@@ -62,7 +62,7 @@ from scm_server.security.keystore import (
 
 LOG = logging.getLogger(__name__)
 
-EXTERNAL_SERIAL_FLOOR = 1 << 63
+EXTERNAL_SERIAL_FLOOR = pki.EXTERNAL_SERIAL_FLOOR
 ROOT_CA_SERIAL = 1
 PRIMORDIAL_SUB_CA_SERIAL = 2
 INIT_ISSUED_DIR = "init-issued"

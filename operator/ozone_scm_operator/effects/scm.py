@@ -12,7 +12,12 @@ a short deadline: an SCM that does not answer quickly is simply not observed thi
   refuse every block allocation);
 * ``ring``: the leader's view of the ring (``GetScmRatisRoles`` answered by the leader: roles and lag per peer);
 * ``transfer`` and ``decommission``: leadership transfer and RemoveSCM, sent to the members in the given order
-  (leader first); the client follows NotLeader hints by itself.
+  (leader first); the client follows NotLeader hints by itself;
+* CA mode scm, the operator's own certificate: ``fetch_client_certificate`` (security port, no client certificate:
+  the root CA is trusted only once the SCM proved the scm enrolment secret, then the certificate signed for the
+  operator's public key at ``--init`` is read) and ``renew_client_certificate`` (``RenewCertificate``, presented with
+  the current one);
+* ``revoke``: ``RevokeCertificates`` (``SCMSecurityClient``, client port) for a removed member's certificate.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from ozone_scm_operator.model import PeerObs, RingObs, SCMObs
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient
 from scm_server.client.scm_client import SCMClient
+from scm_server.client.security_admin import SCMSecurityClient
+from scm_server.security.cert_client import SecurityProtocolClient, parse_issued
+from scm_server.security.core import certificates as pki
 from scm_server.security.keystore import Material
 from scm_server.security.tls import StaticClientSecurity
 
@@ -51,6 +59,10 @@ class Endpoint:
     @property
     def client_address(self) -> str:
         return self._address("client")
+
+    @property
+    def security_address(self) -> str:
+        return self._address("security")
 
     def _address(self, port: str) -> str:
         host = f"[{self.ip}]" if ":" in self.ip else self.ip
@@ -135,6 +147,67 @@ class SCMAdmin:
         self, endpoints: Sequence[Endpoint], scm_id: str, security: StaticClientSecurity | None = None
     ) -> str:
         return await self._first(endpoints, security, lambda c: c.decommission(scm_id))
+
+    async def fetch_client_certificate(
+        self, ep: Endpoint, scm_secret: bytes, public_key_sha256: str
+    ) -> tuple[list[x509.Certificate], x509.Certificate]:
+        """(certificate then its issuers below the root, root) that SCM signed for the key with this hash, read from
+        ``ep``'s security port after it proved the scm enrolment secret for the root it presents."""
+        client = SecurityProtocolClient(
+            [ep.security_address], role="scm", secret=scm_secret, rounds=1, rpc_timeout=self.admin_timeout,
+            channel_options=[("grpc.ssl_target_name_override", ep.host)],
+        )
+        trusted = await client.establish_trust()
+        if not trusted.proven:
+            raise RuntimeError(f"SCM {ep.member} did not prove the scm enrolment secret for its root CA")
+        resp = await client.certificate_for_key(public_key_sha256)
+        chain = pki.load_certificates(resp.certificate.x509Certificate + resp.chain, "certificate")
+        root = trusted.roots[0]
+        return [c for c in chain if c != root], root
+
+    async def renew_client_certificate(
+        self, endpoints: Sequence[Endpoint], csr_pem: str, security: StaticClientSecurity | None
+    ) -> tuple[list[x509.Certificate], x509.Certificate]:
+        """``RenewCertificate`` for the operator's own identity (the leader signs; the caller presents the current
+        certificate). Returns (certificate then issuers, root)."""
+        last: Exception | None = None
+        for ep in endpoints:
+            options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
+            config = SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=self.admin_timeout)
+            try:
+                async with SCMSecurityClient([ep.client_address], config, security=security,
+                                             channel_options=options) as c:
+                    resp = await c.renew(csr_pem)
+                chain, root = parse_issued(resp)
+                return [c for c in chain if c != root], root
+            except Exception as exc:
+                LOG.info("certificate renewal through %s failed: %s", ep.member, exc)
+                last = exc
+        raise last if last is not None else RuntimeError("no SCM to call")
+
+    async def revoke(
+        self, endpoints: Sequence[Endpoint], serials: Sequence[str], reason: int,
+        security: StaticClientSecurity | None = None,
+    ) -> list[str]:
+        """``RevokeCertificates`` on the security admin service (client port), as an external revocation: a member
+        certificate the operator issued may never have been presented to (so recorded by) SCM. Idempotent: SCM
+        keeps the first record of a serial it already revoked (e.g. at decommission). Returns the serials SCM
+        reports revoked."""
+        if not endpoints:
+            raise RuntimeError("no SCM to call")
+        last: Exception | None = None
+        for ep in endpoints:  # one at a time: the name override must match the member called
+            options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
+            config = SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=self.admin_timeout)
+            try:
+                async with SCMSecurityClient([ep.client_address], config, security=security,
+                                             channel_options=options) as c:
+                    resp = await c.revoke(serials, reason, external=True)
+                return [r.serialId for r in resp.revoked]
+            except Exception as exc:
+                LOG.info("certificate revocation through %s failed: %s", ep.member, exc)
+                last = exc
+        raise last if last is not None else RuntimeError("no SCM to call")
 
     async def _first(self, endpoints: Sequence[Endpoint], security: StaticClientSecurity | None, call: object) -> str:
         """Try the members in order (leader first) until one carries the call out."""

@@ -45,6 +45,10 @@ PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
 
 NOT_BEFORE_SKEW = timedelta(minutes=5)
 MAX_SERIAL = (1 << 159) - 1  # RFC 5280: at most 20 octets, positive
+# SCM's own serials come from the replicated CertificateId sequence, far below this; certificates issued outside
+# SCM (an operator's root, --init admin certificates) use random serials at or above it. The ranges are disjoint,
+# so within one cluster a serial alone names one certificate, whichever CA issued it.
+EXTERNAL_SERIAL_FLOOR = 1 << 63
 _HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$")
 
 HashType = hashes.SHA256 | hashes.SHA384 | hashes.SHA512

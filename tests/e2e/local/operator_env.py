@@ -242,6 +242,27 @@ class Env:
     async def verify_consistent(self, name: str) -> dict[str, Any]:
         """One cluster ID on every member (the recorded one) and identical replicated tables (``scm_check``)."""
         status = self.status(name)
+        result = await self.scm_check(name)
+        ids = {m: v["clusterId"] for m, v in result["members"].items()}
+        assert set(ids.values()) == {status["clusterID"]}, f"cluster IDs differ: {ids} (status {status['clusterID']})"
+        digests = {m: v["digests"] for m, v in result["members"].items()}
+        first = next(iter(digests.values()))
+        for m, d in digests.items():
+            assert v_applied(result, m) >= result["commitIndex"], f"{m} has not applied {result['commitIndex']}"
+            assert d == first, f"table digests of {m} differ: {d} vs {first}"
+        return result
+
+    async def revocation_report(self, name: str, removed_secret: Mapping[str, Any]) -> dict[str, Any]:
+        """SCM's revoked serials and the answer to a call presenting ``removed_secret``'s certificate (a removed
+        member's Secret, kept by the test before the operator deleted it)."""
+        tls = self.workdir / f"{name}-removed-tls"
+        tls.mkdir(exist_ok=True)
+        for k, v in removed_secret["data"].items():
+            (tls / k).write_bytes(base64.b64decode(v))
+        return await self.scm_check(name, "--revoked-tls-dir", str(tls))
+
+    async def scm_check(self, name: str, *extra: str) -> dict[str, Any]:
+        """``tests.e2e.local.scm_check`` against the members, as the operator's client certificate if there is one."""
         ips = self.member_ips(name)
         assert set(ips) == set(self.members(name)), f"members without a Pod IP: {set(self.members(name)) - set(ips)}"
         domain = f"{name}-headless.{self.ns}.svc.cluster.local"
@@ -253,19 +274,13 @@ class Env:
             for k, v in client["data"].items():
                 (tls / k).write_bytes(base64.b64decode(v))
             argv += ["--tls-dir", str(tls)]
+        argv += list(extra)
         proc = await asyncio.create_subprocess_exec(*argv, cwd=str(REPO), stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), 180)
         assert proc.returncode == 0, f"scm_check failed: {err.decode()[-3000:]}"
         result: dict[str, Any] = json.loads(out)
         assert "error" not in result, result
-        ids = {m: v["clusterId"] for m, v in result["members"].items()}
-        assert set(ids.values()) == {status["clusterID"]}, f"cluster IDs differ: {ids} (status {status['clusterID']})"
-        digests = {m: v["digests"] for m, v in result["members"].items()}
-        first = next(iter(digests.values()))
-        for m, d in digests.items():
-            assert v_applied(result, m) >= result["commitIndex"], f"{m} has not applied {result['commitIndex']}"
-            assert d == first, f"table digests of {m} differ: {d} vs {first}"
         return result
 
     async def leader(self, name: str) -> str:

@@ -5,7 +5,9 @@ leader's commit index) the sha256 digest of every replicated table (``GetTableDi
 Run as a separate process by ``operator_env.Env.verify_consistent`` (``python -m tests.e2e.local.scm_check``), so the
 test process, which also forks every Pod's processes, never holds gRPC state across a fork. Under mutual TLS it
 presents the client certificate given by ``--tls-dir`` (``tls.crt``, ``tls.key``, ``ca.crt``: the operator's client
-Secret) and checks each member's certificate against its DNS name. Test support only.
+Secret) and checks each member's certificate against its DNS name. With ``--revoked-tls-dir`` (a removed member's
+certificate Secret) it also reports what SCM's revocation listing holds and how a call presenting that certificate
+ends. Test support only.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient
+from scm_server.client.security_admin import SCMSecurityClient
 from scm_server.security.keystore import Material
 from scm_server.security.tls import StaticClientSecurity
 
@@ -61,16 +66,42 @@ async def check(members: dict[str, tuple[str, str]], security: StaticClientSecur
     return out
 
 
+async def revocation(
+    members: dict[str, tuple[str, str]], security: StaticClientSecurity | None, revoked_tls: Path
+) -> dict[str, Any]:
+    """The revoked serials SCM lists (recorded and external), and the answer to a call made with ``revoked_tls``."""
+    ip, host = next(iter(members.values()))
+    options = [("grpc.ssl_target_name_override", host)]
+    config = SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=10)
+    async with SCMSecurityClient([f"{ip}:9860"], config, security=security, channel_options=options) as c:
+        listing = await c.list_certificates(revoked=True)
+    serials = [i.certificate.serialId for i in listing.certificates] + [r.serialId for r in listing.externalRevocations]
+    refused = ""
+    try:
+        async with _client(ip, host, _security(revoked_tls), 5) as c:
+            await c.scm_info()
+    except grpc.aio.AioRpcError as exc:
+        refused = f"{exc.code().name}: {exc.details()}"
+    except Exception as exc:  # the client may wrap the gRPC error
+        refused = f"{type(exc).__name__}: {exc}"
+    return {"revokedSerials": serials, "removedMemberCall": refused or "answered"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("members", nargs="+", help="member=ip=host")
     ap.add_argument("--tls-dir", type=Path)
+    ap.add_argument("--revoked-tls-dir", type=Path, help="a removed member's certificate Secret, written out")
     args = ap.parse_args(argv)
     members = {}
     for item in args.members:
         m, ip, host = item.split("=")
         members[m] = (ip, host)
-    print(json.dumps(asyncio.run(check(members, _security(args.tls_dir)))))
+    security = _security(args.tls_dir)
+    if args.revoked_tls_dir is not None:
+        print(json.dumps(asyncio.run(revocation(members, security, args.revoked_tls_dir))))
+    else:
+        print(json.dumps(asyncio.run(check(members, security))))
     return 0
 
 

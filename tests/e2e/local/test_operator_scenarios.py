@@ -152,6 +152,53 @@ async def test_secure_cluster_certificates_chain_to_one_root(tmp_path: Path) -> 
         assert again is not None
         x509.load_pem_x509_certificate(base64.b64decode(again["data"]["tls.crt"])).verify_directly_issued_by(root)
         await env.verify_consistent(NAME)
+        # scale down: the removed members' certificates are revoked in SCM (not only recorded in status), and a
+        # call presenting one is refused by the surviving member
+        removed = {m: env.api.get_object("v1", "Secret", f"{m}-tls", env.ns) for m in ("scm-1", "scm-2")}
+        env.patch_spec(NAME, {"replicas": 1})
+        await env.wait_for(lambda: env.members(NAME) == ["scm-0"] and env.is_ready(NAME, 1), 240, "scaled to 1")
+        serials = {}
+        for m, secret in removed.items():
+            assert secret is not None
+            leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+            serials[m] = leaf.serial_number
+            assert env.api.get_object("v1", "Secret", f"{m}-tls", env.ns) is None
+        assert set(env.status(NAME)["security"]["revokedSerials"]) == {format(s, "x") for s in serials.values()}
+        report = await env.revocation_report(NAME, removed["scm-2"])  # type: ignore[arg-type]
+        assert {str(s) for s in serials.values()} <= set(report["revokedSerials"]), report
+        assert "UNAUTHENTICATED" in report["removedMemberCall"] and "revoked" in report["removedMemberCall"], report
+        await env.verify_consistent(NAME)
+
+
+@HEAVY
+async def test_secure_ca_mode_scm_cluster_chains_to_the_primordials_root(tmp_path: Path) -> None:
+    """CA mode scm: the primordial SCM is the root CA; the operator enrols its administrator identity through it
+    (CSR signed at --init, fetched by public key) and manages the ring over mutual TLS with it."""
+    async with environment(tmp_path) as env:
+        st = await _create_ready(env, security={"enabled": True, "caMode": "scm"})
+        assert env.api.get_object("v1", "Secret", f"{NAME}-root-ca", env.ns) is None  # SCM holds the root
+        client = env.api.get_object("v1", "Secret", f"{NAME}-operator-client", env.ns)
+        assert client is not None
+        root = x509.load_pem_x509_certificate(base64.b64decode(client["data"]["ca.crt"]))
+        assert root.issuer == root.subject and st["security"]["rootCAFingerprint"]
+        chain = x509.load_pem_x509_certificates(base64.b64decode(client["data"]["tls.crt"]))
+        issued = [c for c in chain if c != root]
+        for child, parent in zip(issued, [*issued[1:], root], strict=True):
+            child.verify_directly_issued_by(parent)
+        # SCM names the cluster in what it signs
+        assert issued[0].subject.rfc4514_string() == f"O={st['clusterID']},CN=ozone-scm-operator"
+        # every member's sub-CA (on its volume, made by --init / --bootstrap) chains to that one root
+        sub_cas = {}
+        for m in env.members(NAME):
+            pvc = env.api.get_object("v1", "PersistentVolumeClaim", f"{m}-data", env.ns)
+            assert pvc is not None
+            crt = env.kubelet.pvc_dir(pvc) / "metadata" / "scm" / "sub-ca" / "certs" / "certificate.crt"
+            member_chain = [c for c in x509.load_pem_x509_certificates(crt.read_bytes()) if c != root]
+            for child, parent in zip(member_chain, [*member_chain[1:], root], strict=True):
+                child.verify_directly_issued_by(parent)  # the root signs, or the leader's sub-CA (HDDS-8286)
+            sub_cas[m] = member_chain[0]
+        assert len({c.serial_number for c in sub_cas.values()}) == 3
+        await env.verify_consistent(NAME)
 
 
 @HEAVY

@@ -90,6 +90,9 @@ class World:
         self.hooks: list[Callable[[World], None]] = []
         self.leaders_history: list[str] = []
         self.pod_deletions: list[str] = []
+        self.revoked: list[str] = []  # serials (decimal) revoked through SCM
+        self.scm_cert_lifetime = datetime.timedelta(days=365)  # CA mode scm: hdds.x509.default.duration
+        self.signed_keys: set[str | None] = set()  # CA mode scm: keys whose CSR the primordial signed at --init
 
     # ---- identities ----
     def _new_id(self, prefix: str) -> str:
@@ -169,6 +172,9 @@ class World:
                 if self.cluster_id is not None:
                     raise Unsafe(f"scm --init on an empty volume of {pod.name}: a second cluster would be created")
                 self.clusters_created += 1
+                csr = self.secrets.get(naming.admin_csr_secret_name(self.ref.name))
+                if csr is not None:  # CA mode scm: --init signs ozone.scm.security.admin.csr.files
+                    self.signed_keys.add(csr.public_key)
                 pvc.cluster_id = self.cluster_id = self._new_id("CID")
                 pvc.scm_id = self._new_id("scm")
                 self.voters = {pvc.scm_id}
@@ -216,6 +222,13 @@ class World:
                                       leader_id=self.leader, term=self.term,
                                       in_safe_mode=p.name in self.in_safe_mode)
         ring = None
+        client = self.secrets.get(naming.operator_client_secret_name(self.ref.name))
+        # as the reconciler decides: by the security switch the ring was created with (pinned in status)
+        secure = bool((self.status_raw.get("immutableSpec") or {}).get("securityEnabled"))
+        if secure and (client is None or client.certificate_not_after is None):
+            # mutual TLS: without its client certificate the operator gets no answer from any SCM
+            return Observed(now=self.now, pods=pods, pvcs=pvcs, scms={}, ring=None, children=dict(self.children),
+                            secrets=dict(self.secrets))
         if self.leader is not None:
             peers = [
                 PeerObs(scm_id=s, role="LEADER" if s == self.leader else "FOLLOWER",
@@ -295,8 +308,43 @@ class World:
                 a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-root",
                 certificate_not_after=self.now + datetime.timedelta(seconds=a.params["duration"]),
             )
+        elif k == planner.CREATE_CLIENT_KEY:
+            if a.target in self.secrets:
+                raise Unsafe(f"a new key in {a.target} would orphan the CSR the primordial signs")
+            self._ids += 1
+            self.secrets[a.target] = SecretObs(a.target, public_key=f"pk-{self._ids}")
+        elif k == planner.CREATE_ADMIN_CSR:
+            client = self.secrets.get(naming.operator_client_secret_name(self.ref.name))
+            if client is None:
+                raise Unsafe("a CSR without the operator's key")
+            self.secrets[a.target] = SecretObs(a.target, public_key=client.public_key)
+        elif k in (planner.FETCH_CLIENT_CERT, planner.RENEW_CLIENT_CERT):
+            if k == planner.FETCH_CLIENT_CERT:
+                pod = self.pods.get(a.params["member"])
+                if pod is None or pod.init_mode != "init" or not pod.alive or self.leader != self.scm_of(pod.name):
+                    raise Unsafe(f"fetching the --init certificate from {a.params['member']}, not a leading primordial")
+                client = self.secrets[a.target]
+                if client.public_key not in self.signed_keys:
+                    raise Unsafe(f"fetching a certificate for key {client.public_key}, which SCM never signed")
+            elif self.leader is None:
+                raise Unsafe("renewing with no leader to sign")
+            self._ids += 1
+            self.secrets[a.target] = SecretObs(
+                a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-scm-root",
+                certificate_not_after=self.now + self.scm_cert_lifetime, certificate_not_before=self.now,
+                public_key=self.secrets[a.target].public_key,
+            )
         elif k == planner.CREATE_ENROLLMENT_SECRET:
             self.secrets[a.target] = SecretObs(a.target)
+        elif k == planner.REVOKE_CERTIFICATE:
+            secret = self.secrets[a.target]
+            if int(secret.certificate_serial or "0", 16) != int(a.params["serial"]):
+                raise Unsafe(f"revoking serial {a.params['serial']}, not the certificate in {a.target}")
+            owner = a.target.removesuffix("-tls")
+            if self.scm_of(owner) in self.voters | self.learners:
+                raise Unsafe(f"revoking the certificate of {owner} while it is still in the ring")
+            self.revoked.append(a.params["serial"])
+            self.secrets[a.target] = dataclasses.replace(secret, revoked=True)
         elif k == planner.DELETE_SECRET:
             self.secrets.pop(a.target, None)
         else:

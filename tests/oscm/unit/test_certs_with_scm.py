@@ -8,6 +8,7 @@ import datetime
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -18,6 +19,9 @@ from ozone_scm_operator.spec import parse_spec
 from scm_server.conf import OzoneConfiguration
 from scm_server.conf.security import CAMode, SecurityConfig
 from scm_server.security.core import authz
+from scm_server.security.core import certificates as pki
+from scm_server.security.core import identity as ids
+from scm_server.security.core import requests as reqs
 from scm_server.security.core.identity import Role, identity_of
 from scm_server.security.init import load_operator_sub_ca
 
@@ -58,6 +62,12 @@ def test_member_certificate_passes_the_scm_checks(tmp_path: Path) -> None:
     for method in ("TransferLeadership", "RemoveSCM", "GetScmRatisRoles", "GetScmInfo", "GetTableDigests"):
         decision = authz.authorize(who, f"/hadoop.hdds.scm.ha.InterSCMProtocolService/{method}", admins)
         assert decision.allowed, (method, decision)
+    # and may revoke a removed member's certificate (the scale-down step), which a plain client may not
+    revoke = f"/{authz.SECURITY_ADMIN}/RevokeCertificates"
+    assert authz.authorize(who, revoke, admins).allowed
+    other = certs._issue(root, ec.generate_private_key(ec.SECP256R1()), common_name="mallory", owner="", dns_names=(),
+                         ca=False, now=NOW, duration=datetime.timedelta(days=1), serial=new_serial())
+    assert not authz.authorize(identity_of(other.certificate), revoke, admins).allowed
 
 
 def test_user_administrators_are_kept_next_to_the_operator() -> None:
@@ -83,3 +93,44 @@ def test_chain_in_tls_crt_is_member_then_root() -> None:
                                           now=NOW, duration=datetime.timedelta(days=30), serial=new_serial())
     chain = x509.load_pem_x509_certificates(base64.b64decode(certs.member_tls_secret(REF, "scm-0", pair, root.certificate)["data"]["tls.crt"]))
     assert chain == [pair.certificate, root.certificate]
+
+
+def test_ca_mode_scm_csr_is_what_scm_signs_at_init_and_the_secret_holds_the_chain() -> None:
+    """CA mode scm: the operator's CSR passes SCM's own client-request check, its key hash is the one SCM looks the
+    signed certificate up by, and the client Secret built from SCM's answer carries key, chain and root."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    csr = certs.client_csr(key)
+    approved = reqs.approve_client_request(csr, cluster_id="CID-x")
+    assert approved.owner_id == "ozone-scm-operator"
+    assert certs.public_key_sha256(key) == pki.public_key_sha256(key.public_key())
+    csr_secret = certs.admin_csr_secret(REF, csr)
+    assert csr_secret["metadata"]["annotations"]["ozone-scm.io/public-key-sha256"] == certs.public_key_sha256(key)
+    assert x509.load_pem_x509_csr(base64.b64decode(csr_secret["data"]["operator.csr"])) == csr
+    spec = pki.KeySpec("EC", 256, "SHA256withECDSA")
+    root_key = pki.generate_key(spec)
+    root = pki.build_root_ca(root_key, ids.root_ca_subject("scm-0.h", "sid", "CID-x"), serial=1, now=NOW,
+                             lifetime=datetime.timedelta(days=3650), spec=spec)
+    signed = pki.issue_certificate(approved.subject, approved.public_key, issuer=root, issuer_key=root_key,
+                                   serial=new_serial(), now=NOW, lifetime=datetime.timedelta(days=365),
+                                   profile=approved.profile, spec=spec)
+    body = certs.client_tls_secret_from_scm(REF, key, [signed], root)
+    assert body["metadata"]["name"] == "scm-operator-client" and body["type"] == "Opaque"
+    ann = body["metadata"]["annotations"]
+    assert ann["ozone-scm.io/public-key-sha256"] == certs.public_key_sha256(key)
+    assert int(ann["ozone-scm.io/certificate-serial"], 16) == signed.serial_number
+    chain = x509.load_pem_x509_certificates(base64.b64decode(body["data"]["tls.crt"]))
+    assert chain == [signed, root] and x509.load_pem_x509_certificate(base64.b64decode(body["data"]["ca.crt"])) == root
+    who = identity_of(signed)
+    assert who.role is Role.CLIENT and who.common_name == "ozone-scm-operator"
+    # the key-only Secret it replaces has the same name and type (a Secret's type cannot change)
+    first = certs.client_key_secret(REF, key)
+    assert (first["metadata"]["name"], first["type"]) == (body["metadata"]["name"], body["type"])
+    # a certificate for another key, or from another root, is refused
+    other = ec.generate_private_key(ec.SECP256R1())
+    with pytest.raises(ValueError, match="not for the operator's key"):
+        certs.client_tls_secret_from_scm(REF, other, [signed], root)
+    foreign_key = pki.generate_key(spec)
+    foreign = pki.build_root_ca(foreign_key, ids.root_ca_subject("x", "y", "CID-x"), serial=1, now=NOW,
+                                lifetime=datetime.timedelta(days=10), spec=spec)
+    with pytest.raises(Exception):  # noqa: B017 (cryptography raises InvalidSignature or ValueError)
+        certs.client_tls_secret_from_scm(REF, key, [signed], foreign)

@@ -416,14 +416,92 @@ def test_leadership_is_never_moved_to_a_member_in_safemode() -> None:
     assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
 
 
-def test_unsupported_ca_mode_scm_creates_nothing_and_says_why() -> None:
-    w = World({"replicas": 3, "security": {"enabled": True, "caMode": "scm"}})
-    for _ in range(5):
+def test_operator_killed_around_a_revocation_revokes_once_more_and_moves_on() -> None:
+    w = World({"replicas": 3, "security": {"enabled": True}})
+    w.run()
+    serial = w.status.member("scm-2").certificate_serial  # type: ignore[union-attr]
+    w.spec_raw = {"replicas": 1, "security": {"enabled": True}}
+    w.run(until=lambda w: w.plan().action is not None and w.plan().action.kind == planner.REVOKE_CERTIFICATE)  # type: ignore[union-attr]
+    p = w.operator_pass(crash_before_action=True)  # the intent is in status, SCM never got the call
+    assert p.action is not None and p.action.kind == planner.REVOKE_CERTIFICATE
+    op = w.status.current_operation
+    assert op is not None and op.step == "RevokeCertificate" and op.member == "scm-2"
+    assert "scm-2-tls" in w.secrets and not w.secrets["scm-2-tls"].revoked
+    w.operator_pass()  # the restarted operator asks again
+    w.operator_pass()  # and, seeing the Secret marked, records the serial and deletes the Secret
+    assert w.revoked == [str(int(serial or "", 16))]
+    assert serial in w.status.security.revoked_serials and "scm-2-tls" not in w.secrets
+    w.run()
+    assert w.member_names() == ["scm-0"] and len(w.revoked) == 2
+
+
+SCM_CA = {"enabled": True, "caMode": "scm"}
+
+
+def test_ca_mode_scm_enrols_the_operator_through_the_primordial_then_bootstraps() -> None:
+    w = World({"replicas": 3, "security": SCM_CA})
+    w.run()
+    k = kinds(w)
+    assert k[:3] == [
+        (planner.CREATE_ENROLLMENT_SECRET, "scm-enrollment"),
+        (planner.CREATE_CLIENT_KEY, "scm-operator-client"),
+        (planner.CREATE_ADMIN_CSR, "scm-admin-csr"),
+    ]
+    assert w.actions[0].params == {"scm": True}  # the scm enrolment secret too
+    fetch = k.index((planner.FETCH_CLIENT_CERT, "scm-operator-client"))
+    # the primordial first (it signs the CSR at --init), the certificate next, only then the joiners
+    assert k.index((planner.CREATE_POD, "scm-0")) < fetch < k.index((planner.CREATE_POD, "scm-1"))
+    assert w.actions[fetch].params == {"member": "scm-0"}
+    assert not any(a.kind in (planner.CREATE_ROOT_CA, planner.ISSUE_MEMBER_CERT, planner.ISSUE_CLIENT_CERT)
+                   for a in w.actions)  # SCM is the CA: no root, no member certificate from the operator
+    assert w.member_names() == ["scm-0", "scm-1", "scm-2"] and w.condition("Ready") == "True"
+    assert w.status.security.root_ca_fingerprint == "fp-scm-root"
+    # renewal through SCM before expiry, without restarting anyone
+    w.now += datetime.timedelta(days=365) - datetime.timedelta(hours=100)  # inside renewBefore (168h)
+    w.run(until=lambda w: any(a.kind == planner.RENEW_CLIENT_CERT for a in w.actions))
+    w.run()
+    assert len([a for a in w.actions if a.kind == planner.RENEW_CLIENT_CERT]) == 1
+    assert kinds(w, planner.DELETE_POD) == []
+
+
+def test_ca_mode_scm_short_scm_lifetime_renews_once_per_lifetime_not_every_pass() -> None:
+    w = World({"replicas": 1, "security": SCM_CA})
+    w.scm_cert_lifetime = datetime.timedelta(hours=24)  # shorter than renewBefore (168h)
+    w.run()
+    fetched = [a for a in w.actions if a.kind == planner.FETCH_CLIENT_CERT]
+    assert len(fetched) == 1 and not any(a.kind == planner.RENEW_CLIENT_CERT for a in w.actions)
+    w.now += datetime.timedelta(hours=17)  # past two thirds of 24h
+    w.run(until=lambda w: any(a.kind == planner.RENEW_CLIENT_CERT for a in w.actions))
+    for _ in range(50):
         w.step()
         w.operator_pass()
-    assert w.actions == [] and w.status.phase == "Pending"
-    deg = w.status.condition("Degraded")
-    assert deg is not None and deg.reason == "InvalidSpec" and "caMode: scm is not supported" in deg.message
+    assert len([a for a in w.actions if a.kind == planner.RENEW_CLIENT_CERT]) == 1
+
+
+def test_ca_mode_scm_lost_client_key_gets_a_new_request() -> None:
+    w = World({"replicas": 3, "security": SCM_CA})
+    w.run(until=lambda w: "scm-admin-csr" in w.secrets)
+    del w.secrets["scm-operator-client"]  # lost before the primordial signed anything
+    w.run()
+    k = kinds(w)
+    assert k.count((planner.CREATE_CLIENT_KEY, "scm-operator-client")) == 2
+    replaced = k.index((planner.DELETE_SECRET, "scm-admin-csr"))
+    assert k[replaced + 1] == (planner.CREATE_ADMIN_CSR, "scm-admin-csr")
+    assert k.index((planner.CREATE_POD, "scm-0")) > replaced  # the primordial signs the request for the new key
+    assert w.condition("Ready") == "True"
+
+
+def test_ca_mode_scm_pods_mount_the_enrolment_and_csr_secrets() -> None:
+    spec, problems = parse_spec({"replicas": 3, "security": SCM_CA})
+    assert problems == []
+    pod = builders.build_pod(builders.ClusterRef(name="scm", namespace="ns", uid="u"), spec, "scm-0", builders.INIT_MODE_INIT)
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert vols["admin-csr"]["secret"]["secretName"] == "scm-admin-csr"
+    assert vols["enrollment"]["secret"]["secretName"] == "scm-enrollment" and "tls" not in vols
+    props = builders.static_properties(spec)
+    assert props["ozone.scm.security.admin.csr.files"] == f"{naming.ADMIN_CSR_DIR}/{naming.ADMIN_CSR_FILE}"
+    assert props["ozone.scm.security.enrollment.scm.secret.file"].endswith("/scm.secret")
+    assert "hdds.x509.subca.certificate.file" not in props and naming.MANAGER in props["ozone.administrators"]
 
 
 def test_certificates_are_issued_before_pods_and_renewed_before_expiry() -> None:
@@ -455,8 +533,16 @@ def test_secure_scale_down_revokes_the_removed_members_certificates() -> None:
     assert w.member_names() == ["scm-0"]
     k = kinds(w)
     for m in ("scm-1", "scm-2"):
-        # decommissioned first, then the certificate revoked and its Secret deleted
-        assert k.index((planner.DECOMMISSION, m)) < k.index((planner.DELETE_SECRET, f"{m}-tls"))
+        # decommissioned first, then the certificate revoked in SCM, then its Secret deleted
+        assert (
+            k.index((planner.DECOMMISSION, m))
+            < k.index((planner.REVOKE_CERTIFICATE, f"{m}-tls"))
+            < k.index((planner.DELETE_SECRET, f"{m}-tls"))
+        )
         assert f"{m}-tls" not in w.secrets
+    revokes = [a for a in w.actions if a.kind == planner.REVOKE_CERTIFICATE]
+    assert [a.params for a in revokes] == [  # SCM's decimal form of the serial the Secret carried, once each
+        {"serial": str(int(serials[m] or "", 16)), "reason": 5} for m in ("scm-2", "scm-1")
+    ]
     assert set(w.status.security.revoked_serials) == {serials["scm-1"], serials["scm-2"]}
     assert "scm-0-tls" in w.secrets and serials["scm-0"] not in w.status.security.revoked_serials

@@ -75,3 +75,6 @@ def test_pvc_and_secret_observation() -> None:
     s = secret_obs({"metadata": {"name": "scm-0-tls", "annotations": {
         naming.ANN_CERT_SERIAL: "1f", naming.ANN_CERT_NOT_AFTER: "2026-02-01T00:00:00Z", naming.ANN_ROOT_FINGERPRINT: "ab"}}})
     assert s.certificate_serial == "1f" and s.root_fingerprint == "ab" and s.certificate_not_after is not None
+    assert not s.revoked
+    marked = secret_obs({"metadata": {"name": "scm-1-tls", "annotations": {naming.ANN_CERT_REVOKED: "true"}}})
+    assert marked.revoked

@@ -127,9 +127,7 @@ def test_effective_spec_pins_immutable_fields_and_keeps_the_accepted_replicas() 
     assert not eff.security.enabled and eff.security.ca_mode == "operator"
     assert eff.replicas == 3
     fields = sorted(p.field for p in all_problems)
-    # caMode scm is also reported as unsupported (one problem for that, one for the immutable change)
-    assert fields == ["replicas", "security.caMode", "security.caMode", "security.enabled", "storage.size",
-                      "storage.storageClassName"]
+    assert fields == ["replicas", "security.caMode", "security.enabled", "storage.size", "storage.storageClassName"]
     # never accepted: stays invalid, so the planner starts nothing
     eff2, _ = effective_spec(changed, problems, None, accepted_replicas=None)
     assert eff2.replicas == 4

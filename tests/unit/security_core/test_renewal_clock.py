@@ -131,6 +131,10 @@ async def test_revocation_rules_and_crls(harness: Harness) -> None:
     assert records[0].nodeType == "CLIENT" and records[0].revokedBy == "admin" and ca.store.is_revoked(serial)
     again = await ca.revoke([serial], 4, external=False, by="admin")  # idempotent: the first record stays
     assert again[0].reason == 1
+    with pytest.raises(SCMException, match="range of SCM's own serials") as info:
+        # not issued yet by the CertificateId sequence: revoking it would pre-revoke a future certificate
+        await ca.revoke(["424242"], 0, external=True, by="admin")
+    assert info.value.result is ResultCodes.INVALID_REQUEST and not ca.store.is_revoked("424242")
     external = await ca.revoke(["98765432109876543210"], 0, external=True, by="admin")
     assert external[0].external
     crls = ca.crls()
