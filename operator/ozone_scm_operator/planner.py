@@ -32,7 +32,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from ozone_scm_operator import builders, naming
+from ozone_scm_operator import audit_builders, builders, naming
 from ozone_scm_operator.builders import Body, ClusterRef
 from ozone_scm_operator.model import (
     CREATING,
@@ -447,6 +447,41 @@ def _children(p: _Pass) -> Action | None:
                   "metadata": {"name": pdb_key[1], "namespace": p.ref.namespace}},
         )
     return None
+
+
+def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
+    """The scheduled Spark audit: its report volume, then its CronJob (suspended while the cluster is Degraded,
+    as the last pass found it, or paused); deleted when ``spec.audit.enabled`` is false (the reports are kept).
+    ``only_existing`` (a paused cluster): only rewrite a CronJob that exists (to suspend it), create nothing."""
+    key = ("CronJob", naming.audit_cronjob_name(p.ref.name))
+    if only_existing and key not in p.obs.children:
+        return None
+    if not p.spec.audit.enabled:
+        if key in p.obs.children:
+            return Action(
+                DELETE_OBJECT, key[1], "DeleteAuditCronJob",
+                f"deleting CronJob {key[1]} (spec.audit.enabled=false; the report volume is kept)",
+                body={"apiVersion": "batch/v1", "kind": "CronJob",
+                      "metadata": {"name": key[1], "namespace": p.ref.namespace}},
+            )
+        return None
+    pvc = audit_builders.build_audit_pvc(p.ref, p.spec)
+    if ("PersistentVolumeClaim", pvc["metadata"]["name"]) not in p.obs.children:
+        return Action(CREATE_PVC, pvc["metadata"]["name"], "CreateAuditVolume",
+                      f"creating the audit report volume {pvc['metadata']['name']}", body=pvc)
+    degraded = p.status.condition("Degraded")
+    suspend = audit_builders.audit_suspended(p.spec, degraded=degraded is not None and degraded.status == "True")
+    body = audit_builders.build_audit_cronjob(p.ref, p.spec, suspend=suspend)
+    want = body["metadata"]["annotations"][naming.ANN_CONTENT_HASH]
+    have = p.obs.children.get(key, "<absent>")
+    if have == want:
+        return None
+    verb = "creating" if have == "<absent>" else "updating"
+    why = ""
+    if suspend:
+        cause = "spec.audit.suspend" if p.spec.audit.suspend else "spec.paused" if p.spec.paused else "Degraded"
+        why = f" (suspended: {cause})"
+    return Action(APPLY, key[1], "ApplyAuditCronJob", f"{verb} CronJob {key[1]}{why}", body=body)
 
 
 def _init_mode(p: _Pass, m: MemberStatus) -> str:
@@ -890,7 +925,7 @@ def _decide(p: _Pass) -> Action | None:
     if len(ids) > 1:
         return None  # split brain: ConsistentClusterID=False, act on nothing
     if p.spec.paused:
-        return None
+        return _audit(p, only_existing=True)  # only to suspend the audit; nothing else is touched while paused
     if p.spec.replicas not in ALLOWED_REPLICAS and p.status.replicas is None:
         return None  # never valid: start nothing
     if unsupported(p.spec) is not None:
@@ -905,7 +940,7 @@ def _decide(p: _Pass) -> Action | None:
         p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
                            message=f"{m.name} is the primordial SCM (scm --init)"))
         return None
-    for concern in (_security, _children, _repairs, _continue):
+    for concern in (_security, _children, _audit, _repairs, _continue):
         action = concern(p)
         if action is not None:
             return action

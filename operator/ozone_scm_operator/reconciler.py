@@ -241,6 +241,12 @@ class Reconciler:
             for obj in await self.kube.list(kind, ns, labels):
                 meta = obj["metadata"]
                 children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
+        # the scheduled audit's objects carry the audit label, never LABEL_CLUSTER (see naming.audit_labels)
+        audit_labels = {naming.LABEL_AUDIT: ref.name}
+        for kind in ("CronJob", "PersistentVolumeClaim"):
+            for obj in await self.kube.list(kind, ns, audit_labels):
+                meta = obj["metadata"]
+                children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
         members = {m.name for m in status.members}
         endpoints = {
             n: Endpoint(n, p.pod_ip, ref.host(n)) for n, p in pods.items() if p.pod_ip and p.running and n in members
