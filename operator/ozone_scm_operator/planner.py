@@ -886,6 +886,8 @@ def plan(
     eff, all_problems = effective_spec(spec, problems, recorded, status.replicas)
     p = _Pass(ref=ref, spec=eff, status=status, obs=obs, problems=all_problems, revision=builders.pod_revision(eff))
     p.set_status(observed_generation=generation, revision=p.revision)
+    if obs.audit is not None:
+        p.set_status(audit=obs.audit)  # kept after the audit is disabled: the last run stays on record
     _refresh_members(p)
     action = _decide(p)
     op_member = p.op.member if p.op is not None else None
