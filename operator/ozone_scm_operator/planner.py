@@ -450,8 +450,8 @@ def _children(p: _Pass) -> Action | None:
 
 
 def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
-    """The scheduled Spark audit: its report volume, then its CronJob (suspended while the cluster is Degraded,
-    as the last pass found it, or paused); deleted when ``spec.audit.enabled`` is false (the reports are kept).
+    """The scheduled Spark audit: its report volume, then its CronJob (suspended until the ring has formed, while
+    the cluster is Degraded as the last pass found it, or paused); deleted when ``spec.audit.enabled`` is false (the reports are kept).
     ``only_existing`` (a paused cluster): only rewrite a CronJob that exists (to suspend it), create nothing."""
     key = ("CronJob", naming.audit_cronjob_name(p.ref.name))
     if only_existing and key not in p.obs.children:
@@ -469,8 +469,10 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
     if ("PersistentVolumeClaim", pvc["metadata"]["name"]) not in p.obs.children:
         return Action(CREATE_PVC, pvc["metadata"]["name"], "CreateAuditVolume",
                       f"creating the audit report volume {pvc['metadata']['name']}", body=pvc)
-    degraded = p.status.condition("Degraded")
-    suspend = audit_builders.audit_suspended(p.spec, degraded=degraded is not None and degraded.status == "True")
+    cond = p.status.condition("Degraded")
+    degraded = cond is not None and cond.status == "True"
+    # before the ring has formed there is nothing to export either
+    suspend = audit_builders.audit_suspended(p.spec, degraded=degraded or p.status.cluster_id is None)
     body = audit_builders.build_audit_cronjob(p.ref, p.spec, suspend=suspend)
     want = body["metadata"]["annotations"][naming.ANN_CONTENT_HASH]
     have = p.obs.children.get(key, "<absent>")
@@ -479,7 +481,8 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
     verb = "creating" if have == "<absent>" else "updating"
     why = ""
     if suspend:
-        cause = "spec.audit.suspend" if p.spec.audit.suspend else "spec.paused" if p.spec.paused else "Degraded"
+        cause = ("spec.audit.suspend" if p.spec.audit.suspend else "spec.paused" if p.spec.paused
+                 else "Degraded" if degraded else "the ring has not formed yet")
         why = f" (suspended: {cause})"
     return Action(APPLY, key[1], "ApplyAuditCronJob", f"{verb} CronJob {key[1]}{why}", body=body)
 

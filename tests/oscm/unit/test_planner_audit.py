@@ -35,6 +35,10 @@ def test_enabled_audit_gets_its_volume_then_a_running_cronjob_built_by_the_build
     assert next(i for i, a in enumerate(w.actions) if a.target == "scm-audit-reports") < first_cj
     spec, _ = parse_spec(w.spec_raw)
     assert cronjob(w) == audit_builders.build_audit_cronjob(w.ref, spec, suspend=False)
+    # written suspended while the ring had not formed, resumed once it had
+    first = next(a for a in w.actions if a.target == "scm-audit")
+    assert first.body is not None and first.body["spec"]["suspend"] is True
+    assert "suspended: the ring has not formed yet" in first.message
     assert w.quiet()  # nothing rewritten once it matches
 
 
