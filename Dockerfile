@@ -12,8 +12,12 @@
 #
 # Stages: `python` (the base plus a Python 3.11 interpreter), `builder` (a virtualenv filled from the wheels, with
 # its bytecode compiled), `runtime` (the base plus the finished virtualenv; no wheels, pip or build tools in any of
-# its layers; runs as uid 1000). A Spark audit image (Java + PySpark) can be added as another target from
-# `builder` without touching these stages.
+# its layers; runs as uid 1000). `runtime` is the default target and stays the last stage.
+#
+# The Spark audit image (`make audit-image`, target `audit`, tag ozone-scm-audit:dev) is the same virtualenv plus
+# PySpark and pyarrow (`make audit-wheels` -> dist/audit-wheels) on the base with Debian's Java 17 runtime; it runs
+# the operator's audit CronJob Pods (`spec.audit.image`, docs/audit.md). Its stages (`audit-builder`, `audit`) are
+# not built for `--target runtime`.
 ARG BASE_IMAGE=localhost/debian:bookworm
 
 FROM ${BASE_IMAGE} AS python
@@ -40,6 +44,36 @@ RUN python3 -m venv --without-pip /opt/ozone-scm \
  && /opt/ozone-scm/bin/ozone-scm --help >/dev/null \
  && /opt/ozone-scm/bin/python -c 'import kopf, kubernetes.client, kubernetes.config' \
  && if [ -x /opt/ozone-scm/bin/ozone-scm-operator ]; then /opt/ozone-scm/bin/ozone-scm-operator --help >/dev/null; fi
+
+FROM builder AS audit-builder
+# dist/ whole (dist/audit-wheels only exists after `make audit-wheels`; this stage only runs for --target audit)
+COPY dist /tmp/dist
+RUN pip_wheel=$(ls /tmp/wheels/pip-*.whl) \
+ && python3 "$pip_wheel/pip" --python /opt/ozone-scm/bin/python install --quiet --no-index \
+      --find-links /tmp/wheels --find-links /tmp/dist/audit-wheels --no-compile 'ozone-scm[operator,spark]' \
+ && find /opt/ozone-scm -depth -type d \( -name tests -o -name __pycache__ \) -path '*/site-packages/*' \
+      -exec rm -rf {} + \
+ && /opt/ozone-scm/bin/python -m compileall -q -j 0 /opt/ozone-scm/lib >/dev/null \
+ && /opt/ozone-scm/bin/python -c 'import pyspark, pyarrow, scm_audit.job' \
+ && /opt/ozone-scm/bin/ozone-scm audit run --help >/dev/null
+
+FROM python AS audit
+# Spark needs a Java 17 runtime (the JRE's post-install expects the man directory slim bases leave out).
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && rm -rf /var/lib/apt/lists/* \
+ && java -version
+COPY --from=audit-builder /opt/ozone-scm /opt/ozone-scm
+ENV PATH=/opt/ozone-scm/bin:$PATH \
+    OZONE_CONF_DIR=/etc/ozone \
+    PYTHONUNBUFFERED=1
+RUN (command -v useradd >/dev/null && useradd --uid 1000 --user-group --create-home --home-dir /var/lib/ozone --shell /bin/bash ozone \
+      || echo 'ozone:x:1000:1000::/var/lib/ozone:/bin/bash' >> /etc/passwd) \
+ && mkdir -p /audit /etc/ozone /var/lib/ozone \
+ && chown -R 1000:1000 /audit /etc/ozone /var/lib/ozone
+USER 1000:1000
+WORKDIR /var/lib/ozone
+CMD ["ozone-scm", "audit", "run", "--help"]
 
 FROM python AS runtime
 COPY --from=builder /opt/ozone-scm /opt/ozone-scm

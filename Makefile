@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: help env proto lint test test-unit audit-test run bench soak chaos clean wheels image base-image k8s-tools manifests e2e-local e2e-container e2e-kind
+.PHONY: help env proto lint test test-unit audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests e2e-local e2e-container e2e-kind
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -63,6 +63,13 @@ clean:
 wheels: env ## wheels of the project (with the operator), its runtime deps and pip into dist/wheels (for the image)
 	rm -rf dist/wheels
 	$(BIN)/python -m pip wheel --quiet ".[operator]" pip -w dist/wheels
+
+audit-wheels: env ## PySpark and pyarrow wheels into dist/audit-wheels (for the audit image only)
+	rm -rf dist/audit-wheels
+	$(BIN)/python -m pip wheel --quiet "pyspark==4.3.0" "pyarrow==26.0.1" -w dist/audit-wheels
+
+audit-image: wheels audit-wheels ## the Spark audit image ozone-scm-audit:dev (target audit: Java 17 + PySpark)
+	IMAGE_TARGET=audit IMAGE_TAG=ozone-scm-audit:dev BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
 
 base-image: ## the local Debian base image (debootstrap, no registry needed; reused while it exists)
 	bash scripts/build_base_image.sh

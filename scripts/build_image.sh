@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TAG=${IMAGE_TAG:-ozone-scm:dev}
+TARGET=${IMAGE_TARGET:-runtime}  # audit: the Spark audit image (make audit-image)
 bash scripts/install_container_tools.sh >/dev/null
 if [ -z "${BASE_IMAGE:-}" ]; then
   BASE_IMAGE=localhost/debian:bookworm
@@ -15,7 +16,7 @@ if ! ls dist/wheels/pip-*.whl >/dev/null 2>&1 || ! ls dist/wheels/ozone_scm-*.wh
   echo "build_image: dist/wheels has no ozone_scm or pip wheel; run 'make wheels' first" >&2
   exit 1
 fi
-podman --runtime runc build --quiet --build-arg "BASE_IMAGE=$BASE_IMAGE" --target runtime \
+podman --runtime runc build --quiet --build-arg "BASE_IMAGE=$BASE_IMAGE" --target "$TARGET" \
   --label ozone-scm.build=1 -t "$TAG" . >/dev/null
 # The builder stage and replaced tags stay behind as untagged images; remove ours (labelled) only.
 podman image prune -f --filter label=ozone-scm.build=1 >/dev/null

@@ -233,6 +233,7 @@ class ClusterStatus:
     members: tuple[MemberStatus, ...] = ()
     current_operation: Operation | None = None
     security: SecurityStatus = SecurityStatus()
+    audit: Mapping[str, Any] | None = None  # the scheduled audit's last runs (see audit_status.py)
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any] | None) -> ClusterStatus:
@@ -253,6 +254,7 @@ class ClusterStatus:
             members=tuple(MemberStatus.from_raw(m) for m in raw.get("members") or () if m.get("name")),
             current_operation=Operation.from_raw(raw.get("currentOperation")),
             security=SecurityStatus.from_raw(raw.get("security")),
+            audit=raw.get("audit") or None,
         )
 
     def to_raw(self) -> dict[str, Any]:
@@ -273,6 +275,7 @@ class ClusterStatus:
                 "immutableSpec": dict(self.immutable_spec) if self.immutable_spec else None,
                 "members": [m.to_raw() for m in self.members],
                 "security": self.security.to_raw() or None,
+                "audit": dict(self.audit) if self.audit else None,
             }
         )
         out["currentOperation"] = self.current_operation.to_raw() if self.current_operation else None
@@ -422,3 +425,4 @@ class Observed:
     ring: RingObs | None = None
     children: Mapping[tuple[str, str], str | None] = dataclasses.field(default_factory=dict)
     secrets: Mapping[str, SecretObs] = dataclasses.field(default_factory=dict)
+    audit: Mapping[str, Any] | None = None  # status.audit as derived from the audit's CronJob, Jobs and Pods

@@ -19,6 +19,7 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_CLUSTER = f"{API_GROUP}/cluster"
 LABEL_MEMBER = f"{API_GROUP}/member"
+LABEL_AUDIT = f"{API_GROUP}/audit"  # the cluster an audit object belongs to
 MANAGER = "ozone-scm-operator"
 APP = "ozone-scm"
 
@@ -45,6 +46,7 @@ ENROLLMENT_DATANODE = "datanode.secret"
 ENROLLMENT_SCM = "scm.secret"  # CA mode scm: bootstrapping members enrol their sub-CA with it
 ADMIN_CSR_DIR = "/var/run/ozone-scm/admin-csr"  # CA mode scm: the operator's CSR, signed by the primordial at --init
 ADMIN_CSR_FILE = "operator.csr"
+AUDIT_DIR = "/audit"  # the audit Pod's work: export/ (emptyDir) and reports/ (the report volume)
 PORTS = {
     "client": 9860,
     "security": 9961,
@@ -107,6 +109,24 @@ def operator_client_secret_name(cluster: str) -> str:
 def admin_csr_secret_name(cluster: str) -> str:
     """CA mode scm: the operator's certificate signing request (public; its key stays in the client Secret)."""
     return f"{cluster}-admin-csr"
+
+
+def audit_cronjob_name(cluster: str) -> str:
+    """The CronJob of the scheduled Spark audit (its Jobs are ``<name>-<schedule time>``, 52 characters at most)."""
+    return f"{cluster}-audit"
+
+
+def audit_pvc_name(cluster: str) -> str:
+    """The volume the audit reports (and the past runs they chart as trends) are kept on."""
+    return f"{cluster}-audit-reports"
+
+
+def audit_labels(cluster: str) -> dict[str, str]:
+    """Labels of the audit's CronJob, Jobs, Pods and report volume. Deliberately without ``LABEL_CLUSTER`` and
+    the member selector: the reconciler lists a cluster's Pods and PVCs by ``LABEL_CLUSTER`` as members' objects,
+    and the Services and the PDB select member Pods; an audit Pod must be neither."""
+    return {LABEL_NAME: APP, LABEL_INSTANCE: cluster, LABEL_COMPONENT: "audit", LABEL_MANAGED_BY: MANAGER,
+            LABEL_AUDIT: cluster}
 
 
 def enrollment_secret_name(cluster: str) -> str:

@@ -32,7 +32,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from ozone_scm_operator import builders, naming
+from ozone_scm_operator import audit_builders, builders, naming
 from ozone_scm_operator.builders import Body, ClusterRef
 from ozone_scm_operator.model import (
     CREATING,
@@ -449,6 +449,44 @@ def _children(p: _Pass) -> Action | None:
     return None
 
 
+def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
+    """The scheduled Spark audit: its report volume, then its CronJob (suspended until the ring has formed, while
+    the cluster is Degraded as the last pass found it, or paused); deleted when ``spec.audit.enabled`` is false (the reports are kept).
+    ``only_existing`` (a paused cluster): only rewrite a CronJob that exists (to suspend it), create nothing."""
+    key = ("CronJob", naming.audit_cronjob_name(p.ref.name))
+    if only_existing and key not in p.obs.children:
+        return None
+    if not p.spec.audit.enabled:
+        if key in p.obs.children:
+            return Action(
+                DELETE_OBJECT, key[1], "DeleteAuditCronJob",
+                f"deleting CronJob {key[1]} (spec.audit.enabled=false; the report volume is kept)",
+                body={"apiVersion": "batch/v1", "kind": "CronJob",
+                      "metadata": {"name": key[1], "namespace": p.ref.namespace}},
+            )
+        return None
+    pvc = audit_builders.build_audit_pvc(p.ref, p.spec)
+    if ("PersistentVolumeClaim", pvc["metadata"]["name"]) not in p.obs.children:
+        return Action(CREATE_PVC, pvc["metadata"]["name"], "CreateAuditVolume",
+                      f"creating the audit report volume {pvc['metadata']['name']}", body=pvc)
+    cond = p.status.condition("Degraded")
+    degraded = cond is not None and cond.status == "True"
+    # before the ring has formed there is nothing to export either
+    suspend = audit_builders.audit_suspended(p.spec, degraded=degraded or p.status.cluster_id is None)
+    body = audit_builders.build_audit_cronjob(p.ref, p.spec, suspend=suspend)
+    want = body["metadata"]["annotations"][naming.ANN_CONTENT_HASH]
+    have = p.obs.children.get(key, "<absent>")
+    if have == want:
+        return None
+    verb = "creating" if have == "<absent>" else "updating"
+    why = ""
+    if suspend:
+        cause = ("spec.audit.suspend" if p.spec.audit.suspend else "spec.paused" if p.spec.paused
+                 else "Degraded" if degraded else "the ring has not formed yet")
+        why = f" (suspended: {cause})"
+    return Action(APPLY, key[1], "ApplyAuditCronJob", f"{verb} CronJob {key[1]}{why}", body=body)
+
+
 def _init_mode(p: _Pass, m: MemberStatus) -> str:
     op = p.op
     first_start = (
@@ -851,6 +889,8 @@ def plan(
     eff, all_problems = effective_spec(spec, problems, recorded, status.replicas)
     p = _Pass(ref=ref, spec=eff, status=status, obs=obs, problems=all_problems, revision=builders.pod_revision(eff))
     p.set_status(observed_generation=generation, revision=p.revision)
+    if obs.audit is not None:
+        p.set_status(audit=obs.audit)  # kept after the audit is disabled: the last run stays on record
     _refresh_members(p)
     action = _decide(p)
     op_member = p.op.member if p.op is not None else None
@@ -890,7 +930,7 @@ def _decide(p: _Pass) -> Action | None:
     if len(ids) > 1:
         return None  # split brain: ConsistentClusterID=False, act on nothing
     if p.spec.paused:
-        return None
+        return _audit(p, only_existing=True)  # only to suspend the audit; nothing else is touched while paused
     if p.spec.replicas not in ALLOWED_REPLICAS and p.status.replicas is None:
         return None  # never valid: start nothing
     if unsupported(p.spec) is not None:
@@ -905,7 +945,7 @@ def _decide(p: _Pass) -> Action | None:
         p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
                            message=f"{m.name} is the primordial SCM (scm --init)"))
         return None
-    for concern in (_security, _children, _repairs, _continue):
+    for concern in (_security, _children, _audit, _repairs, _continue):
         action = concern(p)
         if action is not None:
             return action

@@ -29,7 +29,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ozone_scm_operator import builders, certs, naming, planner
+from ozone_scm_operator import audit_status, builders, certs, naming, planner
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
 from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
@@ -241,6 +241,19 @@ class Reconciler:
             for obj in await self.kube.list(kind, ns, labels):
                 meta = obj["metadata"]
                 children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
+        # the scheduled audit's objects carry the audit label, never LABEL_CLUSTER (see naming.audit_labels)
+        audit_labels = {naming.LABEL_AUDIT: ref.name}
+        cronjobs = await self.kube.list("CronJob", ns, audit_labels)
+        for kind, objs in (("CronJob", cronjobs), ("PersistentVolumeClaim", await self.kube.list(
+                "PersistentVolumeClaim", ns, audit_labels))):
+            for obj in objs:
+                meta = obj["metadata"]
+                children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
+        audit = None
+        if cronjobs or status.audit:
+            jobs = await self.kube.list("Job", ns, audit_labels)
+            audit_pods = await self.kube.list("Pod", ns, audit_labels) if jobs else []
+            audit = audit_status.audit_status(cronjobs[0] if cronjobs else None, jobs, audit_pods)
         members = {m.name for m in status.members}
         endpoints = {
             n: Endpoint(n, p.pod_ip, ref.host(n)) for n, p in pods.items() if p.pod_ip and p.running and n in members
@@ -249,7 +262,8 @@ class Reconciler:
         scms = await self.scm.probe_all(endpoints, security)
         ring = await self._ring(scms, endpoints, security)
         return Observed(
-            now=self.now(), pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=children, secrets=secrets
+            now=self.now(), pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=children, secrets=secrets,
+            audit=audit,
         )
 
     async def _ring(self, scms: Mapping[str, SCMObs], endpoints: Mapping[str, Endpoint], security: Any) -> RingObs | None:

@@ -146,6 +146,7 @@ class AuditSpec:
     master: str = "local[*]"
     successful_jobs_history_limit: int = 3
     failed_jobs_history_limit: int = 1
+    report_storage_size: str = "1Gi"
     resources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -362,6 +363,7 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         master=master,
         successful_jobs_history_limit=au.int("successfulJobsHistoryLimit", da.successful_jobs_history_limit, 0),
         failed_jobs_history_limit=au.int("failedJobsHistoryLimit", da.failed_jobs_history_limit, 0),
+        report_storage_size=au.text("reportStorageSize", da.report_storage_size),
         resources=au.obj("resources"),
     )
 

@@ -12,7 +12,9 @@ one line (``AuditError`` becomes a ClickException; export errors are SCMErrors `
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -83,8 +85,11 @@ def audit() -> None:
 @click.option("--driver-memory", default=None, help="spark-submit --driver-memory (e.g. 4g for 10M replicas).")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Extra spark-submit --conf (repeatable).")
 @click.option("--timeout", default=None, type=float, help="Give up after this many seconds.")
+@click.option("--status-file", default=None, type=click.Path(path_type=Path),
+              help="Also write the run's summary as one small JSON object here (the operator's audit Pod uses "
+                   "/dev/termination-log).")
 def run_cmd(input_dir: Path, out: Path, master: str, keep_runs: int, driver_memory: str | None,
-            confs: tuple[str, ...], timeout: float | None) -> None:
+            confs: tuple[str, ...], timeout: float | None, status_file: Path | None) -> None:
     """Classify every container, compare with SCM's verdicts and across SCMs, write the report."""
     from scm_audit import submit
     from scm_audit.errors import AuditError
@@ -97,4 +102,18 @@ def run_cmd(input_dir: Path, out: Path, master: str, keep_runs: int, driver_memo
             line = submit.run(launch, timeout=timeout)
     except AuditError as exc:
         raise click.ClickException(str(exc)) from exc
+    if status_file is not None:
+        status_file.write_text(json.dumps(compact_summary(json.loads((out / "summary.json").read_text()))))
     click.echo(line)
+
+
+def compact_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """The few figures of a run that fit a termination message (4 KiB) and ``status.audit.lastResult``."""
+    c, f = summary["containers"], summary["findings"]
+    return {
+        "runId": summary["runId"],
+        "containers": c["total"],
+        "notHealthy": c["total"] - c["healthy"],
+        "findings": f["total"],
+        "agreesWithSCM": bool(summary["agreement"]["agrees"]),
+    }

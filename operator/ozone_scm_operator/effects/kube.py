@@ -41,9 +41,11 @@ _PLURALS = {
     "Secret": "secrets",
     "Event": "events",
     "PodDisruptionBudget": "poddisruptionbudgets",
+    "CronJob": "cronjobs",
+    "Job": "jobs",
     KIND: PLURAL,
 }
-_API_VERSIONS = {"PodDisruptionBudget": "policy/v1", KIND: f"{API_GROUP}/{API_VERSION}"}
+_API_VERSIONS = {"PodDisruptionBudget": "policy/v1", "CronJob": "batch/v1", "Job": "batch/v1", KIND: f"{API_GROUP}/{API_VERSION}"}
 MERGE_PATCH = "application/merge-patch+json"
 
 

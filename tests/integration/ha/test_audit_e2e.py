@@ -192,7 +192,7 @@ async def test_audit_finds_exactly_the_injected_faults(tmp_path: Path) -> None:
         assert len({r["applied_index"] for r in results}) == 1, results
         audited = await ozone_async(
             cluster, "audit", "run", "--input", str(export_dir), "--out", str(report_dir), "--master", "local[2]",
-            timeout=900,
+            "--status-file", str(tmp_path / "status.json"), timeout=900,
         )
         assert audited.returncode == 0, audited.stderr[-3000:]
         assert "report:" in audited.stdout
@@ -225,5 +225,10 @@ async def test_audit_finds_exactly_the_injected_faults(tmp_path: Path) -> None:
     assert summary["containers"]["byHealth"]["HEALTHY"] == CONTAINERS - 3 - len(narrow)
     assert summary["crossScm"]["compared"] is True and summary["input"]["sameAppliedIndex"] is True
     assert summary["findings"]["total"] == 5 + len(narrow)
+    # the compact summary the operator's audit Pod leaves as its termination message (status.audit.lastSummary)
+    assert json.loads((tmp_path / "status.json").read_text()) == {
+        "runId": summary["runId"], "containers": CONTAINERS, "notHealthy": 3 + len(narrow),
+        "findings": 5 + len(narrow), "agreesWithSCM": True,
+    }
     html = (report_dir / "report.html").read_text()
     assert "MIS_REPLICATED" in html and "<svg" in html and "http://" not in html and "https://" not in html

@@ -247,3 +247,63 @@ async def test_secure_cluster_gets_certificates_before_its_pods(
                                for t, r, m in events(api, "s")), 10, "RootCAMissing Event")
     assert json.dumps(api.get_object(API, "OzoneSCMCluster", "s", NS)["status"]["security"])  # type: ignore[index]
     assert naming.member_tls_secret_name("s-0") == "s-0-tls"
+
+
+async def test_scheduled_audit_cronjob_and_its_last_run_in_status(
+    cluster_api: tuple[EmulatedAPIServer, str, Operator],
+) -> None:
+    """spec.audit -> the report PVC and the CronJob (accepted by the API server's batch/v1 schema); a finished
+    audit Job whose Pod left its summary as termination message -> status.audit. The emulator has no CronJob
+    controller or kubelet here, so the Job and its Pod are put as those would write them."""
+    api, _, _ = cluster_api
+    api.put_object(resource("a", replicas=1, audit={"enabled": True, "schedule": "*/5 * * * *"}))
+    cj = await wait_for(lambda: obj(api, "CronJob", "a-audit", "batch/v1"), 30, "audit CronJob")
+    pvc = obj(api, "PersistentVolumeClaim", "a-audit-reports")
+    assert pvc is not None and pvc["metadata"]["labels"][naming.LABEL_AUDIT] == "a"
+    cluster = api.get_object(API, "OzoneSCMCluster", "a", NS)
+    assert cluster is not None
+    assert cj["metadata"]["ownerReferences"][0]["uid"] == cluster["metadata"]["uid"]
+    assert cj["spec"]["schedule"] == "*/5 * * * *" and cj["spec"]["concurrencyPolicy"] == "Forbid"
+    pod_spec = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod_spec["initContainers"][0]["command"][:4] == ["ozone-scm", "admin", "audit", "export"]
+    await wait_for(lambda: obj(api, "Pod", "a-0"), 30, "the primordial member's Pod as well")
+
+    labels = dict(cj["spec"]["jobTemplate"]["metadata"]["labels"])
+    summary = {"runId": "20261123T030000Z", "containers": 7, "notHealthy": 1, "findings": 2, "agreesWithSCM": True}
+    api.put_object({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "a-audit-29000000", "namespace": NS, "labels": labels},
+        "spec": {"template": cj["spec"]["jobTemplate"]["spec"]["template"]},
+    })
+    # status only through the status subresource, as the Job controller and the kubelet write it
+    api.patch_object("batch/v1", "Job", "a-audit-29000000", NS, {"status": {
+        "completionTime": "2026-11-23T03:04:00Z", "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-23T03:04:00Z"}],
+    }}, subresource="status")
+    api.put_object({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "a-audit-29000000-x1", "namespace": NS,
+                     "labels": {**labels, "batch.kubernetes.io/job-name": "a-audit-29000000"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "audit", "image": "x"}]},
+    })
+    api.patch_object("v1", "Pod", "a-audit-29000000-x1", NS, {"status": {"phase": "Succeeded", "containerStatuses": [{
+        "name": "audit", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": json.dumps(summary)}},
+    }]}}, subresource="status")
+
+    def recorded() -> dict[str, Any] | None:
+        c = api.get_object(API, "OzoneSCMCluster", "a", NS) or {}
+        a = c.get("status", {}).get("audit") or {}
+        return a if "lastSummary" in a else None
+
+    audit = await wait_for(recorded, 30, "status.audit.lastSummary")
+    assert audit["lastJob"] == "a-audit-29000000" and audit["lastResult"] == "Succeeded"
+    assert audit["lastSummary"] == {**summary, "job": "a-audit-29000000"}
+    # the audit Pod is not taken for a member (no member named after it, nothing deleted)
+    st = api.get_object(API, "OzoneSCMCluster", "a", NS)["status"]  # type: ignore[index]
+    assert [m["name"] for m in st["members"]] == ["a-0"]
+    assert obj(api, "Pod", "a-audit-29000000-x1") is not None
+
+    api.patch_object(API, "OzoneSCMCluster", "a", NS, {"spec": {"audit": {"enabled": False}}})
+    await wait_for(lambda: obj(api, "CronJob", "a-audit", "batch/v1") is None, 30, "CronJob deleted")
+    assert obj(api, "PersistentVolumeClaim", "a-audit-reports") is not None  # the reports are kept

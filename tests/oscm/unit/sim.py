@@ -251,6 +251,11 @@ class World:
         elif k == planner.DELETE_OBJECT:
             assert a.body is not None
             self.children.pop((a.body["kind"], a.body["metadata"]["name"]), None)
+        elif k == planner.CREATE_PVC and a.body is not None and naming.LABEL_AUDIT in a.body["metadata"]["labels"]:
+            key = ("PersistentVolumeClaim", a.target)
+            if key in self.children:
+                raise Unsafe(f"PVC {a.target} created twice")
+            self.children[key] = None  # the audit's report volume: listed by its audit label, not as a member's
         elif k == planner.CREATE_PVC:
             if a.target in self.pvcs:
                 raise Unsafe(f"PVC {a.target} created twice")
