@@ -28,6 +28,9 @@ What it does, in Kubernetes' terms:
 - **restarts**: ``restartPolicy`` Always/OnFailure/Never with an exponential back-off (``CrashLoopBackOff``;
   base and cap configurable, shorter than the kubelet's 10 s/300 s by default so tests stay fast), restart counts
   and ``lastState``; an image change on a running Pod restarts that container, as the kubelet does;
+- **termination messages**: a container that declares ``terminationMessagePath`` or ``terminationMessagePolicy``
+  gets a fresh host file mounted there (``/dev/termination-log`` by default); what it wrote (at most 4096 bytes),
+  or with ``FallbackToLogsOnError`` the tail of its log after a failure, becomes ``state.terminated.message``;
 - **probes**: startup, readiness and liveness probes (``httpGet``, ``tcpSocket``, ``exec`` inside the container's
   namespaces, ``grpc`` health checks) with their delays, periods, timeouts and thresholds; readiness drives
   ``ContainersReady``/``Ready``; a failed liveness or startup probe kills and restarts the container;
@@ -134,6 +137,23 @@ class ContainerWorker:
             out["containerID"] = f"{self.pod.kubelet.runtime.kind}://{self.pod.uid}-{self.name}"
         return out
 
+    def wants_termination_message(self) -> bool:
+        return "terminationMessagePath" in self.spec or "terminationMessagePolicy" in self.spec
+
+    def termination_file(self) -> Path:
+        return self.pod.dir / "termination" / self.name
+
+    def _termination_message(self, launch: Launch, code: int) -> str:
+        """What the kubelet reports as ``state.terminated.message`` (limits as the kubelet's)."""
+        if not self.wants_termination_message():
+            return ""
+        path = self.termination_file()
+        text = path.read_bytes()[:4096].decode(errors="replace") if path.exists() else ""
+        if not text and code != 0 and self.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            log = launch.log_path.read_bytes() if launch.log_path.exists() else b""
+            text = b"\n".join(log[-2048:].splitlines()[-80:]).decode(errors="replace")
+        return text
+
     def _policy(self) -> str:
         if self.sidecar:
             return "Always"
@@ -189,6 +209,9 @@ class ContainerWorker:
             self.started = False
             reason = "Completed" if code == 0 else "Error"
             terminated = {"exitCode": code, "reason": reason, "startedAt": started_at, "finishedAt": _now()}
+            message = self._termination_message(launch, code)
+            if message:
+                terminated["message"] = message
             self.state = {"terminated": terminated}
             await kubelet.runtime.remove(self.running)
             self.running = None
@@ -489,6 +512,12 @@ class PodWorker:
         env = podspec.container_env(pod, w.spec, image, cms, secrets, {"HOSTNAME": hostname})
         argv = podspec.container_command(w.spec, image, env)
         mounts = self.mounts_for(w, cms, secrets)
+        if w.wants_termination_message():
+            term = w.termination_file()  # fresh for every attempt, writable by any container user
+            term.parent.mkdir(parents=True, exist_ok=True)
+            term.write_bytes(b"")
+            os.chmod(term, 0o666)
+            mounts.append(Mount(str(term), w.spec.get("terminationMessagePath") or "/dev/termination-log"))
         user = None
         sc = {**((self.pod.get("spec") or {}).get("securityContext") or {}), **(w.spec.get("securityContext") or {})}
         if sc.get("runAsUser") is not None:

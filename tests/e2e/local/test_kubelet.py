@@ -246,6 +246,38 @@ async def test_failing_init_container_and_restart_policy_never(cluster: tuple[Em
     assert await http_get(f"http://{ready['status']['podIP']}:8080/file/scratch/x") == (200, "from init")
 
 
+async def test_termination_messages_from_the_file_or_the_log_tail(cluster: tuple[EmulatedAPIServer, Kubelet]) -> None:
+    api, _kubelet = cluster
+
+    def job_pod(name: str, code: str, **container: Any) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+                "spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "main", "image": "local/python:3", "args": ["-c", code], **container}]}}
+
+    api.put_object(job_pod("says", "open('/dev/termination-log', 'w').write('{\"findings\": 3}')",
+                           terminationMessagePolicy="FallbackToLogsOnError"))
+    api.put_object(job_pod("fails", "import sys; print('first line'); print('export failed: no leader'); sys.exit(2)",
+                           terminationMessagePolicy="FallbackToLogsOnError"))
+    api.put_object(job_pod("custom", "open('/tmp/oscm-test-msg', 'w').write('custom path')",
+                           terminationMessagePath="/tmp/oscm-test-msg"))
+    api.put_object(job_pod("silent", "print('nothing to say')"))
+
+    def terminated(name: str) -> dict[str, Any] | None:
+        p = pod_of(api, name)
+        if not p or p["status"].get("phase") not in ("Succeeded", "Failed"):
+            return None
+        return dict(p["status"]["containerStatuses"][0]["state"]["terminated"])
+
+    for name in ("says", "fails", "custom", "silent"):
+        await until(api, lambda n=name: terminated(n))
+    assert terminated("says") == {**terminated("says"), "exitCode": 0, "message": '{"findings": 3}'}
+    fails = terminated("fails")
+    assert fails is not None and fails["exitCode"] == 2
+    assert fails["message"].splitlines()[-2:] == ["first line", "export failed: no leader"]
+    assert (terminated("custom") or {}).get("message") == "custom path"
+    assert "message" not in (terminated("silent") or {})
+
+
 async def test_liveness_probe_restarts_and_unknown_image_waits(cluster: tuple[EmulatedAPIServer, Kubelet]) -> None:
     api, _kubelet = cluster
     api.put_object(server_pod("unhealthy", container={
