@@ -80,7 +80,7 @@ image: wheels ## build the container image ozone-scm:dev with podman (BASE_IMAGE
 e2e-local: env ## the operator's local end-to-end scenarios: the operator process, the emulated API, every Pod a real SCM
 	$(PYTEST) tests/e2e/local -m e2e_local -q
 
-e2e-container: image ## the container scenario: a 3-SCM ring as podman containers from the image, leader killed
+e2e-container: image audit-image ## the container scenarios: a 3-SCM ring as podman containers (leader killed), the audit Pod
 	$(PYTEST) tests/e2e/container -m container -q
 
 e2e-kind: env k8s-tools ## the kind tier against a real cluster (needs kind + docker; see tests/e2e/kind/README.md)

@@ -6,15 +6,18 @@ Like :mod:`ozone_scm_operator.builders`, every body carries the owner reference 
 
 One audit run is one Job (from the CronJob) whose Pod:
 
-* init container ``export``: ``ozone-scm admin audit export --all-scms --out /audit/export`` against the members
+* init container ``export``: ``ozone-scm admin audit export --all-scms --out /audit/work/export`` against the members
   listed in the cluster ConfigMap's ozone-site.xml (mounted at ``/etc/ozone`` as in the member Pods); on a secure
   cluster with the operator's client certificate Secret at the TLS directory (its ``ca.crt`` is the root the
   ConfigMap names, ``hdds.x509.client.*`` point at its ``tls.crt``/``tls.key``: the operator is an administrator);
-* container ``audit``: ``ozone-scm audit run --input /audit/export --out /audit/reports --master <spec.audit.master>``
+* container ``audit``: ``ozone-scm audit run --input /audit/work/export --out /audit/reports --master <spec.audit.master>``
   with ``--status-file /dev/termination-log``, so the run's summary (a small JSON) is the container's termination
   message, which the operator copies into ``status.audit``;
 * the export on an ``emptyDir`` (it is rewritten every run), the reports on a PVC (``<cluster>-audit-reports``),
   which keeps past runs for the report's trends (``--keep-runs``) across Pods.
+
+The image: ``spec.audit.image``, or else the audit image built next to the cluster's (:func:`audit_image`:
+``<repository>-audit:<tag>``, what ``make audit-image`` builds beside ``make image``): the SCM image has no Java.
 
 The audit objects carry :func:`naming.audit_labels`, never the member labels: the reconciler lists a cluster's
 Pods and PVCs by ``LABEL_CLUSTER`` as members' objects. ``suspend`` is computed by the caller (the user's
@@ -32,7 +35,8 @@ from ozone_scm_operator.spec import ClusterSpec
 
 Body = dict[str, Any]
 
-EXPORT_DIR = f"{naming.AUDIT_DIR}/export"
+WORK_DIR = f"{naming.AUDIT_DIR}/work"  # the emptyDir; the export goes into a directory inside it (the export
+EXPORT_DIR = f"{WORK_DIR}/export"  # replaces its --out by renaming, which a mount point cannot be)
 REPORTS_DIR = f"{naming.AUDIT_DIR}/reports"
 TERMINATION_LOG = "/dev/termination-log"
 KEEP_RUNS = 20  # past runs kept on the report volume (the report's trends)
@@ -62,13 +66,29 @@ def _client_tls_env() -> list[Body]:
     ]
 
 
+def derived_audit_image(image: str) -> str:
+    """The audit image that goes with an SCM image: ``<repository>-audit`` with the same tag (``ozone-scm:1.2`` ->
+    ``ozone-scm-audit:1.2``, ``registry:5000/ozone/scm`` -> ``registry:5000/ozone/scm-audit``). A digest names
+    one image only, so a digest-pinned cluster image gives the repository's ``-audit`` name without a tag; set
+    ``spec.audit.image`` to pin the audit image too."""
+    name = image.partition("@")[0]
+    colon = name.rfind(":")
+    if colon > name.rfind("/"):
+        return f"{name[:colon]}-audit{name[colon:]}"
+    return f"{name}-audit"
+
+
+def audit_image(spec: ClusterSpec) -> str:
+    return spec.audit.image or derived_audit_image(spec.image)
+
+
 def build_audit_pod_spec(ref: ClusterRef, spec: ClusterSpec) -> Body:
     """The Pod of one audit run (``restartPolicy: Never``: a failed run is a failed Job, retried by the schedule)."""
-    image = spec.audit.image or spec.image
+    image = audit_image(spec)
     env: list[Body] = [{"name": "OZONE_CONF_DIR", "value": naming.CONF_DIR}]
     mounts: list[Body] = [
         {"name": "config", "mountPath": naming.CONF_DIR, "readOnly": True},
-        {"name": "work", "mountPath": EXPORT_DIR},
+        {"name": "work", "mountPath": WORK_DIR},
     ]
     volumes: list[Body] = [
         {"name": "config", "configMap": {"name": naming.configmap_name(ref.name)}},

@@ -479,6 +479,11 @@ def check_output_dir(out: Path) -> None:
         return
     if not out.is_dir():
         raise AuditExportError(f"--out {out} exists and is not a directory; choose a new directory")
+    if os.path.ismount(out):
+        raise AuditExportError(
+            f"--out {out} is a mount point: the export is written beside it and then moved into its place, which "
+            f"a mount point cannot be; give a directory inside the volume, e.g. {out / 'export'}"
+        )
     children = [c for c in out.iterdir() if not c.name.startswith(".")]
     if not children or _is_export_dir(out):
         return

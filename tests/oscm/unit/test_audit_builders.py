@@ -34,19 +34,19 @@ def test_cronjob_exports_every_scm_then_audits_on_local_spark() -> None:
     assert ps["restartPolicy"] == "Never" and ps["securityContext"]["runAsNonRoot"] is True
     (export,) = ps["initContainers"]
     (audit,) = ps["containers"]
-    assert export["command"] == ["ozone-scm", "admin", "audit", "export", "--all-scms", "--out", "/audit/export"]
+    assert export["command"] == ["ozone-scm", "admin", "audit", "export", "--all-scms", "--out", "/audit/work/export"]
     assert audit["command"] == [
-        "ozone-scm", "audit", "run", "--input", "/audit/export", "--out", "/audit/reports", "--master", "local[*]",
+        "ozone-scm", "audit", "run", "--input", "/audit/work/export", "--out", "/audit/reports", "--master", "local[*]",
         "--keep-runs", "20", "--status-file", "/dev/termination-log",
     ]
-    assert export["image"] == audit["image"] == spec.image
+    assert export["image"] == audit["image"] == audit_builders.derived_audit_image(spec.image)
     assert env_of(export) == {"OZONE_CONF_DIR": "/etc/ozone"}  # plain cluster: no client certificate
     vols = {v["name"]: v for v in ps["volumes"]}
     assert vols["config"]["configMap"]["name"] == naming.configmap_name("scm")
     assert vols["reports"]["persistentVolumeClaim"]["claimName"] == "scm-audit-reports"
     assert "emptyDir" in vols["work"] and "tls" not in vols
-    assert {m["mountPath"] for m in audit["volumeMounts"]} == {"/etc/ozone", "/audit/export", "/audit/reports"}
-    assert {m["mountPath"] for m in export["volumeMounts"]} == {"/etc/ozone", "/audit/export"}
+    assert {m["mountPath"] for m in audit["volumeMounts"]} == {"/etc/ozone", "/audit/work", "/audit/reports"}
+    assert {m["mountPath"] for m in export["volumeMounts"]} == {"/etc/ozone", "/audit/work"}
 
 
 def test_secure_cluster_exports_with_the_operators_client_certificate() -> None:
@@ -125,3 +125,13 @@ def test_longest_cluster_name_keeps_the_cronjob_name_within_52_characters() -> N
     name = "c" * naming.MAX_CLUSTER_NAME
     assert naming.check_cluster_name(name) is None
     assert len(naming.audit_cronjob_name(name)) <= 52  # CronJob names: Jobs append an 11-character suffix
+
+
+def test_the_default_audit_image_is_the_one_built_beside_the_cluster_image() -> None:
+    derived = audit_builders.derived_audit_image
+    assert derived("localhost/ozone-scm:dev") == "localhost/ozone-scm-audit:dev"
+    assert derived("ozone-scm") == "ozone-scm-audit"
+    assert derived("registry:5000/ozone/scm:1.2.0") == "registry:5000/ozone/scm-audit:1.2.0"
+    assert derived("registry:5000/ozone/scm") == "registry:5000/ozone/scm-audit"
+    assert derived("ozone/scm:1@sha256:" + "0" * 64) == "ozone/scm-audit:1"
+    assert derived("ozone/scm@sha256:" + "0" * 64) == "ozone/scm-audit"
