@@ -238,7 +238,7 @@ def test_output_directory_rules(tmp_path: Path) -> None:
     with pytest.raises(client.AuditExportError, match="not empty"):
         client.check_output_dir(other)
     # A volume's mount point (a Pod's emptyDir) cannot be moved aside: refused up front, naming a way out.
-    with pytest.raises(client.AuditExportError, match="/proc is a mount point.*e.g. /proc/export"):
+    with pytest.raises(client.AuditExportError, match=r"/proc is a mount point.*e\.g\. /proc/export"):
         client.check_output_dir(Path("/proc"))
     # A previous export is replaced only once the new one is complete.
     old = tmp_path / "export"
