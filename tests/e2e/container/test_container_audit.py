@@ -10,14 +10,20 @@ from the audit image (Java + PySpark) with the Pod spec the operator built (the 
 every SCM through the cluster's Services, then ``audit run`` on a local Spark writing to the report volume and
 its summary to ``/dev/termination-log``), and the operator records that summary in ``status.audit``.
 
-Not part of ``make test``: ``make e2e-container`` builds both images and runs it; ``.ci/run`` does so.
+A second test submits the job with ``spark-submit --master k8s://`` in cluster mode against the emulated API server
+(the way a large cluster runs it, or a ``SparkApplication`` of the Spark operator does): Spark's own Kubernetes
+client creates the driver Pod running the job script inside the audit image, and its configuration ConfigMap.
+
+Not part of ``make test``: ``make e2e-container`` builds both images and runs them; ``.ci/run`` does so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +32,7 @@ import pytest
 
 from scm_server.client.scm_client import SCMClient
 from tests.e2e.local import scm_ring
+from tests.e2e.local.apiserver import serving
 from tests.e2e.local.operator_env import Env, environment
 
 pytestmark = pytest.mark.container
@@ -139,3 +146,47 @@ async def test_scheduled_audit_pod_runs_spark_in_the_audit_image_and_reports_to_
         # The audit Pod is nobody's member: the ring is still the three members, Ready.
         assert env.members(NAME) == ["scm-0", "scm-1", "scm-2"]
         assert env.is_ready(NAME, 3)
+
+
+JOB_IN_IMAGE = "/opt/ozone-scm/lib/python3.11/site-packages/scm_audit/job.py"
+
+
+@pytest.mark.timeout(300)
+async def test_spark_submit_to_k8s_creates_the_driver_pod_of_the_audit_job() -> None:
+    if subprocess.run(["podman", "image", "exists", AUDIT_IMAGE], capture_output=True).returncode != 0:
+        pytest.fail(f"image {AUDIT_IMAGE} not found: run `make audit-image` first (make e2e-container does)")
+    # the job script a k8s:// submission names (local://) is where the audit image has it
+    found = subprocess.run(["podman", "run", "--rm", "--network", "none", "--entrypoint", "test", AUDIT_IMAGE,
+                            "-f", JOB_IN_IMAGE], capture_output=True)
+    assert found.returncode == 0, f"{JOB_IN_IMAGE} is not in {AUDIT_IMAGE}"
+    bin_dir = os.path.dirname(sys.executable)
+    async with serving() as (api, url):
+        api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ozone"}})
+        api.put_object({"apiVersion": "v1", "kind": "ServiceAccount",
+                        "metadata": {"name": "scm-audit", "namespace": "ozone"}})
+        argv = [os.path.join(bin_dir, "spark-submit"), "--master", f"k8s://{url}", "--deploy-mode", "cluster",
+                "--name", "scm-audit",
+                "--conf", f"spark.kubernetes.container.image={AUDIT_IMAGE}",
+                "--conf", "spark.kubernetes.namespace=ozone",
+                "--conf", "spark.kubernetes.driver.pod.name=scm-audit-driver",
+                "--conf", "spark.kubernetes.authenticate.driver.serviceAccountName=scm-audit",
+                "--conf", "spark.kubernetes.submission.waitAppCompletion=false",
+                f"local://{JOB_IN_IMAGE}", "--input", "/audit/work/export", "--out", "/audit/reports"]
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SPARK_LOCAL_IP": "127.0.0.1"}
+        proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(proc.communicate(), 240)
+        assert proc.returncode == 0, out.decode()[:3000]
+        driver = api.get_object("v1", "Pod", "scm-audit-driver", "ozone")
+        assert driver is not None, out.decode()[-3000:]
+        assert driver["metadata"]["labels"]["spark-role"] == "driver"
+        assert driver["spec"]["serviceAccountName"] == "scm-audit"
+        (container,) = driver["spec"]["containers"]
+        assert container["image"] == AUDIT_IMAGE
+        assert container["args"][:1] == ["driver"]
+        assert f"local://{JOB_IN_IMAGE}" in container["args"]
+        assert container["args"][-4:] == ["--input", "/audit/work/export", "--out", "/audit/reports"]
+        conf_maps = {v["configMap"]["name"] for v in driver["spec"]["volumes"] if "configMap" in v}
+        (conf_map,) = conf_maps
+        props = (api.get_object("v1", "ConfigMap", conf_map, "ozone") or {}).get("data", {}).get("spark.properties", "")
+        assert f"spark.master=k8s://{url}" in props.replace("\\:", ":"), props  # Java properties escape ":"
