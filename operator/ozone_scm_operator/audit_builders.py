@@ -44,18 +44,8 @@ KEEP_RUNS = 20  # past runs kept on the report volume (the report's trends)
 
 def build_audit_pvc(ref: ClusterRef, spec: ClusterSpec) -> Body:
     """The report volume; never deleted by the operator while the audit is enabled (it holds the trends)."""
-    pvc_spec: Body = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": spec.audit.report_storage_size}},
-    }
-    if spec.storage.storage_class_name:
-        pvc_spec["storageClassName"] = spec.storage.storage_class_name
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": ref.metadata(naming.audit_pvc_name(ref.name), naming.audit_labels(ref.name)),
-        "spec": pvc_spec,
-    }
+    return builders.pvc_body(ref, naming.audit_pvc_name(ref.name), naming.audit_labels(ref.name),
+                             spec.audit.report_storage_size, spec.storage.storage_class_name)
 
 
 def _client_tls_env() -> list[Body]:

@@ -273,19 +273,25 @@ def build_enrollment_secret(ref: ClusterRef, datanode_secret: str, scm_secret: s
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def build_pvc(ref: ClusterRef, spec: ClusterSpec, member: str) -> Body:
+def pvc_body(ref: ClusterRef, name: str, labels: dict[str, str], size: str, storage_class: str | None) -> Body:
+    """A ReadWriteOnce claim of ``size`` in ``storage_class`` (the cluster's default class when None)."""
     pvc_spec: Body = {
         "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": spec.storage.size}},
+        "resources": {"requests": {"storage": size}},
     }
-    if spec.storage.storage_class_name:
-        pvc_spec["storageClassName"] = spec.storage.storage_class_name
+    if storage_class:
+        pvc_spec["storageClassName"] = storage_class
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": ref.metadata(naming.pvc_name(member), naming.member_labels(ref.name, member)),
+        "metadata": ref.metadata(name, labels),
         "spec": pvc_spec,
     }
+
+
+def build_pvc(ref: ClusterRef, spec: ClusterSpec, member: str) -> Body:
+    return pvc_body(ref, naming.pvc_name(member), naming.member_labels(ref.name, member), spec.storage.size,
+                    spec.storage.storage_class_name)
 
 
 def _template_inputs(spec: ClusterSpec) -> Body:
