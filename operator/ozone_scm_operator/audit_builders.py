@@ -6,11 +6,11 @@ Like :mod:`ozone_scm_operator.builders`, every body carries the owner reference 
 
 One audit run is one Job (from the CronJob) whose Pod:
 
-* init container ``export``: ``ozone-scm admin audit export --all-scms --out /audit/work/export`` against the members
+* init container ``export``: ``ozone-scm admin audit export --all-scms --out /audit/scratch/export`` against the members
   listed in the cluster ConfigMap's ozone-site.xml (mounted at ``/etc/ozone`` as in the member Pods); on a secure
   cluster with the operator's client certificate Secret at the TLS directory (its ``ca.crt`` is the root the
   ConfigMap names, ``hdds.x509.client.*`` point at its ``tls.crt``/``tls.key``: the operator is an administrator);
-* container ``audit``: ``ozone-scm audit run --input /audit/work/export --out /audit/reports --master <spec.audit.master>``
+* container ``audit``: ``ozone-scm audit run --input /audit/scratch/export --out /audit/reports --master <spec.audit.master>``
   with ``--status-file /dev/termination-log``, so the run's summary (a small JSON) is the container's termination
   message, which the operator copies into ``status.audit``;
 * the export on an ``emptyDir`` (it is rewritten every run), the reports on a PVC (``<cluster>-audit-reports``),
@@ -35,7 +35,7 @@ from ozone_scm_operator.spec import ClusterSpec
 
 Body = dict[str, Any]
 
-WORK_DIR = f"{naming.AUDIT_DIR}/work"  # the emptyDir; the export goes into a directory inside it (the export
+WORK_DIR = f"{naming.AUDIT_DIR}/scratch"  # the emptyDir; the export goes into a directory inside it (the export
 EXPORT_DIR = f"{WORK_DIR}/export"  # replaces its --out by renaming, which a mount point cannot be)
 REPORTS_DIR = f"{naming.AUDIT_DIR}/reports"
 TERMINATION_LOG = "/dev/termination-log"

@@ -46,7 +46,7 @@ ENROLLMENT_DATANODE = "datanode.secret"
 ENROLLMENT_SCM = "scm.secret"  # CA mode scm: bootstrapping members enrol their sub-CA with it
 ADMIN_CSR_DIR = "/var/run/ozone-scm/admin-csr"  # CA mode scm: the operator's CSR, signed by the primordial at --init
 ADMIN_CSR_FILE = "operator.csr"
-AUDIT_DIR = "/audit"  # the audit Pod's work/ (emptyDir, the export in work/export) and reports/ (the report volume)
+AUDIT_DIR = "/audit"  # the audit Pod's scratch/ (emptyDir, the export in scratch/export) and reports/ (the report volume)
 PORTS = {
     "client": 9860,
     "security": 9961,

@@ -171,7 +171,7 @@ async def test_spark_submit_to_k8s_creates_the_driver_pod_of_the_audit_job() -> 
                 "--conf", "spark.kubernetes.driver.pod.name=scm-audit-driver",
                 "--conf", "spark.kubernetes.authenticate.driver.serviceAccountName=scm-audit",
                 "--conf", "spark.kubernetes.submission.waitAppCompletion=false",
-                f"local://{JOB_IN_IMAGE}", "--input", "/audit/work/export", "--out", "/audit/reports"]
+                f"local://{JOB_IN_IMAGE}", "--input", "/audit/scratch/export", "--out", "/audit/reports"]
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SPARK_LOCAL_IP": "127.0.0.1"}
         proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.STDOUT)
@@ -185,7 +185,7 @@ async def test_spark_submit_to_k8s_creates_the_driver_pod_of_the_audit_job() -> 
         assert container["image"] == AUDIT_IMAGE
         assert container["args"][:1] == ["driver"]
         assert f"local://{JOB_IN_IMAGE}" in container["args"]
-        assert container["args"][-4:] == ["--input", "/audit/work/export", "--out", "/audit/reports"]
+        assert container["args"][-4:] == ["--input", "/audit/scratch/export", "--out", "/audit/reports"]
         conf_maps = {v["configMap"]["name"] for v in driver["spec"]["volumes"] if "configMap" in v}
         (conf_map,) = conf_maps
         props = (api.get_object("v1", "ConfigMap", conf_map, "ozone") or {}).get("data", {}).get("spark.properties", "")

@@ -34,9 +34,9 @@ def test_cronjob_exports_every_scm_then_audits_on_local_spark() -> None:
     assert ps["restartPolicy"] == "Never" and ps["securityContext"]["runAsNonRoot"] is True
     (export,) = ps["initContainers"]
     (audit,) = ps["containers"]
-    assert export["command"] == ["ozone-scm", "admin", "audit", "export", "--all-scms", "--out", "/audit/work/export"]
+    assert export["command"] == ["ozone-scm", "admin", "audit", "export", "--all-scms", "--out", "/audit/scratch/export"]
     assert audit["command"] == [
-        "ozone-scm", "audit", "run", "--input", "/audit/work/export", "--out", "/audit/reports", "--master", "local[*]",
+        "ozone-scm", "audit", "run", "--input", "/audit/scratch/export", "--out", "/audit/reports", "--master", "local[*]",
         "--keep-runs", "20", "--status-file", "/dev/termination-log",
     ]
     assert export["image"] == audit["image"] == audit_builders.derived_audit_image(spec.image)
@@ -45,8 +45,8 @@ def test_cronjob_exports_every_scm_then_audits_on_local_spark() -> None:
     assert vols["config"]["configMap"]["name"] == naming.configmap_name("scm")
     assert vols["reports"]["persistentVolumeClaim"]["claimName"] == "scm-audit-reports"
     assert "emptyDir" in vols["work"] and "tls" not in vols
-    assert {m["mountPath"] for m in audit["volumeMounts"]} == {"/etc/ozone", "/audit/work", "/audit/reports"}
-    assert {m["mountPath"] for m in export["volumeMounts"]} == {"/etc/ozone", "/audit/work"}
+    assert {m["mountPath"] for m in audit["volumeMounts"]} == {"/etc/ozone", "/audit/scratch", "/audit/reports"}
+    assert {m["mountPath"] for m in export["volumeMounts"]} == {"/etc/ozone", "/audit/scratch"}
 
 
 def test_secure_cluster_exports_with_the_operators_client_certificate() -> None:
