@@ -14,7 +14,11 @@ two small methods (``require_leader`` and ``answer_label``).
   view is always explicit and labelled. Datanodes talk to every SCM (not guarded here).
 * **Exactly-once retries** (:class:`ResponseCache`). Non-idempotent calls carrying a client id and
   call id (:mod:`scm_server.call_metadata`) are remembered for ``expiry`` seconds: a retry of a call
-  still running joins it, a retry of a finished call gets the first answer. This covers the
+  still running joins it, a retry of a finished call gets the first answer. The answers are kept
+  serialized and the cache is bounded in bytes as well as in entries: at full speed a leader
+  answers hundreds of 100-block allocations a second, about 30 KB each on the wire and four times
+  that as message objects, and 60 s of them would take more than a GiB (seen in ``freon stb``).
+  An answer evicted early costs a retry only unused block IDs, never a reused one. This covers the
   client's retries to the same SCM (a lost connection, a liveness timeout on a slow SCM). For
   AllocateContainer, whose result is one replicated write, the write itself carries the client's
   ids (:data:`RAFT_CLIENT_CALLS`, :mod:`scm_server.ha.client_call`), so a retry that reaches the next
@@ -99,20 +103,30 @@ def access_of(service: str, method: str) -> Access:
 
 
 class ResponseCache:
-    """(client id, call id, method) -> the call's outcome, for ``expiry`` seconds (at most ``capacity``).
+    """(client id, call id, method) -> the call's outcome, for ``expiry`` seconds, at most ``capacity``
+    answers and ``max_bytes`` of them (a ``bytes`` answer weighs its length, anything else nothing),
+    the oldest evicted first.
 
     Only successful answers are kept (a failed call changed nothing to remember, and failures such
     as NOT_LEADER must not stick). A retry that arrives while the first copy runs waits for it; if
     the first copy is cancelled (its client went away), the retry runs the call itself.
     """
 
-    def __init__(self, expiry: float = 60.0, capacity: int = 20000, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        expiry: float = 60.0,
+        capacity: int = 20000,
+        clock: Callable[[], float] = time.monotonic,
+        max_bytes: int = 64 << 20,
+    ) -> None:
         self.expiry = expiry
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self._clock = clock
         self._done: collections.OrderedDict[tuple[str, int, str], tuple[float, Any]] = collections.OrderedDict()
         self._running: dict[tuple[str, int, str], asyncio.Future[Any]] = {}
         self.hits = 0
+        self.bytes = 0  # weight of the answers held
 
     def __len__(self) -> int:
         return len(self._done)
@@ -120,10 +134,11 @@ class ResponseCache:
     def _expire(self, now: float) -> None:
         done = self._done
         while done:
-            key, (at, _) = next(iter(done.items()))
-            if now - at < self.expiry and len(done) <= self.capacity:
+            key, (at, result) = next(iter(done.items()))
+            if now - at < self.expiry and len(done) <= self.capacity and self.bytes <= self.max_bytes:
                 break
             del done[key]
+            self.bytes -= _weight(result)
 
     async def run(self, key: tuple[str, int, str], call: Callable[[], Awaitable[Any]]) -> Any:
         now = self._clock()
@@ -157,7 +172,13 @@ class ResponseCache:
             self._running.pop(key, None)
         future.set_result(result)
         self._done[key] = (self._clock(), result)
+        self.bytes += _weight(result)
+        self._expire(self._clock())
         return result
+
+
+def _weight(result: Any) -> int:
+    return len(result) if isinstance(result, bytes) else 0
 
 
 def cache_key(md: dict[str, str], service: str, method: str) -> tuple[str, int, str] | None:

@@ -169,3 +169,22 @@ def test_client_config_rejects_bad_values() -> None:
         SCMClientConfig.from_getter({"hdds.scmclient.failover.max.retry": "-1"}.get)
     with pytest.raises(ConfigError, match=r"ozone\.scm\.ha\.ratis\.leader\.election\.timeout"):
         SCMClientConfig.from_getter({"ozone.scm.ha.ratis.leader.election.timeout": "soon"}.get)
+
+
+async def test_response_cache_is_bounded_in_bytes() -> None:
+    # A leader answering hundreds of 100-block allocations a second must not keep a minute of them.
+    t = FakeTime()
+    cache = ResponseCache(expiry=60, capacity=1000, clock=t.clock, max_bytes=10_000)
+    runs = 0
+
+    async def answer() -> bytes:
+        nonlocal runs
+        runs += 1
+        return b"x" * 3000
+
+    for call_id in range(10):
+        assert await cache.run(("c", call_id, "S/M"), answer) == b"x" * 3000
+        assert cache.bytes <= 10_000
+    assert len(cache) == 3 and cache.bytes == 9000 and runs == 10
+    assert await cache.run(("c", 9, "S/M"), answer) == b"x" * 3000 and runs == 10  # newest kept
+    assert await cache.run(("c", 0, "S/M"), answer) == b"x" * 3000 and runs == 11  # oldest evicted: runs again
