@@ -100,13 +100,13 @@ class BlockManager:
             pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
                 rtype, rfactor, exclude, self._pick, self.pipeline_wait_s
             )
-            container = await self.container_manager.get_matching_container(
+            container_id = await self.container_manager.get_matching_container_id(
                 size, owner, pipeline, exclude_ids=exclude.containerIds
             )
             local_id = await self.sequence_id_generator.get_next_id(LOCAL_ID)
             blocks.append(
                 hdds_pb2.AllocatedBlock(
-                    containerBlockID=hdds_pb2.ContainerBlockID(containerID=container.containerID, localID=local_id),
+                    containerBlockID=hdds_pb2.ContainerBlockID(containerID=container_id, localID=local_id),
                     pipeline=pipeline,
                 )
             )

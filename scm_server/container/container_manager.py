@@ -284,24 +284,27 @@ class ContainerManager:
         self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, exclude_ids: Iterable[int] = ()
     ) -> hdds_pb2.ContainerInfoProto:
         """An OPEN container of ``owner`` on ``pipeline`` with room for ``size`` (Ozone semantics)."""
+        return self.state_manager.get_container(await self.get_matching_container_id(size, owner, pipeline, exclude_ids))
+
+    async def get_matching_container_id(
+        self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, exclude_ids: Iterable[int] = ()
+    ) -> int:
+        """:meth:`get_matching_container`, its id only (block allocation needs no proto per block)."""
         async with self._allocation_lock:  # concurrent allocations must not overshoot the limit
             return await self._matching_container(size, owner, pipeline, set(exclude_ids))
 
-    async def _matching_container(
-        self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, excluded: set[int]
-    ) -> hdds_pb2.ContainerInfoProto:
+    async def _matching_container(self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, excluded: set[int]) -> int:
         open_containers = [
             c for c in self.state_manager.open_container_records(pipeline.id.id, owner) if c.container_id not in excluded
         ]
         limit = self.node_manager.open_container_limit(m.uuid for m in pipeline.members)
         if len(open_containers) < limit:
-            return await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)
-        with_room = [
-            c for c in open_containers if self._used_bytes(c.container_id, c.used_bytes) + size <= self.config.container_size
-        ]
+            return (await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)).containerID
+        room = self.config.container_size - size
+        with_room = [c for c in open_containers if self._used_bytes(c.container_id, c.used_bytes) <= room]
         if not with_room:
-            return await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)
-        return self.state_manager.get_container(with_room[next(self._round_robin) % len(with_room)].container_id)
+            return (await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)).containerID
+        return with_room[next(self._round_robin) % len(with_room)].container_id
 
     # ---- closing (leader) ----
     async def close_container(self, container_id: int, force: bool = False) -> None:

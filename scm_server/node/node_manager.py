@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -359,14 +358,18 @@ class SCMNodeManager:
 
     def open_container_limit(self, dn_uuids: Iterable[str]) -> int:
         """min over members of ceil(owner.container.count * healthyVolumes / pipelineLimit) (Ozone)."""
-        limits = []
+        # The formula grows with the volume count, so the least-volumed member decides (once per
+        # allocated block: kept to a dict lookup per member).
+        fewest: int | None = None
         for uuid in dn_uuids:
             info = self._nodes.get(uuid)
             volumes = info.healthy_volumes() if info else 1
-            limits.append(
-                math.ceil(self.pipeline_config.owner_container_count * volumes / self.pipeline_config.datanode_pipeline_limit)
-            )
-        return max(1, min(limits)) if limits else 1
+            if fewest is None or volumes < fewest:
+                fewest = volumes
+        if fewest is None:
+            return 1
+        cfg = self.pipeline_config
+        return max(1, -(-cfg.owner_container_count * fewest // cfg.datanode_pipeline_limit))
 
     def to_node_proto(self, info: DatanodeInfo, container_count: int = 0, pipeline_count: int = 0) -> hdds_pb2.Node:
         details = hdds_pb2.DatanodeDetailsProto()

@@ -38,11 +38,18 @@ class PipelineStateManager:
         self.ha_manager = ha_manager
         self._pipelines: dict[str, hdds_pb2.Pipeline] = {}
         self._sorted: list[hdds_pb2.Pipeline] | None = None
+        # get_pipelines answers by filter, until the next mutation: block allocation asks for the
+        # OPEN pipelines of one replication config once per block.
+        self._filtered: dict[tuple[int | None, int | None, frozenset[int] | None], list[hdds_pb2.Pipeline]] = {}
         self.reinitialize()
 
     def reinitialize(self) -> None:
         self._pipelines = dict(self._store.pipelines.items())
+        self._changed()
+
+    def _changed(self) -> None:
         self._sorted = None
+        self._filtered.clear()
 
     def _all_sorted(self) -> list[hdds_pb2.Pipeline]:
         if self._sorted is None:  # rebuilt lazily after a mutation
@@ -62,13 +69,18 @@ class PipelineStateManager:
     def get_pipelines(
         self, rtype: int | None = None, rfactor: int | None = None, states: set[int] | None = None
     ) -> list[hdds_pb2.Pipeline]:
-        return [
-            p
-            for p in self._all_sorted()
-            if (rtype is None or p.type == rtype)
-            and (rfactor is None or p.factor == rfactor)
-            and (states is None or p.state in states)
-        ]
+        """The pipelines matching the filters, in id order (a new list; the protos are shared, read-only)."""
+        key = (rtype, rfactor, None if states is None else frozenset(states))
+        hit = self._filtered.get(key)
+        if hit is None:
+            hit = self._filtered[key] = [
+                p
+                for p in self._all_sorted()
+                if (rtype is None or p.type == rtype)
+                and (rfactor is None or p.factor == rfactor)
+                and (states is None or p.state in states)
+            ]
+        return list(hit)
 
     def __len__(self) -> int:
         return len(self._pipelines)
@@ -87,7 +99,7 @@ class PipelineStateManager:
         stored = hdds_pb2.Pipeline()
         stored.CopyFrom(pipeline)
         self._pipelines[pid] = stored
-        self._sorted = None
+        self._changed()
         self._buffer.add_to_buffer(self._store.pipelines, pid, stored)
 
     @replicate(RequestType.PIPELINE)
@@ -95,7 +107,7 @@ class PipelineStateManager:
         if pipeline_id not in self._pipelines:
             raise SCMException(ResultCodes.PIPELINE_NOT_FOUND, f"pipeline {pipeline_id} not found")
         del self._pipelines[pipeline_id]
-        self._sorted = None
+        self._changed()
         self._buffer.remove_from_buffer(self._store.pipelines, pipeline_id)
 
     @replicate(RequestType.PIPELINE)
@@ -113,5 +125,5 @@ class PipelineStateManager:
         updated.CopyFrom(p)
         updated.state = state  # type: ignore[assignment]
         self._pipelines[pipeline_id] = updated
-        self._sorted = None
+        self._changed()
         self._buffer.add_to_buffer(self._store.pipelines, pipeline_id, updated)
