@@ -486,6 +486,20 @@ class StorageContainerManager:
             size, num_blocks, replication_type, replication_factor, owner, exclude_list
         )
 
+    async def allocate_block_response(
+        self,
+        size: int,
+        num_blocks: int,
+        replication_type: int,
+        replication_factor: int,
+        owner: str,
+        exclude_list: hdds_pb2.ExcludeListProto | None = None,
+    ) -> scm_client_pb2.AllocateScmBlockResponseProto:
+        """:meth:`allocate_block` as the block protocol's answer (what the gRPC edge sends)."""
+        return await self.block_manager.allocate_block_response(
+            size, num_blocks, replication_type, replication_factor, owner, exclude_list
+        )
+
     async def delete_key_blocks(
         self, key_blocks: list[scm_client_pb2.KeyBlocks]
     ) -> list[scm_client_pb2.DeleteKeyBlocksResultProto]:

@@ -38,8 +38,10 @@ from scm_server.proto import hdds_pb2, scm_client_pb2
 log = logging.getLogger(__name__)
 DeleteResult = scm_client_pb2.DeleteScmBlockResult
 MAX_BLOCKS_KEY = "ozone.scm.block.max.blocks.per.request"
-# Blocks allocated between two yields to the event loop: about a millisecond of work or less.
-YIELD_EVERY = 8
+# Blocks allocated between two yields to the event loop: about 0.3 ms of work (10 us per block). A yield
+# is a whole event-loop turn (an epoll call, then every ready task): every 8 blocks it cost about a tenth
+# of the allocation time.
+YIELD_EVERY = 32
 
 
 class BlockManager:
@@ -76,6 +78,22 @@ class BlockManager:
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
     ) -> list[hdds_pb2.AllocatedBlock]:
+        """The allocated blocks (views into :meth:`allocate_block_response`'s answer)."""
+        response = await self.allocate_block_response(size, num_blocks, rtype, rfactor, owner, exclude_list)
+        return list(response.blocks)
+
+    async def allocate_block_response(
+        self,
+        size: int,
+        num_blocks: int,
+        rtype: int,
+        rfactor: int,
+        owner: str,
+        exclude_list: hdds_pb2.ExcludeListProto | None = None,
+    ) -> scm_client_pb2.AllocateScmBlockResponseProto:
+        """allocateBlock, its blocks written straight into the protocol's answer: the pipeline is copied
+        once per block (building AllocatedBlocks first and then the answer copied it twice, 3.3 against
+        1.4 us per block)."""
         self.scm_context.check_leader()
         if self.scm_context.is_in_safe_mode():
             raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "SCM is in safe mode; block allocation is not allowed")
@@ -92,7 +110,8 @@ class BlockManager:
                 "ask for fewer blocks per call (several calls) or raise the limit on the SCMs",
             )
         exclude = exclude_list or hdds_pb2.ExcludeListProto()
-        blocks: list[hdds_pb2.AllocatedBlock] = []
+        response = scm_client_pb2.AllocateScmBlockResponseProto()
+        blocks = response.blocks
         for n in range(num_blocks):
             if n and n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # bounded work per turn; cancellation lands here
@@ -104,14 +123,12 @@ class BlockManager:
                 size, owner, pipeline, exclude_ids=exclude.containerIds
             )
             local_id = await self.sequence_id_generator.get_next_id(LOCAL_ID)
-            blocks.append(
-                hdds_pb2.AllocatedBlock(
-                    containerBlockID=hdds_pb2.ContainerBlockID(containerID=container_id, localID=local_id),
-                    pipeline=pipeline,
-                )
-            )
+            block = blocks.add()
+            block.containerBlockID.containerID = container_id
+            block.containerBlockID.localID = local_id
+            block.pipeline.CopyFrom(pipeline)
         self.blocks_allocated += len(blocks)
-        return blocks
+        return response
 
     async def delete_key_blocks(
         self, key_blocks: list[scm_client_pb2.KeyBlocks]

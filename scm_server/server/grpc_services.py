@@ -233,10 +233,9 @@ class BlockProtocolService(_ServiceBase):
 
     async def AllocateScmBlock(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         exclude = req.excludeList if req.HasField("excludeList") else None
-        blocks = await self.scm.allocate_block(
+        return await self.scm.allocate_block_response(
             req.size, req.numBlocks, req.type, req.factor, req.owner, exclude
         )
-        return scm_client_pb2.AllocateScmBlockResponseProto(blocks=list(blocks))
 
     async def DeleteScmKeyBlocks(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         results = await self.scm.delete_key_blocks(list(req.keyBlocks))

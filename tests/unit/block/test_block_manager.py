@@ -53,6 +53,30 @@ async def test_allocation_reuses_containers_and_ids_are_unique(tmp_path: Path) -
     await scm.stop()
 
 
+async def test_the_protocol_answer_carries_each_block_with_its_whole_pipeline(tmp_path: Path) -> None:
+    # The gRPC edge sends allocate_block_response as it is: every block must carry its container, a
+    # fresh local id, and a complete copy of the OPEN pipeline it was placed on (a client writes to it).
+    scm = await make_scm(tmp_path)
+    await bring_up(scm, make_datanodes(6))
+    response = await scm.allocate_block_response(MB, 40, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    assert isinstance(response, scm_client_pb2.AllocateScmBlockResponseProto) and len(response.blocks) == 40
+    wire = scm_client_pb2.AllocateScmBlockResponseProto.FromString(response.SerializeToString())
+    assert wire == response
+    pipelines = {p.id.id: p for p in scm.pipeline_manager.open_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)}
+    assert len(pipelines) >= 2
+    used = set()
+    for block in wire.blocks:
+        assert block.pipeline == pipelines[block.pipeline.id.id]  # the whole pipeline, members and all
+        assert scm.container_manager.get_container(block.containerBlockID.containerID).state == hdds_pb2.OPEN
+        used.add(block.pipeline.id.id)
+    assert used == set(pipelines)  # round robin over the OPEN pipelines, per block
+    assert len({b.containerBlockID.localID for b in wire.blocks}) == 40
+    listed = await scm.allocate_block(MB, 3, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    assert [type(b) for b in listed] == [hdds_pb2.AllocatedBlock] * 3
+    assert min(b.containerBlockID.localID for b in listed) > max(b.containerBlockID.localID for b in wire.blocks)
+    await scm.stop()
+
+
 async def test_exclude_list_is_honoured(tmp_path: Path) -> None:
     scm = await make_scm(tmp_path)
     dns = make_datanodes(3)

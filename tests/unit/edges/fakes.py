@@ -45,6 +45,11 @@ class FakeSCM:
     async def process_heartbeat(self, req: Any) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
         return scm_datanode_pb2.SCMHeartbeatResponseProto(datanodeUUID=req.datanodeDetails.uuid)
 
+    async def allocate_block_response(self, size: int, num: int, rtype: int, rfactor: int, owner: str,
+                                      exclude: Any = None) -> scm_client_pb2.AllocateScmBlockResponseProto:
+        blocks = await self.allocate_block(size, num, rtype, rfactor, owner, exclude)
+        return scm_client_pb2.AllocateScmBlockResponseProto(blocks=blocks)
+
     async def allocate_block(self, size: int, num: int, rtype: int, rfactor: int, owner: str,
                              exclude: Any = None) -> list[hdds_pb2.AllocatedBlock]:
         self.calls.append("allocate_block")
