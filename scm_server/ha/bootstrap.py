@@ -416,6 +416,14 @@ def scm_bootstrap(
             storage.cluster_id,
         )
         return True
+    if not local.peers and initialized:
+        # A single SCM (no HA service configured) that --init already set up: running --init and
+        # --bootstrap on every node, as Ozone's Kubernetes example does, must also work for one node.
+        LOG.info(
+            "SCM already initialized with cluster id %s and no other SCM is configured; nothing to bootstrap",
+            storage.cluster_id,
+        )
+        return True
     if not local.peers:
         LOG.error(
             "scm bootstrap failed: no other SCM is configured to fetch the cluster id from; list the SCMs in "

@@ -171,6 +171,24 @@ def test_bootstrap_without_any_running_scm(confs: dict[str, Any], no_raft: list,
     assert "proceeds with its persisted cluster id" in caplog.text
 
 
+def test_init_and_bootstrap_on_a_single_scm(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # `ozone-scm local up --scms 1` runs both on its only SCM, as on every node of a ring: bootstrap
+    # has nothing to fetch and nowhere to fetch it from, which is fine once --init has run.
+    from scm_server.conf import OzoneConfiguration
+
+    caplog.set_level(logging.INFO)
+    single = OzoneConfiguration({"ozone.metadata.dirs": str(tmp_path), "ozone.scm.names": "127.0.0.1"})
+    assert resolve_local_scm(single).node is None and not resolve_local_scm(single).peers
+    assert not scm_bootstrap(single, rounds=1, rpc_timeout=0.5)  # not initialized: a clear failure
+    assert "no other SCM is configured to fetch the cluster id from" in caplog.text
+    assert not SCMStorageConfig(tmp_path).is_initialized
+    assert scm_init(single)
+    cluster_id = SCMStorageConfig(tmp_path).cluster_id
+    assert scm_bootstrap(single, rounds=1, rpc_timeout=0.5)
+    assert f"SCM already initialized with cluster id {cluster_id} and no other SCM is configured" in caplog.text
+    assert SCMStorageConfig(tmp_path).cluster_id == cluster_id
+
+
 def test_node_identity(confs: dict[str, Any]) -> None:
     assert resolve_local_scm(confs["scm2"]).node_id == "scm2"
     ambiguous = confs["scm1"].copy()
