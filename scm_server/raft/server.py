@@ -815,7 +815,6 @@ class RaftServer:
         if snap is not None:
             await self._install_snapshot(snap)
         messages = rd.messages
-        late: list[Message] = []  # sent after the apply (see below)
         if rd.conf_state is not None:
             transport.update_peers(dict(rd.conf_state.addresses))  # before sending to new members
         if messages and self._role == StateRole.LEADER and snap is None:
@@ -825,19 +824,9 @@ class RaftServer:
             hs, durable = rd.hard_state, storage.hard_state()
             if hs is None or (hs.term == durable.term and hs.vote == durable.vote):
                 early = [m for m in messages if m.type in _EARLY_TYPES]
-                if early and rd.committed_entries:
-                    # Appends without entries only carry the new commit index to the followers: they
-                    # leave after the apply below, so that the clients' replies are written first
-                    # (each stream write costs the event loop ~0.1 ms). Delaying a message is always
-                    # safe in Raft; entries still leave before our own fsync.
-                    late = [m for m in early if m.type == MessageType.APPEND and not m.entries]
-                    if late:
-                        early = [m for m in early if m.entries or m.type != MessageType.APPEND]
                 if early:
                     transport.send(early)
-                if early or late:
-                    taken = {id(m) for m in early} | {id(m) for m in late}
-                    messages = tuple(m for m in messages if id(m) not in taken)
+                    messages = tuple(m for m in messages if m.type not in _EARLY_TYPES)
         if rd.hard_state is not None or rd.entries or snap is not None:
             p = storage.prepare_save(rd.hard_state, rd.entries, snap, rd.must_sync)
             if rd.must_sync or rd.entries or snap is not None:
@@ -860,8 +849,6 @@ class RaftServer:
             transport.send(messages)
         if rd.committed_entries:
             await self._apply(rd.committed_entries)
-        if late:
-            transport.send(late)
         for rs in rd.read_states:
             fut = self._reads.pop(rs.request_ctx, None)
             if fut is not None and not fut.done():
