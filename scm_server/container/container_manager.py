@@ -210,7 +210,25 @@ class ContainerManager:
         cid, dn = replica.container_id, replica.datanode_uuid
         current = self._replicas.get(cid, ())
         if current:
-            cid = replica.container_id = current[0].container_id  # one int object per container
+            first = current[0]
+            cid = replica.container_id = first.container_id  # one int object per container
+            # Equal values share one int object: the replicas of a container usually agree, and each
+            # decoded int is a 28-32 byte object of its own (about 60 bytes a replica at 1M containers).
+            if replica.sequence_id == first.sequence_id:
+                replica.sequence_id = first.sequence_id
+            if replica.used_bytes == first.used_bytes:
+                replica.used_bytes = first.used_bytes
+            if replica.key_count == first.key_count:
+                replica.key_count = first.key_count
+        else:
+            info = self.state_manager.record_of(cid)  # the first replica: share with the stored record
+            if info is not None:
+                if replica.sequence_id == info.sequence_id:
+                    replica.sequence_id = info.sequence_id
+                if replica.used_bytes == info.used_bytes:
+                    replica.used_bytes = info.used_bytes
+                if replica.key_count == info.number_of_keys:
+                    replica.key_count = info.number_of_keys
         added = True
         at = len(current)
         for i, r in enumerate(current):  # a handful of replicas, kept ordered by datanode id

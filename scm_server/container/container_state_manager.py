@@ -270,6 +270,11 @@ class ContainerStateManager:
         info = self._containers.get(container_id)
         return None if info is None else info.to_proto()
 
+    def record_of(self, container_id: int) -> ContainerInfo | None:
+        """The stored record itself, or None: a read-only view (never modify it; mutations go through
+        the replicated methods)."""
+        return self._containers.get(container_id)
+
     def state_of(self, container_id: int) -> int | None:
         """The LifeCycleState, or None if unknown: O(1) with no proto built (report handlers)."""
         info = self._containers.get(container_id)

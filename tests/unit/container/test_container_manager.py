@@ -282,3 +282,35 @@ async def test_large_full_report_gives_the_event_loop_turns(tmp_path: Path) -> N
     assert during >= 5, f"only {during} turns for other tasks during a {len(report.reports)}-replica report"
     assert [r.datanode_uuid for r in scm.container_manager.get_replicas(cid)] == [dns[0].uuid]
     await scm.stop()
+
+
+async def test_replicas_that_agree_share_their_int_objects(tmp_path: Path) -> None:
+    """Memory at 1M containers x 3 replicas: equal BCSIDs, used bytes and key counts are one int object
+    (the container record's for the first replica, else the first replica's), while differing values
+    stay each replica's own."""
+    scm = await make_scm(tmp_path, FakeClock())
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cm = scm.container_manager
+    cid = (await cm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID
+    big = 10**12  # ints this large are never cached by CPython: each decode makes a new object
+    record = cm.state_manager.record_of(cid)
+    assert record is not None and cm.state_manager.record_of(10**9) is None
+    # as after a close, the stored usage is what the replicas report (set here for the test only)
+    record.used_bytes, record.number_of_keys = big + 1, big + 2
+    by_dn = {}
+    for i, dn in enumerate(dns):
+        bcsid = big + 7 if i < 2 else big + 8  # the third replica reports another BCSID
+        proto = hdds_pb2.ContainerReplicaProto(containerID=cid, state=hdds_pb2.ContainerReplicaProto.OPEN,
+                                               used=big + 1, keyCount=big + 2, blockCommitSequenceId=bcsid)
+        await cm.process_container_report(dn.uuid, scm_datanode_pb2.ContainerReportsProto(reports=[proto]))
+        by_dn[dn.uuid] = i
+    first, second, third = sorted(cm.get_replicas(cid), key=lambda r: by_dn[r.datanode_uuid])
+    assert first.used_bytes is record.used_bytes and first.key_count is record.number_of_keys
+    assert first.sequence_id == big + 7 and first.sequence_id is not record.sequence_id  # the record has 0
+    assert (second.used_bytes, second.key_count, second.sequence_id) == (big + 1, big + 2, big + 7)
+    assert second.used_bytes is first.used_bytes and second.key_count is first.key_count
+    assert second.sequence_id is first.sequence_id
+    assert third.sequence_id == big + 8 and third.sequence_id is not first.sequence_id
+    assert third.used_bytes is first.used_bytes
+    await scm.stop()
