@@ -104,6 +104,18 @@ class ContainerReplica:
 ReplicaListener = Callable[[int, str, bool], None]
 
 
+def _share_ints(replica: ContainerReplica, sequence_id: int, used_bytes: int, key_count: int) -> None:
+    """Equal values share one int object: the replicas of a container usually agree with each other and
+    with the container's record, and each decoded int is a 28-32 byte object of its own (about 90 bytes
+    a replica at 1M containers)."""
+    if replica.sequence_id == sequence_id:
+        replica.sequence_id = sequence_id
+    if replica.used_bytes == used_bytes:
+        replica.used_bytes = used_bytes
+    if replica.key_count == key_count:
+        replica.key_count = key_count
+
+
 def merge_reported_usage(
     info: hdds_pb2.ContainerInfoProto, replicas: Sequence[ContainerReplica]
 ) -> hdds_pb2.ContainerInfoProto:
@@ -212,23 +224,11 @@ class ContainerManager:
         if current:
             first = current[0]
             cid = replica.container_id = first.container_id  # one int object per container
-            # Equal values share one int object: the replicas of a container usually agree, and each
-            # decoded int is a 28-32 byte object of its own (about 60 bytes a replica at 1M containers).
-            if replica.sequence_id == first.sequence_id:
-                replica.sequence_id = first.sequence_id
-            if replica.used_bytes == first.used_bytes:
-                replica.used_bytes = first.used_bytes
-            if replica.key_count == first.key_count:
-                replica.key_count = first.key_count
+            _share_ints(replica, first.sequence_id, first.used_bytes, first.key_count)
         else:
             info = self.state_manager.record_of(cid)  # the first replica: share with the stored record
             if info is not None:
-                if replica.sequence_id == info.sequence_id:
-                    replica.sequence_id = info.sequence_id
-                if replica.used_bytes == info.used_bytes:
-                    replica.used_bytes = info.used_bytes
-                if replica.key_count == info.number_of_keys:
-                    replica.key_count = info.number_of_keys
+                _share_ints(replica, info.sequence_id, info.used_bytes, info.number_of_keys)
         added = True
         at = len(current)
         for i, r in enumerate(current):  # a handful of replicas, kept ordered by datanode id
