@@ -1,10 +1,3 @@
-"""Settings for the whole test session, read before any test module imports grpc."""
+"""Settings for the whole test session, made before any test module imports grpc."""
 
-import os
-
-# gRPC's fork handlers exist for processes that fork and go on using gRPC without exec. Ours only fork to
-# exec (Spark's JVM launcher, the kubelet fixture's Pods, subprocesses with a preexec_fn); with gRPC threads
-# busy, those handlers are skipped half-way and the parent's poller can fail (epoll_wait EBADF) while the
-# child dies before exec ("Java gateway process exited before sending its port number", seen in CI). gRPC's
-# documented setting for fork-then-exec programs turns them off; it must be set before grpc is imported.
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+import scm_server  # noqa: F401  (sets GRPC_ENABLE_FORK_SUPPORT=false for this process: see scm_server/__init__.py)
