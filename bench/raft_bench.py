@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+
+from scm_server.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout: make scm_server importable
@@ -70,10 +71,6 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_until(cond: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.05) -> None:

@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 from xml.sax.saxutils import escape
+
+from scm_server.ports import free_port
 
 SERVICE_ID = "scmservice"
 
@@ -50,10 +51,6 @@ FAST_SETTINGS: dict[str, str] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def site_xml(values: Mapping[str, str]) -> str:

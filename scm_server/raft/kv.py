@@ -412,11 +412,9 @@ async def serve(args: argparse.Namespace) -> int:
     listen: str = args.listen
     host, _, port_text = listen.rpartition(":")
     if port_text == "0":
-        import socket
+        from scm_server.ports import free_port
 
-        with socket.socket() as s:
-            s.bind((host, 0))
-            listen = f"{host}:{s.getsockname()[1]}"
+        listen = f"{host}:{free_port(host)}"
         if args.id in peers:
             peers[args.id] = listen
     raft_dir = data_dir / "raft"

@@ -21,7 +21,6 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,13 +32,11 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from scm_server.ports import free_port
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_for(

@@ -19,7 +19,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from scm_harness import ScmUnderTest, run_cli
 from scm_server.cli.local_cluster import LocalCluster
 from scm_server.cli.local_members import http_ok
 from scm_server.conf import OzoneConfiguration
+from scm_server.ports import dead_address
 from scm_server.server.config_check import check_daemon_config
 
 OZONE_SCM = str(Path(sys.executable).with_name("ozone-scm"))
@@ -82,10 +82,6 @@ def screen_lines(out: str) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def dead_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:

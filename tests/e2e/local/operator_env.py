@@ -29,7 +29,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -39,6 +38,7 @@ from typing import Any
 import yaml
 
 from scm_server.cli.local_cluster import FAST_SETTINGS
+from scm_server.ports import free_port
 from tests.e2e.local.apiserver import EmulatedAPIServer, serving
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
 from tests.e2e.local.podspec import ImageSpec
@@ -63,10 +63,6 @@ KIND = "OzoneSCMCluster"
 FAST_SITE: dict[str, str] = {**FAST_SETTINGS, "ozone.scm.ha.ratis.fsync": "false"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclasses.dataclass

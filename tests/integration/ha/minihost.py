@@ -8,7 +8,6 @@ tested on its own, several SCMs in one event loop on loopback ports.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,15 +21,12 @@ from scm_server.ha.scm_service import SCMServiceManager
 from scm_server.ha.sequence_id_generator import SequenceIdGenerator, SequenceIdStateManager
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
+from scm_server.ports import free_port
 from scm_server.proto import scm_ratis_pb2
 
 SERVICE = "scmservice"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def make_conf(root: Path, node_ids: list[str], node: str, ports: dict[str, dict[str, int]], **extra: Any) -> OzoneConfiguration:

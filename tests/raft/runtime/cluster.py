@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,16 +16,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+from scm_server.ports import free_port
 from scm_server.raft.kv_client import KvClient, MemberStatus, RaftAdminClient
 
 ROOT = Path(__file__).resolve().parents[3]
 T = TypeVar("T")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_for(pred: Callable[[], Awaitable[T | None]], timeout: float, what: str, interval: float = 0.05) -> T:

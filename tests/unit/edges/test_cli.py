@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from scm_server.cli.main import main
 from scm_server.cli.output import report_text, report_to_dict
+from scm_server.ports import dead_address as _dead_address
 from scm_server.proto import hdds_pb2
-
-
-def _dead_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
 
 
 def test_unreachable_scm_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],

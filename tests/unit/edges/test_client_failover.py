@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 
 import grpc
@@ -11,6 +10,7 @@ import pytest
 
 from scm_server.client import SCMClient, SCMClientConfig, SCMUnavailableError
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ports import free_port as _free_port
 from scm_server.server import endpoints
 from scm_server.server.grpc_services import (
     BlockProtocolService,
@@ -20,12 +20,6 @@ from scm_server.server.grpc_services import (
 )
 
 from .fakes import FakeSCM
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Cluster:

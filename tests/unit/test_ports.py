@@ -1,0 +1,37 @@
+"""Ports for local servers come from outside the kernel's ephemeral range, so that the local end
+of an outgoing connection can never take a port between choosing it and binding it."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from scm_server import ports
+
+
+def test_ports_are_outside_the_ephemeral_range_distinct_and_bindable() -> None:
+    low, high = ports.ephemeral_range()
+    got = [ports.free_port() for _ in range(200)]
+    assert len(set(got)) == len(got)
+    for p in got:
+        assert not low <= p <= high, (p, low, high)
+        assert p >= ports.LOWEST
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", got[0]))
+
+
+def test_a_port_in_use_is_never_handed_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", ports.free_port()))
+    listener.listen()
+    taken = listener.getsockname()[1]
+    try:
+        # Make the random choice land on the busy port first: it is skipped, another is given.
+        seq = iter([taken, taken, taken + 1 if taken + 1 < 32768 else taken - 1])
+        monkeypatch.setattr(ports._rng, "randint", lambda lo, hi: next(seq))
+        monkeypatch.setattr(ports._rng, "choice", lambda rs: rs[0])
+        monkeypatch.setattr(ports, "ephemeral_range", lambda: (32768, 60999))
+        p = ports.free_port()
+        assert p != taken
+    finally:
+        listener.close()
