@@ -20,7 +20,7 @@ import itertools
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from typing import Final, NamedTuple
 
 from scm_server.conf import SCMConfig
 from scm_server.container.container_state_manager import (
@@ -58,9 +58,14 @@ R_DELETED = hdds_pb2.ContainerReplicaProto.DELETED
 CommandType = scm_datanode_pb2.SCMCommandProto.Type
 
 
-@dataclass(slots=True)
-class ContainerReplica:
-    """One replica as last reported by a datanode (soft state)."""
+class ContainerReplica(NamedTuple):
+    """One replica as last reported by a datanode (soft state). Immutable: a newer report replaces it.
+
+    The container manager keeps each replica as a *plain* tuple of these fields in this order
+    (:data:`StoredReplica`) and hands out this named view of it on reads. CPython's collector stops
+    tracking a plain tuple of ints and strings the first time it sees one, so the 3M replicas of 1M
+    containers are never walked by a full collection (as objects of a class they were, every time
+    the heap grew by a quarter, which made report processing slower the bigger the cluster)."""
 
     container_id: int
     datanode_uuid: str
@@ -76,16 +81,16 @@ class ContainerReplica:
     @classmethod
     def from_proto(cls, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, now_ms: int) -> ContainerReplica:
         return cls(
-            container_id=proto.containerID,
-            datanode_uuid=dn_uuid,
-            state=proto.state,
-            sequence_id=proto.blockCommitSequenceId,
-            key_count=proto.keyCount,
-            used_bytes=proto.used,
-            origin_node_id=proto.originNodeId or dn_uuid,
-            is_empty=proto.isEmpty,
-            replica_index=proto.replicaIndex,
-            last_report_ms=now_ms,
+            proto.containerID,
+            dn_uuid,
+            proto.state,
+            proto.blockCommitSequenceId,
+            proto.keyCount,
+            proto.used,
+            proto.originNodeId or dn_uuid,
+            proto.isEmpty,
+            proto.replicaIndex,
+            now_ms,
         )
 
     def to_proto(self) -> hdds_pb2.ContainerReplicaProto:
@@ -101,31 +106,28 @@ class ContainerReplica:
         )
 
 
+#: How the index stores a replica: a plain tuple in :class:`ContainerReplica`'s field order.
+StoredReplica = tuple[int, str, int, int, int, int, str, bool, int, int]
+# Positions in a StoredReplica.
+_DN: Final = 1
+_SEQ: Final = 3
+_KEYS: Final = 4
+_USED: Final = 5
+as_replica = ContainerReplica._make  # the named view of a stored replica (no copy of the fields)
+
 ReplicaListener = Callable[[int, str, bool], None]
 
 
-def _share_ints(replica: ContainerReplica, sequence_id: int, used_bytes: int, key_count: int) -> None:
-    """Equal values share one int object: the replicas of a container usually agree with each other and
-    with the container's record, and each decoded int is a 28-32 byte object of its own (about 90 bytes
-    a replica at 1M containers)."""
-    if replica.sequence_id == sequence_id:
-        replica.sequence_id = sequence_id
-    if replica.used_bytes == used_bytes:
-        replica.used_bytes = used_bytes
-    if replica.key_count == key_count:
-        replica.key_count = key_count
-
-
 def merge_reported_usage(
-    info: hdds_pb2.ContainerInfoProto, replicas: Sequence[ContainerReplica]
+    info: hdds_pb2.ContainerInfoProto, replicas: Sequence[StoredReplica] | Sequence[ContainerReplica]
 ) -> hdds_pb2.ContainerInfoProto:
     """Raise ``info``'s used bytes, key count and BCSID to the most any replica reported (in place;
     pass a copy). What :meth:`ContainerManager.get_container` serves and the ReplicationManager
     checks; the audit export applies it to the snapshot's replicas the same way."""
     if replicas:
-        info.usedBytes = max(info.usedBytes, max(r.used_bytes for r in replicas))
-        info.numberOfKeys = max(info.numberOfKeys, max(r.key_count for r in replicas))
-        info.sequenceId = max(info.sequenceId, max(r.sequence_id for r in replicas))
+        info.usedBytes = max(info.usedBytes, max(r[_USED] for r in replicas))
+        info.numberOfKeys = max(info.numberOfKeys, max(r[_KEYS] for r in replicas))
+        info.sequenceId = max(info.sequenceId, max(r[_SEQ] for r in replicas))
     return info
 
 
@@ -149,9 +151,10 @@ class ContainerManager:
         self.clock = clock
         self.config = config
         self.pipeline_wait_s = pipeline_wait_s
-        # Replicas per container as a tuple sorted by datanode (a 3-tuple is far smaller than a
-        # dict per container); datanode ids are interned so 1M replicas share a handful of strings.
-        self._replicas: dict[int, tuple[ContainerReplica, ...]] = {}
+        # Replicas per container as a tuple of plain tuples sorted by datanode (a 3-tuple is far
+        # smaller than a dict per container, and the collector untracks both, see ContainerReplica);
+        # datanode ids are interned so 1M replicas share a handful of strings.
+        self._replicas: dict[int, tuple[StoredReplica, ...]] = {}
         self._by_node: dict[str, set[int]] = defaultdict(set)
         self._node_ids: dict[str, str] = {}
         self._replica_total = 0
@@ -183,7 +186,7 @@ class ContainerManager:
         replicas = self._replicas.get(container_id)
         if not replicas:
             return stored
-        return max(stored, max(r.used_bytes for r in replicas))
+        return max(stored, max(r[_USED] for r in replicas))
 
     def exists(self, container_id: int) -> bool:
         return self.state_manager.contains(container_id)
@@ -193,7 +196,7 @@ class ContainerManager:
 
     def get_replicas(self, container_id: int) -> list[ContainerReplica]:
         """Replicas of a container, ordered by datanode id."""
-        return list(self._replicas.get(container_id, ()))
+        return [as_replica(r) for r in self._replicas.get(container_id, ())]
 
     def has_replicas(self, container_id: int) -> bool:
         return bool(self._replicas.get(container_id))
@@ -217,37 +220,62 @@ class ContainerManager:
 
     def update_container_replica(self, replica: ContainerReplica) -> None:
         """Record a replica (Ozone's updateContainerReplica): soft state, never replicated."""
-        replica.datanode_uuid = self.intern_node_id(replica.datanode_uuid)
-        replica.origin_node_id = self.intern_node_id(replica.origin_node_id or replica.datanode_uuid)
-        cid, dn = replica.container_id, replica.datanode_uuid
+        self._put_replica(*replica)
+
+    def _put_replica(
+        self,
+        cid: int,
+        dn: str,
+        state: int,
+        sequence_id: int,
+        key_count: int,
+        used_bytes: int,
+        origin: str,
+        is_empty: bool,
+        replica_index: int,
+        last_report_ms: int,
+    ) -> None:
+        nodes = self._node_ids
+        dn = nodes.setdefault(dn, dn)
+        origin = nodes.setdefault(origin, origin) if origin else dn
         current = self._replicas.get(cid, ())
+        # Equal values share one int object: the replicas of a container usually agree with each
+        # other and with the container's record, and each decoded int is an object of 28-32 bytes.
         if current:
-            first = current[0]
-            cid = replica.container_id = first.container_id  # one int object per container
-            _share_ints(replica, first.sequence_id, first.used_bytes, first.key_count)
+            ref = current[0]
+            cid, ref_seq, ref_keys, ref_used = ref[0], ref[_SEQ], ref[_KEYS], ref[_USED]
         else:
             info = self.state_manager.record_of(cid)  # the first replica: share with the stored record
-            if info is not None:
-                _share_ints(replica, info.sequence_id, info.used_bytes, info.number_of_keys)
+            if info is None:
+                ref_seq = ref_keys = ref_used = -1
+            else:
+                cid, ref_seq, ref_keys, ref_used = info.container_id, info.sequence_id, info.number_of_keys, info.used_bytes
+        if sequence_id == ref_seq:
+            sequence_id = ref_seq
+        if key_count == ref_keys:
+            key_count = ref_keys
+        if used_bytes == ref_used:
+            used_bytes = ref_used
+        replica = (cid, dn, state, sequence_id, key_count, used_bytes, origin, is_empty, replica_index, last_report_ms)
         added = True
         at = len(current)
         for i, r in enumerate(current):  # a handful of replicas, kept ordered by datanode id
-            if r.datanode_uuid >= dn:
-                added = r.datanode_uuid != dn
+            if r[_DN] >= dn:
+                added = r[_DN] != dn
                 at = i
                 break
         self._replicas[cid] = (*current[:at], replica, *current[at + (0 if added else 1) :])
-        self._by_node[dn].add(cid)
         if added:
+            self._by_node[dn].add(cid)
             self._replica_total += 1
             for listener in self._replica_listeners:
-                listener(cid, replica.datanode_uuid, True)
+                listener(cid, dn, True)
 
     def remove_replica(self, container_id: int, dn_uuid: str) -> None:
         current = self._replicas.get(container_id)
         if current is None:
             return
-        rest = tuple(r for r in current if r.datanode_uuid != dn_uuid)
+        rest = tuple(r for r in current if r[_DN] != dn_uuid)
         if len(rest) == len(current):
             return
         self._replica_total -= 1
@@ -261,7 +289,7 @@ class ContainerManager:
 
     def forget_container(self, container_id: int) -> None:
         for r in self._replicas.get(container_id, ()):
-            self.remove_replica(container_id, r.datanode_uuid)
+            self.remove_replica(container_id, r[_DN])
 
     # ---- allocation (leader) ----
     async def allocate_container(
@@ -417,7 +445,18 @@ class ContainerManager:
         if rstate == R_DELETED:
             self.remove_replica(cid, dn_uuid)
             return None
-        self.update_container_replica(ContainerReplica.from_proto(dn_uuid, proto, now_ms))
+        self._put_replica(
+            cid,
+            dn_uuid,
+            rstate,
+            proto.blockCommitSequenceId,
+            proto.keyCount,
+            proto.used,
+            proto.originNodeId,
+            proto.isEmpty,
+            proto.replicaIndex,
+            now_ms,
+        )
         if state == CLOSED or (state == OPEN and rstate == R_OPEN):
             return None
         return state
@@ -517,7 +556,7 @@ class ContainerManager:
             out.append(hdds_pb2.ContainerReplicaInfo(datanode=details, replica=r.to_proto(), lastReportedMs=r.last_report_ms))
         return out
 
-    def replica_map_view(self) -> dict[int, tuple[ContainerReplica, ...]]:
+    def replica_map_view(self) -> dict[int, tuple[StoredReplica, ...]]:
         """A point-in-time view of every container's replicas (a shallow copy, O(containers)).
 
         Consistent without copying the replicas: a report never mutates a stored replica or tuple,

@@ -45,7 +45,12 @@ import grpc.aio
 from google.protobuf import message as pb_message
 from google.protobuf import message_factory
 
-from scm_server.container.container_manager import ContainerReplica, merge_reported_usage
+from scm_server.container.container_manager import (
+    ContainerReplica,
+    StoredReplica,
+    as_replica,
+    merge_reported_usage,
+)
 from scm_server.container.replication.health import ClusterView, PendingView, check_container
 from scm_server.container.replication.replication_manager import build_container_view
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
@@ -80,7 +85,7 @@ class AuditSnapshot:
     is_leader: bool
     term: int
     db_snapshot: Any  # plyvel Snapshot
-    replicas: dict[int, tuple[ContainerReplica, ...]]
+    replicas: dict[int, tuple[StoredReplica, ...]]  # plain tuples: as_replica() names the fields
     nodes: list[DatanodeInfo]
     replica_counts: dict[str, int]
     pending: dict[int, PendingView]
@@ -386,7 +391,7 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
         nonlocal next_replica
         out: list[ContainerReplica] = []
         while next_replica < len(replica_ids) and (limit is None or replica_ids[next_replica] < limit):
-            out.extend(snap.replicas[replica_ids[next_replica]])
+            out.extend(map(as_replica, snap.replicas[replica_ids[next_replica]]))
             next_replica += 1
         return out
 
@@ -414,7 +419,7 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
         replicas.extend(replicas_before(cid))
         own: tuple[ContainerReplica, ...] = ()
         if next_replica < len(replica_ids) and replica_ids[next_replica] == cid:
-            own = snap.replicas[cid]
+            own = tuple(map(as_replica, snap.replicas[cid]))
             next_replica += 1
         replicas.extend(own)
         containers.append(info)
