@@ -85,7 +85,7 @@ class AuditSnapshot:
     is_leader: bool
     term: int
     db_snapshot: Any  # plyvel Snapshot
-    replicas: dict[int, tuple[StoredReplica, ...]]  # plain tuples: as_replica() names the fields
+    replicas: dict[int, tuple[StoredReplica, ...]]  # as_replica(container id, stored) names the fields
     nodes: list[DatanodeInfo]
     replica_counts: dict[str, int]
     pending: dict[int, PendingView]
@@ -391,7 +391,8 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
         nonlocal next_replica
         out: list[ContainerReplica] = []
         while next_replica < len(replica_ids) and (limit is None or replica_ids[next_replica] < limit):
-            out.extend(map(as_replica, snap.replicas[replica_ids[next_replica]]))
+            orphan = replica_ids[next_replica]
+            out.extend(as_replica(orphan, r) for r in snap.replicas[orphan])
             next_replica += 1
         return out
 
@@ -417,15 +418,16 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
         info = container_cf.value_codec.decode(value)
         cid = info.containerID
         replicas.extend(replicas_before(cid))
-        own: tuple[ContainerReplica, ...] = ()
+        stored: tuple[StoredReplica, ...] = ()
         if next_replica < len(replica_ids) and replica_ids[next_replica] == cid:
-            own = tuple(map(as_replica, snap.replicas[cid]))
+            stored = snap.replicas[cid]
             next_replica += 1
+        own = tuple(as_replica(cid, r) for r in stored)
         replicas.extend(own)
         containers.append(info)
         merged = hdds_pb2.ContainerInfoProto()
         merged.CopyFrom(info)
-        merge_reported_usage(merged, own)
+        merge_reported_usage(merged, stored)
         pipeline_state = pipeline_states.get(info.pipelineID.id) if info.HasField("pipelineID") else None
         view = build_container_view(merged, own, by_uuid.get, pipeline_state, snap.pending.get(cid, no_pending))
         result = check_container(view, cluster)
