@@ -12,10 +12,12 @@ structural choices that produce them, each observable from outside:
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 from scm_state_harness import bring_up, make_datanodes, make_scm, replica
 
+from scm_server.container.container_manager import ContainerReplica
 from scm_server.proto import hdds_pb2
 
 R = hdds_pb2.ContainerReplicaProto
@@ -66,4 +68,33 @@ async def test_container_table_is_not_mutable_through_reads(tmp_path: Path) -> N
     # What a reload from scm.db gives is the same as what was served before.
     sm.reinitialize()
     assert sm.get_container(cid) == fresh
+    await scm.stop()
+
+
+async def test_replicas_are_plain_tuples_the_collector_untracks_and_read_back_whole(tmp_path: Path) -> None:
+    """The index keeps plain tuples (so full collections never walk them); reads name every field,
+    the unusual ones (another origin, an empty replica, an EC index) included; per-datanode id
+    arrays stay sorted and exact whatever order replicas come and go in."""
+    scm = await make_scm(tmp_path)
+    cm = scm.container_manager
+    dn_a, dn_b = "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b"
+    usual = ContainerReplica(7, dn_a, R.CLOSED, 12, 3, 4096, dn_a, False, 0, 1000)
+    unusual = ContainerReplica(7, dn_b, R.QUASI_CLOSED, 11, 2, 2048, dn_a, True, 4, 1001)
+    for r in (unusual, usual):
+        cm.update_container_replica(r)
+    assert cm.get_replicas(7) == [usual, unusual]  # ordered by datanode, every field as recorded
+    stored = cm.replica_map_view()[7]
+    assert all(type(s) is tuple for s in stored) and len(stored[0]) < len(stored[1])
+    gc.collect()  # a container's tuple may be looked at before the replicas in it are untracked:
+    gc.collect()  # it is untracked by the next collection that sees it
+    assert not gc.is_tracked(stored) and not any(gc.is_tracked(s) for s in stored)
+
+    for cid in (30, 10, 20, 40, 5):  # out of id order, as incremental reports may come
+        cm.update_container_replica(usual._replace(container_id=cid))
+    cm.remove_replica(20, dn_a)
+    cm.remove_replica(20, dn_a)
+    cm.update_container_replica(usual._replace(container_id=10))  # a repeat is no second entry
+    assert list(cm._by_node[dn_a]) == [5, 7, 10, 30, 40]
+    assert cm.containers_on(dn_a) == {5, 7, 10, 30, 40} and cm.container_count_on(dn_a) == 5
+    assert cm.containers_on(dn_b) == {7} and cm.replica_count() == 6
     await scm.stop()
