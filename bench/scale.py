@@ -423,7 +423,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     p.add_argument("--datanodes", type=int, default=30)
-    p.add_argument("--blocks", type=int, default=30_000)
+    p.add_argument("--blocks", type=int, default=150_000, help="blocks allocated per size (about 3 s: long enough that creating the first containers is not most of it)")
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--pings", type=int, default=2000)
