@@ -6,6 +6,7 @@ Real gRPC servers (our servicers over the fake facade) on loopback and the real 
 from __future__ import annotations
 
 import asyncio
+import random
 
 import grpc
 import grpc.aio
@@ -176,15 +177,38 @@ async def test_response_cache_is_bounded_in_bytes() -> None:
     t = FakeTime()
     cache = ResponseCache(expiry=60, capacity=1000, clock=t.clock, max_bytes=10_000)
     runs = 0
+    noise = random.Random(7).randbytes(3000)  # incompressible: kept at about its own size
 
     async def answer() -> bytes:
         nonlocal runs
         runs += 1
-        return b"x" * 3000
+        return noise
 
     for call_id in range(10):
-        assert await cache.run(("c", call_id, "S/M"), answer) == b"x" * 3000
+        assert await cache.run(("c", call_id, "S/M"), answer) == noise
         assert cache.bytes <= 10_000
-    assert len(cache) == 3 and cache.bytes == 9000 and runs == 10
-    assert await cache.run(("c", 9, "S/M"), answer) == b"x" * 3000 and runs == 10  # newest kept
-    assert await cache.run(("c", 0, "S/M"), answer) == b"x" * 3000 and runs == 11  # oldest evicted: runs again
+    assert len(cache) == 3 and 9000 <= cache.bytes <= 10_000 and runs == 10
+    assert await cache.run(("c", 9, "S/M"), answer) == noise and runs == 10  # newest kept
+    assert await cache.run(("c", 0, "S/M"), answer) == noise and runs == 11  # oldest evicted: runs again
+
+
+async def test_response_cache_keeps_repetitive_answers_compressed_and_returns_them_whole() -> None:
+    # A 100-block answer repeats its pipeline in every block: it is kept compressed, so far more
+    # answers fit in the same bytes, and a retry gets exactly the bytes the first call sent.
+    t = FakeTime()
+    cache = ResponseCache(expiry=60, capacity=1000, clock=t.clock, max_bytes=100_000)
+    pipeline = random.Random(3).randbytes(700)
+    answers = {i: b"".join(i.to_bytes(8, "big") + j.to_bytes(8, "big") + pipeline for j in range(100)) for i in range(50)}
+
+    async def answer(i: int) -> bytes:
+        return answers[i]
+
+    for i in range(50):
+        assert await cache.run(("c", i, "S/M"), lambda i=i: answer(i)) == answers[i]
+    assert len(answers[0]) == 71_600 and len(cache) == 50 and cache.bytes < 100_000
+    for i in range(50):
+        async def fail() -> bytes:
+            raise AssertionError("a retry within the window ran the call again")
+
+        assert await cache.run(("c", i, "S/M"), fail) == answers[i]
+    assert cache.hits == 50
