@@ -4,7 +4,7 @@ Called by ``make lint`` (so ``make test`` and CI run it) and by
 ``tests/unit/test_standalone_check.py``, which also feeds it hand-made violations. It reads
 files only; it must not import the project or touch anything outside the repository.
 
-A fresh clone must build, run and test on its own: no ``../shared`` beside it, no host paths.
+A fresh clone must build, run and test on its own: no sibling data directory beside it, no host paths.
 What it flags, per file type:
 
 * Python: path expressions derived from ``__file__`` (``Path(__file__).parents[N]``,
@@ -15,8 +15,9 @@ What it flags, per file type:
 * Shell, Makefile, Dockerfile, YAML, TOML, config: a leading relative ``..`` outside a
   ``$(dirname "$0")/..`` idiom, and that idiom when it climbs above the root.
 * Markdown: relative links whose target lies above the root.
-* Every text file: the sibling data directory (``../shared``, ``shared/data/``) and absolute
-  paths under host roots that are no part of an installed system (``/work``, ``/home``, ...).
+* Every text file: the sibling data directory (its name after ``../``, or followed by ``/data/``;
+  see ``SIBLING_DATA``) and absolute paths under host roots that are no part of an installed
+  system (``/work``, ``/home``, ...).
 
 Usage: ``python scripts/check_standalone.py [ROOT]``; exits 1 with one line per finding.
 """

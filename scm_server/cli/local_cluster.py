@@ -51,8 +51,6 @@ FAST_SETTINGS: dict[str, str] = {
 }
 
 
-
-
 def site_xml(values: Mapping[str, str]) -> str:
     props = "\n".join(
         f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value></property>"

@@ -80,21 +80,6 @@ class ContainerReplica(NamedTuple):
     replica_index: int = 0
     last_report_ms: int = 0
 
-    @classmethod
-    def from_proto(cls, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, now_ms: int) -> ContainerReplica:
-        return cls(
-            proto.containerID,
-            dn_uuid,
-            proto.state,
-            proto.blockCommitSequenceId,
-            proto.keyCount,
-            proto.used,
-            proto.originNodeId or dn_uuid,
-            proto.isEmpty,
-            proto.replicaIndex,
-            now_ms,
-        )
-
     def to_proto(self) -> hdds_pb2.ContainerReplicaProto:
         return hdds_pb2.ContainerReplicaProto(
             containerID=self.container_id,
@@ -241,11 +226,6 @@ class ContainerManager:
         return self._replica_total
 
     # ---- soft replica updates ----
-    def intern_node_id(self, dn_uuid: str) -> str:
-        """One shared string per datanode id (replicas of 1M containers would otherwise each
-        hold their own copies decoded from the reports)."""
-        return self._node_ids.setdefault(dn_uuid, dn_uuid)
-
     def update_container_replica(self, replica: ContainerReplica) -> None:
         """Record a replica (Ozone's updateContainerReplica): soft state, never replicated."""
         self._put_replica(*replica)

@@ -37,8 +37,6 @@ from scm_server.ports import free_port
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-
-
 async def wait_for(
     cond: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.05
 ) -> None:
