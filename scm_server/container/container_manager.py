@@ -35,6 +35,7 @@ from scm_server.container.container_state_manager import (
     OPEN,
     QUASI_CLOSE,
     QUASI_CLOSED,
+    ContainerInfo,
     ContainerStateManager,
 )
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
@@ -228,6 +229,7 @@ class ContainerManager:
     # ---- soft replica updates ----
     def update_container_replica(self, replica: ContainerReplica) -> None:
         """Record a replica (Ozone's updateContainerReplica): soft state, never replicated."""
+        replica = replica._replace(datanode_uuid=self._node_ids.setdefault(replica.datanode_uuid, replica.datanode_uuid))
         self._put_replica(*replica)
 
     def _put_replica(
@@ -242,46 +244,58 @@ class ContainerManager:
         is_empty: bool,
         replica_index: int,
         last_report_ms: int,
+        info: ContainerInfo | None = None,
     ) -> None:
-        nodes = self._node_ids
-        dn = nodes.setdefault(dn, dn)
-        origin = nodes.setdefault(origin, origin) if origin else dn
-        current = self._replicas.get(cid, ())
+        """Store one replica; ``info`` is the container's record when the caller has it at hand.
+        ``dn`` must already be interned (the report loop interns it once per report)."""
+        current = self._replicas.get(cid)
         # Equal values share one int object: the replicas of a container usually agree with each
         # other and with the container's record, and each decoded int is an object of 28-32 bytes.
         if current:
             ref = current[0]
-            ref_seq, ref_keys, ref_used = ref[_SEQ], ref[_KEYS], ref[_USED]
+            if sequence_id == ref[_SEQ]:
+                sequence_id = ref[_SEQ]
+            if key_count == ref[_KEYS]:
+                key_count = ref[_KEYS]
+            if used_bytes == ref[_USED]:
+                used_bytes = ref[_USED]
         else:
-            info = self.state_manager.record_of(cid)  # the first replica: share with the stored record
             if info is None:
-                ref_seq = ref_keys = ref_used = -1
-            else:
-                cid, ref_seq, ref_keys, ref_used = info.container_id, info.sequence_id, info.number_of_keys, info.used_bytes
-        if sequence_id == ref_seq:
-            sequence_id = ref_seq
-        if key_count == ref_keys:
-            key_count = ref_keys
-        if used_bytes == ref_used:
-            used_bytes = ref_used
+                info = self.state_manager.record_of(cid)
+            if info is not None:  # the first replica: share with the stored record
+                cid = info.container_id
+                if sequence_id == info.sequence_id:
+                    sequence_id = info.sequence_id
+                if key_count == info.number_of_keys:
+                    key_count = info.number_of_keys
+                if used_bytes == info.used_bytes:
+                    used_bytes = info.used_bytes
         replica: StoredReplica
-        if origin is dn and not is_empty and not replica_index:
+        if (not origin or origin == dn) and not is_empty and not replica_index:
             replica = (dn, state, sequence_id, key_count, used_bytes, last_report_ms)
         else:
+            origin = self._node_ids.setdefault(origin, origin) if origin else dn
             replica = (dn, state, sequence_id, key_count, used_bytes, last_report_ms, origin, is_empty, replica_index)
-        added = True
-        at = len(current)
-        for i, r in enumerate(current):  # a handful of replicas, kept ordered by datanode id
-            if r[_DN] >= dn:
-                added = r[_DN] != dn
-                at = i
-                break
-        self._replicas[cid] = (*current[:at], replica, *current[at + (0 if added else 1) :])
-        if added:
-            _sorted_add(self._by_node[dn], cid)
-            self._replica_total += 1
-            for listener in self._replica_listeners:
-                listener(cid, dn, True)
+        if not current:
+            self._replicas[cid] = (replica,)
+        elif current[-1][_DN] < dn:  # replicas are kept ordered by datanode id
+            self._replicas[cid] = (*current, replica)
+        else:
+            at = 0
+            while current[at][_DN] < dn:
+                at += 1
+            if current[at][_DN] == dn:  # a newer report of a replica already known
+                self._replicas[cid] = (*current[:at], replica, *current[at + 1 :])
+                return
+            self._replicas[cid] = (*current[:at], replica, *current[at:])
+        ids = self._by_node[dn]
+        if not ids or ids[-1] < cid:
+            ids.append(cid)  # the usual case: a full report lists its containers in id order
+        else:
+            _sorted_add(ids, cid)
+        self._replica_total += 1
+        for listener in self._replica_listeners:
+            listener(cid, dn, True)
 
     def remove_replica(self, container_id: int, dn_uuid: str) -> None:
         current = self._replicas.get(container_id)
@@ -414,64 +428,61 @@ class ContainerManager:
         """Full report: the DN's replica set is exactly what it lists (missing ones are removed)."""
         self.reports_processed += 1
         now = self.clock.wall_ms()
-        seen: set[int] = set()
-        for n, proto in enumerate(report.reports):
-            if n and n % REPORT_YIELD_EVERY == 0:
+        dn = self._node_ids.setdefault(dn_uuid, dn_uuid)
+        # A datanode's first report has nothing to take away, so only a later one collects ids.
+        seen: set[int] | None = set() if self._by_node.get(dn) else None
+        protos = report.reports
+        pending = iter(protos)  # one message object at a time (a slice would make 2,000 for the GC)
+        for start in range(0, len(protos), REPORT_YIELD_EVERY):
+            if start:
                 # A datanode's full report can list 100k replicas: without a turn for the event loop
                 # in between, this SCM's Raft heartbeats stop for seconds and the followers elect
                 # another leader (seen at 1M containers in bench/scale.py).
                 await asyncio.sleep(0)
-            seen.add(proto.containerID)
-            # The soft part needs no await; only a replica the leader may act on takes the slow path
-            # (a coroutine per replica was a third of the cost of a full report at 1M containers).
-            state = self._record_replica(dn_uuid, proto, now)
-            if state is not None:
-                await self._leader_update(dn_uuid, proto, state)
-        for cid in self.containers_on(dn_uuid) - seen:
-            self.remove_replica(cid, dn_uuid)
+            await self._record_replicas(dn, itertools.islice(pending, REPORT_YIELD_EVERY), now, seen)
+        if seen is not None:
+            for cid in self.containers_on(dn) - seen:
+                self.remove_replica(cid, dn)
 
     async def process_incremental_report(
         self, dn_uuid: str, report: scm_datanode_pb2.IncrementalContainerReportProto
     ) -> None:
         self.incremental_reports_processed += 1
-        now = self.clock.wall_ms()
-        for proto in report.report:
-            await self._process_replica(dn_uuid, proto, now)
-
-    async def _process_replica(self, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, now_ms: int) -> None:
-        state = self._record_replica(dn_uuid, proto, now_ms)
-        if state is not None:
-            await self._leader_update(dn_uuid, proto, state)
-
-    def _record_replica(self, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, now_ms: int) -> int | None:
-        """Record one reported replica (soft state, every SCM). Returns the container's state when the
-        leader may have a lifecycle step to take for it, None when there is certainly none: unknown
-        container, deleted replica, a CLOSED container, or an OPEN replica of an OPEN container
-        (:meth:`_update_container_state` does nothing for those)."""
-        cid = proto.containerID
-        state = self.state_manager.state_of(cid)  # no proto built per reported replica
-        if state is None:
-            log.debug("datanode %s reported unknown container #%d; ignoring", dn_uuid, cid)
-            return None
-        rstate = proto.state
-        if rstate == R_DELETED:
-            self.remove_replica(cid, dn_uuid)
-            return None
-        self._put_replica(
-            cid,
-            dn_uuid,
-            rstate,
-            proto.blockCommitSequenceId,
-            proto.keyCount,
-            proto.used,
-            proto.originNodeId,
-            proto.isEmpty,
-            proto.replicaIndex,
-            now_ms,
+        await self._record_replicas(
+            self._node_ids.setdefault(dn_uuid, dn_uuid), report.report, self.clock.wall_ms(), None
         )
-        if state == CLOSED or (state == OPEN and rstate == R_OPEN):
-            return None
-        return state
+
+    async def _record_replicas(
+        self, dn: str, protos: Iterable[hdds_pb2.ContainerReplicaProto], now_ms: int, seen: set[int] | None
+    ) -> None:
+        """Record reported replicas (soft state, every SCM), and on the leader take the lifecycle
+        step a replica calls for. One call per replica: this loop is most of a full report's cost.
+        Nothing to do for an unknown container, a deleted replica, a CLOSED container, or an OPEN
+        replica of an OPEN container (:meth:`_update_container_state` does nothing for those).
+        ``seen`` collects every reported id when given (a full report's stale replicas are removed)."""
+        records = self.state_manager.records()
+        put = self._put_replica
+        for proto in protos:
+            cid = proto.containerID
+            if seen is not None:
+                seen.add(cid)
+            info = records.get(cid)
+            if info is None:
+                log.debug("datanode %s reported unknown container #%d; ignoring", dn, cid)
+                continue
+            rstate = proto.state
+            if rstate == R_DELETED:
+                self.remove_replica(cid, dn)
+                continue
+            put(
+                cid, dn, rstate, proto.blockCommitSequenceId, proto.keyCount, proto.used,
+                proto.originNodeId, proto.isEmpty, proto.replicaIndex, now_ms, info,
+            )  # fmt: skip
+            state = info.state
+            if state == CLOSED or (state == OPEN and rstate == R_OPEN):
+                continue
+            await self._leader_update(dn, proto, state)
+            records = self.state_manager.records()  # a checkpoint install may have replaced it
 
     async def _leader_update(self, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, state: int) -> None:
         if not self.scm_context.is_leader():

@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -275,10 +276,10 @@ class ContainerStateManager:
         the replicated methods)."""
         return self._containers.get(container_id)
 
-    def state_of(self, container_id: int) -> int | None:
-        """The LifeCycleState, or None if unknown: O(1) with no proto built (report handlers)."""
-        info = self._containers.get(container_id)
-        return None if info is None else info.state
+    def records(self) -> Mapping[int, ContainerInfo]:
+        """Every stored record by container id, for the report loop (one dict lookup a replica).
+        Read-only; a checkpoint install replaces the mapping, so never keep it across an await."""
+        return self._containers
 
     def container_ids(self) -> list[int]:
         return list(self._ordered_ids())

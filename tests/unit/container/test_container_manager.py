@@ -314,3 +314,40 @@ async def test_replicas_that_agree_share_their_int_objects(tmp_path: Path) -> No
     assert third.sequence_id == big + 8 and third.sequence_id is not first.sequence_id
     assert third.used_bytes is first.used_bytes
     await scm.stop()
+
+
+async def test_full_reports_leave_exactly_what_each_datanode_last_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Full reports in any order, in chunks between event-loop turns, first or repeated, with unknown
+    and deleted entries: each datanode then holds exactly the known, not-deleted containers its last
+    report listed, replicas stay ordered by datanode, and the counts agree."""
+    import random
+
+    from scm_server.container import container_manager as cm_module
+
+    monkeypatch.setattr(cm_module, "REPORT_YIELD_EVERY", 3)  # several chunks per report
+    scm = await make_scm(tmp_path, FakeClock())
+    dns = make_datanodes(4)
+    await bring_up(scm, dns)
+    cm = scm.container_manager
+    p3 = scm.pipeline_manager.open_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)[0]
+    cids = [(await cm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om", p3)).containerID for _ in range(12)]
+    rng = random.Random(7)
+    expected: dict[str, set[int]] = {}
+    for _ in range(40):
+        dn = rng.choice(dns)
+        listed = rng.sample(cids, rng.randint(0, len(cids)))
+        deleted = set(rng.sample(listed, rng.randint(0, 2))) if listed else set()
+        entries = [replica(c, R.DELETED if c in deleted else R.OPEN, keys=0, bcsid=0) for c in listed]
+        entries.insert(rng.randint(0, len(entries)), replica(10**9, R.OPEN))  # unknown: ignored
+        await cm.process_container_report(dn.uuid, scm_datanode_pb2.ContainerReportsProto(reports=entries))
+        expected[dn.uuid] = set(listed) - deleted
+        for c in cids:
+            held = [r.datanode_uuid for r in cm.get_replicas(c)]
+            assert held == sorted(d for d, cs in expected.items() if c in cs), f"container #{c}"
+        for d, cs in expected.items():
+            assert cm.containers_on(d) == cs and cm.container_count_on(d) == len(cs)
+        assert cm.replica_count() == sum(len(cs) for cs in expected.values())
+    assert not cm.has_replicas(10**9)
+    await scm.stop()
