@@ -47,9 +47,9 @@ from google.protobuf import message_factory
 
 from scm_server.container.container_manager import (
     ContainerReplica,
-    StoredReplica,
-    as_replica,
+    StoredReplicas,
     merge_reported_usage,
+    unpack_replicas,
 )
 from scm_server.container.replication.health import ClusterView, PendingView, check_container
 from scm_server.container.replication.replication_manager import build_container_view
@@ -85,7 +85,7 @@ class AuditSnapshot:
     is_leader: bool
     term: int
     db_snapshot: Any  # plyvel Snapshot
-    replicas: dict[int, tuple[StoredReplica, ...]]  # as_replica(container id, stored) names the fields
+    replicas: dict[int, StoredReplicas]  # unpack_replicas(container id, stored) names the fields
     nodes: list[DatanodeInfo]
     replica_counts: dict[str, int]
     pending: dict[int, PendingView]
@@ -392,7 +392,7 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
         out: list[ContainerReplica] = []
         while next_replica < len(replica_ids) and (limit is None or replica_ids[next_replica] < limit):
             orphan = replica_ids[next_replica]
-            out.extend(as_replica(orphan, r) for r in snap.replicas[orphan])
+            out.extend(unpack_replicas(orphan, snap.replicas[orphan]))
             next_replica += 1
         return out
 
@@ -418,11 +418,11 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
         info = container_cf.value_codec.decode(value)
         cid = info.containerID
         replicas.extend(replicas_before(cid))
-        stored: tuple[StoredReplica, ...] = ()
+        stored: StoredReplicas = ()
         if next_replica < len(replica_ids) and replica_ids[next_replica] == cid:
             stored = snap.replicas[cid]
             next_replica += 1
-        own = tuple(as_replica(cid, r) for r in stored)
+        own = unpack_replicas(cid, stored)
         replicas.extend(own)
         containers.append(info)
         merged = hdds_pb2.ContainerInfoProto()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scm_state_harness import bring_up, make_datanodes, make_scm, replica
 
-from scm_server.container.container_manager import ContainerReplica
+from scm_server.container.container_manager import ContainerReplica, merge_reported_usage
 from scm_server.proto import hdds_pb2
 
 R = hdds_pb2.ContainerReplicaProto
@@ -84,10 +84,26 @@ async def test_replicas_are_plain_tuples_the_collector_untracks_and_read_back_wh
         cm.update_container_replica(r)
     assert cm.get_replicas(7) == [usual, unusual]  # ordered by datanode, every field as recorded
     stored = cm.replica_map_view()[7]
-    assert all(type(s) is tuple for s in stored) and len(stored[0]) < len(stored[1])
-    gc.collect()  # a container's tuple may be looked at before the replicas in it are untracked:
-    gc.collect()  # it is untracked by the next collection that sees it
-    assert not gc.is_tracked(stored) and not any(gc.is_tracked(s) for s in stored)
+    assert type(stored) is tuple and len(stored) == 6 + 9  # one flat tuple: a short and a long record
+    gc.collect()
+    assert not gc.is_tracked(stored)
+    # A record that changes length in the middle of the tuple, a third datanode before both, removals.
+    dn_0 = "00000000-0000-0000-0000-000000000000"
+    first = usual._replace(datanode_uuid=dn_0, origin_node_id=dn_0, replica_index=2, sequence_id=20)
+    plain_b = unusual._replace(origin_node_id=dn_b, is_empty=False, replica_index=0, state=R.CLOSED, used_bytes=8192)
+    for r in (first, unusual._replace(sequence_id=13), plain_b):
+        cm.update_container_replica(r)
+    assert cm.get_replicas(7) == [first, usual, plain_b] and len(cm.replica_map_view()[7]) == 9 + 6 + 6
+    merged = merge_reported_usage(hdds_pb2.ContainerInfoProto(containerID=7), cm.replica_map_view()[7])
+    assert (merged.sequenceId, merged.numberOfKeys, merged.usedBytes) == (20, 3, 8192)
+    cm.remove_replica(7, dn_a)
+    assert cm.get_replicas(7) == [first, plain_b]
+    cm.remove_replica(7, dn_0)
+    cm.remove_replica(7, dn_0)  # a second removal changes nothing
+    assert cm.get_replicas(7) == [plain_b] and cm.replica_count() == 1
+    cm.update_container_replica(usual)
+    cm.update_container_replica(unusual)
+    assert cm.get_replicas(7) == [usual, unusual] and cm.replica_count() == 2
 
     for cid in (30, 10, 20, 40, 5):  # out of id order, as incremental reports may come
         cm.update_container_replica(usual._replace(container_id=cid))
