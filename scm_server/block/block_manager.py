@@ -110,6 +110,8 @@ class BlockManager:
                 "ask for fewer blocks per call (several calls) or raise the limit on the SCMs",
             )
         exclude = exclude_list or hdds_pb2.ExcludeListProto()
+        excluded_containers = set(exclude.containerIds)
+        limits: dict[str, int] = {}  # open container limit per pipeline, once per call
         response = scm_client_pb2.AllocateScmBlockResponseProto()
         blocks = response.blocks
         for n in range(num_blocks):
@@ -119,8 +121,11 @@ class BlockManager:
             pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
                 rtype, rfactor, exclude, self._pick, self.pipeline_wait_s
             )
+            open_limit = limits.get(pipeline.id.id)
+            if open_limit is None:
+                open_limit = limits[pipeline.id.id] = self.container_manager.open_container_limit(pipeline)
             container_id = await self.container_manager.get_matching_container_id(
-                size, owner, pipeline, exclude_ids=exclude.containerIds
+                size, owner, pipeline, excluded_containers, open_limit
             )
             local_id = await self.sequence_id_generator.get_next_id(LOCAL_ID)
             block = blocks.add()

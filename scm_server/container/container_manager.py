@@ -22,6 +22,7 @@ from array import array
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Final, NamedTuple
 
 from scm_server.conf import SCMConfig
@@ -400,23 +401,43 @@ class ContainerManager:
         return self.state_manager.get_container(await self.get_matching_container_id(size, owner, pipeline, exclude_ids))
 
     async def get_matching_container_id(
-        self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, exclude_ids: Iterable[int] = ()
+        self,
+        size: int,
+        owner: str,
+        pipeline: hdds_pb2.Pipeline,
+        exclude_ids: Iterable[int] = (),
+        limit: int | None = None,
     ) -> int:
-        """:meth:`get_matching_container`, its id only (block allocation needs no proto per block)."""
+        """:meth:`get_matching_container`, its id only (block allocation needs no proto per block).
+        ``limit`` is the pipeline's open container limit when the caller has it at hand (a block
+        allocation computes it once per pipeline and call)."""
+        excluded = exclude_ids if isinstance(exclude_ids, (set, frozenset)) else set(exclude_ids)
+        if limit is None:
+            limit = self.open_container_limit(pipeline)
+        found = self._open_with_room(size, owner, pipeline.id.id, excluded, limit)
+        if found is not None:
+            return found  # no await on the way: no other allocation ran in between
         async with self._allocation_lock:  # concurrent allocations must not overshoot the limit
-            return await self._matching_container(size, owner, pipeline, set(exclude_ids))
-
-    async def _matching_container(self, size: int, owner: str, pipeline: hdds_pb2.Pipeline, excluded: set[int]) -> int:
-        open_containers = [
-            c for c in self.state_manager.open_container_records(pipeline.id.id, owner) if c.container_id not in excluded
-        ]
-        limit = self.node_manager.open_container_limit(m.uuid for m in pipeline.members)
-        if len(open_containers) < limit:
+            found = self._open_with_room(size, owner, pipeline.id.id, excluded, limit)  # one may have, meanwhile
+            if found is not None:
+                return found
             return (await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)).containerID
+
+    def open_container_limit(self, pipeline: hdds_pb2.Pipeline) -> int:
+        """How many OPEN containers an owner keeps on the pipeline (Ozone's openContainerLimit)."""
+        return self.node_manager.open_container_limit(m.uuid for m in pipeline.members)
+
+    def _open_with_room(self, size: int, owner: str, pipeline_id: str, excluded: AbstractSet[int], limit: int) -> int | None:
+        """Round robin over ``owner``'s OPEN containers on the pipeline with room for ``size``; None
+        when a new container is due: fewer than ``limit`` are open (Ozone fills up to the limit),
+        or none has room."""
+        open_containers = [c for c in self.state_manager.open_container_records(pipeline_id, owner) if c.container_id not in excluded]
+        if len(open_containers) < limit:
+            return None
         room = self.config.container_size - size
         with_room = [c for c in open_containers if self._used_bytes(c.container_id, c.used_bytes) <= room]
         if not with_room:
-            return (await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)).containerID
+            return None
         return with_room[next(self._round_robin) % len(with_room)].container_id
 
     # ---- closing (leader) ----
