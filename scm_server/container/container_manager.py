@@ -68,8 +68,9 @@ class ContainerReplica(NamedTuple):
     The container manager keeps a container's replicas as one flat *plain* tuple
     (:data:`StoredReplicas`) and hands out this named view of them on reads
     (:func:`unpack_replicas`). CPython's collector stops tracking a plain tuple of ints and strings
-    the first time it sees one, so the replicas of 1M containers are never walked by a full collection (as objects of a class they were, every time
-    the heap grew by a quarter, which made report processing slower the bigger the cluster)."""
+    the first time it sees one, so the replicas of 1M containers are never walked by a full
+    collection (as objects of a class they were, every time the heap grew by a quarter, which made
+    report processing slower the bigger the cluster)."""
 
     container_id: int
     datanode_uuid: str
@@ -104,7 +105,6 @@ class ContainerReplica(NamedTuple):
 #: instead of 10 another 40 bytes a replica.
 StoredReplicas = tuple[str | int | bool, ...]
 # Offsets in a replica's record.
-_STATE: Final = 1
 _SEQ: Final = 2
 _KEYS: Final = 3
 _USED: Final = 4
@@ -151,15 +151,6 @@ def _find(flat: StoredReplicas, dn: str) -> tuple[int, int]:
     if i < n and flat[i] == dn:
         return i, i + (_LONG if flat[i + 1] & _EXTRA else _SHORT)  # type: ignore[operator]
     return i, i
-
-
-def _datanodes(flat: StoredReplicas) -> list[str]:
-    out = []
-    i, n = 0, len(flat)
-    while i < n:
-        out.append(flat[i])
-        i += _LONG if flat[i + 1] & _EXTRA else _SHORT  # type: ignore[operator]
-    return out  # type: ignore[return-value]
 
 
 def _sorted_add(ids: array[int], cid: int) -> None:
@@ -274,10 +265,14 @@ class ContainerManager:
         return self._replica_total
 
     # ---- soft replica updates ----
+    def _intern(self, dn_uuid: str) -> str:
+        """One shared string per datanode id (replicas of 1M containers would otherwise each hold
+        their own copies decoded from the reports)."""
+        return self._node_ids.setdefault(dn_uuid, dn_uuid)
+
     def update_container_replica(self, replica: ContainerReplica) -> None:
         """Record a replica (Ozone's updateContainerReplica): soft state, never replicated."""
-        replica = replica._replace(datanode_uuid=self._node_ids.setdefault(replica.datanode_uuid, replica.datanode_uuid))
-        self._put_replica(*replica)
+        self._put_replica(replica.container_id, self._intern(replica.datanode_uuid), *replica[2:])
 
     def _put_replica(
         self,
@@ -320,7 +315,7 @@ class ContainerManager:
         if (not origin or origin == dn) and not is_empty and not replica_index:
             record = (dn, state, sequence_id, key_count, used_bytes, last_report_ms)
         else:
-            origin = self._node_ids.setdefault(origin, origin) if origin else dn
+            origin = self._intern(origin) if origin else dn
             record = (dn, state | _EXTRA, sequence_id, key_count, used_bytes, last_report_ms, origin, is_empty, replica_index)
         if not current:
             self._replicas[cid] = record
@@ -356,8 +351,8 @@ class ContainerManager:
             listener(container_id, dn_uuid, False)
 
     def forget_container(self, container_id: int) -> None:
-        for dn in _datanodes(self._replicas.get(container_id, ())):
-            self.remove_replica(container_id, dn)
+        for r in self.get_replicas(container_id):
+            self.remove_replica(container_id, r.datanode_uuid)
 
     # ---- allocation (leader) ----
     async def allocate_container(
@@ -490,7 +485,7 @@ class ContainerManager:
         """Full report: the DN's replica set is exactly what it lists (missing ones are removed)."""
         self.reports_processed += 1
         now = self.clock.wall_ms()
-        dn = self._node_ids.setdefault(dn_uuid, dn_uuid)
+        dn = self._intern(dn_uuid)
         # A datanode's first report has nothing to take away, so only a later one collects ids.
         seen: set[int] | None = set() if self._by_node.get(dn) else None
         protos = report.reports
@@ -510,9 +505,7 @@ class ContainerManager:
         self, dn_uuid: str, report: scm_datanode_pb2.IncrementalContainerReportProto
     ) -> None:
         self.incremental_reports_processed += 1
-        await self._record_replicas(
-            self._node_ids.setdefault(dn_uuid, dn_uuid), report.report, self.clock.wall_ms(), None
-        )
+        await self._record_replicas(self._intern(dn_uuid), report.report, self.clock.wall_ms(), None)
 
     async def _record_replicas(
         self, dn: str, protos: Iterable[hdds_pb2.ContainerReplicaProto], now_ms: int, seen: set[int] | None
