@@ -11,10 +11,12 @@ a :class:`~scm_server.raft.statemachine.StateMachine`. The server owns the core
     while core.has_ready():
         rd = core.ready()
         persist rd (hard state + entries + snapshot) in ONE LevelDB batch, synced when rd.must_sync,
-            in a single dedicated writer thread (group commit: one Ready = one fsync)
+            in a single dedicated writer thread (group commit: one Ready = one fsync); a follower
+            writes a small batch inline instead (it has nothing to send before it is durable)
         send rd.messages                       (after the write: votes/acks depend on it; a leader's
                                                 AppendEntries/heartbeats go out in parallel with
-                                                its own write when term and vote are unchanged)
+                                                its own write when term and vote are unchanged;
+                                                a leader's commit-only appends are held, _send)
         apply rd.committed_entries in batches  (state machine; resolve submit futures by index+term)
         core.advance(rd)
         snapshot + log purge every snapshot_threshold applied entries
@@ -72,7 +74,7 @@ from scm_server.raft.errors import (
 )
 from scm_server.raft.retry_cache import ENVELOPE_MAGIC, Envelope, RetryCache, decode_envelope, encode_envelope
 from scm_server.raft.statemachine import AppliedEntry, ApplyRejected, StateMachine
-from scm_server.raft.storage import LevelDBStorage
+from scm_server.raft.storage import LevelDBStorage, PreparedSave
 from scm_server.raft.transport import (
     SERVER_OPTIONS,
     RaftTransport,
@@ -94,6 +96,14 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _EARLY_TYPES = frozenset({MessageType.APPEND, MessageType.HEARTBEAT})
+# A follower writes a small Ready on the event loop thread when its disk syncs fast: it has nothing
+# to send before the write is durable, and handing a small write to the writer thread and back costs
+# more CPU (two thread switches and a wakeup of the loop) than a fast sync blocks the loop. Larger
+# batches (catch-up), and every write while recent syncs took longer than _INLINE_WRITE_MAX_SECONDS
+# (a network volume), go to the writer thread, so the loop keeps serving datanodes meanwhile.
+_INLINE_WRITE_ENTRIES = 64
+_INLINE_WRITE_BYTES = 256 << 10
+_INLINE_WRITE_MAX_SECONDS = 0.001
 
 
 @dataclass(frozen=True)
@@ -211,6 +221,10 @@ class RaftServer:
         self._received_snapshots: dict[tuple[int, int], Path] = {}
         self.port = 0
         self.ticks = 0  # ticks driven so far (observability / tests)
+        # leader: commit-only appends held back per peer until a later append replaces them or the
+        # next tick (see _send)
+        self._held: dict[str, Message] = {}
+        self._write_seconds = 0.0  # moving average of synced log writes (see _write_inline)
         self._stop_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ bootstrap
@@ -778,6 +792,7 @@ class RaftServer:
             except Exception as exc:
                 await self._fatal(exc)
                 return
+            self._release_held()
             self._wakeup.set()
 
     async def _drive(self) -> None:
@@ -825,15 +840,17 @@ class RaftServer:
             if hs is None or (hs.term == durable.term and hs.vote == durable.vote):
                 early = [m for m in messages if m.type in _EARLY_TYPES]
                 if early:
-                    transport.send(early)
+                    self._send(early)
                     messages = tuple(m for m in messages if m.type not in _EARLY_TYPES)
         if rd.hard_state is not None or rd.entries or snap is not None:
             p = storage.prepare_save(rd.hard_state, rd.entries, snap, rd.must_sync)
-            if rd.must_sync or rd.entries or snap is not None:
-                assert self._writer is not None
-                await asyncio.get_running_loop().run_in_executor(self._writer, storage.write_prepared, p)
-            else:
+            if not (rd.must_sync or rd.entries or snap is not None):
                 storage.write_prepared(p)  # only the commit index moved: a tiny unsynced write, inline
+            elif self._write_inline(rd):
+                self._timed_write(p)
+            else:
+                assert self._writer is not None
+                await asyncio.get_running_loop().run_in_executor(self._writer, self._timed_write, p)
             storage.commit_prepared(p)
             if rd.entries:
                 self._track_unapplied(rd.entries)
@@ -846,13 +863,68 @@ class RaftServer:
             self.sm.notify_configuration_changed(rd.conf_state)
             self._bump()
         if messages:
-            transport.send(messages)
+            self._send(messages)
         if rd.committed_entries:
             await self._apply(rd.committed_entries)
         for rs in rd.read_states:
             fut = self._reads.pop(rs.request_ctx, None)
             if fut is not None and not fut.done():
                 fut.set_result(rs.index)
+
+    def _write_inline(self, rd: Ready) -> bool:
+        """Whether a follower writes this Ready on the loop (see _INLINE_WRITE_ENTRIES)."""
+        if (
+            self._role == StateRole.LEADER
+            or rd.snapshot is not None
+            or len(rd.entries) > _INLINE_WRITE_ENTRIES
+            or self._write_seconds > _INLINE_WRITE_MAX_SECONDS
+        ):
+            return False
+        return sum(len(e.data) for e in rd.entries) <= _INLINE_WRITE_BYTES
+
+    def _timed_write(self, p: PreparedSave) -> None:
+        """Write (and sync) one Ready, keeping a moving average of how long that takes."""
+        assert self.storage is not None
+        t0 = time.perf_counter()
+        self.storage.write_prepared(p)
+        self._write_seconds += (time.perf_counter() - t0 - self._write_seconds) * 0.2
+
+    def _send(self, messages: Sequence[Message]) -> None:
+        """Hand a Ready's messages to the transport, holding back a leader's commit-only appends.
+
+        When the commit index moves, the core sends every follower an append without entries just
+        to carry it. At one client that append and its response were a third of all messages per
+        write (each costs a gRPC stream write on one side and a read on the other). Every append
+        carries the commit index, so such an append is held until the next append to that peer
+        replaces it (in steady traffic, the next write's append, milliseconds later) or until the
+        next tick sends it, so an idle follower still learns the commit within one tick, as it
+        would from the heartbeat. Holding or dropping a message is safe in Raft (the core never
+        relies on delivery; the simulation delays, drops and reorders every message type).
+        """
+        transport = self.transport
+        assert transport is not None
+        held = self._held
+        if self._role != StateRole.LEADER:
+            if held:
+                self._release_held()
+            transport.send(messages)
+            return
+        out: list[Message] = []
+        for m in messages:
+            if m.type == MessageType.APPEND:
+                if not m.entries:
+                    held[m.to] = m
+                    continue
+                held.pop(m.to, None)
+            out.append(m)
+        if out:
+            transport.send(out)
+
+    def _release_held(self) -> None:
+        if self._held and self.transport is not None:
+            held = list(self._held.values())
+            self._held.clear()
+            self.transport.send(held)
 
     def _on_soft_state(self, leader: str, role: StateRole) -> None:
         old_leader, old_role = self._leader, self._role

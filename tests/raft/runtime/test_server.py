@@ -151,6 +151,88 @@ async def test_follower_gives_leader_hint_and_serves_linearizable_reads(group3: 
     assert b"w1" in [d for _, d in group3.sms[follower.node_id].applied]  # visible after the read barrier
 
 
+async def test_commit_index_rides_on_the_next_append_and_idle_followers_learn_it_by_the_next_tick(
+    group3: Group,
+) -> None:
+    """The leader does not send each follower an entry-free append per commit: the next append (or
+    the next tick) carries the commit index. Sequential writes, so every write advances the commit
+    alone; before this change each one sent 2 such appends (one per follower)."""
+    from scm_server.raft.core.types import MessageType
+
+    leader = await group3.leader()
+    await leader.submit(b"warm")
+    transport = leader.transport
+    assert transport is not None
+    sent: list[object] = []
+    real_send = transport.send
+
+    def spy(messages: Sequence[object]) -> None:
+        sent.extend(messages)
+        real_send(messages)  # type: ignore[arg-type]
+
+    transport.send = spy  # type: ignore[method-assign]
+    ticks_before = leader.ticks
+    writes = 150
+    for i in range(writes):
+        await leader.submit(b"w%d" % i)
+    ticks = leader.ticks - ticks_before
+    empty = [m for m in sent if m.type == MessageType.APPEND and not m.entries]  # type: ignore[attr-defined]
+    with_entries = [m for m in sent if m.type == MessageType.APPEND and m.entries]  # type: ignore[attr-defined]
+    assert with_entries  # the writes themselves still go out as appends
+    # held appends leave only at ticks, at most one per follower per tick (before: 2 per write)
+    assert len(empty) <= 2 * (ticks + 1), (len(empty), ticks, writes)
+    last = leader.applied_index
+
+    async def followers_applied() -> bool:
+        return all(s.applied_index >= last for s in group3.servers.values())
+
+    await wait_for(followers_applied, 5, "idle followers to learn the last commit and apply it")
+    assert all(
+        (last, b"w%d" % (writes - 1)) in group3.sms[s.node_id].applied for s in group3.servers.values()
+    )
+
+
+@pytest.mark.parametrize("disk_seconds", [0.0, 0.004])
+async def test_follower_writes_small_batches_on_its_loop_only_while_its_disk_syncs_fast(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, disk_seconds: float
+) -> None:
+    """A follower's small synced writes skip the writer thread while syncs are fast; on a slow disk
+    (a network volume: 4 ms per sync here) they go back to the thread, so the loop keeps serving."""
+    import threading
+
+    from scm_server.raft.storage import LevelDBStorage
+
+    where: list[tuple[str, bool]] = []  # (storage dir, written on the event loop thread)
+    real_write = LevelDBStorage.write_prepared
+
+    def write_prepared(self: LevelDBStorage, p: object) -> None:
+        if p.sync and p.entries:  # type: ignore[attr-defined]
+            time.sleep(disk_seconds)  # the simulated disk's sync latency
+            where.append((str(self.dir), threading.current_thread() is threading.main_thread()))
+        real_write(self, p)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LevelDBStorage, "write_prepared", write_prepared)
+    g = Group(tmp_path, 3, fsync=False)  # the real disk's own latency stays out of the measurement
+    await g.start()
+    try:
+        leader = await g.leader()
+        await leader.submit(b"first")
+        where.clear()  # from here on, every member keeps its role
+        for i in range(40):
+            await leader.submit(b"w%d" % i)
+        mine = str(leader.storage.dir) if leader.storage is not None else ""
+        follower_writes = [on_loop for path, on_loop in where if path != mine][-20:]
+        leader_writes = [on_loop for path, on_loop in where if path == mine]
+        assert len(follower_writes) == 20 and leader_writes
+        assert not any(leader_writes)  # the leader always syncs in its writer thread
+        if disk_seconds:
+            assert not any(follower_writes), follower_writes
+        else:
+            assert all(follower_writes), follower_writes
+    finally:
+        await g.stop()
+
+
 async def test_isolated_leader_steps_down_and_fails_pending(group3: Group) -> None:
     leader = await group3.leader()
     sm = group3.sms[leader.node_id]
