@@ -104,6 +104,9 @@ _EARLY_TYPES = frozenset({MessageType.APPEND, MessageType.HEARTBEAT})
 _INLINE_WRITE_ENTRIES = 64
 _INLINE_WRITE_BYTES = 256 << 10
 _INLINE_WRITE_MAX_SECONDS = 0.001
+# How long a leader holds a commit-only append when no later append replaces it (see _send): longer
+# than the gap between one client's writes, short enough that idle followers apply at once.
+_HOLD_SECONDS = 0.005
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,7 @@ class RaftServer:
         # leader: commit-only appends held back per peer until a later append replaces them or the
         # next tick (see _send)
         self._held: dict[str, Message] = {}
+        self._hold_timer: asyncio.TimerHandle | None = None
         self._write_seconds = 0.0  # moving average of synced log writes (see _write_inline)
         self._stop_task: asyncio.Task[None] | None = None
 
@@ -896,10 +900,10 @@ class RaftServer:
         to carry it. At one client that append and its response were a third of all messages per
         write (each costs a gRPC stream write on one side and a read on the other). Every append
         carries the commit index, so such an append is held until the next append to that peer
-        replaces it (in steady traffic, the next write's append, milliseconds later) or until the
-        next tick sends it, so an idle follower still learns the commit within one tick, as it
-        would from the heartbeat. Holding or dropping a message is safe in Raft (the core never
-        relies on delivery; the simulation delays, drops and reorders every message type).
+        replaces it (in steady traffic, the next write's append, under a millisecond later) or
+        until _HOLD_SECONDS pass, so an idle follower learns the commit at once. Holding or
+        dropping a message is safe in Raft (the core never relies on delivery; the simulation
+        delays, drops and reorders every message type).
         """
         transport = self.transport
         assert transport is not None
@@ -919,8 +923,17 @@ class RaftServer:
             out.append(m)
         if out:
             transport.send(out)
+        timer = self._hold_timer
+        if held and timer is None:
+            self._hold_timer = asyncio.get_running_loop().call_later(_HOLD_SECONDS, self._release_held)
+        elif not held and timer is not None:
+            timer.cancel()
+            self._hold_timer = None
 
     def _release_held(self) -> None:
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
         if self._held and self.transport is not None:
             held = list(self._held.values())
             self._held.clear()
