@@ -225,7 +225,7 @@ class RaftServer:
         self.port = 0
         self.ticks = 0  # ticks driven so far (observability / tests)
         # leader: commit-only appends held back per peer until a later append replaces them or the
-        # next tick (see _send)
+        # hold timer sends them (see _send)
         self._held: dict[str, Message] = {}
         self._hold_timer: asyncio.TimerHandle | None = None
         self._write_seconds = 0.0  # moving average of synced log writes (see _write_inline)
@@ -796,7 +796,6 @@ class RaftServer:
             except Exception as exc:
                 await self._fatal(exc)
                 return
-            self._release_held()
             self._wakeup.set()
 
     async def _drive(self) -> None:
