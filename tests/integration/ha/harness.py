@@ -172,16 +172,24 @@ async def containers_on(cluster: HALocalCluster, index: int, ids: set[int]) -> s
 
 
 async def wait_caught_up(cluster: HALocalCluster, timeout: float = 60) -> list[dict]:  # type: ignore[type-arg]
-    """Every running SCM has applied the leader's commit index."""
+    """Every running SCM has applied the commit index the leader had when this wait began.
+
+    The target is read once and then held: the views are read one SCM after another, so under
+    continuous load a target re-read at every poll is always a little ahead of the followers'
+    applied index read before it, and the wait ends only when a pause in the load happens to
+    line up with a poll. Writes acknowledged before the call are at or below the target."""
+    target: int | None = None
 
     async def ok() -> list[dict] | None:  # type: ignore[type-arg]
+        nonlocal target
         views = await cluster.node_views()
         if any("error" in v for v in views):
             return None
         leaders = [v for v in views if v["isLeader"]]
         if len(leaders) != 1:
             return None
-        target = leaders[0]["commit"]
+        if target is None:
+            target = int(leaders[0]["commit"])
         return views if all(v["applied"] >= target for v in views) else None
 
     return await wait_until(ok, timeout, "all SCMs caught up with the leader")  # type: ignore[no-any-return]
