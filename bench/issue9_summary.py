@@ -84,10 +84,11 @@ def main() -> int:
         p_o, p_e = (o1 or {}).get("p50_ms"), (e1 or {}).get("p50_ms")
         r = ratio(p_o, p_e)
         row("p50 commit latency, 1 client", p_o, "etcd gRPC", p_e, "<= 1.2x", None if r is None else r <= 1.2, " ms")
-        f_o = (raft["systems"].get("ours") or {}).get("failover_median_s")
+        ours_sys = raft["systems"].get("ours") or {}
+        f_o = ours_sys.get("failover_median_s")
         f_e = (raft["systems"].get("etcd") or {}).get("failover_median_s")
         r = ratio(f_o, f_e)
-        n_fo = len((raft["systems"].get("ours") or {}).get("failover_s") or [])
+        n_fo = len(ours_sys.get("failover_s") or [])
         row(f"failover gap after SIGKILL (median of {n_fo})", f_o, "etcd", f_e, "<= 1.0x",
             None if r is None else r <= 1.0, " s")
         for paused, what, key, goal in ((False, "elections, 60 s x 64 clients, no fault", "elections", "0"),
