@@ -107,6 +107,14 @@ _INLINE_WRITE_MAX_SECONDS = 0.001
 # How long a leader holds a commit-only append when no later append replaces it (see _send): longer
 # than the gap between one client's writes, short enough that idle followers apply at once.
 _HOLD_SECONDS = 0.005
+# Early campaigns after the leader's stream to us ended (see peer_stream_ended): the first waits a
+# random delay in [low, low + _EARLY_CAMPAIGN_SPREAD], where low is two heartbeat intervals but at
+# least _EARLY_CAMPAIGN_MIN_DELAY (time for a live leader to reconnect and be heard again); at most
+# _EARLY_CAMPAIGNS of them, then the ordinary election timer is left to it.
+_EARLY_CAMPAIGN_MIN_DELAY = 0.2
+_EARLY_CAMPAIGN_SPREAD = 0.3
+_EARLY_CAMPAIGNS = 3
+_LOST = float("-inf")  # a peer's last-heard time while its connection is known to be lost
 
 
 @dataclass(frozen=True)
@@ -230,6 +238,10 @@ class RaftServer:
         self._hold_timer: asyncio.TimerHandle | None = None
         self._write_seconds = 0.0  # moving average of synced log writes (see _write_inline)
         self._stop_task: asyncio.Task[None] | None = None
+        # the leader's stream to us ended (see peer_stream_ended): how often, and the campaigns it led to
+        self.leader_streams_lost = 0
+        self.early_campaigns = 0
+        self._early_checks_pending = 0
 
     # ------------------------------------------------------------------ bootstrap
     @staticmethod
@@ -399,8 +411,18 @@ class RaftServer:
         if need <= 0:
             return lease
         since = self._leader_since
-        times = sorted((max(self._heard.get(v, 0.0), since) for v in voters), reverse=True)
+        lost = _LOST
+        times = sorted(
+            (h if (h := self._heard.get(v, 0.0)) == lost else max(h, since) for v in voters), reverse=True
+        )
         return times[need - 1] + lease - time.monotonic()
+
+    def _peer_lost(self, peer: str) -> None:
+        """Leader: the connection to ``peer`` failed or its stream to us ended. It no longer counts
+        towards the lease until it speaks again: a follower that saw the same connection end may
+        campaign early (see peer_stream_ended), before a whole election timeout."""
+        if self._role == StateRole.LEADER and peer in self._heard:
+            self._heard[peer] = _LOST
 
     @property
     def is_leader_ready(self) -> bool:
@@ -766,6 +788,7 @@ class RaftServer:
     def report_unreachable(self, peer: str) -> None:
         node = self._node
         if node is not None and self._running:
+            self._peer_lost(peer)
             with contextlib.suppress(Exception):
                 node.report_unreachable(peer)
             self._wakeup.set()
@@ -776,6 +799,76 @@ class RaftServer:
             with contextlib.suppress(Exception):
                 node.report_snapshot(peer, ok)
             self._wakeup.set()
+
+    def peer_stream_ended(self, peer: str) -> None:
+        """The leader's message stream to us ended: campaign soon instead of after an election timeout.
+
+        A killed process's connections are closed by its kernel at once (a Pod killed on Kubernetes,
+        SIGKILL here), so the end of the leader's stream is an early sign that the leader is gone,
+        well before a whole election timeout without heartbeats. A follower then forgets its leader
+        (the core's forget_leader, etcd's ForgetLeader: a leaderless follower grants pre-votes at
+        once instead of waiting for the leader's lease to run out) and campaigns after a short random
+        delay unless a leader is heard from again; both remaining followers do so, each with its own
+        delay, which keeps their pre-votes apart. This never disrupts a live leader: if the stream
+        only reconnects, the leader's next heartbeat (a heartbeat interval later, shorter than the
+        shortest delay) makes it our leader again and nothing happens; and a pre-vote wins only when
+        a majority has forgotten the leader or stopped hearing it, as in any pre-vote election.
+
+        On the leader, a follower whose stream ended stops counting towards the lease (lease_remaining)
+        until it speaks again, so the lease never outlives what such an early campaign assumes.
+        """
+        node = self._node
+        if node is None or not self._running or not peer:
+            return
+        self._peer_lost(peer)
+        if self._role != StateRole.FOLLOWER or peer != self._leader or node.status().leader != peer:
+            return
+        self.leader_streams_lost += 1
+        log.info(
+            "%s: the stream from leader %s ended at term %d; forgetting it, and campaigning soon unless it "
+            "is heard from again",
+            self.config.node_id,
+            peer,
+            self._term,
+        )
+        node.forget_leader()
+        self._wakeup.set()
+        self._schedule_early_campaign(1)
+
+    def _schedule_early_campaign(self, attempt: int) -> None:
+        cfg = self.config
+        low = max(2 * cfg.heartbeat_tick * cfg.tick_interval, _EARLY_CAMPAIGN_MIN_DELAY)
+        if not cfg.pre_vote or low >= cfg.election_tick * cfg.tick_interval:
+            # without pre-vote a campaign bumps the term even when it cannot win, which can unseat a
+            # live leader; and when the election timer fires as soon, it is the better judge
+            return
+        self._early_checks_pending += 1
+        delay = self._rng.uniform(low, low + _EARLY_CAMPAIGN_SPREAD)
+        asyncio.get_running_loop().call_later(delay, self._early_campaign, attempt)
+
+    def _early_campaign(self, attempt: int) -> None:
+        self._early_checks_pending -= 1
+        node = self._node
+        if node is None or not self._running:
+            return
+        st = node.status()
+        if st.leader or st.role == StateRole.LEADER:
+            return  # a leader is known again (the old one reconnected, or an election finished)
+        self.early_campaigns += 1
+        log.info(
+            "%s: no leader heard since the leader's stream ended; campaigning (attempt %d)",
+            self.config.node_id,
+            attempt,
+        )
+        node.campaign()
+        self._wakeup.set()
+        if attempt < _EARLY_CAMPAIGNS:
+            self._schedule_early_campaign(attempt + 1)
+
+    @property
+    def early_campaign_checks_pending(self) -> int:
+        """Early-campaign timers not fired yet (tests wait for 0 before checking that none campaigned)."""
+        return self._early_checks_pending
 
     # ------------------------------------------------------------------ the loop
     async def _ticker(self) -> None:

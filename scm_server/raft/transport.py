@@ -240,6 +240,10 @@ class TransportHandler(Protocol):
 
     def report_snapshot(self, peer: str, ok: bool) -> None: ...
 
+    def peer_stream_ended(self, peer: str) -> None:
+        """The inbound Deliver stream from ``peer`` ended (closed, reset, or its process died)."""
+        ...
+
 
 # ---------------------------------------------------------------------------- outbound
 class _Peer:
@@ -424,6 +428,10 @@ class RaftTransport:
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     # ---- peers
     def update_peers(self, addresses: dict[str, str]) -> None:
         """Set the destinations (node id -> host:port), excluding ourselves; re-create changed ones."""
@@ -534,11 +542,20 @@ class _PeerServicer(raft_pb2_grpc.RaftPeerServicer):
     ) -> raft_pb2.DeliverAck:
         conv = message_from_proto
         deliver = self.t.deliver_inbound
-        async for batch in request_iterator:
-            msgs = [conv(p) for p in batch.messages]
-            if msgs and batch.from_address:
-                self.t.learn_address(msgs[0].frm, batch.from_address)
-            deliver(msgs)
+        sender = ""
+        try:
+            async for batch in request_iterator:
+                msgs = [conv(p) for p in batch.messages]
+                if msgs:
+                    sender = msgs[0].frm
+                    if batch.from_address:
+                        self.t.learn_address(sender, batch.from_address)
+                deliver(msgs)
+        finally:
+            # however it ended (the sender closed it, its connection was reset, its process was
+            # killed): the driver may take a leader's lost stream as a sign the leader is gone
+            if sender and not self.t.closed:
+                self.t.handler.peer_stream_ended(sender)
         return raft_pb2.DeliverAck()
 
     async def RequestVote(

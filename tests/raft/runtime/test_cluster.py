@@ -76,6 +76,21 @@ async def test_election_replication_kill9_and_restart(make_cluster: Factory) -> 
         assert await read_from(leader, b"k19") == b"v19"
 
 
+async def test_followers_replace_a_killed_leader_before_an_election_timeout(make_cluster: Factory) -> None:
+    """SIGKILL closes the leader's connections at once; the followers take the end of its stream as
+    the sign and elect a new leader after 0.2-0.5 s, not after the election timeout (3-6 s here)."""
+    c = make_cluster(election_tick=60)  # 60 ticks of 0.05 s
+    leader = await c.leader(timeout=20)
+    async with c.client() as kv:
+        await kv.put(b"before", b"1")
+        old_term = (await leader.status()).term
+        leader.kill()
+        new = await c.leader(timeout=2.8, exclude={leader.node_id})
+        assert (await new.status()).term > old_term
+        await kv.put(b"after", b"2")
+        assert await kv.get(b"before") == b"1"
+
+
 async def test_sigstop_leader_is_replaced_then_rejoins(make_cluster: Factory) -> None:
     c = make_cluster()
     leader = await c.leader()

@@ -24,6 +24,7 @@ class Handler:
     snapshots: list[tuple[Message, bytes]] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)
     snap_reports: list[tuple[str, bool]] = field(default_factory=list)
+    streams_ended: list[str] = field(default_factory=list)
     data: list[bytes] | None = None
 
     def on_messages(self, messages: list[Message]) -> None:
@@ -49,6 +50,9 @@ class Handler:
 
     def report_snapshot(self, peer: str, ok: bool) -> None:
         self.snap_reports.append((peer, ok))
+
+    def peer_stream_ended(self, peer: str) -> None:
+        self.streams_ended.append(peer)
 
 
 class Endpoint:
@@ -191,6 +195,20 @@ async def test_reconnect_after_peer_restart(pair: tuple[Endpoint, Endpoint]) -> 
         return _has_now(b, b"again")
 
     await wait_for(flows, 15, "traffic after the restart", interval=0.1)
+
+
+async def test_receiver_learns_when_a_senders_stream_ends(pair: tuple[Endpoint, Endpoint]) -> None:
+    """The end of an inbound stream is reported with its sender (the driver uses it to notice a dead
+    leader early); a stream that is still open is not."""
+    a, b = pair
+    a.transport.send([app("a", "b", 1)])
+    b.transport.send([Message(MessageType.APPEND_RESP, "a", "b", 3, index=2)])
+    await wait_for(lambda: _n(b, 1), 10, "a's message at b")
+    await wait_for(lambda: _n(a, 1), 10, "b's message at a")
+    assert b.handler.streams_ended == [] and a.handler.streams_ended == []
+    await a.transport.close()  # a's outbound stream to b ends; b's stream to a stays open
+    await wait_for(lambda: _val(b.handler.streams_ended == ["a"]), 10, "b to learn that a's stream ended")
+    assert a.handler.streams_ended == []
 
 
 async def test_chunked_snapshot_transfer(pair: tuple[Endpoint, Endpoint]) -> None:
