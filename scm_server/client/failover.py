@@ -8,10 +8,13 @@ The rules (issue 11, items 1 and 10):
 
 * **Suspects.** An SCM that did not answer (refused, unreachable, frozen: no answer to the liveness
   PINGs, no connection within the connect deadline) is skipped for ``suspect_for`` seconds while
-  another SCM is available. A NotLeader hint naming a suspect (or an SCM already tried in this
-  round) is not followed: the followers of a
-  frozen or killed leader keep naming it until they elect a new one, and going back to it would
-  cost another liveness timeout per round instead of asking the others again.
+  another SCM is available. A NotLeader hint naming an SCM already tried in this round, or one
+  that became a suspect less than ``stale_hint_for`` seconds ago (one election timeout), is not
+  followed: the followers of a frozen leader keep naming it until they elect a new one, and going
+  back to it would cost another liveness timeout per round instead of asking the others again.
+  Later than that, a hint naming a suspect is followed: the followers have had time to elect, so
+  they name it because it won (an SCM frozen a moment ago, resumed, and elected after the next
+  leader was killed).
 * **Rounds.** Other failures move to the next usable SCM at once; after every usable SCM was tried
   in a row the client pauses ``retry_interval`` (``hdds.scmclient.failover.retry.interval``). A hint
   to a healthy SCM is followed at once.
@@ -40,6 +43,8 @@ class FailoverPolicy:
     failovers: int = 0
     first_failure: float | None = None
     suspects: dict[str, float] = dataclasses.field(default_factory=dict)  # address -> suspect until
+    stale_hint_for: float | None = None  # None: as long as the suspicion lasts
+    suspected_at: dict[str, float] = dataclasses.field(default_factory=dict)  # address -> suspect since
     _tried: set[str] = dataclasses.field(default_factory=set)  # tried since the last pause
 
     def __post_init__(self) -> None:
@@ -95,13 +100,22 @@ class FailoverPolicy:
         """``address`` did not answer. Returns the pause before the next attempt."""
         self._failed(now)
         self.suspects[address] = now + self.suspect_for
+        self.suspected_at[address] = now
         return self._advance(address, now)
+
+    def _stale_hint(self, hint: str, now: float) -> bool:
+        """A hint naming ``hint`` may still be the followers' view from before they noticed it fail."""
+        if not self.is_suspect(hint, now):
+            return False
+        if self.stale_hint_for is None:
+            return True
+        return now - self.suspected_at.get(hint, now) < self.stale_hint_for
 
     def on_not_leader(self, address: str, hint: str | None, now: float) -> float:
         """``address`` answered SCM_NOT_LEADER (with the leader's address as ``hint``, if known)."""
         self._failed(now)
         self.suspects.pop(address, None)  # it answered: alive
-        if hint and hint != address and hint not in self._tried and not self.is_suspect(hint, now):
+        if hint and hint != address and hint not in self._tried and not self._stale_hint(hint, now):
             if hint not in self.addresses:
                 self.addresses.append(hint)
             self._tried.add(address)

@@ -130,6 +130,7 @@ class SCMClient:
             self.config.retry_interval,
             self.config.min_failover_window,
             self.config.suspect_for,
+            stale_hint_for=self.config.election_timeout,
         )
         self._channels = ChannelCache(
             security, [*grpc_options.channel_options(self.config.liveness), *channel_options]

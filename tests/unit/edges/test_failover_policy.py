@@ -11,10 +11,10 @@ from scm_server.client.failover import FailoverPolicy
 A, B, C = "a:1", "b:1", "c:1"
 
 
-def policy(addresses: list[str] | None = None, **kw: float) -> FailoverPolicy:
+def policy(addresses: list[str] | None = None, stale_hint_for: float | None = None, **kw: float) -> FailoverPolicy:
     args = {"max_retries": 15, "retry_interval": 0.1, "min_window": 4.0, "suspect_for": 2.0} | kw
     return FailoverPolicy(list(addresses or [A, B, C]), int(args["max_retries"]), args["retry_interval"],
-                          args["min_window"], args["suspect_for"])
+                          args["min_window"], args["suspect_for"], stale_hint_for=stale_hint_for)
 
 
 def test_frozen_leader_is_not_revisited_through_the_followers_hints() -> None:
@@ -33,6 +33,33 @@ def test_frozen_leader_is_not_revisited_through_the_followers_hints() -> None:
     # the next call starts at B; A stays a suspect until its suspicion expires
     assert p.begin_call(2.5) == B
     assert p.is_suspect(A, 2.9) and not p.is_suspect(A, 3.0)
+
+
+def _frozen_a_then_c_leads_then_c_is_killed(p: FailoverPolicy) -> None:
+    p.begin_call(0.0)
+    assert p.on_unreachable(A, 1.0) == 0.0  # A froze (liveness timeout): a suspect until 3.0
+    assert p.on_not_leader(B, A, 1.2) == 0.0  # B still names A: too soon to believe, not followed
+    assert p.address == C
+    p.on_success(C)  # C won the election; A resumes and follows it
+    assert p.begin_call(2.0) == C
+    assert p.on_unreachable(C, 2.1) == 0.0  # C is killed; A, still a suspect, is skipped
+    assert p.address == B
+
+
+def test_a_suspect_named_an_election_timeout_later_won_an_election_and_is_followed() -> None:
+    """The followers had time to elect: they name A because A won (after C was killed), so the
+    client goes to A at once instead of waiting until A's suspicion ends."""
+    p = policy(stale_hint_for=1.0)
+    _frozen_a_then_c_leads_then_c_is_killed(p)
+    assert p.on_not_leader(B, A, 2.2) == 0.0
+    assert p.address == A
+
+
+def test_without_the_stale_hint_bound_a_suspect_is_never_followed() -> None:
+    p = policy()  # stale_hint_for=None: hints naming a suspect are ignored while the suspicion lasts
+    _frozen_a_then_c_leads_then_c_is_killed(p)
+    assert p.on_not_leader(B, A, 2.2) == 0.1  # every usable SCM tried: pause
+    assert p.address == B
 
 
 def test_hint_to_a_healthy_leader_is_followed_at_once() -> None:
