@@ -247,78 +247,77 @@ async def _campaign_now(g: Group, node_id: str) -> RaftServer:
     return await g.leader(timeout=10)
 
 
-async def test_followers_replace_a_stopped_leader_before_an_election_timeout(tmp_path: Path) -> None:
-    """When the leader's stream to a follower ends (its process stopped or was killed), the follower
-    forgets it and campaigns after a short random delay, instead of waiting out the election timeout
-    (6-12 s here; the early campaign comes after 0.2-0.5 s)."""
+@pytest.fixture
+async def slow_election(tmp_path: Path) -> AsyncIterator[tuple[Group, RaftServer]]:
+    """Three members with a 6-12 s election timeout, s1 elected at once and one write committed."""
     g = Group(tmp_path, 3, election_tick=200)
     await g.start()
     try:
         leader = await _campaign_now(g, "s1")
         await leader.submit(b"before")
-        old_term = leader.term
-        await leader.stop()
-        rest = [s for s in g.servers.values() if s is not leader]
-
-        async def new_leader() -> RaftServer | None:
-            leaders = [s for s in rest if s.is_leader]
-            return leaders[0] if leaders else None
-
-        new = await wait_for(new_leader, 5, "a new leader well within the 6 s minimum election timeout")
-        assert new.term > old_term
-        assert all(s.leader_streams_lost == 1 for s in rest)
-        assert sum(s.early_campaigns for s in rest) >= 1
-        assert await new.submit(b"after") == b"ok:after"
+        yield g, leader
     finally:
         for s in g.servers.values():
             await s.stop()
 
 
-async def test_a_live_leader_whose_streams_reconnect_keeps_its_leadership(tmp_path: Path) -> None:
+async def test_followers_replace_a_stopped_leader_before_an_election_timeout(
+    slow_election: tuple[Group, RaftServer],
+) -> None:
+    """When the leader's stream to a follower ends (its process stopped or was killed), the follower
+    forgets it and campaigns after a short random delay, instead of waiting out the election timeout
+    (6-12 s here; the early campaign comes after 0.2-0.5 s)."""
+    g, leader = slow_election
+    old_term = leader.term
+    await leader.stop()
+    rest = [s for s in g.servers.values() if s is not leader]
+
+    async def new_leader() -> RaftServer | None:
+        leaders = [s for s in rest if s.is_leader]
+        return leaders[0] if leaders else None
+
+    new = await wait_for(new_leader, 5, "a new leader well within the 6 s minimum election timeout")
+    assert new.term > old_term
+    assert all(s.leader_streams_lost == 1 for s in rest)
+    assert sum(s.early_campaigns for s in rest) >= 1
+    assert await new.submit(b"after") == b"ok:after"
+
+
+async def test_a_live_leader_whose_streams_reconnect_keeps_its_leadership(
+    slow_election: tuple[Group, RaftServer],
+) -> None:
     """Both followers see the leader's stream end while the leader is alive (its channels reset, as
     after a certificate renewal): they forget it, hear its next heartbeat on the new stream before
     their early-campaign delay, and nobody campaigns."""
-    g = Group(tmp_path, 3, election_tick=200)
-    await g.start()
-    try:
-        leader = await _campaign_now(g, "s1")
-        await leader.submit(b"before")
-        term = leader.term
-        followers = [s for s in g.servers.values() if s is not leader]
-        assert leader.transport is not None
-        for peer in list(leader.transport._peers.values()):
-            await peer._reset_channel()  # the open Deliver stream fails; the peer reconnects
+    g, leader = slow_election
+    term = leader.term
+    followers = [s for s in g.servers.values() if s is not leader]
+    assert leader.transport is not None
+    for peer in list(leader.transport._peers.values()):
+        await peer._reset_channel()  # the open Deliver stream fails; the peer reconnects
 
-        async def both_noticed_and_checked() -> bool:
-            return all(s.leader_streams_lost >= 1 and s.early_campaign_checks_pending == 0 for s in followers)
+    async def both_noticed_and_checked() -> bool:
+        return all(s.leader_streams_lost >= 1 and s.early_campaign_checks_pending == 0 for s in followers)
 
-        await wait_for(both_noticed_and_checked, 10, "both followers to notice and their early-campaign checks to run")
-        assert [s.early_campaigns for s in followers] == [0, 0]
-        assert leader.is_leader and leader.term == term
-        assert all(s.status().leader_id == leader.node_id and s.term == term for s in followers)
-        assert await leader.submit(b"after") == b"ok:after"
-    finally:
-        await g.stop()
+    await wait_for(both_noticed_and_checked, 10, "both followers to notice and their early-campaign checks to run")
+    assert [s.early_campaigns for s in followers] == [0, 0]
+    assert leader.is_leader and leader.term == term
+    assert all(s.status().leader_id == leader.node_id and s.term == term for s in followers)
+    assert await leader.submit(b"after") == b"ok:after"
 
 
-async def test_leader_lease_ends_when_the_followers_streams_end(tmp_path: Path) -> None:
+async def test_leader_lease_ends_when_the_followers_streams_end(slow_election: tuple[Group, RaftServer]) -> None:
     """A follower whose connection to the leader ended may campaign early, so it stops counting towards
     the leader's lease at once, and counts again when it next answers."""
-    g = Group(tmp_path, 3, election_tick=200)
-    await g.start()
-    try:
-        leader = await _campaign_now(g, "s1")
-        await leader.submit(b"before")
-        assert leader.lease_remaining() > 0
-        f2, f3 = (s for s in g.servers.values() if s is not leader)
-        leader.peer_stream_ended(f2.node_id)
-        assert leader.lease_remaining() > 0  # s3 and the leader are still a majority
-        leader.peer_stream_ended(f3.node_id)
-        assert leader.lease_remaining() < 0
-        await wait_for(lambda: _v(leader.lease_remaining() > 0), 10, "the followers' next answers to restore the lease")
-        assert leader.is_leader and leader.early_campaigns == 0
-    finally:
-        await g.stop()
+    g, leader = slow_election
+    assert leader.lease_remaining() > 0
+    f2, f3 = (s for s in g.servers.values() if s is not leader)
+    leader.peer_stream_ended(f2.node_id)
+    assert leader.lease_remaining() > 0  # s3 and the leader are still a majority
+    leader.peer_stream_ended(f3.node_id)
+    assert leader.lease_remaining() < 0
+    await wait_for(lambda: _v(leader.lease_remaining() > 0), 10, "the followers' next answers to restore the lease")
+    assert leader.is_leader and leader.early_campaigns == 0
 
 
 async def test_isolated_leader_steps_down_and_fails_pending(group3: Group) -> None:
