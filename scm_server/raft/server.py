@@ -410,11 +410,9 @@ class RaftServer:
         need = (len(voters) + 1) // 2 + 1 - 1  # a majority of all voters, minus ourselves
         if need <= 0:
             return lease
-        since = self._leader_since
-        lost = _LOST
-        times = sorted(
-            (h if (h := self._heard.get(v, 0.0)) == lost else max(h, since) for v in voters), reverse=True
-        )
+        since = self._leader_since  # a majority voted for us then; a peer whose connection ended has not spoken since
+        heard = self._heard
+        times = sorted((_LOST if heard.get(v) == _LOST else max(heard.get(v, 0.0), since) for v in voters), reverse=True)
         return times[need - 1] + lease - time.monotonic()
 
     def _peer_lost(self, peer: str) -> None:
@@ -821,7 +819,7 @@ class RaftServer:
         if node is None or not self._running or not peer:
             return
         self._peer_lost(peer)
-        if self._role != StateRole.FOLLOWER or peer != self._leader or node.status().leader != peer:
+        if self._role != StateRole.FOLLOWER or node.status().leader != peer:
             return
         self.leader_streams_lost += 1
         log.info(
