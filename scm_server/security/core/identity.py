@@ -29,6 +29,11 @@ DATANODE_PREFIX = "dn@"
 OM_PREFIX = "om@"
 _USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
+# Synthetic DNS names under this suffix (``.invalid`` never resolves, RFC 6761) name roles, not hosts.
+# Only the CA puts them into certificates, and only into the certificates of the role they name; a
+# requested host name inside this space is refused.
+RESERVED_DNS_SUFFIX = "ozone-scm.invalid"
+
 
 class Role(enum.Enum):
     ROOT_CA = "ROOT_CA"
@@ -118,6 +123,12 @@ def om_subject(hostname: str, om_id: str, cluster_id: str, ip: str = "") -> Subj
 def client_subject(user: str, cluster_id: str = "") -> SubjectInfo:
     check_user_name(user)
     return SubjectInfo(user, "", cluster_id, ())
+
+
+def is_reserved_name(host: str) -> bool:
+    """True if ``host`` falls in the name space the CA keeps for role identities."""
+    name = host.strip().rstrip(".").lower()
+    return name == RESERVED_DNS_SUFFIX or name.endswith("." + RESERVED_DNS_SUFFIX)
 
 
 def check_user_name(user: str) -> None:
