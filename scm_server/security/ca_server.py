@@ -574,8 +574,42 @@ class SCMCertificateServer:
                     external=proto is None,
                 )
             )
-        await self.store.revoke_certificates(records)
+        async with self._lock:  # no renewal of this lineage runs between the walk and the write
+            records += self._successors(records, reason, now_ms, by)
+            await self.store.revoke_certificates(records)
         return [self.store.revocation(r.serialId) or r for r in records]
+
+    def _successors(
+        self, records: list[hdds_pb2.RevokedCertificateProto], reason: int, now_ms: int, by: str
+    ) -> list[hdds_pb2.RevokedCertificateProto]:
+        """Revoking a certificate also revokes what was renewed from it (its successors, transitively):
+        whoever held the revoked key may have renewed it before the revocation."""
+        out: list[hdds_pb2.RevokedCertificateProto] = []
+        seen = {r.serialId for r in records}
+        for record in records:
+            current = self.store.revocation(record.serialId)
+            for _ in range(10_000):
+                successor = current.supersededBy if current is not None else ""
+                if not successor or successor in seen:
+                    break
+                seen.add(successor)
+                proto = self.store.get_certificate(successor)
+                existing = self.store.revocation(successor)
+                if existing is None or existing.supersededBy:
+                    out.append(
+                        hdds_pb2.RevokedCertificateProto(
+                            serialId=successor,
+                            revocationTimeMs=now_ms,
+                            reason=reason,
+                            nodeType=proto.nodeType if proto is not None else "",
+                            ownerId=proto.ownerId if proto is not None else "",
+                            issuerSerialId=proto.issuerSerialId if proto is not None else "",
+                            revokedBy=f"{by} (renewed from revoked serial {record.serialId})",
+                            external=proto is None,
+                        )
+                    )
+                current = existing
+        return out
 
     async def revoke_scm(self, scm_id: str, node_id: str, by: str) -> list[str]:
         """Decommission: revoke every still-valid sub-CA certificate of that SCM."""

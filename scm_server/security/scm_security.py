@@ -411,6 +411,11 @@ class SecurityCollector(Collector):
                                       value=ca.issued_count)
             yield GaugeMetricFamily("scm_certificates_revoked", "Revoked serials in the replicated revocation set",
                                     value=len(ca.store.revoked_serials()))
+            limited = CounterMetricFamily("scm_enrollment_rate_limited",
+                                          "Enrolment requests refused by the rate limits", labels=["limit"])
+            for limit, count in sorted(ca.rate_limiter.refused.items()):
+                limited.add_metric([limit], count)
+            yield limited
         yield CounterMetricFamily("scm_certificate_renewals", "Renewals of this SCM's sub-CA", value=sec.renewals)
         yield CounterMetricFamily("scm_certificate_reloads", "Reloads of swapped sub-CA files", value=sec.reloads)
         refused = CounterMetricFamily("scm_tls_calls_refused", "Calls refused after the handshake", labels=["result"])

@@ -364,7 +364,9 @@ def approve_renewal(
         hosts = (host,) if host else ()
     subject = SubjectInfo(identity.common_name, identity.owner_id, cluster_id if identity.cluster_id else "", hosts)
     profile = Profile.SUB_CA if identity.role is Role.SCM else Profile.END_ENTITY
-    return Approved(subject, key, profile, identity.role, identity.owner_id)
+    # recorded owner: a user's name for client certificates (as SignCertificate records them), else OU
+    owner = identity.common_name if identity.role is Role.CLIENT else identity.owner_id
+    return Approved(subject, key, profile, identity.role, owner)
 
 
 def check_renewable(serial: str, *, revoked: bool, superseded_by: str) -> None:
