@@ -11,10 +11,9 @@ from datetime import timedelta
 import pytest
 
 from scm_server.security.core import certificates as pki
-from scm_server.security.core import enrollment
+from scm_server.security.core import enrollment, serials
 from scm_server.security.core import identity as ids
 from scm_server.security.core import requests as reqs
-from scm_server.security.core import serials
 from scm_server.security.core.ratelimit import RateLimiter
 
 from .pki_helpers import CLUSTER, EC, NOW
@@ -229,7 +228,7 @@ def test_an_enrolled_uuid_cannot_enrol_again_until_its_certificate_is_revoked() 
 
 def test_a_certificate_renews_once_and_never_once_revoked() -> None:
     reqs.check_renewable("7", revoked=False, superseded_by="")
-    with pytest.raises(reqs.RequestRejected, match="already renewed.*serial 9"):
+    with pytest.raises(reqs.RequestRejected, match=r"already renewed.*serial 9"):
         reqs.check_renewable("7", revoked=True, superseded_by="9")
     with pytest.raises(reqs.RequestRejected, match="has been revoked and cannot be renewed"):
         reqs.check_renewable("7", revoked=True, superseded_by="")
