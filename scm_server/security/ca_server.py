@@ -275,7 +275,7 @@ class SCMCertificateServer:
         *,
         sub_ca: bool,
         lifetime: timedelta | None = None,
-        check: Callable[[], None] | None = None,
+        check: Callable[[], object] | None = None,
         after: Callable[[x509.Certificate], Awaitable[None]] | None = None,
     ) -> tuple[x509.Certificate, list[x509.Certificate]]:
         """Sign and record. ``check`` runs under the issuing lock before a serial is taken (against
@@ -346,21 +346,27 @@ class SCMCertificateServer:
             "scm", csr, request.enrollmentProof, cluster_id=d.clusterId, node_id=d.scmNodeId, owner_id=d.scmId,
             host=d.hostName, ip="", time_ms=request.enrollmentTimeMs, nonce=request.enrollmentNonce,
         )
-        try:
-            approved = reqs.approve_scm_request(
+        hosts = self.configured_hosts()
+
+        def approve() -> reqs.Approved:
+            return reqs.approve_scm_request(
                 csr,
                 cluster_id=self.cluster_id,
                 claimed_cluster_id=d.clusterId,
                 node_id=d.scmNodeId,
                 scm_id=d.scmId,
                 hostname=d.hostName,
-                configured_hosts=self.configured_hosts(),
+                configured_hosts=hosts,
                 issued=self.issued_records(),
                 now=self.now(),
             )
+
+        try:
+            approved = approve()
         except reqs.RequestRejected as exc:
             raise _rejected(exc) from exc
-        cert, chain = await self._issue(approved, sub_ca=True)
+        # the duplicate node-id check again under the issuing lock: concurrent requests yield one sub-CA
+        cert, chain = await self._issue(approved, sub_ca=True, check=approve)
         return self._response(cert, chain)
 
     async def issue_node_certificate(

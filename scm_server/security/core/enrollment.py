@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import itertools
 from collections import OrderedDict
 
 MIN_SECRET_BYTES = 16
@@ -141,7 +142,7 @@ class ReplayGuard:
 
     def _purge(self, now_ms: int) -> None:
         # insertion order is not expiry order (times differ by skew); purge what is due, cheaply
-        for key in list(self._seen)[: max(64, len(self._seen) // 8)]:
+        for key in list(itertools.islice(self._seen, max(64, len(self._seen) // 8))):
             if self._seen[key] < now_ms:
                 del self._seen[key]
         if len(self._seen) >= self.capacity:

@@ -15,6 +15,7 @@ source is refused as if the shared bucket were empty.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import OrderedDict
 
 
@@ -83,7 +84,7 @@ class RateLimiter:
             self._sources.move_to_end(source)
             return bucket
         if len(self._sources) >= self.max_sources:
-            for key in list(self._sources)[: max(16, self.max_sources // 16)]:
+            for key in list(itertools.islice(self._sources, max(16, self.max_sources // 16))):
                 if self._sources[key].full(now_ms):
                     del self._sources[key]
             if len(self._sources) >= self.max_sources:
