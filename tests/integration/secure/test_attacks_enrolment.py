@@ -225,6 +225,11 @@ async def test_non_canonical_serials_are_refused_with_one_line_and_revoke_nothin
             out = await asyncio.to_thread(cli, q.cluster, "admin", "cert", "revoke", typed, *extra)
             assert out.returncode != 0, (typed, out.stdout)
             assert "Traceback" not in out.stderr and "0x" in out.stderr, out.stderr
+    for args in (["info", f"0{serial}"], ["list", "--start", arabic]):
+        out = await asyncio.to_thread(cli, q.cluster, "admin", "cert", *args)
+        assert out.returncode != 0 and "Traceback" not in out.stderr and "serial id" in out.stderr, out.stderr
+    out = await asyncio.to_thread(cli, q.cluster, "admin", "cert", "info", hex(serial), "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["serialId"] == str(serial), out.stderr
     # the servicer refuses them too (a client that skips the CLI's parsing)
     admin = q.cluster.client_security
     leader_addr = q.cluster.scms[await _leader(q)].client_address
