@@ -37,12 +37,12 @@ from scm_server.server import endpoints
 T = TypeVar("T")
 
 
-def _serials(typed: tuple[str, ...]) -> list[str]:
+def _serials(typed: tuple[str, ...], hint: str = "SERIAL") -> list[str]:
     """Typed serials in their canonical form (decimal or 0x hex in; decimal out), or a one-line error."""
     try:
         return list(dict.fromkeys(serial_ids.canonical_serial(t) for t in typed))
     except serial_ids.SerialError as exc:
-        raise click.BadParameter(str(exc), param_hint="SERIAL") from None
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _run(ctx: CliContext, fn: Callable[[SCMSecurityClient], Awaitable[T]]) -> T:
@@ -99,13 +99,14 @@ def cert() -> None:
 @cert.command("list")
 @click.option("--type", "role", type=click.Choice(sorted(NODE_TYPES)), default=None, help="Only this kind.")
 @click.option("--revoked", is_flag=True, help="Only revoked certificates (and revoked external serials).")
-@click.option("--start", default="", help="Smallest serial id to list.")
+@click.option("--start", default="", help="Smallest serial id to list (decimal, or hex with 0x).")
 @click.option("--count", default=1000, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def list_cmd(ctx: CliContext, role: str | None, revoked: bool, start: str, count: int, as_json: bool) -> None:
     """What the SCMs issued or recorded (validSCMCerts, validCerts) and what is revoked."""
-    resp = _run(ctx, lambda c: c.list_certificates(role, revoked, start, count))
+    first = _serials((start,), "--start")[0] if start else ""
+    resp = _run(ctx, lambda c: c.list_certificates(role, revoked, first, count))
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
     rows = [info_dict(i, now_ms) for i in resp.certificates]
     external = [to_dict(r) for r in resp.externalRevocations]

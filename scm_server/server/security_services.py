@@ -183,7 +183,8 @@ class SecurityAdminService(_SecurityBase):
 
     async def ListCertificate(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         role = scm_security_pb2.NodeType.Name(req.role) if req.HasField("role") else None
-        infos, external = self.ca.list_infos(role, req.revoked, req.startSerialId, req.count or 1000)
+        start = _serial(req.startSerialId) if req.startSerialId else ""
+        infos, external = self.ca.list_infos(role, req.revoked, start, req.count or 1000)
         return scm_security_pb2.SCMListCertificateResponseProto(certificates=infos, externalRevocations=external)
 
     async def GetCertificateInfo(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
