@@ -236,14 +236,26 @@ class CertificateStore:
         Returns the serials that were newly revoked. Serials must be canonical (decimal, no leading
         zero, ASCII): the per-call check looks them up in that form."""
         fresh: list[hdds_pb2.RevokedCertificateProto] = []
+        canonical: list[hdds_pb2.RevokedCertificateProto] = []
         for record in records:
-            if not serial_ids.is_canonical(record.serialId):
+            serial = record.serialId if serial_ids.is_canonical(record.serialId) else None
+            if serial is None and record.serialId.isdigit():
+                # a log entry written before serials were canonical (``0123``, non-ASCII digits): the
+                # serial it names, as the table's older records are read (reinitialize)
+                serial = serial_ids.legacy_serial(record.serialId)
+            if serial is None:
                 raise SCMException(
                     ResultCodes.INVALID_REQUEST,
                     f"bad serial id {record.serialId!r} in revocation: serials are stored in decimal ASCII digits "
                     "without leading zeros",
                 )
-        for record in records:
+            if serial != record.serialId:
+                copy = hdds_pb2.RevokedCertificateProto()
+                copy.CopyFrom(record)
+                copy.serialId = serial
+                record = copy
+            canonical.append(record)
+        for record in canonical:
             existing = self._revoked.get(record.serialId)
             # a definitive revocation (an administrator's) replaces a renewal's pending supersession
             if existing is not None and not (existing.supersededBy and not record.supersededBy):

@@ -55,11 +55,16 @@ async def test_lookups_by_key_use_the_index_and_parse_nothing_per_call(tmp_path:
 async def test_revocations_are_keyed_by_canonical_serials(tmp_path: Path) -> None:
     scm = await make_scm(tmp_path)
     store = scm.certificate_store
-    for bad in ("0123", "١٢٣", "0x7b", "+123", ""):
+    for bad in ("0x7b", "+123", "", "0", "1 23", "12a"):
         with pytest.raises(SCMException) as info:
             await store.revoke_certificates([hdds_pb2.RevokedCertificateProto(serialId=bad, revocationTimeMs=1)])
         assert info.value.result is ResultCodes.INVALID_REQUEST and "decimal ASCII digits" in info.value.message
-    assert not store.is_revoked("123") and not store.revocations()
+    assert not store.revocations()
+    # a log entry an older leader replicated with the serial as typed is stored under the serial it names
+    await store.revoke_certificates([hdds_pb2.RevokedCertificateProto(serialId="0123", revocationTimeMs=1)])
+    await store.revoke_certificates([hdds_pb2.RevokedCertificateProto(serialId="١٢٤", revocationTimeMs=1)])
+    assert store.is_revoked("123") and store.is_revoked("124") and store.revoked_serials() == {"123", "124"}
+    assert scm.metadata_store.revoked_certs.get("0123") is None and scm.metadata_store.revoked_certs.get("123")
     # records written before serials were canonical: kept as stored, and they revoke the serial they name
     scm.metadata_store.revoked_certs.put("0456", hdds_pb2.RevokedCertificateProto(serialId="0456", revocationTimeMs=1))
     scm.metadata_store.revoked_certs.put("٧٨٩", hdds_pb2.RevokedCertificateProto(serialId="٧٨٩", revocationTimeMs=1))
