@@ -67,11 +67,16 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: SCMException,
     await context.abort(_STATUS.get(exc.result, grpc.StatusCode.INTERNAL), str(exc))
 
 
-def _sequence_ids(db_path: Path) -> dict[str, Any]:
-    """The persisted lastId of every sequence, read from a (closed) checkpoint."""
+def _backup_contents(db_path: Path) -> dict[str, Any]:
+    """Read from a (closed) checkpoint: the persisted lastId of every sequence, and how many rows
+    each table holds (the certificate tables among them, in secure mode)."""
     store = SCMMetadataStore(db_path.parent, create=False, sync=False)
     try:
-        return {name: int(value.lastId) for name, value in store.sequence_id.items()}
+        seq = {name: int(value.lastId) for name, value in store.sequence_id.items()}
+        counts = {}
+        for cf in SCMDBDefinition.column_families():
+            counts[cf.name] = sum(1 for _ in store.db.iterator(prefix=cf.prefix, include_value=False))
+        return {"sequenceIds": seq, "tableCounts": counts}
     finally:
         store.stop()
 
@@ -182,7 +187,7 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
                 ),
             )
             return
-        trx, blob, seq = await self._checkpoint(True, _sequence_ids)
+        trx, blob, contents = await self._checkpoint(True, _backup_contents)
         generator = getattr(host, "sequence_id_generator", None)
         conf = self._ha.raft.conf if self._ha.raft is not None else None
         members = []
@@ -201,7 +206,7 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
             "leaderNodeId": self._ha.node_id or "",
             "members": members,
             "version": host.storage_config.to_properties(),
-            "sequenceIds": seq,
+            **contents,
             "sequenceBatchSize": int(getattr(generator, "batch_size", 1000)),
             "safemode": in_safemode,
             "warnings": ["taken while the ring was in safemode (--allow-safemode)"] if in_safemode else [],
