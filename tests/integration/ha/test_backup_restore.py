@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import tarfile
 from pathlib import Path
 
 from scm_server.cli.local_quorum import HALocalCluster
@@ -215,4 +216,31 @@ async def test_recover_from_lost_quorum(tmp_path: Path) -> None:
     finally:
         if sim is not None:
             await sim.stop()
+        cluster.stop_all()
+
+
+async def test_backup_of_a_secure_ring_in_safemode(tmp_path: Path) -> None:
+    """A secure ring, backed up with the admin's client certificate; no datanode has registered, so
+    the ring is in safemode: refused without --allow-safemode, recorded in the manifest with it. The
+    certificate tables are in the backup; no private key is."""
+    cluster = HALocalCluster(tmp_path / "c", 3, settings=TEST_SETTINGS, secure=True)
+    try:
+        cluster.start_quorum()
+        await cluster.wait_leader(timeout=60)
+        backup = tmp_path / "backup"
+        _refused(cli(cluster, "admin", "scm", "backup", "--out", str(backup)), "safemode", "--allow-safemode")
+        assert not backup.exists(), "a refused backup left its directory behind"
+        _ok(cli(cluster, "admin", "scm", "backup", "--out", str(backup), "--allow-safemode"), "secure backup")
+        manifest = json.loads((backup / MANIFEST).read_text())
+        assert manifest["safemode"] is True and manifest["warnings"]
+        assert manifest["tableCounts"]["validSCMCerts"] >= 1, manifest["tableCounts"]
+        assert manifest["version"].get("scmCertSerialId")
+        with tarfile.open(backup / CHECKPOINT_FILE, "r:gz") as tar:
+            for member in tar.getmembers():
+                f = tar.extractfile(member)
+                if f is not None:
+                    assert b"PRIVATE KEY" not in f.read(), f"{member.name} holds a private key"
+        assert sorted(p.name for p in backup.iterdir()) == [MANIFEST, CHECKPOINT_FILE]
+        assert _ok(cli(cluster, "admin", "scm", "backup", "verify", str(backup)), "verify").startswith("OK")
+    finally:
         cluster.stop_all()
