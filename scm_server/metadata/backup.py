@@ -7,7 +7,6 @@ A backup directory (written by ``ozone-scm admin scm backup --out DIR``) holds:
 * ``manifest.json`` -- format, cluster id, (term, index), the SCM membership, the leader's VERSION
   properties, the sequence-id ceilings (``sequenceId`` table) at that index, whether the ring was
   in safemode, the leader's wall-clock time of the backup, and sha256 + size of every other file;
-* ``keys/`` -- only with ``--include-keys``: never written otherwise (files mode 0600).
 
 :func:`verify_backup` re-checks everything offline; :func:`restored_last_ids` is the rule a
 restore applies to the ID sequences (docs/ha.md, "IDs across a restore"). This module does no
@@ -29,7 +28,6 @@ from scm_server.exceptions import StorageError
 FORMAT = "ozone-scm-backup/1"
 MANIFEST = "manifest.json"
 CHECKPOINT_FILE = "scm.db.tar.gz"
-KEYS_DIR = "keys"
 
 # ---- the ID rule -----------------------------------------------------------------------------
 # After a backup the old ring may go on handing out IDs; its Raft log is lost with it, so a
@@ -129,17 +127,6 @@ def prepare_out_dir(out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BackupError(f"cannot create the backup directory {out}: {exc}") from exc
-
-
-def write_private_file(path: Path, data: bytes) -> None:
-    """A key file: created 0600 before any byte is written."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_backup(out: Path, checkpoint: bytes, info: dict[str, Any], created_ms: int) -> Manifest:

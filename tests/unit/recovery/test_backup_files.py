@@ -19,7 +19,6 @@ from scm_server.metadata.backup import (
     restored_last_ids,
     verify_backup,
     write_backup,
-    write_private_file,
 )
 
 CID = "CID-8c5a3c3e-5b0e-4a47-9d39-8f0f7e3c1a11"
@@ -87,12 +86,6 @@ def test_out_dir_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(BackupError, match="not empty"):
         prepare_out_dir(out)
     assert (out / CHECKPOINT_FILE).read_bytes() == before
-
-
-def test_key_file_is_0600(tmp_path: Path) -> None:
-    path = tmp_path / "keys" / "ca.key"
-    write_private_file(path, b"secret")
-    assert path.stat().st_mode & 0o777 == 0o600
 
 
 def test_id_rule() -> None:
