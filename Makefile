@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
-PROTOS := $(wildcard proto/*.proto)
+PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
 .PHONY: help env proto lint test test-unit audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests e2e-local e2e-container e2e-kind
 
@@ -58,7 +58,7 @@ chaos: env ## many randomized real-process fault runs, histories checked for lin
 	$(PYTEST) tests -m chaos -q
 
 clean:
-	rm -rf $(STAMPS) scm_server/proto/*_pb2*.py scm_server/proto/*_pb2*.pyi run-data
+	rm -rf $(STAMPS) scm_server/proto/*_pb2*.py scm_server/proto/*_pb2*.pyi scm_server/proto/ozone run-data
 
 wheels: env ## wheels of the project (with the operator), its runtime deps and pip into dist/wheels (for the image)
 	rm -rf dist/wheels
