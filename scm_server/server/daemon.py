@@ -84,6 +84,7 @@ def check_storage(conf: OzoneConfiguration) -> SCMStorageConfig:
 class Listening:
     datanode: str = ""
     block: str = ""
+    block_hadoop: str = ""  # ScmBlockLocationProtocol over Hadoop RPC, when its port key is set
     client: str = ""
     http: str = ""
     security: str = ""
@@ -137,6 +138,7 @@ class SCMDaemon:
         self.scm: Any = None
         self.node = local_node(conf)
         self.grpc_servers: list[grpc.aio.Server] = []
+        self.hadoop_servers: list[Any] = []
         self.web_runner: web.AppRunner | None = None
         self.listening = Listening()
         self.security: Any = None
@@ -198,8 +200,43 @@ class SCMDaemon:
                 address,
                 " (TLS)" if protocol is P.SECURITY else " (mutual TLS)" if mtls else "",
             )
+        await self._start_hadoop_rpc(get)
         await self._start_web(get)
         LOG.info("SCM started: cluster %s, scm id %s", storage.cluster_id, storage.scm_id)
+
+    async def _start_hadoop_rpc(self, get: endpoints.Getter) -> None:
+        """ScmBlockLocationProtocol over Hadoop RPC (SIMPLE authentication), when
+        ``ozone.scm.block.client.hadoop-rpc.port`` (or its address key) is set for this SCM."""
+        from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
+        from scm_server.server.hadoop_rpc.server import HadoopRpcServer
+        from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
+
+        P = endpoints.Protocol
+        if not endpoints.configured(get, P.BLOCK_HADOOP, self.node):
+            return
+        if self.security is not None:
+            raise DaemonStartupError(
+                f"{P.BLOCK_HADOOP.port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
+                "authentication only so far (Kerberos is the next step of issue 20); unset one of them"
+            )
+        settings = HadoopRpcSettings.from_conf(self.conf)
+        storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""
+        translator = BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
+        server = HadoopRpcServer(
+            [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout, name="hadoop-rpc block"
+        )
+        host = endpoints.bind_host(get, P.BLOCK_HADOOP, self.node)
+        port = endpoints.port_of(get, P.BLOCK_HADOOP, self.node)
+        try:
+            bound = await server.start(host, port)
+        except OSError as exc:
+            raise DaemonStartupError(f"cannot listen on {host}:{port} ({P.BLOCK_HADOOP.port_key}): {exc}") from exc
+        self.hadoop_servers.append(server)
+        self.listening.block_hadoop = f"{host}:{bound}"
+        LOG.info(
+            "SCM block protocol over Hadoop RPC (%s, SIMPLE auth) listening on %s", translator.protocol,
+            self.listening.block_hadoop,
+        )
 
     def _servicer(self, cls: Any, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics) -> Any:
         if getattr(cls, "MODULE", None) is not None and cls.MODULE.__name__.endswith("scm_security_pb2"):
@@ -236,6 +273,10 @@ class SCMDaemon:
         if self.security is not None:
             with contextlib.suppress(Exception):
                 await self.security.stop()
+        hadoop, self.hadoop_servers = self.hadoop_servers, []
+        for hserver in hadoop:
+            with contextlib.suppress(Exception):
+                await hserver.stop()
         servers, self.grpc_servers = self.grpc_servers, []
         for server in servers:
             with contextlib.suppress(Exception):
