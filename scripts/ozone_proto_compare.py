@@ -40,16 +40,17 @@ FILES: dict[str, str] = {
     "ozone/ProtobufRpcEngine.proto": f"{CLIENT}/ProtobufRpcEngine.proto",
     "ozone/hdds.proto": f"{CLIENT}/hdds.proto",
     "ozone/ScmServerProtocol.proto": f"{SERVER}/ScmServerProtocol.proto",
+    "ozone/ScmServerDatanodeHeartbeatProtocol.proto": f"{SERVER}/ScmServerDatanodeHeartbeatProtocol.proto",
+    "ozone/ScmServerSecurityProtocol.proto": f"{SERVER}/ScmServerSecurityProtocol.proto",
+    "ozone/ScmAdminProtocol.proto": f"{ADMIN}/ScmAdminProtocol.proto",
 }
 # Ozone's SCM protocol files not yet written here (reported, not compared)
-NOT_YET = (
-    f"{ADMIN}/ScmAdminProtocol.proto",
-    f"{SERVER}/ScmServerDatanodeHeartbeatProtocol.proto",
-    f"{SERVER}/ScmServerSecurityProtocol.proto",
-)
+NOT_YET: tuple[str, ...] = ()
 # our package -> Ozone's package
 PACKAGES = {
     "ozone.hadoop.common": "hadoop.common",
+    "ozone.hdds.security": "hadoop.hdds.security",
+    "ozone.hdds.container": "hadoop.hdds.container",
     "ozone.hdds.block": "hadoop.hdds.block",
     "ozone.hdds": "hadoop.hdds",
 }
@@ -129,7 +130,9 @@ def compare_file(ours: descriptor_pb2.FileDescriptorProto, theirs: descriptor_pb
             va = {v.name: v.number for v in a.value}
             vb = {v.name: v.number for v in b.value}
             if va != vb:
-                diffs.append(f"{where}: enum {name}: values {sorted(va.items())} vs Ozone {sorted(vb.items())}")
+                for value in sorted(set(va) | set(vb)):
+                    if va.get(value) != vb.get(value):
+                        diffs.append(f"{where}: enum {name}.{value}: {va.get(value)} vs Ozone {vb.get(value)}")
             elif [v.name for v in a.value] != [v.name for v in b.value]:
                 # the first value is the default of an optional field without one
                 diffs.append(f"{where}: enum {name}: value order differs")
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{path} not found at {commit}: {shown.stderr.decode().strip()}", file=sys.stderr)
                 return 2
             target.write_bytes(shown.stdout)
-        theirs_set = protoc_descriptors([root / CLIENT, root / SERVER], [str(root / p) for p in FILES.values()])
+        theirs_set = protoc_descriptors([root / CLIENT, root / SERVER, root / ADMIN], [str(root / p) for p in FILES.values()])
     ours_set = protoc_descriptors([OURS], [str(OURS / p) for p in FILES])
     theirs_by_name = {f.name: f for f in theirs_set.file}
     ours_by_name = {f.name: f for f in ours_set.file}
