@@ -44,7 +44,7 @@ SERVER_NOT_LEADER = "org.apache.hadoop.hdds.ratis.ServerNotLeaderException"
 GRPC_SERVICE = "ScmBlockLocationProtocolService"  # the call rules are shared with the gRPC servicer
 
 Type = wire_block.Type
-SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo")
+SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes")
 
 
 class BlockLocationTranslator:
@@ -113,6 +113,7 @@ class BlockLocationTranslator:
             "AllocateScmBlock": self._allocate,
             "DeleteScmKeyBlocks": self._delete,
             "GetScmInfo": self._scm_info,
+            "SortDatanodes": self._sort,
         }
 
     async def _allocate(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
@@ -153,6 +154,18 @@ class BlockLocationTranslator:
             info = await info
         return wire_block.SCMBlockLocationResponse(
             getScmInfoResponse=convert.scm_info_to_wire(info)
+        ).SerializePartialToString()
+
+    async def _sort(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
+        req = request.sortDatanodesRequest
+        nodes = self.scm.query_nodes()
+        if hasattr(nodes, "__await__"):
+            nodes = await nodes
+        ordered = convert.sort_by_distance([n.nodeID for n in nodes], list(req.nodeNetworkName), req.client)
+        return wire_block.SCMBlockLocationResponse(
+            sortDatanodesResponse=wire_block.SortDatanodesResponseProto(
+                node=[convert.datanode_to_wire(dn) for dn in ordered]
+            )
         ).SerializePartialToString()
 
     # ---- rules shared with the gRPC path ----

@@ -164,6 +164,31 @@ def scm_info_to_wire(info: scm_client_pb2.GetScmInfoResponseProto) -> wire.GetSc
     return wire.GetScmInfoResponseProto(clusterId=info.clusterId, scmId=info.scmId, peerRoles=list(info.peerRoles))
 
 
+DEFAULT_RACK = "/default-rack"
+
+
+def sort_by_distance(
+    known: list[hdds_pb2.DatanodeDetailsProto], wanted: list[str], client: str
+) -> list[hdds_pb2.DatanodeDetailsProto]:
+    """SortDatanodes: the datanodes named in ``wanted`` (uuids; unknown ones dropped, as Ozone does), nearest
+    to ``client`` first. The client is a datanode when its address or host name is one's; then that node comes
+    first, its rack's next, other racks last. Equal distances (and every node, when the client is not a
+    datanode) keep the order asked for, where Ozone shuffles them."""
+    by_uuid = {dn.uuid: dn for dn in known}
+    nodes = [by_uuid[u] for u in wanted if u in by_uuid]
+    reader = next((dn for dn in known if client and client in (dn.ipAddress, dn.hostName)), None)
+    if reader is None:
+        return nodes
+    reader_rack = reader.networkLocation or DEFAULT_RACK
+
+    def distance(dn: hdds_pb2.DatanodeDetailsProto) -> int:
+        if dn.uuid == reader.uuid:
+            return 0
+        return 2 if (dn.networkLocation or DEFAULT_RACK) == reader_rack else 4
+
+    return sorted(nodes, key=distance)
+
+
 def status_of(result: ResultCodes) -> int:
     """The block protocol's Status for an SCM result code: the same name where Ozone has it (its
     Status lists SCMException.ResultCodes in order), else INTERNAL_ERROR (the message names ours)."""

@@ -156,7 +156,7 @@ async def _fake_delete(key_blocks: list[Any]) -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize("cmd", ["SortDatanodes", "AddScm", "GetClusterTree"])
+@pytest.mark.parametrize("cmd", ["AddScm", "GetClusterTree"])
 async def test_unsupported_command_names_itself(served: Any, cmd: str) -> None:
     _, port = await served(FakeSCM())
     c = await Client.connect(port)
@@ -165,6 +165,42 @@ async def test_unsupported_command_names_itself(served: Any, cmd: str) -> None:
     assert cmd in resp.message and "AllocateScmBlock" in resp.message
     assert block_response(await c.call(2, allocate())).success  # the connection serves on
     c.close()
+
+
+def _dn(uuid: str, host: str, rack: str) -> Any:
+    from scm_server.proto import hdds_pb2 as ours
+
+    return ours.DatanodeDetailsProto(uuid=uuid, ipAddress=f"10.0.0.{uuid[-1]}", hostName=host, networkLocation=rack)
+
+
+def test_sort_by_distance_orders_node_rack_then_other_racks() -> None:
+    from scm_server.server.hadoop_rpc.convert import sort_by_distance
+
+    known = [_dn("u1", "dn1", "/r1"), _dn("u2", "dn2", "/r2"), _dn("u3", "dn3", "/r1"), _dn("u4", "dn4", "/r2")]
+    sort = lambda wanted, client: [d.uuid for d in sort_by_distance(known, wanted, client)]  # noqa: E731
+    assert sort(["u2", "u4", "u3", "u1"], "dn1") == ["u1", "u3", "u2", "u4"]  # self, same rack, others (stable)
+    assert sort(["u2", "u4", "u3", "u1"], "10.0.0.4") == ["u4", "u2", "u3", "u1"]  # by address too
+    assert sort(["u3", "nope", "u1"], "om.example") == ["u3", "u1"]  # not a datanode: as asked; unknown dropped
+    assert sort([], "dn1") == []
+
+
+async def test_sort_datanodes_over_the_wire(served: Any) -> None:
+    from scm_server.proto import hdds_pb2 as ours
+
+    scm = FakeSCM()
+    scm.query_nodes = lambda: [  # type: ignore[attr-defined]
+        ours.Node(nodeID=_dn("11111111-1111-1111-1111-111111111111", "dn1", "/r1")),
+        ours.Node(nodeID=_dn("22222222-2222-2222-2222-222222222222", "dn2", "/r2")),
+    ]
+    _, port = await served(scm)
+    c = await Client.connect(port)
+    req = block_request("SortDatanodes", sortDatanodesRequest=wire_block.SortDatanodesRequestProto(
+        client="dn2", nodeNetworkName=["11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"]))
+    resp = block_response(await c.call(1, req))
+    assert resp.success
+    assert [n.hostName for n in resp.sortDatanodesResponse.node] == ["dn2", "dn1"]
+    first = resp.sortDatanodesResponse.node[0]
+    assert first.uuid128.mostSigBits == 0x2222222222222222 and first.networkLocation == "/r2"
 
 
 async def test_scm_exception_is_a_failed_response_with_ozone_status(served: Any) -> None:

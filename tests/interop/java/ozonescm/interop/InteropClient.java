@@ -24,6 +24,7 @@ import ozonescm.wire.block.ScmBlockLocationProtocolProtos.DeleteScmKeyBlocksRequ
 import ozonescm.wire.block.ScmBlockLocationProtocolProtos.KeyBlocks;
 import ozonescm.wire.block.ScmBlockLocationProtocolProtos.SCMBlockLocationRequest;
 import ozonescm.wire.block.ScmBlockLocationProtocolProtos.SCMBlockLocationResponse;
+import ozonescm.wire.block.ScmBlockLocationProtocolProtos.SortDatanodesRequestProto;
 import ozonescm.wire.block.ScmBlockLocationProtocolProtos.Type;
 import ozonescm.wire.hdds.HddsProtos;
 
@@ -82,6 +83,9 @@ public final class InteropClient {
         + info.getGetScmInfoResponse().getScmId());
 
     SCMBlockLocationResponse blocks = p.send(null, allocate(3));
+    if (!blocks.getSuccess()) {
+      throw new IllegalStateException("AllocateScmBlock refused: " + blocks.getStatus() + " " + blocks.getMessage());
+    }
     System.out.println("AllocateScmBlock " + blocks.getStatus() + " " + ids(blocks));
     AllocateBlockResponse first = blocks.getAllocateScmBlockResponse().getBlocks(0);
     System.out.println("Pipeline " + first.getPipeline().getId().getId() + " members "
@@ -97,8 +101,23 @@ public final class InteropClient {
         + deleted.getDeleteScmKeyBlocksResponse().getResults(0).getObjectKey() + " "
         + deleted.getDeleteScmKeyBlocksResponse().getResults(0).getBlockResults(0).getResult());
 
-    SCMBlockLocationResponse sort = p.send(null, SCMBlockLocationRequest.newBuilder().setCmdType(Type.SortDatanodes).build());
-    System.out.println("SortDatanodes " + sort.getStatus() + " success=" + sort.getSuccess() + " " + sort.getMessage());
+    // the pipeline's members sorted for a reader that is its last member: that member first
+    HddsProtos.Pipeline pipeline = first.getPipeline();
+    HddsProtos.DatanodeDetailsProto reader = pipeline.getMembers(pipeline.getMembersCount() - 1);
+    SortDatanodesRequestProto.Builder sortRequest = SortDatanodesRequestProto.newBuilder().setClient(reader.getHostName());
+    for (HddsProtos.DatanodeDetailsProto member : pipeline.getMembersList()) {
+      sortRequest.addNodeNetworkName(member.getUuid());
+    }
+    SCMBlockLocationResponse sort = p.send(null, SCMBlockLocationRequest.newBuilder().setCmdType(Type.SortDatanodes)
+        .setSortDatanodesRequest(sortRequest).build());
+    StringBuilder sorted = new StringBuilder();
+    for (HddsProtos.DatanodeDetailsProto node : sort.getSortDatanodesResponse().getNodeList()) {
+      sorted.append(' ').append(node.getHostName());
+    }
+    System.out.println("SortDatanodes " + sort.getStatus() + " reader " + reader.getHostName() + " sorted" + sorted);
+
+    SCMBlockLocationResponse tree = p.send(null, SCMBlockLocationRequest.newBuilder().setCmdType(Type.GetClusterTree).build());
+    System.out.println("GetClusterTree " + tree.getStatus() + " success=" + tree.getSuccess() + " " + tree.getMessage());
 
     // the same call sent twice (a retry keeps Hadoop's clientId and callId): the same blocks
     Client.setCallIdAndRetryCount(4242, 0, null);
