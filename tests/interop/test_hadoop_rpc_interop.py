@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from scm_server import hadoop_ipc as codec
 from scm_server.cli.local_cluster import SERVICE_ID
 from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.ports import free_port
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
-from scm_server.server.hadoop_rpc import codec
 from scm_server.server.hadoop_rpc.block_translator import PROTOCOL, SERVER_NOT_LEADER
 from tests.integration.ha.harness import TEST_SETTINGS, start_sim, wait_open_pipeline
 

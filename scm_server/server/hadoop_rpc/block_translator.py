@@ -28,19 +28,20 @@ from typing import Any
 
 from google.protobuf import message as pb_message
 
+from scm_server import hadoop_ipc as codec
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire_hdds
 from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import convert
-from scm_server.server.hadoop_rpc.codec import Call, ErrorCode
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
 LOG = logging.getLogger(__name__)
 
 PROTOCOL = "org.apache.hadoop.ozone.protocol.ScmBlockLocationProtocol"
 VERSION = 1
-SERVER_NOT_LEADER = "org.apache.hadoop.hdds.ratis.ServerNotLeaderException"
+SERVER_NOT_LEADER = codec.SERVER_NOT_LEADER
 GRPC_SERVICE = "ScmBlockLocationProtocolService"  # the call rules are shared with the gRPC servicer
 
 Type = wire_block.Type
@@ -185,11 +186,7 @@ class BlockLocationTranslator:
     def not_leader_message(self, exc: NotLeaderException) -> str:
         """Ozone's ServerNotLeaderException text: ``SCM Server:<id>(<host>) is not the leader.`` then
         ``Suggested leader is Server:<host>:<port>.`` or ``Could not determine the leader node.``"""
-        head = f"SCM Server:{self.self_name}({self.hostname}) is not the leader."
-        leader = self._leader_address(exc)
-        if leader:
-            return f"{head} Suggested leader is Server:{leader}."
-        return f"{head} Could not determine the leader node."
+        return codec.not_leader_message("SCM", self.self_name, self.hostname, self._leader_address(exc))
 
     def _leader_address(self, exc: NotLeaderException) -> str | None:
         if not exc.leader_id:

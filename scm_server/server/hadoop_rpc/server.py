@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 from google.protobuf import message as pb_message
 
-from scm_server.server.hadoop_rpc import codec
-from scm_server.server.hadoop_rpc.codec import Call, ErrorCode
+from scm_server import hadoop_ipc as codec
+from scm_server.hadoop_ipc import Call, ErrorCode
 
 LOG = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scm_server import hadoop_ipc as codec
+from scm_server.hadoop_ipc import ErrorCode
 from scm_server.proto.ozone import RpcHeader_pb2
-from scm_server.server.hadoop_rpc import codec
-from scm_server.server.hadoop_rpc.codec import ErrorCode
 
 CLIENT = bytes(range(16))
 PROTO = "org.apache.hadoop.ozone.protocol.ScmBlockLocationProtocol"

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from scm_server import hadoop_ipc as codec
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.hadoop_ipc import ErrorCode
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
-from scm_server.server.hadoop_rpc import codec
 from scm_server.server.hadoop_rpc.block_translator import PROTOCOL, SERVER_NOT_LEADER, BlockLocationTranslator
-from scm_server.server.hadoop_rpc.codec import ErrorCode
 from scm_server.server.hadoop_rpc.server import HadoopRpcServer
 from tests.unit.edges.fakes import FakeSCM
 

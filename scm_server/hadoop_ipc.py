@@ -1,8 +1,10 @@
 """Hadoop IPC (version 9) framing as a pure state machine: bytes in, events out, bytes to send.
 
 No I/O, clock or asyncio here (checked by the ``hadoop-rpc-codec-is-pure`` import contract); the
-asyncio edge (:mod:`scm_server.server.hadoop_rpc.server`) feeds what it reads into a
-:class:`ConnectionDecoder` and writes what the ``encode_*`` functions return.
+server's asyncio edge (:mod:`scm_server.server.hadoop_rpc.server`) feeds what it reads into a
+:class:`ConnectionDecoder` and writes what the ``encode_*`` functions return; the client
+(:mod:`scm_server.client.hadoop_rpc`) uses the ``encode_call`` / :class:`ResponseDecoder` side. Both
+also share how a follower names the leader (:func:`not_leader_message`, :func:`suggested_leader`).
 
 The wire, as Hadoop's ``ipc.Client`` speaks it::
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 import struct
 
 from google.protobuf import message as pb_message
@@ -496,3 +499,29 @@ class ResponseDecoder:
                 body, pos = read_delimited(frame, pos, "the response")
             out.append(Response(header, body))
         return out
+
+
+# ---- who leads: Ozone's ServerNotLeaderException text, both directions ----
+
+SERVER_NOT_LEADER = "org.apache.hadoop.hdds.ratis.ServerNotLeaderException"
+_NOT_LEADER_TEXT = re.compile(r".* Server:(.*?) is not the leader[.]+.*", re.DOTALL)
+_SUGGESTED = re.compile(r".*Suggested leader is Server:([^:]*)(:[0-9]+).*", re.DOTALL)
+
+
+def not_leader_message(role: str, self_name: str, hostname: str, leader: str | None) -> str:
+    """What Ozone's SCM says when it is not the leader; ``leader`` is ``host:port`` or None."""
+    head = f"{role} Server:{self_name}({hostname}) is not the leader."
+    if leader:
+        return f"{head} Suggested leader is Server:{leader}."
+    return f"{head} Could not determine the leader node."
+
+
+def suggested_leader(message: str) -> str | None:
+    """The ``host:port`` a ServerNotLeaderException message suggests, parsed as Ozone's client does; None
+    when the message names no leader."""
+    if not _NOT_LEADER_TEXT.fullmatch(message):
+        return None
+    m = _SUGGESTED.fullmatch(message)
+    if m is None or not m.group(1) or not m.group(2):
+        return None
+    return m.group(1) + m.group(2)
