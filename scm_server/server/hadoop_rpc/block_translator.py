@@ -138,9 +138,8 @@ class BlockLocationTranslator:
                 ResultCodes.FAILED_TO_ALLOCATE_ENOUGH_BLOCKS,
                 f"Allocated {len(resp.blocks)} blocks. Requested {req.numBlocks} blocks",
             )
-        return wire_block.SCMBlockLocationResponse(
-            allocateScmBlockResponse=convert.allocate_response_to_wire(resp)
-        ).SerializePartialToString()
+        # SCMBlockLocationResponse.allocateScmBlockResponse = 11, written directly (see allocate_response_bytes)
+        return convert.field_bytes(11, convert.allocate_response_bytes(resp))
 
     async def _delete(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
         blocks = [convert.key_blocks_from_wire(kb) for kb in request.deleteScmKeyBlocksRequest.keyBlocks]

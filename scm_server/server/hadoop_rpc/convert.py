@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid as uuid_mod
 
 from scm_server.exceptions import ResultCodes
+from scm_server.hadoop_ipc import encode_varint
 from scm_server.proto import hdds_pb2, scm_client_pb2
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
@@ -117,18 +118,31 @@ def replication_factor_from_wire(value: int) -> int | None:
 
 
 def allocate_response_to_wire(resp: scm_client_pb2.AllocateScmBlockResponseProto) -> wire_block.AllocateScmBlockResponseProto:
-    out = wire_block.AllocateScmBlockResponseProto()
-    pipelines: dict[bytes, wire.Pipeline] = {}  # one conversion per distinct pipeline (100 blocks share a few)
+    return wire_block.AllocateScmBlockResponseProto.FromString(allocate_response_bytes(resp))
+
+
+def field_bytes(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field: its key (wire type 2), the length, the bytes."""
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
+
+
+def allocate_response_bytes(resp: scm_client_pb2.AllocateScmBlockResponseProto) -> bytes:
+    """The serialized Ozone ``AllocateScmBlockResponseProto`` of our answer, written field by field: the
+    blocks of one answer share a few pipelines, each converted and serialized once (a 100-block answer
+    would otherwise convert, copy and serialize its pipeline 100 times)."""
+    pipelines: dict[str, bytes] = {}
+    out = bytearray()
     for block in resp.blocks:
-        key = block.pipeline.SerializeToString()
-        converted = pipelines.get(key)
-        if converted is None:
-            converted = pipelines[key] = pipeline_to_wire(block.pipeline)
-        item = out.blocks.add()
-        item.containerBlockID.containerID = block.containerBlockID.containerID
-        item.containerBlockID.localID = block.containerBlockID.localID
-        item.pipeline.CopyFrom(converted)
-    return out
+        pid = block.pipeline.id.id
+        pipeline = pipelines.get(pid)
+        if pipeline is None:
+            pipeline = pipelines[pid] = pipeline_to_wire(block.pipeline).SerializeToString()
+        cbid = wire.ContainerBlockID(
+            containerID=block.containerBlockID.containerID, localID=block.containerBlockID.localID
+        ).SerializeToString()
+        # AllocateScmBlockResponseProto.blocks = 3 { containerBlockID = 1, pipeline = 2 }
+        out += field_bytes(3, field_bytes(1, cbid) + field_bytes(2, pipeline))
+    return bytes(out)
 
 
 def key_blocks_from_wire(kb: wire_block.KeyBlocks) -> scm_client_pb2.KeyBlocks:
