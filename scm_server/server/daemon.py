@@ -85,6 +85,7 @@ class Listening:
     datanode: str = ""
     block: str = ""
     block_hadoop: str = ""  # ScmBlockLocationProtocol over Hadoop RPC, when its port key is set
+    datanode_hadoop: str = ""  # StorageContainerDatanodeProtocol over Hadoop RPC, likewise
     client: str = ""
     http: str = ""
     security: str = ""
@@ -205,38 +206,44 @@ class SCMDaemon:
         LOG.info("SCM started: cluster %s, scm id %s", storage.cluster_id, storage.scm_id)
 
     async def _start_hadoop_rpc(self, get: endpoints.Getter) -> None:
-        """ScmBlockLocationProtocol over Hadoop RPC (SIMPLE authentication), when
-        ``ozone.scm.block.client.hadoop-rpc.port`` (or its address key) is set for this SCM."""
+        """Ozone's protocols over Hadoop RPC (SIMPLE authentication), each when its port key (or address
+        key) is set for this SCM: the block protocol (``ozone.scm.block.client.hadoop-rpc.port``) and the
+        datanode protocol (``ozone.scm.datanode.hadoop-rpc.port``)."""
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
+        from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
         from scm_server.server.hadoop_rpc.server import HadoopRpcServer
         from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
 
         P = endpoints.Protocol
-        if not endpoints.configured(get, P.BLOCK_HADOOP, self.node):
+        wanted = [p for p in (P.BLOCK_HADOOP, P.DATANODE_HADOOP) if endpoints.configured(get, p, self.node)]
+        if not wanted:
             return
         if self.security is not None:
             raise DaemonStartupError(
-                f"{P.BLOCK_HADOOP.port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
+                f"{wanted[0].port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
                 "authentication only so far (Kerberos is the next step of issue 20); unset one of them"
             )
         settings = HadoopRpcSettings.from_conf(self.conf)
         storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""
-        translator = BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
-        server = HadoopRpcServer(
-            [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout, name="hadoop-rpc block"
-        )
-        host = endpoints.bind_host(get, P.BLOCK_HADOOP, self.node)
-        port = endpoints.port_of(get, P.BLOCK_HADOOP, self.node)
-        try:
-            bound = await server.start(host, port)
-        except OSError as exc:
-            raise DaemonStartupError(f"cannot listen on {host}:{port} ({P.BLOCK_HADOOP.port_key}): {exc}") from exc
-        self.hadoop_servers.append(server)
-        self.listening.block_hadoop = f"{host}:{bound}"
-        LOG.info(
-            "SCM block protocol over Hadoop RPC (%s, SIMPLE auth) listening on %s", translator.protocol,
-            self.listening.block_hadoop,
-        )
+        for protocol in wanted:
+            translator: Any = (
+                BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
+                if protocol is P.BLOCK_HADOOP
+                else DatanodeTranslator(self.scm)
+            )
+            server = HadoopRpcServer(
+                [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
+                name=f"hadoop-rpc {protocol.name.lower()}",
+            )
+            host = endpoints.bind_host(get, protocol, self.node)
+            port = endpoints.port_of(get, protocol, self.node)
+            try:
+                bound = await server.start(host, port)
+            except OSError as exc:
+                raise DaemonStartupError(f"cannot listen on {host}:{port} ({protocol.port_key}): {exc}") from exc
+            self.hadoop_servers.append(server)
+            setattr(self.listening, protocol.name.lower(), f"{host}:{bound}")
+            LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s", translator.protocol, host, bound)
 
     def _servicer(self, cls: Any, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics) -> Any:
         if getattr(cls, "MODULE", None) is not None and cls.MODULE.__name__.endswith("scm_security_pb2"):

@@ -35,6 +35,8 @@ class Protocol(enum.Enum):
     BLOCK_HADOOP = (
         "ozone.scm.block.client.hadoop-rpc.port", 19863, "ozone.scm.block.client.hadoop-rpc.address"
     )
+    # StorageContainerDatanodeProtocol over Hadoop RPC, likewise opt-in (Ozone's 9861 after the swap)
+    DATANODE_HADOOP = ("ozone.scm.datanode.hadoop-rpc.port", 19861, "ozone.scm.datanode.hadoop-rpc.address")
 
     @property
     def port_key(self) -> str:

@@ -14,6 +14,7 @@ import struct
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,15 @@ import pytest_asyncio
 from scm_server import hadoop_ipc as codec
 from scm_server.cli.local_cluster import SERVICE_ID
 from scm_server.cli.local_quorum import HALocalCluster
+from scm_server.client.hadoop_rpc import HadoopRpcConnection
+from scm_server.client.scm_client import SCMClient
 from scm_server.ports import free_port
+from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.server.hadoop_rpc.block_translator import PROTOCOL, SERVER_NOT_LEADER
-from tests.integration.ha.harness import TEST_SETTINGS, start_sim, wait_open_pipeline
+from scm_server.server.hadoop_rpc.datanode_translator import PROTOCOL as DN_PROTOCOL
+from tests.integration.ha.harness import CLIENT_CONFIG, TEST_SETTINGS, start_sim, wait_open_pipeline
 
 pytestmark = [pytest.mark.interop, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(600)]
 
@@ -61,13 +66,18 @@ def java(classpath: str, *args: str) -> list[str]:
 
 
 class Quorum:
-    def __init__(self, cluster: HALocalCluster, hadoop_ports: list[int], classpath: str) -> None:
+    def __init__(self, cluster: HALocalCluster, hadoop_ports: list[int], datanode_ports: list[int],
+                 classpath: str) -> None:
         self.cluster = cluster
         self.hadoop_ports = hadoop_ports
+        self.datanode_ports = datanode_ports
         self.classpath = classpath
 
     def address(self, index: int) -> str:
         return f"127.0.0.1:{self.hadoop_ports[index]}"
+
+    def datanode_address(self, index: int) -> str:
+        return f"127.0.0.1:{self.datanode_ports[index]}"
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -75,15 +85,17 @@ async def quorum(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Quor
     classpath = build_java()
     cluster = HALocalCluster(tmp_path_factory.mktemp("interop") / "c", 3, settings=SETTINGS)
     ports = [free_port() for _ in cluster.scms]
-    for s, port in zip(cluster.scms, ports, strict=True):
+    dn_ports = [free_port() for _ in cluster.scms]
+    for s, port, dn_port in zip(cluster.scms, ports, dn_ports, strict=True):
         cluster.settings[f"ozone.scm.block.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(port)
+        cluster.settings[f"ozone.scm.datanode.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(dn_port)
     sim = None
     try:
         cluster.start_quorum()
         sim = await start_sim(cluster, 3)
         await cluster.wait_healthy_quorum(timeout=120)
         await wait_open_pipeline(cluster)
-        yield Quorum(cluster, ports, classpath)
+        yield Quorum(cluster, ports, dn_ports, classpath)
     finally:
         if sim is not None:
             await sim.stop()
@@ -186,6 +198,48 @@ async def test_garbage_and_oversized_frames_are_fatal_and_the_scm_serves_on(quor
     assert java(quorum.classpath, "calls", address)[0].startswith("GetScmInfo OK")
 
 
+async def test_a_datanode_registers_and_heartbeats_over_hadoop_rpc_on_every_scm(quorum: Quorum) -> None:
+    """A datanode speaking Ozone's StorageContainerDatanodeProtocol (Python client over our codec: the Java
+    datanode tier is the next step) to every SCM of the ring; the leader's admin view then lists it."""
+    cluster = quorum.cluster
+    dn_uuid = uuid.uuid4()
+    u128 = wire.UUID(mostSigBits=_signed(dn_uuid.int >> 64), leastSigBits=_signed(dn_uuid.int & ((1 << 64) - 1)))
+    details = wire.DatanodeDetailsProto(
+        uuid=str(dn_uuid), uuid128=u128, ipAddress="127.0.0.1", hostName="hrpc-dn-1",
+        ports=[wire.Port(name="RATIS", value=1), wire.Port(name="STANDALONE", value=2)],
+    )
+    node_report = wire_dn.NodeReportProto(storageReport=[wire_dn.StorageReportProto(
+        storageUuid="disk-1", storageLocation="/data/hrpc-dn-1", capacity=1 << 40, scmUsed=0, remaining=1 << 40)])
+    terms = set()
+    for i in range(3):
+        conn = HadoopRpcConnection(quorum.datanode_address(i), DN_PROTOCOL)
+        await conn.connect()
+        try:
+            version = wire_dn.SCMDatanodeResponse.FromString(await conn.call("submitRequest", wire_dn.SCMDatanodeRequest(
+                cmdType=wire_dn.GetVersion, getVersionRequest=wire_dn.SCMVersionRequestProto()), call_id=0))
+            keys = {kv.key: kv.value for kv in version.getVersionResponse.keys}
+            assert keys["clusterID"].startswith("CID-")
+            registered = wire_dn.SCMDatanodeResponse.FromString(await conn.call("submitRequest", wire_dn.SCMDatanodeRequest(
+                cmdType=wire_dn.Register, registerRequest=wire_dn.SCMRegisterRequestProto(
+                    extendedDatanodeDetails=wire.ExtendedDatanodeDetailsProto(datanodeDetails=details),
+                    nodeReport=node_report, containerReport=wire_dn.ContainerReportsProto(),
+                    pipelineReports=wire_dn.PipelineReportsProto())), call_id=1))
+            assert registered.registerResponse.errorCode == wire_dn.SCMRegisteredResponseProto.success
+            assert registered.registerResponse.clusterID == keys["clusterID"]
+            beat = wire_dn.SCMDatanodeResponse.FromString(await conn.call("submitRequest", wire_dn.SCMDatanodeRequest(
+                cmdType=wire_dn.SendHeartbeat, sendHeartbeatRequest=wire_dn.SCMHeartbeatRequestProto(
+                    datanodeDetails=details, nodeReport=node_report)), call_id=2))
+            assert beat.sendHeartbeatResponse.datanodeUUID == str(dn_uuid)
+            if beat.sendHeartbeatResponse.HasField("term"):
+                terms.add(beat.sendHeartbeatResponse.term)
+        finally:
+            await conn.close()
+    assert len(terms) == 1, f"exactly the leader stamps its term on heartbeat answers: {terms}"
+    async with SCMClient(cluster.client_addresses, CLIENT_CONFIG) as admin:
+        nodes = {n.nodeID.uuid: n for n in await admin.query_nodes()}
+    assert str(dn_uuid) in nodes and nodes[str(dn_uuid)].nodeID.hostName == "hrpc-dn-1"
+
+
 async def test_allocations_follow_hints_across_a_leader_kill_without_duplicates(quorum: Quorum) -> None:
     cluster = quorum.cluster
     await wait_open_pipeline(cluster)
@@ -231,3 +285,7 @@ async def test_allocations_follow_hints_across_a_leader_kill_without_duplicates(
     assert not any(line.split()[1] == quorum.address(leader) for line in after[5:]), "blocks from the killed SCM?"
     print(f"\n{total} blocks, {len(after)} after the SIGKILL of {cluster.scms[leader].node_id} "
           f"({elapsed:.1f}s); failover lines: {[x for x in lines[killed_at:] if not x.startswith('BLOCK')][:8]}")
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value

@@ -7,14 +7,20 @@ The two models share names but not field numbers, and some enums number their va
 from __future__ import annotations
 
 import uuid as uuid_mod
+from typing import Any, TypeVar
+
+from google.protobuf import message as pb_message
+from google.protobuf.descriptor import FieldDescriptor
 
 from scm_server.exceptions import ResultCodes
 from scm_server.hadoop_ipc import encode_varint
-from scm_server.proto import hdds_pb2, scm_client_pb2
+from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
+from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 
 _INT64 = 1 << 64
+M = TypeVar("M", bound=pb_message.Message)
 
 
 def _signed64(value: int) -> int:
@@ -210,3 +216,107 @@ def status_of(result: ResultCodes) -> int:
         return int(wire_block.Status.Value(result.value))
     except ValueError:
         return int(wire_block.INTERNAL_ERROR)
+
+
+# ---- by name, recursively (the datanode protocol: many messages, same names, other numbers) ----
+
+_MESSAGE = FieldDescriptor.TYPE_MESSAGE
+_ENUM = FieldDescriptor.TYPE_ENUM
+
+
+def datanode_from_wire(dn: wire.DatanodeDetailsProto) -> hdds_pb2.DatanodeDetailsProto:
+    out = hdds_pb2.DatanodeDetailsProto()
+    _copy_by_name(dn, out, _TO_OURS)
+    if not out.uuid:
+        source = dn.id.uuid if dn.HasField("id") else dn.uuid128 if dn.HasField("uuid128") else None
+        if source is not None:
+            out.uuid = uuid_text(source)
+    return out
+
+
+# Messages whose conversion is not a plain copy by name, by the full name of the source message.
+_TO_WIRE: dict[str, Any] = {
+    "hadoop.hdds.DatanodeDetailsProto": datanode_to_wire,
+    "hadoop.hdds.PipelineID": pipeline_id_to_wire,
+    "hadoop.hdds.Pipeline": pipeline_to_wire,
+}
+_TO_OURS: dict[str, Any] = {
+    "ozone.hdds.DatanodeDetailsProto": datanode_from_wire,
+    "ozone.hdds.PipelineID": pipeline_id_from_wire,
+}
+
+
+def by_name(source: pb_message.Message, target_cls: type[M]) -> M:
+    """``source`` as a ``target_cls``: every field of the same name carried over (messages recursively,
+    enum values by name); fields the target lacks, and enum values it does not know, are left out.
+    ValueError names the field when a value does not fit (a negative size into an unsigned field)."""
+    out = target_cls()
+    specials = _TO_WIRE if source.DESCRIPTOR.full_name.startswith("hadoop.") else _TO_OURS
+    _copy_by_name(source, out, specials)
+    return out
+
+
+def _convert_message(value: pb_message.Message, target: pb_message.Message, specials: dict[str, Any]) -> None:
+    special = specials.get(value.DESCRIPTOR.full_name)
+    if special is not None:
+        converted = special(value)
+        if converted.DESCRIPTOR.full_name == target.DESCRIPTOR.full_name:
+            target.CopyFrom(converted)
+            return
+    _copy_by_name(value, target, specials)
+
+
+def _copy_by_name(source: pb_message.Message, target: pb_message.Message, specials: dict[str, Any]) -> None:
+    fields = target.DESCRIPTOR.fields_by_name
+    for fd, value in source.ListFields():
+        tfd = fields.get(fd.name)
+        if tfd is None or (fd.type == _MESSAGE) != (tfd.type == _MESSAGE) or (fd.type == _ENUM) != (tfd.type == _ENUM):
+            continue
+        repeated = fd.is_repeated
+        if repeated != tfd.is_repeated:
+            continue
+        values = list(value) if repeated else [value]
+        try:
+            if fd.type == _MESSAGE:
+                for v in values:
+                    sub = getattr(target, fd.name).add() if repeated else getattr(target, fd.name)
+                    sub.SetInParent()  # an empty message (ReregisterCommandProto) is still present
+                    _convert_message(v, sub, specials)
+            elif fd.type == _ENUM:
+                src_enum, dst_enum = fd.enum_type, tfd.enum_type
+                assert src_enum is not None and dst_enum is not None
+                names = [src_enum.values_by_number[v].name for v in values if v in src_enum.values_by_number]
+                mapped = [dst_enum.values_by_name[n].number for n in names if n in dst_enum.values_by_name]
+                if repeated:
+                    getattr(target, fd.name).extend(mapped)
+                elif mapped:
+                    setattr(target, fd.name, mapped[0])
+            elif repeated:
+                getattr(target, fd.name).extend(values)
+            else:
+                setattr(target, fd.name, value)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{source.DESCRIPTOR.name}.{fd.name}: {exc}") from exc
+
+
+def _fill_required(msg: pb_message.Message) -> None:
+    """Required scalars the source did not have take their declared default (``force`` of a delete)."""
+    for fd in msg.DESCRIPTOR.fields:
+        if fd.is_required and fd.type != _MESSAGE and not msg.HasField(fd.name):
+            setattr(msg, fd.name, fd.default_value)
+
+
+def heartbeat_response_to_wire(
+    resp: scm_datanode_pb2.SCMHeartbeatResponseProto,
+) -> wire_dn.SCMHeartbeatResponseProto:
+    """Our heartbeat answer in Ozone's form. Ozone keeps a command's id inside its command message
+    (``closeContainerCommandProto.cmdId``), ours on the envelope (``SCMCommandProto.cmdId``)."""
+    out = by_name(resp, wire_dn.SCMHeartbeatResponseProto)
+    for ours, theirs in zip(resp.commands, out.commands, strict=True):
+        for fd, sub in theirs.ListFields():
+            if fd.type != _MESSAGE:
+                continue
+            if "cmdId" in sub.DESCRIPTOR.fields_by_name and ours.HasField("cmdId"):
+                sub.cmdId = ours.cmdId
+            _fill_required(sub)
+    return out
