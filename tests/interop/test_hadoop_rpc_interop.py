@@ -240,6 +240,21 @@ async def test_a_datanode_registers_and_heartbeats_over_hadoop_rpc_on_every_scm(
     assert str(dn_uuid) in nodes and nodes[str(dn_uuid)].nodeID.hostName == "hrpc-dn-1"
 
 
+async def test_hadoops_client_as_a_datanode_gets_commands_with_the_term(quorum: Quorum) -> None:
+    """Hadoop's client calling the datanode protocol as a datanode does: an unknown datanode's heartbeat is
+    answered with a reregister command, then GetVersion, Register and a heartbeat stamped with the term."""
+    leader = await quorum.cluster.wait_leader()
+    dn = str(uuid.uuid4())
+    facts = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in java(
+        quorum.classpath, "datanode", dn, quorum.datanode_address(leader))}
+    assert facts["EarlyHeartbeat"] == "OK reregisterCommand", facts
+    status, cluster_id = facts["GetVersion"].split()
+    assert status == "OK" and cluster_id.startswith("CID-")
+    assert facts["Register"] == f"OK success {cluster_id}"
+    m = re.fullmatch(rf"OK {dn} term=(\d+) commands=\[.*\]", facts["Heartbeat"])
+    assert m is not None and int(m.group(1)) >= 1, facts["Heartbeat"]
+
+
 async def test_allocations_follow_hints_across_a_leader_kill_without_duplicates(quorum: Quorum) -> None:
     cluster = quorum.cluster
     await wait_open_pipeline(cluster)

@@ -26,6 +26,7 @@ import ozonescm.wire.block.ScmBlockLocationProtocolProtos.SCMBlockLocationReques
 import ozonescm.wire.block.ScmBlockLocationProtocolProtos.SCMBlockLocationResponse;
 import ozonescm.wire.block.ScmBlockLocationProtocolProtos.SortDatanodesRequestProto;
 import ozonescm.wire.block.ScmBlockLocationProtocolProtos.Type;
+import ozonescm.wire.datanode.StorageContainerDatanodeProtocolProtos;
 import ozonescm.wire.hdds.HddsProtos;
 
 /**
@@ -34,6 +35,7 @@ import ozonescm.wire.hdds.HddsProtos;
  *
  *   calls ADDR              every supported cmdType, one unsupported, a same-call retry
  *   allocate N ADDR,ADDR..  N single-block allocations, following ServerNotLeaderException hints
+ *   datanode UUID ADDR      a datanode's calls: a heartbeat before registering, GetVersion, Register, heartbeats
  */
 public final class InteropClient {
   private static final String NOT_LEADER = "org.apache.hadoop.hdds.ratis.ServerNotLeaderException";
@@ -183,11 +185,79 @@ public final class InteropClient {
     RPC.stopProxy(p);
   }
 
+  private StorageContainerDatanodeProtocolPB datanodeProxy(String address) throws IOException {
+    RPC.setProtocolEngine(conf, StorageContainerDatanodeProtocolPB.class, ProtobufRpcEngine2.class);
+    return RPC.getProxy(StorageContainerDatanodeProtocolPB.class,
+        RPC.getProtocolVersion(StorageContainerDatanodeProtocolPB.class), NetUtils.createSocketAddr(address),
+        UserGroupInformation.getCurrentUser(), conf, NetUtils.getDefaultSocketFactory(conf), 5000);
+  }
+
+  private static String commands(StorageContainerDatanodeProtocolProtos.SCMHeartbeatResponseProto answer) {
+    StringBuilder out = new StringBuilder();
+    for (StorageContainerDatanodeProtocolProtos.SCMCommandProto command : answer.getCommandsList()) {
+      out.append(' ').append(command.getCommandType());
+    }
+    return out.toString().trim();
+  }
+
+  private void datanode(String uuid, String address) throws Exception {
+    StorageContainerDatanodeProtocolPB p = datanodeProxy(address);
+    java.util.UUID u = java.util.UUID.fromString(uuid);
+    HddsProtos.UUID u128 = HddsProtos.UUID.newBuilder()
+        .setMostSigBits(u.getMostSignificantBits()).setLeastSigBits(u.getLeastSignificantBits()).build();
+    HddsProtos.DatanodeDetailsProto details = HddsProtos.DatanodeDetailsProto.newBuilder()
+        .setUuid(uuid).setUuid128(u128).setId(HddsProtos.DatanodeIDProto.newBuilder().setUuid(u128))
+        .setIpAddress("127.0.0.1").setHostName("java-dn-" + uuid.substring(0, 8))
+        .addPorts(HddsProtos.Port.newBuilder().setName("RATIS").setValue(9858)).build();
+    StorageContainerDatanodeProtocolProtos.NodeReportProto nodeReport = StorageContainerDatanodeProtocolProtos.NodeReportProto.newBuilder().addStorageReport(StorageContainerDatanodeProtocolProtos.StorageReportProto.newBuilder()
+        .setStorageUuid("disk-" + uuid).setStorageLocation("/data").setCapacity(1L << 40).setScmUsed(0)
+        .setRemaining(1L << 40)).build();
+    StorageContainerDatanodeProtocolProtos.SCMHeartbeatRequestProto heartbeat = StorageContainerDatanodeProtocolProtos.SCMHeartbeatRequestProto.newBuilder()
+        .setDatanodeDetails(details).setNodeReport(nodeReport).build();
+
+    StorageContainerDatanodeProtocolProtos.SCMDatanodeResponse early = p.submitRequest(null, StorageContainerDatanodeProtocolProtos.SCMDatanodeRequest.newBuilder()
+        .setCmdType(StorageContainerDatanodeProtocolProtos.Type.SendHeartbeat).setSendHeartbeatRequest(heartbeat).build());
+    System.out.println("EarlyHeartbeat " + early.getStatus() + " " + commands(early.getSendHeartbeatResponse()));
+
+    StorageContainerDatanodeProtocolProtos.SCMDatanodeResponse version = p.submitRequest(null, StorageContainerDatanodeProtocolProtos.SCMDatanodeRequest.newBuilder()
+        .setCmdType(StorageContainerDatanodeProtocolProtos.Type.GetVersion).setGetVersionRequest(StorageContainerDatanodeProtocolProtos.SCMVersionRequestProto.newBuilder()).build());
+    String cluster = "";
+    for (HddsProtos.KeyValue kv : version.getGetVersionResponse().getKeysList()) {
+      if (kv.getKey().equals("clusterID")) {
+        cluster = kv.getValue();
+      }
+    }
+    System.out.println("GetVersion " + version.getStatus() + " " + cluster);
+
+    StorageContainerDatanodeProtocolProtos.SCMDatanodeResponse registered = p.submitRequest(null, StorageContainerDatanodeProtocolProtos.SCMDatanodeRequest.newBuilder()
+        .setCmdType(StorageContainerDatanodeProtocolProtos.Type.Register).setRegisterRequest(StorageContainerDatanodeProtocolProtos.SCMRegisterRequestProto.newBuilder()
+            .setExtendedDatanodeDetails(HddsProtos.ExtendedDatanodeDetailsProto.newBuilder().setDatanodeDetails(details)
+                .setVersion("2.2.0"))
+            .setNodeReport(nodeReport)
+            .setContainerReport(StorageContainerDatanodeProtocolProtos.ContainerReportsProto.newBuilder())
+            .setPipelineReports(StorageContainerDatanodeProtocolProtos.PipelineReportsProto.newBuilder())
+            .setDataNodeLayoutVersion(StorageContainerDatanodeProtocolProtos.LayoutVersionProto.newBuilder().setMetadataLayoutVersion(0)
+                .setSoftwareLayoutVersion(0)))
+        .build());
+    System.out.println("Register " + registered.getStatus() + " " + registered.getRegisterResponse().getErrorCode() + " "
+        + registered.getRegisterResponse().getClusterID());
+
+    StorageContainerDatanodeProtocolProtos.SCMDatanodeResponse beat = p.submitRequest(null, StorageContainerDatanodeProtocolProtos.SCMDatanodeRequest.newBuilder()
+        .setCmdType(StorageContainerDatanodeProtocolProtos.Type.SendHeartbeat).setSendHeartbeatRequest(heartbeat).build());
+    StorageContainerDatanodeProtocolProtos.SCMHeartbeatResponseProto answer = beat.getSendHeartbeatResponse();
+    System.out.println("Heartbeat " + beat.getStatus() + " " + answer.getDatanodeUUID()
+        + " term=" + (answer.hasTerm() ? answer.getTerm() : -1) + " commands=[" + commands(answer) + "]");
+    RPC.stopProxy(p);
+  }
+
   public static void main(String[] args) throws Exception {
     InteropClient client = new InteropClient();
     switch (args[0]) {
       case "calls":
         client.calls(args[1]);
+        break;
+      case "datanode":
+        client.datanode(args[1], args[2]);
         break;
       case "allocate":
         client.allocateAcrossFailover(Integer.parseInt(args[1]), args[2].split(","));
