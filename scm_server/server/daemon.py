@@ -211,7 +211,7 @@ class SCMDaemon:
         datanode protocol (``ozone.scm.datanode.hadoop-rpc.port``)."""
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
         from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
-        from scm_server.server.hadoop_rpc.server import HadoopRpcServer
+        from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
         from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
 
         P = endpoints.Protocol
@@ -224,6 +224,7 @@ class SCMDaemon:
                 "authentication only so far (Kerberos is the next step of issue 20); unset one of them"
             )
         settings = HadoopRpcSettings.from_conf(self.conf)
+        metrics = HadoopRpcMetrics(getattr(self.scm, "metrics_registry", None))
         storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""
         for protocol in wanted:
             translator: Any = (
@@ -233,7 +234,7 @@ class SCMDaemon:
             )
             server = HadoopRpcServer(
                 [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
-                name=f"hadoop-rpc {protocol.name.lower()}",
+                name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics,
             )
             host = endpoints.bind_host(get, protocol, self.node)
             port = endpoints.port_of(get, protocol, self.node)

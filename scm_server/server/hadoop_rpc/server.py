@@ -21,10 +21,12 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 from google.protobuf import message as pb_message
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from scm_server import hadoop_ipc as codec
 from scm_server.hadoop_ipc import Call, ErrorCode
@@ -33,6 +35,26 @@ LOG = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 256  # calls running per connection before its reads pause (back-pressure)
 READ_CHUNK = 64 << 10
+
+
+class HadoopRpcMetrics:
+    """Hadoop RPC counters in the SCM's own registry (exposed on /prom), next to the gRPC ones."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        registry = registry if registry is not None else CollectorRegistry()
+        self.requests = Counter(
+            "scm_hadoop_rpc_requests", "Hadoop RPC calls answered, by protocol, method and answer (SUCCESS, or "
+            "the exception class of an ERROR)", ["protocol", "method", "answer"], registry=registry,
+        )
+        self.latency = Histogram(
+            "scm_hadoop_rpc_latency_seconds", "Hadoop RPC call handling time", ["protocol", "method"],
+            registry=registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.fatal = Counter(
+            "scm_hadoop_rpc_fatal", "Hadoop RPC connections closed with a FATAL answer (bad preamble, frame, "
+            "header or authentication)", registry=registry,
+        )
 
 
 class RpcCallError(Exception):
@@ -63,6 +85,7 @@ class HadoopRpcServer:
         max_frame: int = codec.DEFAULT_MAX_FRAME,
         idle_timeout: float = 20.0,
         name: str = "hadoop-rpc",
+        metrics: HadoopRpcMetrics | None = None,
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive, got {idle_timeout}")
@@ -73,6 +96,7 @@ class HadoopRpcServer:
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.stats = {"connections": 0, "calls": 0, "errors": 0, "fatal": 0, "idle_closed": 0}
+        self.metrics = metrics if metrics is not None else HadoopRpcMetrics(None)
 
     async def start(self, host: str, port: int) -> int:
         """Listen on host:port; returns the bound port (port 0: any free port)."""
@@ -141,6 +165,7 @@ class HadoopRpcServer:
                         task.add_done_callback(calls.discard)
                     elif isinstance(event, codec.Fatal):
                         self.stats["fatal"] += 1
+                        self.metrics.fatal.inc()
                         LOG.warning("%s: closing connection from %s: %s", self.name, peer, event.message)
                         writer.write(codec.encode_fatal(event))
                         with contextlib.suppress(ConnectionError):
@@ -164,21 +189,31 @@ class HadoopRpcServer:
                 task.cancel()
 
     async def _run(self, call: Call, writer: asyncio.StreamWriter, slots: asyncio.Semaphore) -> None:
+        started = time.perf_counter()
+        protocol = call.protocol if call.protocol in self.handlers else "unknown"
+        method = call.method if protocol != "unknown" and call.method in self.handlers[protocol].methods else "unknown"
         try:
             self.stats["calls"] += 1
+            result = "SUCCESS"
             try:
                 answer = codec.encode_success(call, await self._dispatch(call))
             except RpcCallError as exc:
                 self.stats["errors"] += 1
+                result = exc.exception_class
                 answer = codec.encode_error(call, exc.exception_class, exc.message, exc.code)
             except asyncio.CancelledError:
+                result = "CANCELLED"
                 raise
             except Exception as exc:
                 self.stats["errors"] += 1
+                result = codec.SERVER_EXCEPTION
                 LOG.exception("%s: %s.%s failed", self.name, call.protocol, call.method)
                 answer = codec.encode_error(
                     call, codec.SERVER_EXCEPTION, f"{type(exc).__name__}: {exc}", ErrorCode.ERROR_RPC_SERVER
                 )
+            finally:
+                self.metrics.requests.labels(protocol, method, result).inc()
+                self.metrics.latency.labels(protocol, method).observe(time.perf_counter() - started)
             if writer.is_closing():
                 return
             writer.write(answer)

@@ -274,9 +274,10 @@ async def test_calls_in_flight_are_answered_out_of_order(served: Any) -> None:
 
 
 async def test_unknown_protocol_method_and_version(served: Any) -> None:
-    _, port = await served(FakeSCM())
+    server, port = await served(FakeSCM())
     c = await Client.connect(port)
     r = await c.call(1, allocate(), protocol="org.example.Nope")
+    assert server.metrics.requests.labels("unknown", "unknown", codec.NO_SUCH_PROTOCOL)._value.get() == 1
     assert (r.header.status, r.header.errorDetail) == (codec.Status.ERROR, ErrorCode.ERROR_NO_SUCH_PROTOCOL)
     assert r.header.exceptionClassName == codec.NO_SUCH_PROTOCOL and "org.example.Nope" in r.header.errorMsg
     r = await c.call(2, allocate(), method="submitRequest")
@@ -308,6 +309,8 @@ async def test_garbage_and_oversized_frames_are_fatal_and_the_server_serves_on(s
 
     assert block_response(await healthy.call(2, allocate())).success
     assert server.stats["fatal"] == 2
+    assert server.metrics.fatal._value.get() == 2
+    assert server.metrics.requests.labels(PROTOCOL, "send", "SUCCESS")._value.get() == 2
 
 
 async def test_http_request_gets_a_plain_answer(served: Any) -> None:
