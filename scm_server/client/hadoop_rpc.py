@@ -7,8 +7,10 @@ exception class, a FATAL answer or a lost connection fails every call in flight 
 :class:`BlockLocationClient` speaks ScmBlockLocationProtocol to an HA ring as Ozone's failover proxy does: a
 ``ServerNotLeaderException`` naming a leader sends the call there, one without a hint or a connection failure
 tries the next SCM; every retry of a call keeps its (clientId, callId) and counts ``retryCount``, so an SCM that
-already ran it answers from its retry cache. Used by benchmarks and tests now; by the datanode simulator's
-Hadoop RPC mode later (issue 20).
+already ran it answers from its retry cache. Used by benchmarks and tests.
+
+:class:`HadoopDatanodeClient` is a datanode's StorageContainerDatanodeProtocol to one SCM, with the gRPC
+datanode client's interface (the simulator's ``--protocol hadoop-rpc``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from collections.abc import Sequence
 from google.protobuf import message as pb_message
 
 from scm_server import hadoop_ipc as codec
+from scm_server import ozone_wire
+from scm_server.client.errors import SCMUnavailableError
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.proto import scm_datanode_pb2
+from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 
@@ -225,3 +232,72 @@ class BlockLocationClient:
     async def get_scm_info(self) -> wire_block.SCMBlockLocationResponse:
         return await self.send(wire_block.SCMBlockLocationRequest(
             cmdType=wire_block.GetScmInfo, getScmInfoRequest=wire.GetScmInfoRequestProto()))
+
+
+DATANODE_PROTOCOL = "org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol"
+SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
+
+
+class HadoopDatanodeClient:
+    """A datanode's StorageContainerDatanodeProtocol to one SCM over Hadoop RPC, with the interface of the gRPC
+    ``DatanodeProtocolClient`` (our messages in and out, converted by name to Ozone's on the wire), so the
+    simulator can speak either transport. An unreachable SCM raises SCMUnavailableError; an SCM's refusal the
+    SCMException it names."""
+
+    def __init__(self, address: str, timeout: float = 10.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._conn: HadoopRpcConnection | None = None
+        self._call_ids = itertools.count()
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def _submit(self, request: wire_dn.SCMDatanodeRequest) -> wire_dn.SCMDatanodeResponse:
+        try:
+            if self._conn is None or not self._conn.open:
+                if self._conn is not None:
+                    await self._conn.close()
+                self._conn = HadoopRpcConnection(self.address, DATANODE_PROTOCOL)
+                await self._conn.connect(timeout=self.timeout)
+            body = await self._conn.call(
+                "submitRequest", request, call_id=next(self._call_ids) & 0x7FFFFFFF, timeout=self.timeout
+            )
+        except RemoteError as exc:
+            raise _scm_exception(exc) from exc
+        except (ConnectionLost, OSError, TimeoutError) as exc:
+            raise SCMUnavailableError(self.address, str(exc) or type(exc).__name__) from exc
+        return wire_dn.SCMDatanodeResponse.FromString(body)
+
+    async def get_version(self) -> scm_datanode_pb2.SCMVersionResponseProto:
+        resp = await self._submit(wire_dn.SCMDatanodeRequest(
+            cmdType=wire_dn.GetVersion, getVersionRequest=wire_dn.SCMVersionRequestProto()))
+        return ozone_wire.by_name(resp.getVersionResponse, scm_datanode_pb2.SCMVersionResponseProto)
+
+    async def register(
+        self, request: scm_datanode_pb2.SCMRegisterRequestProto
+    ) -> scm_datanode_pb2.SCMRegisteredResponseProto:
+        resp = await self._submit(wire_dn.SCMDatanodeRequest(
+            cmdType=wire_dn.Register, registerRequest=ozone_wire.register_request_to_wire(request)))
+        return ozone_wire.by_name(resp.registerResponse, scm_datanode_pb2.SCMRegisteredResponseProto)
+
+    async def send_heartbeat(
+        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto
+    ) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
+        resp = await self._submit(wire_dn.SCMDatanodeRequest(
+            cmdType=wire_dn.SendHeartbeat,
+            sendHeartbeatRequest=ozone_wire.by_name(request, wire_dn.SCMHeartbeatRequestProto)))
+        return ozone_wire.heartbeat_response_from_wire(resp.sendHeartbeatResponse)
+
+
+def _scm_exception(exc: RemoteError) -> Exception:
+    """The SCMException an SCM's ERROR answer names (``RESULT: message``), else a generic one."""
+    if exc.exception_class == SCM_EXCEPTION:
+        head, _, rest = exc.message.partition(": ")
+        try:
+            return SCMException(ResultCodes(head), rest)
+        except ValueError:
+            pass
+    return SCMException(ResultCodes.INTERNAL_ERROR, f"{exc.exception_class}: {exc.message}")

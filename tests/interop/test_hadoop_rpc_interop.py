@@ -27,13 +27,21 @@ from scm_server.cli.local_cluster import SERVICE_ID
 from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client.hadoop_rpc import HadoopRpcConnection
 from scm_server.client.scm_client import SCMClient
+from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.ports import free_port
+from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.server.hadoop_rpc.block_translator import PROTOCOL, SERVER_NOT_LEADER
 from scm_server.server.hadoop_rpc.datanode_translator import PROTOCOL as DN_PROTOCOL
-from tests.integration.ha.harness import CLIENT_CONFIG, TEST_SETTINGS, start_sim, wait_open_pipeline
+from tests.integration.ha.harness import (
+    CLIENT_CONFIG,
+    TEST_SETTINGS,
+    start_sim,
+    wait_open_pipeline,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.interop, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(600)]
 
@@ -253,6 +261,29 @@ async def test_hadoops_client_as_a_datanode_gets_commands_with_the_term(quorum: 
     assert facts["Register"] == f"OK success {cluster_id}"
     m = re.fullmatch(rf"OK {dn} term=(\d+) commands=\[.*\]", facts["Heartbeat"])
     assert m is not None and int(m.group(1)) >= 1, facts["Heartbeat"]
+
+
+async def test_simulated_datanodes_over_hadoop_rpc_run_pipelines(quorum: Quorum) -> None:
+    """``datanode-sim --protocol hadoop-rpc``: three simulated datanodes speak Ozone's datanode protocol over Hadoop
+    RPC to every SCM; the leader creates pipelines on them (createPipelineCommand in a heartbeat answer, converted
+    to Ozone's form and back) and each of them ends up in an OPEN one, from their own pipeline reports."""
+    cluster = quorum.cluster
+    sim = DatanodeSimulator([quorum.datanode_address(i) for i in range(3)], 3, heartbeat_interval=0.3, racks=1,
+                            admin_addresses=cluster.client_addresses, name_prefix="hrpc-sim", protocol="hadoop-rpc")
+    await sim.start()
+    try:
+        ours = {dn.uuid for dn in sim.datanodes}
+
+        async def each_in_an_open_pipeline() -> bool:
+            async with SCMClient(cluster.client_addresses, CLIENT_CONFIG) as admin:
+                in_open = {m.uuid for p in await admin.list_pipelines() if p.state == hdds_pb2.PIPELINE_OPEN
+                           for m in p.members}
+            return ours <= in_open
+
+        await wait_until(each_in_an_open_pipeline, 90, "every Hadoop RPC datanode in an OPEN pipeline")
+        assert sim.registered() == 3
+    finally:
+        await sim.stop()
 
 
 async def test_allocations_follow_hints_across_a_leader_kill_without_duplicates(quorum: Quorum) -> None:

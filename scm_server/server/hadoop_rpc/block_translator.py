@@ -29,6 +29,7 @@ from typing import Any
 from google.protobuf import message as pb_message
 
 from scm_server import hadoop_ipc as codec
+from scm_server import ozone_wire
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
@@ -164,7 +165,7 @@ class BlockLocationTranslator:
         ordered = convert.sort_by_distance([n.nodeID for n in nodes], list(req.nodeNetworkName), req.client)
         return wire_block.SCMBlockLocationResponse(
             sortDatanodesResponse=wire_block.SortDatanodesResponseProto(
-                node=[convert.datanode_to_wire(dn) for dn in ordered]
+                node=[ozone_wire.datanode_to_wire(dn) for dn in ordered]
             )
         ).SerializePartialToString()
 

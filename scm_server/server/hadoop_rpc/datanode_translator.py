@@ -16,11 +16,11 @@ from typing import Any
 
 from google.protobuf import message as pb_message
 
+from scm_server import ozone_wire
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto import scm_datanode_pb2 as ours
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
-from scm_server.server.hadoop_rpc import convert
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
 LOG = logging.getLogger(__name__)
@@ -62,14 +62,14 @@ class DatanodeTranslator:
                 version = self.scm.get_version()
                 if hasattr(version, "__await__"):
                     version = await version
-                response.getVersionResponse.CopyFrom(convert.by_name(version, wire_dn.SCMVersionResponseProto))
+                response.getVersionResponse.CopyFrom(ozone_wire.by_name(version, wire_dn.SCMVersionResponseProto))
             elif command == "Register":
                 registered = await self.scm.register_datanode(self._register_request(request))
-                response.registerResponse.CopyFrom(convert.by_name(registered, wire_dn.SCMRegisteredResponseProto))
+                response.registerResponse.CopyFrom(ozone_wire.by_name(registered, wire_dn.SCMRegisteredResponseProto))
             else:  # SendHeartbeat: the enum has no other value
-                heartbeat = convert.by_name(request.sendHeartbeatRequest, ours.SCMHeartbeatRequestProto)
+                heartbeat = ozone_wire.by_name(request.sendHeartbeatRequest, ours.SCMHeartbeatRequestProto)
                 answer = await self.scm.process_heartbeat(heartbeat)
-                response.sendHeartbeatResponse.CopyFrom(convert.heartbeat_response_to_wire(answer))
+                response.sendHeartbeatResponse.CopyFrom(ozone_wire.heartbeat_response_to_wire(answer))
         except SCMException as exc:
             raise RpcCallError(SCM_EXCEPTION, str(exc), ErrorCode.ERROR_APPLICATION) from exc
         except ValueError as exc:  # a value that does not fit our model (convert.by_name names the field)
@@ -81,8 +81,8 @@ class DatanodeTranslator:
         wire_req = request.registerRequest
         if not request.HasField("registerRequest"):
             raise SCMException(ResultCodes.INVALID_REQUEST, "Register without registerRequest")
-        out = convert.by_name(wire_req, ours.SCMRegisterRequestProto)
-        out.datanodeDetails.CopyFrom(convert.datanode_from_wire(wire_req.extendedDatanodeDetails.datanodeDetails))
+        out = ozone_wire.by_name(wire_req, ours.SCMRegisterRequestProto)
+        out.datanodeDetails.CopyFrom(ozone_wire.datanode_from_wire(wire_req.extendedDatanodeDetails.datanodeDetails))
         # the report fields are required in both models: present, even when empty
         out.nodeReport.SetInParent()
         out.containerReport.SetInParent()

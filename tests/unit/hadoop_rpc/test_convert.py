@@ -8,6 +8,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scm_server import ozone_wire
 from scm_server.exceptions import ResultCodes
 from scm_server.proto import hdds_pb2, scm_client_pb2
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
@@ -17,20 +18,20 @@ from scm_server.server.hadoop_rpc import convert
 
 @given(st.uuids())
 def test_uuid_round_trip(u: uuid.UUID) -> None:
-    proto = convert.uuid_proto(str(u))
-    assert proto is not None and convert.uuid_text(proto) == str(u)
+    proto = ozone_wire.uuid_proto(str(u))
+    assert proto is not None and ozone_wire.uuid_text(proto) == str(u)
 
 
 def test_uuid_of_a_non_uuid_is_none() -> None:
-    assert convert.uuid_proto("p1") is None
+    assert ozone_wire.uuid_proto("p1") is None
 
 
 def test_enums_travel_by_name_not_number() -> None:
     # ours numbers DECOMMISSIONING 2, Ozone 4
     dn = hdds_pb2.DatanodeDetailsProto(uuid=str(uuid.uuid4()), persistedOpState=hdds_pb2.DECOMMISSIONING)
-    out = convert.datanode_to_wire(dn)
+    out = ozone_wire.datanode_to_wire(dn)
     assert out.persistedOpState == wire.DECOMMISSIONING == 4
-    assert convert.uuid_text(out.uuid128) == dn.uuid == convert.uuid_text(out.id.uuid)
+    assert ozone_wire.uuid_text(out.uuid128) == dn.uuid == ozone_wire.uuid_text(out.id.uuid)
 
 
 def test_status_of_result_codes() -> None:
@@ -63,6 +64,6 @@ def test_allocate_response_bytes_equal_the_plain_message(blocks: list[tuple[int,
         item = plain.blocks.add()
         item.containerBlockID.containerID = block.containerBlockID.containerID
         item.containerBlockID.localID = block.containerBlockID.localID
-        item.pipeline.CopyFrom(convert.pipeline_to_wire(block.pipeline))
+        item.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(block.pipeline))
     assert convert.allocate_response_to_wire(resp) == plain
     assert convert.allocate_response_bytes(resp) == plain.SerializeToString()
