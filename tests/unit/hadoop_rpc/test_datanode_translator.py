@@ -136,3 +136,37 @@ async def test_a_value_our_model_cannot_hold_is_named(conn: Any) -> None:
         reports=[wire_dn.ContainerReplicaProto(containerID=1, state=wire_dn.ContainerReplicaProto.OPEN, used=-5)]))
     with pytest.raises(RemoteError, match=r"ContainerReplicaProto\.used"):
         await submit(c, wire_dn.SCMDatanodeRequest(cmdType=wire_dn.SendHeartbeat, sendHeartbeatRequest=hb), 5)
+
+
+async def test_the_simulators_client_round_trips_our_messages(conn: Any) -> None:
+    """HadoopDatanodeClient: our messages in, Ozone's on the wire, ours back (the command id on our envelope)."""
+    from scm_server.client.errors import SCMUnavailableError
+    from scm_server.client.hadoop_rpc import HadoopDatanodeClient
+    from scm_server.ports import free_port
+
+    c, scm = conn
+    client = HadoopDatanodeClient(c.address)
+    try:
+        version = await client.get_version()
+        assert {kv.key: kv.value for kv in version.keys}["clusterID"] == "CID-x"
+        dn = hdds_pb2.DatanodeDetailsProto(uuid=DN, ipAddress="10.0.0.1", hostName="dn1",
+                                           persistedOpState=hdds_pb2.DECOMMISSIONED)
+        registered = await client.register(ours.SCMRegisterRequestProto(
+            datanodeDetails=dn, nodeReport=ours.NodeReportProto(), containerReport=ours.ContainerReportsProto(),
+            pipelineReports=ours.PipelineReportsProto()))
+        assert registered.errorCode == ours.SCMRegisteredResponseProto.success
+        assert scm.registered[0].datanodeDetails.persistedOpState == hdds_pb2.DECOMMISSIONED
+        answer = await client.send_heartbeat(ours.SCMHeartbeatRequestProto(datanodeDetails=dn))
+        assert [(cmd.commandType, cmd.cmdId) for cmd in answer.commands] == [
+            (ours.SCMCommandProto.closeContainerCommand, 70), (ours.SCMCommandProto.deleteBlocksCommand, 71)]
+        assert answer.commands[0].closeContainerCommandProto.pipelineID.id == DN and answer.term == 4
+        with pytest.raises(SCMException) as refused:
+            await client.send_heartbeat(ours.SCMHeartbeatRequestProto(
+                datanodeDetails=hdds_pb2.DatanodeDetailsProto(uuid=DN, hostName="refused")))
+        assert refused.value.result is ResultCodes.SCM_NOT_INITIALIZED
+    finally:
+        await client.close()
+    gone = HadoopDatanodeClient(f"127.0.0.1:{free_port()}", timeout=2.0)
+    with pytest.raises(SCMUnavailableError):
+        await gone.get_version()
+    await gone.close()
