@@ -164,6 +164,8 @@ class SecureSetup:
             "hdds.x509.signature.algorithm": self.spec.signature,
             "ozone.administrators": ADMIN_USER,
             enrollment_secret_key("datanode"): str(self.secret_file("datanode")),
+            # one machine: datanodes enrol with 127.0.0.1, which a real cluster refuses
+            "ozone.scm.security.enrollment.loopback.allowed": "true",
         }
         if self.ca_mode == "operator":
             # the trust anchor only (no root key in the cluster); sub-CA files per node, see node_settings
