@@ -50,6 +50,7 @@ from scm_server.exceptions import ConfigError, StorageError
 from scm_server.proto import raft_pb2, raft_pb2_grpc
 from scm_server.raft import faults as faults_mod
 from scm_server.raft.core.rawnode import Config, RawNode
+from scm_server.raft.core.storage import CompactedError
 from scm_server.raft.core.types import (
     NONE,
     ConfChange,
@@ -687,9 +688,18 @@ class RaftServer:
         await self._wait_until(lambda: self._applied >= index, deadline, f"conf change at index {index} to apply")
         storage = self.storage
         assert storage is not None
-        with contextlib.suppress(Exception):
-            if storage.term(index) != term:
-                raise self._not_leader()
+        # The index was applied, but it holds our entry only if its term is still the one we proposed in: a
+        # leader that lost its term before committing sees its uncommitted entry overwritten by the next
+        # leader's, and the change never happened.
+        try:
+            applied_term = storage.term(index)
+        except CompactedError:
+            # compacted into a snapshot right after applying: judge by the configuration now in force
+            if not _conf_change_in_effect(cc, self._conf):
+                raise self._not_leader() from None
+            return
+        if applied_term != term:
+            raise self._not_leader()
 
     async def add_member(self, node_id: str, address: str, timeout: float = 60.0) -> None:
         """Add ``node_id`` as a learner, wait until it caught up, then promote it to voter."""
@@ -1341,6 +1351,15 @@ async def _wait_shared(fut: asyncio.Future[_T], timeout: float) -> _T:
 
 
 # ---------------------------------------------------------------------- admin / client gRPC service
+def _conf_change_in_effect(cc: ConfChange, conf: ConfState) -> bool:
+    """Does ``conf`` show the effect of ``cc``?"""
+    if cc.type == ConfChangeType.ADD_NODE:
+        return cc.node_id in conf.voters
+    if cc.type == ConfChangeType.ADD_LEARNER:
+        return cc.node_id in conf.learners or cc.node_id in conf.voters
+    return cc.node_id not in conf.voters and cc.node_id not in conf.learners
+
+
 def _not_leader_proto(exc: NotLeaderError) -> raft_pb2.NotLeaderProto:
     return raft_pb2.NotLeaderProto(leader_id=exc.leader_id, leader_address=exc.leader_address)
 
