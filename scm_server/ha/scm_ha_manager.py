@@ -234,8 +234,10 @@ class SCMHAManagerImpl:
         if self.raft is not None:
             await self.raft.stop()
         if self._host is not None:
-            with contextlib.suppress(Exception):
+            try:
                 self._host.transaction_buffer.flush_if_needed()
+            except Exception:  # stopping anyway; but a lost flush must be visible
+                LOG.exception("flushing the SCM transaction buffer at stop failed")
         if self._grpc is not None:
             await self._grpc.stop(grace=0.5)
             self._grpc = None

@@ -797,15 +797,19 @@ class RaftServer:
         node = self._node
         if node is not None and self._running:
             self._peer_lost(peer)
-            with contextlib.suppress(Exception):
+            try:
                 node.report_unreachable(peer)
+            except Exception:
+                log.exception("%s: reporting %s unreachable failed", self.config.node_id, peer)
             self._wakeup.set()
 
     def report_snapshot(self, peer: str, ok: bool) -> None:
         node = self._node
         if node is not None and self._running:
-            with contextlib.suppress(Exception):
+            try:
                 node.report_snapshot(peer, ok)
+            except Exception:
+                log.exception("%s: reporting the snapshot to %s failed", self.config.node_id, peer)
             self._wakeup.set()
 
     def peer_stream_ended(self, peer: str) -> None:
@@ -1315,8 +1319,10 @@ class RaftServer:
             return
         self.failure = exc
         log.critical("%s: Raft log failed, stopping the server: %r", self.config.node_id, exc, exc_info=exc)
-        with contextlib.suppress(Exception):
+        try:
             self.sm.notify_log_failed(exc)
+        except Exception:
+            log.exception("%s: the state machine's notify_log_failed raised", self.config.node_id)
         self._fail_all(LogFailedError(f"Raft server {self.config.node_id} failed: {exc}"))
         if self._stop_task is None:
             self._stop_task = asyncio.get_running_loop().create_task(self._stop())

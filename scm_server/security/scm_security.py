@@ -341,9 +341,11 @@ class SCMSecurity:
         return None
 
     def _note_serial(self, material: Material) -> None:
-        with contextlib.suppress(Exception):
+        try:
             self.storage.set_scm_cert_serial_id(material.serial_id)
             self.storage.persist()
+        except Exception as exc:  # the certificate is in use already; VERSION only records it
+            LOG.warning("could not record scmCertSerialId=%s in VERSION: %s", material.serial_id, exc)
 
     async def _renew_on_leader(self, csr_pem: str) -> scm_security_pb2.SCMGetCertResponseProto:
         from scm_server.security.cert_client import call_on_leader
