@@ -84,7 +84,9 @@ class OperatorCA:
         """A sub-CA for SCM ``node_id`` at ``host`` (OU = node id), as a cert chain file + key file."""
         key = pki.generate_key(self.spec)
         cert = pki.issue_certificate(
-            pki.SubjectInfo(f"{ids.SCM_SUB_CA_PREFIX}{host}", node_id, self.cluster_id, (host,)), key.public_key(),
+            ids.role_bound(pki.SubjectInfo(f"{ids.SCM_SUB_CA_PREFIX}{host}", node_id, self.cluster_id, (host,)),
+                           ids.Role.SCM),
+            key.public_key(),
             issuer=self.root, issuer_key=self.root_key, serial=external_serial(), now=now or _utcnow(),
             lifetime=lifetime, profile=pki.Profile.SUB_CA, spec=self.spec,
         )

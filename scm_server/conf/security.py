@@ -121,6 +121,9 @@ class SecurityConfig:
         default=(), metadata=cfg("ozone.scm.security.admin.csr.files", "list")
     )
     http_policy: str = dataclasses.field(default="HTTP_ONLY", metadata=cfg("ozone.http.policy", "str"))
+    # ours: clients verify the SCM role name (scm.ozone-scm.invalid) instead of the dialled host. Off only while
+    # upgrading a cluster whose certificates predate role-bound identities (docs/security.md)
+    scm_role_check: bool = dataclasses.field(default=True, metadata=cfg("ozone.scm.security.role.check", "bool"))
     enrollment_secret_files: tuple[tuple[str, str], ...] = ()
 
     @classmethod

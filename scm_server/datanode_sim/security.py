@@ -94,7 +94,8 @@ class DatanodeSecurity:
         self, hostname: str, dn_uuid: str, ip: str, cluster_id: str, renew_addresses: Sequence[str]
     ) -> NodeCertificateClient:
         protocol = SecurityProtocolClient(
-            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30
+            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30,
+            scm_role_check=self.config.scm_role_check,
         )
         return NodeCertificateClient(
             store=KeyStore(self.node_dir(hostname) / "dn", self.config),
@@ -112,7 +113,8 @@ class DatanodeSecurity:
     async def cluster_id(self) -> str:
         """Learn the cluster id (and, without a root file, the root CA, proven with the secret)."""
         protocol = SecurityProtocolClient(
-            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30
+            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30,
+            scm_role_check=self.config.scm_role_check,
         )
         trusted = await protocol.establish_trust()
         self.roots = trusted.roots

@@ -53,7 +53,8 @@ def test_scm_mode_creates_root_serial_1_and_sub_ca_serial_2_and_is_idempotent(tm
     assert ids.identity_of(sub).owner_id == SCM_ID and ids.identity_of(sub).cluster_id == CLUSTER
     assert loaded.root_key is not None and pki.key_matches(root, loaded.root_key)
     san = sub.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert san.get_values_for_type(x509.DNSName) == ["scm1.example.com"]
+    assert san.get_values_for_type(x509.DNSName) == ["scm1.example.com", ids.SCM_ROLE_NAME]
+    assert san.get_values_for_type(x509.UniformResourceIdentifier) == [f"ozone-scm://{CLUSTER}/scm/{SCM_ID}"]
     # root lifetime = hdds.x509.max.duration, sub-CA = hdds.x509.default.duration
     assert root.not_valid_after_utc == NOW + timedelta(days=1865)
     assert sub.not_valid_after_utc == NOW + timedelta(days=365)
