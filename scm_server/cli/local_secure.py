@@ -166,6 +166,9 @@ class SecureSetup:
             "hdds.x509.signature.algorithm": self.spec.signature,
             "ozone.administrators": ADMIN_USER,
             enrollment_secret_key("datanode"): str(self.secret_file("datanode")),
+            # the status page and /prom over HTTPS with the SCM's certificate (a setting given to `local up`
+            # replaces it, e.g. HTTP_ONLY or HTTP_AND_HTTPS)
+            "ozone.http.policy": "HTTPS_ONLY",
         }
         if self.ca_mode == "operator":
             # the trust anchor only (no root key in the cluster); sub-CA files per node, see node_settings

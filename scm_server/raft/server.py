@@ -47,6 +47,7 @@ import grpc
 import grpc.aio
 
 from scm_server.exceptions import ConfigError, StorageError
+from scm_server.grpc_decode import DecodeGuard
 from scm_server.proto import raft_pb2, raft_pb2_grpc
 from scm_server.raft import faults as faults_mod
 from scm_server.raft.core.rawnode import Config, RawNode
@@ -327,8 +328,9 @@ class RaftServer:
         self.transport.update_peers(dict(conf.addresses))
         if conf.members():
             self.sm.notify_configuration_changed(conf)  # the configuration this member starts with
-        interceptors = list(cfg.tls.server_interceptors()) if cfg.tls is not None else []
-        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors or None)
+        # authentication first, then frames parsed inside the call (malformed ones answer INVALID_ARGUMENT)
+        interceptors = [*(cfg.tls.server_interceptors() if cfg.tls is not None else ()), DecodeGuard()]
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
         raft_pb2_grpc.add_RaftPeerServicer_to_server(self.transport.servicer(), server)
         raft_pb2_grpc.add_RaftAdminServicer_to_server(_AdminServicer(self), server)
         for registrar in self._registrars:

@@ -65,6 +65,7 @@ _QUEUE_LIMIT = 8192  # messages waiting per peer before the oldest are dropped
 _UNARY_TYPES = frozenset({MessageType.VOTE, MessageType.PRE_VOTE, MessageType.TIMEOUT_NOW})
 _ETYPES = {int(t): t for t in EntryType}
 _MTYPES = {int(t): t for t in MessageType}
+_LOCAL_TYPES = frozenset({MessageType.SNAP_STATUS, MessageType.UNREACHABLE})  # reports of the local driver only
 
 # A peer that died or moved to a new IP (a restarted Pod; its old address may swallow packets) must
 # be noticed: the Deliver stream only writes, so without PINGs a connection to a vanished address
@@ -555,8 +556,8 @@ class BadFrame(ValueError):
 
 
 def _inbound(p: raft_pb2.MessageProto) -> Message:
-    if p.type not in _MTYPES:
-        raise BadFrame(f"unknown Raft message type {p.type}")
+    if p.type not in _MTYPES or _MTYPES[p.type] in _LOCAL_TYPES:
+        raise BadFrame(f"Raft message type {p.type} is not one peers send")
     if any(e.type not in _ETYPES for e in p.entries):
         raise BadFrame("a Raft entry of unknown type")
     if not getattr(p, "from"):

@@ -163,7 +163,7 @@ def test_member_certificates_carry_the_scm_role_names_and_legacy_ones_are_refuse
                             subca_certificate_file=str(tls / "tls.crt"), subca_private_key_file=str(tls / "tls.key"),
                             rootca_certificate_file=str(tls / "ca.crt"), key_algorithm="EC", key_length=256,
                             signature_algorithm="SHA256withECDSA")
-    with pytest.raises(Exception, match="predates role-bound identities.*re-issue"):
+    with pytest.raises(Exception, match=r"predates role-bound identities.*re-issue"):
         load_operator_sub_ca(config, cluster_id="CID-x", now=NOW)
     # during an upgrade (ozone.scm.security.role.check=false) the SCM still takes it
     load_operator_sub_ca(dataclasses.replace(config, scm_role_check=False), cluster_id="CID-x", now=NOW)
