@@ -179,11 +179,21 @@ class SCMSecurity:
             return {}
         node_of_peer = getattr(ha_manager, "node_of_peer", None)
         out: dict[str, str] = {}
+        unresolved: list[str] = []
         for member in raft.conf.members():
             out[member] = member
             node = node_of_peer(member) if callable(node_of_peer) else None
             if node is not None:
                 out[node.node_id] = member
+            else:
+                unresolved.append(member)
+        if unresolved:
+            # a member added since this SCM loaded its configuration (scale-up): the site file names it now
+            by_address = {n.ratis_address: n.node_id for n in self._current_nodes()}
+            for member in unresolved:
+                node_id = by_address.get(raft.conf.address_of(member))
+                if node_id is not None:
+                    out.setdefault(node_id, member)
         return out
 
     def _refresh_revoked_scms(self) -> None:

@@ -116,7 +116,9 @@ def test_external_root_errors(tmp_path: Path, problem: str, match: str) -> None:
 def _operator_files(tmp: Path, *, root_key: pki.PrivateKey, root: x509.Certificate, serial: int = BIG + 1,
                     ca: bool = True, lifetime: timedelta = timedelta(days=30), cluster: str = "") -> tuple[Path, Path]:
     key = pki.generate_key(EC)
-    cert = pki.issue_certificate(pki.SubjectInfo("scm-sub@scm2", "scm2", cluster, ("scm2",)), key.public_key(),
+    subject = ids.role_bound(pki.SubjectInfo("scm-sub@scm2", "scm2", cluster, ("scm2",)), ids.Role.SCM if ca else
+                             ids.Role.DATANODE)
+    cert = pki.issue_certificate(subject, key.public_key(),
                                  issuer=root, issuer_key=root_key, serial=serial, now=NOW, lifetime=lifetime,
                                  profile=pki.Profile.SUB_CA if ca else pki.Profile.END_ENTITY, spec=EC)
     cert_file, key_file = tmp / "subca.crt", tmp / "subca.key"
