@@ -193,6 +193,7 @@ async def test_a_datanode_certificate_posing_as_an_scm_is_refused_by_every_scm_c
                 assert err.code() is grpc.StatusCode.UNAVAILABLE, f"{name}: {err.code()} {err.details()}"
             else:
                 assert isinstance(err, SCMUnavailableError), f"{name}: {err!r}"
+                assert f"does not carry the SCM role name {ids.SCM_ROLE_NAME}" in str(err)
             assert fake.calls == 0, f"{name} sent a request to the datanode posing as an SCM"
 
 
