@@ -169,6 +169,8 @@ class SecureSetup:
             # the status page and /prom over HTTPS with the SCM's certificate (a setting given to `local up`
             # replaces it, e.g. HTTP_ONLY or HTTP_AND_HTTPS)
             "ozone.http.policy": "HTTPS_ONLY",
+            # one machine: datanodes enrol with 127.0.0.1, which a real cluster refuses
+            "ozone.scm.security.enrollment.loopback.allowed": "true",
         }
         if self.ca_mode == "operator":
             # the trust anchor only (no root key in the cluster); sub-CA files per node, see node_settings

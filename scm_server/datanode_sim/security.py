@@ -13,6 +13,7 @@ simulator).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -30,6 +31,13 @@ from scm_server.security.core import certificates as pki
 from scm_server.security.keystore import KeyStore, load_certificate_file, read_secret
 
 LOG = logging.getLogger(__name__)
+
+
+def _is_loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False
 
 
 def _utc_now() -> datetime:
@@ -93,6 +101,11 @@ class DatanodeSecurity:
     def client_for(
         self, hostname: str, dn_uuid: str, ip: str, cluster_id: str, renew_addresses: Sequence[str]
     ) -> NodeCertificateClient:
+        """The certificate client of one simulated datanode. A simulated datanode's IP is loopback; the
+        SCMs refuse loopback addresses in certificates unless they run on one machine
+        (``ozone.scm.security.enrollment.loopback.allowed``), so elsewhere the IP is left out of the request."""
+        if _is_loopback(ip) and not self.config.enrollment_loopback_allowed:
+            ip = ""
         protocol = SecurityProtocolClient(
             self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30,
             scm_role_check=self.config.scm_role_check,

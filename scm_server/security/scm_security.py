@@ -140,8 +140,10 @@ class SCMSecurity:
             clock=scm.clock,
             is_member=is_member,
             current_nodes=self._current_nodes,
+            registered_host=self._registered_host,
         )
-        self.authenticator.set_revocation_check(store.is_revoked)
+        # a certificate superseded by a renewal stays accepted for hdds.x509.renew.overlap.duration
+        self.authenticator.set_revocation_check(lambda serial: store.is_revoked(serial, now_ms=scm.clock.wall_ms()))
         self.authenticator.on_new_certificate = self.ca.saw_certificate
         store.add_revocation_listener(lambda _records: self._refresh_revoked_scms())
         self._refresh_revoked_scms()
@@ -164,6 +166,12 @@ class SCMSecurity:
         if callable(hook):
             hook(self._on_scm_removed)
         return self.ca
+
+    def _registered_host(self, dn_uuid: str) -> str | None:
+        """The host a datanode uuid is registered with on this SCM (None: not registered)."""
+        node_manager = getattr(self.scm, "node_manager", None)
+        info = node_manager.get_node(dn_uuid) if node_manager is not None else None
+        return str(info.details.hostName) if info is not None else None
 
     def _current_nodes(self) -> tuple[SCMNodeDetails, ...]:
         path = self.conf.site_xml_path
@@ -426,6 +434,11 @@ class SecurityCollector(Collector):
                                       value=ca.issued_count)
             yield GaugeMetricFamily("scm_certificates_revoked", "Revoked serials in the replicated revocation set",
                                     value=len(ca.store.revoked_serials()))
+            limited = CounterMetricFamily("scm_enrollment_rate_limited",
+                                          "Enrolment requests refused by the rate limits", labels=["limit"])
+            for limit, count in sorted(ca.rate_limiter.refused.items()):
+                limited.add_metric([limit], count)
+            yield limited
         yield CounterMetricFamily("scm_certificate_renewals", "Renewals of this SCM's sub-CA", value=sec.renewals)
         yield CounterMetricFamily("scm_certificate_reloads", "Reloads of swapped sub-CA files", value=sec.reloads)
         refused = CounterMetricFamily("scm_tls_calls_refused", "Calls refused after the handshake", labels=["result"])

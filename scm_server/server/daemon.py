@@ -166,8 +166,14 @@ class SCMDaemon:
         for protocol, services in layout:
             transport = self.security.transport if self.security is not None else None
             mtls = transport is not None and protocol is not P.SECURITY
+            options = server_options()
+            if protocol is P.SECURITY:
+                # anonymous callers: cap what one can make this SCM buffer (requests are a few KB; answers,
+                # such as the CA certificate list, keep the common limit)
+                cap = self.security.config.security_max_message_size
+                options = [(k, cap if k == "grpc.max_receive_message_length" else v) for k, v in options]
             server = grpc.aio.server(
-                options=server_options(),
+                options=options,
                 interceptors=list(transport.server_interceptors()) if transport is not None and mtls else None,
             )
             server.add_generic_rpc_handlers(tuple(self._servicer(cls, protocol, get, metrics) for cls in services))
