@@ -285,19 +285,27 @@ class SCMDaemon:
 
     async def stop(self) -> None:
         if self.security is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self.security.stop()
+            except Exception:
+                LOG.exception("stopping the security services failed (continuing the shutdown)")
         hadoop, self.hadoop_servers = self.hadoop_servers, []
         for hserver in hadoop:
-            with contextlib.suppress(Exception):
+            try:
                 await hserver.stop()
+            except Exception:
+                LOG.exception("stopping a Hadoop RPC server failed (continuing the shutdown)")
         servers, self.grpc_servers = self.grpc_servers, []
         for server in servers:
-            with contextlib.suppress(Exception):
+            try:
                 await server.stop(grace=1.0)
+            except Exception:
+                LOG.exception("stopping a gRPC server failed (continuing the shutdown)")
         if self.web_runner is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self.web_runner.cleanup()
+            except Exception:
+                LOG.exception("stopping the web server failed (continuing the shutdown)")
             self.web_runner = None
         if self.scm is not None:
             scm, self.scm = self.scm, None
