@@ -126,6 +126,9 @@ class SecurityConfig:
         default=(), metadata=cfg("ozone.scm.security.admin.csr.files", "list")
     )
     http_policy: str = dataclasses.field(default="HTTP_ONLY", metadata=cfg("ozone.http.policy", "str"))
+    # ours: clients verify the SCM role name (scm.ozone-scm.invalid) instead of the dialled host. Off only while
+    # upgrading a cluster whose certificates predate role-bound identities (docs/security.md)
+    scm_role_check: bool = dataclasses.field(default=True, metadata=cfg("ozone.scm.security.role.check", "bool"))
     renew_overlap_duration: timedelta = dataclasses.field(
         default=timedelta(seconds=30), metadata=cfg("hdds.x509.renew.overlap.duration", "duration")
     )

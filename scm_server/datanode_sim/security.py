@@ -107,7 +107,8 @@ class DatanodeSecurity:
         if _is_loopback(ip) and not self.config.enrollment_loopback_allowed:
             ip = ""
         protocol = SecurityProtocolClient(
-            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30
+            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30,
+            scm_role_check=self.config.scm_role_check,
         )
         return NodeCertificateClient(
             store=KeyStore(self.node_dir(hostname) / "dn", self.config),
@@ -125,7 +126,8 @@ class DatanodeSecurity:
     async def cluster_id(self) -> str:
         """Learn the cluster id (and, without a root file, the root CA, proven with the secret)."""
         protocol = SecurityProtocolClient(
-            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30
+            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30,
+            scm_role_check=self.config.scm_role_check,
         )
         trusted = await protocol.establish_trust()
         self.roots = trusted.roots

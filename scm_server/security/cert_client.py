@@ -40,6 +40,7 @@ from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import scm_security_pb2, scm_security_pb2_grpc
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import enrollment
+from scm_server.security.tls import scm_channel_options
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -98,12 +99,15 @@ class SecurityProtocolClient:
         backoff_max: float = 4.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         channel_options: Sequence[tuple[str, Any]] = (),
+        scm_role_check: bool = True,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         if not addresses:
             raise ValueError("no SCM security address: configure ozone.scm.security.service.port / the SCM nodes")
-        # e.g. grpc.ssl_target_name_override when an SCM is dialled by IP (the Kubernetes operator, by Pod IP)
-        self.channel_options = [*CHANNEL_OPTIONS, *channel_options]
+        # the security port's certificate must prove the SCM role (tls.scm_channel_options), whatever address is
+        # dialled (a host name, 127.0.0.1, a Pod IP)
+        self.scm_role_check = scm_role_check
+        self.channel_options = scm_channel_options([*CHANNEL_OPTIONS, *channel_options], role_check=scm_role_check)
         self.addresses = list(dict.fromkeys(addresses))
         self.roots = tuple(roots)
         self.role = role
@@ -425,7 +429,7 @@ class NodeCertificateClient:
             loaded = await asyncio.to_thread(self.store.load, self.protocol.roots)
             if self.protocol.roots == () and loaded.roots:
                 self.protocol.roots = loaded.roots
-            self.material = ReloadableMaterial(loaded)
+            self.material = ReloadableMaterial(loaded, scm_role_check=self.protocol.scm_role_check)
             return self.material
         key = await asyncio.to_thread(self.key_generator, self.spec)
         csr = pki.build_csr(key, self._subject(), self.spec)
@@ -434,7 +438,8 @@ class NodeCertificateClient:
         if not pki.key_matches(chain[0], key):
             raise EnrollmentError("the SCM returned a certificate for another key", ResultCodes.INTERNAL_ERROR)
         await asyncio.to_thread(self.store.save, key, chain, [root])
-        self.material = ReloadableMaterial(Material(key, tuple(c for c in chain if not pki.is_self_signed(c)), (root,)))
+        self.material = ReloadableMaterial(Material(key, tuple(c for c in chain if not pki.is_self_signed(c)), (root,)),
+                                           scm_role_check=self.protocol.scm_role_check)
         LOG.info("%s %s enrolled: certificate serial %d", self.role, self.details.hostName, chain[0].serial_number)
         return self.material
 

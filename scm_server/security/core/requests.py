@@ -37,6 +37,7 @@ from scm_server.security.core.identity import (
     hostname_of,
     is_reserved_name,
     om_subject,
+    role_bound,
     scm_subject,
 )
 
@@ -355,14 +356,18 @@ def approve_renewal(
     try:
         san = current.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         hosts = tuple(str(v) for v in san.get_values_for_type(x509.IPAddress)) + tuple(
-            san.get_values_for_type(x509.DNSName)
+            n for n in san.get_values_for_type(x509.DNSName) if not is_reserved_name(n)
         )
     except x509.ExtensionNotFound:
         pass
     if not hosts and identity.role is not Role.CLIENT:
         host = hostname_of(identity.common_name)
         hosts = (host,) if host else ()
-    subject = SubjectInfo(identity.common_name, identity.owner_id, cluster_id if identity.cluster_id else "", hosts)
+    # the role SANs are re-derived from the role (a certificate issued before them gains them here)
+    subject = role_bound(
+        SubjectInfo(identity.common_name, identity.owner_id, cluster_id if identity.cluster_id else "", hosts),
+        identity.role,
+    )
     profile = Profile.SUB_CA if identity.role is Role.SCM else Profile.END_ENTITY
     # recorded owner: a user's name for client certificates (as SignCertificate records them), else OU
     owner = identity.common_name if identity.role is Role.CLIENT else identity.owner_id
