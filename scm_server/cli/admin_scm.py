@@ -158,8 +158,10 @@ def _print_recovery(roles: Roles, as_json: bool, timeout: float) -> None:
               help="New (or empty) directory to write the backup into.")
 @click.option("--allow-safemode", is_flag=True,
               help="Back up a ring that is in safemode (refused otherwise); the manifest records it.")
+@click.option("--include-keys", is_flag=True,
+              help="Also the leader's CA private keys and certificates, into DIR/keys (mode 0600). Never by default.")
 @click.pass_context
-def backup_cmd(click_ctx: click.Context, out: Path | None, allow_safemode: bool) -> None:
+def backup_cmd(click_ctx: click.Context, out: Path | None, allow_safemode: bool, include_keys: bool) -> None:
     """Back up the SCM ring through its leader: a checkpoint of scm.db at one applied index (the one a
     joining member downloads), with term, index, cluster id, membership, VERSION and the sequence-id
     ceilings, and a manifest with the sha256 of every file. `backup verify DIR` checks one offline."""
@@ -175,15 +177,20 @@ def backup_cmd(click_ctx: click.Context, out: Path | None, allow_safemode: bool)
         raise click.ClickException(str(exc)) from exc
     created = False
     try:
-        meta, blob = run_sync(lambda c: c.backup(allow_safemode=allow_safemode), _addresses(ctx),
-                              security=ctx.client_security())
+        meta, blob, keys = run_sync(lambda c: c.backup(allow_safemode=allow_safemode, include_keys=include_keys),
+                                    _addresses(ctx), security=ctx.client_security())
         created = True
-        manifest = write_backup(out, blob, meta, created_ms=int(meta.get("leaderTimeMs", 0)))
+        manifest = write_backup(out, blob, meta, created_ms=int(meta.get("leaderTimeMs", 0)), keys=keys)
     finally:
         if not created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()
     for warning in manifest.raw.get("warnings", []):
         click.echo(f"WARNING: {warning}", err=True)
+    if include_keys and keys:
+        click.echo(f"WARNING: the backup holds private keys ({out / 'keys'}, mode 0600): keep it as secret as the "
+                   "SCM hosts", err=True)
+    elif include_keys:
+        click.echo("WARNING: --include-keys: the leader holds no key files (security off?); none written", err=True)
     click.echo(f"Backup of cluster {manifest.cluster_id} at term {manifest.term} index {manifest.index} "
                f"({len(blob)} bytes) written to {out}")
 

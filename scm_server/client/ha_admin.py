@@ -317,12 +317,16 @@ class HAAdminClient:
             raise SCMException(ResultCodes.INTERNAL_ERROR, f"decommission of {scm_id} failed: {resp.message}")
         return str(resp.message)
 
-    async def backup(self, *, allow_safemode: bool = False, timeout: float = 600.0) -> tuple[dict[str, Any], bytes]:
-        """The leader's backup stream (``Backup``): (the JSON header as a dict, with term/index filled
-        in from the checkpoint's TransactionInfo; the checkpoint tar). The stream's sha256 and size
-        are checked here: a truncated or corrupt stream raises, nothing is returned."""
+    async def backup(
+        self, *, allow_safemode: bool = False, include_keys: bool = False, timeout: float = 600.0
+    ) -> tuple[dict[str, Any], bytes, dict[str, bytes]]:
+        """The leader's backup stream (``Backup``): (the JSON header as a dict; the checkpoint tar; the
+        leader's key files by name, only with ``include_keys``). The stream's sha256 and size are
+        checked here: a truncated or corrupt stream raises, nothing is returned."""
         info = await self.scm_info()
-        req = scm_ha_pb2.BackupRequestProto(clusterId=info.clusterId, allowSafemode=allow_safemode)
+        req = scm_ha_pb2.BackupRequestProto(
+            clusterId=info.clusterId, allowSafemode=allow_safemode, includeKeys=include_keys
+        )
 
         async def invoke(stub: scm_ha_pb2_grpc.InterSCMProtocolServiceStub) -> list[scm_ha_pb2.CopyDBCheckpointResponseProto]:
             return [m async for m in stub.Backup(req, timeout=timeout)]
@@ -336,7 +340,7 @@ class HAAdminClient:
         if hashlib.sha256(blob).hexdigest() != trailer or (header.totalSize and len(blob) != header.totalSize):
             raise SCMException(ResultCodes.IO_EXCEPTION, "the backup stream is corrupt (sha256 or size mismatch); retry")
         meta: dict[str, Any] = json.loads(header.backupInfoJson)
-        return meta, blob
+        return meta, blob, {k.name: bytes(k.data) for k in header.keyFiles}
 
     async def table_digests(self, address: str, min_applied_index: int = 0, wait: float = 10.0) -> scm_ha_pb2.TableDigestsResponseProto:
         req = scm_ha_pb2.TableDigestsRequestProto(minAppliedIndex=min_applied_index, waitSeconds=wait)

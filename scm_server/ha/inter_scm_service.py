@@ -148,13 +148,18 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
         return trx, blob, extra
 
     async def _stream(
-        self, trx: hdds_pb2.TransactionInfoProto, blob: bytes, backup_info: str = ""
+        self,
+        trx: hdds_pb2.TransactionInfoProto,
+        blob: bytes,
+        backup_info: str = "",
+        keys: list[scm_ha_pb2.KeyFileProto] | None = None,
     ) -> AsyncIterator[scm_ha_pb2.CopyDBCheckpointResponseProto]:
         header = scm_ha_pb2.CopyDBCheckpointResponseProto(
             transactionInfo=trx, totalSize=len(blob), clusterId=self._ha.cluster_id
         )
         if backup_info:
             header.backupInfoJson = backup_info
+        header.keyFiles.extend(keys or [])
         yield header
         for off in range(0, len(blob), CHUNK_SIZE):
             yield scm_ha_pb2.CopyDBCheckpointResponseProto(data=blob[off : off + CHUNK_SIZE])
@@ -214,9 +219,27 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
             "warnings": ["taken while the ring was in safemode (--allow-safemode)"] if in_safemode else [],
             "leaderTimeMs": int(time.time() * 1000),
         }
+        keys = self._key_files() if request.includeKeys else []
+        if keys:
+            info["keyFiles"] = sorted(k.name for k in keys)
+            LOG.warning("backup includes %d key file(s) of this SCM (includeKeys): %s", len(keys), info["keyFiles"])
         LOG.info("serving backup at (term %d, index %d), %d bytes", trx.term, trx.index, len(blob))
-        async for msg in self._stream(trx, blob, json.dumps(info, sort_keys=True)):
+        async for msg in self._stream(trx, blob, json.dumps(info, sort_keys=True), keys):
             yield msg
+
+    def _key_files(self) -> list[scm_ha_pb2.KeyFileProto]:
+        """This SCM's root CA (if it holds it) and sub-CA private keys and certificates."""
+        from scm_server.conf.security import SecurityConfig
+        from scm_server.security.init import root_ca_store, sub_ca_store
+
+        config = SecurityConfig.from_conf(self._ha.conf)
+        metadata = self._ha.local.scm.metadata_dir
+        out = []
+        for label, store in (("root-ca", root_ca_store(metadata, config)), ("sub-ca", sub_ca_store(metadata, config))):
+            for kind, path in (("private.pem", store.private_key_path), ("certificate.crt", store.certificate_path)):
+                if path.is_file():
+                    out.append(scm_ha_pb2.KeyFileProto(name=f"{label}-{kind}", data=path.read_bytes()))
+        return out
 
     # ---- info / roles ----
     async def GetScmInfo(

@@ -77,8 +77,8 @@ def scm_restore(
     if _security_enabled(conf):
         raise RecoveryFailed(
             "restoring a secure ring (ozone.security.enabled=true) is not supported yet: the restored SCM "
-            "needs the ring's CA keys, which a backup does not carry; restore with security off is the only "
-            "path for now"
+            "would need the old ring's CA keys installed as its identity (a backup holds them only with "
+            "--include-keys, and nothing installs them yet); restore with security off is the only path for now"
         )
     try:
         manifest = verify_backup(backup, cluster_id)

@@ -4,6 +4,8 @@ A backup directory (written by ``ozone-scm admin scm backup --out DIR``) holds:
 
 * ``scm.db.tar.gz`` -- the leader's checkpoint of scm.db, the same gzip'd tar a joining member
   downloads (``InterSCMProtocolService.Download``), at one applied (term, index);
+* ``keys/`` -- only with ``--include-keys``: the leader's CA private keys and certificates, every file
+  created mode 0600 (the directory 0700) before a byte is written; never written otherwise;
 * ``manifest.json`` -- format, cluster id, (term, index), the SCM membership, the leader's VERSION
   properties, the sequence-id ceilings (``sequenceId`` table) at that index, whether the ring was
   in safemode, the leader's wall-clock time of the backup, and sha256 + size of every other file;
@@ -28,6 +30,7 @@ from scm_server.exceptions import StorageError
 FORMAT = "ozone-scm-backup/1"
 MANIFEST = "manifest.json"
 CHECKPOINT_FILE = "scm.db.tar.gz"
+KEYS_DIR = "keys"
 
 # ---- the ID rule -----------------------------------------------------------------------------
 # After a backup the old ring may go on handing out IDs; its Raft log is lost with it, so a
@@ -129,16 +132,34 @@ def prepare_out_dir(out: Path) -> None:
         raise BackupError(f"cannot create the backup directory {out}: {exc}") from exc
 
 
-def write_backup(out: Path, checkpoint: bytes, info: dict[str, Any], created_ms: int) -> Manifest:
-    """Write the checkpoint, then the manifest (last, so a directory without one is not a backup)."""
+def write_private_file(path: Path, data: bytes) -> None:
+    """A key file: created 0600 (its directory 0700) before any byte is written."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_backup(
+    out: Path, checkpoint: bytes, info: dict[str, Any], created_ms: int, keys: dict[str, bytes] | None = None
+) -> Manifest:
+    """Write the checkpoint (and key files, 0600), then the manifest (last, so a directory without one
+    is not a backup)."""
     ck = out / CHECKPOINT_FILE
     ck.write_bytes(checkpoint)
     _fsync(ck)
+    for name, data in sorted((keys or {}).items()):
+        if "/" in name or name.startswith("."):
+            raise BackupError(f"refusing a key file named {name!r} from the SCM")
+        write_private_file(out / KEYS_DIR / name, data)
     files: dict[str, dict[str, Any]] = {}
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         rel = path.relative_to(out).as_posix()
         files[rel] = {"sha256": sha256_file(path), "size": path.stat().st_size}
-    raw = {"format": FORMAT, **info, "createdMs": created_ms, "files": files}
+    raw = {"format": FORMAT, **info, "createdMs": created_ms, "files": files, "includesPrivateKeys": bool(keys)}
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(raw, indent=2, sort_keys=True) + "\n")
     _fsync(tmp)
@@ -185,6 +206,11 @@ def verify_backup(backup: Path, cluster_id: str | None = None) -> Manifest:
             raise BackupError(
                 f"backup {backup}: {rel} is {size} bytes, the manifest says {meta['size']} (truncated?); "
                 "the backup is corrupt, use another one"
+            )
+        if rel.startswith(KEYS_DIR + "/") and path.stat().st_mode & 0o077:
+            raise BackupError(
+                f"backup {backup}: {rel} is readable by others (mode {path.stat().st_mode & 0o777:o}); "
+                f"`chmod 600 {path}` and keep the backup private"
             )
         digest = sha256_file(path)
         if digest != meta["sha256"]:

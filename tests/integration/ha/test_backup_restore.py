@@ -242,5 +242,17 @@ async def test_backup_of_a_secure_ring_in_safemode(tmp_path: Path) -> None:
                     assert b"PRIVATE KEY" not in f.read(), f"{member.name} holds a private key"
         assert sorted(p.name for p in backup.iterdir()) == [MANIFEST, CHECKPOINT_FILE]
         assert _ok(cli(cluster, "admin", "scm", "backup", "verify", str(backup)), "verify").startswith("OK")
+        # --include-keys: the leader's CA keys, each file 0600, covered by the manifest's digests
+        keyed = tmp_path / "keyed"
+        result = cli(cluster, "admin", "scm", "backup", "--out", str(keyed), "--allow-safemode", "--include-keys")
+        _ok(result, "backup --include-keys")
+        assert "holds private keys" in result.stderr
+        keys = sorted((keyed / "keys").iterdir())
+        assert any(p.name == "sub-ca-private.pem" for p in keys), keys
+        for p in keys:
+            assert p.stat().st_mode & 0o777 == 0o600, p
+        assert b"PRIVATE KEY" in (keyed / "keys" / "sub-ca-private.pem").read_bytes()
+        assert json.loads((keyed / MANIFEST).read_text())["includesPrivateKeys"] is True
+        assert _ok(cli(cluster, "admin", "scm", "backup", "verify", str(keyed)), "verify keyed").startswith("OK")
     finally:
         cluster.stop_all()

@@ -19,6 +19,7 @@ from scm_server.metadata.backup import (
     restored_last_ids,
     verify_backup,
     write_backup,
+    write_private_file,
 )
 
 CID = "CID-8c5a3c3e-5b0e-4a47-9d39-8f0f7e3c1a11"
@@ -86,6 +87,31 @@ def test_out_dir_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(BackupError, match="not empty"):
         prepare_out_dir(out)
     assert (out / CHECKPOINT_FILE).read_bytes() == before
+
+
+def test_key_files_are_0600_and_checked(tmp_path: Path) -> None:
+    out = tmp_path / "k"
+    prepare_out_dir(out)
+    info = {"clusterId": CID, "term": 3, "index": 41, "members": [], "sequenceIds": {}}
+    m = write_backup(out, _tar(), info, created_ms=1000, keys={"sub-ca-private.pem": b"-----BEGIN PRIVATE KEY-----"})
+    key = out / "keys" / "sub-ca-private.pem"
+    assert key.stat().st_mode & 0o777 == 0o600 and (out / "keys").stat().st_mode & 0o777 == 0o700
+    assert m.raw["includesPrivateKeys"] is True and "keys/sub-ca-private.pem" in m.raw["files"]
+    verify_backup(out)
+    key.chmod(0o644)
+    with pytest.raises(BackupError, match="readable by others"):
+        verify_backup(out)
+    bad = tmp_path / "x"
+    prepare_out_dir(bad)
+    with pytest.raises(BackupError, match="refusing a key file"):
+        write_backup(bad, _tar(), info, 1, keys={"sub/evil.pem": b""})
+    assert not (bad / "keys").exists()
+
+
+def test_private_file_helper(tmp_path: Path) -> None:
+    path = tmp_path / "keys" / "ca.key"
+    write_private_file(path, b"secret")
+    assert path.stat().st_mode & 0o777 == 0o600
 
 
 def test_id_rule() -> None:
