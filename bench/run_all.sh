@@ -19,6 +19,7 @@ run bench/raft_bench.py; explicit[bench/raft_bench.py]=1
 run bench/scm_throughput.py; explicit[bench/scm_throughput.py]=1
 run bench/failover.py --runs 10 --fault stop; explicit[bench/failover.py]=1
 run bench/scale.py; explicit[bench/scale.py]=1
+run bench/backup.py --sizes 100000,1000000; explicit[bench/backup.py]=1
 explicit[bench/issue9_summary.py]=1  # run last: it reads what the others wrote
 # Every other benchmark, no arguments:
 for f in bench/*.py; do

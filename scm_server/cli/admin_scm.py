@@ -8,6 +8,8 @@ finds the leader by itself. Addresses come from ``--grpc`` or the configuration
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.table import Table
 
@@ -16,6 +18,7 @@ from scm_server.cli.output import print_json, print_table
 from scm_server.client.ha_admin import HAAdminClient, PeerRole, Roles, run_sync
 from scm_server.conf import SCMHAConfig
 from scm_server.conf.addresses import parse_port, split_host_port
+from scm_server.metadata.backup import BackupError, prepare_out_dir, verify_backup, write_backup
 
 
 def grpc_addresses(ctx: CliContext, override: str | None) -> list[str]:
@@ -35,7 +38,7 @@ def grpc_addresses(ctx: CliContext, override: str | None) -> list[str]:
               help="SCM inter-SCM gRPC address(es) (ozone.scm.grpc.port); default from the configuration.")
 @click.pass_context
 def scm(click_ctx: click.Context, grpc_override: str | None) -> None:
-    """SCM HA: roles, leadership transfer, decommission."""
+    """SCM HA: roles, leadership transfer, decommission, backup."""
     click_ctx.meta["ha_grpc"] = grpc_override
 
 
@@ -69,15 +72,20 @@ def roles_table(roles: Roles) -> Table:
 
 
 @scm.command("roles")
+@click.option("--recovery", is_flag=True,
+              help="Quorum recovery view: each reachable SCM's last log index and term, and which is most up to date.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--table", "as_table", is_flag=True, help="Rich table (default prints Ozone's line format plus indexes).")
 @click.option("--timeout", default=2.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds each SCM has to answer.")
 @pass_ctx
-def roles_cmd(ctx: CliContext, as_json: bool, as_table: bool, timeout: float) -> None:
+def roles_cmd(ctx: CliContext, recovery: bool, as_json: bool, as_table: bool, timeout: float) -> None:
     """List SCMs as host:port:ROLE:peerId. Every SCM is asked at once; each role is what that SCM
     says about itself (UNKNOWN if it did not answer), the leader's view gives match index and lag."""
     roles = run_sync(lambda c: c.roles(timeout=timeout), _addresses(ctx), security=ctx.client_security())
+    if recovery:
+        _print_recovery(roles, as_json, timeout)
+        return
     if as_json:
         print_json(roles.as_dict())
         return
@@ -123,3 +131,78 @@ def decommission_cmd(ctx: CliContext, node_id: str) -> None:
 
     message = run_sync(go, _addresses(ctx), security=ctx.client_security())
     click.echo(f"Decommissioned SCM {node_id}: {message}")
+
+
+def _print_recovery(roles: Roles, as_json: bool, timeout: float) -> None:
+    best = roles.most_up_to_date
+    if as_json:
+        print_json(roles.as_dict() | {"mostUpToDate": best.peer_id if best else None})
+        return
+    for p in roles.peers:
+        if p.answered:
+            click.echo(f"{p.node_id or '-'} {p.peer_id} role={p.role} lastIndex={p.last_index} "
+                       f"lastTerm={p.last_term} applied={p.applied_index}")
+        else:
+            click.echo(f"{p.node_id or '-'} {p.peer_id} {_state(p)}")
+    members = len(roles.peers)
+    click.echo(f"{roles.answers} of {members} members answered within {timeout:g}s; a majority is "
+               f"{members // 2 + 1}")
+    if best is not None:
+        click.echo(f"most up to date: {best.node_id or best.peer_id} (lastTerm={best.last_term}, "
+                   f"lastIndex={best.last_index}); if the majority is gone for good, stop it and run "
+                   "`ozone-scm scm --recover` there")
+
+
+@scm.group("backup", invoke_without_command=True)
+@click.option("--out", "out", type=click.Path(path_type=Path), metavar="DIR",
+              help="New (or empty) directory to write the backup into.")
+@click.option("--allow-safemode", is_flag=True,
+              help="Back up a ring that is in safemode (refused otherwise); the manifest records it.")
+@click.option("--include-keys", is_flag=True,
+              help="Also the leader's CA private keys and certificates, into DIR/keys (mode 0600). Never by default.")
+@click.pass_context
+def backup_cmd(click_ctx: click.Context, out: Path | None, allow_safemode: bool, include_keys: bool) -> None:
+    """Back up the SCM ring through its leader: a checkpoint of scm.db at one applied index (the one a
+    joining member downloads), with term, index, cluster id, membership, VERSION and the sequence-id
+    ceilings, and a manifest with the sha256 of every file. `backup verify DIR` checks one offline."""
+    if click_ctx.invoked_subcommand is not None:
+        return
+    if out is None:
+        raise click.UsageError("give --out DIR (a new or empty directory)")
+    ctx = click_ctx.find_object(CliContext)
+    assert ctx is not None
+    try:
+        prepare_out_dir(out)
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from exc
+    created = False
+    try:
+        meta, blob, keys = run_sync(lambda c: c.backup(allow_safemode=allow_safemode, include_keys=include_keys),
+                                    _addresses(ctx), security=ctx.client_security())
+        created = True
+        manifest = write_backup(out, blob, meta, created_ms=int(meta.get("leaderTimeMs", 0)), keys=keys)
+    finally:
+        if not created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+    for warning in manifest.raw.get("warnings", []):
+        click.echo(f"WARNING: {warning}", err=True)
+    if include_keys and keys:
+        click.echo(f"WARNING: the backup holds private keys ({out / 'keys'}, mode 0600): keep it as secret as the "
+                   "SCM hosts", err=True)
+    elif include_keys:
+        click.echo("WARNING: --include-keys: the leader holds no key files (security off?); none written", err=True)
+    click.echo(f"Backup of cluster {manifest.cluster_id} at term {manifest.term} index {manifest.index} "
+               f"({len(blob)} bytes) written to {out}")
+
+
+@backup_cmd.command("verify")
+@click.argument("backup_dir", type=click.Path(path_type=Path))
+@click.option("--clusterid", default=None, help="Also check the backup belongs to this cluster id.")
+def backup_verify_cmd(backup_dir: Path, clusterid: str | None) -> None:
+    """Check a backup offline: every file's size and sha256 against the manifest, the checkpoint unpacks."""
+    try:
+        m = verify_backup(backup_dir, clusterid)
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"OK: backup of cluster {m.cluster_id} at term {m.term} index {m.index}, "
+               f"{len(m.raw['files'])} file(s) verified")

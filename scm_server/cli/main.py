@@ -1,7 +1,8 @@
 """``ozone-scm``: the command line, mirroring Ozone's ``ozone scm`` / ``ozone admin`` / ``ozone debug``
 / ``ozone freon`` so that an Ozone admin's muscle memory works.
 
-    ozone-scm [--conf DIR] scm [--init [--clusterid ID] | --bootstrap]   (no flag: run the daemon)
+    ozone-scm [--conf DIR] scm [--init [--clusterid ID] | --bootstrap | --restore DIR | --recover [--force]]
+                                                                    (no flag: run the daemon)
     ozone-scm admin [--scm HOST:PORT,...] safemode|container|pipeline|replicationmanager|datanode ...
     ozone-scm debug ldb --db=<path> ls | scan --column_family=<cf>
     ozone-scm debug verify --model register|kv FILE
@@ -58,11 +59,39 @@ def cli(click_ctx: click.Context, conf_dir: Path | None, verbose: int) -> None:
 @click.option("--init", "do_init", is_flag=True, help="Initialise this SCM's storage (primordial SCM).")
 @click.option("--clusterid", default=None, help="Cluster id for --init (CID-<uuid> or a UUID).")
 @click.option("--bootstrap", "do_bootstrap", is_flag=True, help="Prepare a non-primordial SCM of an HA ring.")
+@click.option("--restore", "restore_dir", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="Create a new one-member ring on this (empty) SCM from a backup (`admin scm backup`).")
+@click.option("--recover", "do_recover", is_flag=True,
+              help="Lost quorum: make this stopped survivor the only member of its ring (keeps its whole log).")
+@click.option("--force", is_flag=True, help="--recover even though a majority of the old ring still answers.")
 @pass_ctx
-def scm_command(ctx: CliContext, do_init: bool, clusterid: str | None, do_bootstrap: bool) -> None:
-    """Run the SCM daemon in the foreground, or --init / --bootstrap its storage."""
-    if clusterid and not do_init:
-        raise click.UsageError("--clusterid only applies to --init")
+def scm_command(
+    ctx: CliContext, do_init: bool, clusterid: str | None, do_bootstrap: bool, restore_dir: Path | None,
+    do_recover: bool, force: bool,
+) -> None:
+    """Run the SCM daemon in the foreground, or --init / --bootstrap / --restore / --recover its storage."""
+    if sum(map(bool, (do_init, do_bootstrap, restore_dir, do_recover))) > 1 and not (do_init and do_bootstrap):
+        raise click.UsageError("give one of --init/--bootstrap, --restore DIR or --recover")
+    if clusterid and not (do_init or restore_dir):
+        raise click.UsageError("--clusterid only applies to --init (and to --restore, as a check)")
+    if force and not do_recover:
+        raise click.UsageError("--force only applies to --recover")
+    if restore_dir is not None or do_recover:
+        from scm_server.ha.recovery import RecoveryFailed, scm_recover, scm_restore
+
+        try:
+            if restore_dir is not None:
+                r = scm_restore(ctx.conf, restore_dir, cluster_id=clusterid)
+                click.echo(f"Restored cluster {r.cluster_id} at term {r.term} index {r.index} as a one-member ring "
+                           f"(SCM id {r.scm_id}); start this SCM, then add members with `scm --bootstrap`")
+            else:
+                rec = scm_recover(ctx.conf, force=force)
+                click.echo(f"Recovered: SCM {rec.scm_id} is now the only member (removed "
+                           f"{', '.join(rec.removed)}; log kept through index {rec.last_index}); start it, then "
+                           "add members with `scm --bootstrap` on empty storage")
+        except (RecoveryFailed, StorageError) as exc:
+            raise click.ClickException(str(exc)) from exc
+        return
     if do_init or do_bootstrap:
         from scm_server.ha.bootstrap import scm_bootstrap, scm_init
 

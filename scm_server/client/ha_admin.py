@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -45,6 +47,8 @@ class PeerRole:
     term: int | None = None  # the term the SCM itself reported
     applied_index: int | None = None  # the SCM's own applied index
     note: str = ""  # why the role is what it is (no answer, stale term, ...)
+    last_index: int | None = None  # the SCM's own last Raft log index (quorum recovery)
+    last_term: int | None = None  # the term of that entry
 
     @property
     def line(self) -> str:
@@ -66,6 +70,13 @@ class Roles:
     @property
     def leader(self) -> PeerRole | None:
         return next((p for p in self.peers if p.role == "LEADER" and p.answered), None)
+
+    @property
+    def most_up_to_date(self) -> PeerRole | None:
+        """The answering SCM whose log is the most up to date in Raft's sense (last term, then last
+        index): the one to run ``scm --recover`` on after a lost quorum."""
+        known = [p for p in self.peers if p.answered and p.last_index is not None]
+        return max(known, key=lambda p: (p.last_term or 0, p.last_index or 0)) if known else None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -178,6 +189,8 @@ def combine_views(
                 term=term,
                 applied_index=applied,
                 note=note,
+                last_index=own.lastIndex if own is not None and own.HasField("lastIndex") else None,
+                last_term=own.lastTerm if own is not None and own.HasField("lastTerm") else None,
             )
         )
     return Roles(
@@ -303,6 +316,31 @@ class HAAdminClient:
         if not resp.success:
             raise SCMException(ResultCodes.INTERNAL_ERROR, f"decommission of {scm_id} failed: {resp.message}")
         return str(resp.message)
+
+    async def backup(
+        self, *, allow_safemode: bool = False, include_keys: bool = False, timeout: float = 600.0
+    ) -> tuple[dict[str, Any], bytes, dict[str, bytes]]:
+        """The leader's backup stream (``Backup``): (the JSON header as a dict; the checkpoint tar; the
+        leader's key files by name, only with ``include_keys``). The stream's sha256 and size are
+        checked here: a truncated or corrupt stream raises, nothing is returned."""
+        info = await self.scm_info()
+        req = scm_ha_pb2.BackupRequestProto(
+            clusterId=info.clusterId, allowSafemode=allow_safemode, includeKeys=include_keys
+        )
+
+        async def invoke(stub: scm_ha_pb2_grpc.InterSCMProtocolServiceStub) -> list[scm_ha_pb2.CopyDBCheckpointResponseProto]:
+            return [m async for m in stub.Backup(req, timeout=timeout)]
+
+        messages = await self._call(invoke)
+        header = next((m for m in messages if m.HasField("transactionInfo")), None)
+        trailer = next((m.sha256 for m in messages if m.HasField("sha256")), "")
+        blob = b"".join(m.data for m in messages if m.HasField("data"))
+        if header is None or not header.backupInfoJson or not trailer:
+            raise SCMException(ResultCodes.IO_EXCEPTION, "the backup stream ended early (no header or no sha256 trailer)")
+        if hashlib.sha256(blob).hexdigest() != trailer or (header.totalSize and len(blob) != header.totalSize):
+            raise SCMException(ResultCodes.IO_EXCEPTION, "the backup stream is corrupt (sha256 or size mismatch); retry")
+        meta: dict[str, Any] = json.loads(header.backupInfoJson)
+        return meta, blob, {k.name: bytes(k.data) for k in header.keyFiles}
 
     async def table_digests(self, address: str, min_applied_index: int = 0, wait: float = 10.0) -> scm_ha_pb2.TableDigestsResponseProto:
         req = scm_ha_pb2.TableDigestsRequestProto(minAppliedIndex=min_applied_index, waitSeconds=wait)

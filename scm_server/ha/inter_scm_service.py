@@ -12,6 +12,9 @@ inter-SCM and HA-admin call on this one service so an operator and the CLI use t
   address on this port otherwise); both membership calls check the cluster id, and RemoveSCM
   refuses the leader ("Cannot remove current leader"), as Ozone's ``removePeerFromHARing``;
 * ``GetScmRatisRoles``: ``host:port:ROLE:peerId`` lines plus term, commit/applied index and lag;
+* ``Backup`` (leader, admin only): the ``Download`` checkpoint plus a JSON header a restore needs
+  (membership, VERSION, sequence-id ceilings at the checkpoint's index, safemode, leader clock);
+  refused in safemode unless ``allowSafemode``;
 * ``GetTableDigests``: sha256 per replicated column family at this SCM's applied index, for the
   cross-SCM consistency check.
 
@@ -23,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +41,7 @@ import grpc.aio
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.ha.inter_scm_client import error_metadata, pack_checkpoint
 from scm_server.metadata.scm_db_definition import SCMDBDefinition
+from scm_server.metadata.scm_metadata_store import SCMMetadataStore
 from scm_server.proto import hdds_pb2, scm_ha_pb2, scm_ha_pb2_grpc
 from scm_server.security.core.identity import Role
 from scm_server.security.tls import current_identity
@@ -54,12 +60,27 @@ _STATUS = {
     ResultCodes.INVALID_CLUSTER_ID: grpc.StatusCode.PERMISSION_DENIED,
     ResultCodes.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
     ResultCodes.TIMEOUT: grpc.StatusCode.DEADLINE_EXCEEDED,
+    ResultCodes.SAFE_MODE_EXCEPTION: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: SCMException, leader_address: str = "") -> None:
     context.set_trailing_metadata(error_metadata(exc, leader_address))
     await context.abort(_STATUS.get(exc.result, grpc.StatusCode.INTERNAL), str(exc))
+
+
+def _backup_contents(db_path: Path) -> dict[str, Any]:
+    """Read from a (closed) checkpoint: the persisted lastId of every sequence, and how many rows
+    each table holds (the certificate tables among them, in secure mode)."""
+    store = SCMMetadataStore(db_path.parent, create=False, sync=False)
+    try:
+        seq = {name: int(value.lastId) for name, value in store.sequence_id.items()}
+        counts = {}
+        for cf in SCMDBDefinition.column_families():
+            counts[cf.name] = sum(1 for _ in store.db.iterator(prefix=cf.prefix, include_value=False))
+        return {"sequenceIds": seq, "tableCounts": counts}
+    finally:
+        store.stop()
 
 
 def table_digests(store: Any) -> list[scm_ha_pb2.TableDigestProto]:
@@ -105,31 +126,120 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
         return True
 
     # ---- checkpoint download ----
-    async def Download(
-        self, request: scm_ha_pb2.CopyDBCheckpointRequestProto, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[scm_ha_pb2.CopyDBCheckpointResponseProto]:
-        if not await self._check_cluster(request.clusterId, context):
-            return
+    async def _checkpoint(
+        self, flush: bool, inspect: Callable[[Path], dict[str, Any]] | None = None
+    ) -> tuple[hdds_pb2.TransactionInfoProto, bytes, dict[str, Any]]:
+        """A consistent checkpoint of scm.db as a gzip'd tar: (its TransactionInfo, the tar, what
+        ``inspect`` read from the checkpoint before it was packed). Shared by Download and Backup."""
         host = self._ha.host
         tmp = Path(tempfile.mkdtemp(prefix="checkpoint-", dir=self._ha.checkpoint_work_dir()))
         try:
-            if request.flush:
+            if flush:
                 host.transaction_buffer.flush()
             # The copy runs in a thread (a large scm.db must not stall this SCM's Raft loop); it reads
             # a LevelDB snapshot, and state + #TRANSACTIONINFO are always flushed in one batch, so the
             # checkpoint's own TransactionInfo describes exactly the state it holds.
             db_path = await asyncio.to_thread(host.metadata_store.checkpoint, tmp)
             trx = host.metadata_store.read_transaction_info(db_path) or hdds_pb2.TransactionInfoProto(term=0, index=0)
+            extra = await asyncio.to_thread(inspect, db_path) if inspect is not None else {}
             blob = await asyncio.to_thread(pack_checkpoint, db_path)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        LOG.info("serving checkpoint at (term %d, index %d), %d bytes", trx.term, trx.index, len(blob))
-        yield scm_ha_pb2.CopyDBCheckpointResponseProto(
+        return trx, blob, extra
+
+    async def _stream(
+        self,
+        trx: hdds_pb2.TransactionInfoProto,
+        blob: bytes,
+        backup_info: str = "",
+        keys: list[scm_ha_pb2.KeyFileProto] | None = None,
+    ) -> AsyncIterator[scm_ha_pb2.CopyDBCheckpointResponseProto]:
+        header = scm_ha_pb2.CopyDBCheckpointResponseProto(
             transactionInfo=trx, totalSize=len(blob), clusterId=self._ha.cluster_id
         )
+        if backup_info:
+            header.backupInfoJson = backup_info
+        header.keyFiles.extend(keys or [])
+        yield header
         for off in range(0, len(blob), CHUNK_SIZE):
             yield scm_ha_pb2.CopyDBCheckpointResponseProto(data=blob[off : off + CHUNK_SIZE])
         yield scm_ha_pb2.CopyDBCheckpointResponseProto(sha256=hashlib.sha256(blob).hexdigest())
+
+    async def Download(
+        self, request: scm_ha_pb2.CopyDBCheckpointRequestProto, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[scm_ha_pb2.CopyDBCheckpointResponseProto]:
+        if not await self._check_cluster(request.clusterId, context):
+            return
+        trx, blob, _ = await self._checkpoint(request.flush)
+        LOG.info("serving checkpoint at (term %d, index %d), %d bytes", trx.term, trx.index, len(blob))
+        async for msg in self._stream(trx, blob):
+            yield msg
+
+    async def Backup(
+        self, request: scm_ha_pb2.BackupRequestProto, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[scm_ha_pb2.CopyDBCheckpointResponseProto]:
+        """The leader's checkpoint (as Download) plus what a restore needs: membership, VERSION,
+        the sequence-id ceilings read from the checkpoint itself, safemode, the leader's clock."""
+        if not await self._check_cluster(request.clusterId, context) or not await self._require_leader(context):
+            return
+        host = self._ha.host
+        in_safemode = bool(host.scm_context.is_in_safe_mode())
+        if in_safemode and not request.allowSafemode:
+            await _abort(
+                context,
+                SCMException(
+                    ResultCodes.SAFE_MODE_EXCEPTION,
+                    "the SCM ring is in safemode: its state may not reflect every datanode yet; wait for it to "
+                    "leave safemode, or back it up anyway with --allow-safemode (the manifest then says so)",
+                ),
+            )
+            return
+        trx, blob, contents = await self._checkpoint(True, _backup_contents)
+        generator = getattr(host, "sequence_id_generator", None)
+        conf = self._ha.raft.conf if self._ha.raft is not None else None
+        members = []
+        if conf is not None:
+            for peer in conf.members():
+                node = self._ha.node_of_peer(peer)
+                members.append(
+                    {"peerId": peer, "ratisAddress": conf.address_of(peer), "nodeId": node.node_id if node else "",
+                     "role": "LEARNER" if peer in conf.learners else "VOTER"}
+                )
+        info = {
+            "clusterId": self._ha.cluster_id,
+            "term": trx.term,
+            "index": trx.index,
+            "leaderPeerId": self._ha.peer_id,
+            "leaderNodeId": self._ha.node_id or "",
+            "members": members,
+            "version": host.storage_config.to_properties(),
+            **contents,
+            "sequenceBatchSize": int(getattr(generator, "batch_size", 1000)),
+            "safemode": in_safemode,
+            "warnings": ["taken while the ring was in safemode (--allow-safemode)"] if in_safemode else [],
+            "leaderTimeMs": int(time.time() * 1000),
+        }
+        keys = self._key_files() if request.includeKeys else []
+        if keys:
+            info["keyFiles"] = sorted(k.name for k in keys)
+            LOG.warning("backup includes %d key file(s) of this SCM (includeKeys): %s", len(keys), info["keyFiles"])
+        LOG.info("serving backup at (term %d, index %d), %d bytes", trx.term, trx.index, len(blob))
+        async for msg in self._stream(trx, blob, json.dumps(info, sort_keys=True), keys):
+            yield msg
+
+    def _key_files(self) -> list[scm_ha_pb2.KeyFileProto]:
+        """This SCM's root CA (if it holds it) and sub-CA private keys and certificates."""
+        from scm_server.conf.security import SecurityConfig
+        from scm_server.security.init import root_ca_store, sub_ca_store
+
+        config = SecurityConfig.from_conf(self._ha.conf)
+        metadata = self._ha.local.scm.metadata_dir
+        out = []
+        for label, store in (("root-ca", root_ca_store(metadata, config)), ("sub-ca", sub_ca_store(metadata, config))):
+            for kind, path in (("private.pem", store.private_key_path), ("certificate.crt", store.certificate_path)):
+                if path.is_file():
+                    out.append(scm_ha_pb2.KeyFileProto(name=f"{label}-{kind}", data=path.read_bytes()))
+        return out
 
     # ---- info / roles ----
     async def GetScmInfo(

@@ -560,6 +560,10 @@ class SCMHAManagerImpl:
         resp.commitIndex = st.commit_index
         resp.appliedIndex = st.applied_index
         resp.leaderId = st.leader_id
+        resp.lastIndex = st.last_index
+        if raft.storage is not None:
+            with contextlib.suppress(Exception):
+                resp.lastTerm = raft.storage.term(st.last_index)
         for peer in st.conf.members():
             address = st.conf.address_of(peer)
             host, _, port = address.rpartition(":")

@@ -45,6 +45,7 @@ import plyvel
 from scm_server.exceptions import StorageError
 from scm_server.raft import faults
 from scm_server.raft.core.confchange import conf_state_after
+from scm_server.raft.core.recovery import force_new_cluster
 from scm_server.raft.core.storage import (
     CompactedError,
     SnapshotTemporarilyUnavailableError,
@@ -575,6 +576,38 @@ class LevelDBStorage:
             for i, (nid, addr) in enumerate(ordered)
         ]
         self.save(HardState(term=1, vote=NONE, commit=len(ents)), ents, None, sync=True)
+
+    def force_new_cluster(self, keep: str) -> ConfState:
+        """etcd's ``--force-new-cluster`` on a stopped survivor (:func:`core.recovery.force_new_cluster`):
+        REMOVE_NODE entries for every other member plus the hard state, in one synced batch. Returns
+        the configuration the core will start with."""
+        hs, entries, after = force_new_cluster(
+            self._hs, self.conf_state(), self.last_index(), self.term(self.last_index()), keep
+        )
+        self.save(hs, entries, None, sync=True)
+        return after
+
+    def restore_at(self, hard_state: HardState, meta: SnapshotMetadata) -> None:
+        """Start an EMPTY log at a snapshot point (a ring restored from a backup): log start,
+        snapshot metadata and hard state in one synced batch (:func:`core.recovery.restored_start`)."""
+        if not self.is_empty():
+            raise StorageError(
+                f"Raft storage {self.dir} is not empty (last index {self.last_index()}); a restore needs an "
+                "empty Raft directory"
+            )
+        point = _encode_point(meta.index, meta.term, meta.conf_state)
+        try:
+            with self._db.write_batch(sync=True) as wb:
+                wb.put(_SNAP_KEY, point)
+                wb.put(_START_KEY, point)
+                wb.put(_HS_KEY, _encode_hs(hard_state))
+        except plyvel.Error as exc:
+            raise StorageError(f"writing the restore point to {self.db_path} failed: {exc}") from exc
+        self._snap_meta = meta
+        self._start_index, self._start_term, self._start_conf = meta.index, meta.term, meta.conf_state
+        self._ents = []
+        self._conf_points = []
+        self._hs = hard_state
 
     def close(self) -> None:
         if not self._closed:

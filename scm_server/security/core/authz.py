@@ -60,6 +60,7 @@ POLICY: dict[str, dict[str, Access]] = {
         "GetScmRatisRoles": _A.MEMBER,
         "TransferLeadership": _A.ADMIN,
         "GetTableDigests": _A.MEMBER,
+        "Backup": _A.ADMIN,
     },
     DATANODE_PROTOCOL: {"GetVersion": _A.DATANODE, "Register": _A.DATANODE, "SendHeartbeat": _A.DATANODE},
     BLOCK_PROTOCOL: {

@@ -1,0 +1,214 @@
+"""``ozone-scm scm --restore DIR`` and ``ozone-scm scm --recover``: disaster recovery of an SCM ring.
+
+* :func:`scm_restore` creates a NEW one-member ring from a backup (``admin scm backup``), with the
+  backup's cluster id (datanodes and OM keep working with it) and a new SCM id: it checks the
+  backup offline, refuses a metadata directory that holds anything, unpacks the checkpoint, moves
+  every ID sequence beyond what the old ring could have handed out (the rule in
+  :func:`scm_server.metadata.backup.restored_last_ids`, docs/ha.md), starts the Raft log at the
+  backup's (term, index) with this SCM alone (:func:`scm_server.raft.core.recovery.restored_start`)
+  and writes VERSION last, so an interrupted restore is never started as a ring. Other members then
+  join with ``scm --bootstrap`` as usual (they install the checkpoint from the new leader).
+* :func:`scm_recover` turns a stopped survivor of a lost quorum into a one-member ring (etcd's
+  ``--force-new-cluster``) through the Raft storage (:meth:`LevelDBStorage.force_new_cluster`): its
+  log is kept whole, so nothing it holds is lost. It refuses while a majority of the old membership
+  still answers on its Raft ports, unless forced.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from scm_server.conf import OzoneConfiguration
+from scm_server.exceptions import SCMError, StorageError
+from scm_server.ha.bootstrap import LocalSCM, _security_enabled, resolve_local_scm
+from scm_server.ha.sequence_id_generator import INITIAL_VALUES
+from scm_server.metadata.backup import BackupError, restored_last_ids, unpack_checkpoint, verify_backup
+from scm_server.metadata.scm_metadata_store import SCMMetadataStore, fsync_dir
+from scm_server.metadata.storage_config import SCMStorageConfig
+from scm_server.proto import hdds_pb2
+from scm_server.raft.core.recovery import RecoveryError, restored_start
+from scm_server.raft.storage import LevelDBStorage
+
+LOG = logging.getLogger(__name__)
+
+# The restored ring's Raft term starts this far above the backup's: datanodes drop commands stamped
+# with a term older than the highest they have seen, and the old ring may have held elections after
+# the backup (each election is one term).
+RESTORE_TERM_MARGIN = 1000
+REACH_TIMEOUT = 1.0
+
+
+class RecoveryFailed(SCMError):
+    """A restore or recovery that must not proceed; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    cluster_id: str
+    scm_id: str
+    term: int
+    index: int
+    sequence_ids: dict[str, int]
+
+
+def _holds_data(local: LocalSCM, storage: SCMStorageConfig) -> list[str]:
+    found: list[str] = []
+    if storage.is_initialized:
+        found.append(f"VERSION ({storage.cluster_id})")
+    db = local.scm.scm_db_dir / "scm.db"
+    if db.exists():
+        found.append(str(db))
+    if local.ratis_dir.is_dir() and any(p for p in local.ratis_dir.rglob("*") if p.is_file()):
+        found.append(str(local.ratis_dir))
+    return found
+
+
+def scm_restore(
+    conf: OzoneConfiguration, backup: Path, *, cluster_id: str | None = None, now_ms: int | None = None
+) -> RestoreResult:
+    """Create a one-member ring on this SCM from ``backup`` (see the module docstring)."""
+    local = resolve_local_scm(conf)
+    if _security_enabled(conf):
+        raise RecoveryFailed(
+            "restoring a secure ring (ozone.security.enabled=true) is not supported yet: the restored SCM "
+            "would need the old ring's CA keys installed as its identity (a backup holds them only with "
+            "--include-keys, and nothing installs them yet); restore with security off is the only path for now"
+        )
+    try:
+        manifest = verify_backup(backup, cluster_id)
+    except BackupError as exc:
+        raise RecoveryFailed(str(exc)) from exc
+    storage = SCMStorageConfig(local.scm.scm_db_dir)
+    found = _holds_data(local, storage)
+    if found:
+        raise RecoveryFailed(
+            f"this SCM's storage already holds data ({', '.join(found)}); a restore creates a new ring and "
+            "never overwrites: move those directories aside (or point the configuration at empty ones) and "
+            "run `scm --restore` again"
+        )
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    scm_id = str(uuid.uuid4())
+    db_parent = local.scm.scm_db_dir
+    staging = db_parent / f".restore-{scm_id[:8]}"
+    try:
+        unpack_checkpoint(backup, staging)
+        store = SCMMetadataStore(staging, create=False)
+        try:
+            trx = store.get_transaction_info()
+            if trx is None or (trx.term, trx.index) != (manifest.term, manifest.index):
+                got = "none" if trx is None else f"(term {trx.term}, index {trx.index})"
+                raise RecoveryFailed(
+                    f"backup {backup}: the checkpoint holds transaction info {got}, the manifest says (term "
+                    f"{manifest.term}, index {manifest.index}); the backup is inconsistent, use another one"
+                )
+            stored = {name: int(v.lastId) for name, v in store.sequence_id.items()}
+            if any(stored.get(k, v) != v for k, v in manifest.sequence_ids.items()):
+                raise RecoveryFailed(
+                    f"backup {backup}: the checkpoint's sequence ids {stored} differ from the manifest's "
+                    f"{manifest.sequence_ids}; the backup is inconsistent, use another one"
+                )
+            base = {**INITIAL_VALUES, **stored}
+            new_ids = restored_last_ids(base, manifest.created_ms, now, manifest.batch_size)
+            batch = store.new_batch(sync=True)
+            for name, value in new_ids.items():
+                store.sequence_id.put_with_batch(batch, name, hdds_pb2.SequenceIdProto(lastId=value))
+            batch.commit()
+        finally:
+            store.stop()
+        (staging / "scm.db").replace(db_parent / "scm.db")
+        fsync_dir(db_parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    try:
+        hs, meta = restored_start(
+            manifest.index, manifest.term, scm_id, local.ratis_address, manifest.term + RESTORE_TERM_MARGIN
+        )
+    except RecoveryError as exc:
+        raise RecoveryFailed(f"backup {backup}: {exc}") from exc
+    group_dir = local.raft_group_dir(manifest.cluster_id)
+    group_dir.mkdir(parents=True, exist_ok=True)
+    raft = LevelDBStorage(group_dir)
+    try:
+        raft.restore_at(hs, meta)
+    finally:
+        raft.close()
+    local.snapshot_dir.mkdir(parents=True, exist_ok=True)
+    # VERSION last: until it exists this SCM is not initialised, and a retry finds the data above
+    storage.initialize(cluster_id=manifest.cluster_id, scm_id=scm_id, primary_scm_node_id=scm_id, scm_ha=True)
+    LOG.info(
+        "restored cluster %s at (term %d, index %d) as a one-member ring, SCM id %s; sequence ids %s",
+        manifest.cluster_id, manifest.term, manifest.index, scm_id, new_ids,
+    )  # fmt: skip
+    return RestoreResult(manifest.cluster_id, scm_id, manifest.term, manifest.index, new_ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# scm --recover
+# ---------------------------------------------------------------------------------------------
+
+
+def _answers(address: str, timeout: float = REACH_TIMEOUT) -> bool:
+    """Does something accept connections on this member's Raft address?"""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class RecoverResult:
+    scm_id: str
+    removed: tuple[str, ...]
+    last_index: int
+
+
+def scm_recover(conf: OzoneConfiguration, *, force: bool = False) -> RecoverResult:
+    """Rewrite this stopped SCM's Raft membership to itself alone (see the module docstring)."""
+    local = resolve_local_scm(conf)
+    storage = SCMStorageConfig(local.scm.scm_db_dir)
+    if not storage.is_initialized or storage.cluster_id is None or storage.scm_id is None:
+        raise RecoveryFailed(
+            f"this SCM ({local.scm.scm_db_dir}) is not initialised: run `scm --recover` on a surviving member "
+            "of the ring (`admin scm roles --recovery` names the most up-to-date one)"
+        )
+    group_dir = local.raft_group_dir(storage.cluster_id)
+    if not group_dir.is_dir():
+        raise RecoveryFailed(f"this SCM has no Raft log at {group_dir}: run `scm --recover` on a surviving member")
+    try:
+        raft = LevelDBStorage(group_dir)
+    except StorageError as exc:
+        raise RecoveryFailed(f"{exc} (stop this SCM before `scm --recover`)") from exc
+    try:
+        me = storage.scm_id
+        cs = raft.conf_state()
+        if me not in cs.voters:
+            raise RecoveryFailed(
+                f"this SCM ({me}) is not a voter of its stored configuration (voters {', '.join(cs.voters)}); "
+                "run `scm --recover` on a surviving voter"
+            )
+        others = [p for p in cs.members() if p != me]
+        if not others:
+            raise RecoveryFailed(f"this SCM ({me}) is already the only member of its ring; just start it")
+        reachable = [p for p in others if p in cs.voters and _answers(cs.address_of(p))]
+        majority = len(cs.voters) // 2 + 1
+        if 1 + len(reachable) >= majority and not force:
+            raise RecoveryFailed(
+                f"{1 + len(reachable)} of {len(cs.voters)} members still answer (this SCM and "
+                f"{', '.join(f'{p}@{cs.address_of(p)}' for p in reachable)}): a majority can still elect a "
+                "leader, so restart the ring instead; pass --force only if those members must be abandoned"
+            )
+        after = raft.force_new_cluster(me)
+        last = raft.last_index()
+    finally:
+        raft.close()
+    LOG.info("recovered: %s is now the only member (removed %s); log kept through index %d", me, others, last)
+    assert after.voters == (me,)
+    return RecoverResult(me, tuple(others), last)
