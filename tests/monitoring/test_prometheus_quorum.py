@@ -1,0 +1,128 @@
+"""A real Prometheus scraping a real 3-SCM quorum (secure, /prom over HTTPS) with the chart's rules and dashboard.
+
+The rules file is charts/ozone-scm-operator/files/ozone-scm-rules.yaml with every ``for`` cut to 2s (the expressions
+as shipped; the real durations are in the promtool unit tests). What is checked, all through Prometheus' HTTP API:
+
+* every dashboard panel's query returns series while the ring is healthy (after one backup, so the backup-age
+  panel has its metric; the certificate panel has the members' certificates);
+* the leader is killed: the ring elects another; then that one is killed too, a majority is gone:
+  ``OzoneSCMNoLeader`` fires, and the survivor reports ``scm_raft_leader_known 0``;
+* the two members come back: the alert clears.
+
+Timings are printed (the machine is shared), never asserted tightly. Run by ``make monitoring-test``.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scm_server.cli.local_quorum import HALocalCluster
+from tests.integration.ha.harness import TEST_SETTINGS, cli, start_sim, wait_until
+
+from .prom import Prometheus, panel_queries, rules_with_short_for
+
+pytestmark = [pytest.mark.monitoring, pytest.mark.timeout(600)]
+JOB = "ozone-scm"
+
+
+def scrape_configs(cluster: HALocalCluster) -> list[dict[str, Any]]:
+    """One static target per member, labelled as the chart's PodMonitor labels a Pod (job, namespace,
+    scm_cluster, pod); HTTPS with the ring's root CA, as ``ozone.http.policy=HTTPS_ONLY`` serves /prom."""
+    assert cluster.secure is not None
+    return [{
+        "job_name": JOB,
+        "metrics_path": "/prom",
+        "scheme": "https",
+        "tls_config": {"ca_file": str(cluster.secure.root_cert)},
+        "static_configs": [
+            {"targets": [f"127.0.0.1:{s.http_port}"],
+             "labels": {"namespace": "local", "scm_cluster": "test", "pod": str(s.node_id)}}
+            for s in cluster.scms
+        ],
+    }]
+
+
+async def test_no_leader_fires_and_clears_and_every_panel_has_series(tmp_path: Path) -> None:
+    cluster = HALocalCluster(tmp_path / "c", 3, settings=TEST_SETTINGS, secure=True)
+    prom: Prometheus | None = None
+    sim = None
+    try:
+        cluster.start_quorum()
+        rules = rules_with_short_for(tmp_path / "rules.yaml", "2s")
+        prom = Prometheus(tmp_path / "prom", scrape_configs(cluster), [rules])
+        prom.start()
+        sim = await start_sim(cluster, 3)
+        await cluster.wait_healthy_quorum(timeout=120)
+
+        async def q(expr: str) -> list[dict[str, Any]]:
+            return prom.query(expr)  # type: ignore[union-attr]
+
+        async def all_up() -> bool:
+            return len(await q(f'up{{job="{JOB}"}} == 1')) == 3
+
+        await wait_until(all_up, 60, "Prometheus scraping all three members")
+        await wait_until(lambda: q(f'max(scm_is_leader{{job="{JOB}"}}) == 1'), 60, "a leader seen by Prometheus")
+        assert prom.alert_state("OzoneSCMNoLeader") == "inactive"
+
+        # one backup, so that the backup metric and its panel have a series
+        backup = cli(cluster, "admin", "scm", "backup", "--out", str(tmp_path / "backup"))
+        assert backup.returncode == 0, backup.stderr
+        served = await wait_until(lambda: q(f'scm_backup_last_served_timestamp_seconds{{job="{JOB}"}}'), 30,
+                                  "scm_backup_last_served_timestamp_seconds in Prometheus")
+        assert len(served) == 1 and abs(float(served[0]["value"][1]) - time.time()) < 120
+
+        # every panel of the dashboard returns series from this Prometheus
+        empty: dict[str, str] = {}
+        for title, expr in panel_queries():
+            async def has_series(e: str = expr) -> bool:
+                return bool(await q(e))
+            try:
+                await wait_until(has_series, 30, f"series for panel {title!r}", interval=0.5)
+            except AssertionError:
+                empty[title] = expr
+        assert not empty, f"dashboard panels without series: {empty}"
+
+        # the leader dies: another is elected
+        first = await cluster.wait_leader(timeout=30)
+        cluster.kill(first, signal.SIGKILL)
+        second = await cluster.wait_leader(timeout=60, exclude=first)
+        # then that one too: a majority is gone
+        killed_at = time.monotonic()
+        cluster.kill(second, signal.SIGKILL)
+        survivor = ({0, 1, 2} - {first, second}).pop()
+
+        async def firing() -> bool:
+            return prom.alert_state("OzoneSCMNoLeader") == "firing"  # type: ignore[union-attr]
+
+        await wait_until(firing, 90, "OzoneSCMNoLeader firing after a majority was killed", interval=0.25)
+        fired_after = time.monotonic() - killed_at
+        alert = prom.alerts("OzoneSCMNoLeader")[0]
+        assert alert["labels"]["severity"] == "critical" and alert["labels"]["scm_cluster"] == "test"
+        node = str(cluster.scms[survivor].node_id)
+        await wait_until(lambda: q(f'scm_raft_leader_known{{job="{JOB}", pod="{node}"}} == 0'), 30,
+                         "the survivor reporting scm_raft_leader_known 0")
+
+        # the two come back: a leader again, the alert clears
+        restarted_at = time.monotonic()
+        cluster.start_node(first)
+        cluster.start_node(second)
+
+        async def cleared() -> bool:
+            return prom.alert_state("OzoneSCMNoLeader") == "inactive"  # type: ignore[union-attr]
+
+        await wait_until(cleared, 120, "OzoneSCMNoLeader clearing after the members came back", interval=0.25)
+        cleared_after = time.monotonic() - restarted_at
+        assert await q(f'max(scm_is_leader{{job="{JOB}"}}) == 1')
+        print(f"\nOzoneSCMNoLeader (for cut to 2s, scrape/eval every 1s): firing {fired_after:.1f}s after the "
+              f"majority was killed, cleared {cleared_after:.1f}s after the two were restarted")
+    finally:
+        if sim is not None:
+            await sim.stop()
+        if prom is not None:
+            prom.stop()
+        cluster.stop_all()
