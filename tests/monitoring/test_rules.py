@@ -69,7 +69,7 @@ def test_dashboard_is_grafana_json_with_a_query_per_panel() -> None:
     assert len(ids) == len(set(ids))
     assert len(panel_queries(dash)) == len(dash["panels"])
     for _, expr in panel_queries(dash):
-        assert "$" not in expr and 'job="ozone-scm"' in expr
+        assert "$" not in expr and ('job="ozone-scm"' in expr or 'job="ozone-scm-operator"' in expr)
 
 
 def _render(*sets: str) -> list[Any]:
