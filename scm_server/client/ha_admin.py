@@ -45,6 +45,7 @@ class PeerRole:
     term: int | None = None  # the term the SCM itself reported
     applied_index: int | None = None  # the SCM's own applied index
     note: str = ""  # why the role is what it is (no answer, stale term, ...)
+    last_contact: float | None = None  # the leader's view: seconds since this peer last answered it in its term
 
     @property
     def line(self) -> str:
@@ -62,6 +63,7 @@ class Roles:
     peers: list[PeerRole]
     asked: int = 0  # how many SCMs were asked
     answers: int = 0  # how many answered in time
+    election_timeout: float | None = None  # seconds, as the SCM whose view is used reported it
 
     @property
     def leader(self) -> PeerRole | None:
@@ -76,6 +78,7 @@ class Roles:
             "appliedIndex": self.applied_index,
             "asked": self.asked,
             "answers": self.answers,
+            "electionTimeout": self.election_timeout,
             "peers": [dataclasses.asdict(p) | {"line": p.line} for p in self.peers],
         }
 
@@ -99,11 +102,13 @@ def roles_from_proto(p: scm_ha_pb2.ScmRatisRolesResponseProto) -> Roles:
                 lag=r.lag if r.HasField("lag") else None,
                 client_address=r.clientAddress,
                 grpc_address=r.grpcAddress,
+                last_contact=r.lastContactMs / 1000 if r.HasField("lastContactMs") else None,
             )
             for r in p.peers
         ],
         asked=1,
         answers=1,
+        election_timeout=p.electionTimeoutMs / 1000 if p.HasField("electionTimeoutMs") else None,
     )
 
 
@@ -178,6 +183,7 @@ def combine_views(
                 term=term,
                 applied_index=applied,
                 note=note,
+                last_contact=r.lastContactMs / 1000 if from_leader and r.HasField("lastContactMs") else None,
             )
         )
     return Roles(
@@ -189,6 +195,7 @@ def combine_views(
         peers=peers,
         asked=len(asked),
         answers=len(views),
+        election_timeout=base.electionTimeoutMs / 1000 if base.HasField("electionTimeoutMs") else None,
     )
 
 

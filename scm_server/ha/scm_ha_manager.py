@@ -556,6 +556,7 @@ class SCMHAManagerImpl:
         resp.commitIndex = st.commit_index
         resp.appliedIndex = st.applied_index
         resp.leaderId = st.leader_id
+        resp.electionTimeoutMs = round(self.raft_config.election_tick * self.raft_config.tick_interval * 1000)
         for peer in st.conf.members():
             address = st.conf.address_of(peer)
             host, _, port = address.rpartition(":")
@@ -578,6 +579,8 @@ class SCMHAManagerImpl:
             elif peer == self.peer_id:
                 p.matchIndex = st.last_index
                 p.lag = max(0, st.commit_index - st.applied_index)
+            if peer in st.last_contact:
+                p.lastContactMs = round(st.last_contact[peer] * 1000)
             resp.peers.append(p)
             resp.roles.append(f"{host}:{port}:{role}:{peer}")
         return resp
