@@ -234,6 +234,7 @@ class ClusterStatus:
     current_operation: Operation | None = None
     security: SecurityStatus = SecurityStatus()
     audit: Mapping[str, Any] | None = None  # the scheduled audit's last runs (see audit_status.py)
+    applied_spec: Mapping[str, Any] | None = None  # the valid spec the last pass acted on (spec.read_spec)
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any] | None) -> ClusterStatus:
@@ -255,6 +256,7 @@ class ClusterStatus:
             current_operation=Operation.from_raw(raw.get("currentOperation")),
             security=SecurityStatus.from_raw(raw.get("security")),
             audit=raw.get("audit") or None,
+            applied_spec=raw.get("appliedSpec") if isinstance(raw.get("appliedSpec"), Mapping) else None,
         )
 
     def to_raw(self) -> dict[str, Any]:
@@ -276,6 +278,7 @@ class ClusterStatus:
                 "members": [m.to_raw() for m in self.members],
                 "security": self.security.to_raw() or None,
                 "audit": dict(self.audit) if self.audit else None,
+                "appliedSpec": dict(self.applied_spec) if self.applied_spec is not None else None,
             }
         )
         out["currentOperation"] = self.current_operation.to_raw() if self.current_operation else None
@@ -380,6 +383,7 @@ class PeerObs:
     role: str  # LEADER, FOLLOWER, LEARNER, CANDIDATE, UNKNOWN
     lag: int | None = None
     host: str = ""
+    last_contact: float | None = None  # seconds since it last answered the leader in its term (None: not since)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,6 +394,7 @@ class RingObs:
     term: int
     commit_index: int
     peers: tuple[PeerObs, ...]
+    election_timeout: float | None = None  # seconds, the leader's own (None: it did not publish one)
 
     def peer(self, scm_id: str | None) -> PeerObs | None:
         if not scm_id:
@@ -399,6 +404,17 @@ class RingObs:
     @property
     def voters(self) -> tuple[PeerObs, ...]:
         return tuple(p for p in self.peers if p.role in ("LEADER", "FOLLOWER"))
+
+    def live(self, peer: PeerObs) -> bool:
+        """The leader itself, or a peer that answered the leader within one election timeout (a crashed,
+        partitioned or frozen SCM stops answering at once; its Pod readiness and lag in entries show it later)."""
+        if peer.scm_id == self.leader_scm_id:
+            return True
+        return (
+            peer.last_contact is not None
+            and self.election_timeout is not None
+            and peer.last_contact <= self.election_timeout
+        )
 
 
 @dataclasses.dataclass(frozen=True)

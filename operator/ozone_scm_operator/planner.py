@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ozone_scm_operator import audit_builders, builders, naming
@@ -155,7 +155,12 @@ class _Pass:
             return False
         if peer.role == "LEADER":
             return True
-        return peer.role == "FOLLOWER" and peer.lag is not None and peer.lag <= self.spec.membership.max_catch_up_lag
+        return (
+            peer.role == "FOLLOWER"
+            and peer.lag is not None
+            and peer.lag <= self.spec.membership.max_catch_up_lag
+            and ring.live(peer)
+        )
 
     def healthy(self, m: MemberStatus) -> bool:
         pod = self.obs.pods.get(m.name)
@@ -202,6 +207,50 @@ class _Pass:
     def timed_out(self, op: Operation) -> bool:
         started = op.step_started_at or op.started_at
         return self.now - started > self.spec.membership.operation_timeout
+
+    def live_majority(self, m: MemberStatus, *, leaves_ring: bool) -> str | None:
+        """Why stopping or removing ``m`` now would break the quorum, or None when it is safe.
+
+        Checked before every step that stops a member (a roll's restart) or takes it out of the ring (decommission in
+        a scale-down or replacement), from the leader's own view: the voters that remain -- all but ``m`` -- must
+        include a majority of the voting configuration in force during the step (the whole ring for a restart, the
+        ring without ``m`` for a removal) that are live (answered the leader within an election timeout), caught up
+        (lag at most maxCatchUpLag) and whose Pods are ready. Pod readiness alone is not enough: a frozen or
+        partitioned SCM keeps a ready Pod for seconds."""
+        ring = self.obs.ring
+        if ring is None:
+            return f"no leader reports the ring, so stopping {m.name} cannot be judged safe"
+        voters = ring.voters
+        remaining = [v for v in voters if v.scm_id != m.scm_id]
+        size = len(remaining) if leaves_ring else len(voters)
+        if size == 0:
+            return None
+        need = majority(size)
+        by_id = {x.scm_id: x for x in self.status.members if x.scm_id}
+        good: list[str] = []
+        bad: list[str] = []
+        for v in remaining:
+            member = by_id.get(v.scm_id)
+            name = member.name if member is not None else f"scmId {v.scm_id}"
+            if member is None:
+                bad.append(f"{name} is not a recorded member")
+            elif v.scm_id != ring.leader_scm_id and not ring.live(v):
+                bad.append(
+                    f"{name} has not answered the leader for {v.last_contact:.1f}s (election timeout "
+                    f"{ring.election_timeout or 0:g}s)" if v.last_contact is not None
+                    else f"{name} has not answered the leader in its term"
+                )
+            elif not self.healthy(member):
+                bad.append(f"{name}: {self.pod_trouble(name)}")
+            else:
+                good.append(name)
+        if len(good) >= need:
+            return None
+        verb = "removing" if leaves_ring else "restarting"
+        return (
+            f"{verb} {m.name} now would leave {len(good)} live, caught-up voter{'s' if len(good) != 1 else ''} "
+            f"({', '.join(good) or 'none'}) where the ring needs {need} of {size}: {'; '.join(bad)}; waiting"
+        )
 
     def pod_trouble(self, name: str) -> str:
         pod = self.obs.pods.get(name)
@@ -649,6 +698,10 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
             return None
     for sid in in_ring:
         p.set_op(op.at_step("Decommission", p.now))
+        why = p.live_majority(dataclasses.replace(m, scm_id=sid), leaves_ring=True)
+        if why is not None:
+            p.note("WaitingForQuorum", why)
+            return None
         return Action(
             DECOMMISSION, m.name, "DecommissioningMember",
             f"decommissioning SCM {m.name} (scmId {sid}) from the ring ({op.reason or op.type})",
@@ -723,6 +776,9 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
     if m is None:
         p.set_op(None)
         return None
+    if p.pvc_gone(m):
+        p.set_op(None)  # its volume is gone: a replacement (a new operation) takes over, with the new revision
+        return None
     pod = p.obs.pods.get(m.name)
     if pod is None:
         p.set_op(op.at_step("WaitForPod", p.now))
@@ -732,6 +788,14 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
             return None
         if p.is_leader(m) and len(p.members(JOINED)) > 1:
             return _transfer(p, op, m)
+        # a member that is not live and caught up adds nothing to the quorum: restarting it takes nothing away
+        why = p.live_majority(m, leaves_ring=False) if len(p.members(JOINED)) > 1 and p.healthy(m) else None
+        if why is not None:
+            # nothing of this step has happened yet: give the roll up for now, so that a replacement of a lost
+            # member can go first; the roll starts again (same order) once a live majority allows it
+            p.note("WaitingForQuorum", why)
+            p.set_op(None)
+            return None
         p.set_op(op.at_step("Restart", p.now))
         return Action(
             DELETE_POD, m.name, "RollingMember",
@@ -828,15 +892,10 @@ def _new_operation(p: _Pass) -> Action | None:
     if stale:
         stale.sort(key=lambda m: (p.healthy(m), p.is_leader(m), -(m.lag or 0), m.index))
         m = stale[0]
-        if p.healthy(m) and len(joined) > 1:
-            others = [x for x in healthy if x.name != m.name]
-            if len(others) < majority(len(joined)):
-                p.note(
-                    "WaitingForQuorum",
-                    f"waiting for a caught-up majority before rolling {m.name} "
-                    f"({len(others)} of {len(joined) - 1} other members ready)",
-                )
-                return None
+        why = p.live_majority(m, leaves_ring=False) if len(joined) > 1 and p.healthy(m) else None
+        if why is not None:
+            p.note("WaitingForQuorum", f"before rolling {m.name}: {why}")
+            return None
         p.set_op(Operation(OP_ROLL, m.name, started_at=p.now, reason="RevisionChanged",
                            message=f"revision {m.revision} -> {p.revision}"))
         return None
@@ -859,9 +918,9 @@ def _new_operation(p: _Pass) -> Action | None:
             key=lambda m: (p.healthy(m), m.name == p.status.primordial_member, p.is_leader(m), -m.index),
         )
         m = victims[0]
-        others = [x for x in healthy if x.name != m.name]
-        if len(others) < majority(len(joined) - 1):
-            p.note("WaitingForQuorum", f"cannot remove {m.name} now without losing a caught-up majority")
+        why = p.live_majority(m, leaves_ring=True)
+        if why is not None:
+            p.note("WaitingForQuorum", f"before scaling down: {why}")
             return None
         p.set_member(dataclasses.replace(m, state=LEAVING))
         p.set_op(Operation(OP_REMOVE, m.name, started_at=p.now, reason="ScaleDown",
@@ -883,12 +942,17 @@ def plan(
     status: ClusterStatus,
     obs: Observed,
     settings: Settings = Settings(),
+    applied_spec: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """The status to write and the next action (see the module docstring for the order of concerns)."""
+    """The status to write and the next action (see the module docstring for the order of concerns).
+    ``applied_spec``: the valid spec ``spec`` was read as (``spec.read_spec``), recorded so that a later invalid
+    value is replaced by it, never by a default."""
     recorded = ImmutableSpec.from_status(status.immutable_spec)
     eff, all_problems = effective_spec(spec, problems, recorded, status.replicas)
     p = _Pass(ref=ref, spec=eff, status=status, obs=obs, problems=all_problems, revision=builders.pod_revision(eff))
     p.set_status(observed_generation=generation, revision=p.revision)
+    if applied_spec is not None:
+        p.set_status(applied_spec=applied_spec)
     if obs.audit is not None:
         p.set_status(audit=obs.audit)  # kept after the audit is disabled: the last run stays on record
     _refresh_members(p)

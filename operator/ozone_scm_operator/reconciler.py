@@ -45,7 +45,7 @@ from ozone_scm_operator.model import (
     SecretObs,
     parse_time,
 )
-from ozone_scm_operator.spec import parse_spec
+from ozone_scm_operator.spec import read_spec
 
 LOG = logging.getLogger(__name__)
 
@@ -300,12 +300,12 @@ class Reconciler:
             return None
         meta = body["metadata"]
         ref = ClusterRef(name=name, namespace=namespace, uid=meta.get("uid", ""), cluster_domain=self.settings.cluster_domain)
-        spec, problems = parse_spec(body.get("spec"))
         status = ClusterStatus.from_raw(body.get("status"))
+        spec, problems, applied = read_spec(body.get("spec"), status.applied_spec)
         obs = await self.observe(ref, status, secure=spec.security.enabled)
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
-            planner.Settings(poll_interval=self.settings.poll_interval),
+            planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,
         )
         new_raw = plan.status.to_raw()
         patch = status_patch(body.get("status"), new_raw)

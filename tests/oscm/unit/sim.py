@@ -32,7 +32,7 @@ from ozone_scm_operator.model import (
     SCMObs,
     SecretObs,
 )
-from ozone_scm_operator.spec import parse_spec
+from ozone_scm_operator.spec import read_spec
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -85,6 +85,9 @@ class World:
         self.broken_images = broken_images
         self.broken_pods: set[str] = set()  # Pods whose SCM keeps crashing (CrashLoopBackOff)
         self.in_safe_mode: set[str] = set()  # members whose SCM answers that it is in safemode
+        # members whose SCM process is frozen (SIGSTOP): its Pod still looks ready and its lag small, but it answers
+        # nobody, so the leader's last contact with it grows
+        self.frozen: set[str] = set()
         self.actions: list[planner.Action] = []
         self.events: list[str] = []
         self.hooks: list[Callable[[World], None]] = []
@@ -112,7 +115,7 @@ class World:
     def alive_scm(self, scm_id: str) -> bool:
         member = self.member_of(scm_id)
         pod = self.pods.get(member) if member else None
-        return pod is not None and pod.alive
+        return pod is not None and pod.alive and member not in self.frozen
 
     def healthy_voters(self) -> set[str]:
         if self.leader is None:
@@ -207,7 +210,7 @@ class World:
                 containers = (ContainerObs(name="bootstrap", init=True, waiting_reason="CrashLoopBackOff",
                                            waiting_message=p.trouble),)
             sid = self.scm_of(p.name)
-            ready = p.alive and sid in self.voters and self.leader is not None
+            ready = p.alive and sid in self.voters and self.leader is not None  # a frozen SCM's too, for a while
             pods[p.name] = PodObs(
                 name=p.name, phase=p.phase, ready=ready, deleting=p.deleting, revision=p.revision,
                 init_mode=p.init_mode, pod_ip=f"10.0.0.{len(pods) + 1}" if p.alive else None,
@@ -217,7 +220,7 @@ class World:
         scms = {}
         for p in self.pods.values():
             pvc = self.pvcs.get(naming.pvc_name(p.name))
-            if p.alive and pvc is not None and pvc.cluster_id and pvc.scm_id:
+            if p.alive and p.name not in self.frozen and pvc is not None and pvc.cluster_id and pvc.scm_id:
                 scms[p.name] = SCMObs(member=p.name, cluster_id=pvc.cluster_id, scm_id=pvc.scm_id,
                                       leader_id=self.leader, term=self.term,
                                       in_safe_mode=p.name in self.in_safe_mode)
@@ -232,10 +235,13 @@ class World:
         if self.leader is not None:
             peers = [
                 PeerObs(scm_id=s, role="LEADER" if s == self.leader else "FOLLOWER",
-                        lag=0 if self.alive_scm(s) else 5000)
+                        # a frozen SCM's lag still looks small: only its silence gives it away
+                        lag=0 if self.alive_scm(s) or self.member_of(s) in self.frozen else 5000,
+                        last_contact=0.1 if self.alive_scm(s) else 30.0)
                 for s in sorted(self.voters)
-            ] + [PeerObs(scm_id=s, role="LEARNER", lag=10) for s in sorted(self.learners)]
-            ring = RingObs(leader_scm_id=self.leader, term=self.term, commit_index=100, peers=tuple(peers))
+            ] + [PeerObs(scm_id=s, role="LEARNER", lag=10, last_contact=0.1) for s in sorted(self.learners)]
+            ring = RingObs(leader_scm_id=self.leader, term=self.term, commit_index=100, peers=tuple(peers),
+                           election_timeout=1.0)
         return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
                         secrets=dict(self.secrets))
 
@@ -357,9 +363,9 @@ class World:
 
     # ---- one operator pass ----
     def plan(self) -> planner.Plan:
-        spec, problems = parse_spec(self.spec_raw)
         status = ClusterStatus.from_raw(self.status_raw)
-        return planner.plan(self.ref, spec, problems, self.generation, status, self.observe())
+        spec, problems, applied = read_spec(self.spec_raw, status.applied_spec)
+        return planner.plan(self.ref, spec, problems, self.generation, status, self.observe(), applied_spec=applied)
 
     def operator_pass(self, *, crash_before_action: bool = False) -> planner.Plan:
         p = self.plan()
