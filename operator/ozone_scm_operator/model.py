@@ -14,6 +14,10 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+# The first line of an init container's termination message when its volume holds another cluster's data
+# (``ozone-scm scm --bootstrap --termination-log``): short and fixed, so it is never cut like a log tail.
+FOREIGN_VOLUME_PREFIX = "ForeignVolume:"
+
 # Member states (status.members[].state)
 CREATING = "Creating"  # recorded, volume/Pod being created (the primordial member before it leads)
 JOINING = "Joining"  # bootstrapped into the ring, being added and caught up
@@ -331,6 +335,7 @@ class PodObs:
     pod_ip: str | None = None
     created_at: datetime.datetime | None = None
     containers: tuple[ContainerObs, ...] = ()
+    controller_uid: str | None = None  # the uid of its controlling owner (None: nothing owns it, e.g. orphaned)
 
     @property
     def running(self) -> bool:
@@ -352,6 +357,14 @@ class PodObs:
             return "Pod failed"
         return None
 
+    def foreign_volume(self) -> str | None:
+        """The fixed-format refusal ``scm --bootstrap --termination-log`` leaves as its termination message when the
+        volume holds another cluster's data (``ForeignVolume: ...``), or None."""
+        for c in self.containers:
+            if c.init and c.terminated_message and c.terminated_message.startswith(FOREIGN_VOLUME_PREFIX):
+                return c.terminated_message.splitlines()[0][len(FOREIGN_VOLUME_PREFIX):].strip()
+        return None
+
 
 @dataclasses.dataclass(frozen=True)
 class PVCObs:
@@ -359,6 +372,7 @@ class PVCObs:
     phase: str = "Pending"
     deleting: bool = False
     storage_class_name: str | None = None
+    controller_uid: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -384,6 +398,7 @@ class PeerObs:
     lag: int | None = None
     host: str = ""
     last_contact: float | None = None  # seconds since it last answered the leader in its term (None: not since)
+    node_id: str = ""  # its ozone.scm.node.id (= member name) as the leader knows it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -427,6 +442,7 @@ class SecretObs:
     revoked: bool = False  # SCM recorded the revocation of this Secret's certificate (annotation)
     certificate_not_before: datetime.datetime | None = None
     public_key: str | None = None  # CA mode scm: sha256 of the operator's public key (client key and CSR Secrets)
+    controller_uid: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

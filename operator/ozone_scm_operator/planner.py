@@ -81,6 +81,7 @@ RENEW_CLIENT_CERT = "RenewClientCertificate"  # RenewCertificate with a new key,
 TRANSFER_LEADERSHIP = "TransferLeadership"
 DECOMMISSION = "Decommission"
 REVOKE_CERTIFICATE = "RevokeCertificate"  # SCM's RevokeCertificates (params: serial, decimal), then mark the Secret
+ADOPT = "Adopt"  # add the cluster's controller owner reference to an object nothing owns (params: kind)
 
 REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
@@ -130,6 +131,7 @@ class _Pass:
     problems: list[SpecProblem]
     revision: str
     notes: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (reason, message) for Degraded
+    adopted: str | None = None  # this pass recorded an existing ring found in place (the message for Initialized)
 
     @property
     def now(self) -> datetime.datetime:
@@ -534,6 +536,79 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
                  else "Degraded" if degraded else "the ring has not formed yet")
         why = f" (suspended: {cause})"
     return Action(APPLY, key[1], "ApplyAuditCronJob", f"{verb} CronJob {key[1]}{why}", body=body)
+
+
+def _found_existing(p: _Pass) -> bool:
+    """A resource with no member recorded, over the Pods and volumes of an existing ring of the same name (e.g.
+    re-created after ``kubectl delete --cascade=orphan``): adopt that ring as the leader describes it -- its cluster
+    ID, and each voter (mapped to its member by ``ozone.scm.node.id``) as a joined member -- instead of bootstrapping
+    a second ring over it. Volumes the leader does not list are neither adopted nor touched. Returns False when
+    there is nothing of this cluster's name."""
+    name = p.ref.name
+    found = {n for n in p.obs.pods if naming.member_index(name, n) is not None}
+    found |= {v.removesuffix("-data") for v in p.obs.pvcs if v.endswith("-data")
+              and naming.member_index(name, v.removesuffix("-data")) is not None}
+    if not found:
+        return False
+    ring = p.obs.ring
+    leader = next((s for s in p.obs.scms.values() if ring is not None and s.scm_id == ring.leader_scm_id), None)
+    if ring is None or leader is None:
+        p.note(
+            "NoLeader",
+            f"found the Pods or volumes of an existing ring named {name} ({', '.join(sorted(found))}); waiting for one "
+            "of its SCMs to lead and answer before adopting it (nothing is created over existing volumes; delete "
+            "those PersistentVolumeClaims to start a new ring instead)",
+        )
+        return True
+    adopted: list[MemberStatus] = []
+    for peer in ring.voters:
+        member = peer.node_id or peer.host.split(".", 1)[0]
+        index = naming.member_index(name, member)
+        if index is None:
+            continue
+        adopted.append(MemberStatus(name=member, index=index, state=JOINED, scm_id=peer.scm_id,
+                                    cluster_id=leader.cluster_id))
+    if not adopted:
+        p.note("NoLeader", f"the SCMs found under {name} lead a ring whose members are not named {name}-<index>")
+        return True
+    adopted.sort(key=lambda m: m.index)
+    indexes = [i for n in found if (i := naming.member_index(name, n)) is not None]
+    p.set_status(
+        cluster_id=leader.cluster_id,
+        primordial_member=adopted[0].name,
+        members=tuple(adopted),
+        next_member_index=max([p.status.next_member_index, *(i + 1 for i in indexes)]),
+    )
+    left = sorted(found - {m.name for m in adopted})
+    p.adopted = (
+        f"adopted the existing ring of cluster {leader.cluster_id} (members {', '.join(m.name for m in adopted)}, "
+        f"leader {next((m.name for m in adopted if m.scm_id == ring.leader_scm_id), '?')})"
+        + (f"; not in the ring, left untouched: {', '.join(left)}" if left else "")
+    )
+    return True
+
+
+def _ownership(p: _Pass) -> Action | None:
+    """Objects of recorded members (Pods, volumes) and the cluster's Secrets that nothing owns -- left by a deleted
+    resource with ``--cascade=orphan`` and adopted -- get this resource as their controller owner, so deleting it
+    later removes them (the root CA Secret is deliberately never owned)."""
+    uid = p.ref.uid
+    for m in p.status.members:
+        pod = p.obs.pods.get(m.name)
+        if pod is not None and pod.controller_uid is None and not pod.deleting:
+            return Action(ADOPT, m.name, "AdoptingPod", f"adopting Pod {m.name} (owned by nothing)",
+                          params={"kind": "Pod"})
+        pvc = p.obs.pvcs.get(naming.pvc_name(m.name))
+        if pvc is not None and pvc.controller_uid is None and not pvc.deleting:
+            return Action(ADOPT, pvc.name, "AdoptingVolume",
+                          f"adopting PersistentVolumeClaim {pvc.name} of member {m.name} (owned by nothing)",
+                          params={"kind": "PersistentVolumeClaim"})
+    root = naming.root_ca_secret_name(p.ref.name)
+    for secret in p.obs.secrets.values():
+        if secret.name != root and secret.controller_uid is None and uid:
+            return Action(ADOPT, secret.name, "AdoptingSecret", f"adopting Secret {secret.name} (owned by nothing)",
+                          params={"kind": "Secret"})
+    return None
 
 
 def _init_mode(p: _Pass, m: MemberStatus) -> str:
@@ -958,6 +1033,15 @@ def plan(
     _refresh_members(p)
     action = _decide(p)
     op_member = p.op.member if p.op is not None else None
+    for m in p.status.members:
+        pod = p.obs.pods.get(m.name)
+        foreign = pod.foreign_volume() if pod is not None else None
+        if foreign:
+            p.note(
+                "ForeignVolume",
+                f"member {m.name} cannot start: {foreign}. Its volume {naming.pvc_name(m.name)} is kept as it is; "
+                "delete that PersistentVolumeClaim (the member is then replaced) or restore this cluster's data",
+            )
     if p.status.cluster_id is not None:
         unready = [m for m in p.members(JOINED) if not p.healthy(m) and m.name != op_member]
         if unready:
@@ -974,6 +1058,7 @@ def plan(
         has_leader=p.obs.ring is not None,
         now=p.now,
         generation=generation,
+        adopted=p.adopted,
     )
     new_status, events = derive_conditions(status, p.status, facts)
     if action is not None:
@@ -1003,13 +1088,15 @@ def _decide(p: _Pass) -> Action | None:
         p.set_status(immutable_spec=ImmutableSpec.of(p.spec).to_status())
     if p.spec.replicas in ALLOWED_REPLICAS:
         p.set_status(replicas=p.spec.replicas)
+    if not p.status.members and _found_existing(p):
+        return None  # adopted (or waiting to): never a new ring over existing volumes
     if not p.status.members:
         m = p.allocate_member(CREATING)
         p.set_status(primordial_member=m.name)
         p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
                            message=f"{m.name} is the primordial SCM (scm --init)"))
         return None
-    for concern in (_security, _children, _audit, _repairs, _continue):
+    for concern in (_ownership, _security, _children, _audit, _repairs, _continue):
         action = concern(p)
         if action is not None:
             return action

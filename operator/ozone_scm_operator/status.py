@@ -76,6 +76,7 @@ class Facts:
     has_leader: bool
     now: datetime.datetime
     generation: int | None
+    adopted: str | None = None  # this pass adopted an existing ring (what it found), instead of creating one
 
 
 def _cond(type_: str, ok: bool | None, reason: str, message: str) -> Condition:
@@ -131,11 +132,15 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         else _cond(DEGRADED, False, "Healthy", "nothing needs attention")
     )
 
-    initialized = (
-        _cond(INITIALIZED, True, "ClusterCreated", f"the primordial SCM created cluster {new.cluster_id}")
-        if new.cluster_id
-        else _cond(INITIALIZED, False, "Bootstrapping" if new.members else "Pending", "the ring has not formed yet")
-    )
+    prev_init = old.condition(INITIALIZED)
+    if facts.adopted and new.cluster_id:
+        initialized = _cond(INITIALIZED, True, "ClusterAdopted", facts.adopted)
+    elif new.cluster_id and prev_init is not None and prev_init.reason == "ClusterAdopted" and prev_init.status == "True":
+        initialized = _cond(INITIALIZED, True, "ClusterAdopted", prev_init.message)
+    elif new.cluster_id:
+        initialized = _cond(INITIALIZED, True, "ClusterCreated", f"the primordial SCM created cluster {new.cluster_id}")
+    else:
+        initialized = _cond(INITIALIZED, False, "Bootstrapping" if new.members else "Pending", "the ring has not formed yet")
     if spec.paused:
         progressing = _cond(PROGRESSING, False, "Paused", "spec.paused is true: the operator changes nothing")
     elif op is not None:
@@ -196,7 +201,8 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         elif c.type == READY and c.status == "True" and (prev is None or prev.status != "True"):
             events.append(Event("Normal", "ClusterReady", c.message))
         elif c.type == INITIALIZED and c.status == "True":
-            events.append(Event("Normal", "ClusterInitialized", c.message))
+            events.append(Event("Normal", "ClusterAdopted" if c.reason == "ClusterAdopted" else "ClusterInitialized",
+                                c.message))
     out = dataclasses.replace(
         new,
         conditions=tuple(conditions),

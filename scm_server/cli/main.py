@@ -58,8 +58,12 @@ def cli(click_ctx: click.Context, conf_dir: Path | None, verbose: int) -> None:
 @click.option("--init", "do_init", is_flag=True, help="Initialise this SCM's storage (primordial SCM).")
 @click.option("--clusterid", default=None, help="Cluster id for --init (CID-<uuid> or a UUID).")
 @click.option("--bootstrap", "do_bootstrap", is_flag=True, help="Prepare a non-primordial SCM of an HA ring.")
+@click.option("--termination-log", type=click.Path(path_type=Path), default=None,
+              help="With --bootstrap: a refusal because this volume holds another cluster's data is also written "
+                   "here as one line starting 'ForeignVolume:' (e.g. /dev/termination-log).")
 @pass_ctx
-def scm_command(ctx: CliContext, do_init: bool, clusterid: str | None, do_bootstrap: bool) -> None:
+def scm_command(ctx: CliContext, do_init: bool, clusterid: str | None, do_bootstrap: bool,
+                termination_log: Path | None) -> None:
     """Run the SCM daemon in the foreground, or --init / --bootstrap its storage."""
     if clusterid and not do_init:
         raise click.UsageError("--clusterid only applies to --init")
@@ -69,7 +73,7 @@ def scm_command(ctx: CliContext, do_init: bool, clusterid: str | None, do_bootst
         logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
         ok = scm_init(ctx.conf, clusterid) if do_init else True
         if ok and do_bootstrap:
-            ok = scm_bootstrap(ctx.conf)
+            ok = scm_bootstrap(ctx.conf, termination_log=termination_log)
         if not ok:
             raise click.ClickException("SCM " + ("init" if do_init else "bootstrap") + " failed")
         return

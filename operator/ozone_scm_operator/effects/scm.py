@@ -137,7 +137,8 @@ class SCMAdmin:
             term=roles.term,
             commit_index=roles.commit_index,
             peers=tuple(
-                PeerObs(scm_id=p.peer_id, role=p.role, lag=p.lag, host=p.host, last_contact=p.last_contact)
+                PeerObs(scm_id=p.peer_id, role=p.role, lag=p.lag, host=p.host, last_contact=p.last_contact,
+                        node_id=p.node_id)
                 for p in roles.peers
             ),
             election_timeout=roles.election_timeout,
