@@ -591,9 +591,13 @@ def _found_existing(p: _Pass) -> bool:
 def _ownership(p: _Pass) -> Action | None:
     """Objects of recorded members (Pods, volumes) and the cluster's Secrets that nothing owns -- left by a deleted
     resource with ``--cascade=orphan`` and adopted -- get this resource as their controller owner, so deleting it
-    later removes them (the root CA Secret is deliberately never owned)."""
+    later removes them: a member's once its SCM answered with the recorded cluster ID (a volume holding another
+    cluster's data is never owned, so never deleted with the resource); the root CA Secret deliberately never."""
     uid = p.ref.uid
     for m in p.status.members:
+        scm = p.obs.scms.get(m.name)
+        if scm is None or scm.cluster_id != p.status.cluster_id:
+            continue  # owned only once its SCM answered with this cluster's ID: a foreign volume is never owned
         pod = p.obs.pods.get(m.name)
         if pod is not None and pod.controller_uid is None and not pod.deleting:
             return Action(ADOPT, m.name, "AdoptingPod", f"adopting Pod {m.name} (owned by nothing)",

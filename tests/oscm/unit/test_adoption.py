@@ -37,6 +37,22 @@ def test_a_recreated_resource_adopts_the_orphaned_ring_and_owns_it() -> None:
     assert w.status.condition("Initialized").reason == "ClusterAdopted"  # type: ignore[union-attr]
 
 
+def test_a_foreign_volume_in_an_adopted_ring_is_reported_and_never_owned() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.orphan_and_recreate()
+    w.kill_pod("scm-2")  # nothing recreates it while no resource exists
+    w.pvcs["scm-2-data"].cluster_id = "CID-someone-else"
+    for _ in range(15):  # seconds: far from operationTimeout
+        w.step()
+        w.operator_pass()
+        w.now += datetime.timedelta(seconds=1)
+    deg = w.status.condition("Degraded")
+    assert deg is not None and deg.reason == "ForeignVolume" and "member scm-2 cannot start" in deg.message
+    assert "scm-2-data" in w.orphaned and "scm-0-data" not in w.orphaned and "scm-1" not in w.orphaned
+    assert w.status.cluster_id is not None and w.clusters_created == 1
+
+
 def test_adoption_waits_for_a_leader_and_never_bootstraps_over_existing_volumes() -> None:
     w = World({"replicas": 3})
     w.run()
