@@ -303,6 +303,11 @@ async def test_roll_with_the_primordial_lost_replaces_it_before_restarting_anoth
         await env.wait_for(lambda: "scm-3" in env.members(NAME), 180, "the replacement scm-3")
         await env.wait_ready(NAME, timeout=300)
         result = await env.stop_workload(out)
+        print(f"item 8: {len(result.calls)} calls, {len(result.failures)} failed, longest gap "
+              f"{result.longest_gap:.3f}s")
+        assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
+        assert result.longest_gap < 1.0, result.longest_gap
+        assert result.duplicates == set()
 
         evs = _events_after(env, n)
         decommissioned = next(i for i, (r, msg) in enumerate(evs) if r == "DecommissioningMember" and "scm-0" in msg)
@@ -312,11 +317,6 @@ async def test_roll_with_the_primordial_lost_replaces_it_before_restarting_anoth
         assert any(r == "WaitingForQuorum" and "restarting scm-2" in msg and "scm-0" in msg for r, msg in evs), evs
         assert env.members(NAME) == ["scm-1", "scm-2", "scm-3"]
         assert all(_rolled(env, m, image) for m in env.members(NAME))
-        print(f"item 8: {len(result.calls)} calls, {len(result.failures)} failed, longest gap "
-              f"{result.longest_gap:.3f}s")
-        assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
-        assert result.longest_gap < 1.0, result.longest_gap
-        assert result.duplicates == set()
         await env.verify_consistent(NAME)
 
 
@@ -362,9 +362,9 @@ async def test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll(tmp
             await env.thaw(a)
         await env.wait_ready(NAME, timeout=300)
         result = await env.stop_workload(out)
-        assert all(_rolled(env, m, image) for m in env.members(NAME))
         print(f"item 9: {len(result.calls)} calls, {len(result.failures)} failed, longest gap "
               f"{result.longest_gap:.3f}s")
+        assert all(_rolled(env, m, image) for m in env.members(NAME))
         assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
         assert result.longest_gap < 1.0, result.longest_gap
         assert result.duplicates == set()
