@@ -475,11 +475,11 @@ def read_spec(
                 pr.field, f"{pr.message}; keeping the last valid value ({', '.join(kept)})", restore=pr.restore
             )
         out.append(pr)
-    kept, _ = parse_spec(applied)
+    result, _ = parse_spec(applied)
     if spec.replicas not in ALLOWED_REPLICAS:
         # an invalid count as given: effective_spec keeps the last accepted size (status.replicas), or starts nothing
-        kept = dataclasses.replace(kept, replicas=spec.replicas)
-    return kept, out, applied
+        result = dataclasses.replace(result, replicas=spec.replicas)
+    return result, out, applied
 
 
 @dataclasses.dataclass(frozen=True)

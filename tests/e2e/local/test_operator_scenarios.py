@@ -262,7 +262,9 @@ async def test_bad_input_keeps_the_cluster_serving(tmp_path: Path) -> None:
 
 def _rolled(env: Env, member: str, image: str) -> bool:
     pod = env.pods(NAME).get(member)
-    return bool(pod) and pod["spec"]["containers"][0]["image"] == image and not pod["metadata"].get("deletionTimestamp")
+    if pod is None:
+        return False
+    return bool(pod["spec"]["containers"][0]["image"] == image and not pod["metadata"].get("deletionTimestamp"))
 
 
 async def _stop_before_restarting(env: Env, member: str) -> None:
