@@ -425,11 +425,11 @@ class RingObs:
         partitioned or frozen SCM stops answering at once; its Pod readiness and lag in entries show it later)."""
         if peer.scm_id == self.leader_scm_id:
             return True
-        return (
-            peer.last_contact is not None
-            and self.election_timeout is not None
-            and peer.last_contact <= self.election_timeout
-        )
+        if self.election_timeout is None:
+            # a leader that publishes no contact times (an SCM older than the field, e.g. in the middle of a roll
+            # from such an image): lag and Pod readiness alone judge, as before
+            return True
+        return peer.last_contact is not None and peer.last_contact <= self.election_timeout
 
 
 @dataclasses.dataclass(frozen=True)

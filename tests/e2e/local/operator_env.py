@@ -301,6 +301,11 @@ class Env:
         """``kubectl delete oscm <name> [--cascade=orphan]``."""
         self.api.call_delete(API, KIND, name, self.ns, {"propagationPolicy": propagation})
 
+    async def silent_to_the_leader(self, name: str, member: str) -> bool:
+        """The leader reports that ``member`` has not answered it for longer than an election timeout."""
+        r = await self.scm_check(name, "--last-contact", member)
+        return bool(r.get("leader")) and (r["lastContact"] is None or r["lastContact"] > r["electionTimeout"])
+
     async def transfer_leadership(self, name: str, to: str) -> None:
         await self.scm_check(name, "--transfer-to", to)
         await self.wait_for(lambda: self.status(name).get("leader") == to, 60, f"{to} leads (in status)")

@@ -347,6 +347,13 @@ async def test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll(tmp
 
         await env.freeze(a)
         try:
+            # "just before": the leader has seen it silent for an election timeout (the bound the check uses), well
+            # before its Pod's readiness probe notices (seconds)
+            deadline = time.monotonic() + 30
+            while not await env.silent_to_the_leader(NAME, a):
+                assert time.monotonic() < deadline, f"the leader never reported {a} silent"
+            print(f"item 9: {a} frozen; its Pod ready when the operator starts: "
+                  f"{any(c['type'] == 'Ready' and c['status'] == 'True' for c in env.pods(NAME)[a]['status']['conditions'])}")
             await env.start_operator()
 
             def holding() -> bool:

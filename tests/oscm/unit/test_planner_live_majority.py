@@ -108,8 +108,12 @@ def test_live_majority_reads_last_contact_not_only_lag_or_readiness() -> None:
                     for p in ring.peers),
     )
     assert ring.live(follower) and not silent.live(silent.peer(follower.scm_id))  # type: ignore[arg-type]
-    # no last contact published at all (an SCM without it): never taken for live
-    unknown = RingObs(ring.leader_scm_id, ring.term, ring.commit_index,
-                      tuple(PeerObs(p.scm_id, p.role, p.lag, p.host) for p in ring.peers))
-    assert not unknown.live(unknown.peer(follower.scm_id))  # type: ignore[arg-type]
-    assert unknown.live(unknown.peer(ring.leader_scm_id))  # type: ignore[arg-type]
+    # a follower the leader has not heard from in its term has no last contact: not live
+    unheard = RingObs(ring.leader_scm_id, ring.term, ring.commit_index,
+                      tuple(PeerObs(p.scm_id, p.role, p.lag, p.host) for p in ring.peers), election_timeout=1.0)
+    assert not unheard.live(unheard.peer(follower.scm_id))  # type: ignore[arg-type]
+    assert unheard.live(unheard.peer(ring.leader_scm_id))  # type: ignore[arg-type]
+    # a leader that publishes no contact times at all (an older SCM): lag and readiness judge, as before
+    older = RingObs(ring.leader_scm_id, ring.term, ring.commit_index,
+                    tuple(PeerObs(p.scm_id, p.role, p.lag, p.host) for p in ring.peers))
+    assert older.live(older.peer(follower.scm_id))  # type: ignore[arg-type]
