@@ -1063,6 +1063,10 @@ def plan(
         now=p.now,
         generation=generation,
         adopted=p.adopted,
+        outdated=tuple(
+            m.name for m in p.members(JOINED)
+            if (pod := p.obs.pods.get(m.name)) is not None and pod.revision != p.revision
+        ),
     )
     new_status, events = derive_conditions(status, p.status, facts)
     if action is not None:

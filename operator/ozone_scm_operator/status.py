@@ -77,6 +77,7 @@ class Facts:
     now: datetime.datetime
     generation: int | None
     adopted: str | None = None  # this pass adopted an existing ring (what it found), instead of creating one
+    outdated: tuple[str, ...] = ()  # joined members whose Pod runs another revision than the spec's (a roll is due)
 
 
 def _cond(type_: str, ok: bool | None, reason: str, message: str) -> Condition:
@@ -161,6 +162,12 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         ready = _cond(READY, False, op.type, progressing.message)
     elif len(ready_members) < want or len(joined) != want:
         ready = _cond(READY, False, "MembersNotReady", f"{len(ready_members)}/{want} members ready and caught up")
+    elif facts.outdated:
+        # between two steps of a roll (e.g. one held by the live-majority check): not Ready until every member runs
+        # the spec's revision
+        ready = _cond(READY, False, "MembersOutdated",
+                      f"{', '.join(facts.outdated)} still run{'s' if len(facts.outdated) == 1 else ''} an older "
+                      f"revision than {new.revision}; the roll goes on")
     else:
         ready = _cond(
             READY, True, "AllMembersReady", f"{len(ready_members)}/{want} members ready and caught up, leader {leader}"

@@ -117,7 +117,7 @@ async def test_rolling_image_change_leader_last_without_failed_allocations(tmp_p
         await env.wait_ready(NAME, timeout=200)
         result = await env.stop_workload(out)
         pods = env.pods(NAME)
-        assert all(p["spec"]["containers"][0]["image"] == "ozone-scm:0.2.0" for p in pods.values())
+        assert all(p["spec"]["containers"][0]["image"] == "ozone-scm:0.2.0" for p in pods.values()), _diagnose(env)
         evs = [(r, msg) for _, r, msg in env.events(NAME) if r in ("RollingMember", "TransferringLeadership")]
         rolled = [msg.split()[1] for r, msg in evs if r == "RollingMember"]
         assert sorted(rolled) == sorted(env.members(NAME)), evs
@@ -267,6 +267,14 @@ def _rolled(env: Env, member: str, image: str) -> bool:
     return bool(pod["spec"]["containers"][0]["image"] == image and not pod["metadata"].get("deletionTimestamp"))
 
 
+def _diagnose(env: Env) -> str:
+    """What a failed check needs: every Pod's image and revision, the status, the recent Events."""
+    pods = {n: (p["spec"]["containers"][0]["image"], (p["metadata"].get("annotations") or {}).get("ozone-scm.io/revision"),
+                bool(p["metadata"].get("deletionTimestamp"))) for n, p in env.pods(NAME).items()}
+    st = {k: v for k, v in env.status(NAME).items() if k != "appliedSpec"}
+    return f"pods {pods}; status {st}; events {env.events(NAME)[-25:]}"
+
+
 async def _stop_before_restarting(env: Env, member: str) -> None:
     """Restart the operator armed to exit right after recording the roll's restart of ``member`` (its intent is in
     status), before deleting its Pod: the moment "just before the next roll step"."""
@@ -304,7 +312,7 @@ async def test_roll_with_the_primordial_lost_replaces_it_before_restarting_anoth
         await env.start_operator()
         await env.wait_for(lambda: "scm-3" in env.members(NAME), 180, "the replacement scm-3")
         await env.wait_ready(NAME, timeout=300)
-        result = await env.stop_workload(out)
+        result = await env.stop_workload(out, timeout=180)  # the machine may be loaded: done, not fast
         print(f"item 8: {len(result.calls)} calls, {len(result.failures)} failed, longest gap "
               f"{result.longest_gap:.3f}s")
         assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
@@ -318,7 +326,7 @@ async def test_roll_with_the_primordial_lost_replaces_it_before_restarting_anoth
         assert env.pods(NAME)["scm-2"]["metadata"]["uid"] != scm2  # and was rolled afterwards
         assert any(r == "WaitingForQuorum" and "restarting scm-2" in msg and "scm-0" in msg for r, msg in evs), evs
         assert env.members(NAME) == ["scm-1", "scm-2", "scm-3"]
-        assert all(_rolled(env, m, image) for m in env.members(NAME))
+        assert all(_rolled(env, m, image) for m in env.members(NAME)), _diagnose(env)
         await env.verify_consistent(NAME)
 
 
@@ -370,10 +378,10 @@ async def test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll(tmp
         finally:
             await env.thaw(a)
         await env.wait_ready(NAME, timeout=300)
-        result = await env.stop_workload(out)
+        result = await env.stop_workload(out, timeout=180)  # the machine may be loaded: done, not fast
         print(f"item 9: {len(result.calls)} calls, {len(result.failures)} failed, longest gap "
               f"{result.longest_gap:.3f}s")
-        assert all(_rolled(env, m, image) for m in env.members(NAME))
+        assert all(_rolled(env, m, image) for m in env.members(NAME)), _diagnose(env)
         assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
         assert result.longest_gap < 1.0, result.longest_gap
         assert result.duplicates == set()

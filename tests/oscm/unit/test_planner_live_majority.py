@@ -117,3 +117,16 @@ def test_live_majority_reads_last_contact_not_only_lag_or_readiness() -> None:
     older = RingObs(ring.leader_scm_id, ring.term, ring.commit_index,
                     tuple(PeerObs(p.scm_id, p.role, p.lag, p.host) for p in ring.peers))
     assert older.live(older.peer(follower.scm_id))  # type: ignore[arg-type]
+
+
+def test_never_ready_while_a_member_runs_an_outdated_revision() -> None:
+    """Between two roll steps (one held by the check, or a pass spent on a Service) no operation is recorded, yet
+    the cluster is not Ready: a member still runs the old revision."""
+    w = World({"replicas": 3})
+    w.run()
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0", "service": {"annotations": {"a": "b"}}}
+    p = w.plan()
+    assert p.action is not None and p.action.kind == planner.APPLY and p.status.current_operation is None
+    ready = p.status.condition("Ready")
+    assert ready is not None and ready.status == "False" and ready.reason == "MembersOutdated", ready
+    assert "scm-0, scm-1, scm-2 still run an older revision" in ready.message
