@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
-PROTOS := $(wildcard proto/*.proto)
+PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: help env proto lint test test-unit audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests e2e-local e2e-container e2e-kind
+.PHONY: help env proto lint test test-unit interop-test audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests e2e-local e2e-container e2e-kind
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -37,7 +37,10 @@ k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from 
 	bash scripts/install_k8s_tools.sh
 
 test: env lint k8s-tools ## the whole default suite (unit, simulation, integration, short chaos)
-	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e" -q --durations=15
+	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop" -q --durations=15
+
+interop-test: env ## Hadoop's own IPC client (Java, built from proto/ozone at test time) against a real 3-SCM quorum over Hadoop RPC
+	$(PYTEST) tests/interop -m interop -q -s
 
 audit-test: env ## whole Spark audit runs: the job's report/trends, and end to end (3-SCM quorum, faults, export, spark-submit)
 	$(PYTEST) tests -m audit_e2e -q
@@ -58,7 +61,7 @@ chaos: env ## many randomized real-process fault runs, histories checked for lin
 	$(PYTEST) tests -m chaos -q
 
 clean:
-	rm -rf $(STAMPS) scm_server/proto/*_pb2*.py scm_server/proto/*_pb2*.pyi run-data
+	rm -rf $(STAMPS) scm_server/proto/*_pb2*.py scm_server/proto/*_pb2*.pyi scm_server/proto/ozone run-data
 
 wheels: env ## wheels of the project (with the operator), its runtime deps and pip into dist/wheels (for the image)
 	rm -rf dist/wheels

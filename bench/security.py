@@ -15,11 +15,13 @@ processes on this shared machine hits both alike; medians are reported, with the
 3. **A no-op RPC** (GetScmInfo, 8 tasks): the per-call cost of TLS + the interceptor, for context.
 4. **Failover**: client-observed unavailability after SIGKILL of the leader (``--failovers`` runs on
    each quorum, 4 clients): goal secure no worse than plain (ratio ~1).
-5. **Certificate issuance on the leader**: ``--certs`` datanode enrolments over the wire (security
-   port, 8 concurrent requesters with pre-made CSRs: proof check, CSR checks, a replicated
-   ``CertificateId`` serial, signing, a replicated store), per second; anchor: the raw signing rate of
-   the pure builder in this process (same key algorithm), so the ratio is the cost of everything
-   around the signature.
+5. **Certificate issuance on the leader, rate limit on**: ``--certs`` datanode enrolments over the
+   wire (security port, 8 concurrent requesters with pre-made CSRs: proof check, CSR checks, a
+   replicated ``CertificateId`` serial, signing, a replicated store), per second, with the enrolment
+   rate limits at their defaults (``ozone.scm.security.enrollment.rate.*``: every requester here is
+   one source, 127.0.0.1, so the per-source limit bounds the rate; refused attempts are retried with
+   backoff by the enrolment client and counted); anchor: the raw signing rate of the pure builder in
+   this process (same key algorithm), so the ratio is the cost of everything around the signature.
 
 Besides throughput, each phase records the CPU time the three SCM processes spent per operation (from
 /proc): a cost ratio that hardly depends on what else a shared machine is doing, printed next to the
@@ -54,6 +56,8 @@ import failover as plain_failover  # noqa: E402
 from scm_server.cli import throughput  # noqa: E402
 from scm_server.cli.local_quorum import HALocalCluster  # noqa: E402
 from scm_server.client import SCMClient  # noqa: E402
+from scm_server.conf import OzoneConfiguration  # noqa: E402
+from scm_server.conf.security import SecurityConfig  # noqa: E402
 from scm_server.proto import scm_security_pb2  # noqa: E402
 from scm_server.security.cert_client import SecurityProtocolClient  # noqa: E402
 from scm_server.security.core import certificates as pki  # noqa: E402
@@ -126,7 +130,8 @@ async def issuance(secure: HALocalCluster, count: int, concurrency: int, spec: p
     assert secure.secure is not None
     secret = secure.secure.secret_file("datanode").read_text().strip().encode()
     root = pki.load_certificate(secure.secure.root_cert.read_bytes())
-    client = SecurityProtocolClient(secure.security_addresses, roots=[root], role="datanode", secret=secret, rounds=5)
+    client = SecurityProtocolClient(secure.security_addresses, roots=[root], role="datanode", secret=secret, rounds=100,
+                                    backoff_start=0.05, backoff_max=0.5)
     trusted = await client.establish_trust()
     cid = trusted.info.clusterId
     key = pki.generate_key(spec)  # the requesters' key generation is not what is measured
@@ -161,7 +166,12 @@ async def issuance(secure: HALocalCluster, count: int, concurrency: int, spec: p
                               profile=pki.Profile.END_ENTITY, spec=spec)
     raw = n / (time.perf_counter() - s0)
     latencies.sort()
+    limits = SecurityConfig.from_conf(OzoneConfiguration(secure.settings))
     return {
+        "rate_limit": {"per_source_per_s": limits.enrollment_rate_per_source,
+                       "per_source_burst": limits.enrollment_rate_per_source_burst,
+                       "total_per_s": limits.enrollment_rate_total, "total_burst": limits.enrollment_rate_total_burst},
+        "rate_limited_attempts": client.rate_limited,
         "certificates": count, "concurrency": concurrency, "per_second": round(count / wall, 1),
         "p50_ms": round(latencies[len(latencies) // 2] * 1000, 1), "p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 1),
         "raw_signing_per_second": round(raw, 1), "over_raw_signing": round(count / wall / raw, 3),
@@ -236,7 +246,9 @@ def main() -> int:
           f"{f['secure']['unavailability_s']['kill']['median']:>12.2f} {f['secure_over_plain_median']:>13.2f} <= ~1")
     i = out["issuance"]
     print(f"{'certificate issuance /s (leader)':34} {i['raw_signing_per_second']:>12,.0f} {i['per_second']:>12,.1f} "
-          f"{i['over_raw_signing']:>13.3f} (anchor: raw signing; p50 {i['p50_ms']} ms)")
+          f"{i['over_raw_signing']:>13.3f} (anchor: raw signing; p50 {i['p50_ms']} ms; rate limit on: "
+          f"{i['rate_limit']['per_source_per_s']:g}/s per source, burst {i['rate_limit']['per_source_burst']}, "
+          f"{i['rate_limited_attempts']} attempts refused and retried)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2))
     print(f"wrote {args.out} ({out['wall_seconds']} s; load average at end {out['machine']['loadavg_at_end']})")

@@ -49,6 +49,7 @@ class ResultCodes(enum.Enum):
     UNAUTHENTICATED = "UNAUTHENTICATED"
     INVALID_CSR = "INVALID_CSR"
     CERTIFICATE_NOT_FOUND = "CERTIFICATE_NOT_FOUND"
+    RATE_LIMITED = "RATE_LIMITED"  # anonymous enrolment over its rate limit (gRPC RESOURCE_EXHAUSTED)
 
 
 class SCMError(Exception):

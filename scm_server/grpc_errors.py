@@ -58,6 +58,7 @@ _STATUS_BY_RESULT: dict[ResultCodes, grpc.StatusCode] = {
     ResultCodes.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     ResultCodes.INVALID_CSR: grpc.StatusCode.INVALID_ARGUMENT,
     ResultCodes.CERTIFICATE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ResultCodes.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

@@ -41,6 +41,25 @@ ROOT_CERT = "ca.crt"
 ROOT_KEY = "ca.key"
 SCM_SUB_CA_PREFIX = "scm-sub@"  # Ozone's subject prefix of an SCM sub-CA
 EXTERNAL_SERIAL_FLOOR = 1 << 63  # SCM's own serials are a sequence below this; external ones are random above
+# The role SANs SCM's CA writes (scm_server.security.core.identity: SCM_ROLE_NAME, role_uri), spelled here because
+# this pure layer imports nothing of scm_server; tests/unit/operator keeps the two equal.
+SCM_ROLE_NAME = "scm.ozone-scm.invalid"
+ROLE_URI_SCHEME = "ozone-scm"
+
+
+def role_uri(role: str, owner: str, cluster_id: str = "") -> str:
+    """``ozone-scm://<cluster>/<scm|client>/<owner>`` (the cluster may be empty: it does not exist yet)."""
+    return f"{ROLE_URI_SCHEME}://{cluster_id}/{role}/{owner}"
+
+
+def is_role_bound(cert: x509.Certificate) -> bool:
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    return any(u.startswith(f"{ROLE_URI_SCHEME}://") for u in san.get_values_for_type(x509.UniformResourceIdentifier))
+
+
 BACKDATE = datetime.timedelta(minutes=5)  # tolerate clock skew between the operator and the members
 
 
@@ -135,6 +154,7 @@ def _issue(
     common_name: str,
     owner: str,
     dns_names: Sequence[str],
+    uris: Sequence[str] = (),
     ca: bool,
     now: datetime.datetime,
     duration: datetime.timedelta,
@@ -167,10 +187,10 @@ def _issue(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(root.key.public_key()), critical=False
         )
     )
-    if dns_names:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False
-        )
+    names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    names += [x509.UniformResourceIdentifier(u) for u in uris]
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     return KeyPair(builder.sign(root.key, hashes.SHA256()), key)
 
 
@@ -187,8 +207,11 @@ def issue_member_certificate(
     """The member's sub-CA certificate, valid for its DNS names (never beyond the root's expiry)."""
     headless = naming.headless_service_name(ref.name)
     names = [ref.host(member), f"{member}.{headless}.{ref.namespace}.svc", f"{member}.{headless}", member]
+    # the role SANs every SCM certificate carries: the SCM role name clients verify, and the role URI naming the
+    # member (OU = node id; the cluster ID does not exist yet when the primordial's certificate is issued)
     return _issue(
-        root, key, common_name=f"{SCM_SUB_CA_PREFIX}{ref.host(member)}", owner=member, dns_names=names, ca=True,
+        root, key, common_name=f"{SCM_SUB_CA_PREFIX}{ref.host(member)}", owner=member,
+        dns_names=[*names, SCM_ROLE_NAME], uris=[role_uri("scm", member)], ca=True,
         now=now, duration=duration, serial=serial,
     )
 
@@ -198,7 +221,8 @@ def issue_client_certificate(
 ) -> KeyPair:
     """The operator's own admin client certificate (not a CA)."""
     return _issue(
-        root, key, common_name=naming.MANAGER, owner="", dns_names=(), ca=False, now=now, duration=duration,
+        root, key, common_name=naming.MANAGER, owner="", dns_names=(),
+        uris=[role_uri("client", naming.MANAGER)], ca=False, now=now, duration=duration,
         serial=serial,
     )
 
@@ -316,6 +340,8 @@ def tls_secret(ref: ClusterRef, name: str, labels: dict[str, str], pair: KeyPair
         naming.ANN_CERT_NOT_AFTER: pair.not_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
         naming.ANN_ROOT_FINGERPRINT: fingerprint(root),
     }
+    if is_role_bound(pair.certificate):
+        meta["annotations"][naming.ANN_ROLE_BOUND] = "true"
     return {
         "apiVersion": "v1",
         "kind": "Secret",

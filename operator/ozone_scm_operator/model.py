@@ -442,6 +442,7 @@ class SecretObs:
     revoked: bool = False  # SCM recorded the revocation of this Secret's certificate (annotation)
     certificate_not_before: datetime.datetime | None = None
     public_key: str | None = None  # CA mode scm: sha256 of the operator's public key (client key and CSR Secrets)
+    role_bound: bool = False  # the certificate carries its role SANs (docs/security.md, "Identities and roles")
     controller_uid: str | None = None
 
 

@@ -35,6 +35,9 @@ ANN_CERT_NOT_BEFORE = f"{API_GROUP}/certificate-not-before"  # CA mode scm: SCM 
 ANN_CERT_REVOKED = f"{API_GROUP}/certificate-revoked"
 ANN_CERT_NOT_AFTER = f"{API_GROUP}/certificate-not-after"
 ANN_ROOT_FINGERPRINT = f"{API_GROUP}/root-ca-fingerprint"
+# "true" on a TLS Secret whose certificate carries the role SANs (SCM role name, role URI); member certificates
+# without it (issued by an operator before role-bound identities) are re-issued
+ANN_ROLE_BOUND = f"{API_GROUP}/role-bound"
 
 # Paths and ports inside a member Pod
 DATA_DIR = "/data"

@@ -397,6 +397,8 @@ def _security(p: _Pass) -> Action | None:
             why = "re-issuing (signed by another root CA)"
         elif _due(s.certificate_not_after, p):
             why = "renewing (expires " + (s.certificate_not_after.isoformat() if s.certificate_not_after else "?") + ")"
+        elif not s.role_bound:
+            why = "re-issuing with its role names (issued before role-bound identities)"
         if why:
             return Action(
                 ISSUE_MEMBER_CERT, name, "IssuingCertificate",

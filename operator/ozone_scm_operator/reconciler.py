@@ -149,6 +149,7 @@ def secret_obs(secret: Body) -> SecretObs:
         revoked=ann.get(naming.ANN_CERT_REVOKED) == "true",
         public_key=ann.get(naming.ANN_PUBLIC_KEY),
         certificate_not_before=parse_time(ann.get(naming.ANN_CERT_NOT_BEFORE)),
+        role_bound=ann.get(naming.ANN_ROLE_BOUND) == "true",
         controller_uid=controller_uid(meta),
     )
 

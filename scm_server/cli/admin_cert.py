@@ -30,10 +30,19 @@ from scm_server.proto import scm_security_pb2
 from scm_server.security.cert_client import SecurityProtocolClient
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
+from scm_server.security.core import serials as serial_ids
 from scm_server.security.keystore import atomic_write, load_certificate_file, read_secret
 from scm_server.server import endpoints
 
 T = TypeVar("T")
+
+
+def _serials(typed: tuple[str, ...], hint: str = "SERIAL") -> list[str]:
+    """Typed serials in their canonical form (decimal or 0x hex in; decimal out), or a one-line error."""
+    try:
+        return list(dict.fromkeys(serial_ids.canonical_serial(t) for t in typed))
+    except serial_ids.SerialError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _run(ctx: CliContext, fn: Callable[[SCMSecurityClient], Awaitable[T]]) -> T:
@@ -90,13 +99,14 @@ def cert() -> None:
 @cert.command("list")
 @click.option("--type", "role", type=click.Choice(sorted(NODE_TYPES)), default=None, help="Only this kind.")
 @click.option("--revoked", is_flag=True, help="Only revoked certificates (and revoked external serials).")
-@click.option("--start", default="", help="Smallest serial id to list.")
+@click.option("--start", default="", help="Smallest serial id to list (decimal, or hex with 0x).")
 @click.option("--count", default=1000, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @pass_ctx
 def list_cmd(ctx: CliContext, role: str | None, revoked: bool, start: str, count: int, as_json: bool) -> None:
     """What the SCMs issued or recorded (validSCMCerts, validCerts) and what is revoked."""
-    resp = _run(ctx, lambda c: c.list_certificates(role, revoked, start, count))
+    first = _serials((start,), "--start")[0] if start else ""
+    resp = _run(ctx, lambda c: c.list_certificates(role, revoked, first, count))
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
     rows = [info_dict(i, now_ms) for i in resp.certificates]
     external = [to_dict(r) for r in resp.externalRevocations]
@@ -120,8 +130,9 @@ def list_cmd(ctx: CliContext, role: str | None, revoked: bool, start: str, count
 @click.option("--pem", is_flag=True, help="Print the certificate in PEM.")
 @pass_ctx
 def info_cmd(ctx: CliContext, serial: str, as_json: bool, pem: bool) -> None:
-    """One certificate by serial id."""
-    info = _run(ctx, lambda c: c.certificate_info(serial))
+    """One certificate by serial id (decimal, or hex with 0x)."""
+    canonical = _serials((serial,))[0]
+    info = _run(ctx, lambda c: c.certificate_info(canonical))
     if pem:
         click.echo(info.certificate.x509Certificate, nl=False)
         return
@@ -140,12 +151,15 @@ def info_cmd(ctx: CliContext, serial: str, as_json: bool, pem: bool) -> None:
 @click.option("--external", is_flag=True, help="Allow serials SCM never issued (e.g. operator-issued admin certificates).")
 @pass_ctx
 def revoke_cmd(ctx: CliContext, serials: tuple[str, ...], reason: str, external: bool) -> None:
-    """Revoke certificates: every SCM refuses them from the next call on (administrators only)."""
+    """Revoke certificates: every SCM refuses them from the next call on (administrators only).
+
+    SERIALS in decimal (1234) or hex with 0x (0x4d2), as openssl prints them."""
     try:
         code = pki.reason_code(reason)
     except pki.PKIError as exc:
         raise click.BadParameter(str(exc), param_hint="--reason") from exc
-    resp = _run(ctx, lambda c: c.revoke(list(serials), code, external))
+    canonical = _serials(serials)
+    resp = _run(ctx, lambda c: c.revoke(canonical, code, external))
     for r in resp.revoked:
         click.echo(f"Revoked certificate {r.serialId} ({pki.reason_name(r.reason)}) at {_ms(r.revocationTimeMs)}")
 

@@ -44,7 +44,11 @@ def _status_table(sim: DatanodeSimulator) -> Table:
 @click.command("datanode-sim")
 @click.option("--count", "-n", default=5, show_default=True, type=params.POSITIVE, help="Number of simulated datanodes.")
 @click.option("--scm", "scm", default=None, metavar="HOST:PORT[,HOST:PORT]",
-              help="SCM datanode-protocol address(es); default: every SCM's ozone.scm.datanode.port.")
+              help="SCM datanode-protocol address(es); default: every SCM's ozone.scm.datanode.port "
+                   "(ozone.scm.datanode.hadoop-rpc.port with --protocol hadoop-rpc).")
+@click.option("--protocol", type=click.Choice(["grpc", "hadoop-rpc"]), default="grpc", show_default=True,
+              help="grpc: our datanode protocol; hadoop-rpc: Ozone's StorageContainerDatanodeProtocol over Hadoop "
+                   "RPC (SIMPLE authentication; not on a secure cluster).")
 @click.option("--admin-scm", default=None, metavar="HOST:PORT[,...]",
               help="SCM client address(es) for --containers-per-node (default from config).")
 @click.option("--heartbeat-interval", default="1s", show_default=True, help="e.g. 500ms, 1s, 30s.")
@@ -61,11 +65,13 @@ def _status_table(sim: DatanodeSimulator) -> Table:
 def datanode_sim(
     ctx: CliContext, count: int, scm: str | None, admin_scm: str | None, heartbeat_interval: str, racks: int,
     containers_per_node: int, container_size: int | None, prefix: str, duration: float, dn_dir: Path | None,
+    protocol: str = "grpc",
 ) -> None:
-    """Run simulated datanodes that talk the real gRPC datanode protocol to every SCM."""
+    """Run simulated datanodes that talk the real datanode protocol (gRPC, or Ozone's over Hadoop RPC) to every SCM."""
     try:
         dn_addresses = parse_addresses(scm) if scm else endpoints.protocol_addresses(
-            ctx.conf.get_str, endpoints.Protocol.DATANODE
+            ctx.conf.get_str,
+            endpoints.Protocol.DATANODE_HADOOP if protocol == "hadoop-rpc" else endpoints.Protocol.DATANODE,
         )
         admin_addresses = parse_addresses(admin_scm) if admin_scm else endpoints.protocol_addresses(
             ctx.conf.get_str, endpoints.Protocol.CLIENT
@@ -78,14 +84,20 @@ def datanode_sim(
         ctx.conf, dn_dir or Path("datanodes"), endpoints.protocol_addresses(ctx.conf.get_str, endpoints.Protocol.SECURITY)
     )
     admin_security = ctx.client_security() if security is not None else None
+    if protocol == "hadoop-rpc" and security is not None:
+        raise click.BadParameter(
+            "Hadoop RPC serves SIMPLE authentication only so far: not on a secure cluster (ozone.security.enabled)",
+            param_hint="--protocol",
+        )
     asyncio.run(_run(dn_addresses, admin_addresses, count, interval, racks, containers_per_node, size, prefix, duration,
-                     security, admin_security))
+                     security, admin_security, protocol))
 
 
 async def _run(
     dn_addresses: list[str], admin_addresses: list[str], count: int, interval: float, racks: int,
     containers_per_node: int, size: int, prefix: str, duration: float,
     security: DatanodeSecurity | None = None, admin_security: ChannelSecurity | None = None,
+    protocol: str = "grpc",
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -95,6 +107,7 @@ async def _run(
     sim = DatanodeSimulator(
         dn_addresses, count, heartbeat_interval=interval, racks=racks, container_size=size,
         admin_addresses=admin_addresses, name_prefix=prefix, security=security, admin_security=admin_security,
+        protocol=protocol,
     )
     await sim.start()
     populated = containers_per_node <= 0

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import IO, Any
 from xml.sax.saxutils import escape
 
+from scm_server.conf import OzoneConfiguration
+from scm_server.exceptions import ConfigError
 from scm_server.ports import free_port
 
 SERVICE_ID = "scmservice"
@@ -74,6 +77,8 @@ class ScmProcessInfo:
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
     host: str = "127.0.0.1"  # where this process can be reached now (tests move SCMs to new addresses)
+    web_scheme: str = "http"  # "https" when the SCM serves its page only over HTTPS (ozone.http.policy=HTTPS_ONLY)
+    web_ca: Path | None = None  # the root CA file that verifies the HTTPS page (secure clusters)
 
     @property
     def client_address(self) -> str:
@@ -97,7 +102,8 @@ class ScmProcessInfo:
 
     @property
     def http_url(self) -> str:
-        return f"http://{self.host}:{self.http_port}"
+        """The web page (``/health``, ``/prom``): on ``http_port``, over HTTPS under ``ozone.http.policy=HTTPS_ONLY``."""
+        return f"{self.web_scheme}://{self.host}:{self.http_port}"
 
 
 class LocalCluster:
@@ -138,8 +144,16 @@ class LocalCluster:
 
     # ---- configuration ----
 
+    @property
+    def https_only(self) -> bool:
+        return str(self.settings.get("ozone.http.policy", "HTTP_ONLY")).upper() == "HTTPS_ONLY"
+
     def common_settings(self) -> dict[str, str]:
         values = dict(self.settings)
+        # HTTPS_ONLY: the page moves to HTTPS on the same port (the http-address is then unused)
+        web_key = "ozone.scm.https-address" if self.https_only else "ozone.scm.http-address"
+        for s in self.scms:
+            s.web_scheme = "https" if self.https_only else "http"
         if self.num_scms == 1:
             s = self.scms[0]
             values.update({
@@ -148,7 +162,7 @@ class LocalCluster:
                 "ozone.scm.client.port": str(s.client_port),
                 "ozone.scm.block.client.port": str(s.block_port),
                 "ozone.scm.datanode.port": str(s.datanode_port),
-                "ozone.scm.http-address": f"127.0.0.1:{s.http_port}",
+                web_key: f"127.0.0.1:{s.http_port}",
                 "ozone.scm.ratis.port": str(s.ratis_port),
                 "ozone.scm.grpc.port": str(s.grpc_port),
             })
@@ -168,7 +182,7 @@ class LocalCluster:
                 f"ozone.scm.client.port.{sfx}": str(s.client_port),
                 f"ozone.scm.block.client.port.{sfx}": str(s.block_port),
                 f"ozone.scm.datanode.port.{sfx}": str(s.datanode_port),
-                f"ozone.scm.http-address.{sfx}": f"127.0.0.1:{s.http_port}",
+                f"{web_key}.{sfx}": f"127.0.0.1:{s.http_port}",
                 f"ozone.scm.ratis.port.{sfx}": str(s.ratis_port),
                 f"ozone.scm.grpc.port.{sfx}": str(s.grpc_port),
             })
@@ -247,11 +261,7 @@ class LocalCluster:
 
     @staticmethod
     def _http_ok(s: ScmProcessInfo, path: str) -> bool:
-        try:
-            with urllib.request.urlopen(s.http_url + path, timeout=2) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
+        return web_ok(s.http_url + path, s.web_ca)
 
     def kill(self, index: int = 0, sig: int = signal.SIGKILL) -> None:
         s = self.scms[index]
@@ -285,7 +295,8 @@ class LocalCluster:
         return [s.block_address for s in self.scms]
 
     def fetch(self, index: int, path: str) -> str:
-        with urllib.request.urlopen(self.scms[index].http_url + path, timeout=5) as resp:
+        s = self.scms[index]
+        with urllib.request.urlopen(s.http_url + path, timeout=5, context=web_context(s.http_url, s.web_ca)) as resp:
             return str(resp.read().decode())
 
     def __enter__(self) -> LocalCluster:
@@ -331,3 +342,43 @@ def wait_for(
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def web_context(url: str, ca_file: Path | None) -> ssl.SSLContext | None:
+    """The TLS context for a local SCM's HTTPS page: verified against the cluster's root CA when its file
+    exists; before it does (the primordial's first start) a liveness probe that verifies nothing (it sends
+    no credentials and reads only /health). None for plain HTTP."""
+    if not url.startswith("https://"):
+        return None
+    if ca_file is not None and Path(ca_file).is_file():
+        return ssl.create_default_context(cafile=str(ca_file))
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def web_ok(url: str, ca_file: Path | None = None, timeout: float = 2.0) -> bool:
+    """True if ``url`` (HTTP or HTTPS) answers 200 within ``timeout``."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=web_context(url, ca_file)) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def configured_web_url(conf_dir: Path) -> str | None:
+    """The base URL of the page the SCM configured in ``conf_dir`` serves, following its ``ozone.http.policy``
+    (HTTPS when it serves only HTTPS); None if the configuration cannot be read."""
+    try:
+        conf = OzoneConfiguration.load(conf_dir / "ozone-site.xml", env={})
+    except (OSError, ValueError, SyntaxError, ConfigError):  # unreadable: the caller uses the recorded URL
+        return None
+    https = (conf.get_str("ozone.http.policy") or "HTTP_ONLY").upper() == "HTTPS_ONLY"
+    key, default = ("ozone.scm.https-address", "0.0.0.0:9877") if https else ("ozone.scm.http-address", "0.0.0.0:9876")
+    node, service = conf.get_str("ozone.scm.node.id"), conf.get_str("ozone.scm.default.service.id")
+    address = (conf.get_str(f"{key}.{service}.{node}") if node and service else None) or conf.get_str(key) or default
+    host, _, port = address.rpartition(":")
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    return f"{'https' if https else 'http'}://{host}:{port}"

@@ -21,14 +21,13 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from scm_server.cli import local_procs
-from scm_server.cli.local_cluster import child_env, tail
+from scm_server.cli.local_cluster import child_env, configured_web_url, tail, web_ok
 from scm_server.client.ha_admin import HAAdminClient
 from scm_server.security.tls import FileClientSecurity
 
@@ -300,13 +299,16 @@ def start(data_dir: Path, name: str, *, timeout: float = 90.0) -> StartResult:
             cwd=str(data_dir.resolve()),
         )
     deadline = started + timeout
-    while not http_ok(member.http + "/health"):
+    # the page the member's configuration serves now (ozone.http.policy may have changed since `local up`)
+    web = configured_web_url(member.conf_dir) or member.http
+    ca = state_security(state.raw)[1]
+    while not web_ok(web + "/health", ca):
         if proc.poll() is not None:
             raise LocalClusterError(
                 f"{name} exited with {proc.returncode} while starting; last lines of {log_path}:\n{tail(log_path, 15)}"
             )
         if time.monotonic() > deadline:
-            raise LocalClusterError(f"{name} did not serve {member.http}/health within {timeout:.0f}s; see {log_path}")
+            raise LocalClusterError(f"{name} did not serve {web}/health within {timeout:.0f}s; see {log_path}")
         time.sleep(0.1)
     serve = time.monotonic() - started
     info = local_procs.read_proc(proc.pid)
@@ -325,13 +327,9 @@ def start(data_dir: Path, name: str, *, timeout: float = 90.0) -> StartResult:
     return StartResult(name, proc.pid, serve, leader, role)
 
 
-def http_ok(url: str) -> bool:
-    """True if ``url`` answers 200 within 2s."""
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
+def http_ok(url: str, ca_file: Path | None = None) -> bool:
+    """True if ``url`` (HTTP or HTTPS, verified with ``ca_file``) answers 200 within 2s."""
+    return web_ok(url, ca_file)
 
 
 def describe_stop(r: StopResult) -> str:

@@ -78,6 +78,9 @@ class HALocalCluster(LocalCluster):
         secure_settings = self.secure.settings() if self.secure is not None else {}
         super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **secure_settings, **(settings or {})})
         self.security_ports: dict[str, int] = {str(s.node_id): free_port() for s in self.scms}
+        if self.secure is not None:
+            for s in self.scms:
+                s.web_ca = self.secure.root_cert
 
     # ---- security ----
     @property

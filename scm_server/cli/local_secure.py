@@ -84,7 +84,9 @@ class OperatorCA:
         """A sub-CA for SCM ``node_id`` at ``host`` (OU = node id), as a cert chain file + key file."""
         key = pki.generate_key(self.spec)
         cert = pki.issue_certificate(
-            pki.SubjectInfo(f"{ids.SCM_SUB_CA_PREFIX}{host}", node_id, self.cluster_id, (host,)), key.public_key(),
+            ids.role_bound(pki.SubjectInfo(f"{ids.SCM_SUB_CA_PREFIX}{host}", node_id, self.cluster_id, (host,)),
+                           ids.Role.SCM),
+            key.public_key(),
             issuer=self.root, issuer_key=self.root_key, serial=external_serial(), now=now or _utcnow(),
             lifetime=lifetime, profile=pki.Profile.SUB_CA, spec=self.spec,
         )
@@ -164,6 +166,11 @@ class SecureSetup:
             "hdds.x509.signature.algorithm": self.spec.signature,
             "ozone.administrators": ADMIN_USER,
             enrollment_secret_key("datanode"): str(self.secret_file("datanode")),
+            # the status page and /prom over HTTPS with the SCM's certificate (a setting given to `local up`
+            # replaces it, e.g. HTTP_ONLY or HTTP_AND_HTTPS)
+            "ozone.http.policy": "HTTPS_ONLY",
+            # one machine: datanodes enrol with 127.0.0.1, which a real cluster refuses
+            "ozone.scm.security.enrollment.loopback.allowed": "true",
         }
         if self.ca_mode == "operator":
             # the trust anchor only (no root key in the cluster); sub-CA files per node, see node_settings

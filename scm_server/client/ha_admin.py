@@ -210,8 +210,8 @@ class HAAdminClient:
         security: ChannelSecurity | None = None,
         channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        """``channel_options`` are extra gRPC channel arguments, e.g. ``grpc.ssl_target_name_override`` when
-        calling one SCM by its IP address under TLS (its certificate names its DNS name)."""
+        """``channel_options`` are extra gRPC channel arguments. Under TLS the server must carry the SCM role name
+        whatever address is dialled (a name override given here is replaced: ``tls.scm_channel_options``)."""
         if not addresses:
             raise ValueError(
                 "no SCM gRPC address: configure ozone.scm.nodes.<serviceId> / ozone.scm.grpc.port or pass --grpc"

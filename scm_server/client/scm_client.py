@@ -115,8 +115,8 @@ class SCMClient:
         local_read: bool = False,
         channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        """``channel_options`` are extra gRPC channel arguments (e.g. ``grpc.ssl_target_name_override`` when one
-        SCM is called by IP address under TLS)."""
+        """``channel_options`` are extra gRPC channel arguments. Under TLS the server must carry the SCM role name
+        whatever address is dialled (a name override given here is replaced: ``tls.scm_channel_options``)."""
         self.config = config or SCMClientConfig()
         self.local_read = local_read
         parsed = parse_addresses(addresses)

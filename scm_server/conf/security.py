@@ -15,7 +15,12 @@ names and defaults are kept (``ozone.security.enabled``, ``hdds.grpc.tls.enabled
   authenticates enrolment with Kerberos, which we do not have);
 * ``ozone.scm.security.admin.csr.files``: CSRs the primordial SCM signs at ``--init`` (admins'
   client certificates in CA mode ``scm``);
-* ``hdds.x509.renew.check.interval``: how often the renewal check runs.
+* ``hdds.x509.renew.check.interval``: how often the renewal check runs;
+* ``hdds.x509.renew.overlap.duration``: how long a renewed end-entity certificate stays valid after
+  its successor is issued;
+* ``ozone.scm.security.enrollment.proof.window``, ``ozone.scm.security.enrollment.loopback.allowed``,
+  ``ozone.scm.security.enrollment.rate.*`` and ``ozone.scm.security.service.max.message.size``: what
+  the anonymous security port accepts and how much of it.
 
 Nothing here reads a file: paths are only recorded, the edges open them.
 """
@@ -121,6 +126,33 @@ class SecurityConfig:
         default=(), metadata=cfg("ozone.scm.security.admin.csr.files", "list")
     )
     http_policy: str = dataclasses.field(default="HTTP_ONLY", metadata=cfg("ozone.http.policy", "str"))
+    # ours: clients verify the SCM role name (scm.ozone-scm.invalid) instead of the dialled host. Off only while
+    # upgrading a cluster whose certificates predate role-bound identities (docs/security.md)
+    scm_role_check: bool = dataclasses.field(default=True, metadata=cfg("ozone.scm.security.role.check", "bool"))
+    renew_overlap_duration: timedelta = dataclasses.field(
+        default=timedelta(seconds=30), metadata=cfg("hdds.x509.renew.overlap.duration", "duration")
+    )
+    enrollment_proof_window: timedelta = dataclasses.field(
+        default=timedelta(minutes=5), metadata=cfg("ozone.scm.security.enrollment.proof.window", "duration")
+    )
+    enrollment_loopback_allowed: bool = dataclasses.field(
+        default=False, metadata=cfg("ozone.scm.security.enrollment.loopback.allowed", "bool")
+    )
+    enrollment_rate_per_source: float = dataclasses.field(
+        default=5.0, metadata=cfg("ozone.scm.security.enrollment.rate.per.source", "float")
+    )
+    enrollment_rate_per_source_burst: int = dataclasses.field(
+        default=20, metadata=cfg("ozone.scm.security.enrollment.rate.per.source.burst", "int")
+    )
+    enrollment_rate_total: float = dataclasses.field(
+        default=50.0, metadata=cfg("ozone.scm.security.enrollment.rate.total", "float")
+    )
+    enrollment_rate_total_burst: int = dataclasses.field(
+        default=100, metadata=cfg("ozone.scm.security.enrollment.rate.total.burst", "int")
+    )
+    security_max_message_size: int = dataclasses.field(
+        default=64 << 10, metadata=cfg("ozone.scm.security.service.max.message.size", "size")
+    )
     enrollment_secret_files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -154,9 +186,24 @@ class SecurityConfig:
                 f"use one of {', '.join(_SIGNATURES[algo])}"
             )
         for name in ("default_duration", "max_duration", "renew_grace_duration", "renew_check_interval",
-                     "subca_reload_interval", "rootca_polling_interval"):
+                     "subca_reload_interval", "rootca_polling_interval", "enrollment_proof_window"):
             if getattr(self, name) <= timedelta(0):
                 raise ConfigError(f"{_key(name)}: must be positive, got {getattr(self, name)}")
+        if self.renew_overlap_duration < timedelta(0):
+            raise ConfigError(
+                f"hdds.x509.renew.overlap.duration: must be zero or positive, got {self.renew_overlap_duration}"
+            )
+        for name in ("enrollment_rate_per_source", "enrollment_rate_total"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{_key(name)}: requests per second must be positive, got {getattr(self, name)}")
+        for name in ("enrollment_rate_per_source_burst", "enrollment_rate_total_burst"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{_key(name)}: must be at least 1, got {getattr(self, name)}")
+        if not 4 << 10 <= self.security_max_message_size <= 64 << 20:
+            raise ConfigError(
+                f"ozone.scm.security.service.max.message.size={self.security_max_message_size}: use 4KB .. 64MB "
+                "(enrolment requests are a few KB; e.g. 64KB)"
+            )
         if self.default_duration > self.max_duration:
             raise ConfigError(
                 f"hdds.x509.default.duration ({self.default_duration}) exceeds hdds.x509.max.duration "

@@ -13,6 +13,7 @@ simulator).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -30,6 +31,13 @@ from scm_server.security.core import certificates as pki
 from scm_server.security.keystore import KeyStore, load_certificate_file, read_secret
 
 LOG = logging.getLogger(__name__)
+
+
+def _is_loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False
 
 
 def _utc_now() -> datetime:
@@ -93,8 +101,14 @@ class DatanodeSecurity:
     def client_for(
         self, hostname: str, dn_uuid: str, ip: str, cluster_id: str, renew_addresses: Sequence[str]
     ) -> NodeCertificateClient:
+        """The certificate client of one simulated datanode. A simulated datanode's IP is loopback; the
+        SCMs refuse loopback addresses in certificates unless they run on one machine
+        (``ozone.scm.security.enrollment.loopback.allowed``), so elsewhere the IP is left out of the request."""
+        if _is_loopback(ip) and not self.config.enrollment_loopback_allowed:
+            ip = ""
         protocol = SecurityProtocolClient(
-            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30
+            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30,
+            scm_role_check=self.config.scm_role_check,
         )
         return NodeCertificateClient(
             store=KeyStore(self.node_dir(hostname) / "dn", self.config),
@@ -112,7 +126,8 @@ class DatanodeSecurity:
     async def cluster_id(self) -> str:
         """Learn the cluster id (and, without a root file, the root CA, proven with the secret)."""
         protocol = SecurityProtocolClient(
-            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30
+            self.security_addresses, roots=self.roots, role="datanode", secret=self.secret, rounds=30,
+            scm_role_check=self.config.scm_role_check,
         )
         trusted = await protocol.establish_trust()
         self.roots = trusted.roots

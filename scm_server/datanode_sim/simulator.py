@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 
 from scm_server.client.datanode_client import DatanodeProtocolClient
 from scm_server.client.errors import SCMUnavailableError
+from scm_server.client.hadoop_rpc import HadoopDatanodeClient
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim.fencing import CommandFence
 from scm_server.datanode_sim.security import DatanodeSecurity
@@ -44,6 +45,10 @@ from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.security.cert_client import NodeCertificateClient
 from scm_server.security.tls import ChannelSecurity
+
+# The transports a simulated datanode can speak: our gRPC protocol, or Ozone's over Hadoop RPC (issue 20).
+PROTOCOLS = ("grpc", "hadoop-rpc")
+DatanodeClient = DatanodeProtocolClient | HadoopDatanodeClient
 
 LOG = logging.getLogger(__name__)
 
@@ -411,7 +416,7 @@ class SimDatanode:
                 (LOG.debug if repeated else LOG.warning)("%s -> %s: %s", self.hostname, ep.address, exc)
             await asyncio.sleep(self.sim.heartbeat_interval)
 
-    async def _step(self, ep: Endpoint, client: DatanodeProtocolClient) -> None:
+    async def _step(self, ep: Endpoint, client: DatanodeClient) -> None:
         if ep.state is EndpointState.SEARCHING_SCM:
             version = await client.get_version()
             keys = {kv.key: kv.value for kv in version.keys}
@@ -438,7 +443,7 @@ class SimDatanode:
             return
         await self._heartbeat(ep, client)
 
-    async def _heartbeat(self, ep: Endpoint, client: DatanodeProtocolClient) -> None:
+    async def _heartbeat(self, ep: Endpoint, client: DatanodeClient) -> None:
         now = time.monotonic()
         req = scm_datanode_pb2.SCMHeartbeatRequestProto(
             datanodeDetails=self.details(), nodeReport=self.node_report()
@@ -479,7 +484,9 @@ class SimDatanode:
 class DatanodeSimulator:
     """N simulated datanodes in one asyncio loop, reporting to every SCM in ``scm_addresses``.
 
-    ``scm_addresses`` are datanode-protocol addresses (ozone.scm.datanode.port);
+    ``scm_addresses`` are datanode-protocol addresses (ozone.scm.datanode.port; with ``protocol="hadoop-rpc"``
+    Ozone's datanode protocol over Hadoop RPC, ozone.scm.datanode.hadoop-rpc.port: SIMPLE authentication, so
+    not with ``security``);
     ``admin_addresses`` (client port) are only needed by ``write_to_container`` to look up a
     container's pipeline when no datanode holds it yet.
     """
@@ -500,9 +507,15 @@ class DatanodeSimulator:
         name_prefix: str = "sim-dn",
         security: DatanodeSecurity | None = None,
         admin_security: ChannelSecurity | None = None,
+        protocol: str = "grpc",
     ) -> None:
         if count < 0:
             raise ValueError("count must be >= 0")
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+        if protocol == "hadoop-rpc" and security is not None:
+            raise ValueError("the hadoop-rpc datanode protocol serves SIMPLE authentication only: not on a secure cluster")
+        self.protocol = protocol
         self.security = security
         self.admin_security = admin_security  # the admin client's certificate (populate allocates containers)
         self._renewer: asyncio.Task[None] | None = None
@@ -513,7 +526,7 @@ class DatanodeSimulator:
         self.pipeline_report_interval = pipeline_report_interval or max(5 * heartbeat_interval, 1.0)
         self.cluster_id = cluster_id  # override (tests of wrong cluster IDs); None = learn from SCM
         self.admin_addresses = list(admin_addresses or [])
-        self._clients: dict[tuple[str, str], DatanodeProtocolClient] = {}
+        self._clients: dict[tuple[str, str], DatanodeClient] = {}
         self._admin: SCMClient | None = None
         self.datanodes: list[SimDatanode] = []
         self.by_uuid: dict[str, SimDatanode] = {}
@@ -537,12 +550,15 @@ class DatanodeSimulator:
         self.by_uuid[dn.uuid] = dn
         return dn
 
-    def client_for(self, address: str, dn: SimDatanode | None = None) -> DatanodeProtocolClient:
+    def client_for(self, address: str, dn: SimDatanode | None = None) -> DatanodeClient:
         """One client per SCM address; with security one per (datanode, SCM): each presents its own certificate."""
         certs = dn.certificates if dn is not None else None
         key = (address, dn.uuid if certs is not None and dn is not None else "")
         client = self._clients.get(key)
-        if client is None:
+        if client is None and self.protocol == "hadoop-rpc":
+            client = HadoopDatanodeClient(address, timeout=max(5.0, 5 * self.heartbeat_interval))
+            self._clients[key] = client
+        elif client is None:
             client = DatanodeProtocolClient(
                 address,
                 timeout=max(5.0, 5 * self.heartbeat_interval),

@@ -37,6 +37,8 @@ from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.ha.inter_scm_client import error_metadata, pack_checkpoint
 from scm_server.metadata.scm_db_definition import SCMDBDefinition
 from scm_server.proto import hdds_pb2, scm_ha_pb2, scm_ha_pb2_grpc
+from scm_server.security.core.identity import Role
+from scm_server.security.tls import current_identity
 
 if TYPE_CHECKING:
     from scm_server.ha.scm_ha_manager import SCMHAManagerImpl
@@ -166,6 +168,14 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
     async def AddSCM(
         self, request: scm_ha_pb2.AddScmRequestProto, context: grpc.aio.ServicerContext[Any, Any]
     ) -> scm_ha_pb2.AddScmResponseProto:
+        caller = current_identity()
+        if caller is not None and caller.role is Role.SCM and caller.owner_id not in (request.scmId, request.nodeId):
+            # an SCM adds only itself: its certificate's owner (scmUuid, or the node id in CA mode operator)
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"the certificate of scm:{caller.owner_id} may add only its own SCM, not scmId {request.scmId} "
+                f"(node {request.nodeId or '?'})",
+            )
         message = await self._change_membership(
             request.clusterId, lambda: self._ha.add_scm(request.scmId, request.ratisAddr, request.nodeId), context
         )

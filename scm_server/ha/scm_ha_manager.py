@@ -51,6 +51,7 @@ import grpc.aio
 from scm_server import grpc_options
 from scm_server.conf import OzoneConfiguration, SCMNodeDetails
 from scm_server.exceptions import ConfigError, NotLeaderException, ResultCodes, SCMException
+from scm_server.grpc_decode import DecodeGuard
 from scm_server.ha.bootstrap import LocalSCM, resolve_local_scm
 from scm_server.ha.inter_scm_client import DownloadedCheckpoint, add_scm, download_checkpoint, get_roles
 from scm_server.ha.inter_scm_service import InterSCMService
@@ -234,8 +235,10 @@ class SCMHAManagerImpl:
         if self.raft is not None:
             await self.raft.stop()
         if self._host is not None:
-            with contextlib.suppress(Exception):
+            try:
                 self._host.transaction_buffer.flush_if_needed()
+            except Exception:  # stopping anyway; but a lost flush must be visible
+                LOG.exception("flushing the SCM transaction buffer at stop failed")
         if self._grpc is not None:
             await self._grpc.stop(grace=0.5)
             self._grpc = None
@@ -245,7 +248,8 @@ class SCMHAManagerImpl:
         transport = self._transport_security
         server = grpc.aio.server(
             options=grpc_options.server_options(max_message_bytes=64 << 20),
-            interceptors=list(transport.server_interceptors()) if transport is not None else None,
+            # authentication first, then frames parsed inside the call (malformed ones answer INVALID_ARGUMENT)
+            interceptors=[*(transport.server_interceptors() if transport is not None else ()), DecodeGuard()],
         )
         scm_ha_pb2_grpc.add_InterSCMProtocolServiceServicer_to_server(InterSCMService(self), server)
         try:

@@ -27,6 +27,8 @@ from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore
 from scm_server.metadata.scm_db_definition import FINALIZING_KEY, LAYOUT_VERSION_KEY
 from scm_server.proto import hdds_pb2
+from scm_server.security.core import certificates as pki
+from scm_server.security.core import serials as serial_ids
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +112,28 @@ class FinalizationStateManager:
         self._buffer.add_to_buffer(self._store.meta, LAYOUT_VERSION_KEY, str(layout_version))
 
 
+class CertificateIndex:
+    """In-memory lookups over validCerts + validSCMCerts, built once (each certificate parsed once)
+    and kept current as certificates are stored: by public key (the anonymous ``GetCertificate``), by
+    owner (the enrolment duplicate checks), and each certificate's notAfter."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, hdds_pb2.CertificateProto] = {}
+        self.by_owner: dict[tuple[str, str], list[str]] = {}
+        self.not_after_ms: dict[str, int] = {}
+
+    def add(self, proto: hdds_pb2.CertificateProto) -> None:
+        try:
+            cert = pki.load_certificate(proto.x509Certificate)
+        except pki.PKIError:
+            return
+        self.by_key[pki.public_key_sha256(cert)] = proto
+        serials = self.by_owner.setdefault((proto.nodeType, proto.ownerId), [])
+        if proto.serialId not in serials:
+            serials.append(proto.serialId)
+        self.not_after_ms[proto.serialId] = int(cert.not_valid_after_utc.timestamp() * 1000)
+
+
 class CertificateStore:
     def __init__(
         self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
@@ -119,11 +143,31 @@ class CertificateStore:
         self.ha_manager = ha_manager
         self._revoked: dict[str, hdds_pb2.RevokedCertificateProto] = {}
         self._listeners: list[Callable[[list[hdds_pb2.RevokedCertificateProto]], None]] = []
+        self._index: CertificateIndex | None = None
         self.reinitialize()
 
     def reinitialize(self) -> None:
-        """Reload the in-memory revocation set (certificates are read from the tables directly)."""
-        self._revoked = dict(self._store.revoked_certs.items())
+        """Reload the in-memory revocation set (certificates are read from the tables directly).
+
+        Serials are kept in their canonical form (decimal, no leading zero). A record stored before
+        serials were canonical (``0123``, non-ASCII digits) is kept as stored and takes effect under
+        the serial it names, so what an administrator once revoked stays revoked."""
+        revoked: dict[str, hdds_pb2.RevokedCertificateProto] = {}
+        for key, record in self._store.revoked_certs.items():
+            canonical = key if serial_ids.is_canonical(key) else serial_ids.legacy_serial(key)
+            if canonical is None:
+                log.warning("revokedCertificates: ignoring a record under %r, which names no serial number", key)
+                continue
+            if canonical != key:
+                log.warning("revokedCertificates: the record under %r (stored before serials were canonical) "
+                            "revokes serial %s", key, canonical)
+                copy = hdds_pb2.RevokedCertificateProto()
+                copy.CopyFrom(record)
+                copy.serialId = canonical
+                record = copy
+            revoked.setdefault(canonical, record)
+        self._revoked = revoked
+        self._index = None
         self._notify(list(self._revoked.values()))
 
     def add_revocation_listener(self, listener: Callable[[list[hdds_pb2.RevokedCertificateProto]], None]) -> None:
@@ -137,6 +181,25 @@ class CertificateStore:
             except Exception:  # a broken listener must not stop apply
                 log.exception("revocation listener failed")
 
+    @property
+    def index(self) -> CertificateIndex:
+        if self._index is None:
+            index = CertificateIndex()
+            for scm_cert in (False, True):
+                for proto in self.list_certificates(scm_certs=scm_cert):
+                    index.add(proto)
+            self._index = index
+        return self._index
+
+    def certificate_for_key(self, public_key_sha256: str) -> hdds_pb2.CertificateProto | None:
+        return self.index.by_key.get(public_key_sha256.lower())
+
+    def serials_of(self, node_type: str, owner_id: str) -> list[str]:
+        return list(self.index.by_owner.get((node_type, owner_id), ()))
+
+    def not_after_ms(self, serial_id: str) -> int | None:
+        return self.index.not_after_ms.get(serial_id)
+
     def get_certificate(self, serial_id: str) -> hdds_pb2.CertificateProto | None:
         return self._store.valid_certs.get(serial_id) or self._store.valid_scm_certs.get(serial_id)
 
@@ -147,8 +210,15 @@ class CertificateStore:
         table = self._store.valid_scm_certs if scm_certs else self._store.valid_certs
         return [v for _, v in table.items()]
 
-    def is_revoked(self, serial_id: str) -> bool:
-        return serial_id in self._revoked
+    def is_revoked(self, serial_id: str, now_ms: int | None = None) -> bool:
+        """True if revoked. A certificate superseded by a renewal is revoked from its record's
+        ``revocationTimeMs`` on (the renewal overlap): callers that know the time (the per-call check)
+        pass ``now_ms``; without it a superseded certificate counts as revoked already."""
+        record = self._revoked.get(serial_id)
+        if record is None:
+            return False
+        pending = now_ms is not None and bool(record.supersededBy) and record.revocationTimeMs > now_ms
+        return not pending
 
     def revocation(self, serial_id: str) -> hdds_pb2.RevokedCertificateProto | None:
         return self._revoked.get(serial_id)
@@ -161,13 +231,34 @@ class CertificateStore:
 
     @replicate(RequestType.CERT_STORE)
     def revoke_certificates(self, records: list[hdds_pb2.RevokedCertificateProto]) -> list[str]:
-        """Record revocations (idempotent: an already revoked serial keeps its first record).
-        Returns the serials that were newly revoked."""
+        """Record revocations (idempotent: an already revoked serial keeps its first record, except that
+        a revocation replaces a renewal's supersession, which may not be in effect yet).
+        Returns the serials that were newly revoked. Serials must be canonical (decimal, no leading
+        zero, ASCII): the per-call check looks them up in that form."""
         fresh: list[hdds_pb2.RevokedCertificateProto] = []
+        canonical: list[hdds_pb2.RevokedCertificateProto] = []
         for record in records:
-            if not record.serialId or not record.serialId.isdigit():
-                raise SCMException(ResultCodes.INVALID_REQUEST, f"bad serial id {record.serialId!r} in revocation")
-            if record.serialId in self._revoked:
+            serial = record.serialId if serial_ids.is_canonical(record.serialId) else None
+            if serial is None and record.serialId.isdigit():
+                # a log entry written before serials were canonical (``0123``, non-ASCII digits): the
+                # serial it names, as the table's older records are read (reinitialize)
+                serial = serial_ids.legacy_serial(record.serialId)
+            if serial is None:
+                raise SCMException(
+                    ResultCodes.INVALID_REQUEST,
+                    f"bad serial id {record.serialId!r} in revocation: serials are stored in decimal ASCII digits "
+                    "without leading zeros",
+                )
+            if serial != record.serialId:
+                copy = hdds_pb2.RevokedCertificateProto()
+                copy.CopyFrom(record)
+                copy.serialId = serial
+                record = copy
+            canonical.append(record)
+        for record in canonical:
+            existing = self._revoked.get(record.serialId)
+            # a definitive revocation (an administrator's) replaces a renewal's pending supersession
+            if existing is not None and not (existing.supersededBy and not record.supersededBy):
                 continue
             self._revoked[record.serialId] = record
             self._buffer.add_to_buffer(self._store.revoked_certs, record.serialId, record)
@@ -185,3 +276,5 @@ class CertificateStore:
                 ResultCodes.INVALID_REQUEST, f"a different certificate with serial {certificate.serialId} is stored"
             )
         self._buffer.add_to_buffer(table, certificate.serialId, certificate)
+        if self._index is not None:
+            self._index.add(certificate)

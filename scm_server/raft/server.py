@@ -47,9 +47,11 @@ import grpc
 import grpc.aio
 
 from scm_server.exceptions import ConfigError, StorageError
+from scm_server.grpc_decode import DecodeGuard
 from scm_server.proto import raft_pb2, raft_pb2_grpc
 from scm_server.raft import faults as faults_mod
 from scm_server.raft.core.rawnode import Config, RawNode
+from scm_server.raft.core.storage import CompactedError
 from scm_server.raft.core.types import (
     NONE,
     ConfChange,
@@ -329,8 +331,9 @@ class RaftServer:
         self.transport.update_peers(dict(conf.addresses))
         if conf.members():
             self.sm.notify_configuration_changed(conf)  # the configuration this member starts with
-        interceptors = list(cfg.tls.server_interceptors()) if cfg.tls is not None else []
-        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors or None)
+        # authentication first, then frames parsed inside the call (malformed ones answer INVALID_ARGUMENT)
+        interceptors = [*(cfg.tls.server_interceptors() if cfg.tls is not None else ()), DecodeGuard()]
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
         raft_pb2_grpc.add_RaftPeerServicer_to_server(self.transport.servicer(), server)
         raft_pb2_grpc.add_RaftAdminServicer_to_server(_AdminServicer(self), server)
         for registrar in self._registrars:
@@ -699,9 +702,18 @@ class RaftServer:
         await self._wait_until(lambda: self._applied >= index, deadline, f"conf change at index {index} to apply")
         storage = self.storage
         assert storage is not None
-        with contextlib.suppress(Exception):
-            if storage.term(index) != term:
-                raise self._not_leader()
+        # The index was applied, but it holds our entry only if its term is still the one we proposed in: a
+        # leader that lost its term before committing sees its uncommitted entry overwritten by the next
+        # leader's, and the change never happened.
+        try:
+            applied_term = storage.term(index)
+        except CompactedError:
+            # compacted into a snapshot right after applying: judge by the configuration now in force
+            if not _conf_change_in_effect(cc, self._conf):
+                raise self._not_leader() from None
+            return
+        if applied_term != term:
+            raise self._not_leader()
 
     async def add_member(self, node_id: str, address: str, timeout: float = 60.0) -> None:
         """Add ``node_id`` as a learner, wait until it caught up, then promote it to voter."""
@@ -799,15 +811,19 @@ class RaftServer:
         node = self._node
         if node is not None and self._running:
             self._peer_lost(peer)
-            with contextlib.suppress(Exception):
+            try:
                 node.report_unreachable(peer)
+            except Exception:
+                log.exception("%s: reporting %s unreachable failed", self.config.node_id, peer)
             self._wakeup.set()
 
     def report_snapshot(self, peer: str, ok: bool) -> None:
         node = self._node
         if node is not None and self._running:
-            with contextlib.suppress(Exception):
+            try:
                 node.report_snapshot(peer, ok)
+            except Exception:
+                log.exception("%s: reporting the snapshot to %s failed", self.config.node_id, peer)
             self._wakeup.set()
 
     def peer_stream_ended(self, peer: str) -> None:
@@ -1317,8 +1333,10 @@ class RaftServer:
             return
         self.failure = exc
         log.critical("%s: Raft log failed, stopping the server: %r", self.config.node_id, exc, exc_info=exc)
-        with contextlib.suppress(Exception):
+        try:
             self.sm.notify_log_failed(exc)
+        except Exception:
+            log.exception("%s: the state machine's notify_log_failed raised", self.config.node_id)
         self._fail_all(LogFailedError(f"Raft server {self.config.node_id} failed: {exc}"))
         if self._stop_task is None:
             self._stop_task = asyncio.get_running_loop().create_task(self._stop())
@@ -1353,6 +1371,15 @@ async def _wait_shared(fut: asyncio.Future[_T], timeout: float) -> _T:
 
 
 # ---------------------------------------------------------------------- admin / client gRPC service
+def _conf_change_in_effect(cc: ConfChange, conf: ConfState) -> bool:
+    """Does ``conf`` show the effect of ``cc``?"""
+    if cc.type == ConfChangeType.ADD_NODE:
+        return cc.node_id in conf.voters
+    if cc.type == ConfChangeType.ADD_LEARNER:
+        return cc.node_id in conf.learners or cc.node_id in conf.voters
+    return cc.node_id not in conf.voters and cc.node_id not in conf.learners
+
+
 def _not_leader_proto(exc: NotLeaderError) -> raft_pb2.NotLeaderProto:
     return raft_pb2.NotLeaderProto(leader_id=exc.leader_id, leader_address=exc.leader_address)
 

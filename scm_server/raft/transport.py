@@ -65,6 +65,7 @@ _QUEUE_LIMIT = 8192  # messages waiting per peer before the oldest are dropped
 _UNARY_TYPES = frozenset({MessageType.VOTE, MessageType.PRE_VOTE, MessageType.TIMEOUT_NOW})
 _ETYPES = {int(t): t for t in EntryType}
 _MTYPES = {int(t): t for t in MessageType}
+_LOCAL_TYPES = frozenset({MessageType.SNAP_STATUS, MessageType.UNREACHABLE})  # reports of the local driver only
 
 # A peer that died or moved to a new IP (a restarted Pod; its old address may swallow packets) must
 # be noticed: the Deliver stream only writes, so without PINGs a connection to a vanished address
@@ -114,6 +115,15 @@ class TransportSecurity(Protocol):
 
     def peer_allowed(self, node_id: str) -> bool: ...
 
+    def channel_options(self) -> Sequence[tuple[str, Any]]:
+        """Extra options of the channels to peers (e.g. the TLS name the peers' certificates must carry)."""
+        ...
+
+    def sender_denied(self, node_id: str) -> str | None:
+        """Called inside an inbound call: why the authenticated peer may not send as Raft member ``node_id``
+        (None: it may). The SCM ties the sender to its certificate's node."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class TlsConfig:
@@ -144,11 +154,19 @@ class TlsConfig:
     def peer_allowed(self, node_id: str) -> bool:
         return True
 
+    def channel_options(self) -> Sequence[tuple[str, Any]]:
+        return ()
+
+    def sender_denied(self, node_id: str) -> str | None:
+        return None
+
 
 def make_channel(address: str, tls: TransportSecurity | None = None) -> grpc.aio.Channel:
     """A channel to an unresolved host:port (never a pre-resolved IP: gRPC re-resolves on reconnect)."""
     if tls is not None:
-        return grpc.aio.secure_channel(address, tls.channel_credentials(), options=CHANNEL_OPTIONS)
+        return grpc.aio.secure_channel(
+            address, tls.channel_credentials(), options=[*CHANNEL_OPTIONS, *tls.channel_options()]
+        )
     return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
 
 
@@ -533,19 +551,53 @@ class RaftTransport:
                 await t
 
 
+class BadFrame(ValueError):
+    """An inbound frame that is not a valid Raft message (unknown type, missing sender)."""
+
+
+def _inbound(p: raft_pb2.MessageProto) -> Message:
+    if p.type not in _MTYPES or _MTYPES[p.type] in _LOCAL_TYPES:
+        raise BadFrame(f"Raft message type {p.type} is not one peers send")
+    if any(e.type not in _ETYPES for e in p.entries):
+        raise BadFrame("a Raft entry of unknown type")
+    if not getattr(p, "from"):
+        raise BadFrame("a Raft message without its sender ('from')")
+    return message_from_proto(p)
+
+
 class _PeerServicer(raft_pb2_grpc.RaftPeerServicer):
     def __init__(self, transport: RaftTransport) -> None:
         self.t = transport
 
+    async def _admit(self, context: grpc.aio.ServicerContext, senders: set[str], frm: str) -> None:
+        """Refuse (PERMISSION_DENIED) a message whose sender is not the node the caller's certificate names."""
+        tls = self.t.tls
+        if tls is None or frm in senders:
+            return
+        denial = tls.sender_denied(frm)
+        if denial is not None:
+            log.warning("refused Raft messages sent as %s: %s", frm, denial)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, denial)
+        senders.add(frm)
+
+    async def _parse(self, context: grpc.aio.ServicerContext, p: raft_pb2.MessageProto) -> Message:
+        try:
+            return _inbound(p)
+        except BadFrame as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed Raft message: {exc}")
+            raise AssertionError("abort returned") from exc  # pragma: no cover - abort always raises
+
     async def Deliver(
         self, request_iterator: AsyncIterator[raft_pb2.MessageBatch], context: grpc.aio.ServicerContext
     ) -> raft_pb2.DeliverAck:
-        conv = message_from_proto
         deliver = self.t.deliver_inbound
         sender = ""
+        senders: set[str] = set()
         try:
             async for batch in request_iterator:
-                msgs = [conv(p) for p in batch.messages]
+                msgs = [await self._parse(context, p) for p in batch.messages]
+                for m in msgs:
+                    await self._admit(context, senders, m.frm)
                 if msgs:
                     sender = msgs[0].frm
                     if batch.from_address:
@@ -561,13 +613,25 @@ class _PeerServicer(raft_pb2_grpc.RaftPeerServicer):
     async def RequestVote(
         self, request: raft_pb2.MessageProto, context: grpc.aio.ServicerContext
     ) -> raft_pb2.DeliverAck:
-        self.t.deliver_inbound([message_from_proto(request)])
+        m = await self._parse(context, request)
+        if m.type not in (MessageType.VOTE, MessageType.PRE_VOTE):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"RequestVote carries a {m.type.name} message")
+        await self._admit(context, set(), m.frm)
+        self.t.deliver_inbound([m])
         return raft_pb2.DeliverAck()
 
     async def TimeoutNow(
         self, request: raft_pb2.MessageProto, context: grpc.aio.ServicerContext
     ) -> raft_pb2.DeliverAck:
-        self.t.deliver_inbound([message_from_proto(request)])
+        m = await self._parse(context, request)
+        if m.type != MessageType.TIMEOUT_NOW:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"TimeoutNow carries a {m.type.name} message")
+        await self._admit(context, set(), m.frm)
+        if m.to != self.t.node_id:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"TimeoutNow for node {m.to!r}, but this is node {self.t.node_id!r}"
+            )
+        self.t.deliver_inbound([m])
         return raft_pb2.DeliverAck()
 
     async def InstallSnapshot(
@@ -578,7 +642,8 @@ class _PeerServicer(raft_pb2_grpc.RaftPeerServicer):
             first = await it.__anext__()
         except StopAsyncIteration:
             return raft_pb2.InstallSnapshotReply(accepted=False, error="empty InstallSnapshot stream")
-        msg = message_from_proto(first.message)
+        msg = await self._parse(context, first.message)
+        await self._admit(context, set(), msg.frm)
         if msg.to != self.t.node_id or not self.t._accept(msg.frm):
             return raft_pb2.InstallSnapshotReply(accepted=False, error="not accepted by fault injection or wrong node")
         done = first.done

@@ -18,9 +18,16 @@ Recording: ``validSCMCerts`` holds the root CA certificate and every SCM's sub-C
 own at ``--init``, externally issued sub-CAs, renewed ones swapped in by an operator) are recorded
 by the leader the first time an SCM presents them on a mutually authenticated call.
 
-Revocation (Ozone removed it in HDDS-10889; HDDS-8399 asked for it back): ``revoke`` validates the
-serials and replicates :class:`~hdds_pb2.RevokedCertificateProto` records; decommissioning an SCM
-revokes its sub-CA certificates; CRLs are built on request for the CAs whose keys this SCM holds.
+Revocation (Ozone removed it in HDDS-10889; HDDS-8399 asked for it back): ``revoke`` parses the
+serials once into their canonical form (:mod:`scm_server.security.core.serials`) and replicates
+:class:`~hdds_pb2.RevokedCertificateProto` records; decommissioning an SCM revokes its sub-CA
+certificates; CRLs are built on request for the CAs whose keys this SCM holds.
+
+Enrolment checks (issue 19): the proof covers the whole request and a time window, and a nonce is
+accepted once (:mod:`scm_server.security.core.enrollment`); datanode/OM host names and IPs are
+validated and a uuid that is enrolled cannot be enrolled again (:mod:`scm_server.security.core.requests`).
+Duplicate checks and the supersession of a renewed certificate run under the issuing lock against
+the replicated tables, so concurrent requests for one identity yield one certificate.
 """
 
 from __future__ import annotations
@@ -43,7 +50,9 @@ from scm_server.proto import hdds_pb2, scm_security_pb2
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import enrollment
 from scm_server.security.core import requests as reqs
+from scm_server.security.core import serials as serial_ids
 from scm_server.security.core.identity import Identity, Role, hostname_of, identity_of
+from scm_server.security.core.ratelimit import RateLimiter
 from scm_server.security.keystore import read_secret
 from scm_server.security.tls import ReloadableMaterial
 
@@ -91,6 +100,7 @@ class SCMCertificateServer:
         clock: Clock,
         is_member: Callable[[str], bool] = lambda _scm_id: False,
         current_nodes: Callable[[], Sequence[SCMNodeDetails]] | None = None,
+        registered_host: Callable[[str], str | None] = lambda _uuid: None,
     ) -> None:
         self.config = config
         self.material = material
@@ -105,6 +115,14 @@ class SCMCertificateServer:
         self.clock = clock
         self.is_member = is_member
         self._current_nodes = current_nodes
+        self.registered_host = registered_host
+        self.rate_limiter = RateLimiter(
+            per_source_rate=config.enrollment_rate_per_source,
+            per_source_burst=config.enrollment_rate_per_source_burst,
+            total_rate=config.enrollment_rate_total,
+            total_burst=config.enrollment_rate_total_burst,
+        )
+        self.replay_guard = enrollment.ReplayGuard(int(config.enrollment_proof_window.total_seconds() * 1000))
         self.spec = pki.KeySpec(config.key_algorithm.upper(), config.key_length, config.signature_algorithm)
         self._lock = asyncio.Lock()
         self._sightings: dict[str, x509.Certificate] = {}  # SCM certificates seen on calls, to record
@@ -161,21 +179,48 @@ class SCMCertificateServer:
         except ConfigError as exc:
             raise SCMException(ResultCodes.UNAUTHENTICATED, f"enrolment of {role} certificates is unavailable: {exc}") from exc
 
+    def admit_enrollment(self, source: str) -> None:
+        """Rate limit of the anonymous enrolment calls, before anything of the request is looked at."""
+        decision = self.rate_limiter.acquire(source, int(self.clock.monotonic() * 1000))
+        if not decision.allowed:
+            raise SCMException(ResultCodes.RATE_LIMITED, decision.message)
+
     def secret_or_none(self, role: str) -> bytes | None:
         try:
             return self._secret(role)
         except SCMException:
             return None
 
-    def _check_proof(self, role: str, csr: x509.CertificateSigningRequest, proof: bytes) -> None:
+    def _check_proof(
+        self,
+        role: str,
+        csr: x509.CertificateSigningRequest,
+        proof: bytes,
+        *,
+        cluster_id: str,
+        node_id: str,
+        owner_id: str,
+        host: str,
+        ip: str,
+        time_ms: int,
+        nonce: bytes,
+    ) -> None:
+        """The proof must cover exactly this request, be recent, and not have been used before."""
         secret = self._secret(role)
-        der = csr.public_bytes(serialization.Encoding.DER)
-        if not enrollment.verify_enrollment_proof(secret, role, der, proof):
-            raise SCMException(
-                ResultCodes.UNAUTHENTICATED,
-                f"enrolment proof does not match: the requester does not know the {role} enrolment secret "
-                f"(ozone.scm.security.enrollment.{role}.secret.file)",
+        claims = enrollment.EnrollmentClaims(
+            role, cluster_id, node_id, owner_id, host, ip, csr.public_bytes(serialization.Encoding.DER), time_ms, nonce
+        )
+        now_ms = self.clock.wall_ms()
+        try:
+            enrollment.check_enrollment(
+                secret, claims, proof, now_ms=now_ms,
+                window_ms=int(self.config.enrollment_proof_window.total_seconds() * 1000),
+                secret_key=f"ozone.scm.security.enrollment.{role}.secret.file",
             )
+            self.replay_guard.check_and_remember(claims, now_ms)
+        except enrollment.EnrollmentRefused as exc:
+            code = ResultCodes.RATE_LIMITED if exc.busy else ResultCodes.UNAUTHENTICATED
+            raise SCMException(code, str(exc)) from exc
 
     @staticmethod
     def _load_csr(pem: str) -> x509.CertificateSigningRequest:
@@ -203,6 +248,20 @@ class SCMCertificateServer:
             )
         return out
 
+    def node_records(self, role: Role, owner_id: str) -> list[reqs.IssuedRecord]:
+        """The recorded certificates of one datanode/OM id (from the store's index: nothing parsed)."""
+        out = []
+        for serial in self.store.serials_of(role.value, owner_id):
+            not_after = self.store.not_after_ms(serial)
+            if not_after is None:
+                continue
+            out.append(
+                reqs.IssuedRecord(
+                    serial, role, owner_id, "", datetime.fromtimestamp(not_after / 1000.0, UTC), self.store.is_revoked(serial)
+                )
+            )
+        return out
+
     def _signer(self, *, sub_ca: bool) -> tuple[x509.Certificate, pki.PrivateKey, list[x509.Certificate]]:
         """(issuer certificate, its key, the chain to send after the issued certificate)."""
         m = self.material.current
@@ -216,10 +275,20 @@ class SCMCertificateServer:
         *,
         sub_ca: bool,
         lifetime: timedelta | None = None,
+        check: Callable[[], object] | None = None,
+        after: Callable[[x509.Certificate], Awaitable[None]] | None = None,
     ) -> tuple[x509.Certificate, list[x509.Certificate]]:
+        """Sign and record. ``check`` runs under the issuing lock before a serial is taken (against
+        the tables as every earlier issuance left them); ``after`` runs under it once the record is
+        stored (a renewal supersedes the certificate it replaces there)."""
         self.context.check_leader()
         issuer, issuer_key, chain = self._signer(sub_ca=sub_ca)
         async with self._lock:  # one serial at a time (batch size 1 anyway)
+            if check is not None:
+                try:
+                    check()
+                except reqs.RequestRejected as exc:
+                    raise _rejected(exc) from exc
             serial = await self._next_serial()
             try:
                 cert = pki.issue_certificate(
@@ -243,6 +312,8 @@ class SCMCertificateServer:
                 issuer_serial=str(issuer.serial_number),
             )
             await self.store.store_valid_certificate(record, approved.role is Role.SCM)
+            if after is not None:
+                await after(cert)
         self.issued_count += 1
         LOG.info(
             "issued %s certificate serial %d to %s (signed by %s)",
@@ -270,23 +341,32 @@ class SCMCertificateServer:
         """A bootstrapping SCM's sub-CA (Ozone's getSCMCertificate)."""
         self.context.check_leader()
         csr = self._load_csr(request.CSR)
-        self._check_proof("scm", csr, request.enrollmentProof)
         d = request.scmDetails
-        try:
-            approved = reqs.approve_scm_request(
+        self._check_proof(
+            "scm", csr, request.enrollmentProof, cluster_id=d.clusterId, node_id=d.scmNodeId, owner_id=d.scmId,
+            host=d.hostName, ip="", time_ms=request.enrollmentTimeMs, nonce=request.enrollmentNonce,
+        )
+        hosts = self.configured_hosts()
+
+        def approve() -> reqs.Approved:
+            return reqs.approve_scm_request(
                 csr,
                 cluster_id=self.cluster_id,
                 claimed_cluster_id=d.clusterId,
                 node_id=d.scmNodeId,
                 scm_id=d.scmId,
                 hostname=d.hostName,
-                configured_hosts=self.configured_hosts(),
+                configured_hosts=hosts,
                 issued=self.issued_records(),
                 now=self.now(),
             )
+
+        try:
+            approved = approve()
         except reqs.RequestRejected as exc:
             raise _rejected(exc) from exc
-        cert, chain = await self._issue(approved, sub_ca=True)
+        # the duplicate node-id check again under the issuing lock: concurrent requests yield one sub-CA
+        cert, chain = await self._issue(approved, sub_ca=True, check=approve)
         return self._response(cert, chain)
 
     async def issue_node_certificate(
@@ -295,8 +375,15 @@ class SCMCertificateServer:
         """A datanode's or OM's certificate (Ozone's getDataNodeCertificate / getOMCertificate)."""
         self.context.check_leader()
         csr = self._load_csr(request.CSR)
-        self._check_proof(role.value.lower(), csr, request.enrollmentProof)
         d = request.details
+        self._check_proof(
+            role.value.lower(), csr, request.enrollmentProof, cluster_id=d.clusterId, node_id="", owner_id=d.uuid,
+            host=d.hostName, ip=d.ipAddress, time_ms=request.enrollmentTimeMs, nonce=request.enrollmentNonce,
+        )
+        policy = reqs.HostPolicy(
+            allow_loopback=self.config.enrollment_loopback_allowed,
+            scm_hosts=frozenset(self.configured_hosts().values()),
+        )
         try:
             approved = reqs.approve_node_request(
                 csr,
@@ -306,10 +393,19 @@ class SCMCertificateServer:
                 owner_id=d.uuid,
                 hostname=d.hostName,
                 ip=d.ipAddress,
+                policy=policy,
             )
         except reqs.RequestRejected as exc:
             raise _rejected(exc) from exc
-        cert, chain = await self._issue(approved, sub_ca=False)
+
+        def not_enrolled() -> None:
+            registered = self.registered_host(d.uuid) if role is Role.DATANODE else None
+            reqs.check_not_enrolled(
+                role, d.uuid, d.hostName, issued=self.node_records(role, d.uuid), registered_host=registered,
+                now=self.now(),
+            )
+
+        cert, chain = await self._issue(approved, sub_ca=False, check=not_enrolled)
         return self._response(cert, chain)
 
     async def sign_client_certificate(self, csr_pem: str, caller: Identity) -> scm_security_pb2.SCMGetCertResponseProto:
@@ -326,7 +422,13 @@ class SCMCertificateServer:
     async def renew(
         self, csr_pem: str, caller: Identity, current: x509.Certificate
     ) -> scm_security_pb2.SCMGetCertResponseProto:
-        """A new certificate for the caller's own identity (same subject, new key)."""
+        """A new certificate for the caller's own identity (same subject, new key).
+
+        A revoked (or already superseded) certificate cannot renew. An end-entity certificate (datanode,
+        OM, client) is superseded by its renewal: revoked (reason superseded) from
+        ``hdds.x509.renew.overlap.duration`` after, through Raft and under the issuing lock, so of
+        concurrent renewals of one certificate exactly one succeeds. An SCM's sub-CA is not revoked by
+        its renewal: it is still the issuer of live certificates; it expires."""
         csr = self._load_csr(csr_pem)
         try:
             approved = reqs.approve_renewal(csr, current=current, identity=caller, cluster_id=self.cluster_id)
@@ -341,7 +443,39 @@ class SCMCertificateServer:
                     ResultCodes.INVALID_REQUEST,
                     "the leader cannot renew its own sub-CA without the root key; it hands leadership over first",
                 )
-        cert, chain = await self._issue(approved, sub_ca=caller.role is Role.SCM)
+        serial = str(current.serial_number)
+        supersedes = caller.role is not Role.SCM
+
+        def renewable() -> None:
+            record = self.store.revocation(serial)
+            reqs.check_renewable(
+                serial,
+                revoked=record is not None,
+                superseded_by=record.supersededBy if record is not None else "",
+            )
+
+        async def supersede(new: x509.Certificate) -> None:
+            if not supersedes:
+                return
+            proto = self.store.get_certificate(serial)
+            effective = self.clock.wall_ms() + int(self.config.renew_overlap_duration.total_seconds() * 1000)
+            await self.store.revoke_certificates([
+                hdds_pb2.RevokedCertificateProto(
+                    serialId=serial,
+                    revocationTimeMs=effective,
+                    reason=4,  # superseded
+                    nodeType=proto.nodeType if proto is not None else caller.role.value,
+                    ownerId=proto.ownerId if proto is not None else caller.owner_id,
+                    issuerSerialId=proto.issuerSerialId if proto is not None else "",
+                    revokedBy=f"renewal by {caller.name}",
+                    external=proto is None,
+                    supersededBy=str(new.serial_number),
+                )
+            ])
+            LOG.info("certificate serial %s of %s superseded by serial %d (no longer accepted after %.0fs)",
+                     serial, caller.name, new.serial_number, self.config.renew_overlap_duration.total_seconds())
+
+        cert, chain = await self._issue(approved, sub_ca=caller.role is Role.SCM, check=renewable, after=supersede)
         return self._response(cert, chain)
 
     # ---- recording of SCM certificates seen on calls ----
@@ -400,9 +534,15 @@ class SCMCertificateServer:
             raise SCMException(ResultCodes.INVALID_REQUEST, f"unknown revocation reason code {reason}")
         records = []
         now_ms = self.clock.wall_ms()
-        for serial in serials:
-            if not serial.isdigit():
-                raise SCMException(ResultCodes.INVALID_REQUEST, f"serial id {serial!r} is not a decimal number")
+        canonical: list[str] = []
+        for typed in serials:
+            try:
+                serial = serial_ids.canonical_serial(typed)
+            except serial_ids.SerialError as exc:
+                raise SCMException(ResultCodes.INVALID_REQUEST, str(exc)) from exc
+            if serial not in canonical:
+                canonical.append(serial)
+        for serial in canonical:
             proto = self._lookup(serial)
             if proto is None and not external:
                 raise SCMException(
@@ -440,8 +580,42 @@ class SCMCertificateServer:
                     external=proto is None,
                 )
             )
-        await self.store.revoke_certificates(records)
+        async with self._lock:  # no renewal of this lineage runs between the walk and the write
+            records += self._successors(records, reason, now_ms, by)
+            await self.store.revoke_certificates(records)
         return [self.store.revocation(r.serialId) or r for r in records]
+
+    def _successors(
+        self, records: list[hdds_pb2.RevokedCertificateProto], reason: int, now_ms: int, by: str
+    ) -> list[hdds_pb2.RevokedCertificateProto]:
+        """Revoking a certificate also revokes what was renewed from it (its successors, transitively):
+        whoever held the revoked key may have renewed it before the revocation."""
+        out: list[hdds_pb2.RevokedCertificateProto] = []
+        seen = {r.serialId for r in records}
+        for record in records:
+            current = self.store.revocation(record.serialId)
+            for _ in range(10_000):
+                successor = current.supersededBy if current is not None else ""
+                if not successor or successor in seen:
+                    break
+                seen.add(successor)
+                proto = self.store.get_certificate(successor)
+                existing = self.store.revocation(successor)
+                if existing is None or existing.supersededBy:
+                    out.append(
+                        hdds_pb2.RevokedCertificateProto(
+                            serialId=successor,
+                            revocationTimeMs=now_ms,
+                            reason=reason,
+                            nodeType=proto.nodeType if proto is not None else "",
+                            ownerId=proto.ownerId if proto is not None else "",
+                            issuerSerialId=proto.issuerSerialId if proto is not None else "",
+                            revokedBy=f"{by} (renewed from revoked serial {record.serialId})",
+                            external=proto is None,
+                        )
+                    )
+                current = existing
+        return out
 
     async def revoke_scm(self, scm_id: str, node_id: str, by: str) -> list[str]:
         """Decommission: revoke every still-valid sub-CA certificate of that SCM."""

@@ -26,6 +26,7 @@ import logging
 import os
 import socket
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -39,6 +40,7 @@ from scm_server.grpc_errors import from_grpc_error
 from scm_server.proto import scm_security_pb2, scm_security_pb2_grpc
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import enrollment
+from scm_server.security.tls import scm_channel_options
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -97,11 +99,15 @@ class SecurityProtocolClient:
         backoff_max: float = 4.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         channel_options: Sequence[tuple[str, Any]] = (),
+        scm_role_check: bool = True,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         if not addresses:
             raise ValueError("no SCM security address: configure ozone.scm.security.service.port / the SCM nodes")
-        # e.g. grpc.ssl_target_name_override when an SCM is dialled by IP (the Kubernetes operator, by Pod IP)
-        self.channel_options = [*CHANNEL_OPTIONS, *channel_options]
+        # the security port's certificate must prove the SCM role (tls.scm_channel_options), whatever address is
+        # dialled (a host name, 127.0.0.1, a Pod IP)
+        self.scm_role_check = scm_role_check
+        self.channel_options = scm_channel_options([*CHANNEL_OPTIONS, *channel_options], role_check=scm_role_check)
         self.addresses = list(dict.fromkeys(addresses))
         self.roots = tuple(roots)
         self.role = role
@@ -111,6 +117,8 @@ class SecurityProtocolClient:
         self.backoff_start = backoff_start
         self.backoff_max = backoff_max
         self._sleep = sleep
+        self._clock_ms = clock_ms
+        self.rate_limited = 0  # enrolment attempts the SCM refused for its rate limit (retried)
         self.info: scm_security_pb2.SCMSecurityInfoResponseProto | None = None
 
     def _channel(self, address: str) -> grpc.aio.Channel:
@@ -198,24 +206,66 @@ class SecurityProtocolClient:
             backoff_max=self.backoff_max,
         )
 
-    def _proof(self, csr: x509.CertificateSigningRequest) -> bytes:
+    def _proof(
+        self, csr: x509.CertificateSigningRequest, *, cluster_id: str, node_id: str, owner_id: str, host: str, ip: str
+    ) -> tuple[bytes, int, bytes]:
+        """(proof, time ms, nonce) for one attempt: the proof covers every field of the request, this
+        moment and a fresh nonce (the SCM accepts each nonce once), so every attempt makes a new one."""
         if self.secret is None:
             raise EnrollmentError(f"no {self.role} enrolment secret configured (ozone.scm.security.enrollment.{self.role}.secret.file)")
-        return enrollment.enrollment_proof(self.secret, self.role, csr.public_bytes(serialization.Encoding.DER))
+        time_ms = self._clock_ms()
+        nonce = os.urandom(32)
+        claims = enrollment.EnrollmentClaims(
+            self.role, cluster_id, node_id, owner_id, host, ip, csr.public_bytes(serialization.Encoding.DER), time_ms, nonce
+        )
+        return enrollment.enrollment_proof(self.secret, claims), time_ms, nonce
+
+    async def _enroll(self, call: Callable[[scm_security_pb2_grpc.SCMSecurityProtocolServiceStub], Awaitable[T]]) -> T:
+        """On the leader; an answer that the enrolment rate limit is exhausted is retried with backoff."""
+        delay = self.backoff_start
+        for attempt in range(1, self.rounds + 1):
+            try:
+                return await self._on_leader(call)
+            except SCMException as exc:
+                if exc.result is not ResultCodes.RATE_LIMITED or attempt == self.rounds:
+                    raise
+                self.rate_limited += 1
+                LOG.info("enrolment rate-limited by the SCM (%s); retrying in %.1fs", exc.message, delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, self.backoff_max)
+        raise AssertionError("unreachable")
 
     async def enroll_scm(
         self, csr: x509.CertificateSigningRequest, details: scm_security_pb2.ScmNodeDetailsProto
     ) -> scm_security_pb2.SCMGetCertResponseProto:
-        req = scm_security_pb2.SCMGetSCMCertRequestProto(scmDetails=details, CSR=pki.csr_pem(csr), enrollmentProof=self._proof(csr))
-        return await self._on_leader(lambda s: s.GetSCMCertificate(req, timeout=self.rpc_timeout))
+        def request() -> scm_security_pb2.SCMGetSCMCertRequestProto:
+            proof, time_ms, nonce = self._proof(
+                csr, cluster_id=details.clusterId, node_id=details.scmNodeId, owner_id=details.scmId,
+                host=details.hostName, ip="",
+            )
+            return scm_security_pb2.SCMGetSCMCertRequestProto(
+                scmDetails=details, CSR=pki.csr_pem(csr), enrollmentProof=proof, enrollmentTimeMs=time_ms,
+                enrollmentNonce=nonce,
+            )
+
+        return await self._enroll(lambda s: s.GetSCMCertificate(request(), timeout=self.rpc_timeout))
 
     async def enroll_node(
         self, csr: x509.CertificateSigningRequest, details: scm_security_pb2.NodeCertDetailsProto
     ) -> scm_security_pb2.SCMGetCertResponseProto:
-        req = scm_security_pb2.SCMGetNodeCertRequestProto(details=details, CSR=pki.csr_pem(csr), enrollmentProof=self._proof(csr))
+        def request() -> scm_security_pb2.SCMGetNodeCertRequestProto:
+            proof, time_ms, nonce = self._proof(
+                csr, cluster_id=details.clusterId, node_id="", owner_id=details.uuid, host=details.hostName,
+                ip=details.ipAddress,
+            )
+            return scm_security_pb2.SCMGetNodeCertRequestProto(
+                details=details, CSR=pki.csr_pem(csr), enrollmentProof=proof, enrollmentTimeMs=time_ms,
+                enrollmentNonce=nonce,
+            )
+
         if self.role == "om":
-            return await self._on_leader(lambda s: s.GetOMCertificate(req, timeout=self.rpc_timeout))
-        return await self._on_leader(lambda s: s.GetDataNodeCertificate(req, timeout=self.rpc_timeout))
+            return await self._enroll(lambda s: s.GetOMCertificate(request(), timeout=self.rpc_timeout))
+        return await self._enroll(lambda s: s.GetDataNodeCertificate(request(), timeout=self.rpc_timeout))
 
     # ---- public reads (any SCM) ----
     async def _any(self, call: Callable[[scm_security_pb2_grpc.SCMSecurityProtocolServiceStub], Awaitable[T]]) -> T:
@@ -379,7 +429,7 @@ class NodeCertificateClient:
             loaded = await asyncio.to_thread(self.store.load, self.protocol.roots)
             if self.protocol.roots == () and loaded.roots:
                 self.protocol.roots = loaded.roots
-            self.material = ReloadableMaterial(loaded)
+            self.material = ReloadableMaterial(loaded, scm_role_check=self.protocol.scm_role_check)
             return self.material
         key = await asyncio.to_thread(self.key_generator, self.spec)
         csr = pki.build_csr(key, self._subject(), self.spec)
@@ -388,7 +438,8 @@ class NodeCertificateClient:
         if not pki.key_matches(chain[0], key):
             raise EnrollmentError("the SCM returned a certificate for another key", ResultCodes.INTERNAL_ERROR)
         await asyncio.to_thread(self.store.save, key, chain, [root])
-        self.material = ReloadableMaterial(Material(key, tuple(c for c in chain if not pki.is_self_signed(c)), (root,)))
+        self.material = ReloadableMaterial(Material(key, tuple(c for c in chain if not pki.is_self_signed(c)), (root,)),
+                                           scm_role_check=self.protocol.scm_role_check)
         LOG.info("%s %s enrolled: certificate serial %d", self.role, self.details.hostName, chain[0].serial_number)
         return self.material
 

@@ -38,7 +38,7 @@ import logging
 import re
 import secrets
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cryptography import x509
@@ -148,12 +148,68 @@ def load_operator_sub_ca(config: SecurityConfig, *, cluster_id: str | None, now:
         raise ConfigError(f"hdds.x509.subca.certificate.file does not chain to hdds.x509.rootca.certificate.file: {exc}") from exc
     for cert in (*chain, *roots):
         _check_external_serial(cert, "hdds.x509.subca.certificate.file / hdds.x509.rootca.certificate.file")
-    ident = ids.identity_of(sub)
+    try:
+        ident = ids.identity_of(sub)
+    except pki.PKIError as exc:
+        raise ConfigError(f"hdds.x509.subca.certificate.file: {exc}") from exc
+    if ident.role is not ids.Role.SCM:
+        raise ConfigError(f"hdds.x509.subca.certificate.file: {pki.describe(sub)} is a {ident.role.value} certificate, "
+                          "not an SCM's")
     if cluster_id and ident.cluster_id and ident.cluster_id != cluster_id:
         raise ConfigError(
             f"hdds.x509.subca.certificate.file names cluster {ident.cluster_id} (O=) but this SCM is in {cluster_id}"
         )
+    if config.scm_role_check and not ids.has_scm_role_name(sub):
+        raise ConfigError(legacy_certificate_error(sub, "hdds.x509.subca.certificate.file", operator=True))
     return Material(key, tuple(chain), tuple(roots))
+
+
+def legacy_certificate_error(cert: x509.Certificate, where: str, *, operator: bool = False) -> str:
+    """The one-line error for an SCM certificate issued before role-bound identities."""
+    fix = (
+        "have the Kubernetes operator re-issue it (an operator of this version does so for every member "
+        "certificate without it)"
+        if operator
+        else "start the SCM holding the root CA key first (it re-issues its own at start), or set "
+        "ozone.scm.security.role.check=false on every SCM and client until each SCM has renewed it at start"
+    )
+    return (
+        f"{where}: the SCM certificate {pki.describe(cert)} predates role-bound identities: it lacks the SCM role "
+        f"name {ids.SCM_ROLE_NAME} that every client now verifies, so no client would accept this SCM; {fix} "
+        "(docs/security.md, \"Identities and roles\")"
+    )
+
+
+def reissue_with_role_names(
+    store: KeyStore, material: Material, root_key: pki.PrivateKey, config: SecurityConfig, now: datetime
+) -> Material:
+    """Re-sign this SCM's sub-CA (same key, subject and host names) with the root key it holds, adding the
+    role SANs. The serial is random in the external range (no Raft yet at start), as for ``--init``'s
+    client certificates."""
+    old = material.certificate
+    ident = ids.identity_of(old)
+    root = next(r for r in material.roots if pki.key_matches(r, root_key))
+    hosts = _host_names(old) or ((ids.hostname_of(ident.common_name),) if ids.hostname_of(ident.common_name) else ())
+    subject = ids.role_bound(pki.SubjectInfo(ident.common_name, ident.owner_id, ident.cluster_id, hosts), ids.Role.SCM)
+    new = pki.issue_certificate(
+        subject, old.public_key(), issuer=root, issuer_key=root_key,  # type: ignore[arg-type]
+        serial=pki.EXTERNAL_SERIAL_FLOOR + secrets.randbits(62), now=now,
+        lifetime=max(old.not_valid_after_utc - now, timedelta(days=1)), profile=pki.Profile.SUB_CA,
+        spec=key_spec(config),
+    )
+    store.save(material.key, [new], [root])
+    LOG.warning("re-issued this SCM's sub-CA %s with its role names as %s", pki.describe(old), pki.describe(new))
+    return Material(material.key, (new,), material.roots)
+
+
+def _host_names(cert: x509.Certificate) -> tuple[str, ...]:
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return ()
+    return tuple(str(v) for v in san.get_values_for_type(x509.IPAddress)) + tuple(
+        n for n in san.get_values_for_type(x509.DNSName) if not ids.is_reserved_name(n)
+    )
 
 
 def _check_external_serial(cert: x509.Certificate, what: str) -> None:
@@ -193,6 +249,10 @@ def load_scm_material(config: SecurityConfig, metadata_dir: Path, cluster_id: st
         raise ConfigError(
             f"the sub-CA certificate under {store.base} is for cluster {ident.cluster_id}, but VERSION says {cluster_id}"
         )
+    if config.scm_role_check and not ids.has_scm_role_name(material.certificate):
+        if root_key is None:
+            raise ConfigError(legacy_certificate_error(material.certificate, str(store.certificate_path)))
+        material = reissue_with_role_names(store, material, root_key, config, now)
     return SCMCAMaterial(material, root_key)
 
 
@@ -372,6 +432,7 @@ def fetch_scm_info_secure(
         secret=enrollment_secret(config, "scm"),
         rounds=rounds,
         rpc_timeout=3.0,
+        scm_role_check=config.scm_role_check,
     )
     try:
         trusted = asyncio.run(client.establish_trust())
@@ -443,6 +504,7 @@ def initialize_bootstrap(
         role="scm",
         secret=secret,
         rounds=rounds,
+        scm_role_check=config.scm_role_check,
     )
     details = scm_security_pb2.ScmNodeDetailsProto(
         clusterId=cluster_id, hostName=node.host, scmNodeId=node.node_id, scmId=scm_id

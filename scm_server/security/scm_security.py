@@ -48,7 +48,7 @@ from scm_server.proto import scm_security_pb2, scm_security_pb2_grpc
 from scm_server.security import init as sec_init
 from scm_server.security.ca_server import SCMCertificateServer, certificate_record
 from scm_server.security.core import certificates as pki
-from scm_server.security.core.identity import Role, identity_of
+from scm_server.security.core.identity import Role, has_scm_role_name, identity_of
 from scm_server.security.keystore import Material, file_signature
 from scm_server.security.tls import CallAuthenticator, ReloadableMaterial, SCMTransportSecurity, make_channel
 
@@ -69,7 +69,7 @@ class SCMSecurity:
         self.config = config
         self.storage = storage
         self.metadata_dir = SCMConfig.from_conf(conf).metadata_dir
-        self.material = ReloadableMaterial(loaded.material)
+        self.material = ReloadableMaterial(loaded.material, scm_role_check=config.scm_role_check)
         self.root_key = loaded.root_key
         self.cluster_id = storage.cluster_id or ""
         self.authenticator = CallAuthenticator(
@@ -104,7 +104,10 @@ class SCMSecurity:
             pki.describe(loaded.material.roots[0]),
             ", holding the root key" if loaded.root_key is not None else "",
         )
-        return cls(conf, config, storage, loaded)
+        security = cls(conf, config, storage, loaded)
+        if storage.scm_cert_serial_id and storage.scm_cert_serial_id != loaded.material.serial_id:
+            security._note_serial(loaded.material)  # re-issued at load (role names)
+        return security
 
     @property
     def channel_security(self) -> ReloadableMaterial | None:
@@ -137,13 +140,16 @@ class SCMSecurity:
             clock=scm.clock,
             is_member=is_member,
             current_nodes=self._current_nodes,
+            registered_host=self._registered_host,
         )
-        self.authenticator.set_revocation_check(store.is_revoked)
+        # a certificate superseded by a renewal stays accepted for hdds.x509.renew.overlap.duration
+        self.authenticator.set_revocation_check(lambda serial: store.is_revoked(serial, now_ms=scm.clock.wall_ms()))
         self.authenticator.on_new_certificate = self.ca.saw_certificate
         store.add_revocation_listener(lambda _records: self._refresh_revoked_scms())
         self._refresh_revoked_scms()
         if self.transport is not None:
             self.transport.set_peer_filter(lambda node_id: node_id not in self._revoked_scm_ids)
+            self.transport.set_member_ids(self._member_ids)
         recorder = BackgroundSCMService(
             "CertificateRecorder",
             scm_context=scm.scm_context,
@@ -161,6 +167,12 @@ class SCMSecurity:
             hook(self._on_scm_removed)
         return self.ca
 
+    def _registered_host(self, dn_uuid: str) -> str | None:
+        """The host a datanode uuid is registered with on this SCM (None: not registered)."""
+        node_manager = getattr(self.scm, "node_manager", None)
+        info = node_manager.get_node(dn_uuid) if node_manager is not None else None
+        return str(info.details.hostName) if info is not None else None
+
     def _current_nodes(self) -> tuple[SCMNodeDetails, ...]:
         path = self.conf.site_xml_path
         if path is None:
@@ -175,11 +187,21 @@ class SCMSecurity:
             return {}
         node_of_peer = getattr(ha_manager, "node_of_peer", None)
         out: dict[str, str] = {}
+        unresolved: list[str] = []
         for member in raft.conf.members():
             out[member] = member
             node = node_of_peer(member) if callable(node_of_peer) else None
             if node is not None:
                 out[node.node_id] = member
+            else:
+                unresolved.append(member)
+        if unresolved:
+            # a member added since this SCM loaded its configuration (scale-up): the site file names it now
+            by_address = {n.ratis_address: n.node_id for n in self._current_nodes()}
+            for member in unresolved:
+                node_id = by_address.get(raft.conf.address_of(member))
+                if node_id is not None:
+                    out.setdefault(node_id, member)
         return out
 
     def _refresh_revoked_scms(self) -> None:
@@ -267,12 +289,18 @@ class SCMSecurity:
         return datetime.fromtimestamp(self.clock.wall_ms() / 1000.0, UTC)
 
     def renewal_due(self) -> bool:
-        return pki.needs_renewal(self.material.current.certificate, self.now(), self.config.renew_grace_duration)
+        cert = self.material.current.certificate
+        if not has_scm_role_name(cert):  # issued before role-bound identities (ozone.scm.security.role.check=false)
+            return True
+        return pki.needs_renewal(cert, self.now(), self.config.renew_grace_duration)
 
     async def _renewal_loop(self) -> None:
         interval = self.config.renew_check_interval.total_seconds()
+        # a certificate without role names is renewed as soon as a leader can sign it, not an interval later
+        first = min(interval, 5.0) if not has_scm_role_name(self.material.current.certificate) else interval
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(first)
+            first = interval
             try:
                 await self.renew_if_due()
             except asyncio.CancelledError:
@@ -331,7 +359,8 @@ class SCMSecurity:
         raft = getattr(self.scm.ha_manager, "raft", None)
         members = raft.conf.members() if raft is not None else ()
         for address in sec_init.security_addresses(self.conf, nodes):
-            client = SecurityProtocolClient([address], roots=self.material.current.roots, rounds=1, rpc_timeout=3.0)
+            client = SecurityProtocolClient([address], roots=self.material.current.roots, rounds=1, rpc_timeout=3.0,
+                                            scm_role_check=self.config.scm_role_check)
             try:
                 info = await client.scm_info(address)
             except (SCMException, grpc.aio.AioRpcError, OSError):
@@ -341,9 +370,11 @@ class SCMSecurity:
         return None
 
     def _note_serial(self, material: Material) -> None:
-        with contextlib.suppress(Exception):
+        try:
             self.storage.set_scm_cert_serial_id(material.serial_id)
             self.storage.persist()
+        except Exception as exc:  # the certificate is in use already; VERSION only records it
+            LOG.warning("could not record scmCertSerialId=%s in VERSION: %s", material.serial_id, exc)
 
     async def _renew_on_leader(self, csr_pem: str) -> scm_security_pb2.SCMGetCertResponseProto:
         from scm_server.security.cert_client import call_on_leader
@@ -403,6 +434,11 @@ class SecurityCollector(Collector):
                                       value=ca.issued_count)
             yield GaugeMetricFamily("scm_certificates_revoked", "Revoked serials in the replicated revocation set",
                                     value=len(ca.store.revoked_serials()))
+            limited = CounterMetricFamily("scm_enrollment_rate_limited",
+                                          "Enrolment requests refused by the rate limits", labels=["limit"])
+            for limit, count in sorted(ca.rate_limiter.refused.items()):
+                limited.add_metric([limit], count)
+            yield limited
         yield CounterMetricFamily("scm_certificate_renewals", "Renewals of this SCM's sub-CA", value=sec.renewals)
         yield CounterMetricFamily("scm_certificate_reloads", "Reloads of swapped sub-CA files", value=sec.reloads)
         refused = CounterMetricFamily("scm_tls_calls_refused", "Calls refused after the handshake", labels=["result"])

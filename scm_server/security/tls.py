@@ -45,7 +45,8 @@ from scm_server.exceptions import ConfigError, ResultCodes
 from scm_server.grpc_errors import RESULT_KEY
 from scm_server.security.core import authz
 from scm_server.security.core import certificates as pki
-from scm_server.security.core.identity import Identity, identity_of
+from scm_server.security.core.authz import sender_denial
+from scm_server.security.core.identity import SCM_ROLE_NAME, Identity, identity_of
 from scm_server.security.keystore import (
     Material,
     file_signature,
@@ -72,8 +73,9 @@ def current_identity() -> Identity | None:
 class ReloadableMaterial:
     """Key + chain + roots with a generation counter; :meth:`update` swaps them atomically."""
 
-    def __init__(self, material: Material) -> None:
+    def __init__(self, material: Material, *, scm_role_check: bool = True) -> None:
         self._material = material
+        self.scm_role_check = scm_role_check
         self._generation = 1
         self._lock = threading.Lock()
         self._listeners: list[Callable[[Material], None]] = []
@@ -138,8 +140,9 @@ class FileClientSecurity:
 
     CHECK_INTERVAL = 1.0
 
-    def __init__(self, cert_file: Path, key_file: Path, root_file: Path | None) -> None:
+    def __init__(self, cert_file: Path, key_file: Path, root_file: Path | None, *, scm_role_check: bool = True) -> None:
         self.cert_file, self.key_file, self.root_file = cert_file, key_file, root_file
+        self.scm_role_check = scm_role_check
         self._signature = file_signature(cert_file, key_file, root_file)
         self._material = self._load()
         self._generation = 1
@@ -197,9 +200,10 @@ class FileClientSecurity:
 class StaticClientSecurity:
     """In-memory client material (tests, tools that just created a key)."""
 
-    def __init__(self, material: Material) -> None:
+    def __init__(self, material: Material, *, scm_role_check: bool = True) -> None:
         self.material = material
         self.generation = 1
+        self.scm_role_check = scm_role_check
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
         m = self.material
@@ -222,20 +226,39 @@ def client_security_from_config(config: SecurityConfig) -> FileClientSecurity | 
         )
     assert config.client_certificate_file and config.client_private_key_file
     return FileClientSecurity(
-        Path(config.client_certificate_file), Path(config.client_private_key_file), config.rootca_certificate_path
+        Path(config.client_certificate_file), Path(config.client_private_key_file), config.rootca_certificate_path,
+        scm_role_check=config.scm_role_check,
     )
+
+
+NAME_OVERRIDE = "grpc.ssl_target_name_override"
+
+
+def scm_channel_options(options: Sequence[tuple[str, Any]], *, role_check: bool = True) -> list[tuple[str, Any]]:
+    """``options`` for a channel to an SCM port: the server must prove the SCM role at the handshake.
+
+    gRPC Python cannot show a client the server's certificate, so the role is bound through the TLS name
+    check: the certificate must carry :data:`SCM_ROLE_NAME`, which only the CA writes and only into SCM
+    certificates (a datanode's certificate naming the SCM's host or 127.0.0.1 is refused). Any other name
+    override in ``options`` is dropped. ``role_check=False`` (``ozone.scm.security.role.check=false``, only
+    while upgrading certificates issued before role names) keeps the host-name check."""
+    out = [(k, v) for k, v in options if k != NAME_OVERRIDE or not role_check]
+    if role_check:
+        out.append((NAME_OVERRIDE, SCM_ROLE_NAME))
+    return out
 
 
 def make_channel(
     address: str, security: ChannelSecurity | None, options: Sequence[tuple[str, Any]] = ()
 ) -> grpc.aio.Channel:
-    """The one place channels are made: mutual TLS when ``security`` is given, plain otherwise.
+    """The one place channels to SCM ports are made: mutual TLS when ``security`` is given, plain otherwise.
 
-    ``address`` stays an unresolved ``host:port`` (gRPC re-resolves names on reconnect, HDDS-15514);
-    the server's certificate must name that host (SAN), as every SCM certificate does."""
+    ``address`` stays an unresolved ``host:port`` (gRPC re-resolves names on reconnect, HDDS-15514); the
+    server's certificate must carry the SCM role name (:func:`scm_channel_options`)."""
     if security is None:
         return grpc.aio.insecure_channel(address, options=list(options))
-    return grpc.aio.secure_channel(address, security.channel_credentials(), options=list(options))
+    opts = scm_channel_options(options, role_check=getattr(security, "scm_role_check", True))
+    return grpc.aio.secure_channel(address, security.channel_credentials(), options=opts)
 
 
 class ChannelCache:
@@ -329,9 +352,10 @@ class CallAuthenticator:
             return peer
         try:
             leaf = x509.load_pem_x509_certificate(pem)
-        except ValueError as exc:
+            identity = identity_of(leaf)
+        except ValueError as exc:  # includes PKIError: a certificate that contradicts its own role
             raise Denied(grpc.StatusCode.UNAUTHENTICATED, ResultCodes.UNAUTHENTICATED,
-                         f"unreadable client certificate: {exc}") from exc
+                         f"unusable client certificate: {exc}") from exc
         serials = [str(leaf.serial_number)]
         chain_pems = auth.get("x509_pem_cert_chain") or []
         for blob in chain_pems:
@@ -341,7 +365,7 @@ class CallAuthenticator:
                         serials.append(str(c.serial_number))
             except ValueError:
                 continue
-        peer = _Peer(identity_of(leaf), tuple(dict.fromkeys(serials)), leaf.not_valid_after_utc.timestamp())
+        peer = _Peer(identity, tuple(dict.fromkeys(serials)), leaf.not_valid_after_utc.timestamp())
         self._cache[pem] = peer
         hook = self.on_new_certificate
         if hook is not None:
@@ -516,6 +540,7 @@ class SCMTransportSecurity:
         self.material = material
         self.authenticator = authenticator
         self._peer_allowed = peer_allowed
+        self._member_ids: Callable[[], dict[str, str]] = dict
         self._interceptor = AuthInterceptor(authenticator)
 
     @property
@@ -524,6 +549,26 @@ class SCMTransportSecurity:
 
     def set_peer_filter(self, peer_allowed: Callable[[str], bool]) -> None:
         self._peer_allowed = peer_allowed
+
+    def set_member_ids(self, member_ids: Callable[[], dict[str, str]]) -> None:
+        """Where :meth:`sender_denied` learns the ring: owner (scmUuid or node id) -> Raft peer id."""
+        self._member_ids = member_ids
+
+    def channel_options(self) -> Sequence[tuple[str, Any]]:
+        """Raft channels to peers verify the SCM role name like every SCM client (:func:`scm_channel_options`)."""
+        return scm_channel_options((), role_check=self.material.scm_role_check)
+
+    def sender_denied(self, node_id: str) -> str | None:
+        """May the caller of the current call send Raft (or inter-SCM) messages as member ``node_id``?
+
+        Only as its own node: the certificate's owner (OU, or the role URI's owner) is the scmUuid — the Raft
+        peer id — in CA modes scm/external-root, or the node id in CA mode operator. A certificate whose owner is
+        a current member may send only as that member; one whose owner is no member yet (an SCM being added)
+        may not use the id of a current member."""
+        ident = current_identity()
+        if ident is None:
+            return f"no authenticated peer: Raft messages sent as {node_id} need the sender's SCM certificate"
+        return sender_denial(ident, node_id, self._member_ids())
 
     def peer_allowed(self, node_id: str) -> bool:
         f = self._peer_allowed

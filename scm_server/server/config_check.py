@@ -29,6 +29,9 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     for protocol in endpoints.Protocol:
         endpoints.bind_host(get, protocol, node)
         endpoints.port_of(get, protocol, node)
+    from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
+
+    HadoopRpcSettings.from_conf(conf)  # ipc.maximum.data.length, ipc.client.connection.maxidletime
     endpoints.http_address(get, node)
     https_address(get, node)
     # every peer's addresses too: servicers name the leader's address in NOT_LEADER answers

@@ -84,6 +84,8 @@ def check_storage(conf: OzoneConfiguration) -> SCMStorageConfig:
 class Listening:
     datanode: str = ""
     block: str = ""
+    block_hadoop: str = ""  # ScmBlockLocationProtocol over Hadoop RPC, when its port key is set
+    datanode_hadoop: str = ""  # StorageContainerDatanodeProtocol over Hadoop RPC, likewise
     client: str = ""
     http: str = ""
     security: str = ""
@@ -137,6 +139,7 @@ class SCMDaemon:
         self.scm: Any = None
         self.node = local_node(conf)
         self.grpc_servers: list[grpc.aio.Server] = []
+        self.hadoop_servers: list[Any] = []
         self.web_runner: web.AppRunner | None = None
         self.listening = Listening()
         self.security: Any = None
@@ -166,8 +169,14 @@ class SCMDaemon:
         for protocol, services in layout:
             transport = self.security.transport if self.security is not None else None
             mtls = transport is not None and protocol is not P.SECURITY
+            options = server_options()
+            if protocol is P.SECURITY:
+                # anonymous callers: cap what one can make this SCM buffer (requests are a few KB; answers,
+                # such as the CA certificate list, keep the common limit)
+                cap = self.security.config.security_max_message_size
+                options = [(k, cap if k == "grpc.max_receive_message_length" else v) for k, v in options]
             server = grpc.aio.server(
-                options=server_options(),
+                options=options,
                 interceptors=list(transport.server_interceptors()) if transport is not None and mtls else None,
             )
             server.add_generic_rpc_handlers(tuple(self._servicer(cls, protocol, get, metrics) for cls in services))
@@ -198,8 +207,50 @@ class SCMDaemon:
                 address,
                 " (TLS)" if protocol is P.SECURITY else " (mutual TLS)" if mtls else "",
             )
+        await self._start_hadoop_rpc(get)
         await self._start_web(get)
         LOG.info("SCM started: cluster %s, scm id %s", storage.cluster_id, storage.scm_id)
+
+    async def _start_hadoop_rpc(self, get: endpoints.Getter) -> None:
+        """Ozone's protocols over Hadoop RPC (SIMPLE authentication), each when its port key (or address
+        key) is set for this SCM: the block protocol (``ozone.scm.block.client.hadoop-rpc.port``) and the
+        datanode protocol (``ozone.scm.datanode.hadoop-rpc.port``)."""
+        from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
+        from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
+        from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
+        from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
+
+        P = endpoints.Protocol
+        wanted = [p for p in (P.BLOCK_HADOOP, P.DATANODE_HADOOP) if endpoints.configured(get, p, self.node)]
+        if not wanted:
+            return
+        if self.security is not None:
+            raise DaemonStartupError(
+                f"{wanted[0].port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
+                "authentication only so far (Kerberos is the next step of issue 20); unset one of them"
+            )
+        settings = HadoopRpcSettings.from_conf(self.conf)
+        metrics = HadoopRpcMetrics(getattr(self.scm, "metrics_registry", None))
+        storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""
+        for protocol in wanted:
+            translator: Any = (
+                BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
+                if protocol is P.BLOCK_HADOOP
+                else DatanodeTranslator(self.scm)
+            )
+            server = HadoopRpcServer(
+                [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
+                name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics,
+            )
+            host = endpoints.bind_host(get, protocol, self.node)
+            port = endpoints.port_of(get, protocol, self.node)
+            try:
+                bound = await server.start(host, port)
+            except OSError as exc:
+                raise DaemonStartupError(f"cannot listen on {host}:{port} ({protocol.port_key}): {exc}") from exc
+            self.hadoop_servers.append(server)
+            setattr(self.listening, protocol.name.lower(), f"{host}:{bound}")
+            LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s", translator.protocol, host, bound)
 
     def _servicer(self, cls: Any, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics) -> Any:
         if getattr(cls, "MODULE", None) is not None and cls.MODULE.__name__.endswith("scm_security_pb2"):
@@ -234,15 +285,27 @@ class SCMDaemon:
 
     async def stop(self) -> None:
         if self.security is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self.security.stop()
+            except Exception:
+                LOG.exception("stopping the security services failed (continuing the shutdown)")
+        hadoop, self.hadoop_servers = self.hadoop_servers, []
+        for hserver in hadoop:
+            try:
+                await hserver.stop()
+            except Exception:
+                LOG.exception("stopping a Hadoop RPC server failed (continuing the shutdown)")
         servers, self.grpc_servers = self.grpc_servers, []
         for server in servers:
-            with contextlib.suppress(Exception):
+            try:
                 await server.stop(grace=1.0)
+            except Exception:
+                LOG.exception("stopping a gRPC server failed (continuing the shutdown)")
         if self.web_runner is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self.web_runner.cleanup()
+            except Exception:
+                LOG.exception("stopping the web server failed (continuing the shutdown)")
             self.web_runner = None
         if self.scm is not None:
             scm, self.scm = self.scm, None

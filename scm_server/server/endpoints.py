@@ -30,6 +30,13 @@ class Protocol(enum.Enum):
     BLOCK = ("ozone.scm.block.client.port", 9863, "ozone.scm.block.client.address")
     # SCMSecurityProtocol (certificates; TLS without client certificates), only with ozone.security.enabled
     SECURITY = ("ozone.scm.security.service.port", 9961, "ozone.scm.security.service.address")
+    # ScmBlockLocationProtocol over Hadoop RPC (issue 20, first slice): served only when its port key is
+    # set (see ``configured``); the plan moves it onto Ozone's 9863 (docs/ozone-compatibility.md).
+    BLOCK_HADOOP = (
+        "ozone.scm.block.client.hadoop-rpc.port", 19863, "ozone.scm.block.client.hadoop-rpc.address"
+    )
+    # StorageContainerDatanodeProtocol over Hadoop RPC, likewise opt-in (Ozone's 9861 after the swap)
+    DATANODE_HADOOP = ("ozone.scm.datanode.hadoop-rpc.port", 19861, "ozone.scm.datanode.hadoop-rpc.address")
 
     @property
     def port_key(self) -> str:
@@ -98,6 +105,11 @@ def _node_entry(get: Getter, key: str, node: ScmNode) -> tuple[str, str] | None:
             return suffixed, value
     value = get(key)
     return (key, value) if value else None
+
+
+def configured(get: Getter, protocol: Protocol, node: ScmNode) -> bool:
+    """Whether ``protocol``'s port or address key is set for ``node`` (per-node or plain)."""
+    return _node_entry(get, protocol.port_key, node) is not None or _node_entry(get, protocol.address_key, node) is not None
 
 
 def port_of(get: Getter, protocol: Protocol, node: ScmNode) -> int:

@@ -26,11 +26,31 @@ from scm_server.proto import hdds_pb2, scm_security_pb2
 from scm_server.security.ca_server import SCMCertificateServer
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import enrollment
+from scm_server.security.core import serials as serial_ids
 from scm_server.security.core.identity import Role
 from scm_server.security.scm_security import SCMSecurity, leaf_of_context
 from scm_server.security.tls import current_identity
 from scm_server.server import endpoints
 from scm_server.server.grpc_services import RpcMetrics, _ServiceBase
+
+
+def peer_source(context: grpc.aio.ServicerContext) -> str:
+    """The caller's IP address (``ipv4:10.0.0.5:41234`` -> ``10.0.0.5``), the key of its rate limit."""
+    peer = context.peer() or ""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1 : rest.find("]")] or peer
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or peer
+    return peer or "unknown"
+
+
+def _serial(text: str) -> str:
+    try:
+        return serial_ids.canonical_serial(text)
+    except serial_ids.SerialError as exc:
+        raise SCMException(ResultCodes.INVALID_REQUEST, str(exc)) from exc
+
 
 _ROLE_NAMES = {scm_security_pb2.SCM: "scm", scm_security_pb2.DATANODE: "datanode", scm_security_pb2.OM: "om"}
 
@@ -88,13 +108,17 @@ class SecurityProtocolService(_SecurityBase):
                 resp.proof = enrollment.ca_proof(secret, req.nonce, root.public_bytes(serialization.Encoding.DER))
         return resp
 
+    # enrolment: rate-limited per source and overall before anything of the request is checked
     async def GetSCMCertificate(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
+        self.ca.admit_enrollment(peer_source(ctx))
         return await self.ca.issue_scm_certificate(req)
 
     async def GetDataNodeCertificate(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
+        self.ca.admit_enrollment(peer_source(ctx))
         return await self.ca.issue_node_certificate(Role.DATANODE, req)
 
     async def GetOMCertificate(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
+        self.ca.admit_enrollment(peer_source(ctx))
         return await self.ca.issue_node_certificate(Role.OM, req)
 
     async def ListCACertificate(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
@@ -123,16 +147,9 @@ class SecurityProtocolService(_SecurityBase):
         store = self.ca.store
         found: hdds_pb2.CertificateProto | None = None
         if req.serialId:
-            found = store.get_certificate(req.serialId)
+            found = store.get_certificate(_serial(req.serialId))
         elif req.publicKeySha256:
-            want = req.publicKeySha256.lower()
-            for scm_cert in (False, True):
-                for proto in store.list_certificates(scm_certs=scm_cert):
-                    try:
-                        if pki.public_key_sha256(pki.load_certificate(proto.x509Certificate)) == want:
-                            found = proto
-                    except pki.PKIError:
-                        continue
+            found = store.certificate_for_key(req.publicKeySha256[:128])  # the store's index: nothing parsed
         else:
             raise SCMException(ResultCodes.INVALID_REQUEST, "give serialId or publicKeySha256")
         if found is None:
@@ -166,20 +183,22 @@ class SecurityAdminService(_SecurityBase):
 
     async def ListCertificate(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         role = scm_security_pb2.NodeType.Name(req.role) if req.HasField("role") else None
-        infos, external = self.ca.list_infos(role, req.revoked, req.startSerialId, req.count or 1000)
+        start = _serial(req.startSerialId) if req.startSerialId else ""
+        infos, external = self.ca.list_infos(role, req.revoked, start, req.count or 1000)
         return scm_security_pb2.SCMListCertificateResponseProto(certificates=infos, externalRevocations=external)
 
     async def GetCertificateInfo(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         ca = self.ca
-        proto = ca.store.get_certificate(req.serialId)
+        serial = _serial(req.serialId)
+        proto = ca.store.get_certificate(serial)
         if proto is None:
-            rev = ca.store.revocation(req.serialId)
+            rev = ca.store.revocation(serial)
             if rev is not None:  # an external certificate known only by its revocation
                 return scm_security_pb2.CertificateInfoProto(
-                    certificate=hdds_pb2.CertificateProto(serialId=req.serialId, x509Certificate=""), revocation=rev
+                    certificate=hdds_pb2.CertificateProto(serialId=serial, x509Certificate=""), revocation=rev
                 )
-            raise SCMException(ResultCodes.CERTIFICATE_NOT_FOUND, f"no certificate with serial {req.serialId} is recorded")
-        return ca.info(proto, ca.store.is_scm_certificate(req.serialId))
+            raise SCMException(ResultCodes.CERTIFICATE_NOT_FOUND, f"no certificate with serial {serial} is recorded")
+        return ca.info(proto, ca.store.is_scm_certificate(serial))
 
     async def RevokeCertificates(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         caller = self._caller("certificate revocation")

@@ -3,8 +3,9 @@
 Called by the reconciler. Members are reached by Pod IP on the inter-SCM port (``ozone.scm.grpc.port``, 9895), which
 works from anywhere that reaches Pods, without depending on cluster DNS from the operator's own Pod. Under mutual TLS
 (security enabled) the operator presents its client certificate (``<cluster>-operator-client``, CN
-``ozone-scm-operator``, listed in ``ozone.administrators``) and checks the member's certificate against the member's
-DNS name (``grpc.ssl_target_name_override``), since the certificate names the member, not its Pod IP. Each probe has
+``ozone-scm-operator``, listed in ``ozone.administrators``) and, like every SCM client, accepts only a certificate that
+carries the SCM role name (``scm.ozone-scm.invalid``, checked at the handshake by ``scm_server.security.tls`` whatever
+Pod IP is dialled; docs/security.md, "Identities and roles"). Each probe has
 a short deadline: an SCM that does not answer quickly is simply not observed this pass.
 
 * ``probe``: one SCM's own view (``GetScmInfo``): cluster ID, scmUuid, the leader it knows, term; and whether it
@@ -82,9 +83,7 @@ class SCMAdmin:
         self.admin_timeout = admin_timeout
 
     def _client(self, ep: Endpoint, security: StaticClientSecurity | None, *, rounds: int, timeout: float) -> HAAdminClient:
-        options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
-        return HAAdminClient([ep.grpc_address], rounds=rounds, timeout=timeout, security=security,
-                             channel_options=options)
+        return HAAdminClient([ep.grpc_address], rounds=rounds, timeout=timeout, security=security)
 
     async def probe(self, ep: Endpoint, security: StaticClientSecurity | None = None) -> SCMObs | None:
         try:
@@ -103,12 +102,11 @@ class SCMAdmin:
         )
 
     async def _in_safe_mode(self, ep: Endpoint, security: StaticClientSecurity | None) -> bool | None:
-        options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
         config = SCMClientConfig(max_retries=0, retry_interval=0.1, rpc_timeout=self.probe_timeout)
         try:
             # local_read: this member's own safemode state (a plain read on a follower is redirected to the leader)
             async with SCMClient(
-                [ep.client_address], config, security=security, channel_options=options, local_read=True
+                [ep.client_address], config, security=security, local_read=True
             ) as c:
                 return (await asyncio.wait_for(c.in_safe_mode(), self.probe_timeout + 1)).in_safe_mode
         except Exception as exc:
@@ -161,7 +159,6 @@ class SCMAdmin:
         ``ep``'s security port after it proved the scm enrolment secret for the root it presents."""
         client = SecurityProtocolClient(
             [ep.security_address], role="scm", secret=scm_secret, rounds=1, rpc_timeout=self.admin_timeout,
-            channel_options=[("grpc.ssl_target_name_override", ep.host)],
         )
         trusted = await client.establish_trust()
         if not trusted.proven:
@@ -178,11 +175,9 @@ class SCMAdmin:
         certificate). Returns (certificate then issuers, root)."""
         last: Exception | None = None
         for ep in endpoints:
-            options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
             config = SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=self.admin_timeout)
             try:
-                async with SCMSecurityClient([ep.client_address], config, security=security,
-                                             channel_options=options) as c:
+                async with SCMSecurityClient([ep.client_address], config, security=security) as c:
                     resp = await c.renew(csr_pem)
                 chain, root = parse_issued(resp)
                 return [c for c in chain if c != root], root
@@ -202,12 +197,10 @@ class SCMAdmin:
         if not endpoints:
             raise RuntimeError("no SCM to call")
         last: Exception | None = None
-        for ep in endpoints:  # one at a time: the name override must match the member called
-            options = [("grpc.ssl_target_name_override", ep.host)] if security is not None else []
+        for ep in endpoints:  # one at a time, leader first
             config = SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=self.admin_timeout)
             try:
-                async with SCMSecurityClient([ep.client_address], config, security=security,
-                                             channel_options=options) as c:
+                async with SCMSecurityClient([ep.client_address], config, security=security) as c:
                     resp = await c.revoke(serials, reason, external=True)
                 return [r.serialId for r in resp.revoked]
             except Exception as exc:

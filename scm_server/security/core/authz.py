@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from scm_server.security.core.identity import Identity, Role
 
@@ -163,3 +163,30 @@ def authorize(identity: Identity, full_method: str, administrators: Collection[s
             return ALLOW
         return Decision(False, f"Access denied for {identity.name}: datanodes may not call {method}")
     raise AssertionError(need)
+
+
+def sender_denial(identity: Identity, sender: str, members: Mapping[str, str]) -> str | None:
+    """Why ``identity`` may not send Raft/inter-SCM messages as member ``sender`` (None: it may).
+
+    ``members`` maps every current member's owner ids (its scmUuid and its node id) to its Raft peer id (the
+    scmUuid). A certificate's owner is the scmUuid (CA modes scm/external-root) or the node id (CA mode
+    operator). The sender must be the certificate's own node: its owner is the sender, or resolves to it; a
+    certificate of no current member (an SCM being added) may not use a current member's id."""
+    if identity.role is not Role.SCM:
+        return f"{identity.name} is not an SCM and may not send as Raft member {sender}"
+    owner = identity.owner_id
+    if not owner:
+        return (f"the SCM certificate serial {identity.serial} names no node (no OU, no role URI owner), so it "
+                f"cannot send as Raft member {sender}; issue it with OU=<node id>")
+    if owner == sender:
+        return None
+    bound = members.get(owner)
+    if bound is not None:
+        if bound == sender:
+            return None
+        return (f"the certificate of scm:{owner} (serial {identity.serial}) belongs to Raft member {bound} "
+                f"and may not send as {sender}")
+    if sender in members.values():
+        return (f"the certificate of scm:{owner} (serial {identity.serial}) is not Raft member {sender}'s and "
+                f"may not send as it")
+    return None

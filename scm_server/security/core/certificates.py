@@ -106,6 +106,9 @@ class SubjectInfo:
     owner_id: str = ""
     cluster_id: str = ""
     hostnames: tuple[str, ...] = ()
+    # what only the CA adds (scm_server.security.core.identity.role_bound): reserved role DNS names, role URIs
+    role_names: tuple[str, ...] = ()
+    uris: tuple[str, ...] = ()
 
     def to_name(self) -> x509.Name:
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, self.common_name)]
@@ -116,9 +119,10 @@ class SubjectInfo:
         return x509.Name(attrs)
 
     def san(self) -> x509.SubjectAlternativeName | None:
-        if not self.hostnames:
-            return None
-        return x509.SubjectAlternativeName([general_name(h) for h in dict.fromkeys(self.hostnames)])
+        names: list[x509.GeneralName] = [general_name(h) for h in dict.fromkeys(self.hostnames)]
+        names += [x509.DNSName(n) for n in dict.fromkeys(self.role_names)]
+        names += [x509.UniformResourceIdentifier(u) for u in dict.fromkeys(self.uris)]
+        return x509.SubjectAlternativeName(names) if names else None
 
 
 def general_name(host: str) -> x509.GeneralName:
@@ -191,7 +195,8 @@ def build_csr(
     """A PKCS#10 request for ``subject``. ``request_ca`` asks for CA rights (an SCM's sub-CA; a
     datanode asking for it is refused by the signer)."""
     builder = x509.CertificateSigningRequestBuilder().subject_name(subject.to_name())
-    san = subject.san()
+    # host names only: role SANs are the signer's to add (a CSR's extensions are never copied anyway)
+    san = SubjectInfo(subject.common_name, hostnames=subject.hostnames).san()
     if san is not None:
         builder = builder.add_extension(san, critical=False)
     if request_ca:

@@ -13,6 +13,7 @@ wrong and what to do; the signer turns them into gRPC errors and stores nothing.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -34,7 +35,9 @@ from scm_server.security.core.identity import (
     client_subject,
     datanode_subject,
     hostname_of,
+    is_reserved_name,
     om_subject,
+    role_bound,
     scm_subject,
 )
 
@@ -119,6 +122,116 @@ def _check_host(host: str) -> None:
         raise RequestRejected("INVALID_REQUEST", str(exc)) from exc
 
 
+@dataclasses.dataclass(frozen=True)
+class HostPolicy:
+    """What host names and IPs a datanode or OM may put in its certificate.
+
+    ``allow_loopback``: loopback addresses and ``localhost`` are accepted (a one-machine cluster,
+    ``ozone.scm.security.enrollment.loopback.allowed=true``, set by ``ozone-scm local up``);
+    ``scm_hosts``: the SCMs' configured host names, which no datanode or OM may claim."""
+
+    allow_loopback: bool = False
+    scm_hosts: frozenset[str] = frozenset()
+
+
+def _norm(host: str) -> str:
+    return host.strip().rstrip(".").lower()
+
+
+def check_node_host(value: str, *, field: str, what: str, policy: HostPolicy, ip_only: bool = False) -> None:
+    """Refuse a datanode's or OM's host name or IP that is empty, a wildcard, an unspecified, multicast
+    or (outside local mode) loopback address, a name in the CA's reserved role space, or an SCM's host."""
+    if not value:
+        raise RequestRejected("INVALID_REQUEST", f"the {what} request has no {field}; give the node's host name")
+    if "*" in value:
+        raise RequestRejected("INVALID_REQUEST", f"{field} {value!r}: wildcards are not allowed in a {what} certificate")
+    try:
+        addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(value)
+    except ValueError:
+        addr = None
+    if ip_only and addr is None:
+        raise RequestRejected("INVALID_REQUEST", f"{field} {value!r} is not an IP address (e.g. 10.0.0.12)")
+    _check_host(value)
+    local_hint = (
+        "; a one-machine test cluster sets ozone.scm.security.enrollment.loopback.allowed=true on the SCMs"
+    )
+    if addr is not None:
+        mapped = getattr(addr, "ipv4_mapped", None)
+        if mapped is not None:
+            addr = mapped
+        if addr.is_unspecified:
+            raise RequestRejected(
+                "INVALID_REQUEST", f"{field} {value!r} is the unspecified address; give the node's own address"
+            )
+        if addr.is_multicast:
+            raise RequestRejected("INVALID_REQUEST", f"{field} {value!r} is a multicast address; give the node's own address")
+        if addr.is_loopback and not policy.allow_loopback:
+            raise RequestRejected(
+                "INVALID_REQUEST",
+                f"{field} {value!r} is a loopback address; a {what} certificate names an address others reach it at"
+                + local_hint,
+            )
+    else:
+        name = _norm(value)
+        if is_reserved_name(name):
+            raise RequestRejected(
+                "PERMISSION_DENIED",
+                f"{field} {value!r} is in the name space the CA reserves for role identities; use the node's host name",
+            )
+        if (name == "localhost" or name.endswith(".localhost")) and not policy.allow_loopback:
+            raise RequestRejected(
+                "INVALID_REQUEST", f"{field} {value!r} names the loopback interface" + local_hint
+            )
+    scm_hosts = {_norm(h) for h in policy.scm_hosts}
+    loopback = (addr is not None and addr.is_loopback) or _norm(value) == "localhost"
+    if _norm(value) in scm_hosts and not (loopback and policy.allow_loopback):
+        raise RequestRejected(
+            "PERMISSION_DENIED",
+            f"{field} {value!r} is the configured host of an SCM of this cluster; a {what} certificate cannot name it",
+        )
+
+
+def check_not_enrolled(
+    role: Role,
+    owner_id: str,
+    hostname: str,
+    *,
+    issued: Sequence[IssuedRecord],
+    registered_host: str | None,
+    now: datetime,
+) -> None:
+    """A datanode uuid (OM id) that holds a valid certificate, or is registered with a certificate that
+    was never revoked, cannot be enrolled again: its certificate must be revoked first (an admin's
+    ``ozone-scm admin cert revoke <serial>``). A registered node that never had one keeps its host."""
+    what = "datanode" if role is Role.DATANODE else "OM"
+    mine = [r for r in issued if r.role is role and r.owner_id == owner_id]
+    for rec in mine:
+        if not rec.revoked and rec.not_after > now:
+            raise RequestRejected(
+                "PERMISSION_DENIED",
+                f"{what} {owner_id} already holds certificate serial {rec.serial} (valid until "
+                f"{rec.not_after.isoformat()}); a second {what} with the same id is refused. If this is that "
+                f"{what} and it lost its key, an administrator revokes the old certificate first: "
+                f"`ozone-scm admin cert revoke {rec.serial}`",
+            )
+    if registered_host is None:
+        return
+    unrevoked = [r for r in mine if not r.revoked]
+    if unrevoked:
+        serials = " ".join(r.serial for r in unrevoked)
+        raise RequestRejected(
+            "PERMISSION_DENIED",
+            f"{what} {owner_id} is registered and its expired certificate(s) {serials} were never revoked; an "
+            f"administrator revokes them first: `ozone-scm admin cert revoke {serials}`",
+        )
+    if not mine and _norm(registered_host) != _norm(hostname):
+        raise RequestRejected(
+            "PERMISSION_DENIED",
+            f"{what} {owner_id} is registered at host {registered_host!r}; a certificate for it can only name "
+            "that host",
+        )
+
+
 def approve_scm_request(
     csr: x509.CertificateSigningRequest,
     *,
@@ -181,8 +294,13 @@ def approve_node_request(
     owner_id: str,
     hostname: str,
     ip: str = "",
+    policy: HostPolicy | None = None,
+    issued: Sequence[IssuedRecord] = (),
+    registered_host: str | None = None,
+    now: datetime | None = None,
 ) -> Approved:
-    """A datanode's (or OM's) request: never a CA, never an admin; the subject is ``dn@<host>``."""
+    """A datanode's (or OM's) request: never a CA, never an admin; the subject is ``dn@<host>``; the
+    host and IP pass :func:`check_node_host`; the id is not already enrolled (:func:`check_not_enrolled`)."""
     if role not in (Role.DATANODE, Role.OM):
         raise RequestRejected("INVALID_REQUEST", f"{role.value} certificates are not issued through this call")
     key = _public_key(csr)
@@ -195,9 +313,12 @@ def approve_node_request(
     _check_cluster(csr, claimed_cluster_id, cluster_id)
     if not _ID_RE.match(owner_id):
         raise RequestRejected("INVALID_REQUEST", f"{what} id {owner_id!r} is not valid (letters, digits, '.', '_', '-')")
-    _check_host(hostname)
+    policy = policy or HostPolicy()
+    check_node_host(hostname, field="host name", what=what, policy=policy)
     if ip:
-        _check_host(ip)
+        check_node_host(ip, field="IP address", what=what, policy=policy, ip_only=True)
+    if now is not None:
+        check_not_enrolled(role, owner_id, hostname, issued=issued, registered_host=registered_host, now=now)
     subject = datanode_subject(hostname, owner_id, cluster_id, ip) if role is Role.DATANODE else om_subject(
         hostname, owner_id, cluster_id, ip
     )
@@ -235,13 +356,35 @@ def approve_renewal(
     try:
         san = current.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         hosts = tuple(str(v) for v in san.get_values_for_type(x509.IPAddress)) + tuple(
-            san.get_values_for_type(x509.DNSName)
+            n for n in san.get_values_for_type(x509.DNSName) if not is_reserved_name(n)
         )
     except x509.ExtensionNotFound:
         pass
     if not hosts and identity.role is not Role.CLIENT:
         host = hostname_of(identity.common_name)
         hosts = (host,) if host else ()
-    subject = SubjectInfo(identity.common_name, identity.owner_id, cluster_id if identity.cluster_id else "", hosts)
+    # the role SANs are re-derived from the role (a certificate issued before them gains them here)
+    subject = role_bound(
+        SubjectInfo(identity.common_name, identity.owner_id, cluster_id if identity.cluster_id else "", hosts),
+        identity.role,
+    )
     profile = Profile.SUB_CA if identity.role is Role.SCM else Profile.END_ENTITY
-    return Approved(subject, key, profile, identity.role, identity.owner_id)
+    # recorded owner: a user's name for client certificates (as SignCertificate records them), else OU
+    owner = identity.common_name if identity.role is Role.CLIENT else identity.owner_id
+    return Approved(subject, key, profile, identity.role, owner)
+
+
+def check_renewable(serial: str, *, revoked: bool, superseded_by: str) -> None:
+    """A certificate renews once: a revoked one never, one already renewed not again."""
+    if superseded_by:
+        raise RequestRejected(
+            "PERMISSION_DENIED",
+            f"certificate serial {serial} was already renewed (its successor is serial {superseded_by}); "
+            "use the new certificate",
+        )
+    if revoked:
+        raise RequestRejected(
+            "PERMISSION_DENIED",
+            f"certificate serial {serial} has been revoked and cannot be renewed; enrol again (an administrator's "
+            "revocation stands)",
+        )

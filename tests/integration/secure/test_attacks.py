@@ -23,7 +23,6 @@ import grpc
 import grpc.aio
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from ha.harness import cli
 
 from scm_server import call_metadata
@@ -40,12 +39,12 @@ from scm_server.proto import (
     scm_security_pb2_grpc,
 )
 from scm_server.security.core import certificates as pki
-from scm_server.security.core import enrollment
 from scm_server.security.core import identity as ids
 from scm_server.security.keystore import Material
 from scm_server.security.tls import StaticClientSecurity, make_channel
 
 from .conftest import SecureQuorum
+from .enrol_helpers import proof_fields
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
 
@@ -383,8 +382,8 @@ async def _security_call(q: SecureQuorum, probe: Probe) -> Any:
         return await probe(scm_security_pb2_grpc.SCMSecurityProtocolServiceStub(ch))  # type: ignore[arg-type]
 
 
-def _proof(secret: bytes, role: str, csr: x509.CertificateSigningRequest) -> bytes:
-    return enrollment.enrollment_proof(secret, role, csr.public_bytes(serialization.Encoding.DER))
+def _proof(secret: bytes, role: str, csr: x509.CertificateSigningRequest, details: Any) -> dict[str, Any]:
+    return proof_fields(secret, role, csr, details)
 
 
 async def test_certificate_requests_that_must_be_refused(quorum: SecureQuorum) -> None:
@@ -398,9 +397,9 @@ async def test_certificate_requests_that_must_be_refused(quorum: SecureQuorum) -
                     csr_cluster: str | None = None, csr_pem: str | None = None) -> scm_security_pb2.SCMGetSCMCertRequestProto:
         scm_id = str(uuid.uuid4())
         csr = pki.build_csr(pki.generate_key(EC), ids.scm_subject(host, scm_id, csr_cluster or cluster), EC, request_ca=True)
+        details = scm_security_pb2.ScmNodeDetailsProto(clusterId=cluster, hostName=host, scmNodeId=node_id, scmId=scm_id)
         return scm_security_pb2.SCMGetSCMCertRequestProto(
-            scmDetails=scm_security_pb2.ScmNodeDetailsProto(clusterId=cluster, hostName=host, scmNodeId=node_id, scmId=scm_id),
-            CSR=csr_pem or pki.csr_pem(csr), enrollmentProof=_proof(secret, role, csr),
+            scmDetails=details, CSR=csr_pem or pki.csr_pem(csr), **_proof(secret, role, csr, details),
         )
 
     cases: list[tuple[str, Any, grpc.StatusCode, str]] = [
@@ -421,11 +420,11 @@ async def test_certificate_requests_that_must_be_refused(quorum: SecureQuorum) -
     ]
     dn_key = pki.generate_key(EC)
     ca_csr = pki.build_csr(dn_key, ids.datanode_subject("evil-dn", "u-evil", cid), EC, request_ca=True)
+    evil = scm_security_pb2.NodeCertDetailsProto(clusterId=cid, uuid="u-evil", hostName="evil-dn")
     cases.append((
         "datanode asking for CA rights",
         lambda s: s.GetDataNodeCertificate(scm_security_pb2.SCMGetNodeCertRequestProto(
-            details=scm_security_pb2.NodeCertDetailsProto(clusterId=cid, uuid="u-evil", hostName="evil-dn"),
-            CSR=pki.csr_pem(ca_csr), enrollmentProof=_proof(dn_secret, "datanode", ca_csr)), timeout=10),
+            details=evil, CSR=pki.csr_pem(ca_csr), **_proof(dn_secret, "datanode", ca_csr, evil)), timeout=10),
         grpc.StatusCode.PERMISSION_DENIED, "may not ask for CA rights",
     ))
     admin_csr = pki.build_csr(dn_key, pki.SubjectInfo("admin", "", cid), EC)
@@ -436,9 +435,9 @@ async def test_certificate_requests_that_must_be_refused(quorum: SecureQuorum) -
         assert err.code() == code, f"{what}: {err.code()} {err.details()}"
         assert message in (err.details() or ""), f"{what}: {err.details()}"
     # a datanode asking for CN=admin gets a datanode certificate named after its host, never an admin
+    sneaky = scm_security_pb2.NodeCertDetailsProto(clusterId=cid, uuid="u-sneaky", hostName="sneaky-dn")
     resp = await _security_call(q, lambda s: s.GetDataNodeCertificate(scm_security_pb2.SCMGetNodeCertRequestProto(
-        details=scm_security_pb2.NodeCertDetailsProto(clusterId=cid, uuid="u-sneaky", hostName="sneaky-dn"),
-        CSR=pki.csr_pem(admin_csr), enrollmentProof=_proof(dn_secret, "datanode", admin_csr)), timeout=10))
+        details=sneaky, CSR=pki.csr_pem(admin_csr), **_proof(dn_secret, "datanode", admin_csr, sneaky)), timeout=10))
     cert = pki.load_certificate(resp.x509Certificate)
     assert ids.identity_of(cert).role is ids.Role.DATANODE and ids.identity_of(cert).common_name == "dn@sneaky-dn"
     assert not pki.is_ca(cert)

@@ -329,7 +329,7 @@ class World:
             self._ids += 1
             self.secrets[a.target] = SecretObs(
                 a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-root",
-                certificate_not_after=self.now + datetime.timedelta(seconds=a.params["duration"]),
+                certificate_not_after=self.now + datetime.timedelta(seconds=a.params["duration"]), role_bound=True,
             )
         elif k == planner.CREATE_CLIENT_KEY:
             if a.target in self.secrets:

@@ -4,6 +4,7 @@ validation (``load_operator_sub_ca``), identity parsing and authorization table,
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -134,3 +135,35 @@ def test_ca_mode_scm_csr_is_what_scm_signs_at_init_and_the_secret_holds_the_chai
                                 lifetime=datetime.timedelta(days=10), spec=spec)
     with pytest.raises(Exception):  # noqa: B017 (cryptography raises InvalidSignature or ValueError)
         certs.client_tls_secret_from_scm(REF, key, [signed], foreign)
+
+
+def test_member_certificates_carry_the_scm_role_names_and_legacy_ones_are_refused_with_the_fix(tmp_path: Path) -> None:
+    """The operator's spelling of the role SANs is SCM's; a member certificate issued before them (no role
+    names) is refused by the SCM with a one-line error naming the operator as the fix, and the Secret
+    of a role-bound certificate is annotated so the planner knows which ones to re-issue."""
+    assert certs.SCM_ROLE_NAME == ids.SCM_ROLE_NAME
+    assert certs.role_uri("scm", "scm-1") == ids.role_uri(Role.SCM, "", "scm-1")
+    root = certs.create_root_ca(ec.generate_private_key(ec.SECP256R1()), cluster="scm", namespace="ozone", now=NOW,
+                                duration=datetime.timedelta(days=3650), serial=new_serial())
+    pair = certs.issue_member_certificate(root, ec.generate_private_key(ec.SECP256R1()), ref=REF, member="scm-1",
+                                          now=NOW, duration=datetime.timedelta(days=30), serial=new_serial())
+    assert ids.has_scm_role_name(pair.certificate)
+    assert ids.role_claim(pair.certificate) == ids.RoleClaim(Role.SCM, "", "scm-1")
+    secret = certs.member_tls_secret(REF, "scm-1", pair, root.certificate)
+    assert secret["metadata"]["annotations"][certs.naming.ANN_ROLE_BOUND] == "true"
+    # an old operator's certificate: the same, without the role SANs
+    legacy = certs._issue(root, ec.generate_private_key(ec.SECP256R1()), common_name="scm-sub@scm-1.x", owner="scm-1",
+                          dns_names=["scm-1.x"], ca=True, now=NOW, duration=datetime.timedelta(days=30),
+                          serial=new_serial())
+    assert certs.naming.ANN_ROLE_BOUND not in certs.member_tls_secret(REF, "scm-1", legacy, root.certificate)[
+        "metadata"]["annotations"]
+    tls = tmp_path / "tls"
+    _write_secret(certs.member_tls_secret(REF, "scm-1", legacy, root.certificate), tls)
+    config = SecurityConfig(security_enabled=True, grpc_tls_enabled=True,
+                            subca_certificate_file=str(tls / "tls.crt"), subca_private_key_file=str(tls / "tls.key"),
+                            rootca_certificate_file=str(tls / "ca.crt"), key_algorithm="EC", key_length=256,
+                            signature_algorithm="SHA256withECDSA")
+    with pytest.raises(Exception, match=r"predates role-bound identities.*re-issue"):
+        load_operator_sub_ca(config, cluster_id="CID-x", now=NOW)
+    # during an upgrade (ozone.scm.security.role.check=false) the SCM still takes it
+    load_operator_sub_ca(dataclasses.replace(config, scm_role_check=False), cluster_id="CID-x", now=NOW)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 import pytest
@@ -522,6 +523,25 @@ def test_certificates_are_issued_before_pods_and_renewed_before_expiry() -> None
     assert all(renewed[n] != first[n] for n in first)
     assert len([a for a in w.actions if a.kind == planner.ISSUE_CLIENT_CERT]) == 2
     assert kinds(w, planner.DELETE_POD) == []  # renewal is a reload, not a restart
+
+
+def test_member_certificates_without_role_names_are_reissued_once() -> None:
+    """A Secret written by an operator before role-bound identities (no role-bound annotation) is re-issued
+    with the role names, once, without a restart."""
+    w = World({"replicas": 3, "security": {"enabled": True}})
+    w.run()
+    first = {m.name: m.certificate_serial for m in w.status.members}
+    w.secrets["scm-1-tls"] = dataclasses.replace(w.secrets["scm-1-tls"], role_bound=False)
+    before = len(kinds(w, planner.ISSUE_MEMBER_CERT))
+    w.run()
+    w.step()
+    w.operator_pass()
+    reissued = [t for _, t in kinds(w, planner.ISSUE_MEMBER_CERT)][before:]
+    assert reissued == ["scm-1-tls"]
+    assert w.secrets["scm-1-tls"].role_bound
+    after = {m.name: m.certificate_serial for m in w.status.members}
+    assert after["scm-1"] != first["scm-1"] and after["scm-0"] == first["scm-0"]
+    assert kinds(w, planner.DELETE_POD) == []
 
 
 def test_secure_scale_down_revokes_the_removed_members_certificates() -> None:

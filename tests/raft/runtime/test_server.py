@@ -8,7 +8,7 @@ import asyncio
 import datetime
 import ipaddress
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -491,3 +491,49 @@ async def test_leader_lease_runs_on_the_wall_clock(group3: Group, monkeypatch: p
     assert leader.is_leader and leader.lease_remaining() < -(jump - 2 * election)
     # the peers answer its next heartbeats (at the shifted clock): the lease is back
     await wait_for(lambda: _v(leader.is_leader and leader.lease_remaining() > 0), 5, "the lease renewed by the peers")
+
+
+async def test_membership_change_whose_entry_is_overwritten_in_a_new_term_fails(group3: Group) -> None:
+    """A leader cut off from its group appends a membership change it can never commit; the others elect a
+    new leader whose entries overwrite that index in a later term. When the old leader rejoins and applies
+    the index, the change it proposed is not what was applied: remove_member must fail, not report success."""
+    for _attempt in range(5):
+        leader = await group3.leader()
+        old_term = leader.term
+        victim = next(i for i in group3.ids if i != leader.node_id)
+        assert leader.network_faults is not None
+        leader.network_faults.set_rules([FaultRule(peer="*", cut_outbound=True, cut_inbound=True)])
+        before = leader.status().last_index
+        change = asyncio.create_task(leader.remove_member(victim, timeout=60))
+        await wait_for(_async(lambda c=change, s=leader, b=before: c.done() or s.status().last_index > b), 10,
+                       "the change in the old leader's log")
+        if leader.status().last_index > before:
+            break
+        # on a loaded machine the leader stepped down before it could propose: heal and try again
+        with pytest.raises(NotLeaderError):
+            await change
+        leader.network_faults.clear()
+    else:
+        raise AssertionError("no leader kept its leadership long enough to propose the change")
+    index = leader.status().last_index
+
+    others = [s for s in group3.servers.values() if s is not leader]
+
+    async def new_leader() -> RaftServer | None:
+        return next((s for s in others if s.is_leader and s.term > old_term), None)
+
+    new = await wait_for(new_leader, 20, "a leader in a later term among the others")
+    for i in range(3):  # entries at and after the old leader's index, in the new term
+        assert await new.submit(f"new-term-{i}".encode()) == f"ok:new-term-{i}".encode()
+    leader.network_faults.clear()
+    with pytest.raises(NotLeaderError):
+        await change
+    assert victim in new.conf.members()
+    assert leader.status().applied_index >= index
+
+
+def _async(pred: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def run() -> bool:
+        return pred()
+
+    return run

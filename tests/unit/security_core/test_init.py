@@ -53,7 +53,8 @@ def test_scm_mode_creates_root_serial_1_and_sub_ca_serial_2_and_is_idempotent(tm
     assert ids.identity_of(sub).owner_id == SCM_ID and ids.identity_of(sub).cluster_id == CLUSTER
     assert loaded.root_key is not None and pki.key_matches(root, loaded.root_key)
     san = sub.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert san.get_values_for_type(x509.DNSName) == ["scm1.example.com"]
+    assert san.get_values_for_type(x509.DNSName) == ["scm1.example.com", ids.SCM_ROLE_NAME]
+    assert san.get_values_for_type(x509.UniformResourceIdentifier) == [f"ozone-scm://{CLUSTER}/scm/{SCM_ID}"]
     # root lifetime = hdds.x509.max.duration, sub-CA = hdds.x509.default.duration
     assert root.not_valid_after_utc == NOW + timedelta(days=1865)
     assert sub.not_valid_after_utc == NOW + timedelta(days=365)
@@ -115,7 +116,9 @@ def test_external_root_errors(tmp_path: Path, problem: str, match: str) -> None:
 def _operator_files(tmp: Path, *, root_key: pki.PrivateKey, root: x509.Certificate, serial: int = BIG + 1,
                     ca: bool = True, lifetime: timedelta = timedelta(days=30), cluster: str = "") -> tuple[Path, Path]:
     key = pki.generate_key(EC)
-    cert = pki.issue_certificate(pki.SubjectInfo("scm-sub@scm2", "scm2", cluster, ("scm2",)), key.public_key(),
+    subject = ids.role_bound(pki.SubjectInfo("scm-sub@scm2", "scm2", cluster, ("scm2",)), ids.Role.SCM if ca else
+                             ids.Role.DATANODE)
+    cert = pki.issue_certificate(subject, key.public_key(),
                                  issuer=root, issuer_key=root_key, serial=serial, now=NOW, lifetime=lifetime,
                                  profile=pki.Profile.SUB_CA if ca else pki.Profile.END_ENTITY, spec=EC)
     cert_file, key_file = tmp / "subca.crt", tmp / "subca.key"

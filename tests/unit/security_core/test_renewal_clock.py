@@ -48,6 +48,7 @@ def _conf(tmp: Path) -> OzoneConfiguration:
         "hdds.x509.signature.algorithm": "SHA256withECDSA",
         "ozone.administrators": "admin",
         "ozone.scm.security.enrollment.datanode.secret.file": str(secret),
+        "ozone.scm.security.enrollment.loopback.allowed": "true",
         "hdds.scm.safemode.min.datanode": "0",
     })
 

@@ -147,10 +147,10 @@ def test_malformed_or_forged_csr_is_refused() -> None:
 def test_datanode_request_becomes_an_end_entity_named_after_the_node() -> None:
     approved = reqs.approve_node_request(
         csr_for(ids.datanode_subject("dn1", "u-1", CLUSTER)), role=ids.Role.DATANODE, cluster_id=CLUSTER,
-        claimed_cluster_id=CLUSTER, owner_id="u-1", hostname="dn1", ip="127.0.0.1",
+        claimed_cluster_id=CLUSTER, owner_id="u-1", hostname="dn1", ip="10.0.0.1",
     )
     assert approved.profile is pki.Profile.END_ENTITY
-    assert approved.subject.common_name == "dn@dn1" and approved.subject.hostnames == ("dn1", "127.0.0.1")
+    assert approved.subject.common_name == "dn@dn1" and approved.subject.hostnames == ("dn1", "10.0.0.1")
 
 
 def test_datanode_asking_for_ca_rights_is_refused() -> None:
@@ -199,13 +199,15 @@ def test_renewal_keeps_the_subject_and_host_names() -> None:
 
 
 def test_enrollment_proof_is_bound_to_role_secret_and_csr() -> None:
+    import dataclasses
+
     secret = b"s" * 32
-    csr = b"csr-der"
-    proof = enrollment.enrollment_proof(secret, "datanode", csr)
-    assert enrollment.verify_enrollment_proof(secret, "datanode", csr, proof)
-    assert not enrollment.verify_enrollment_proof(secret, "scm", csr, proof)
-    assert not enrollment.verify_enrollment_proof(b"t" * 32, "datanode", csr, proof)
-    assert not enrollment.verify_enrollment_proof(secret, "datanode", b"other-csr", proof)
+    claims = enrollment.EnrollmentClaims("datanode", "CID", "", "u1", "dn1", "", b"csr-der", 1, b"n" * 16)
+    proof = enrollment.enrollment_proof(secret, claims)
+    assert enrollment.verify_enrollment_proof(secret, claims, proof)
+    assert not enrollment.verify_enrollment_proof(secret, dataclasses.replace(claims, role="scm"), proof)
+    assert not enrollment.verify_enrollment_proof(b"t" * 32, claims, proof)
+    assert not enrollment.verify_enrollment_proof(secret, dataclasses.replace(claims, csr_der=b"other-csr"), proof)
     ca = enrollment.ca_proof(secret, b"nonce", b"root")
     assert enrollment.verify_ca_proof(secret, b"nonce", b"root", ca)
     assert not enrollment.verify_ca_proof(secret, b"nonce", b"fake-root", ca)

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Wire benchmark (issue 20, first version): the block protocol over Hadoop RPC next to gRPC, same run.
+
+A 3-SCM quorum (separate processes on loopback) serving ScmBlockLocationProtocol both over gRPC (the
+project's own messages, ``SCMClient``) and over Hadoop RPC (Ozone's messages, ``scm_server.client.hadoop_rpc``),
+with simulated datanodes. Through the leader, for ``--seconds`` each and ``--clients`` concurrent callers:
+
+* the no-op call of each transport (GetScmInfo): the anchor, what the transport alone costs;
+* AllocateScmBlock with 1 block per call and with 100 blocks per call.
+
+Prints calls/s and median / p99 latency per row, and the Hadoop RPC / gRPC ratio (goal of issue 20: the Hadoop
+RPC path at least as fast as the gRPC path). Both clients are Python asyncio clients in this process, so the
+figures compare the server paths plus equal client work; the Java client and Ozone's own SCM ring are the
+issue's later rows. Writes bench/results/wire.json. Bounded: about 1 minute with the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scm_server.cli.local_cluster import SERVICE_ID  # noqa: E402
+from scm_server.cli.local_quorum import HALocalCluster  # noqa: E402
+from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
+from scm_server.client.hadoop_rpc import BlockLocationClient  # noqa: E402
+from scm_server.datanode_sim import DatanodeSimulator  # noqa: E402
+from scm_server.exceptions import SCMError  # noqa: E402
+from scm_server.ports import free_port  # noqa: E402
+from scm_server.proto import hdds_pb2  # noqa: E402
+
+SETTINGS = {
+    "hdds.heartbeat.interval": "1s",
+    "ozone.scm.stale.node.interval": "90s",
+    "ozone.scm.dead.node.interval": "180s",
+    "hdds.scm.replication.thread.interval": "60s",
+    "hdds.scm.safemode.min.datanode": "3",
+    "ozone.scm.container.size": "5GB",
+    "ozone.scm.block.size": "256MB",
+    "ozone.scm.ha.ratis.fsync": "false",
+}
+CLIENT = SCMClientConfig(max_retries=200, retry_interval=0.05, rpc_timeout=60)
+BLOCK = 256 << 20
+
+
+async def measure(clients: int, seconds: float, make_call: Callable[[], Callable[[], Awaitable[Any]]]) -> dict[str, float]:
+    """``clients`` loops calling for ``seconds``; every call's latency kept."""
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds
+
+    async def loop() -> None:
+        call = make_call()
+        while time.monotonic() < deadline:
+            t0 = time.perf_counter()
+            await call()
+            latencies.append(time.perf_counter() - t0)
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(loop() for _ in range(clients)))
+    elapsed = time.monotonic() - t0
+    latencies.sort()
+    return {
+        "calls": len(latencies),
+        "calls_per_s": len(latencies) / elapsed,
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+    }
+
+
+async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    cluster = HALocalCluster(tmp / "wire", 3, settings=SETTINGS)
+    hadoop_ports = [free_port() for _ in cluster.scms]
+    for s, port in zip(cluster.scms, hadoop_ports, strict=True):
+        cluster.settings[f"ozone.scm.block.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(port)
+    sim = None
+    try:
+        cluster.start_quorum()
+        sim = DatanodeSimulator(cluster.datanode_addresses, 3, heartbeat_interval=1.0, racks=1,
+                                admin_addresses=cluster.client_addresses)
+        await sim.start()
+        await cluster.wait_healthy_quorum(timeout=120)
+        leader = await cluster.wait_leader()
+        grpc_address = [cluster.scms[leader].client_address]  # serves the block protocol and GetScmInfo
+        hadoop_address = [f"127.0.0.1:{hadoop_ports[leader]}"]
+        # wait until an allocation succeeds (an OPEN RATIS/THREE pipeline exists)
+        async with SCMClient(cluster.client_addresses, CLIENT) as admin:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    await admin.allocate_block(BLOCK, 1)
+                    break
+                except SCMError:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.5)
+
+        grpc_clients = [SCMClient(grpc_address, CLIENT) for _ in range(args.clients)]
+        hadoop_clients = [BlockLocationClient(hadoop_address) for _ in range(args.clients)]
+        grpc_iter = iter(grpc_clients)
+        hadoop_iter = iter(hadoop_clients)
+        rows: dict[str, dict[str, float]] = {}
+        try:
+            for name, num in (("no-op (GetScmInfo)", 0), ("allocate 1 block", 1), ("allocate 100 blocks", 100)):
+                grpc_iter, hadoop_iter = iter(grpc_clients), iter(hadoop_clients)
+
+                def grpc_call(num: int = num, it: Any = grpc_iter) -> Callable[[], Awaitable[Any]]:
+                    c = next(it)
+                    if num == 0:
+                        return c.get_scm_info
+                    return lambda: c.allocate_block(BLOCK, num, hdds_pb2.RATIS, hdds_pb2.THREE, "bench")
+
+                def hadoop_call(num: int = num, it: Any = hadoop_iter) -> Callable[[], Awaitable[Any]]:
+                    c = next(it)
+                    if num == 0:
+                        return c.get_scm_info
+
+                    async def allocate() -> None:
+                        resp = await c.allocate_blocks(BLOCK, num, "bench")
+                        if not resp.success:
+                            raise RuntimeError(f"allocation refused: {resp.status} {resp.message}")
+
+                    return allocate
+
+                rows[f"{name} gRPC"] = await measure(args.clients, args.seconds, grpc_call)
+                rows[f"{name} Hadoop RPC"] = await measure(args.clients, args.seconds, hadoop_call)
+        finally:
+            for c in grpc_clients:
+                await c.close()
+            for h in hadoop_clients:
+                await h.close()
+        return {"leader": cluster.scms[leader].node_id, "rows": rows}
+    finally:
+        if sim is not None:
+            await sim.stop()
+        cluster.stop_all()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--clients", type=int, default=4, help="concurrent callers per row (default 4)")
+    p.add_argument("--seconds", type=float, default=5.0, help="duration of each row (default 5)")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "wire.json")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-wire-") as tmp:
+        result = asyncio.run(run(args, Path(tmp)))
+    rows = result["rows"]
+    print(f"\nblock protocol through the leader ({result['leader']}), {args.clients} clients, {args.seconds:.0f} s a row")
+    print(f"{'row':<34} {'calls/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+    for name, r in rows.items():
+        print(f"{name:<34} {r['calls_per_s']:>10.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}")
+    print("Hadoop RPC / gRPC throughput (goal >= 1.0):")
+    for base in ("no-op (GetScmInfo)", "allocate 1 block", "allocate 100 blocks"):
+        ratio = rows[f"{base} Hadoop RPC"]["calls_per_s"] / rows[f"{base} gRPC"]["calls_per_s"]
+        print(f"  {base:<24} {ratio:.2f}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({**result, "clients": args.clients, "seconds": args.seconds,
+                                    "machine": platform.platform()}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Between the project's messages (proto/*.proto, gRPC era) and Ozone's wire messages (proto/ozone/).
+
+The two models share names but not field numbers, and some enums number their values differently
+(NodeOperationalState), so every value is carried across by name, never by number: :func:`by_name`
+copies any message into its namesake of the other model, with the few messages that need more (a
+datanode's 128-bit ids, a pipeline's) converted by hand. Pure functions; used by the server's Hadoop RPC
+translators and by the client's Hadoop RPC datanode protocol (the simulator).
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_mod
+from typing import Any, TypeVar
+
+from google.protobuf import message as pb_message
+from google.protobuf.descriptor import FieldDescriptor
+
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
+from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
+from scm_server.proto.ozone import hdds_pb2 as wire
+
+_INT64 = 1 << 64
+M = TypeVar("M", bound=pb_message.Message)
+
+
+def _signed64(value: int) -> int:
+    return value - _INT64 if value >= 1 << 63 else value
+
+
+def uuid_proto(text: str) -> wire.UUID | None:
+    """Ozone's 128-bit UUID message of a UUID string; None when ``text`` is not a UUID."""
+    try:
+        value = uuid_mod.UUID(text).int
+    except (ValueError, AttributeError):
+        return None
+    return wire.UUID(mostSigBits=_signed64(value >> 64), leastSigBits=_signed64(value & (_INT64 - 1)))
+
+
+def uuid_text(proto: wire.UUID) -> str:
+    value = ((proto.mostSigBits % _INT64) << 64) | (proto.leastSigBits % _INT64)
+    return str(uuid_mod.UUID(int=value))
+
+
+def enum_by_name(value: int, source: object, target: object, default: int | None = None) -> int | None:
+    name = source.Name(value)  # type: ignore[attr-defined]
+    try:
+        return int(target.Value(name))  # type: ignore[attr-defined]
+    except ValueError:
+        return default
+
+
+def datanode_to_wire(dn: hdds_pb2.DatanodeDetailsProto) -> wire.DatanodeDetailsProto:
+    out = wire.DatanodeDetailsProto(uuid=dn.uuid, ipAddress=dn.ipAddress, hostName=dn.hostName)
+    for port in dn.ports:
+        out.ports.add(name=port.name, value=port.value)
+    if dn.HasField("networkName"):
+        out.networkName = dn.networkName
+    if dn.HasField("networkLocation"):
+        out.networkLocation = dn.networkLocation
+    if dn.HasField("persistedOpState"):
+        state = enum_by_name(dn.persistedOpState, hdds_pb2.NodeOperationalState, wire.NodeOperationalState)
+        if state is not None:
+            out.persistedOpState = state  # type: ignore[assignment]
+    if dn.HasField("persistedOpStateExpiry"):
+        out.persistedOpStateExpiry = dn.persistedOpStateExpiry
+    if dn.HasField("currentVersion"):
+        out.currentVersion = dn.currentVersion
+    u128 = uuid_proto(dn.uuid)
+    if u128 is not None:
+        out.uuid128.CopyFrom(u128)
+        out.id.uuid.CopyFrom(u128)
+    return out
+
+
+def pipeline_id_to_wire(pid: hdds_pb2.PipelineID) -> wire.PipelineID:
+    out = wire.PipelineID(id=pid.id)
+    u128 = uuid_proto(pid.id)
+    if u128 is not None:
+        out.uuid128.CopyFrom(u128)
+    return out
+
+
+def pipeline_id_from_wire(pid: wire.PipelineID) -> hdds_pb2.PipelineID:
+    if pid.HasField("uuid128"):
+        return hdds_pb2.PipelineID(id=uuid_text(pid.uuid128))
+    return hdds_pb2.PipelineID(id=pid.id)
+
+
+def pipeline_to_wire(p: hdds_pb2.Pipeline) -> wire.Pipeline:
+    out = wire.Pipeline(id=pipeline_id_to_wire(p.id))
+    out.members.extend(datanode_to_wire(m) for m in p.members)
+    if p.HasField("state"):
+        out.state = enum_by_name(p.state, hdds_pb2.PipelineState, wire.PipelineState)  # type: ignore[assignment]
+    if p.HasField("type"):
+        out.type = enum_by_name(p.type, hdds_pb2.ReplicationType, wire.ReplicationType)  # type: ignore[assignment]
+    if p.HasField("factor"):
+        out.factor = enum_by_name(p.factor, hdds_pb2.ReplicationFactor, wire.ReplicationFactor)  # type: ignore[assignment]
+    if p.leaderID:
+        out.leaderID = p.leaderID
+        leader = uuid_proto(p.leaderID)
+        if leader is not None:
+            out.leaderID128.CopyFrom(leader)
+            out.leaderDatanodeID.uuid.CopyFrom(leader)
+    out.memberOrders.extend(p.memberOrders)
+    if p.HasField("creationTimeStamp"):
+        out.creationTimeStamp = p.creationTimeStamp
+    return out
+
+
+# ---- by name, recursively (the datanode protocol: many messages, same names, other numbers) ----
+
+_MESSAGE = FieldDescriptor.TYPE_MESSAGE
+_ENUM = FieldDescriptor.TYPE_ENUM
+
+
+def datanode_from_wire(dn: wire.DatanodeDetailsProto) -> hdds_pb2.DatanodeDetailsProto:
+    out = hdds_pb2.DatanodeDetailsProto()
+    _copy_by_name(dn, out, _TO_OURS)
+    if not out.uuid:
+        source = dn.id.uuid if dn.HasField("id") else dn.uuid128 if dn.HasField("uuid128") else None
+        if source is not None:
+            out.uuid = uuid_text(source)
+    return out
+
+
+# Messages whose conversion is not a plain copy by name, by the full name of the source message.
+_TO_WIRE: dict[str, Any] = {
+    "hadoop.hdds.DatanodeDetailsProto": datanode_to_wire,
+    "hadoop.hdds.PipelineID": pipeline_id_to_wire,
+    "hadoop.hdds.Pipeline": pipeline_to_wire,
+}
+_TO_OURS: dict[str, Any] = {
+    "ozone.hdds.DatanodeDetailsProto": datanode_from_wire,
+    "ozone.hdds.PipelineID": pipeline_id_from_wire,
+}
+
+
+def by_name(source: pb_message.Message, target_cls: type[M]) -> M:
+    """``source`` as a ``target_cls``: every field of the same name carried over (messages recursively,
+    enum values by name); fields the target lacks, and enum values it does not know, are left out.
+    ValueError names the field when a value does not fit (a negative size into an unsigned field)."""
+    out = target_cls()
+    specials = _TO_WIRE if source.DESCRIPTOR.full_name.startswith("hadoop.") else _TO_OURS
+    _copy_by_name(source, out, specials)
+    return out
+
+
+def _convert_message(value: pb_message.Message, target: pb_message.Message, specials: dict[str, Any]) -> None:
+    special = specials.get(value.DESCRIPTOR.full_name)
+    if special is not None:
+        converted = special(value)
+        if converted.DESCRIPTOR.full_name == target.DESCRIPTOR.full_name:
+            target.CopyFrom(converted)
+            return
+    _copy_by_name(value, target, specials)
+
+
+def _copy_by_name(source: pb_message.Message, target: pb_message.Message, specials: dict[str, Any]) -> None:
+    fields = target.DESCRIPTOR.fields_by_name
+    for fd, value in source.ListFields():
+        tfd = fields.get(fd.name)
+        if tfd is None or (fd.type == _MESSAGE) != (tfd.type == _MESSAGE) or (fd.type == _ENUM) != (tfd.type == _ENUM):
+            continue
+        repeated = fd.is_repeated
+        if repeated != tfd.is_repeated:
+            continue
+        values = list(value) if repeated else [value]
+        try:
+            if fd.type == _MESSAGE:
+                for v in values:
+                    sub = getattr(target, fd.name).add() if repeated else getattr(target, fd.name)
+                    sub.SetInParent()  # an empty message (ReregisterCommandProto) is still present
+                    _convert_message(v, sub, specials)
+            elif fd.type == _ENUM:
+                src_enum, dst_enum = fd.enum_type, tfd.enum_type
+                assert src_enum is not None and dst_enum is not None
+                names = [src_enum.values_by_number[v].name for v in values if v in src_enum.values_by_number]
+                mapped = [dst_enum.values_by_name[n].number for n in names if n in dst_enum.values_by_name]
+                if repeated:
+                    getattr(target, fd.name).extend(mapped)
+                elif mapped:
+                    setattr(target, fd.name, mapped[0])
+            elif repeated:
+                getattr(target, fd.name).extend(values)
+            else:
+                setattr(target, fd.name, value)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{source.DESCRIPTOR.name}.{fd.name}: {exc}") from exc
+
+
+def _fill_required(msg: pb_message.Message) -> None:
+    """Required scalars the source did not have take their declared default (``force`` of a delete)."""
+    for fd in msg.DESCRIPTOR.fields:
+        if fd.is_required and fd.type != _MESSAGE and not msg.HasField(fd.name):
+            setattr(msg, fd.name, fd.default_value)
+
+
+def heartbeat_response_to_wire(
+    resp: scm_datanode_pb2.SCMHeartbeatResponseProto,
+) -> wire_dn.SCMHeartbeatResponseProto:
+    """Our heartbeat answer in Ozone's form. Ozone keeps a command's id inside its command message
+    (``closeContainerCommandProto.cmdId``), ours on the envelope (``SCMCommandProto.cmdId``)."""
+    out = by_name(resp, wire_dn.SCMHeartbeatResponseProto)
+    for ours, theirs in zip(resp.commands, out.commands, strict=True):
+        for fd, sub in theirs.ListFields():
+            if fd.type != _MESSAGE:
+                continue
+            if "cmdId" in sub.DESCRIPTOR.fields_by_name and ours.HasField("cmdId"):
+                sub.cmdId = ours.cmdId
+            _fill_required(sub)
+    return out
+
+
+def heartbeat_response_from_wire(
+    resp: wire_dn.SCMHeartbeatResponseProto,
+) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
+    """Ozone's heartbeat answer in our form: each command's id moves from its command message to our envelope."""
+    out = by_name(resp, scm_datanode_pb2.SCMHeartbeatResponseProto)
+    for theirs, ours in zip(resp.commands, out.commands, strict=True):
+        for fd, sub in theirs.ListFields():
+            if fd.type == _MESSAGE and "cmdId" in sub.DESCRIPTOR.fields_by_name and sub.HasField("cmdId"):
+                ours.cmdId = sub.cmdId
+                break
+    return out
+
+
+def register_request_to_wire(req: scm_datanode_pb2.SCMRegisterRequestProto) -> wire_dn.SCMRegisterRequestProto:
+    """Our registration in Ozone's form: the details go into ``extendedDatanodeDetails``."""
+    out = by_name(req, wire_dn.SCMRegisterRequestProto)
+    out.extendedDatanodeDetails.datanodeDetails.CopyFrom(datanode_to_wire(req.datanodeDetails))
+    out.nodeReport.SetInParent()
+    out.containerReport.SetInParent()
+    out.pipelineReports.SetInParent()
+    return out

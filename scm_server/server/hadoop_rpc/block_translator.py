@@ -1,0 +1,203 @@
+"""ScmBlockLocationProtocol over Hadoop RPC: Ozone's server-side translator pattern.
+
+One method, ``send``, carries an ``SCMBlockLocationRequest``; the translator dispatches on its
+``cmdType`` to the same facade (:class:`scm_server.scm.StorageContainerManager`) and the same call
+rules (:mod:`scm_server.server.call_guard`: who answers, the retry cache) as the gRPC
+``ScmBlockLocationProtocolService``, and answers an ``SCMBlockLocationResponse``. As in Ozone:
+
+* a logical failure (an ``SCMException``: safe mode, no pipeline, ...) is a *successful* RPC whose
+  response has ``success=false``, ``status`` = the result code and ``message``;
+* leadership travels as an RPC error, ``org.apache.hadoop.hdds.ratis.ServerNotLeaderException``,
+  whose message names the suggested leader as ``Server:host:port`` (the host of the leader's
+  configured address and its Hadoop RPC block port), the form Ozone's failover proxy parses;
+* a cmdType not served here answers ``success=false``, ``status=UNSUPPORTED_OPERATION`` and a
+  message naming the command.
+
+Retries: Hadoop clients keep (clientId, callId) across retries (``retryCount`` counts them), so the
+answer of a non-idempotent call (AllocateScmBlock, DeleteScmKeyBlocks) is kept in a
+:class:`call_guard.ResponseCache` under those ids: a retry to this SCM gets the first answer, a
+retry while the first copy runs joins it. Like the gRPC path, a retry that reaches another SCM
+after a failover is a new call there (it may get other, never reused, block IDs).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from google.protobuf import message as pb_message
+
+from scm_server import hadoop_ipc as codec
+from scm_server import ozone_wire
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
+from scm_server.proto.ozone import hdds_pb2 as wire_hdds
+from scm_server.server import call_guard, endpoints
+from scm_server.server.hadoop_rpc import convert
+from scm_server.server.hadoop_rpc.server import RpcCallError
+
+LOG = logging.getLogger(__name__)
+
+PROTOCOL = "org.apache.hadoop.ozone.protocol.ScmBlockLocationProtocol"
+VERSION = 1
+SERVER_NOT_LEADER = codec.SERVER_NOT_LEADER
+GRPC_SERVICE = "ScmBlockLocationProtocolService"  # the call rules are shared with the gRPC servicer
+
+Type = wire_block.Type
+SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes")
+
+
+class BlockLocationTranslator:
+    """Serves ``send`` of ScmBlockLocationProtocol for one SCM."""
+
+    protocol = PROTOCOL
+    version = VERSION
+    methods = frozenset({"send"})
+
+    def __init__(self, scm: Any, get: endpoints.Getter, self_name: str, hostname: str) -> None:
+        self.scm = scm
+        self.get = get
+        self.self_name = self_name  # how this SCM names itself in ServerNotLeaderException (its scm id)
+        self.hostname = hostname
+        self.responses = call_guard.ResponseCache()
+
+    async def call(self, method: str, call: Call) -> bytes:
+        request = wire_block.SCMBlockLocationRequest()
+        try:
+            request.ParseFromString(call.body)
+        except pb_message.DecodeError as exc:
+            raise RpcCallError(
+                "java.io.IOException", f"malformed SCMBlockLocationRequest: {exc}", ErrorCode.ERROR_RPC_SERVER
+            ) from exc
+        missing = request.FindInitializationErrors()  # type: ignore[attr-defined]
+        if missing:
+            raise RpcCallError(
+                "java.io.IOException",
+                f"SCMBlockLocationRequest lacks required field(s) {', '.join(missing)}",
+                ErrorCode.ERROR_RPC_SERVER,
+            )
+        command = Type.Name(request.cmdType)
+        response = wire_block.SCMBlockLocationResponse(cmdType=request.cmdType, status=wire_block.OK, success=True)
+        if request.HasField("traceID"):
+            response.traceID = request.traceID
+        handler = self._handlers().get(command)
+        if handler is None:
+            response.success = False
+            response.status = wire_block.UNSUPPORTED_OPERATION
+            response.message = (
+                f"{command} is not supported by this SCM over Hadoop RPC yet "
+                f"(ScmBlockLocationProtocol serves {', '.join(SUPPORTED)})"
+            )
+            return response.SerializeToString()
+        try:
+            self._check_access(command)
+            key = self._cache_key(call, command)
+            if key is None:
+                body = await handler(request)
+            else:
+                body = await self.responses.run(key, lambda: handler(request))
+        except NotLeaderException as exc:
+            raise RpcCallError(SERVER_NOT_LEADER, self.not_leader_message(exc), ErrorCode.ERROR_APPLICATION) from exc
+        except SCMException as exc:
+            response.success = False
+            response.status = convert.status_of(exc.result)  # type: ignore[assignment]
+            response.message = str(exc)
+            return response.SerializeToString()
+        # the command's answer, serialized (maybe from the cache), joined to the wrapper's own fields
+        return response.SerializeToString() + body
+
+    # ---- commands: each returns the serialized field of the response that carries its answer ----
+
+    def _handlers(self) -> dict[str, Callable[[wire_block.SCMBlockLocationRequest], Awaitable[bytes]]]:
+        return {
+            "AllocateScmBlock": self._allocate,
+            "DeleteScmKeyBlocks": self._delete,
+            "GetScmInfo": self._scm_info,
+            "SortDatanodes": self._sort,
+        }
+
+    async def _allocate(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
+        req = request.allocateScmBlockRequest
+        if not request.HasField("allocateScmBlockRequest"):
+            raise SCMException(ResultCodes.INVALID_REQUEST, "AllocateScmBlock without allocateScmBlockRequest")
+        rtype = convert.replication_type_from_wire(req.type)
+        if rtype is None or req.HasField("ecReplicationConfig"):
+            raise SCMException(
+                ResultCodes.INVALID_REQUEST,
+                f"replication type {wire_hdds.ReplicationType.Name(req.type)} is not served "
+                "(RATIS and STAND_ALONE are)",
+            )
+        factor = convert.replication_factor_from_wire(req.factor) if req.HasField("factor") else None
+        if factor is None:
+            factor = 3  # THREE, Ozone's default replication
+        exclude = convert.exclude_list_from_wire(req.excludeList) if req.HasField("excludeList") else None
+        resp = await self.scm.allocate_block_response(req.size, req.numBlocks, rtype, factor, req.owner, exclude)
+        if len(resp.blocks) < req.numBlocks:
+            raise SCMException(
+                ResultCodes.FAILED_TO_ALLOCATE_ENOUGH_BLOCKS,
+                f"Allocated {len(resp.blocks)} blocks. Requested {req.numBlocks} blocks",
+            )
+        # SCMBlockLocationResponse.allocateScmBlockResponse = 11, written directly (see allocate_response_bytes)
+        return convert.field_bytes(11, convert.allocate_response_bytes(resp))
+
+    async def _delete(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
+        blocks = [convert.key_blocks_from_wire(kb) for kb in request.deleteScmKeyBlocksRequest.keyBlocks]
+        results = await self.scm.delete_key_blocks(blocks)
+        return wire_block.SCMBlockLocationResponse(
+            deleteScmKeyBlocksResponse=convert.delete_results_to_wire(list(results))
+        ).SerializePartialToString()
+
+    async def _scm_info(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
+        info = self.scm.get_scm_info()
+        if hasattr(info, "__await__"):
+            info = await info
+        return wire_block.SCMBlockLocationResponse(
+            getScmInfoResponse=convert.scm_info_to_wire(info)
+        ).SerializePartialToString()
+
+    async def _sort(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
+        req = request.sortDatanodesRequest
+        nodes = self.scm.query_nodes()
+        if hasattr(nodes, "__await__"):
+            nodes = await nodes
+        ordered = convert.sort_by_distance([n.nodeID for n in nodes], list(req.nodeNetworkName), req.client)
+        return wire_block.SCMBlockLocationResponse(
+            sortDatanodesResponse=wire_block.SortDatanodesResponseProto(
+                node=[ozone_wire.datanode_to_wire(dn) for dn in ordered]
+            )
+        ).SerializePartialToString()
+
+    # ---- rules shared with the gRPC path ----
+
+    def _check_access(self, command: str) -> None:
+        if call_guard.access_of(GRPC_SERVICE, command) is not call_guard.Access.ANY:
+            require_leader = getattr(self.scm, "require_leader", None)
+            if callable(require_leader):
+                require_leader()
+
+    @staticmethod
+    def _cache_key(call: Call, command: str) -> tuple[str, int, str] | None:
+        if (GRPC_SERVICE, command) not in call_guard.NON_IDEMPOTENT or not call.client_id:
+            return None
+        return f"hrpc:{call.client_id.hex()}", call.call_id, f"{PROTOCOL}/{command}"
+
+    def not_leader_message(self, exc: NotLeaderException) -> str:
+        """Ozone's ServerNotLeaderException text: ``SCM Server:<id>(<host>) is not the leader.`` then
+        ``Suggested leader is Server:<host>:<port>.`` or ``Could not determine the leader node.``"""
+        return codec.not_leader_message("SCM", self.self_name, self.hostname, self._leader_address(exc))
+
+    def _leader_address(self, exc: NotLeaderException) -> str | None:
+        if not exc.leader_id:
+            return None
+        node_id = exc.leader_id
+        try:
+            node_of_peer = getattr(getattr(self.scm, "ha_manager", None), "node_of_peer", None)
+            if callable(node_of_peer):
+                node = node_of_peer(exc.leader_id)
+                node_id = getattr(node, "node_id", None) or node_id
+            return endpoints.leader_address(self.get, endpoints.Protocol.BLOCK_HADOOP, node_id)
+        except Exception:  # a misconfigured peer must not hide the answer: no hint then
+            LOG.exception("cannot resolve the Hadoop RPC block address of leader %s", exc.leader_id)
+            return None

@@ -1,0 +1,122 @@
+"""The block protocol's values between the project's messages and Ozone's (the shared by-name machinery
+and the datanode and pipeline conversions live in :mod:`scm_server.ozone_wire`). Pure."""
+
+from __future__ import annotations
+
+from scm_server.exceptions import ResultCodes
+from scm_server.hadoop_ipc import encode_varint
+from scm_server.ozone_wire import enum_by_name, pipeline_id_from_wire, pipeline_to_wire
+from scm_server.proto import hdds_pb2, scm_client_pb2
+from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
+from scm_server.proto.ozone import hdds_pb2 as wire
+
+
+def exclude_list_from_wire(ex: wire.ExcludeListProto) -> hdds_pb2.ExcludeListProto:
+    return hdds_pb2.ExcludeListProto(
+        datanodes=list(ex.datanodes),
+        containerIds=list(ex.containerIds),
+        pipelineIds=[pipeline_id_from_wire(p) for p in ex.pipelineIds],
+    )
+
+
+def replication_type_from_wire(value: int) -> int | None:
+    return enum_by_name(value, wire.ReplicationType, hdds_pb2.ReplicationType)
+
+
+def replication_factor_from_wire(value: int) -> int | None:
+    return enum_by_name(value, wire.ReplicationFactor, hdds_pb2.ReplicationFactor)
+
+
+def allocate_response_to_wire(resp: scm_client_pb2.AllocateScmBlockResponseProto) -> wire_block.AllocateScmBlockResponseProto:
+    return wire_block.AllocateScmBlockResponseProto.FromString(allocate_response_bytes(resp))
+
+
+def field_bytes(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field: its key (wire type 2), the length, the bytes."""
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
+
+
+def allocate_response_bytes(resp: scm_client_pb2.AllocateScmBlockResponseProto) -> bytes:
+    """The serialized Ozone ``AllocateScmBlockResponseProto`` of our answer, written field by field: the
+    blocks of one answer share a few pipelines, each converted and serialized once (a 100-block answer
+    would otherwise convert, copy and serialize its pipeline 100 times)."""
+    pipelines: dict[str, bytes] = {}
+    out = bytearray()
+    for block in resp.blocks:
+        pid = block.pipeline.id.id
+        pipeline = pipelines.get(pid)
+        if pipeline is None:
+            pipeline = pipelines[pid] = pipeline_to_wire(block.pipeline).SerializeToString()
+        cbid = wire.ContainerBlockID(
+            containerID=block.containerBlockID.containerID, localID=block.containerBlockID.localID
+        ).SerializeToString()
+        # AllocateScmBlockResponseProto.blocks = 3 { containerBlockID = 1, pipeline = 2 }
+        out += field_bytes(3, field_bytes(1, cbid) + field_bytes(2, pipeline))
+    return bytes(out)
+
+
+def key_blocks_from_wire(kb: wire_block.KeyBlocks) -> scm_client_pb2.KeyBlocks:
+    return scm_client_pb2.KeyBlocks(
+        key=kb.key,
+        blocks=[
+            scm_client_pb2.BlockIDProto(
+                containerID=b.containerBlockID.containerID, localID=b.containerBlockID.localID
+            )
+            for b in kb.blocks
+        ],
+    )
+
+
+def delete_results_to_wire(
+    results: list[scm_client_pb2.DeleteKeyBlocksResultProto],
+) -> wire_block.DeleteScmKeyBlocksResponseProto:
+    out = wire_block.DeleteScmKeyBlocksResponseProto()
+    for r in results:
+        item = out.results.add(objectKey=r.objectKey)
+        for br in r.blockResults:
+            result = enum_by_name(
+                br.result, scm_client_pb2.DeleteScmBlockResult.Result, wire_block.DeleteScmBlockResult.Result,
+                default=wire_block.DeleteScmBlockResult.unknownFailure,
+            )
+            block = item.blockResults.add(result=result)
+            block.blockID.containerBlockID.containerID = br.blockID.containerID
+            block.blockID.containerBlockID.localID = br.blockID.localID
+    return out
+
+
+def scm_info_to_wire(info: scm_client_pb2.GetScmInfoResponseProto) -> wire.GetScmInfoResponseProto:
+    return wire.GetScmInfoResponseProto(clusterId=info.clusterId, scmId=info.scmId, peerRoles=list(info.peerRoles))
+
+
+DEFAULT_RACK = "/default-rack"
+
+
+def sort_by_distance(
+    known: list[hdds_pb2.DatanodeDetailsProto], wanted: list[str], client: str
+) -> list[hdds_pb2.DatanodeDetailsProto]:
+    """SortDatanodes: the datanodes named in ``wanted`` (uuids; unknown ones dropped, as Ozone does), nearest
+    to ``client`` first. The client is a datanode when its address or host name is one's; then that node comes
+    first, its rack's next, other racks last. Equal distances (and every node, when the client is not a
+    datanode) keep the order asked for, where Ozone shuffles them."""
+    by_uuid = {dn.uuid: dn for dn in known}
+    nodes = [by_uuid[u] for u in wanted if u in by_uuid]
+    reader = next((dn for dn in known if client and client in (dn.ipAddress, dn.hostName)), None)
+    if reader is None:
+        return nodes
+    reader_rack = reader.networkLocation or DEFAULT_RACK
+
+    def distance(dn: hdds_pb2.DatanodeDetailsProto) -> int:
+        if dn.uuid == reader.uuid:
+            return 0
+        return 2 if (dn.networkLocation or DEFAULT_RACK) == reader_rack else 4
+
+    return sorted(nodes, key=distance)
+
+
+def status_of(result: ResultCodes) -> int:
+    """The block protocol's Status for an SCM result code: the same name where Ozone has it (its
+    Status lists SCMException.ResultCodes in order), else INTERNAL_ERROR (the message names ours)."""
+    try:
+        return int(wire_block.Status.Value(result.value))
+    except ValueError:
+        return int(wire_block.INTERNAL_ERROR)

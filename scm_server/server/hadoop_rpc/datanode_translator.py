@@ -1,0 +1,91 @@
+"""StorageContainerDatanodeProtocol over Hadoop RPC: Ozone's server-side translator pattern.
+
+``submitRequest`` carries an ``SCMDatanodeRequest``; the translator dispatches on ``cmdType`` (GetVersion,
+Register, SendHeartbeat) to the same facade methods as the gRPC ``StorageContainerDatanodeProtocolService``
+(every SCM answers datanodes; the facade decides what a follower does with reports and commands), carrying
+the messages across by name (:func:`convert.by_name`: our datanode messages share Ozone's names, not its
+numbers). As in Ozone, a failure is an RPC error naming ``org.apache.hadoop.hdds.scm.exceptions.SCMException``
+(the datanode retries the call); the commands in a heartbeat answer keep their id inside the command message
+and carry the issuing leader's term.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from google.protobuf import message as pb_message
+
+from scm_server import ozone_wire
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.proto import scm_datanode_pb2 as ours
+from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
+from scm_server.server.hadoop_rpc.server import RpcCallError
+
+LOG = logging.getLogger(__name__)
+
+PROTOCOL = "org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol"
+VERSION = 1
+SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
+IO_EXCEPTION = "java.io.IOException"
+
+
+class DatanodeTranslator:
+    """Serves ``submitRequest`` of StorageContainerDatanodeProtocol for one SCM."""
+
+    protocol = PROTOCOL
+    version = VERSION
+    methods = frozenset({"submitRequest"})
+
+    def __init__(self, scm: Any) -> None:
+        self.scm = scm
+
+    async def call(self, method: str, call: Call) -> bytes:
+        request = wire_dn.SCMDatanodeRequest()
+        try:
+            request.ParseFromString(call.body)
+        except pb_message.DecodeError as exc:
+            raise RpcCallError(IO_EXCEPTION, f"malformed SCMDatanodeRequest: {exc}", ErrorCode.ERROR_RPC_SERVER) from exc
+        missing = request.FindInitializationErrors()  # type: ignore[attr-defined]
+        if missing:
+            raise RpcCallError(
+                IO_EXCEPTION, f"SCMDatanodeRequest lacks required field(s) {', '.join(missing)}",
+                ErrorCode.ERROR_RPC_SERVER,
+            )
+        command = wire_dn.Type.Name(request.cmdType)
+        response = wire_dn.SCMDatanodeResponse(cmdType=request.cmdType, status=wire_dn.OK, success=True)
+        if request.HasField("traceID"):
+            response.traceID = request.traceID
+        try:
+            if command == "GetVersion":
+                version = self.scm.get_version()
+                if hasattr(version, "__await__"):
+                    version = await version
+                response.getVersionResponse.CopyFrom(ozone_wire.by_name(version, wire_dn.SCMVersionResponseProto))
+            elif command == "Register":
+                registered = await self.scm.register_datanode(self._register_request(request))
+                response.registerResponse.CopyFrom(ozone_wire.by_name(registered, wire_dn.SCMRegisteredResponseProto))
+            else:  # SendHeartbeat: the enum has no other value
+                heartbeat = ozone_wire.by_name(request.sendHeartbeatRequest, ours.SCMHeartbeatRequestProto)
+                answer = await self.scm.process_heartbeat(heartbeat)
+                response.sendHeartbeatResponse.CopyFrom(ozone_wire.heartbeat_response_to_wire(answer))
+        except SCMException as exc:
+            raise RpcCallError(SCM_EXCEPTION, str(exc), ErrorCode.ERROR_APPLICATION) from exc
+        except ValueError as exc:  # a value that does not fit our model (convert.by_name names the field)
+            raise RpcCallError(IO_EXCEPTION, f"{command}: {exc}", ErrorCode.ERROR_APPLICATION) from exc
+        return response.SerializeToString()
+
+    @staticmethod
+    def _register_request(request: wire_dn.SCMDatanodeRequest) -> ours.SCMRegisterRequestProto:
+        wire_req = request.registerRequest
+        if not request.HasField("registerRequest"):
+            raise SCMException(ResultCodes.INVALID_REQUEST, "Register without registerRequest")
+        out = ozone_wire.by_name(wire_req, ours.SCMRegisterRequestProto)
+        out.datanodeDetails.CopyFrom(ozone_wire.datanode_from_wire(wire_req.extendedDatanodeDetails.datanodeDetails))
+        # the report fields are required in both models: present, even when empty
+        out.nodeReport.SetInParent()
+        out.containerReport.SetInParent()
+        out.pipelineReports.SetInParent()
+        return out
+

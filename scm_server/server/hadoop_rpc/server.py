@@ -1,0 +1,246 @@
+"""The asyncio edge of Hadoop RPC: sockets around the pure codec (:mod:`.codec`).
+
+One task reads each connection and feeds the decoder; every call runs in its own task, so many
+calls are in flight per connection and are answered as they finish (out of order, by call id, as
+Hadoop clients expect). A connection is closed:
+
+* after a FATAL answer (bad preamble, unsupported version or authentication, a malformed or
+  oversized frame): the FATAL response is written first; other connections are untouched;
+* when the client asks (RPC_CLOSE_CONNECTION) or goes away; its running calls are then cancelled;
+* when it has been idle for ``idle_timeout`` seconds with no call in flight (Hadoop's server closes
+  idle connections after twice ``ipc.client.connection.maxidletime``).
+
+Calls are served by *protocol handlers* (one per Hadoop protocol name, e.g. the block translator).
+An unknown protocol, method or protocol version answers the Hadoop error a Java client maps to
+``RpcNoSuchProtocolException``, ``RpcNoSuchMethodException`` or ``RPC.VersionMismatch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from google.protobuf import message as pb_message
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from scm_server import hadoop_ipc as codec
+from scm_server.hadoop_ipc import Call, ErrorCode
+
+LOG = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 256  # calls running per connection before its reads pause (back-pressure)
+READ_CHUNK = 64 << 10
+
+
+class HadoopRpcMetrics:
+    """Hadoop RPC counters in the SCM's own registry (exposed on /prom), next to the gRPC ones."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        registry = registry if registry is not None else CollectorRegistry()
+        self.requests = Counter(
+            "scm_hadoop_rpc_requests", "Hadoop RPC calls answered, by protocol, method and answer (SUCCESS, or "
+            "the exception class of an ERROR)", ["protocol", "method", "answer"], registry=registry,
+        )
+        self.latency = Histogram(
+            "scm_hadoop_rpc_latency_seconds", "Hadoop RPC call handling time", ["protocol", "method"],
+            registry=registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.fatal = Counter(
+            "scm_hadoop_rpc_fatal", "Hadoop RPC connections closed with a FATAL answer (bad preamble, frame, "
+            "header or authentication)", registry=registry,
+        )
+
+
+class RpcCallError(Exception):
+    """A call failed: answered as an ERROR naming ``exception_class`` (the connection stays open)."""
+
+    def __init__(self, exception_class: str, message: str, code: int = ErrorCode.ERROR_APPLICATION) -> None:
+        super().__init__(message)
+        self.exception_class = exception_class
+        self.message = message
+        self.code = code
+
+
+class ProtocolHandler(Protocol):
+    protocol: str  # the Hadoop protocol name (@ProtocolInfo protocolName)
+    version: int
+    methods: frozenset[str]
+
+    async def call(self, method: str, call: Call) -> bytes | pb_message.Message: ...
+
+
+class HadoopRpcServer:
+    """Serves ``handlers`` on one TCP port."""
+
+    def __init__(
+        self,
+        handlers: Iterable[ProtocolHandler],
+        *,
+        max_frame: int = codec.DEFAULT_MAX_FRAME,
+        idle_timeout: float = 20.0,
+        name: str = "hadoop-rpc",
+        metrics: HadoopRpcMetrics | None = None,
+    ) -> None:
+        if idle_timeout <= 0:
+            raise ValueError(f"idle_timeout must be positive, got {idle_timeout}")
+        self.handlers = {h.protocol: h for h in handlers}
+        self.max_frame = max_frame
+        self.idle_timeout = idle_timeout
+        self.name = name
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self.stats = {"connections": 0, "calls": 0, "errors": 0, "fatal": 0, "idle_closed": 0}
+        self.metrics = metrics if metrics is not None else HadoopRpcMetrics(None)
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on host:port; returns the bound port (port 0: any free port)."""
+        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        sock = self._server.sockets[0]
+        return int(sock.getsockname()[1])
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(BaseException):
+                await task
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        self.stats["connections"] += 1
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = writer.get_extra_info("peername")
+        try:
+            await self._serve(reader, writer, peer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            LOG.exception("%s: connection from %s failed", self.name, peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Any) -> None:
+        decoder = codec.ConnectionDecoder(self.max_frame)
+        calls: set[asyncio.Task[None]] = set()
+        slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        try:
+            while not decoder.closed:
+                try:
+                    data = await asyncio.wait_for(reader.read(READ_CHUNK), self.idle_timeout)
+                except TimeoutError:
+                    if calls:
+                        continue  # idle only when nothing is in flight either
+                    self.stats["idle_closed"] += 1
+                    LOG.debug("%s: closing connection from %s idle for %.1fs", self.name, peer, self.idle_timeout)
+                    return
+                if not data:
+                    return
+                for event in decoder.feed(data):
+                    if isinstance(event, codec.Call):
+                        await slots.acquire()
+                        task = asyncio.create_task(self._run(event, writer, slots))
+                        calls.add(task)
+                        task.add_done_callback(calls.discard)
+                    elif isinstance(event, codec.Fatal):
+                        self.stats["fatal"] += 1
+                        self.metrics.fatal.inc()
+                        LOG.warning("%s: closing connection from %s: %s", self.name, peer, event.message)
+                        writer.write(codec.encode_fatal(event))
+                        with contextlib.suppress(ConnectionError):
+                            await writer.drain()
+                        return
+                    elif isinstance(event, codec.HttpRequest):
+                        LOG.warning("%s: an HTTP request from %s on a Hadoop IPC port", self.name, peer)
+                        writer.write(codec.HTTP_ANSWER)
+                        with contextlib.suppress(ConnectionError):
+                            await writer.drain()
+                        return
+                    elif (
+                        isinstance(event, codec.ConnectionContext)
+                        and event.protocol
+                        and event.protocol not in self.handlers
+                    ):
+                        LOG.info("%s: %s opened a connection for unserved protocol %s", self.name, peer, event.protocol)
+                    # Preamble, Ping: nothing to answer; CloseRequested ends the loop (decoder.closed)
+        finally:
+            for task in calls:
+                task.cancel()
+
+    async def _run(self, call: Call, writer: asyncio.StreamWriter, slots: asyncio.Semaphore) -> None:
+        started = time.perf_counter()
+        protocol = call.protocol if call.protocol in self.handlers else "unknown"
+        method = call.method if protocol != "unknown" and call.method in self.handlers[protocol].methods else "unknown"
+        try:
+            self.stats["calls"] += 1
+            result = "SUCCESS"
+            try:
+                answer = codec.encode_success(call, await self._dispatch(call))
+            except RpcCallError as exc:
+                self.stats["errors"] += 1
+                result = exc.exception_class
+                answer = codec.encode_error(call, exc.exception_class, exc.message, exc.code)
+            except asyncio.CancelledError:
+                result = "CANCELLED"
+                raise
+            except Exception as exc:
+                self.stats["errors"] += 1
+                result = codec.SERVER_EXCEPTION
+                LOG.exception("%s: %s.%s failed", self.name, call.protocol, call.method)
+                answer = codec.encode_error(
+                    call, codec.SERVER_EXCEPTION, f"{type(exc).__name__}: {exc}", ErrorCode.ERROR_RPC_SERVER
+                )
+            finally:
+                self.metrics.requests.labels(protocol, method, result).inc()
+                self.metrics.latency.labels(protocol, method).observe(time.perf_counter() - started)
+            if writer.is_closing():
+                return
+            writer.write(answer)
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+        finally:
+            slots.release()
+
+    async def _dispatch(self, call: Call) -> bytes | pb_message.Message:
+        handler = self.handlers.get(call.protocol)
+        if handler is None:
+            raise RpcCallError(
+                codec.NO_SUCH_PROTOCOL,
+                f"Unknown protocol: {call.protocol} (this SCM serves {', '.join(sorted(self.handlers)) or 'none'})",
+                ErrorCode.ERROR_NO_SUCH_PROTOCOL,
+            )
+        if call.client_version != handler.version:
+            raise RpcCallError(
+                codec.VERSION_MISMATCH,
+                f"Protocol {call.protocol} version mismatch. (client = {call.client_version}, "
+                f"server = {handler.version})",
+                ErrorCode.ERROR_RPC_VERSION_MISMATCH,
+            )
+        if call.method not in handler.methods:
+            raise RpcCallError(
+                codec.NO_SUCH_METHOD,
+                f"Unknown method {call.method} called on {call.protocol} protocol.",
+                ErrorCode.ERROR_NO_SUCH_METHOD,
+            )
+        return await handler.call(call.method, call)

@@ -1,0 +1,69 @@
+"""Values carried between our messages and Ozone's wire messages: by name, UUIDs both ways, and the
+hand-written AllocateScmBlockResponseProto bytes equal to the message built the plain way."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scm_server import ozone_wire
+from scm_server.exceptions import ResultCodes
+from scm_server.proto import hdds_pb2, scm_client_pb2
+from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
+from scm_server.proto.ozone import hdds_pb2 as wire
+from scm_server.server.hadoop_rpc import convert
+
+
+@given(st.uuids())
+def test_uuid_round_trip(u: uuid.UUID) -> None:
+    proto = ozone_wire.uuid_proto(str(u))
+    assert proto is not None and ozone_wire.uuid_text(proto) == str(u)
+
+
+def test_uuid_of_a_non_uuid_is_none() -> None:
+    assert ozone_wire.uuid_proto("p1") is None
+
+
+def test_enums_travel_by_name_not_number() -> None:
+    # ours numbers DECOMMISSIONING 2, Ozone 4
+    dn = hdds_pb2.DatanodeDetailsProto(uuid=str(uuid.uuid4()), persistedOpState=hdds_pb2.DECOMMISSIONING)
+    out = ozone_wire.datanode_to_wire(dn)
+    assert out.persistedOpState == wire.DECOMMISSIONING == 4
+    assert ozone_wire.uuid_text(out.uuid128) == dn.uuid == ozone_wire.uuid_text(out.id.uuid)
+
+
+def test_status_of_result_codes() -> None:
+    assert convert.status_of(ResultCodes.SAFE_MODE_EXCEPTION) == wire_block.SAFE_MODE_EXCEPTION == 9
+    assert convert.status_of(ResultCodes.INTERNAL_ERROR) == 29  # 28 is unused on the wire
+    assert convert.status_of(ResultCodes.INVALID_REQUEST) == wire_block.INTERNAL_ERROR  # not one of Ozone's
+
+
+def _pipeline(pid: str, members: int) -> hdds_pb2.Pipeline:
+    return hdds_pb2.Pipeline(
+        id=hdds_pb2.PipelineID(id=pid), state=hdds_pb2.PIPELINE_OPEN, type=hdds_pb2.RATIS, factor=hdds_pb2.THREE,
+        leaderID=f"00000000-0000-0000-0000-00000000000{members}", creationTimeStamp=7, memberOrders=[0, 1, 2][:members],
+        members=[hdds_pb2.DatanodeDetailsProto(uuid=f"00000000-0000-0000-0000-00000000000{i}", ipAddress="10.0.0.1",
+                                               hostName=f"dn{i}", ports=[hdds_pb2.Port(name="RATIS", value=9858)])
+                 for i in range(members)],
+    )
+
+
+@settings(max_examples=50)
+@given(st.lists(st.tuples(st.integers(1, 2**40), st.integers(1, 2**62), st.sampled_from(
+    [str(uuid.UUID(int=1)), str(uuid.UUID(int=2)), "not-a-uuid"])), max_size=20))
+def test_allocate_response_bytes_equal_the_plain_message(blocks: list[tuple[int, int, str]]) -> None:
+    resp = scm_client_pb2.AllocateScmBlockResponseProto(blocks=[
+        hdds_pb2.AllocatedBlock(containerBlockID=hdds_pb2.ContainerBlockID(containerID=c, localID=lid),
+                                pipeline=_pipeline(pid, 3))
+        for c, lid, pid in blocks
+    ])
+    plain = wire_block.AllocateScmBlockResponseProto()
+    for block in resp.blocks:
+        item = plain.blocks.add()
+        item.containerBlockID.containerID = block.containerBlockID.containerID
+        item.containerBlockID.localID = block.containerBlockID.localID
+        item.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(block.pipeline))
+    assert convert.allocate_response_to_wire(resp) == plain
+    assert convert.allocate_response_bytes(resp) == plain.SerializeToString()

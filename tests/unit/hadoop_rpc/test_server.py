@@ -1,0 +1,352 @@
+"""The asyncio Hadoop RPC edge and the block translator, over real loopback sockets, with a fake facade."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+from typing import Any
+
+import pytest
+
+from scm_server import hadoop_ipc as codec
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.hadoop_ipc import ErrorCode
+from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
+from scm_server.proto.ozone import hdds_pb2 as wire
+from scm_server.server.hadoop_rpc.block_translator import PROTOCOL, SERVER_NOT_LEADER, BlockLocationTranslator
+from scm_server.server.hadoop_rpc.server import HadoopRpcServer
+from tests.unit.edges.fakes import FakeSCM
+
+CONF = {
+    "ozone.scm.service.ids": "cluster1",
+    "ozone.scm.nodes.cluster1": "scm1,scm2",
+    "ozone.scm.address.cluster1.scm1": "127.0.0.1",
+    "ozone.scm.address.cluster1.scm2": "scm2.example",
+    "ozone.scm.block.client.hadoop-rpc.port.cluster1.scm2": "29863",
+}
+
+
+class Client:
+    """A minimal Hadoop IPC client over the codec (one connection)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.client_id = os.urandom(16)
+        self.decoder = codec.ResponseDecoder()
+        self.pending: list[codec.Response] = []
+
+    @classmethod
+    async def connect(cls, port: int, protocol: str = PROTOCOL) -> Client:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        client = cls(reader, writer)
+        writer.write(codec.encode_preamble() + codec.encode_context(client.client_id, protocol, "om"))
+        return client
+
+    def send(self, call_id: int, request: Any, *, protocol: str = PROTOCOL, method: str = "send",
+             version: int = 1, retry: int = -1) -> None:
+        self.writer.write(codec.encode_call(call_id, self.client_id, protocol, method, request,
+                                            version=version, retry_count=retry))
+
+    async def receive(self) -> codec.Response:
+        while not self.pending:
+            data = await asyncio.wait_for(self.reader.read(65536), 10)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            self.pending += self.decoder.feed(data)
+        return self.pending.pop(0)
+
+    async def closed_by_server(self) -> bool:
+        return await asyncio.wait_for(self.reader.read(65536), 10) == b""
+
+    async def call(self, call_id: int, request: Any, **kw: Any) -> codec.Response:
+        self.send(call_id, request, **kw)
+        return await self.receive()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def block_request(cmd: str, **fields: Any) -> wire_block.SCMBlockLocationRequest:
+    return wire_block.SCMBlockLocationRequest(cmdType=wire_block.Type.Value(cmd), traceID="t-1", **fields)
+
+
+def block_response(resp: codec.Response) -> wire_block.SCMBlockLocationResponse:
+    assert resp.header.status == codec.Status.SUCCESS, resp.header
+    assert resp.body is not None
+    out = wire_block.SCMBlockLocationResponse()
+    out.ParseFromString(resp.body)
+    return out
+
+
+def allocate(num: int = 1, size: int = 1024) -> wire_block.SCMBlockLocationRequest:
+    return block_request(
+        "AllocateScmBlock",
+        allocateScmBlockRequest=wire_block.AllocateScmBlockRequestProto(
+            size=size, numBlocks=num, type=wire.RATIS, factor=wire.THREE, owner="om1"
+        ),
+    )
+
+
+class SlowSCM(FakeSCM):
+    """GetScmInfo waits for a gate, so a later call can overtake it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def get_scm_info(self) -> Any:  # type: ignore[override]
+        await self.gate.wait()
+        return super().get_scm_info()
+
+
+@pytest.fixture
+async def served() -> Any:
+    servers: list[HadoopRpcServer] = []
+
+    async def start(scm: Any, **kw: Any) -> tuple[HadoopRpcServer, int]:
+        translator = BlockLocationTranslator(scm, CONF.get, "scm-1-id", "scm1.example")
+        server = HadoopRpcServer([translator], **kw)
+        port = await server.start("127.0.0.1", 0)
+        servers.append(server)
+        return server, port
+
+    yield start
+    for s in servers:
+        await s.stop()
+
+
+async def test_every_supported_command(served: Any) -> None:
+    scm = FakeSCM()
+    _, port = await served(scm)
+    c = await Client.connect(port)
+    info = block_response(await c.call(1, block_request("GetScmInfo", getScmInfoRequest=wire.GetScmInfoRequestProto())))
+    assert info.success and info.status == wire_block.OK and info.traceID == "t-1"
+    assert (info.getScmInfoResponse.clusterId, info.getScmInfoResponse.scmId) == ("CID-x", "scm-x")
+
+    blocks = block_response(await c.call(2, allocate(num=3))).allocateScmBlockResponse.blocks
+    assert [b.containerBlockID.localID for b in blocks] == [1, 2, 3]
+    assert blocks[0].pipeline.id.id == "p1"
+
+    delete = block_request(
+        "DeleteScmKeyBlocks",
+        deleteScmKeyBlocksRequest=wire_block.DeleteScmKeyBlocksRequestProto(keyBlocks=[
+            wire_block.KeyBlocks(key="/v/b/k", blocks=[wire.BlockID(containerBlockID=wire.ContainerBlockID(
+                containerID=1, localID=1))])
+        ]),
+    )
+    scm.delete_key_blocks = _fake_delete  # type: ignore[attr-defined]
+    deleted = block_response(await c.call(3, delete))
+    assert deleted.success
+    (result,) = deleted.deleteScmKeyBlocksResponse.results
+    assert result.objectKey == "/v/b/k"
+    assert result.blockResults[0].result == wire_block.DeleteScmBlockResult.success
+    assert result.blockResults[0].blockID.containerBlockID.localID == 1
+    c.close()
+
+
+async def _fake_delete(key_blocks: list[Any]) -> list[Any]:
+    from scm_server.proto import scm_client_pb2 as ours
+
+    return [
+        ours.DeleteKeyBlocksResultProto(objectKey=kb.key, blockResults=[
+            ours.DeleteScmBlockResult(result=ours.DeleteScmBlockResult.success, blockID=b) for b in kb.blocks
+        ])
+        for kb in key_blocks
+    ]
+
+
+@pytest.mark.parametrize("cmd", ["AddScm", "GetClusterTree"])
+async def test_unsupported_command_names_itself(served: Any, cmd: str) -> None:
+    _, port = await served(FakeSCM())
+    c = await Client.connect(port)
+    resp = block_response(await c.call(1, block_request(cmd)))
+    assert not resp.success and resp.status == wire_block.UNSUPPORTED_OPERATION
+    assert cmd in resp.message and "AllocateScmBlock" in resp.message
+    assert block_response(await c.call(2, allocate())).success  # the connection serves on
+    c.close()
+
+
+def _dn(uuid: str, host: str, rack: str) -> Any:
+    from scm_server.proto import hdds_pb2 as ours
+
+    return ours.DatanodeDetailsProto(uuid=uuid, ipAddress=f"10.0.0.{uuid[-1]}", hostName=host, networkLocation=rack)
+
+
+def test_sort_by_distance_orders_node_rack_then_other_racks() -> None:
+    from scm_server.server.hadoop_rpc.convert import sort_by_distance
+
+    known = [_dn("u1", "dn1", "/r1"), _dn("u2", "dn2", "/r2"), _dn("u3", "dn3", "/r1"), _dn("u4", "dn4", "/r2")]
+    sort = lambda wanted, client: [d.uuid for d in sort_by_distance(known, wanted, client)]  # noqa: E731
+    assert sort(["u2", "u4", "u3", "u1"], "dn1") == ["u1", "u3", "u2", "u4"]  # self, same rack, others (stable)
+    assert sort(["u2", "u4", "u3", "u1"], "10.0.0.4") == ["u4", "u2", "u3", "u1"]  # by address too
+    assert sort(["u3", "nope", "u1"], "om.example") == ["u3", "u1"]  # not a datanode: as asked; unknown dropped
+    assert sort([], "dn1") == []
+
+
+async def test_sort_datanodes_over_the_wire(served: Any) -> None:
+    from scm_server.proto import hdds_pb2 as ours
+
+    scm = FakeSCM()
+    scm.query_nodes = lambda: [  # type: ignore[attr-defined]
+        ours.Node(nodeID=_dn("11111111-1111-1111-1111-111111111111", "dn1", "/r1")),
+        ours.Node(nodeID=_dn("22222222-2222-2222-2222-222222222222", "dn2", "/r2")),
+    ]
+    _, port = await served(scm)
+    c = await Client.connect(port)
+    req = block_request("SortDatanodes", sortDatanodesRequest=wire_block.SortDatanodesRequestProto(
+        client="dn2", nodeNetworkName=["11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"]))
+    resp = block_response(await c.call(1, req))
+    assert resp.success
+    assert [n.hostName for n in resp.sortDatanodesResponse.node] == ["dn2", "dn1"]
+    first = resp.sortDatanodesResponse.node[0]
+    assert first.uuid128.mostSigBits == 0x2222222222222222 and first.networkLocation == "/r2"
+
+
+async def test_scm_exception_is_a_failed_response_with_ozone_status(served: Any) -> None:
+    _, port = await served(FakeSCM())
+    c = await Client.connect(port)
+    resp = block_response(await c.call(1, allocate(size=0)))
+    assert not resp.success and resp.status == wire_block.INVALID_BLOCK_SIZE and "block size 0" in resp.message
+
+
+async def test_safemode_answers_safe_mode_exception(served: Any) -> None:
+    scm = FakeSCM()
+
+    async def in_safemode(*args: Any) -> Any:
+        raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "SCM is in safe mode; block allocation is not allowed")
+
+    scm.allocate_block_response = in_safemode  # type: ignore[method-assign]
+    _, port = await served(scm)
+    c = await Client.connect(port)
+    resp = block_response(await c.call(1, allocate()))
+    assert not resp.success and resp.status == wire_block.SAFE_MODE_EXCEPTION == 9
+
+
+async def test_follower_answers_server_not_leader_with_ozone_hint(served: Any) -> None:
+    _, port = await served(FakeSCM(leader=False, leader_id="scm2"))
+    c = await Client.connect(port)
+    resp = await c.call(1, allocate())
+    assert resp.header.status == codec.Status.ERROR
+    assert resp.header.exceptionClassName == SERVER_NOT_LEADER
+    assert resp.header.errorMsg == (
+        "SCM Server:scm-1-id(scm1.example) is not the leader. Suggested leader is Server:scm2.example:29863."
+    )
+    # GetScmInfo is answered by any SCM (the call rules of the gRPC path)
+    assert block_response(await c.call(2, block_request("GetScmInfo"))).success
+
+
+async def test_follower_without_known_leader(served: Any) -> None:
+    scm = FakeSCM(leader=False, leader_id="")
+    _, port = await served(scm)
+    c = await Client.connect(port)
+    resp = await c.call(1, allocate())
+    assert resp.header.exceptionClassName == SERVER_NOT_LEADER
+    assert resp.header.errorMsg.endswith("is not the leader. Could not determine the leader node.")
+
+
+async def test_retry_with_same_client_and_call_id_gets_the_first_blocks(served: Any) -> None:
+    scm = FakeSCM()
+    _, port = await served(scm)
+    c = await Client.connect(port)
+    first = block_response(await c.call(7, allocate(num=2)))
+    again = block_response(await c.call(7, allocate(num=2), retry=1))
+    other = block_response(await c.call(8, allocate(num=2)))
+    ids = lambda r: [b.containerBlockID.localID for b in r.allocateScmBlockResponse.blocks]  # noqa: E731
+    assert ids(first) == ids(again) == [1, 2] and ids(other) == [3, 4]
+    assert scm.calls.count("allocate_block") == 2
+    # another client (another connection, another client id) with the same call id is another call
+    d = await Client.connect(port)
+    assert ids(block_response(await d.call(7, allocate(num=2)))) == [5, 6]
+
+
+async def test_calls_in_flight_are_answered_out_of_order(served: Any) -> None:
+    scm = SlowSCM()
+    _, port = await served(scm)
+    c = await Client.connect(port)
+    c.send(1, block_request("GetScmInfo"))
+    c.send(2, allocate())
+    first = await c.receive()
+    assert first.call_id == 2  # call 1 still waits for the gate
+    scm.gate.set()
+    second = await c.receive()
+    assert second.call_id == 1 and block_response(second).getScmInfoResponse.clusterId == "CID-x"
+
+
+async def test_unknown_protocol_method_and_version(served: Any) -> None:
+    server, port = await served(FakeSCM())
+    c = await Client.connect(port)
+    r = await c.call(1, allocate(), protocol="org.example.Nope")
+    assert server.metrics.requests.labels("unknown", "unknown", codec.NO_SUCH_PROTOCOL)._value.get() == 1
+    assert (r.header.status, r.header.errorDetail) == (codec.Status.ERROR, ErrorCode.ERROR_NO_SUCH_PROTOCOL)
+    assert r.header.exceptionClassName == codec.NO_SUCH_PROTOCOL and "org.example.Nope" in r.header.errorMsg
+    r = await c.call(2, allocate(), method="submitRequest")
+    assert r.header.errorDetail == ErrorCode.ERROR_NO_SUCH_METHOD and "submitRequest" in r.header.errorMsg
+    r = await c.call(3, allocate(), version=2)
+    assert r.header.errorDetail == ErrorCode.ERROR_RPC_VERSION_MISMATCH
+    assert r.header.exceptionClassName == codec.VERSION_MISMATCH
+    r = await c.call(4, b"\xff\xff\xff")  # not an SCMBlockLocationRequest
+    assert r.header.status == codec.Status.ERROR and "malformed SCMBlockLocationRequest" in r.header.errorMsg
+    assert block_response(await c.call(5, allocate())).success  # still serving this connection
+
+
+async def test_garbage_and_oversized_frames_are_fatal_and_the_server_serves_on(served: Any) -> None:
+    server, port = await served(FakeSCM(), max_frame=4096)
+    healthy = await Client.connect(port)
+    assert block_response(await healthy.call(1, allocate())).success
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"\x00garbage\x01\x02\x03")
+    fatal, = codec.ResponseDecoder().feed(await asyncio.wait_for(reader.read(65536), 10))
+    assert fatal.header.status == codec.Status.FATAL and "preamble" in fatal.header.errorMsg
+    assert await asyncio.wait_for(reader.read(65536), 10) == b""
+
+    big = await Client.connect(port)
+    big.writer.write(struct.pack(">i", 1 << 30))
+    answer = await big.receive()
+    assert answer.header.status == codec.Status.FATAL and "ipc.maximum.data.length" in answer.header.errorMsg
+    assert await big.closed_by_server()
+
+    assert block_response(await healthy.call(2, allocate())).success
+    assert server.stats["fatal"] == 2
+    assert server.metrics.fatal._value.get() == 2
+    assert server.metrics.requests.labels(PROTOCOL, "send", "SUCCESS")._value.get() == 2
+
+
+async def test_http_request_gets_a_plain_answer(served: Any) -> None:
+    _, port = await served(FakeSCM())
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = await asyncio.wait_for(reader.read(), 10)
+    assert data.startswith(b"HTTP/1.1 404") and b"Hadoop IPC" in data
+
+
+async def test_idle_connection_is_closed_and_pings_are_ignored(served: Any) -> None:
+    server, port = await served(FakeSCM(), idle_timeout=0.3)
+    c = await Client.connect(port)
+    c.writer.write(codec.encode_ping(c.client_id))
+    assert block_response(await c.call(1, allocate())).success  # the ping got no answer of its own
+    assert await c.closed_by_server()
+    assert server.stats["idle_closed"] == 1
+
+
+async def test_sasl_client_is_refused_clearly(served: Any) -> None:
+    _, port = await served(FakeSCM())
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(codec.encode_preamble(auth_protocol=codec.AUTH_SASL))
+    fatal, = codec.ResponseDecoder().feed(await asyncio.wait_for(reader.read(65536), 10))
+    assert fatal.header.errorDetail == ErrorCode.FATAL_UNAUTHORIZED
+    assert "SIMPLE authentication only" in fatal.header.errorMsg
+
+
+def test_not_leader_message_parses_as_ozone_does() -> None:
+    """Ozone's ServerNotLeaderException(String) finds the leader with two patterns; ours as regexes."""
+    import re
+
+    current = re.compile(r".* Server:(.*?) is not the leader[.]+.*", re.DOTALL)
+    suggested = re.compile(r".*Suggested leader is Server:([^:]*)(:[0-9]+).*", re.DOTALL)
+    t = BlockLocationTranslator(FakeSCM(), CONF.get, "scm-1-id", "scm1.example")
+    msg = t.not_leader_message(NotLeaderException("x", "scm2"))
+    assert current.fullmatch(msg)
+    m = suggested.fullmatch(msg)
+    assert m is not None and m.group(1) + m.group(2) == "scm2.example:29863"
