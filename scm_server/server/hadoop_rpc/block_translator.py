@@ -47,7 +47,7 @@ SERVER_NOT_LEADER = codec.SERVER_NOT_LEADER
 GRPC_SERVICE = "ScmBlockLocationProtocolService"  # the call rules are shared with the gRPC servicer
 
 Type = wire_block.Type
-SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes")
+SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes", "GetClusterTree")
 
 
 class BlockLocationTranslator:
@@ -118,6 +118,7 @@ class BlockLocationTranslator:
             "DeleteScmKeyBlocks": self._delete,
             "GetScmInfo": self._scm_info,
             "SortDatanodes": self._sort,
+            "GetClusterTree": self._cluster_tree,
         }
 
     async def _allocate(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
@@ -169,6 +170,18 @@ class BlockLocationTranslator:
             sortDatanodesResponse=wire_block.SortDatanodesResponseProto(
                 node=[ozone_wire.datanode_to_wire(dn) for dn in ordered]
             )
+        ).SerializePartialToString()
+
+    async def _cluster_tree(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
+        nodes = self.scm.query_nodes()
+        if hasattr(nodes, "__await__"):
+            nodes = await nodes
+        try:
+            tree = convert.cluster_tree([n.nodeID for n in nodes])
+        except ValueError as exc:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, f"GetClusterTree: {exc}") from exc
+        return wire_block.SCMBlockLocationResponse(
+            getClusterTreeResponse=wire_block.GetClusterTreeResponseProto(clusterTree=tree)
         ).SerializePartialToString()
 
     # ---- rules shared with the gRPC path ----
