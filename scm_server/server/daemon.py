@@ -222,20 +222,25 @@ class SCMDaemon:
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
         from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
+        from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
         from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
         from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
 
         P = endpoints.Protocol
         wanted = [
-            p for p in (P.BLOCK_HADOOP, P.DATANODE_HADOOP, P.CLIENT_HADOOP)
+            p for p in (P.BLOCK_HADOOP, P.DATANODE_HADOOP, P.CLIENT_HADOOP, P.SECURITY_HADOOP)
             if endpoints.configured(get, p, self.node)
         ]
         if not wanted:
             return
-        if self.security is not None:
+        # With SIMPLE authentication nobody is authenticated: with security on, only the security protocol's
+        # public reads may be served this way (it never issues a certificate over Hadoop RPC).
+        unauthenticated = [p for p in wanted if p is not P.SECURITY_HADOOP]
+        if self.security is not None and unauthenticated:
             raise DaemonStartupError(
-                f"{wanted[0].port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
-                "authentication only so far (Kerberos is the next step of issue 20); unset one of them"
+                f"{unauthenticated[0].port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
+                "authentication only so far (Kerberos is the next step of issue 20); unset one of them "
+                "(ozone.scm.security.service.hadoop-rpc.port may stay: it serves certificate reads only)"
             )
         settings = HadoopRpcSettings.from_conf(self.conf)
         metrics = HadoopRpcMetrics(getattr(self.scm, "metrics_registry", None))
@@ -246,6 +251,8 @@ class SCMDaemon:
                 translator = BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
             elif protocol is P.CLIENT_HADOOP:
                 translator = LocationTranslator(self.scm, get, storage_id, self.node.host)
+            elif protocol is P.SECURITY_HADOOP:
+                translator = SecurityTranslator(SecurityReader(self.security) if self.security is not None else None)
             else:
                 translator = DatanodeTranslator(self.scm)
             server = HadoopRpcServer(
