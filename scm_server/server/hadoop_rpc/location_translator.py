@@ -26,6 +26,7 @@ from google.protobuf import message as pb_message
 
 from scm_server import ozone_wire
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ha.client_call import client_call
 from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
@@ -34,7 +35,6 @@ from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import convert
 from scm_server.server.hadoop_rpc.leadership import Leadership
 from scm_server.server.hadoop_rpc.server import RpcCallError
-from scm_server.ha.client_call import client_call
 
 PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol"
 VERSION = 1

@@ -148,7 +148,7 @@ class SecurityTranslator:
         except _Refusal as refusal:
             response.ClearField("getCertResponseProto")
             response.success = False
-            response.status = refusal.status
+            response.status = refusal.status  # type: ignore[assignment]
             response.message = refusal.message
         return response.SerializeToString()
 

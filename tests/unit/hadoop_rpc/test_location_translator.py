@@ -89,7 +89,7 @@ async def test_safemode_scm_info_and_nodes(admin: Any) -> None:
 
 
 async def test_containers_and_pipelines(admin: Any) -> None:
-    call, scm, dns = admin
+    call, scm, _dns = admin
     await call(wire_loc.ForceExitSafeMode, forceExitSafeModeRequest={})
     created = await call(wire_loc.AllocateContainer, containerRequest={
         "replicationType": wire.RATIS, "replicationFactor": wire.THREE, "owner": "admin"})
@@ -117,7 +117,7 @@ async def test_containers_and_pipelines(admin: Any) -> None:
 
     pipelines = (await call(wire_loc.ListPipelines, listPipelineRequest={})).listPipelineResponse.pipelines
     assert {p.id.id for p in pipelines} == {p.id.id for p in scm.list_pipelines()}
-    one = pipelines[0].id
+    one = next(p for p in pipelines if p.factor == wire.THREE).id  # closed below, making room for a new one
     got_p = await call(wire_loc.GetPipeline, getPipelineRequest={"pipelineID": one})
     assert got_p.getPipelineResponse.pipeline.id.id == one.id
     await call(wire_loc.DeactivatePipeline, deactivatePipelineRequest={"pipelineID": one})
@@ -134,7 +134,7 @@ async def test_containers_and_pipelines(admin: Any) -> None:
 
 
 async def test_replication_manager_and_node_admin(admin: Any) -> None:
-    call, scm, dns = admin
+    call, _scm, dns = admin
     await call(wire_loc.StartReplicationManager, startReplicationManagerRequest={})
     assert (await call(wire_loc.GetReplicationManagerStatus,
                        seplicationManagerStatusRequest={})).replicationManagerStatusResponse.isRunning
@@ -155,7 +155,7 @@ async def test_replication_manager_and_node_admin(admin: Any) -> None:
 
 
 async def test_failures_unsupported_and_malformed(admin: Any) -> None:
-    call, scm, dns = admin
+    call, _scm, _dns = admin
     with pytest.raises(RemoteError) as err:
         await call(wire_loc.GetContainer, getContainerRequest={"containerID": 4242})
     assert err.value.exception_class == SCM_EXCEPTION and "CONTAINER_NOT_FOUND" in err.value.message

@@ -42,3 +42,28 @@ def test_mixed_transports_last_datanodes_speak_hadoop_rpc() -> None:
 def test_bad_simulator_arguments_are_named(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         DatanodeSimulator(["g:1"], 5, **kwargs)  # type: ignore[arg-type]
+
+
+def test_local_quorum_configures_hadoop_rpc_and_describes_the_transports(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from scm_server.cli.local_cluster import SERVICE_ID
+    from scm_server.cli.local_quorum import HALocalCluster, describe_transports, hadoop_rpc_datanodes
+
+    cluster = HALocalCluster(Path(str(tmp_path)), 3, hadoop_rpc=True)
+    values = cluster.common_settings()
+    for s in cluster.scms:
+        for protocol, key in HALocalCluster.HADOOP_RPC_KEYS.items():
+            assert values[f"{key}.{SERVICE_ID}.{s.node_id}"] == str(cluster.hadoop_port(s.node_id, protocol))
+    assert len({a for p in HALocalCluster.HADOOP_RPC_KEYS for a in cluster.hadoop_addresses(p)}) == 12
+    mixed = hadoop_rpc_datanodes(cluster, 5)
+    assert mixed == {"hadoop_rpc_addresses": cluster.hadoop_addresses("datanode"), "hadoop_rpc_datanodes": 2}
+    lines = describe_transports(cluster, {"grpc": ["dn-0"], "hadoop-rpc": ["dn-1"]})
+    assert lines[0].startswith("gRPC (our datanode protocol): dn-0 -> " + cluster.datanode_addresses[0])
+    assert lines[1].startswith("Hadoop RPC (Ozone's StorageContainerDatanodeProtocol): dn-1 -> " +
+                               cluster.hadoop_addresses("datanode")[0])
+    plain = HALocalCluster(Path(str(tmp_path)) / "plain", 3)
+    assert hadoop_rpc_datanodes(plain, 5) == {}
+    assert not any("hadoop-rpc" in k for k in plain.common_settings())
+    with pytest.raises(ValueError, match="SIMPLE"):
+        HALocalCluster(Path(str(tmp_path)) / "secure", 3, hadoop_rpc=True, secure=True)
