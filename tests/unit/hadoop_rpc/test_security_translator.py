@@ -14,9 +14,11 @@ from scm_server.server.hadoop_rpc.security_translator import (
     ISSUANCE,
     PROTOCOL,
     NotFound,
+    SecurityReader,
     SecurityTranslator,
 )
 from scm_server.server.hadoop_rpc.server import HadoopRpcServer
+from tests.unit.security_core.test_renewal_clock import harness  # noqa: F401  (the in-process secure SCM fixture)
 
 Req = wire_sec.SCMSecurityRequest
 Resp = wire_sec.SCMSecurityResponse
@@ -147,6 +149,43 @@ async def test_without_security_every_read_says_there_is_no_ca() -> None:
         with pytest.raises(RemoteError) as err:
             await conn.call("submitRequest", b"\x08", call_id=2)  # cmdType cut short
         assert "malformed SCMSecurityRequest" in err.value.message
+    finally:
+        await conn.close()
+        await server.stop()
+
+
+async def test_reads_from_a_real_ca(harness: Any) -> None:  # noqa: F811  (an in-process secure SCM)
+    """SecurityReader over the running SCM's SCMSecurity: what Ozone's clients read is this SCM's real material."""
+    from scm_server.security.core import certificates as pki
+
+    h = harness
+    server, conn = await connect(SecurityReader(h.security))
+    try:
+        ids = iter(range(1, 100))
+
+        async def call(cmd: int, **fields: Any) -> Resp:
+            req = Req(cmdType=cmd, **fields)  # type: ignore[arg-type]
+            resp = Resp.FromString(await conn.call("submitRequest", req, call_id=next(ids)))
+            assert resp.success and resp.status == wire_sec.OK, resp.message
+            return resp
+
+        own = pki.cert_pem(h.security.material.current.certificate)
+        root = pki.cert_pem(h.ca.root)
+        ca = (await call(wire_sec.GetCACertificate, getCACertificateRequest={})).getCertResponseProto
+        assert ca.x509Certificate == own and ca.x509CACertificate == own
+        assert (await call(wire_sec.GetRootCACertificate)).getCertResponseProto.x509Certificate == root
+        roots = await call(wire_sec.GetAllRootCaCertificates, getAllRootCaCertificatesRequestProto={})
+        assert root in roots.allRootCaCertificatesResponseProto.allX509RootCaCertificates
+        cas = await call(wire_sec.ListCACertificate, listCACertificateRequestProto={})
+        assert own in cas.listCertificateResponseProto.certificates
+        serial = str(h.security.material.current.certificate.serial_number)
+        one = await call(wire_sec.GetCertificate, getCertificateRequest={"certSerialId": serial})
+        assert one.getCertResponseProto.x509Certificate == own
+        listed = await call(wire_sec.ListCertificate, listCertificateRequest={"role": wire.SCM, "count": 10})
+        assert own in listed.listCertificateResponseProto.certificates
+        missing = Resp.FromString(await conn.call("submitRequest", Req(
+            cmdType=wire_sec.GetCertificate, getCertificateRequest={"certSerialId": "987654"}), call_id=99))
+        assert missing.status == wire_sec.CERTIFICATE_NOT_FOUND
     finally:
         await conn.close()
         await server.stop()
