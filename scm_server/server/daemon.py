@@ -224,7 +224,7 @@ class SCMDaemon:
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
         from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
         from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
-        from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
+        from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_refusal
 
         P = endpoints.Protocol
         wanted = [
@@ -233,15 +233,9 @@ class SCMDaemon:
         ]
         if not wanted:
             return
-        # With SIMPLE authentication nobody is authenticated: with security on, only the security protocol's
-        # public reads may be served this way (it never issues a certificate over Hadoop RPC).
-        unauthenticated = [p for p in wanted if p is not P.SECURITY_HADOOP]
-        if self.security is not None and unauthenticated:
-            raise DaemonStartupError(
-                f"{unauthenticated[0].port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
-                "authentication only so far (Kerberos is the next step of issue 20); unset one of them "
-                "(ozone.scm.security.service.hadoop-rpc.port may stay: it serves certificate reads only)"
-            )
+        refusal = hadoop_rpc_refusal(wanted, secure=self.security is not None)
+        if refusal is not None:
+            raise DaemonStartupError(refusal)
         settings = HadoopRpcSettings.from_conf(self.conf)
         metrics = HadoopRpcMetrics(getattr(self.scm, "metrics_registry", None))
         storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""

@@ -208,7 +208,7 @@ async def test_every_location_command_from_hadoops_client(quorum: Quorum) -> Non
               "ListContainer", "GetContainerCount", "CloseContainer", "AllocatePipeline", "DeactivatePipeline",
               "ActivatePipeline", "ClosePipeline", "StopReplicationManager", "StartReplicationManager",
               "GetReplicationManagerStatus", "GetReplicationManagerReport", "DecommissionNodes",
-              "StartMaintenanceNodes", "RecommissionNodes"}
+              "StartMaintenanceNodes", "RecommissionNodes", "SingleNodeQuery"}
     from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
 
     assert served == set(LocationTranslator(None, {}.get, "x", "h").handlers), "the Java client covers every served cmdType"
@@ -219,7 +219,7 @@ async def test_every_location_command_from_hadoops_client(quorum: Quorum) -> Non
     assert all(facts[name][0].startswith("OK") for name in served - {"AllocatePipeline"}), lines
     assert one["InSafeMode"] == "OK inSafeMode=false" and one["GetSafeModeRuleStatuses"].startswith("OK rules=")
     assert re.fullmatch(r"OK CID-\S+ peers=3", one["GetScmInfo"]), one["GetScmInfo"]
-    assert int(one["QueryNode"].split("healthy=")[1]) >= 3
+    assert int(one["QueryNode"].split("healthy=")[1]) >= 3 and one["SingleNodeQuery"] == "OK same=true"
     assert one["ListPipelines"].endswith("open3=true") and one["GetPipeline"] == "OK same=true members=3"
     m = re.fullmatch(r"OK success id=(\d+) state=OPEN owner=java-admin members=3", one["AllocateContainer"])
     assert m is not None, one["AllocateContainer"]

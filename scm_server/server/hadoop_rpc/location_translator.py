@@ -116,6 +116,7 @@ class LocationTranslator:
             "GetContainerCount": self._get_container_count,
             "CloseContainer": self._close_container,
             "QueryNode": self._query_node,
+            "SingleNodeQuery": self._single_node,
             "AllocatePipeline": self._allocate_pipeline,
             "ListPipelines": self._list_pipelines,
             "GetPipeline": self._get_pipeline,
@@ -272,6 +273,15 @@ class LocationTranslator:
         nodes = await _maybe(self.scm.query_nodes(state, op_state))
         response.nodeQueryResponse.SetInParent()
         response.nodeQueryResponse.datanodes.extend(ozone_wire.by_name(n, wire.Node) for n in nodes)
+
+    async def _single_node(self, request: Request, response: Response) -> None:
+        """`ozone admin datanode list --node-id`: one datanode by its 128-bit uuid."""
+        wanted = ozone_wire.uuid_text(request.singleNodeQueryRequest.uuid)
+        for node in await _maybe(self.scm.query_nodes()):
+            if node.nodeID.uuid == wanted:
+                response.singleNodeQueryResponse.datanode.CopyFrom(ozone_wire.by_name(node, wire.Node))
+                return
+        raise SCMException(ResultCodes.NO_SUCH_DATANODE, f"no datanode {wanted} is registered")
 
     async def _decommission(self, request: Request, response: Response) -> None:
         req = request.decommissionNodesRequest

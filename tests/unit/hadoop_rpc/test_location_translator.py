@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from scm_server import hadoop_ipc as codec
+from scm_server import ozone_wire
 from scm_server.client.hadoop_rpc import HadoopRpcConnection, RemoteError
 from scm_server.exceptions import NotLeaderException
 from scm_server.proto import hdds_pb2
@@ -83,6 +84,11 @@ async def test_safemode_scm_info_and_nodes(admin: Any) -> None:
                                                                "state": wire.HEALTHY})).nodeQueryResponse
     assert sorted(n.nodeID.uuid for n in nodes.datanodes) == sorted(d.uuid for d in dns)
     assert all(n.nodeOperationalStates == [wire.IN_SERVICE] for n in nodes.datanodes)
+    wanted = ozone_wire.uuid_proto(dns[1].uuid)
+    single = (await call(wire_loc.SingleNodeQuery, singleNodeQueryRequest={"uuid": wanted})).singleNodeQueryResponse
+    assert single.datanode.nodeID.uuid == dns[1].uuid and single.datanode.nodeID.hostName == dns[1].host
+    with pytest.raises(RemoteError, match="NO_SUCH_DATANODE"):
+        await call(wire_loc.SingleNodeQuery, singleNodeQueryRequest={"uuid": {"mostSigBits": 1, "leastSigBits": 2}})
     none_dead = (await call(wire_loc.QueryNode, nodeQueryRequest={"scope": wire.QueryScope.CLUSTER,
                                                                   "state": wire.DEAD})).nodeQueryResponse
     assert list(none_dead.datanodes) == []

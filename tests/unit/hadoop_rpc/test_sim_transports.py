@@ -67,3 +67,14 @@ def test_local_quorum_configures_hadoop_rpc_and_describes_the_transports(tmp_pat
     assert not any("hadoop-rpc" in k for k in plain.common_settings())
     with pytest.raises(ValueError, match="SIMPLE"):
         HALocalCluster(Path(str(tmp_path)) / "secure", 3, hadoop_rpc=True, secure=True)
+
+
+def test_only_the_security_listener_may_run_next_to_ozone_security() -> None:
+    from scm_server.server.endpoints import Protocol as P
+    from scm_server.server.hadoop_rpc.settings import hadoop_rpc_refusal
+
+    every = [P.BLOCK_HADOOP, P.DATANODE_HADOOP, P.CLIENT_HADOOP, P.SECURITY_HADOOP]
+    assert hadoop_rpc_refusal(every, secure=False) is None
+    assert hadoop_rpc_refusal([P.SECURITY_HADOOP], secure=True) is None
+    refusal = hadoop_rpc_refusal([P.SECURITY_HADOOP, P.CLIENT_HADOOP], secure=True)
+    assert refusal is not None and refusal.startswith("ozone.scm.client.hadoop-rpc.port is set but ozone.security")

@@ -92,6 +92,15 @@ final class AdminCalls {
         StorageContainerLocationProtocolProtos.NodeQueryRequestProto.newBuilder().setScope(HddsProtos.QueryScope.CLUSTER)
             .setState(HddsProtos.NodeState.HEALTHY)));
     fact("QueryNode", r, r == null ? "" : "healthy=" + r.getNodeQueryResponse().getDatanodesCount());
+    if (r != null && r.getNodeQueryResponse().getDatanodesCount() > 0) {
+      HddsProtos.DatanodeDetailsProto dn = r.getNodeQueryResponse().getDatanodes(0).getNodeID();
+      java.util.UUID u = java.util.UUID.fromString(dn.getUuid());
+      ScmContainerLocationResponse one = call("SingleNodeQuery", ScmContainerLocationRequest.newBuilder().setSingleNodeQueryRequest(
+          StorageContainerLocationProtocolProtos.SingleNodeQueryRequestProto.newBuilder().setUuid(HddsProtos.UUID.newBuilder()
+              .setMostSigBits(u.getMostSignificantBits()).setLeastSigBits(u.getLeastSignificantBits()))));
+      fact("SingleNodeQuery", one, one == null ? "" : "same=" + one.getSingleNodeQueryResponse().getDatanode().getNodeID().getHostName()
+          .equals(dn.getHostName()));
+    }
 
     r = call("ListPipelines", ScmContainerLocationRequest.newBuilder()
         .setListPipelineRequest(StorageContainerLocationProtocolProtos.ListPipelineRequestProto.newBuilder()));
