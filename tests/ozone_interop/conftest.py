@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.ozone_interop.ozone_procs import OzoneCluster, Timings, resolve_classpath
+from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, Timings, resolve_classpath
 
 # The SCM side of the scenario. "ozone" is Ozone's own 3-SCM HA ring (the anchor). When this project's SCM serves
 # Ozone's datanode and container-location protocols over Hadoop RPC (issue 20), add "ours" here: the same
@@ -24,16 +24,18 @@ def ozone_classpath() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module", params=SCM_SIDES)
-def ozone_cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, ozone_classpath: tuple[str, str]
-) -> Iterator[OzoneCluster]:
+def ozone_cluster(request: pytest.FixtureRequest, ozone_classpath: tuple[str, str]) -> Iterator[OzoneCluster]:
     classpath, note = ozone_classpath
     timings = Timings(jars=note)
-    base: Path = tmp_path_factory.mktemp(f"ozone-{request.param}")
+    # Under run-data/ (git-ignored), not pytest's rotating temp dirs: the JVMs' logs stay for a look afterwards.
+    base = REPO / "run-data" / "ozone-interop" / request.param
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
     cluster = OzoneCluster(base, classpath, scm_side=request.param, timings=timings)
     start = time.monotonic()
     cluster.start()  # kills whatever it started if any step fails
     timings.add("cluster start, total", time.monotonic() - start)
+    timings.memory = cluster.resident_memory()
     try:
         yield cluster
     finally:

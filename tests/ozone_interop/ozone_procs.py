@@ -183,13 +183,15 @@ class Timings:
 
     jars: str = ""
     steps: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, int] = field(default_factory=dict)  # resident MiB of each server JVM once all were ready
 
     def add(self, name: str, seconds: float) -> None:
         self.steps[name] = seconds
 
     def report(self) -> str:
         rows = [f"  {name:<42} {secs:7.1f} s" for name, secs in self.steps.items()]
-        return "\n".join([f"ozone-interop timings ({self.jars}):", *rows])
+        mem = ", ".join(f"{name} {mib} MiB" for name, mib in self.memory.items())
+        return "\n".join([f"ozone-interop timings ({self.jars}):", *rows, f"  resident memory: {mem}"])
 
 
 @contextlib.contextmanager
@@ -417,6 +419,16 @@ class OzoneCluster:
 
         wait_for(f"{proc.name} listening on {LOOPBACK}:{port}", probe, timeout)
         proc.ready_seconds = time.monotonic() - proc.started
+
+    def resident_memory(self) -> dict[str, int]:
+        """VmRSS in MiB of every running server JVM (Linux /proc)."""
+        out = {}
+        for name, proc in self.procs.items():
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{proc.popen.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        out[name] = int(line.split()[1]) // 1024
+        return out
 
     def kill(self, name: str) -> None:
         proc = self.procs[name]

@@ -86,6 +86,7 @@ def test_scm_leader_sigkilled_while_keys_are_written(ozone_cluster: OzoneCluster
     old_leader = c.scm_leader()
     acked: dict[str, bytes] = {}
     failed: list[tuple[str, str]] = []
+    spans: dict[str, tuple[float, float]] = {}  # each put's start and end (monotonic)
     lock = threading.Lock()
     stop = threading.Event()
     writer_error: list[BaseException] = []
@@ -99,8 +100,10 @@ def test_scm_leader_sigkilled_while_keys_are_written(ozone_cluster: OzoneCluster
                 data = os.urandom(256 * 1024 + i)
                 src = tmp_path / f"{name}.in"
                 src.write_bytes(data)
+                began = time.monotonic()
                 result = c.tool(SHELL_MAIN, "key", "put", f"/{VOLUME}/{BUCKET}/{name}", str(src), timeout=300)
                 with lock:
+                    spans[name] = (began, time.monotonic())
                     if result.returncode == 0:
                         acked[name] = data
                     else:
@@ -118,8 +121,8 @@ def test_scm_leader_sigkilled_while_keys_are_written(ozone_cluster: OzoneCluster
     thread.start()
     try:
         wait_for("2 keys acknowledged before the kill", lambda: acknowledged_at_least(2), 300, interval=0.2)
-        c.kill(old_leader)  # SIGKILL to the leader's JVM while the writer keeps putting keys
         killed_at = time.monotonic()
+        c.kill(old_leader)  # SIGKILL to the leader's JVM while the writer keeps putting keys
         with lock:
             before_kill = len(acked)
 
@@ -141,6 +144,8 @@ def test_scm_leader_sigkilled_while_keys_are_written(ozone_cluster: OzoneCluster
 
     with lock:
         written = dict(acked)
+        in_flight = [n for n, (b, e) in spans.items() if b <= killed_at <= e]
+    assert in_flight, "no put was in flight when the leader was killed"
     mismatched = []
     for name, data in sorted(written.items()):
         dst = tmp_path / f"{name}.out"
@@ -156,7 +161,8 @@ def test_scm_leader_sigkilled_while_keys_are_written(ozone_cluster: OzoneCluster
     assert set(written) <= listed_names, sorted(set(written) - listed_names)
     assert not mismatched, mismatched
     c.timings.add(
-        f"scenario: leader kill, {len(written)} keys acknowledged ({len(failed)} puts failed), all read back",
+        f"scenario: leader kill, {len(written)} keys acked ({len(failed)} failed, "
+        f"{in_flight[0]} in flight at the kill), all read back",
         time.monotonic() - start,
     )
     if failed:  # not an error (an unacknowledged put may fail), but shown: it is part of the failover picture
