@@ -145,8 +145,11 @@ appender.stderr.target = SYSTEM_ERR
 appender.stderr.layout.type = PatternLayout
 appender.stderr.layout.pattern = %d %p %c{1}: %m%n
 """
-# Cli tools print only warnings and errors on stderr, so that their stdout is the answer alone.
-LOG4J_CLI_PROPERTIES = LOG4J_PROPERTIES.replace("rootLogger=INFO", "rootLogger=WARN")
+# Cli tools print only warnings and errors on stderr, so that their stdout is the answer alone; freon, without a
+# terminal, logs its report ("Successful executions: N") at INFO, so its own loggers stay at INFO (on stderr).
+LOG4J_CLI_PROPERTIES = LOG4J_PROPERTIES.replace("rootLogger=INFO", "rootLogger=WARN") + (
+    "log4j.logger.org.apache.hadoop.ozone.freon=INFO\n"
+)
 
 
 @dataclass
@@ -246,6 +249,7 @@ class OzoneCluster:
             DatanodeNode(f"dn{i}", {k: ports.take() for k in dn_port_keys}) for i in range(1, datanodes + 1)
         ]
         self.om_ports = {k: ports.take() for k in ("rpc", "ratis", "http", "https", "grpc")}
+        self.freon_ports = {k: ports.take() for k in ("http", "https")}
         self.replication = "3" if datanodes >= 3 else "1"
 
     # ---------------------------------------------------------------- configuration (Ozone's own keys)
@@ -262,6 +266,8 @@ class OzoneCluster:
             "ozone.om.https-address": f"{LOOPBACK}:{self.om_ports['https']}",
             "ozone.om.ratis.port": str(self.om_ports["ratis"]),
             "ozone.om.grpc.port": str(self.om_ports["grpc"]),
+            "ozone.freon.http-address": f"{LOOPBACK}:{self.freon_ports['http']}",
+            "ozone.freon.https-address": f"{LOOPBACK}:{self.freon_ports['https']}",
             # security off, block tokens off, no ACLs: this tier tests the protocols, not Kerberos
             "ozone.security.enabled": "false",
             "hadoop.security.authentication": "simple",
@@ -559,10 +565,13 @@ class OzoneCluster:
 
     def tool(self, main: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         conf = self.client_conf()
-        return subprocess.run(
-            self.java_cmd(conf, CLI_HEAP, main, list(args), cli=True), capture_output=True, text=True,
-            timeout=timeout, cwd=self.base, check=False, stdin=subprocess.DEVNULL,
-        )
+        try:
+            return subprocess.run(
+                self.java_cmd(conf, CLI_HEAP, main, list(args), cli=True), capture_output=True, text=True,
+                timeout=timeout, cwd=self.base, check=False, stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it; a probe may try again
+            raise OzoneInteropError(f"{main.rsplit('.', 1)[-1]} {' '.join(args)}: no answer in {timeout:.0f} s") from exc
 
     def _checked(self, what: str, result: subprocess.CompletedProcess[str]) -> str:
         if result.returncode != 0:
@@ -574,6 +583,10 @@ class OzoneCluster:
 
     def admin(self, *args: str, timeout: float = 120) -> str:
         return self._checked("ozone admin " + " ".join(args), self.tool(ADMIN_MAIN, *args, timeout=timeout))
+
+    def freon(self, *args: str, timeout: float = 300) -> str:
+        result = self.tool(FREON_MAIN, *args, timeout=timeout)
+        return self._checked("ozone freon " + " ".join(args), result) + result.stderr
 
     def sh(self, *args: str, timeout: float = 120) -> str:
         return self._checked("ozone sh " + " ".join(args), self.tool(SHELL_MAIN, *args, timeout=timeout))
