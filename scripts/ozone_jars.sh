@@ -18,6 +18,7 @@ need() {  # need <command> <debian package>
   command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "ozone_jars: installing $2" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
   else
     echo "ozone_jars: $1 is missing; install $2" >&2

@@ -316,12 +316,14 @@ class OzoneCluster:
             "ozone.scm.db.dirs": str(meta),
             "ozone.scm.ha.ratis.storage.dir": str(meta / "scm.ratis"),
             "ozone.scm.ha.ratis.snapshot.dir": str(meta / "scm.ratis.snapshot"),
-            "ozone.scm.client.bind.host": LOOPBACK,
-            "ozone.scm.block.client.bind.host": LOOPBACK,
-            "ozone.scm.datanode.bind.host": LOOPBACK,
-            "ozone.scm.security.service.bind.host": LOOPBACK,
-            "ozone.scm.http-bind-host": LOOPBACK,
-            "ozone.scm.https-bind-host": LOOPBACK,
+            # in HA the RPC servers read the bind hosts suffixed with service and node id (else 0.0.0.0)
+            **{
+                f"ozone.scm.{key}.{SCM_SERVICE_ID}.{scm.node_id}": LOOPBACK
+                for key in ("client.bind.host", "block.client.bind.host", "datanode.bind.host",
+                            "security.service.bind.host", "http-bind-host", "https-bind-host")
+            },
+            # (SCM's Ratis server and its InterSCM gRPC server have no bind-host key in 2.2.0: SCM passes only
+            # ozone.scm.ha.raft.server.* through to Ratis, so they listen on the wildcard address)
         }
 
     def datanode_props(self, dn: DatanodeNode) -> dict[str, str]:
@@ -346,6 +348,8 @@ class OzoneCluster:
             "hdds.datanode.http-bind-host": LOOPBACK,
             "hdds.datanode.https-bind-host": LOOPBACK,
             "hdds.datanode.replication.port": str(p["replication"]),
+            # Ratis' own host keys, passed through by the datanode under hdds.ratis.: its Raft servers on loopback
+            **{f"hdds.ratis.raft.grpc.{kind}.host": LOOPBACK for kind in ("server", "admin", "client")},
             # a test volume on a shared disk: reserve little, never refuse writes for the disk's fill level
             "hdds.datanode.volume.min.free.space": "64MB",
             "hdds.datanode.storage.utilization.critical.threshold": "0.999",
@@ -360,6 +364,8 @@ class OzoneCluster:
             "ozone.om.ratis.storage.dir": str(meta / "om.ratis"),
             "ozone.om.http-bind-host": LOOPBACK,
             "ozone.om.https-bind-host": LOOPBACK,
+            # Ratis' own host keys, passed through by the OM under ozone.om.ha.: its Raft server on loopback
+            **{f"ozone.om.ha.raft.grpc.{kind}.host": LOOPBACK for kind in ("server", "admin", "client")},
         }
 
     def conf_dir(self, name: str, props: dict[str, str], *, cli: bool = False) -> Path:
