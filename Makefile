@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: help env proto lint test test-unit interop-test audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind
+.PHONY: help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -37,7 +37,7 @@ k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from 
 	bash scripts/install_k8s_tools.sh
 
 test: env lint k8s-tools monitoring-tools ## the whole default suite (unit, simulation, integration, short chaos)
-	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not monitoring" -q --durations=15
+	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not monitoring" -q --durations=15
 
 monitoring-tools: ## Debian's prometheus and promtool (apt-get; fails loudly when they cannot be installed)
 	bash scripts/install_prometheus.sh
@@ -52,6 +52,12 @@ interop-test: env ## Hadoop's own IPC client (Java, built from proto/ozone at te
 
 audit-test: env ## whole Spark audit runs: the job's report/trends, and end to end (3-SCM quorum, faults, export, spark-submit)
 	$(PYTEST) tests -m audit_e2e -q
+
+ozone-jars: ## Apache Ozone 2.2.0's released jars from Maven Central into ~/.m2; class path in interop/ozone/target
+	bash scripts/ozone_jars.sh
+
+ozone-interop: env ozone-jars ## Apache Ozone's own 3-SCM ring, 3 datanodes, OM, ozone sh/admin; SCM leader killed (~6 min)
+	$(PYTEST) tests/ozone_interop -m ozone_interop -q -rA
 
 test-unit: env ## unit tests only
 	$(PYTEST) tests/unit -q

@@ -195,6 +195,17 @@ def _fill_required(msg: pb_message.Message) -> None:
             setattr(msg, fd.name, fd.default_value)
 
 
+def fill_required(msg: pb_message.Message) -> None:
+    """Every required scalar unset anywhere in ``msg`` (its set sub-messages included) takes its declared
+    default, so that a message carried over by name from our model (where Ozone's required ``owner`` or
+    ``usedBytes`` may be optional and unset) is complete on the wire."""
+    _fill_required(msg)
+    for fd, value in msg.ListFields():
+        if fd.type == _MESSAGE:
+            for sub in value if fd.is_repeated else [value]:
+                fill_required(sub)
+
+
 def heartbeat_response_to_wire(
     resp: scm_datanode_pb2.SCMHeartbeatResponseProto,
 ) -> wire_dn.SCMHeartbeatResponseProto:

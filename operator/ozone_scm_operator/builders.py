@@ -42,6 +42,7 @@ Body = dict[str, Any]
 
 INIT_MODE_INIT = "init"
 INIT_MODE_BOOTSTRAP = "bootstrap"
+TERMINATION_LOG = "/dev/termination-log"
 
 # TLS file names inside the member certificate Secret (CA mode operator)
 TLS_CA = "ca.crt"
@@ -374,7 +375,10 @@ def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -
     }
     init_container = {
         "name": init_mode,
-        "command": ["ozone-scm", "scm", f"--{init_mode}"],
+        # a bootstrap refused because the volume holds another cluster's data leaves one fixed line
+        # ("ForeignVolume: ...") as the termination message, which the operator reads whole (not a log tail)
+        "command": ["ozone-scm", "scm", f"--{init_mode}"]
+        + (["--termination-log", TERMINATION_LOG] if init_mode == INIT_MODE_BOOTSTRAP else []),
         **common,
     }
     scm_container: Body = {

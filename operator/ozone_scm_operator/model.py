@@ -14,6 +14,10 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+# The first line of an init container's termination message when its volume holds another cluster's data
+# (``ozone-scm scm --bootstrap --termination-log``): short and fixed, so it is never cut like a log tail.
+FOREIGN_VOLUME_PREFIX = "ForeignVolume:"
+
 # Member states (status.members[].state)
 CREATING = "Creating"  # recorded, volume/Pod being created (the primordial member before it leads)
 JOINING = "Joining"  # bootstrapped into the ring, being added and caught up
@@ -234,6 +238,7 @@ class ClusterStatus:
     current_operation: Operation | None = None
     security: SecurityStatus = SecurityStatus()
     audit: Mapping[str, Any] | None = None  # the scheduled audit's last runs (see audit_status.py)
+    applied_spec: Mapping[str, Any] | None = None  # the valid spec the last pass acted on (spec.read_spec)
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any] | None) -> ClusterStatus:
@@ -255,6 +260,7 @@ class ClusterStatus:
             current_operation=Operation.from_raw(raw.get("currentOperation")),
             security=SecurityStatus.from_raw(raw.get("security")),
             audit=raw.get("audit") or None,
+            applied_spec=raw.get("appliedSpec") if isinstance(raw.get("appliedSpec"), Mapping) else None,
         )
 
     def to_raw(self) -> dict[str, Any]:
@@ -276,6 +282,7 @@ class ClusterStatus:
                 "members": [m.to_raw() for m in self.members],
                 "security": self.security.to_raw() or None,
                 "audit": dict(self.audit) if self.audit else None,
+                "appliedSpec": dict(self.applied_spec) if self.applied_spec is not None else None,
             }
         )
         out["currentOperation"] = self.current_operation.to_raw() if self.current_operation else None
@@ -328,6 +335,7 @@ class PodObs:
     pod_ip: str | None = None
     created_at: datetime.datetime | None = None
     containers: tuple[ContainerObs, ...] = ()
+    controller_uid: str | None = None  # the uid of its controlling owner (None: nothing owns it, e.g. orphaned)
 
     @property
     def running(self) -> bool:
@@ -349,6 +357,14 @@ class PodObs:
             return "Pod failed"
         return None
 
+    def foreign_volume(self) -> str | None:
+        """The fixed-format refusal ``scm --bootstrap --termination-log`` leaves as its termination message when the
+        volume holds another cluster's data (``ForeignVolume: ...``), or None."""
+        for c in self.containers:
+            if c.init and c.terminated_message and c.terminated_message.startswith(FOREIGN_VOLUME_PREFIX):
+                return c.terminated_message.splitlines()[0][len(FOREIGN_VOLUME_PREFIX):].strip()
+        return None
+
 
 @dataclasses.dataclass(frozen=True)
 class PVCObs:
@@ -356,6 +372,7 @@ class PVCObs:
     phase: str = "Pending"
     deleting: bool = False
     storage_class_name: str | None = None
+    controller_uid: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -380,6 +397,8 @@ class PeerObs:
     role: str  # LEADER, FOLLOWER, LEARNER, CANDIDATE, UNKNOWN
     lag: int | None = None
     host: str = ""
+    last_contact: float | None = None  # seconds since it last answered the leader in its term (None: not since)
+    node_id: str = ""  # its ozone.scm.node.id (= member name) as the leader knows it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,6 +409,7 @@ class RingObs:
     term: int
     commit_index: int
     peers: tuple[PeerObs, ...]
+    election_timeout: float | None = None  # seconds, the leader's own (None: it did not publish one)
 
     def peer(self, scm_id: str | None) -> PeerObs | None:
         if not scm_id:
@@ -399,6 +419,17 @@ class RingObs:
     @property
     def voters(self) -> tuple[PeerObs, ...]:
         return tuple(p for p in self.peers if p.role in ("LEADER", "FOLLOWER"))
+
+    def live(self, peer: PeerObs) -> bool:
+        """The leader itself, or a peer that answered the leader within one election timeout (a crashed,
+        partitioned or frozen SCM stops answering at once; its Pod readiness and lag in entries show it later)."""
+        if peer.scm_id == self.leader_scm_id:
+            return True
+        if self.election_timeout is None:
+            # a leader that publishes no contact times (an SCM older than the field, e.g. in the middle of a roll
+            # from such an image): lag and Pod readiness alone judge, as before
+            return True
+        return peer.last_contact is not None and peer.last_contact <= self.election_timeout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -412,6 +443,7 @@ class SecretObs:
     certificate_not_before: datetime.datetime | None = None
     public_key: str | None = None  # CA mode scm: sha256 of the operator's public key (client key and CSR Secrets)
     role_bound: bool = False  # the certificate carries its role SANs (docs/security.md, "Identities and roles")
+    controller_uid: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ozone_scm_operator import audit_builders, builders, naming
@@ -81,6 +81,7 @@ RENEW_CLIENT_CERT = "RenewClientCertificate"  # RenewCertificate with a new key,
 TRANSFER_LEADERSHIP = "TransferLeadership"
 DECOMMISSION = "Decommission"
 REVOKE_CERTIFICATE = "RevokeCertificate"  # SCM's RevokeCertificates (params: serial, decimal), then mark the Secret
+ADOPT = "Adopt"  # add the cluster's controller owner reference to an object nothing owns (params: kind)
 
 REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
@@ -130,6 +131,7 @@ class _Pass:
     problems: list[SpecProblem]
     revision: str
     notes: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (reason, message) for Degraded
+    adopted: str | None = None  # this pass recorded an existing ring found in place (the message for Initialized)
 
     @property
     def now(self) -> datetime.datetime:
@@ -155,7 +157,12 @@ class _Pass:
             return False
         if peer.role == "LEADER":
             return True
-        return peer.role == "FOLLOWER" and peer.lag is not None and peer.lag <= self.spec.membership.max_catch_up_lag
+        return (
+            peer.role == "FOLLOWER"
+            and peer.lag is not None
+            and peer.lag <= self.spec.membership.max_catch_up_lag
+            and ring.live(peer)
+        )
 
     def healthy(self, m: MemberStatus) -> bool:
         pod = self.obs.pods.get(m.name)
@@ -202,6 +209,50 @@ class _Pass:
     def timed_out(self, op: Operation) -> bool:
         started = op.step_started_at or op.started_at
         return self.now - started > self.spec.membership.operation_timeout
+
+    def live_majority(self, m: MemberStatus, *, leaves_ring: bool) -> str | None:
+        """Why stopping or removing ``m`` now would break the quorum, or None when it is safe.
+
+        Checked before every step that stops a member (a roll's restart) or takes it out of the ring (decommission in
+        a scale-down or replacement), from the leader's own view: the voters that remain -- all but ``m`` -- must
+        include a majority of the voting configuration in force during the step (the whole ring for a restart, the
+        ring without ``m`` for a removal) that are live (answered the leader within an election timeout), caught up
+        (lag at most maxCatchUpLag) and whose Pods are ready. Pod readiness alone is not enough: a frozen or
+        partitioned SCM keeps a ready Pod for seconds."""
+        ring = self.obs.ring
+        if ring is None:
+            return f"no leader reports the ring, so stopping {m.name} cannot be judged safe"
+        voters = ring.voters
+        remaining = [v for v in voters if v.scm_id != m.scm_id]
+        size = len(remaining) if leaves_ring else len(voters)
+        if size == 0:
+            return None
+        need = majority(size)
+        by_id = {x.scm_id: x for x in self.status.members if x.scm_id}
+        good: list[str] = []
+        bad: list[str] = []
+        for v in remaining:
+            member = by_id.get(v.scm_id)
+            name = member.name if member is not None else f"scmId {v.scm_id}"
+            if member is None:
+                bad.append(f"{name} is not a recorded member")
+            elif v.scm_id != ring.leader_scm_id and not ring.live(v):
+                bad.append(
+                    f"{name} has not answered the leader for {v.last_contact:.1f}s (election timeout "
+                    f"{ring.election_timeout or 0:g}s)" if v.last_contact is not None
+                    else f"{name} has not answered the leader in its term"
+                )
+            elif not self.healthy(member):
+                bad.append(f"{name}: {self.pod_trouble(name)}")
+            else:
+                good.append(name)
+        if len(good) >= need:
+            return None
+        verb = "removing" if leaves_ring else "restarting"
+        return (
+            f"{verb} {m.name} now would leave {len(good)} live, caught-up voter{'s' if len(good) != 1 else ''} "
+            f"({', '.join(good) or 'none'}) where the ring needs {need} of {size}: {'; '.join(bad)}; waiting"
+        )
 
     def pod_trouble(self, name: str) -> str:
         pod = self.obs.pods.get(name)
@@ -489,6 +540,83 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
     return Action(APPLY, key[1], "ApplyAuditCronJob", f"{verb} CronJob {key[1]}{why}", body=body)
 
 
+def _found_existing(p: _Pass) -> bool:
+    """A resource with no member recorded, over the Pods and volumes of an existing ring of the same name (e.g.
+    re-created after ``kubectl delete --cascade=orphan``): adopt that ring as the leader describes it -- its cluster
+    ID, and each voter (mapped to its member by ``ozone.scm.node.id``) as a joined member -- instead of bootstrapping
+    a second ring over it. Volumes the leader does not list are neither adopted nor touched. Returns False when
+    there is nothing of this cluster's name."""
+    name = p.ref.name
+    found = {n for n in p.obs.pods if naming.member_index(name, n) is not None}
+    found |= {v.removesuffix("-data") for v in p.obs.pvcs if v.endswith("-data")
+              and naming.member_index(name, v.removesuffix("-data")) is not None}
+    if not found:
+        return False
+    ring = p.obs.ring
+    leader = next((s for s in p.obs.scms.values() if ring is not None and s.scm_id == ring.leader_scm_id), None)
+    if ring is None or leader is None:
+        p.note(
+            "NoLeader",
+            f"found the Pods or volumes of an existing ring named {name} ({', '.join(sorted(found))}); waiting for one "
+            "of its SCMs to lead and answer before adopting it (nothing is created over existing volumes; delete "
+            "those PersistentVolumeClaims to start a new ring instead)",
+        )
+        return True
+    adopted: list[MemberStatus] = []
+    for peer in ring.voters:
+        member = peer.node_id or peer.host.split(".", 1)[0]
+        index = naming.member_index(name, member)
+        if index is None:
+            continue
+        adopted.append(MemberStatus(name=member, index=index, state=JOINED, scm_id=peer.scm_id,
+                                    cluster_id=leader.cluster_id))
+    if not adopted:
+        p.note("NoLeader", f"the SCMs found under {name} lead a ring whose members are not named {name}-<index>")
+        return True
+    adopted.sort(key=lambda m: m.index)
+    indexes = [i for n in found if (i := naming.member_index(name, n)) is not None]
+    p.set_status(
+        cluster_id=leader.cluster_id,
+        primordial_member=adopted[0].name,
+        members=tuple(adopted),
+        next_member_index=max([p.status.next_member_index, *(i + 1 for i in indexes)]),
+    )
+    left = sorted(found - {m.name for m in adopted})
+    p.adopted = (
+        f"adopted the existing ring of cluster {leader.cluster_id} (members {', '.join(m.name for m in adopted)}, "
+        f"leader {next((m.name for m in adopted if m.scm_id == ring.leader_scm_id), '?')})"
+        + (f"; not in the ring, left untouched: {', '.join(left)}" if left else "")
+    )
+    return True
+
+
+def _ownership(p: _Pass) -> Action | None:
+    """Objects of recorded members (Pods, volumes) and the cluster's Secrets that nothing owns -- left by a deleted
+    resource with ``--cascade=orphan`` and adopted -- get this resource as their controller owner, so deleting it
+    later removes them: a member's once its SCM answered with the recorded cluster ID (a volume holding another
+    cluster's data is never owned, so never deleted with the resource); the root CA Secret deliberately never."""
+    uid = p.ref.uid
+    for m in p.status.members:
+        scm = p.obs.scms.get(m.name)
+        if scm is None or scm.cluster_id != p.status.cluster_id:
+            continue  # owned only once its SCM answered with this cluster's ID: a foreign volume is never owned
+        pod = p.obs.pods.get(m.name)
+        if pod is not None and pod.controller_uid is None and not pod.deleting:
+            return Action(ADOPT, m.name, "AdoptingPod", f"adopting Pod {m.name} (owned by nothing)",
+                          params={"kind": "Pod"})
+        pvc = p.obs.pvcs.get(naming.pvc_name(m.name))
+        if pvc is not None and pvc.controller_uid is None and not pvc.deleting:
+            return Action(ADOPT, pvc.name, "AdoptingVolume",
+                          f"adopting PersistentVolumeClaim {pvc.name} of member {m.name} (owned by nothing)",
+                          params={"kind": "PersistentVolumeClaim"})
+    root = naming.root_ca_secret_name(p.ref.name)
+    for secret in p.obs.secrets.values():
+        if secret.name != root and secret.controller_uid is None and uid:
+            return Action(ADOPT, secret.name, "AdoptingSecret", f"adopting Secret {secret.name} (owned by nothing)",
+                          params={"kind": "Secret"})
+    return None
+
+
 def _init_mode(p: _Pass, m: MemberStatus) -> str:
     op = p.op
     first_start = (
@@ -651,6 +779,10 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
             return None
     for sid in in_ring:
         p.set_op(op.at_step("Decommission", p.now))
+        why = p.live_majority(dataclasses.replace(m, scm_id=sid), leaves_ring=True)
+        if why is not None:
+            p.note("WaitingForQuorum", why)
+            return None
         return Action(
             DECOMMISSION, m.name, "DecommissioningMember",
             f"decommissioning SCM {m.name} (scmId {sid}) from the ring ({op.reason or op.type})",
@@ -725,6 +857,9 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
     if m is None:
         p.set_op(None)
         return None
+    if p.pvc_gone(m):
+        p.set_op(None)  # its volume is gone: a replacement (a new operation) takes over, with the new revision
+        return None
     pod = p.obs.pods.get(m.name)
     if pod is None:
         p.set_op(op.at_step("WaitForPod", p.now))
@@ -734,6 +869,14 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
             return None
         if p.is_leader(m) and len(p.members(JOINED)) > 1:
             return _transfer(p, op, m)
+        # a member that is not live and caught up adds nothing to the quorum: restarting it takes nothing away
+        why = p.live_majority(m, leaves_ring=False) if len(p.members(JOINED)) > 1 and p.healthy(m) else None
+        if why is not None:
+            # nothing of this step has happened yet: give the roll up for now, so that a replacement of a lost
+            # member can go first; the roll starts again (same order) once a live majority allows it
+            p.note("WaitingForQuorum", why)
+            p.set_op(None)
+            return None
         p.set_op(op.at_step("Restart", p.now))
         return Action(
             DELETE_POD, m.name, "RollingMember",
@@ -830,15 +973,10 @@ def _new_operation(p: _Pass) -> Action | None:
     if stale:
         stale.sort(key=lambda m: (p.healthy(m), p.is_leader(m), -(m.lag or 0), m.index))
         m = stale[0]
-        if p.healthy(m) and len(joined) > 1:
-            others = [x for x in healthy if x.name != m.name]
-            if len(others) < majority(len(joined)):
-                p.note(
-                    "WaitingForQuorum",
-                    f"waiting for a caught-up majority before rolling {m.name} "
-                    f"({len(others)} of {len(joined) - 1} other members ready)",
-                )
-                return None
+        why = p.live_majority(m, leaves_ring=False) if len(joined) > 1 and p.healthy(m) else None
+        if why is not None:
+            p.note("WaitingForQuorum", f"before rolling {m.name}: {why}")
+            return None
         p.set_op(Operation(OP_ROLL, m.name, started_at=p.now, reason="RevisionChanged",
                            message=f"revision {m.revision} -> {p.revision}"))
         return None
@@ -861,9 +999,9 @@ def _new_operation(p: _Pass) -> Action | None:
             key=lambda m: (p.healthy(m), m.name == p.status.primordial_member, p.is_leader(m), -m.index),
         )
         m = victims[0]
-        others = [x for x in healthy if x.name != m.name]
-        if len(others) < majority(len(joined) - 1):
-            p.note("WaitingForQuorum", f"cannot remove {m.name} now without losing a caught-up majority")
+        why = p.live_majority(m, leaves_ring=True)
+        if why is not None:
+            p.note("WaitingForQuorum", f"before scaling down: {why}")
             return None
         p.set_member(dataclasses.replace(m, state=LEAVING))
         p.set_op(Operation(OP_REMOVE, m.name, started_at=p.now, reason="ScaleDown",
@@ -885,17 +1023,31 @@ def plan(
     status: ClusterStatus,
     obs: Observed,
     settings: Settings = Settings(),
+    applied_spec: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """The status to write and the next action (see the module docstring for the order of concerns)."""
+    """The status to write and the next action (see the module docstring for the order of concerns).
+    ``applied_spec``: the valid spec ``spec`` was read as (``spec.read_spec``), recorded so that a later invalid
+    value is replaced by it, never by a default."""
     recorded = ImmutableSpec.from_status(status.immutable_spec)
     eff, all_problems = effective_spec(spec, problems, recorded, status.replicas)
     p = _Pass(ref=ref, spec=eff, status=status, obs=obs, problems=all_problems, revision=builders.pod_revision(eff))
     p.set_status(observed_generation=generation, revision=p.revision)
+    if applied_spec is not None:
+        p.set_status(applied_spec=applied_spec)
     if obs.audit is not None:
         p.set_status(audit=obs.audit)  # kept after the audit is disabled: the last run stays on record
     _refresh_members(p)
     action = _decide(p)
     op_member = p.op.member if p.op is not None else None
+    for m in p.status.members:
+        pod = p.obs.pods.get(m.name)
+        foreign = pod.foreign_volume() if pod is not None else None
+        if foreign:
+            p.note(
+                "ForeignVolume",
+                f"member {m.name} cannot start: {foreign}. Its volume {naming.pvc_name(m.name)} is kept as it is; "
+                "delete that PersistentVolumeClaim (the member is then replaced) or restore this cluster's data",
+            )
     if p.status.cluster_id is not None:
         unready = [m for m in p.members(JOINED) if not p.healthy(m) and m.name != op_member]
         if unready:
@@ -912,6 +1064,11 @@ def plan(
         has_leader=p.obs.ring is not None,
         now=p.now,
         generation=generation,
+        adopted=p.adopted,
+        outdated=tuple(
+            m.name for m in p.members(JOINED)
+            if (pod := p.obs.pods.get(m.name)) is not None and pod.revision != p.revision
+        ),
     )
     new_status, events = derive_conditions(status, p.status, facts)
     if action is not None:
@@ -941,13 +1098,15 @@ def _decide(p: _Pass) -> Action | None:
         p.set_status(immutable_spec=ImmutableSpec.of(p.spec).to_status())
     if p.spec.replicas in ALLOWED_REPLICAS:
         p.set_status(replicas=p.spec.replicas)
+    if not p.status.members and _found_existing(p):
+        return None  # adopted (or waiting to): never a new ring over existing volumes
     if not p.status.members:
         m = p.allocate_member(CREATING)
         p.set_status(primordial_member=m.name)
         p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
                            message=f"{m.name} is the primordial SCM (scm --init)"))
         return None
-    for concern in (_security, _children, _audit, _repairs, _continue):
+    for concern in (_ownership, _security, _children, _audit, _repairs, _continue):
         action = concern(p)
         if action is not None:
             return action

@@ -45,7 +45,7 @@ from ozone_scm_operator.model import (
     SecretObs,
     parse_time,
 )
-from ozone_scm_operator.spec import parse_spec
+from ozone_scm_operator.spec import read_spec
 
 LOG = logging.getLogger(__name__)
 
@@ -103,6 +103,10 @@ def _containers(statuses: list[Body] | None, init: bool) -> tuple[ContainerObs, 
     return tuple(out)
 
 
+def controller_uid(meta: Body) -> str | None:
+    return next((r.get("uid") for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+
+
 def pod_obs(pod: Body) -> PodObs:
     meta = pod.get("metadata") or {}
     st = pod.get("status") or {}
@@ -118,6 +122,7 @@ def pod_obs(pod: Body) -> PodObs:
         pod_ip=st.get("podIP") or None,
         created_at=parse_time(meta.get("creationTimestamp")),
         containers=_containers(st.get("initContainerStatuses"), True) + _containers(st.get("containerStatuses"), False),
+        controller_uid=controller_uid(meta),
     )
 
 
@@ -128,6 +133,7 @@ def pvc_obs(pvc: Body) -> PVCObs:
         phase=(pvc.get("status") or {}).get("phase") or "Pending",
         deleting=bool(meta.get("deletionTimestamp")),
         storage_class_name=(pvc.get("spec") or {}).get("storageClassName"),
+        controller_uid=controller_uid(meta),
     )
 
 
@@ -144,6 +150,7 @@ def secret_obs(secret: Body) -> SecretObs:
         public_key=ann.get(naming.ANN_PUBLIC_KEY),
         certificate_not_before=parse_time(ann.get(naming.ANN_CERT_NOT_BEFORE)),
         role_bound=ann.get(naming.ANN_ROLE_BOUND) == "true",
+        controller_uid=controller_uid(meta),
     )
 
 
@@ -256,8 +263,10 @@ class Reconciler:
             audit_pods = await self.kube.list("Pod", ns, audit_labels) if jobs else []
             audit = audit_status.audit_status(cronjobs[0] if cronjobs else None, jobs, audit_pods)
         members = {m.name for m in status.members}
+        # with no member recorded yet, any running Pod of this cluster's name may be a ring to adopt (planner)
         endpoints = {
-            n: Endpoint(n, p.pod_ip, ref.host(n)) for n, p in pods.items() if p.pod_ip and p.running and n in members
+            n: Endpoint(n, p.pod_ip, ref.host(n)) for n, p in pods.items()
+            if p.pod_ip and p.running and (n in members or (not members and naming.member_index(ref.name, n) is not None))
         }
         security = await self.client_security(ref, secure)
         scms = await self.scm.probe_all(endpoints, security)
@@ -301,12 +310,12 @@ class Reconciler:
             return None
         meta = body["metadata"]
         ref = ClusterRef(name=name, namespace=namespace, uid=meta.get("uid", ""), cluster_domain=self.settings.cluster_domain)
-        spec, problems = parse_spec(body.get("spec"))
         status = ClusterStatus.from_raw(body.get("status"))
+        spec, problems, applied = read_spec(body.get("spec"), status.applied_spec)
         obs = await self.observe(ref, status, secure=spec.security.enabled)
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
-            planner.Settings(poll_interval=self.settings.poll_interval),
+            planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,
         )
         new_raw = plan.status.to_raw()
         patch = status_patch(body.get("status"), new_raw)
@@ -378,6 +387,16 @@ class Reconciler:
                     "annotations": {f"{naming.LABEL_CLUSTER}-retained-at": obs.now.strftime("%Y-%m-%dT%H:%M:%SZ")},
                 }},
             )
+        elif k == planner.ADOPT:
+            kind = a.params["kind"]
+            obj = await self.kube.get(kind, ns, a.target)
+            if obj is None:
+                raise RuntimeError(f"{kind} {a.target} is gone")
+            refs = [r for r in obj["metadata"].get("ownerReferences") or () if not r.get("controller")]
+            await self.kube.merge_patch(kind, ns, a.target, {"metadata": {
+                "ownerReferences": [*refs, ref.owner_reference()],
+                "resourceVersion": obj["metadata"].get("resourceVersion"),
+            }})
         elif k == planner.DELETE_SECRET:
             await self.kube.delete("Secret", ns, a.target)
         elif k == planner.CREATE_ROOT_CA:

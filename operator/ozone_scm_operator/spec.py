@@ -15,6 +15,7 @@ the schema's defaults to minimal resources and compares.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime
 import re
@@ -80,10 +81,19 @@ def format_duration(d: datetime.timedelta) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class SpecProblem:
-    """One thing wrong with the spec: ``field`` is its path, ``message`` says what and how to fix it."""
+    """One thing wrong with the spec: ``field`` is its path, ``message`` says what and how to fix it. ``restore``:
+    the spec paths whose last valid (recorded) value replaces the bad one (``read_spec``); empty when the problem
+    is handled otherwise (``ozoneSite`` keys the operator owns are dropped, the rest applies)."""
 
     field: str
     message: str
+    restore: tuple[str, ...] | None = dataclasses.field(default=None, compare=False)
+
+    @property
+    def restore_paths(self) -> tuple[str, ...]:
+        if self.restore is not None:
+            return self.restore
+        return (self.field.split("[", 1)[0],)  # a bad list item: the whole list
 
     def __str__(self) -> str:
         return f"spec.{self.field}: {self.message}"
@@ -268,6 +278,18 @@ class _Reader:
         return [dict(x) for x in v]
 
 
+def replicas_why(n: int) -> str:
+    """Why ``n`` members is not a ring the operator runs (n not in 1, 3, 5)."""
+    if n < 1:
+        return "a ring needs at least one member"
+    if n % 2 == 0:
+        return (
+            f"an SCM Raft ring needs an odd number of members ({n} members tolerate no more failures than {n - 1}, "
+            f"and need more of them to agree)"
+        )
+    return f"rings of more than 5 members are not supported (every write would wait for {n // 2 + 1} of them)"
+
+
 def unsupported(spec: ClusterSpec) -> str | None:
     """Why the operator cannot run this spec at all (it then creates nothing), or None."""
     del spec  # every valid spec is supported (CA mode scm since the operator enrols its admin identity)
@@ -282,11 +304,9 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
 
     replicas = r.int("replicas", d.replicas)
     if replicas not in ALLOWED_REPLICAS:
-        r.problem(
-            "replicas",
-            f"must be 1, 3 or 5, got {replicas}: an SCM Raft ring needs an odd number of members "
-            f"({replicas} tolerates no more failures than {replicas - 1 if replicas % 2 == 0 else replicas})",
-        )
+        # kept as given: effective_spec replaces it with the last accepted size (status.replicas), or starts nothing
+        problems.append(SpecProblem("replicas", f"must be 1, 3 or 5, got {replicas}: {replicas_why(replicas)}",
+                                    restore=()))
 
     st = r.sub("storage")
     size = st.text("size", d.storage.size)
@@ -305,11 +325,12 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         root_ca_duration=se.duration("rootCADuration", "87600h"),
     )
     if security.renew_before >= security.certificate_duration:
-        se.problem(
-            "renewBefore",
+        problems.append(SpecProblem(
+            "security.renewBefore",
             f"must be shorter than certificateDuration ({format_duration(security.renew_before)} >= "
-            f"{format_duration(security.certificate_duration)}); using the defaults 168h / 720h",
-        )
+            f"{format_duration(security.certificate_duration)})",
+            restore=("security.renewBefore", "security.certificateDuration"),
+        ))
         security = dataclasses.replace(
             security, renew_before=ds.renew_before, certificate_duration=ds.certificate_duration
         )
@@ -317,11 +338,13 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
     ozone_site = r.str_map("ozoneSite")
     owned = sorted(k for k in ozone_site if k in OWNED_KEYS or k.startswith(OWNED_PREFIXES))
     if owned:
-        r.problem(
+        problems.append(SpecProblem(
             "ozoneSite",
             f"may not set {', '.join(owned)}: the operator owns these keys (they define the ring's members, "
-            f"identities, ports and security); use the matching spec field or remove them",
-        )
+            f"identities, ports and security); they are ignored, the rest applies; use the matching spec field or "
+            "remove them",
+            restore=(),
+        ))
         ozone_site = {k: v for k, v in ozone_site.items() if k not in owned}
 
     sc = r.sub("scheduling")
@@ -394,6 +417,69 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         paused=r.bool("paused", d.paused),
     )
     return spec, problems
+
+
+_MISSING = object()
+
+
+def _path_get(raw: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(raw, Mapping) or key not in raw:
+            return _MISSING
+        raw = raw[key]
+    return raw
+
+
+def _path_set(raw: dict[str, Any], path: str, value: Any) -> None:
+    keys = path.split(".")
+    for key in keys[:-1]:
+        child = raw.get(key)
+        if not isinstance(child, dict):
+            if value is _MISSING:
+                return
+            child = {}
+            raw[key] = child
+        raw = child
+    if value is _MISSING:
+        raw.pop(keys[-1], None)
+    else:
+        raw[keys[-1]] = copy.deepcopy(value)
+
+
+def read_spec(
+    raw: Mapping[str, Any] | None, recorded: Mapping[str, Any] | None
+) -> tuple[ClusterSpec, list[SpecProblem], dict[str, Any]]:
+    """``parse_spec`` that never lets an invalid value replace a recorded one: each invalid field takes its value
+    from ``recorded`` (``status.appliedSpec``, the spec the operator last acted on; a field absent there was at its
+    default), and its problem says so. Returns the spec, the problems, and the spec as applied (valid; to record)."""
+    spec, problems = parse_spec(raw)
+    applied: dict[str, Any] = copy.deepcopy(dict(raw)) if isinstance(raw, Mapping) else {}
+    if not problems:
+        return spec, problems, applied
+    rec = recorded if isinstance(recorded, Mapping) else {}
+    if not isinstance(raw, Mapping):
+        applied = copy.deepcopy(dict(rec))
+        out = [SpecProblem(pr.field, f"{pr.message}; keeping the last valid spec", restore=()) for pr in problems]
+        return parse_spec(applied)[0], out, applied
+    if "replicas" in applied and spec.replicas not in ALLOWED_REPLICAS:
+        _path_set(applied, "replicas", _path_get(rec, "replicas"))  # never record an invalid size
+    out = []
+    for pr in problems:
+        kept = []
+        for path in pr.restore_paths:
+            value = _path_get(rec, path)
+            _path_set(applied, path, value)
+            kept.append(f"{path}={value!r}" if value is not _MISSING else f"{path} at its default")
+        if kept:
+            pr = SpecProblem(
+                pr.field, f"{pr.message}; keeping the last valid value ({', '.join(kept)})", restore=pr.restore
+            )
+        out.append(pr)
+    result, _ = parse_spec(applied)
+    if spec.replicas not in ALLOWED_REPLICAS:
+        # an invalid count as given: effective_spec keeps the last accepted size (status.replicas), or starts nothing
+        result = dataclasses.replace(result, replicas=spec.replicas)
+    return result, out, applied
 
 
 @dataclasses.dataclass(frozen=True)
@@ -482,7 +568,12 @@ def effective_spec(
                 eff.security, enabled=recorded.security_enabled, ca_mode=recorded.ca_mode
             ),
         )
-    if spec.replicas not in ALLOWED_REPLICAS and accepted_replicas in ALLOWED_REPLICAS:
+    if spec.replicas not in ALLOWED_REPLICAS:
         # Keep the ring at the last accepted size; with none accepted yet the planner creates nothing.
-        eff = dataclasses.replace(eff, replicas=accepted_replicas)
+        kept = (f"keeping the ring at its last valid size, {accepted_replicas}" if accepted_replicas in ALLOWED_REPLICAS
+                else "nothing is created until it is fixed")
+        out = [SpecProblem(pr.field, f"{pr.message}; {kept}", restore=pr.restore) if pr.field == "replicas" else pr
+               for pr in out]
+        if accepted_replicas in ALLOWED_REPLICAS:
+            eff = dataclasses.replace(eff, replicas=accepted_replicas)
     return eff, out

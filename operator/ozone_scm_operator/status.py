@@ -76,6 +76,8 @@ class Facts:
     has_leader: bool
     now: datetime.datetime
     generation: int | None
+    adopted: str | None = None  # this pass adopted an existing ring (what it found), instead of creating one
+    outdated: tuple[str, ...] = ()  # joined members whose Pod runs another revision than the spec's (a roll is due)
 
 
 def _cond(type_: str, ok: bool | None, reason: str, message: str) -> Condition:
@@ -131,11 +133,15 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         else _cond(DEGRADED, False, "Healthy", "nothing needs attention")
     )
 
-    initialized = (
-        _cond(INITIALIZED, True, "ClusterCreated", f"the primordial SCM created cluster {new.cluster_id}")
-        if new.cluster_id
-        else _cond(INITIALIZED, False, "Bootstrapping" if new.members else "Pending", "the ring has not formed yet")
-    )
+    prev_init = old.condition(INITIALIZED)
+    if facts.adopted and new.cluster_id:
+        initialized = _cond(INITIALIZED, True, "ClusterAdopted", facts.adopted)
+    elif new.cluster_id and prev_init is not None and prev_init.reason == "ClusterAdopted" and prev_init.status == "True":
+        initialized = _cond(INITIALIZED, True, "ClusterAdopted", prev_init.message)
+    elif new.cluster_id:
+        initialized = _cond(INITIALIZED, True, "ClusterCreated", f"the primordial SCM created cluster {new.cluster_id}")
+    else:
+        initialized = _cond(INITIALIZED, False, "Bootstrapping" if new.members else "Pending", "the ring has not formed yet")
     if spec.paused:
         progressing = _cond(PROGRESSING, False, "Paused", "spec.paused is true: the operator changes nothing")
     elif op is not None:
@@ -156,6 +162,12 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         ready = _cond(READY, False, op.type, progressing.message)
     elif len(ready_members) < want or len(joined) != want:
         ready = _cond(READY, False, "MembersNotReady", f"{len(ready_members)}/{want} members ready and caught up")
+    elif facts.outdated:
+        # between two steps of a roll (e.g. one held by the live-majority check): not Ready until every member runs
+        # the spec's revision
+        ready = _cond(READY, False, "MembersOutdated",
+                      f"{', '.join(facts.outdated)} still run{'s' if len(facts.outdated) == 1 else ''} an older "
+                      f"revision than {new.revision}; the roll goes on")
     else:
         ready = _cond(
             READY, True, "AllMembersReady", f"{len(ready_members)}/{want} members ready and caught up, leader {leader}"
@@ -196,7 +208,8 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         elif c.type == READY and c.status == "True" and (prev is None or prev.status != "True"):
             events.append(Event("Normal", "ClusterReady", c.message))
         elif c.type == INITIALIZED and c.status == "True":
-            events.append(Event("Normal", "ClusterInitialized", c.message))
+            events.append(Event("Normal", "ClusterAdopted" if c.reason == "ClusterAdopted" else "ClusterInitialized",
+                                c.message))
     out = dataclasses.replace(
         new,
         conditions=tuple(conditions),

@@ -49,6 +49,15 @@ def _status_table(sim: DatanodeSimulator) -> Table:
 @click.option("--protocol", type=click.Choice(["grpc", "hadoop-rpc"]), default="grpc", show_default=True,
               help="grpc: our datanode protocol; hadoop-rpc: Ozone's StorageContainerDatanodeProtocol over Hadoop "
                    "RPC (SIMPLE authentication; not on a secure cluster).")
+@click.option("--hadoop-rpc-datanodes", default=0, show_default=True, type=params.NON_NEGATIVE,
+              help="Mixed transports: this many of the datanodes (the last ones) speak Ozone's datanode protocol "
+                   "over Hadoop RPC, the others --protocol.")
+@click.option("--hadoop-rpc-scm", default=None, metavar="HOST:PORT[,HOST:PORT]",
+              help="With --hadoop-rpc-datanodes: the SCMs' Hadoop RPC datanode addresses "
+                   "(default: every SCM's ozone.scm.datanode.hadoop-rpc.port).")
+@click.option("--follow-containers", default="0s", show_default=True,
+              help="Every so often (e.g. 2s; 0s = never) ask SCM for OPEN and CLOSING containers and create the "
+                   "replicas their pipelines' datanodes would hold after a client's first write.")
 @click.option("--admin-scm", default=None, metavar="HOST:PORT[,...]",
               help="SCM client address(es) for --containers-per-node (default from config).")
 @click.option("--heartbeat-interval", default="1s", show_default=True, help="e.g. 500ms, 1s, 30s.")
@@ -65,7 +74,8 @@ def _status_table(sim: DatanodeSimulator) -> Table:
 def datanode_sim(
     ctx: CliContext, count: int, scm: str | None, admin_scm: str | None, heartbeat_interval: str, racks: int,
     containers_per_node: int, container_size: int | None, prefix: str, duration: float, dn_dir: Path | None,
-    protocol: str = "grpc",
+    protocol: str = "grpc", hadoop_rpc_datanodes: int = 0, hadoop_rpc_scm: str | None = None,
+    follow_containers: str = "0s",
 ) -> None:
     """Run simulated datanodes that talk the real datanode protocol (gRPC, or Ozone's over Hadoop RPC) to every SCM."""
     try:
@@ -76,28 +86,38 @@ def datanode_sim(
         admin_addresses = parse_addresses(admin_scm) if admin_scm else endpoints.protocol_addresses(
             ctx.conf.get_str, endpoints.Protocol.CLIENT
         )
+        hadoop_addresses = (
+            (parse_addresses(hadoop_rpc_scm) if hadoop_rpc_scm else endpoints.protocol_addresses(
+                ctx.conf.get_str, endpoints.Protocol.DATANODE_HADOOP))
+            if hadoop_rpc_datanodes else []
+        )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
     interval = parse_duration_seconds("--heartbeat-interval", heartbeat_interval)
+    follow = parse_duration_seconds("--follow-containers", follow_containers)
     size = container_size or ctx.conf.get_size("ozone.scm.container.size") or 5 << 30
     security = DatanodeSecurity.from_conf(
         ctx.conf, dn_dir or Path("datanodes"), endpoints.protocol_addresses(ctx.conf.get_str, endpoints.Protocol.SECURITY)
     )
     admin_security = ctx.client_security() if security is not None else None
-    if protocol == "hadoop-rpc" and security is not None:
+    if hadoop_rpc_datanodes > count:
+        raise click.BadParameter(f"{hadoop_rpc_datanodes} is more than --count {count}",
+                                 param_hint="--hadoop-rpc-datanodes")
+    if (protocol == "hadoop-rpc" or hadoop_rpc_datanodes) and security is not None:
         raise click.BadParameter(
             "Hadoop RPC serves SIMPLE authentication only so far: not on a secure cluster (ozone.security.enabled)",
             param_hint="--protocol",
         )
     asyncio.run(_run(dn_addresses, admin_addresses, count, interval, racks, containers_per_node, size, prefix, duration,
-                     security, admin_security, protocol))
+                     security, admin_security, protocol, hadoop_addresses, hadoop_rpc_datanodes, follow))
 
 
 async def _run(
     dn_addresses: list[str], admin_addresses: list[str], count: int, interval: float, racks: int,
     containers_per_node: int, size: int, prefix: str, duration: float,
     security: DatanodeSecurity | None = None, admin_security: ChannelSecurity | None = None,
-    protocol: str = "grpc",
+    protocol: str = "grpc", hadoop_addresses: list[str] | None = None, hadoop_rpc_datanodes: int = 0,
+    follow: float = 0.0,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -107,7 +127,8 @@ async def _run(
     sim = DatanodeSimulator(
         dn_addresses, count, heartbeat_interval=interval, racks=racks, container_size=size,
         admin_addresses=admin_addresses, name_prefix=prefix, security=security, admin_security=admin_security,
-        protocol=protocol,
+        protocol=protocol, hadoop_rpc_addresses=hadoop_addresses, hadoop_rpc_datanodes=hadoop_rpc_datanodes,
+        follow_containers=follow,
     )
     await sim.start()
     populated = containers_per_node <= 0

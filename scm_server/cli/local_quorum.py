@@ -49,6 +49,9 @@ if TYPE_CHECKING:
     from scm_server.datanode_sim.security import DatanodeSecurity
 
 STATE_FILE = "cluster.json"
+# The simulated datanodes create the replicas of OPEN/CLOSING containers on their pipelines every so many
+# seconds (a real datanode creates one on a client's first write), so `admin container close` reaches CLOSED.
+FOLLOW_CONTAINERS = 2.0
 
 # HA settings for local clusters on top of the edges' FAST_SETTINGS.
 HA_SETTINGS: dict[str, str] = {
@@ -73,7 +76,10 @@ class HALocalCluster(LocalCluster):
         secure: bool = False,
         key_spec: pki.KeySpec | None = None,
         ca_mode: str = "scm",
+        hadoop_rpc: bool = False,
     ) -> None:
+        if hadoop_rpc and secure:
+            raise ValueError("Hadoop RPC serves SIMPLE authentication only: not on a secure cluster")
         self.secure = SecureSetup(Path(base_dir), spec=key_spec, ca_mode=ca_mode) if secure else None
         secure_settings = self.secure.settings() if self.secure is not None else {}
         super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **secure_settings, **(settings or {})})
@@ -81,6 +87,26 @@ class HALocalCluster(LocalCluster):
         if self.secure is not None:
             for s in self.scms:
                 s.web_ca = self.secure.root_cert
+        # Ozone's protocols over Hadoop RPC (issue 20), each on a port of its own per SCM, when asked
+        self.hadoop_rpc = hadoop_rpc
+        self.hadoop_ports: dict[str, dict[str, int]] = {}
+
+    HADOOP_RPC_KEYS = {
+        "block": "ozone.scm.block.client.hadoop-rpc.port",
+        "datanode": "ozone.scm.datanode.hadoop-rpc.port",
+        "client": "ozone.scm.client.hadoop-rpc.port",
+        "security": "ozone.scm.security.service.hadoop-rpc.port",
+    }
+
+    def hadoop_port(self, node_id: str | None, protocol: str) -> int:
+        """This SCM's Hadoop RPC port of ``protocol`` (block, datanode, client, security), chosen once."""
+        ports = self.hadoop_ports.setdefault(str(node_id), {})
+        if protocol not in ports:
+            ports[protocol] = free_port()
+        return ports[protocol]
+
+    def hadoop_addresses(self, protocol: str) -> list[str]:
+        return [f"127.0.0.1:{self.hadoop_port(s.node_id, protocol)}" for s in self.scms]
 
     # ---- security ----
     @property
@@ -96,6 +122,10 @@ class HALocalCluster(LocalCluster):
 
     def common_settings(self) -> dict[str, str]:
         values = super().common_settings()
+        if self.hadoop_rpc:
+            for s in self.scms:
+                for protocol, key in self.HADOOP_RPC_KEYS.items():
+                    values[f"{key}.{SERVICE_ID}.{s.node_id}"] = str(self.hadoop_port(s.node_id, protocol))
         if self.secure is not None:
             for s in self.scms:
                 values[f"ozone.scm.security.service.port.{SERVICE_ID}.{s.node_id}"] = str(self.security_port(s.node_id))
@@ -150,6 +180,8 @@ class HALocalCluster(LocalCluster):
             r = recorded.get(s.node_id)
             if r is None or "ports" not in r:
                 continue
+            for protocol, address in (r.get("hadoop_rpc") or {}).items():
+                self.hadoop_ports.setdefault(str(s.node_id), {})[protocol] = int(address.rsplit(":", 1)[1])
             for attr, port in r["ports"].items():
                 if attr == "security_port":
                     self.security_ports[str(s.node_id)] = int(port)
@@ -320,6 +352,9 @@ class HALocalCluster(LocalCluster):
                         "security_port": self.security_port(s.node_id),
                     },
                     "security": f"{s.host}:{self.security_port(s.node_id)}" if self.secure is not None else "",
+                    "hadoop_rpc": {
+                        protocol: f"{s.host}:{self.hadoop_port(s.node_id, protocol)}" for protocol in self.HADOOP_RPC_KEYS
+                    } if self.hadoop_rpc else {},
                 }
                 for s in self.scms
             ],
@@ -355,6 +390,7 @@ async def run_workload(
         cluster.datanode_addresses, num_datanodes, heartbeat_interval=0.5, racks=racks,
         admin_addresses=cluster.client_addresses, container_report_interval=30,
         security=cluster.datanode_security(), admin_security=cluster.client_security,
+        **hadoop_rpc_datanodes(cluster, num_datanodes), follow_containers=FOLLOW_CONTAINERS,
     )
     await sim.start()
     try:
@@ -370,6 +406,7 @@ async def run_workload(
         roles = await cluster.roles()
         safe_modes = [await cluster.safe_mode_of(v["index"]) for v in views]
         summary = {
+            "transports": sim.transports(),
             "security": await security_summary(cluster) if cluster.secure is not None else None,
             "views": await cluster.node_views(),  # after the workload: current applied indexes
             "roles": roles, "blocks": len(ids), "duplicates": len(ids) - len(set(ids)),
@@ -398,6 +435,30 @@ async def run_workload(
         return summary
     finally:
         await sim.stop()
+
+
+def hadoop_rpc_datanodes(cluster: HALocalCluster, num_datanodes: int) -> dict[str, Any]:
+    """The simulator's mixed transports on a cluster serving Hadoop RPC: about half of the datanodes (at least
+    one, the last ones) speak Ozone's datanode protocol over Hadoop RPC, the others gRPC."""
+    if not cluster.hadoop_rpc or num_datanodes < 1:
+        return {}
+    return {
+        "hadoop_rpc_addresses": cluster.hadoop_addresses("datanode"),
+        "hadoop_rpc_datanodes": max(1, num_datanodes // 2),
+    }
+
+
+def describe_transports(cluster: HALocalCluster, transports: Mapping[str, list[str]]) -> list[str]:
+    """One line per datanode transport: which datanodes, to which SCM ports."""
+    ports = {
+        "grpc": ("gRPC (our datanode protocol)", cluster.datanode_addresses),
+        "hadoop-rpc": ("Hadoop RPC (Ozone's StorageContainerDatanodeProtocol)",
+                       cluster.hadoop_addresses("datanode") if cluster.hadoop_rpc else cluster.datanode_addresses),
+    }
+    return [
+        f"{ports[t][0]}: {', '.join(hosts)} -> {', '.join(ports[t][1])}"
+        for t, hosts in sorted(transports.items()) if t in ports
+    ]
 
 
 async def _wait_open_pipelines(admin: SCMClient, timeout: float) -> None:
@@ -430,6 +491,15 @@ def print_summary(cluster: HALocalCluster, summary: Mapping[str, Any]) -> None:
         out(f"      admin/client {s.client_address}  datanode {s.datanode_address}  "
             f"ratis 127.0.0.1:{s.ratis_port}  inter-SCM 127.0.0.1:{s.grpc_port}", soft_wrap=True)
         out(f"      web {s.http_url}/  metrics {s.http_url}/prom  log {s.log_path}", soft_wrap=True)
+        if cluster.hadoop_rpc:
+            out("      Hadoop RPC (Ozone's protocols, SIMPLE auth): "
+                + "  ".join(f"{p} 127.0.0.1:{cluster.hadoop_port(s.node_id, p)}" for p in cluster.HADOOP_RPC_KEYS),
+                soft_wrap=True)
+    transports = summary.get("transports") or {}
+    if transports:
+        out("[bold]datanode transports[/]:", soft_wrap=True)
+        for line in describe_transports(cluster, transports):
+            out(f"  {line}", soft_wrap=True, highlight=False)
     open_pipelines = summary["open_pipelines"]
     out(
         f"[bold]datanodes[/]: {summary['healthy_datanodes']}/{summary['datanodes']} HEALTHY; "
@@ -515,6 +585,7 @@ def run_local(
     cluster = HALocalCluster(
         data_dir.resolve(), num_scms,
         settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))}, secure=secure, ca_mode=ca_mode,
+        hadoop_rpc=not secure,  # both transports in the main job (Hadoop RPC is SIMPLE-only: not when secure)
     )
     if keep_data:
         cluster.reuse_ports()
@@ -542,7 +613,7 @@ def up(
         raise RuntimeError(f"{data_dir} exists: run `ozone-scm local down` first (or remove it)")
     cluster = HALocalCluster(data_dir.resolve(), num_scms,
                              settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))}, secure=secure,
-                             ca_mode=ca_mode)
+                             ca_mode=ca_mode, hadoop_rpc=not secure)
     try:
         cluster.start_quorum()
     except BaseException:
@@ -550,13 +621,17 @@ def up(
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
     log = (cluster.base_dir / "datanodes.log").open("ab")
+    mixed = hadoop_rpc_datanodes(cluster, num_datanodes)
     secure_args: list[str] = []
     if cluster.secure is not None:
         secure_args = ["--conf", str(cluster.secure.admin_conf_dir)]
     sim = subprocess.Popen(
         [cluster.python, "-m", "scm_server.cli.main", *secure_args, "datanode-sim", "--count", str(num_datanodes),
          "--scm", ",".join(cluster.datanode_addresses), "--admin-scm", ",".join(cluster.client_addresses),
-         *(["--dn-dir", str(cluster.secure.datanodes_dir)] if cluster.secure is not None else [])],
+         *(["--dn-dir", str(cluster.secure.datanodes_dir)] if cluster.secure is not None else []),
+         *([f"--hadoop-rpc-datanodes={mixed['hadoop_rpc_datanodes']}",
+            f"--hadoop-rpc-scm={','.join(mixed['hadoop_rpc_addresses'])}"] if mixed else []),
+         f"--follow-containers={FOLLOW_CONTAINERS}s"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     path = cluster.save_state({"datanode_sim_pid": sim.pid})

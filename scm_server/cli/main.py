@@ -64,10 +64,13 @@ def cli(click_ctx: click.Context, conf_dir: Path | None, verbose: int) -> None:
 @click.option("--recover", "do_recover", is_flag=True,
               help="Lost quorum: make this stopped survivor the only member of its ring (keeps its whole log).")
 @click.option("--force", is_flag=True, help="--recover even though a majority of the old ring still answers.")
+@click.option("--termination-log", type=click.Path(path_type=Path), default=None,
+              help="With --bootstrap: a refusal because this volume holds another cluster's data is also written "
+                   "here as one line starting 'ForeignVolume:' (e.g. /dev/termination-log).")
 @pass_ctx
 def scm_command(
     ctx: CliContext, do_init: bool, clusterid: str | None, do_bootstrap: bool, restore_dir: Path | None,
-    do_recover: bool, force: bool,
+    do_recover: bool, force: bool, termination_log: Path | None,
 ) -> None:
     """Run the SCM daemon in the foreground, or --init / --bootstrap / --restore / --recover its storage."""
     if sum(map(bool, (do_init, do_bootstrap, restore_dir, do_recover))) > 1 and not (do_init and do_bootstrap):
@@ -76,6 +79,8 @@ def scm_command(
         raise click.UsageError("--clusterid only applies to --init (and to --restore, as a check)")
     if force and not do_recover:
         raise click.UsageError("--force only applies to --recover")
+    if termination_log is not None and not do_bootstrap:
+        raise click.UsageError("--termination-log only applies to --bootstrap")
     if restore_dir is not None or do_recover:
         from scm_server.ha.recovery import RecoveryFailed, scm_recover, scm_restore
 
@@ -98,7 +103,7 @@ def scm_command(
         logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
         ok = scm_init(ctx.conf, clusterid) if do_init else True
         if ok and do_bootstrap:
-            ok = scm_bootstrap(ctx.conf)
+            ok = scm_bootstrap(ctx.conf, termination_log=termination_log)
         if not ok:
             raise click.ClickException("SCM " + ("init" if do_init else "bootstrap") + " failed")
         return

@@ -49,6 +49,7 @@ class PeerRole:
     note: str = ""  # why the role is what it is (no answer, stale term, ...)
     last_index: int | None = None  # the SCM's own last Raft log index (quorum recovery)
     last_term: int | None = None  # the term of that entry
+    last_contact: float | None = None  # the leader's view: seconds since this peer last answered it in its term
 
     @property
     def line(self) -> str:
@@ -66,6 +67,7 @@ class Roles:
     peers: list[PeerRole]
     asked: int = 0  # how many SCMs were asked
     answers: int = 0  # how many answered in time
+    election_timeout: float | None = None  # seconds, as the SCM whose view is used reported it
 
     @property
     def leader(self) -> PeerRole | None:
@@ -87,6 +89,7 @@ class Roles:
             "appliedIndex": self.applied_index,
             "asked": self.asked,
             "answers": self.answers,
+            "electionTimeout": self.election_timeout,
             "peers": [dataclasses.asdict(p) | {"line": p.line} for p in self.peers],
         }
 
@@ -110,11 +113,13 @@ def roles_from_proto(p: scm_ha_pb2.ScmRatisRolesResponseProto) -> Roles:
                 lag=r.lag if r.HasField("lag") else None,
                 client_address=r.clientAddress,
                 grpc_address=r.grpcAddress,
+                last_contact=r.lastContactMs / 1000 if r.HasField("lastContactMs") else None,
             )
             for r in p.peers
         ],
         asked=1,
         answers=1,
+        election_timeout=p.electionTimeoutMs / 1000 if p.HasField("electionTimeoutMs") else None,
     )
 
 
@@ -191,6 +196,7 @@ def combine_views(
                 note=note,
                 last_index=own.lastIndex if own is not None and own.HasField("lastIndex") else None,
                 last_term=own.lastTerm if own is not None and own.HasField("lastTerm") else None,
+                last_contact=r.lastContactMs / 1000 if from_leader and r.HasField("lastContactMs") else None,
             )
         )
     return Roles(
@@ -202,6 +208,7 @@ def combine_views(
         peers=peers,
         asked=len(asked),
         answers=len(views),
+        election_timeout=base.electionTimeoutMs / 1000 if base.HasField("electionTimeoutMs") else None,
     )
 
 

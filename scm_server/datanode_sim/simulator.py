@@ -33,7 +33,7 @@ import logging
 import random
 import time
 import uuid as uuidlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from scm_server.client.datanode_client import DatanodeProtocolClient
 from scm_server.client.errors import SCMUnavailableError
@@ -126,9 +126,11 @@ class SimDatanode:
         hostname: str,
         capacity: int,
         dn_uuid: str | None = None,
+        protocol: str | None = None,
     ) -> None:
         self.sim = sim
         self.index = index
+        self.protocol = protocol or sim.protocol  # the datanode protocol's transport: grpc or hadoop-rpc
         if dn_uuid is None and sim.security is not None:
             dn_uuid = sim.security.datanode_uuid(hostname)
         self.uuid = dn_uuid or str(uuidlib.uuid4())
@@ -141,7 +143,7 @@ class SimDatanode:
         self.op_state: int = hdds_pb2.IN_SERVICE
         self.op_state_expiry = 0
         self.fence = CommandFence()
-        self.endpoints = [Endpoint(a) for a in sim.scm_addresses]
+        self.endpoints = [Endpoint(a) for a in sim.addresses_for(self.protocol)]
         self.alive = True
         self.resume = asyncio.Event()
         self.resume.set()
@@ -481,6 +483,26 @@ class SimDatanode:
         self.handle_response(ep, resp)
 
 
+def replicas_to_create(
+    containers: Iterable[hdds_pb2.ContainerInfoProto],
+    members: Mapping[str, Sequence[str]],
+    held: Mapping[str, Iterable[int]],
+) -> list[tuple[str, int]]:
+    """Which (datanode uuid, container id) replicas a datanode creates, as a real one does when the first
+    write (or ``ozone admin container create``'s CreateContainer) reaches it: every OPEN or CLOSING
+    container, on each member of its pipeline (``members``: pipeline id -> datanode uuids) among ``held``
+    (uuid -> the containers it holds: the simulator's live datanodes) that does not hold it yet. Pure."""
+    out: list[tuple[str, int]] = []
+    for info in containers:
+        if info.state not in (hdds_pb2.OPEN, hdds_pb2.CLOSING) or not info.HasField("pipelineID"):
+            continue
+        for dn_uuid in members.get(info.pipelineID.id, ()):
+            have = held.get(dn_uuid)
+            if have is not None and info.containerID not in have:
+                out.append((dn_uuid, info.containerID))
+    return out
+
+
 class DatanodeSimulator:
     """N simulated datanodes in one asyncio loop, reporting to every SCM in ``scm_addresses``.
 
@@ -508,14 +530,34 @@ class DatanodeSimulator:
         security: DatanodeSecurity | None = None,
         admin_security: ChannelSecurity | None = None,
         protocol: str = "grpc",
+        hadoop_rpc_addresses: Sequence[str] | None = None,
+        hadoop_rpc_datanodes: int = 0,
+        follow_containers: float = 0.0,
     ) -> None:
         if count < 0:
             raise ValueError("count must be >= 0")
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-        if protocol == "hadoop-rpc" and security is not None:
+        if not 0 <= hadoop_rpc_datanodes <= count:
+            raise ValueError(f"hadoop_rpc_datanodes must be between 0 and count ({count}), got {hadoop_rpc_datanodes}")
+        if hadoop_rpc_datanodes and not hadoop_rpc_addresses:
+            raise ValueError("hadoop_rpc_datanodes needs hadoop_rpc_addresses (ozone.scm.datanode.hadoop-rpc.port)")
+        if (protocol == "hadoop-rpc" or hadoop_rpc_datanodes) and security is not None:
             raise ValueError("the hadoop-rpc datanode protocol serves SIMPLE authentication only: not on a secure cluster")
         self.protocol = protocol
+        # Mixed transports: the last ``hadoop_rpc_datanodes`` datanodes speak Ozone's datanode protocol over
+        # Hadoop RPC to ``hadoop_rpc_addresses`` (one per SCM), the others ``protocol`` to ``scm_addresses``.
+        self.hadoop_rpc_addresses = list(hadoop_rpc_addresses or [])
+        self.hadoop_rpc_datanodes = hadoop_rpc_datanodes
+        self._count = count
+        # > 0: every so many seconds, ask SCM (admin port) for OPEN and CLOSING containers and create the
+        # replicas a datanode would hold once a client wrote to them (see replicas_to_create)
+        if follow_containers < 0:
+            raise ValueError(f"follow_containers must be >= 0 seconds, got {follow_containers}")
+        if follow_containers and not admin_addresses:
+            raise ValueError("follow_containers needs admin_addresses (the SCMs' client port)")
+        self.follow_containers = follow_containers
+        self._follower: asyncio.Task[None] | None = None
         self.security = security
         self.admin_security = admin_security  # the admin client's certificate (populate allocates containers)
         self._renewer: asyncio.Task[None] | None = None
@@ -541,10 +583,24 @@ class DatanodeSimulator:
         for _ in range(count):
             self.add_datanode()
 
+    def addresses_for(self, protocol: str) -> list[str]:
+        if protocol == "hadoop-rpc" and self.protocol != "hadoop-rpc" and self.hadoop_rpc_addresses:
+            return self.hadoop_rpc_addresses
+        return self.scm_addresses
+
+    def transports(self) -> dict[str, list[str]]:
+        """Host names of the datanodes by the transport their datanode protocol uses."""
+        out: dict[str, list[str]] = {}
+        for dn in self.datanodes:
+            out.setdefault(dn.protocol, []).append(dn.hostname)
+        return out
+
     def add_datanode(self) -> SimDatanode:
         i = len(self.datanodes)
+        hadoop = self.hadoop_rpc_datanodes and i >= self._count - self.hadoop_rpc_datanodes
         dn = SimDatanode(
-            self, i, f"/rack{i % self.racks + 1}", f"{self.name_prefix}-{i}", self.capacity
+            self, i, f"/rack{i % self.racks + 1}", f"{self.name_prefix}-{i}", self.capacity,
+            protocol="hadoop-rpc" if hadoop else None,
         )
         self.datanodes.append(dn)
         self.by_uuid[dn.uuid] = dn
@@ -555,7 +611,8 @@ class DatanodeSimulator:
         certs = dn.certificates if dn is not None else None
         key = (address, dn.uuid if certs is not None and dn is not None else "")
         client = self._clients.get(key)
-        if client is None and self.protocol == "hadoop-rpc":
+        protocol = dn.protocol if dn is not None else self.protocol
+        if client is None and protocol == "hadoop-rpc":
             client = HadoopDatanodeClient(address, timeout=max(5.0, 5 * self.heartbeat_interval))
             self._clients[key] = client
         elif client is None:
@@ -596,8 +653,42 @@ class DatanodeSimulator:
                 dn.start()
         if self.security is not None and self._renewer is None:
             self._renewer = asyncio.get_running_loop().create_task(self._renew_loop(), name="dn-cert-renewal")
+        if self.follow_containers and self._follower is None:
+            self._follower = asyncio.get_running_loop().create_task(self._follow_loop(), name="dn-follow-containers")
+
+    async def follow_containers_once(self) -> int:
+        """One pass of ``follow_containers``: the replicas created (see :func:`replicas_to_create`)."""
+        admin = await self._admin_client()
+        members = {p.id.id: [m.uuid for m in p.members] for p in await admin.list_pipelines()}
+        held = {dn.uuid: list(dn.containers) for dn in self.live()}
+        found: list[hdds_pb2.ContainerInfoProto] = []
+        for state in (hdds_pb2.OPEN, hdds_pb2.CLOSING):
+            start = 0
+            while True:
+                page, _ = await admin.list_containers(start, 1000, state=state)
+                found.extend(page)
+                if len(page) < 1000:
+                    break
+                start = page[-1].containerID + 1
+        created = replicas_to_create(found, members, held)
+        for dn_uuid, cid in created:
+            self.by_uuid[dn_uuid].add_replica(cid)
+        return len(created)
+
+    async def _follow_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.follow_containers)
+            try:
+                await self.follow_containers_once()
+            except Exception as exc:  # an SCM failover or restart: try again next round
+                LOG.debug("following containers failed (will retry): %s", exc)
 
     async def stop(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._follower
+            self._follower = None
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -41,6 +41,7 @@ proof of the enrolment secret), then has the leader sign its sub-CA, then writes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import socket
@@ -396,8 +397,12 @@ def scm_bootstrap(
     *,
     rounds: int | None = None,
     rpc_timeout: float = BOOTSTRAP_RPC_TIMEOUT,
+    termination_log: Path | None = None,
 ) -> bool:
-    """``ozone-scm scm --bootstrap``: returns True on success (also when there was nothing to do)."""
+    """``ozone-scm scm --bootstrap``: returns True on success (also when there was nothing to do). When the volume
+    holds another cluster's data, one fixed-format line goes to ``termination_log`` too (a Kubernetes termination
+    message: ``ForeignVolume: this volume holds cluster <id>; the running SCMs are cluster <id>``), which an
+    operator reads whole, unlike a log tail."""
     local = resolve_local_scm(conf)
     if local.ha.primordial_node_id is not None and local.is_primordial():
         LOG.info(
@@ -469,6 +474,12 @@ def scm_bootstrap(
         return False
     if initialized:
         if info.cluster_id != storage.cluster_id:
+            if termination_log is not None:
+                with contextlib.suppress(OSError):
+                    termination_log.write_text(
+                        f"ForeignVolume: this volume holds cluster {storage.cluster_id}; the running SCMs are cluster "
+                        f"{info.cluster_id}\n"
+                    )
             LOG.error(
                 "Could not bootstrap as SCM is already initialized with cluster id %s but the running SCMs "
                 "(%s) have cluster id %s. Wipe this SCM's metadata dirs (ozone.metadata.dirs, "

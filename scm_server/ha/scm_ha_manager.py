@@ -60,6 +60,7 @@ from scm_server.ha.scm_state_machine import SCMStateMachine, Terminate, terminat
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.proto import scm_ha_pb2, scm_ha_pb2_grpc, scm_ratis_pb2
+from scm_server.raft.core.storage import CompactedError, UnavailableError
 from scm_server.raft.core.types import ConfState, SnapshotMetadata
 from scm_server.raft.errors import NotLeaderError, ProposalQueueFullError, RaftStoppedError, RaftTimeoutError
 from scm_server.raft.server import RaftServer, RaftServerConfig
@@ -562,8 +563,11 @@ class SCMHAManagerImpl:
         resp.leaderId = st.leader_id
         resp.lastIndex = st.last_index
         if raft.storage is not None:
-            with contextlib.suppress(Exception):
+            # the status is a snapshot of a running ring: the log may be compacted past (or not yet hold) the
+            # index read a moment ago; the term is then left unset rather than failing the whole answer
+            with contextlib.suppress(CompactedError, UnavailableError):
                 resp.lastTerm = raft.storage.term(st.last_index)
+        resp.electionTimeoutMs = round(self.raft_config.election_tick * self.raft_config.tick_interval * 1000)
         for peer in st.conf.members():
             address = st.conf.address_of(peer)
             host, _, port = address.rpartition(":")
@@ -586,6 +590,8 @@ class SCMHAManagerImpl:
             elif peer == self.peer_id:
                 p.matchIndex = st.last_index
                 p.lag = max(0, st.commit_index - st.applied_index)
+            if peer in st.last_contact:
+                p.lastContactMs = round(st.last_contact[peer] * 1000)
             resp.peers.append(p)
             resp.roles.append(f"{host}:{port}:{role}:{peer}")
         return resp

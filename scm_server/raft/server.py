@@ -176,6 +176,9 @@ class RaftStatus:
     snapshot_index: int
     conf: ConfState
     peers: dict[str, int] = field(default_factory=dict)  # leader only: node id -> match index
+    # leader only: node id -> seconds since that peer last spoke to this leader in its term (monotonic clock, so a
+    # frozen peer's silence keeps growing); a peer absent here has not spoken in this term or its connection was lost
+    last_contact: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -469,7 +472,16 @@ class RaftServer:
             snapshot_index=storage.snapshot_metadata().index,
             conf=st.conf_state,
             peers={nid: pr.match for nid, pr in st.progress.items()},
+            last_contact=self._last_contact() if st.progress else {},
         )
+
+    def _last_contact(self) -> dict[str, float]:
+        """Leader: seconds since each peer last spoke to it in its term (see ``RaftStatus.last_contact``)."""
+        if self._role != StateRole.LEADER:
+            return {}
+        now = time.monotonic()
+        since = self._leader_since
+        return {peer: now - t for peer, t in self._heard.items() if t != _LOST and t >= since and peer != self.config.node_id}
 
     def _require_node(self) -> RawNode:
         if self._node is None:

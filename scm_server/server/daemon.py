@@ -86,6 +86,8 @@ class Listening:
     block: str = ""
     block_hadoop: str = ""  # ScmBlockLocationProtocol over Hadoop RPC, when its port key is set
     datanode_hadoop: str = ""  # StorageContainerDatanodeProtocol over Hadoop RPC, likewise
+    client_hadoop: str = ""  # StorageContainerLocationProtocol over Hadoop RPC, likewise
+    security_hadoop: str = ""  # SCMSecurityProtocol (read calls) over Hadoop RPC, likewise
     client: str = ""
     http: str = ""
     security: str = ""
@@ -213,31 +215,40 @@ class SCMDaemon:
 
     async def _start_hadoop_rpc(self, get: endpoints.Getter) -> None:
         """Ozone's protocols over Hadoop RPC (SIMPLE authentication), each when its port key (or address
-        key) is set for this SCM: the block protocol (``ozone.scm.block.client.hadoop-rpc.port``) and the
-        datanode protocol (``ozone.scm.datanode.hadoop-rpc.port``)."""
+        key) is set for this SCM: the block protocol (``ozone.scm.block.client.hadoop-rpc.port``), the
+        datanode protocol (``ozone.scm.datanode.hadoop-rpc.port``), the location (admin) protocol
+        (``ozone.scm.client.hadoop-rpc.port``) and the security protocol's read calls
+        (``ozone.scm.security.service.hadoop-rpc.port``)."""
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
         from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
+        from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
+        from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
         from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
-        from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
+        from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_refusal
 
         P = endpoints.Protocol
-        wanted = [p for p in (P.BLOCK_HADOOP, P.DATANODE_HADOOP) if endpoints.configured(get, p, self.node)]
+        wanted = [
+            p for p in (P.BLOCK_HADOOP, P.DATANODE_HADOOP, P.CLIENT_HADOOP, P.SECURITY_HADOOP)
+            if endpoints.configured(get, p, self.node)
+        ]
         if not wanted:
             return
-        if self.security is not None:
-            raise DaemonStartupError(
-                f"{wanted[0].port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
-                "authentication only so far (Kerberos is the next step of issue 20); unset one of them"
-            )
+        refusal = hadoop_rpc_refusal(wanted, secure=self.security is not None)
+        if refusal is not None:
+            raise DaemonStartupError(refusal)
         settings = HadoopRpcSettings.from_conf(self.conf)
         metrics = HadoopRpcMetrics(getattr(self.scm, "metrics_registry", None))
         storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""
         for protocol in wanted:
-            translator: Any = (
-                BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
-                if protocol is P.BLOCK_HADOOP
-                else DatanodeTranslator(self.scm)
-            )
+            translator: Any
+            if protocol is P.BLOCK_HADOOP:
+                translator = BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
+            elif protocol is P.CLIENT_HADOOP:
+                translator = LocationTranslator(self.scm, get, storage_id, self.node.host)
+            elif protocol is P.SECURITY_HADOOP:
+                translator = SecurityTranslator(SecurityReader(self.security) if self.security is not None else None)
+            else:
+                translator = DatanodeTranslator(self.scm)
             server = HadoopRpcServer(
                 [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
                 name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics,

@@ -37,6 +37,12 @@ class Protocol(enum.Enum):
     )
     # StorageContainerDatanodeProtocol over Hadoop RPC, likewise opt-in (Ozone's 9861 after the swap)
     DATANODE_HADOOP = ("ozone.scm.datanode.hadoop-rpc.port", 19861, "ozone.scm.datanode.hadoop-rpc.address")
+    # StorageContainerLocationProtocol (admin/client) over Hadoop RPC, likewise opt-in (Ozone's 9860 after the swap)
+    CLIENT_HADOOP = ("ozone.scm.client.hadoop-rpc.port", 19860, "ozone.scm.client.hadoop-rpc.address")
+    # SCMSecurityProtocol over Hadoop RPC (read calls only while SIMPLE is the only authentication), opt-in
+    SECURITY_HADOOP = (
+        "ozone.scm.security.service.hadoop-rpc.port", 19961, "ozone.scm.security.service.hadoop-rpc.address"
+    )
 
     @property
     def port_key(self) -> str:

@@ -75,11 +75,19 @@ def java(classpath: str, *args: str) -> list[str]:
 
 class Quorum:
     def __init__(self, cluster: HALocalCluster, hadoop_ports: list[int], datanode_ports: list[int],
-                 classpath: str) -> None:
+                 classpath: str, client_ports: list[int], security_ports: list[int]) -> None:
         self.cluster = cluster
         self.hadoop_ports = hadoop_ports
         self.datanode_ports = datanode_ports
         self.classpath = classpath
+        self.client_ports = client_ports
+        self.security_ports = security_ports
+
+    def client_address(self, index: int) -> str:
+        return f"127.0.0.1:{self.client_ports[index]}"
+
+    def security_address(self, index: int) -> str:
+        return f"127.0.0.1:{self.security_ports[index]}"
 
     def address(self, index: int) -> str:
         return f"127.0.0.1:{self.hadoop_ports[index]}"
@@ -94,16 +102,22 @@ async def quorum(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Quor
     cluster = HALocalCluster(tmp_path_factory.mktemp("interop") / "c", 3, settings=SETTINGS)
     ports = [free_port() for _ in cluster.scms]
     dn_ports = [free_port() for _ in cluster.scms]
-    for s, port, dn_port in zip(cluster.scms, ports, dn_ports, strict=True):
+    client_ports = [free_port() for _ in cluster.scms]
+    security_ports = [free_port() for _ in cluster.scms]
+    for s, port, dn_port, client_port, security_port in zip(
+        cluster.scms, ports, dn_ports, client_ports, security_ports, strict=True
+    ):
         cluster.settings[f"ozone.scm.block.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(port)
         cluster.settings[f"ozone.scm.datanode.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(dn_port)
+        cluster.settings[f"ozone.scm.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(client_port)
+        cluster.settings[f"ozone.scm.security.service.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(security_port)
     sim = None
     try:
         cluster.start_quorum()
         sim = await start_sim(cluster, 3)
         await cluster.wait_healthy_quorum(timeout=120)
         await wait_open_pipeline(cluster)
-        yield Quorum(cluster, ports, dn_ports, classpath)
+        yield Quorum(cluster, ports, dn_ports, classpath, client_ports, security_ports)
     finally:
         if sim is not None:
             await sim.stop()
@@ -171,9 +185,74 @@ async def test_every_supported_command_from_hadoops_client(quorum: Quorum) -> No
     assert facts["DeleteScmKeyBlocks"] == "OK /vol/bucket/key1 success"
     status, _, reader, _, *hosts = facts["SortDatanodes"].split()
     assert status == "OK" and len(hosts) == 3 and hosts[0] == reader, facts["SortDatanodes"]
-    assert facts["GetClusterTree"].startswith("UNSUPPORTED_OPERATION success=false GetClusterTree is not supported")
+    # the tree holds every registered datanode as a leaf under its rack (counted both ways)
+    m = re.fullmatch(r"OK success=true root='' level=1 leaves=(\d+) racks=(\d+) rackLeaves=(\d+)", facts["GetClusterTree"])
+    assert m is not None, facts["GetClusterTree"]
+    assert int(m.group(1)) == int(m.group(3)) >= 3 and int(m.group(2)) >= 1, facts["GetClusterTree"]
     once, retried = facts["Retry"].split(" | ")
     assert once == retried and len(once.split()) == 2, facts["Retry"]
+
+
+async def test_every_location_command_from_hadoops_client(quorum: Quorum) -> None:
+    """What `ozone admin` sends (StorageContainerLocationProtocol), from Hadoop's own client to the leader."""
+    await wait_open_pipeline(quorum.cluster)
+    leader = await quorum.cluster.wait_leader()
+    lines = java(quorum.classpath, "location", quorum.client_address(leader))
+    facts: dict[str, list[str]] = {}
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        facts.setdefault(name, []).append(rest)
+    one = {k: v[0] for k, v in facts.items()}
+    served = {"InSafeMode", "GetSafeModeRuleStatuses", "ForceExitSafeMode", "GetScmInfo", "QueryNode", "ListPipelines",
+              "GetPipeline", "AllocateContainer", "GetContainer", "GetContainerWithPipeline", "GetContainerReplicas",
+              "ListContainer", "GetContainerCount", "CloseContainer", "AllocatePipeline", "DeactivatePipeline",
+              "ActivatePipeline", "ClosePipeline", "StopReplicationManager", "StartReplicationManager",
+              "GetReplicationManagerStatus", "GetReplicationManagerReport", "DecommissionNodes",
+              "StartMaintenanceNodes", "RecommissionNodes", "SingleNodeQuery"}
+    from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
+
+    assert served == set(LocationTranslator(None, {}.get, "x", "h").handlers), "the Java client covers every served cmdType"
+    # every datanode of the ring may already be at its pipeline limit: then AllocatePipeline is refused by the
+    # facade (the success path is checked in the unit tests) and the pipeline commands act on a RATIS/ONE one
+    assert one["AllocatePipeline"].startswith(("OK success members=1", "ERROR org.apache.hadoop.hdds.scm.exceptions"
+                                               ".SCMException FAILED_TO_FIND_SUITABLE_NODE")), one["AllocatePipeline"]
+    assert all(facts[name][0].startswith("OK") for name in served - {"AllocatePipeline"}), lines
+    assert one["InSafeMode"] == "OK inSafeMode=false" and one["GetSafeModeRuleStatuses"].startswith("OK rules=")
+    assert re.fullmatch(r"OK CID-\S+ peers=3", one["GetScmInfo"]), one["GetScmInfo"]
+    assert int(one["QueryNode"].split("healthy=")[1]) >= 3 and one["SingleNodeQuery"] == "OK same=true"
+    assert one["ListPipelines"].endswith("open3=true") and one["GetPipeline"] == "OK same=true members=3"
+    m = re.fullmatch(r"OK success id=(\d+) state=OPEN owner=java-admin members=3", one["AllocateContainer"])
+    assert m is not None, one["AllocateContainer"]
+    cid = m.group(1)
+    assert facts["GetContainer"][0] == f"OK id={cid}"
+    assert one["GetContainerWithPipeline"] == f"OK id={cid} members=3"
+    assert one["ListContainer"].startswith("OK listed=true") and one["GetContainerCount"].startswith("OK count=")
+    assert one["CloseContainer"] == "OK OK"
+    assert one["GetReplicationManagerStatus"] == "OK afterStop=false afterStart=true"
+    assert one["DecommissionNodes"] == "OK failed=no-such-dn.example"
+    assert one["StartMaintenanceNodes"] == "OK failed=1" and one["RecommissionNodes"] == "OK failed=1"
+    token = one["GetContainerToken"]
+    assert token.startswith("ERROR org.apache.hadoop.hdds.scm.exceptions.SCMException GetContainerToken is not supported")
+    assert facts["GetContainer"][1].startswith("ERROR org.apache.hadoop.hdds.scm.exceptions.SCMException CONTAINER_NOT_FOUND")
+    # a follower refers the client to the leader's Hadoop RPC client port (what Ozone's failover proxy matches)
+    follower = (leader + 1) % 3
+    follower_lines = java(quorum.classpath, "location", quorum.client_address(follower))
+    pipelines = next(line for line in follower_lines if line.startswith("ListPipelines "))
+    assert f"{SERVER_NOT_LEADER} " in pipelines and f"Suggested leader is Server:{quorum.client_address(leader)}." in pipelines
+    assert next(line for line in follower_lines if line.startswith("InSafeMode ")).startswith("InSafeMode OK")
+
+
+async def test_security_protocol_from_hadoops_client(quorum: Quorum) -> None:
+    """SCMSecurityProtocol over Hadoop RPC on an SCM without security: every read says there is no CA, issuance is
+    refused because SIMPLE authentication authenticates nobody, the CRL calls are unsupported as in Ozone."""
+    facts = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in java(
+        quorum.classpath, "security", quorum.security_address(1))}
+    for read in ("GetCACertificate", "GetRootCACertificate", "GetAllRootCaCertificates", "ListCACertificate",
+                 "GetCertificate", "ListCertificate"):
+        assert facts[read].startswith(f"INTERNAL_ERROR success=false trace=j-{read} {read}: ozone.security.enabled is false")
+    issue = facts["GetDataNodeCertificate"]
+    assert issue.startswith("UNABLE_TO_ISSUE_CERTIFICATE success=false") and "SIMPLE" in issue, issue
+    assert facts["GetCrls"].startswith("INTERNAL_ERROR success=false") and "Unsupported" in facts["GetCrls"]
 
 
 async def test_follower_answers_server_not_leader_with_the_leaders_address(quorum: Quorum) -> None:

@@ -11,7 +11,8 @@ a short deadline: an SCM that does not answer quickly is simply not observed thi
 * ``probe``: one SCM's own view (``GetScmInfo``): cluster ID, scmUuid, the leader it knows, term; and whether it
   is in safemode (``InSafeMode`` on its client port as a per-SCM read, ``local_read``: leadership is never moved to an SCM in safemode, which would
   refuse every block allocation);
-* ``ring``: the leader's view of the ring (``GetScmRatisRoles`` answered by the leader: roles and lag per peer);
+* ``ring``: the leader's view of the ring (``GetScmRatisRoles`` answered by the leader: role, lag and last contact
+  per peer, and the leader's election timeout);
 * ``transfer`` and ``decommission``: leadership transfer and RemoveSCM, sent to the members in the given order
   (leader first); the client follows NotLeader hints by itself;
 * CA mode scm, the operator's own certificate: ``fetch_client_certificate`` (security port, no client certificate:
@@ -133,7 +134,12 @@ class SCMAdmin:
             leader_scm_id=roles.leader_id,
             term=roles.term,
             commit_index=roles.commit_index,
-            peers=tuple(PeerObs(scm_id=p.peer_id, role=p.role, lag=p.lag, host=p.host) for p in roles.peers),
+            peers=tuple(
+                PeerObs(scm_id=p.peer_id, role=p.role, lag=p.lag, host=p.host, last_contact=p.last_contact,
+                        node_id=p.node_id)
+                for p in roles.peers
+            ),
+            election_timeout=roles.election_timeout,
         )
 
     async def transfer(

@@ -36,6 +36,7 @@ from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire_hdds
 from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import convert
+from scm_server.server.hadoop_rpc.leadership import Leadership
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
 LOG = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ SERVER_NOT_LEADER = codec.SERVER_NOT_LEADER
 GRPC_SERVICE = "ScmBlockLocationProtocolService"  # the call rules are shared with the gRPC servicer
 
 Type = wire_block.Type
-SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes")
+SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes", "GetClusterTree")
 
 
 class BlockLocationTranslator:
@@ -61,6 +62,7 @@ class BlockLocationTranslator:
         self.get = get
         self.self_name = self_name  # how this SCM names itself in ServerNotLeaderException (its scm id)
         self.hostname = hostname
+        self.leadership = Leadership(scm, get, endpoints.Protocol.BLOCK_HADOOP, self_name, hostname)
         self.responses = call_guard.ResponseCache()
 
     async def call(self, method: str, call: Call) -> bytes:
@@ -99,7 +101,7 @@ class BlockLocationTranslator:
             else:
                 body = await self.responses.run(key, lambda: handler(request))
         except NotLeaderException as exc:
-            raise RpcCallError(SERVER_NOT_LEADER, self.not_leader_message(exc), ErrorCode.ERROR_APPLICATION) from exc
+            raise self.leadership.error(exc) from exc
         except SCMException as exc:
             response.success = False
             response.status = convert.status_of(exc.result)  # type: ignore[assignment]
@@ -116,6 +118,7 @@ class BlockLocationTranslator:
             "DeleteScmKeyBlocks": self._delete,
             "GetScmInfo": self._scm_info,
             "SortDatanodes": self._sort,
+            "GetClusterTree": self._cluster_tree,
         }
 
     async def _allocate(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
@@ -169,13 +172,23 @@ class BlockLocationTranslator:
             )
         ).SerializePartialToString()
 
+    async def _cluster_tree(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
+        nodes = self.scm.query_nodes()
+        if hasattr(nodes, "__await__"):
+            nodes = await nodes
+        try:
+            tree = convert.cluster_tree([n.nodeID for n in nodes])
+        except ValueError as exc:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, f"GetClusterTree: {exc}") from exc
+        return wire_block.SCMBlockLocationResponse(
+            getClusterTreeResponse=wire_block.GetClusterTreeResponseProto(clusterTree=tree)
+        ).SerializePartialToString()
+
     # ---- rules shared with the gRPC path ----
 
     def _check_access(self, command: str) -> None:
         if call_guard.access_of(GRPC_SERVICE, command) is not call_guard.Access.ANY:
-            require_leader = getattr(self.scm, "require_leader", None)
-            if callable(require_leader):
-                require_leader()
+            self.leadership.require_leader()
 
     @staticmethod
     def _cache_key(call: Call, command: str) -> tuple[str, int, str] | None:
@@ -184,20 +197,4 @@ class BlockLocationTranslator:
         return f"hrpc:{call.client_id.hex()}", call.call_id, f"{PROTOCOL}/{command}"
 
     def not_leader_message(self, exc: NotLeaderException) -> str:
-        """Ozone's ServerNotLeaderException text: ``SCM Server:<id>(<host>) is not the leader.`` then
-        ``Suggested leader is Server:<host>:<port>.`` or ``Could not determine the leader node.``"""
-        return codec.not_leader_message("SCM", self.self_name, self.hostname, self._leader_address(exc))
-
-    def _leader_address(self, exc: NotLeaderException) -> str | None:
-        if not exc.leader_id:
-            return None
-        node_id = exc.leader_id
-        try:
-            node_of_peer = getattr(getattr(self.scm, "ha_manager", None), "node_of_peer", None)
-            if callable(node_of_peer):
-                node = node_of_peer(exc.leader_id)
-                node_id = getattr(node, "node_id", None) or node_id
-            return endpoints.leader_address(self.get, endpoints.Protocol.BLOCK_HADOOP, node_id)
-        except Exception:  # a misconfigured peer must not hide the answer: no hint then
-            LOG.exception("cannot resolve the Hadoop RPC block address of leader %s", exc.leader_id)
-            return None
+        return self.leadership.message(exc)

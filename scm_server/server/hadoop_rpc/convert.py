@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from scm_server.exceptions import ResultCodes
 from scm_server.hadoop_ipc import encode_varint
-from scm_server.ozone_wire import enum_by_name, pipeline_id_from_wire, pipeline_to_wire
+from scm_server.ozone_wire import datanode_to_wire, enum_by_name, pipeline_id_from_wire, pipeline_to_wire
 from scm_server.proto import hdds_pb2, scm_client_pb2
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
@@ -120,3 +120,63 @@ def status_of(result: ResultCodes) -> int:
         return int(wire_block.Status.Value(result.value))
     except ValueError:
         return int(wire_block.INTERNAL_ERROR)
+
+
+# Ozone's default network topology schema (network-topology-default.xml): the root (level 1, cost 1),
+# inner nodes such as racks (cost 1), datanodes as leaves (cost 0).
+ROOT_COST = 1
+INNER_COST = 1
+
+
+def cluster_tree(datanodes: list[hdds_pb2.DatanodeDetailsProto]) -> wire.InnerNode:
+    """GetClusterTree: the network topology as Ozone's ``InnerNodeImpl.toProtobuf`` writes it and its
+    ``fromProtobuf`` reads it back. The root is named ``""`` at location ``""`` (its path is ``/``); every
+    component of a datanode's network location (``/rack1``, or ``/dc1/rack1``) is an inner node named by
+    that component, located at its parent's path, one level below it; each datanode is a leaf keyed by its
+    network name (its uuid unless it set one), carried whole as ``datanodeDetails``. ``numOfLeaves``
+    counts the datanodes beneath. Children keep a stable order (by name). A datanode without a location
+    is on ``/default-rack``, as in Ozone."""
+
+    class _Inner:
+        def __init__(self, name: str, location: str, level: int) -> None:
+            self.name, self.location, self.level = name, location, level
+            self.inner: dict[str, _Inner] = {}
+            self.leaves: dict[str, hdds_pb2.DatanodeDetailsProto] = {}
+
+        @property
+        def path(self) -> str:
+            return self.location + self.name if self.location == "/" else f"{self.location}/{self.name}"
+
+        def leaf_count(self) -> int:
+            return len(self.leaves) + sum(c.leaf_count() for c in self.inner.values())
+
+        def to_wire(self) -> wire.InnerNode:
+            out = wire.InnerNode(numOfLeaves=self.leaf_count())
+            out.nodeTopology.CopyFrom(wire.NodeTopology(
+                name=self.name, location=self.location, level=self.level,
+                cost=ROOT_COST if self.level == 1 else INNER_COST,
+            ))
+            for name in sorted(self.inner):
+                out.childrenMap.add(networkName=name).networkNode.innerNode.CopyFrom(self.inner[name].to_wire())
+            for name in sorted(self.leaves):
+                out.childrenMap.add(networkName=name).networkNode.datanodeDetails.CopyFrom(
+                    datanode_to_wire(self.leaves[name])
+                )
+            return out
+
+    root = _Inner("", "", 1)
+    for dn in datanodes:
+        location = (dn.networkLocation or DEFAULT_RACK).rstrip("/") or DEFAULT_RACK
+        if not location.startswith("/"):
+            raise ValueError(f"datanode {dn.uuid} has network location {location!r}, which does not start with /")
+        node = root
+        for part in location.strip("/").split("/"):
+            child = node.inner.get(part)
+            if child is None:
+                child = node.inner[part] = _Inner(part, node.path, node.level + 1)
+            node = child
+        leaf = hdds_pb2.DatanodeDetailsProto()
+        leaf.CopyFrom(dn)
+        leaf.networkLocation = location  # where the tree puts it, also when the datanode named none
+        node.leaves[dn.networkName or dn.uuid] = leaf
+    return root.to_wire()

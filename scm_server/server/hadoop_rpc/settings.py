@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import timedelta
 
 from scm_server.conf import OzoneConfiguration
 from scm_server.exceptions import ConfigError
+from scm_server.server.endpoints import Protocol
 
 MAX_DATA_LENGTH_KEY = "ipc.maximum.data.length"
 MAX_IDLE_KEY = "ipc.client.connection.maxidletime"
@@ -28,3 +30,17 @@ class HadoopRpcSettings:
         if idle is None or idle.total_seconds() <= 0:
             raise ConfigError(f"{MAX_IDLE_KEY}={idle} must be a positive duration (default 10000 ms)")
         return cls(max_frame=int(size), idle_timeout=2 * idle.total_seconds())
+
+
+def hadoop_rpc_refusal(wanted: Sequence[Protocol], *, secure: bool) -> str | None:
+    """Why this SCM must not start with the Hadoop RPC listeners ``wanted``, or None. With SIMPLE authentication
+    nobody is authenticated, so with ``ozone.security.enabled`` only the security protocol's listener may be
+    served (it hands out public certificates and never issues one over Hadoop RPC)."""
+    unauthenticated = [p for p in wanted if p is not Protocol.SECURITY_HADOOP]
+    if not secure or not unauthenticated:
+        return None
+    return (
+        f"{unauthenticated[0].port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
+        "authentication only so far (Kerberos is the next step of issue 20); unset one of them "
+        "(ozone.scm.security.service.hadoop-rpc.port may stay: it serves certificate reads only)"
+    )

@@ -290,6 +290,26 @@ class Env:
     def delete(self, kind: str, name: str) -> None:
         self.api.call_delete("v1", kind, name, self.ns)
 
+    async def freeze(self, pod: str) -> None:
+        """SIGSTOP the Pod's SCM process: it answers nobody, while its Pod stays ready until probes fail."""
+        await self.kubelet.kill(self.ns, pod, "scm", signal.SIGSTOP)
+
+    async def thaw(self, pod: str) -> None:
+        await self.kubelet.kill(self.ns, pod, "scm", signal.SIGCONT)
+
+    def delete_cluster(self, name: str, propagation: str = "Background") -> None:
+        """``kubectl delete oscm <name> [--cascade=orphan]``."""
+        self.api.call_delete(API, KIND, name, self.ns, {"propagationPolicy": propagation})
+
+    async def silent_to_the_leader(self, name: str, member: str) -> bool:
+        """The leader reports that ``member`` has not answered it for longer than an election timeout."""
+        r = await self.scm_check(name, "--last-contact", member)
+        return bool(r.get("leader")) and (r["lastContact"] is None or r["lastContact"] > r["electionTimeout"])
+
+    async def transfer_leadership(self, name: str, to: str) -> None:
+        await self.scm_check(name, "--transfer-to", to)
+        await self.wait_for(lambda: self.status(name).get("leader") == to, 60, f"{to} leads (in status)")
+
     # ---- the workload Pod ----
     def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload") -> Path:
         out = self.workdir / f"{name}-out"

@@ -7,7 +7,8 @@ test process, which also forks every Pod's processes, never holds gRPC state acr
 presents the client certificate given by ``--tls-dir`` (``tls.crt``, ``tls.key``, ``ca.crt``: the operator's client
 Secret) and checks each member's certificate against its DNS name. With ``--revoked-tls-dir`` (a removed member's
 certificate Secret) it also reports what SCM's revocation listing holds and how a call presenting that certificate
-ends. Test support only.
+ends; with ``--transfer-to MEMBER`` it moves leadership there instead, and with ``--last-contact MEMBER`` it reports
+how long ago that member last answered the leader (the leader's published view). Test support only.
 """
 
 from __future__ import annotations
@@ -87,18 +88,54 @@ async def revocation(
     return {"revokedSerials": serials, "removedMemberCall": refused or "answered"}
 
 
+async def transfer(members: dict[str, tuple[str, str]], security: StaticClientSecurity | None, to: str) -> dict[str, Any]:
+    """Move leadership to member ``to`` (a test's setup, as ``ozone admin scm transfer`` would)."""
+    ip, host = members[to]
+    async with _client(ip, host, security, 5) as c:
+        target = (await c.scm_info()).scmId
+    for ip, host in members.values():
+        async with _client(ip, host, security, 10) as c:
+            info = await c.scm_info()
+            if info.leaderId and info.leaderId == info.scmId:
+                return {"transferredTo": await c.transfer(target)}
+    return {"transferredTo": None, "note": "no member said it leads"}
+
+
+async def last_contact(members: dict[str, tuple[str, str]], security: StaticClientSecurity | None,
+                       member: str) -> dict[str, Any]:
+    """How long ago ``member`` last answered the leader, as the leader publishes it (GetScmRatisRoles), asking
+    only the other members (``member`` may be frozen)."""
+    for m, (ip, host) in members.items():
+        if m == member:
+            continue
+        async with _client(ip, host, security, 5) as c:
+            info = await c.scm_info()
+            if info.leaderId and info.leaderId == info.scmId:
+                roles = await c.roles()
+                peer = next((p for p in roles.peers if p.node_id == member), None)
+                return {"leader": m, "electionTimeout": roles.election_timeout,
+                        "lastContact": peer.last_contact if peer is not None else None}
+    return {"leader": None}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("members", nargs="+", help="member=ip=host")
     ap.add_argument("--tls-dir", type=Path)
     ap.add_argument("--revoked-tls-dir", type=Path, help="a removed member's certificate Secret, written out")
+    ap.add_argument("--transfer-to", help="move leadership to this member")
+    ap.add_argument("--last-contact", help="report how long ago this member last answered the leader")
     args = ap.parse_args(argv)
     members = {}
     for item in args.members:
         m, ip, host = item.split("=")
         members[m] = (ip, host)
     security = _security(args.tls_dir)
-    if args.revoked_tls_dir is not None:
+    if args.last_contact is not None:
+        print(json.dumps(asyncio.run(last_contact(members, security, args.last_contact))))
+    elif args.transfer_to is not None:
+        print(json.dumps(asyncio.run(transfer(members, security, args.transfer_to))))
+    elif args.revoked_tls_dir is not None:
         print(json.dumps(asyncio.run(revocation(members, security, args.revoked_tls_dir))))
     else:
         print(json.dumps(asyncio.run(check(members, security))))

@@ -5,6 +5,7 @@ replicated tables (``Env.verify_consistent``). Run by ``make e2e-local``; ``make
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from cryptography import x509
 
 from ozone_scm_operator import planner
-from tests.e2e.local.operator_env import Env, environment
+from tests.e2e.local.operator_env import API, Env, environment
 
 NAME = "scm"
 # Together these take about 4-5 minutes on 2 cores (more under load): `make e2e-local` (and .ci/run) runs them.
@@ -116,7 +117,7 @@ async def test_rolling_image_change_leader_last_without_failed_allocations(tmp_p
         await env.wait_ready(NAME, timeout=200)
         result = await env.stop_workload(out)
         pods = env.pods(NAME)
-        assert all(p["spec"]["containers"][0]["image"] == "ozone-scm:0.2.0" for p in pods.values())
+        assert all(p["spec"]["containers"][0]["image"] == "ozone-scm:0.2.0" for p in pods.values()), _diagnose(env)
         evs = [(r, msg) for _, r, msg in env.events(NAME) if r in ("RollingMember", "TransferringLeadership")]
         rolled = [msg.split()[1] for r, msg in evs if r == "RollingMember"]
         assert sorted(rolled) == sorted(env.members(NAME)), evs
@@ -254,3 +255,194 @@ async def test_bad_input_keeps_the_cluster_serving(tmp_path: Path) -> None:
         assert st.get("leader") and sum(1 for m in st["members"] if m.get("ready")) == 2
         assert version.exists() and "CID-00000000" in version.read_text()  # nothing deleted or overwritten
         assert f"{victim}-data" in env.pvcs(NAME) and env.members(NAME).count(victim) == 1
+
+
+# ---- issue 22, items 8-10: adversarial scenarios ----
+
+
+def _rolled(env: Env, member: str, image: str) -> bool:
+    pod = env.pods(NAME).get(member)
+    if pod is None:
+        return False
+    return bool(pod["spec"]["containers"][0]["image"] == image and not pod["metadata"].get("deletionTimestamp"))
+
+
+def _diagnose(env: Env) -> str:
+    """What a failed check needs: every Pod's image and revision, the status, the recent Events."""
+    pods = {n: (p["spec"]["containers"][0]["image"], (p["metadata"].get("annotations") or {}).get("ozone-scm.io/revision"),
+                bool(p["metadata"].get("deletionTimestamp"))) for n, p in env.pods(NAME).items()}
+    st = {k: v for k, v in env.status(NAME).items() if k != "appliedSpec"}
+    return f"pods {pods}; status {st}; events {env.events(NAME)[-25:]}"
+
+
+async def _stop_before_restarting(env: Env, member: str) -> None:
+    """Restart the operator armed to exit right after recording the roll's restart of ``member`` (its intent is in
+    status), before deleting its Pod: the moment "just before the next roll step"."""
+    await env.stop_operator()
+    await env.start_operator(crash_before=(planner.DELETE_POD, member))
+
+
+def _events_after(env: Env, n: int) -> list[tuple[str, str]]:
+    return [(r, msg) for _, r, msg in env.events(NAME)[n:]]
+
+
+@HEAVY
+async def test_roll_with_the_primordial_lost_replaces_it_before_restarting_another_member(tmp_path: Path) -> None:
+    """Item 8: a roll is about to restart scm-2 when the primordial member's volume and Pod are deleted. The operator
+    must not restart scm-2 while the lost member is still a voter (that leaves no quorum): it replaces it first,
+    then finishes the roll; allocations never fail and never pause for a second."""
+    image = "ozone-scm:0.2.0"
+    async with environment(tmp_path) as env:
+        await _create_ready(env)
+        if await env.leader(NAME) != "scm-1":
+            await env.transfer_leadership(NAME, "scm-1")  # the primordial is a follower: losing it keeps a leader
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        await _stop_before_restarting(env, "scm-2")
+        env.patch_spec(NAME, {"image": image})
+        assert await env.operator_exited(180) == 86, env.operator_output()[-2000:]
+        op = env.status(NAME)["currentOperation"]
+        assert op["type"] == "RollMember" and op["member"] == "scm-2" and op["step"] == "Restart", op
+        scm2 = env.pods(NAME)["scm-2"]["metadata"]["uid"]
+
+        env.delete("PersistentVolumeClaim", "scm-0-data")
+        env.delete("Pod", "scm-0")
+        await env.wait_for(lambda: "scm-0" not in env.pods(NAME), 60, "scm-0's Pod gone")
+        n = len(env.events(NAME))
+        await env.start_operator()
+        await env.wait_for(lambda: "scm-3" in env.members(NAME), 180, "the replacement scm-3")
+        await env.wait_ready(NAME, timeout=300)
+        result = await env.stop_workload(out, timeout=180)  # the machine may be loaded: done, not fast
+        print(f"item 8: {len(result.calls)} calls, {len(result.failures)} failed, longest gap "
+              f"{result.longest_gap:.3f}s")
+        assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
+        assert result.longest_gap < 1.0, result.longest_gap
+        assert result.duplicates == set()
+
+        evs = _events_after(env, n)
+        decommissioned = next(i for i, (r, msg) in enumerate(evs) if r == "DecommissioningMember" and "scm-0" in msg)
+        restarts = [i for i, (r, msg) in enumerate(evs) if r == "RollingMember" and msg.split()[1] == "scm-2"]
+        assert restarts and min(restarts) > decommissioned, evs  # scm-2 kept running while scm-0 was a voter
+        assert env.pods(NAME)["scm-2"]["metadata"]["uid"] != scm2  # and was rolled afterwards
+        assert any(r == "WaitingForQuorum" and "restarting scm-2" in msg and "scm-0" in msg for r, msg in evs), evs
+        assert env.members(NAME) == ["scm-1", "scm-2", "scm-3"]
+        assert all(_rolled(env, m, image) for m in env.members(NAME)), _diagnose(env)
+        await env.verify_consistent(NAME)
+
+
+@HEAVY
+async def test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll(tmp_path: Path) -> None:
+    """Item 9: a follower already rolled is frozen (SIGSTOP) just before the roll restarts the other follower. Its Pod
+    still reads ready and its lag is small, but it no longer answers the leader: the operator must not restart the
+    other follower (no quorum would remain), must say why, and must go on once the frozen member answers again."""
+    image = "ozone-scm:0.2.0"
+    async with environment(tmp_path) as env:
+        await _create_ready(env)
+        leader = await env.leader(NAME)
+        a, b = [m for m in env.members(NAME) if m != leader]
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        await _stop_before_restarting(env, b)
+        env.patch_spec(NAME, {"image": image})
+        assert await env.operator_exited(180) == 86, env.operator_output()[-2000:]
+        if not _rolled(env, a, image):  # b came first: let it be rolled, stop before a instead
+            a, b = b, a
+            await env.start_operator(crash_before=(planner.DELETE_POD, b))
+            assert await env.operator_exited(180) == 86, env.operator_output()[-2000:]
+        assert _rolled(env, a, image) and not _rolled(env, b, image)
+        assert env.status(NAME)["currentOperation"]["member"] == b
+        pending = env.pods(NAME)[b]["metadata"]["uid"]
+
+        await env.freeze(a)
+        try:
+            # "just before": the leader has seen it silent for an election timeout (the bound the check uses), well
+            # before its Pod's readiness probe notices (seconds)
+            deadline = time.monotonic() + 30
+            while not await env.silent_to_the_leader(NAME, a):
+                assert time.monotonic() < deadline, f"the leader never reported {a} silent"
+            print(f"item 9: {a} frozen; its Pod ready when the operator starts: "
+                  f"{any(c['type'] == 'Ready' and c['status'] == 'True' for c in env.pods(NAME)[a]['status']['conditions'])}")
+            await env.start_operator()
+
+            def holding() -> bool:
+                deg = env.conditions(NAME).get("Degraded") or {}
+                st = env.status(NAME)
+                frozen = next(m for m in st["members"] if m["name"] == a)
+                return (deg.get("reason") == "WaitingForQuorum" and f"{a} has not answered the leader" in
+                        deg.get("message", "") and frozen.get("ready") is False)
+
+            await env.wait_for(holding, 60, f"the roll held while {a} is frozen")
+            pod = env.pods(NAME)[b]
+            assert pod["metadata"]["uid"] == pending and not pod["metadata"].get("deletionTimestamp")
+            assert env.pods(NAME)[leader]["metadata"].get("deletionTimestamp") is None
+        finally:
+            await env.thaw(a)
+        await env.wait_ready(NAME, timeout=300)
+        result = await env.stop_workload(out, timeout=180)  # the machine may be loaded: done, not fast
+        print(f"item 9: {len(result.calls)} calls, {len(result.failures)} failed, longest gap "
+              f"{result.longest_gap:.3f}s")
+        assert all(_rolled(env, m, image) for m in env.members(NAME)), _diagnose(env)
+        assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
+        assert result.longest_gap < 1.0, result.longest_gap
+        assert result.duplicates == set()
+        await env.verify_consistent(NAME)
+
+
+@HEAVY
+async def test_a_recreated_resource_adopts_and_owns_the_orphaned_ring(tmp_path: Path) -> None:
+    """Item 10: ``kubectl delete --cascade=orphan``, one volume swapped for another cluster's, the resource created
+    again: the ring is adopted (same cluster ID and identities, nothing restarted), owned (a later delete removes it),
+    the Event says it was adopted, and the foreign volume is reported at once and never owned or deleted."""
+    async with environment(tmp_path) as env:
+        st = await _create_ready(env)
+        cid, old_uid = st["clusterID"], env.cluster(NAME)["metadata"]["uid"]
+        ids = {m["name"]: m["scmId"] for m in st["members"]}
+        victim = next(m for m in env.members(NAME) if m not in (st["leader"], st["primordialMember"]))
+        env.delete_cluster(NAME, "Orphan")
+        await env.wait_for(lambda: env.api.get_object(API, "OzoneSCMCluster", NAME, env.ns) is None, 60, "deleted")
+        await env.wait_for(lambda: all(not p["metadata"].get("ownerReferences") for p in env.pods(NAME).values()),
+                           60, "orphans")
+        assert set(env.pods(NAME)) == set(ids) and len(env.pvcs(NAME)) == 3
+
+        version = env.kubelet.pvc_dir(env.pvcs(NAME)[f"{victim}-data"]) / "metadata" / "scm" / "current" / "VERSION"
+        version.write_text(version.read_text().replace(cid, "CID-00000000-0000-4000-8000-000000000000"))
+        env.delete("Pod", victim)
+        await env.wait_for(lambda: victim not in env.pods(NAME), 60, f"{victim}'s Pod gone")
+        uids = {n: p["metadata"]["uid"] for n, p in env.pods(NAME).items()}
+
+        started, n = time.monotonic(), len(env.events(NAME))  # the old resource's Events carry the same name
+        await env.create(NAME, {"replicas": 3})
+        new_uid = env.cluster(NAME)["metadata"]["uid"]
+        assert new_uid != old_uid
+
+        def foreign() -> bool:
+            deg = env.conditions(NAME).get("Degraded") or {}
+            return deg.get("reason") == "ForeignVolume" and f"member {victim} cannot start" in deg.get("message", "")
+
+        await env.wait_for(foreign, 120, "ForeignVolume")
+        print(f"item 10: ForeignVolume reported {time.monotonic() - started:.1f}s after the resource was created")
+        msg = env.conditions(NAME)["Degraded"]["message"]
+        assert "holds cluster CID-00000000-0000-4000-8000-000000000000" in msg and f"{victim}-data is kept" in msg
+
+        def owned() -> bool:
+            return all((p["metadata"].get("ownerReferences") or [{}])[0].get("uid") == new_uid
+                       for n, p in list(env.pods(NAME).items()) + list(env.pvcs(NAME).items())
+                       if n not in (f"{victim}-data",))
+
+        await env.wait_for(owned, 60, "adopted Pods and volumes owned by the new resource")
+        st = env.status(NAME)
+        assert st["clusterID"] == cid and {m["name"]: m["scmId"] for m in st["members"]} == ids
+        assert st.get("leader") and sum(1 for m in st["members"] if m.get("ready")) == 2
+        assert {n: env.pods(NAME)[n]["metadata"]["uid"] for n in uids} == uids  # nothing restarted
+        assert not env.pvcs(NAME)[f"{victim}-data"]["metadata"].get("ownerReferences")  # foreign: never owned
+        init = env.conditions(NAME)["Initialized"]
+        assert init["reason"] == "ClusterAdopted" and f"adopted the existing ring of cluster {cid}" in init["message"]
+        reasons = _events_after(env, n)
+        assert any(r == "ClusterAdopted" and cid in m for r, m in reasons), reasons
+        assert not any("primordial SCM created" in m for _, m in reasons), reasons
+        assert "CID-00000000" in version.read_text()  # nothing overwritten
+
+        # a later delete cleans up what was adopted; the foreign volume, never owned, stays
+        env.delete_cluster(NAME)
+        await env.wait_for(lambda: not env.pods(NAME) and set(env.pvcs(NAME)) == {f"{victim}-data"}, 180,
+                           "the adopted ring garbage-collected with the resource")

@@ -149,6 +149,13 @@ def test_bootstrap_fetches_cluster_id_and_refuses_a_different_one(
         caplog.set_level(logging.ERROR)
         assert not scm_bootstrap(confs["scm2"], rounds=1, rpc_timeout=2)
         assert "Could not bootstrap as SCM is already initialized with cluster id" in caplog.text
+        # ... and, asked to, says so in one fixed line a Kubernetes termination message carries whole
+        term = confs["scm2"].get_str("ozone.metadata.dirs") + "/../termination-log"
+        assert not scm_bootstrap(confs["scm2"], rounds=1, rpc_timeout=2, termination_log=Path(term))
+        assert Path(term).read_text() == (
+            f"ForeignVolume: this volume holds cluster {cid}; the running SCMs are cluster "
+            "CID-00000000-0000-0000-0000-00000000beef\n"
+        )
         # ... unless the operator skips the validation (HDDS-5062 workaround, still honoured)
         skip = confs["scm2"].copy()
         skip.set("ozone.scm.skip.bootstrap.validation", True)

@@ -22,6 +22,7 @@ from typing import Any
 from ozone_scm_operator import builders, naming, planner
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.model import (
+    FOREIGN_VOLUME_PREFIX,
     ClusterStatus,
     ContainerObs,
     Observed,
@@ -32,7 +33,7 @@ from ozone_scm_operator.model import (
     SCMObs,
     SecretObs,
 )
-from ozone_scm_operator.spec import parse_spec
+from ozone_scm_operator.spec import read_spec
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -85,6 +86,10 @@ class World:
         self.broken_images = broken_images
         self.broken_pods: set[str] = set()  # Pods whose SCM keeps crashing (CrashLoopBackOff)
         self.in_safe_mode: set[str] = set()  # members whose SCM answers that it is in safemode
+        # members whose SCM process is frozen (SIGSTOP): its Pod still looks ready and its lag small, but it answers
+        # nobody, so the leader's last contact with it grows
+        self.frozen: set[str] = set()
+        self.orphaned: set[str] = set()  # Pods, volumes and Secrets nothing owns (after kubectl delete --cascade=orphan)
         self.actions: list[planner.Action] = []
         self.events: list[str] = []
         self.hooks: list[Callable[[World], None]] = []
@@ -112,7 +117,7 @@ class World:
     def alive_scm(self, scm_id: str) -> bool:
         member = self.member_of(scm_id)
         pod = self.pods.get(member) if member else None
-        return pod is not None and pod.alive
+        return pod is not None and pod.alive and member not in self.frozen
 
     def healthy_voters(self) -> set[str]:
         if self.leader is None:
@@ -190,7 +195,8 @@ class World:
                 pvc.cluster_id = self.cluster_id
                 pvc.scm_id = self._new_id("scm")
             elif pvc.cluster_id != self.cluster_id:
-                pod.trouble = f"Could not bootstrap as SCM is already initialized with cluster id {pvc.cluster_id}"
+                pod.trouble = (f"{FOREIGN_VOLUME_PREFIX} this volume holds cluster {pvc.cluster_id}; the running SCMs "
+                               f"are cluster {self.cluster_id}")
                 return
             elif pvc.scm_id not in self.voters | self.learners and pvc.scm_id is not None:
                 pass  # a decommissioned identity would ask to be added again: only a fresh name is ever started
@@ -203,21 +209,30 @@ class World:
         pods = {}
         for p in self.pods.values():
             containers: tuple[ContainerObs, ...] = ()
-            if p.trouble:
+            if p.trouble and p.trouble.startswith(FOREIGN_VOLUME_PREFIX):
+                # as a kubelet reports it: back-off, and the fixed-format termination message of the refusal
+                containers = (ContainerObs(name="bootstrap", init=True, waiting_reason="CrashLoopBackOff",
+                                           waiting_message="back-off 10s restarting failed container=bootstrap",
+                                           exit_code=1, terminated_message=p.trouble),)
+            elif p.trouble:
                 containers = (ContainerObs(name="bootstrap", init=True, waiting_reason="CrashLoopBackOff",
                                            waiting_message=p.trouble),)
             sid = self.scm_of(p.name)
-            ready = p.alive and sid in self.voters and self.leader is not None
+            ready = p.alive and sid in self.voters and self.leader is not None  # a frozen SCM's too, for a while
             pods[p.name] = PodObs(
                 name=p.name, phase=p.phase, ready=ready, deleting=p.deleting, revision=p.revision,
                 init_mode=p.init_mode, pod_ip=f"10.0.0.{len(pods) + 1}" if p.alive else None,
                 created_at=p.created_at, containers=containers,
+                controller_uid=None if p.name in self.orphaned else self.ref.uid,
             )
-        pvcs = {n: PVCObs(name=n, phase="Bound", deleting=v.deleting) for n, v in self.pvcs.items()}
+        pvcs = {n: PVCObs(name=n, phase="Bound", deleting=v.deleting,
+                          controller_uid=None if n in self.orphaned else self.ref.uid) for n, v in self.pvcs.items()}
+        secrets = {n: dataclasses.replace(v, controller_uid=None if n in self.orphaned else self.ref.uid)
+                   for n, v in self.secrets.items()}
         scms = {}
         for p in self.pods.values():
             pvc = self.pvcs.get(naming.pvc_name(p.name))
-            if p.alive and pvc is not None and pvc.cluster_id and pvc.scm_id:
+            if p.alive and p.name not in self.frozen and pvc is not None and pvc.cluster_id and pvc.scm_id:
                 scms[p.name] = SCMObs(member=p.name, cluster_id=pvc.cluster_id, scm_id=pvc.scm_id,
                                       leader_id=self.leader, term=self.term,
                                       in_safe_mode=p.name in self.in_safe_mode)
@@ -228,16 +243,19 @@ class World:
         if secure and (client is None or client.certificate_not_after is None):
             # mutual TLS: without its client certificate the operator gets no answer from any SCM
             return Observed(now=self.now, pods=pods, pvcs=pvcs, scms={}, ring=None, children=dict(self.children),
-                            secrets=dict(self.secrets))
+                            secrets=secrets)
         if self.leader is not None:
             peers = [
-                PeerObs(scm_id=s, role="LEADER" if s == self.leader else "FOLLOWER",
-                        lag=0 if self.alive_scm(s) else 5000)
+                PeerObs(scm_id=s, role="LEADER" if s == self.leader else "FOLLOWER", node_id=self.member_of(s) or "",
+                        # a frozen SCM's lag still looks small: only its silence gives it away
+                        lag=0 if self.alive_scm(s) or self.member_of(s) in self.frozen else 5000,
+                        last_contact=0.1 if self.alive_scm(s) else 30.0)
                 for s in sorted(self.voters)
-            ] + [PeerObs(scm_id=s, role="LEARNER", lag=10) for s in sorted(self.learners)]
-            ring = RingObs(leader_scm_id=self.leader, term=self.term, commit_index=100, peers=tuple(peers))
+            ] + [PeerObs(scm_id=s, role="LEARNER", lag=10, last_contact=0.1) for s in sorted(self.learners)]
+            ring = RingObs(leader_scm_id=self.leader, term=self.term, commit_index=100, peers=tuple(peers),
+                           election_timeout=1.0)
         return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
-                        secrets=dict(self.secrets))
+                        secrets=secrets)
 
     # ---- the operator's actions ----
     def apply(self, a: planner.Action) -> None:
@@ -352,14 +370,18 @@ class World:
             self.secrets[a.target] = dataclasses.replace(secret, revoked=True)
         elif k == planner.DELETE_SECRET:
             self.secrets.pop(a.target, None)
+        elif k == planner.ADOPT:
+            if a.target not in self.orphaned:
+                raise Unsafe(f"adopting {a.params['kind']} {a.target}, which is owned")
+            self.orphaned.discard(a.target)
         else:
             raise AssertionError(f"unknown action {k}")
 
     # ---- one operator pass ----
     def plan(self) -> planner.Plan:
-        spec, problems = parse_spec(self.spec_raw)
         status = ClusterStatus.from_raw(self.status_raw)
-        return planner.plan(self.ref, spec, problems, self.generation, status, self.observe())
+        spec, problems, applied = read_spec(self.spec_raw, status.applied_spec)
+        return planner.plan(self.ref, spec, problems, self.generation, status, self.observe(), applied_spec=applied)
 
     def operator_pass(self, *, crash_before_action: bool = False) -> planner.Plan:
         p = self.plan()
@@ -409,6 +431,15 @@ class World:
     def delete_pvc_and_pod(self, member: str) -> None:
         self.pods.pop(member, None)
         self.pvcs.pop(naming.pvc_name(member), None)
+
+    def orphan_and_recreate(self) -> None:
+        """``kubectl delete oscm --cascade=orphan`` then the same resource created again: everything stays (Pods,
+        volumes, Secrets, the running ring) but owned by nothing, and the new resource has a new uid and no status."""
+        self.orphaned = set(self.pods) | set(self.pvcs) | set(self.secrets)
+        self.ref = dataclasses.replace(self.ref, uid=self.ref.uid + "-new")
+        self.status_raw = {}
+        self.events = []
+        self.actions = []
 
     def member_names(self) -> list[str]:
         return [m.name for m in self.status.members]

@@ -76,7 +76,8 @@ def test_member_pod(mode: str) -> None:
     ps = pod["spec"]
     assert ps["hostname"] == "scm-2" and ps["subdomain"] == "scm-headless"
     (init,) = ps["initContainers"]
-    assert init["command"] == ["ozone-scm", "scm", f"--{mode}"] and init["image"] == "img:1"
+    extra = ["--termination-log", "/dev/termination-log"] if mode == "bootstrap" else []
+    assert init["command"] == ["ozone-scm", "scm", f"--{mode}", *extra] and init["image"] == "img:1"
     (scm,) = ps["containers"]
     assert scm["command"] == ["ozone-scm", "scm"]
     env = {e["name"]: e.get("value") for e in scm["env"]}

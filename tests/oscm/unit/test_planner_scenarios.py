@@ -291,7 +291,7 @@ def test_foreign_volume_is_reported_and_never_deleted() -> None:
         w.now += datetime.timedelta(seconds=10)
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.reason == "ForeignVolume"
-    assert "already initialized with cluster id CID-someone-else" in deg.message
+    assert "member scm-1 cannot start: this volume holds cluster CID-someone-else" in deg.message
     assert not any(a.kind in (planner.DELETE_PVC, planner.RETAIN_PVC) for a in w.actions)
     assert len(w.healthy_voters()) == 2  # still serving
 

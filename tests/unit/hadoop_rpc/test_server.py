@@ -156,7 +156,7 @@ async def _fake_delete(key_blocks: list[Any]) -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize("cmd", ["AddScm", "GetClusterTree"])
+@pytest.mark.parametrize("cmd", ["AddScm"])
 async def test_unsupported_command_names_itself(served: Any, cmd: str) -> None:
     _, port = await served(FakeSCM())
     c = await Client.connect(port)
@@ -164,6 +164,38 @@ async def test_unsupported_command_names_itself(served: Any, cmd: str) -> None:
     assert not resp.success and resp.status == wire_block.UNSUPPORTED_OPERATION
     assert cmd in resp.message and "AllocateScmBlock" in resp.message
     assert block_response(await c.call(2, allocate())).success  # the connection serves on
+    c.close()
+
+
+class TopologySCM(FakeSCM):
+    def query_nodes(self, state: Any = None, op_state: Any = None) -> list[Any]:
+        from scm_server.proto import hdds_pb2 as ours
+
+        return [ours.Node(nodeID=d) for d in (_dn("u2", "dn2", "/r2"), _dn("u1", "dn1", "/r1"),
+                                             _dn("u3", "dn3", ""), _dn("u4", "dn4", "/dc1/r9"))]
+
+
+async def test_get_cluster_tree_reads_back_as_ozone_builds_it(served: Any) -> None:
+    _, port = await served(TopologySCM())
+    c = await Client.connect(port)
+    resp = block_response(await c.call(1, block_request("GetClusterTree")))
+    assert resp.success and resp.status == wire_block.OK
+    root = resp.getClusterTreeResponse.clusterTree
+    topo = root.nodeTopology
+    assert (topo.name, topo.location, topo.level, topo.cost, root.numOfLeaves) == ("", "", 1, 1, 4)
+    children = {c.networkName: c.networkNode for c in root.childrenMap}
+    assert list(children) == ["dc1", "default-rack", "r1", "r2"]
+    r1 = children["r1"].innerNode
+    assert (r1.nodeTopology.name, r1.nodeTopology.location, r1.nodeTopology.level, r1.nodeTopology.cost) == (
+        "r1", "/", 2, 1)
+    assert r1.numOfLeaves == 1 and r1.childrenMap[0].networkName == "u1"
+    assert r1.childrenMap[0].networkNode.datanodeDetails.hostName == "dn1"
+    default = children["default-rack"].innerNode
+    assert default.childrenMap[0].networkNode.datanodeDetails.networkLocation == "/default-rack"
+    dc1 = children["dc1"].innerNode
+    r9 = dc1.childrenMap[0].networkNode.innerNode
+    assert dc1.numOfLeaves == 1 and (r9.nodeTopology.name, r9.nodeTopology.location, r9.nodeTopology.level) == (
+        "r9", "/dc1", 3)
     c.close()
 
 

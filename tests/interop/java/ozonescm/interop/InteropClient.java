@@ -36,6 +36,8 @@ import ozonescm.wire.hdds.HddsProtos;
  *   calls ADDR              every supported cmdType, one unsupported, a same-call retry
  *   allocate N ADDR,ADDR..  N single-block allocations, following ServerNotLeaderException hints
  *   datanode UUID ADDR      a datanode's calls: a heartbeat before registering, GetVersion, Register, heartbeats
+ *   location ADDR           every served cmdType of StorageContainerLocationProtocol, one unsupported (AdminCalls)
+ *   security ADDR           SCMSecurityProtocol's reads, an issuance and a CRL call (AdminCalls)
  */
 public final class InteropClient {
   private static final String NOT_LEADER = "org.apache.hadoop.hdds.ratis.ServerNotLeaderException";
@@ -119,7 +121,15 @@ public final class InteropClient {
     System.out.println("SortDatanodes " + sort.getStatus() + " reader " + reader.getHostName() + " sorted" + sorted);
 
     SCMBlockLocationResponse tree = p.send(null, SCMBlockLocationRequest.newBuilder().setCmdType(Type.GetClusterTree).build());
-    System.out.println("GetClusterTree " + tree.getStatus() + " success=" + tree.getSuccess() + " " + tree.getMessage());
+    HddsProtos.InnerNode root = tree.getGetClusterTreeResponse().getClusterTree();
+    int racks = root.getChildrenMapCount();
+    int leaves = 0;
+    for (HddsProtos.ChildrenMap rack : root.getChildrenMapList()) {
+      leaves += rack.getNetworkNode().getInnerNode().getChildrenMapCount();
+    }
+    System.out.println("GetClusterTree " + tree.getStatus() + " success=" + tree.getSuccess() + " root='"
+        + root.getNodeTopology().getName() + "' level=" + root.getNodeTopology().getLevel() + " leaves="
+        + root.getNumOfLeaves() + " racks=" + racks + " rackLeaves=" + leaves);
 
     // the same call sent twice (a retry keeps Hadoop's clientId and callId): the same blocks
     Client.setCallIdAndRetryCount(4242, 0, null);
@@ -261,6 +271,12 @@ public final class InteropClient {
         break;
       case "allocate":
         client.allocateAcrossFailover(Integer.parseInt(args[1]), args[2].split(","));
+        break;
+      case "location":
+        new AdminCalls(client.conf).location(args[1]);
+        break;
+      case "security":
+        new AdminCalls(client.conf).security(args[1]);
         break;
       default:
         throw new IllegalArgumentException("unknown command " + args[0]);

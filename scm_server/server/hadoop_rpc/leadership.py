@@ -1,0 +1,63 @@
+"""How a follower answers over Hadoop RPC, shared by every translator (Ozone's ``RatisUtil`` pattern).
+
+A call that only the leader may answer, reaching a follower, is an RPC ERROR naming
+``org.apache.hadoop.hdds.ratis.ServerNotLeaderException`` whose message suggests the leader as
+``Server:<host>:<port>`` — the host of the leader's configured address and *the port of the protocol that
+was called* (the block translator suggests the leader's Hadoop RPC block port, the location translator
+its Hadoop RPC client port), the form Ozone's ``SCMFailoverProxyProviderBase`` matches against its
+proxies. A leader whose lease ran out (or an unknown leader) answers without a hint.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from scm_server import hadoop_ipc as codec
+from scm_server.exceptions import NotLeaderException
+from scm_server.hadoop_ipc import ErrorCode
+from scm_server.server import endpoints
+from scm_server.server.hadoop_rpc.server import RpcCallError
+
+LOG = logging.getLogger(__name__)
+
+
+class Leadership:
+    """The leader checks and ServerNotLeaderException answers of one translator on one SCM."""
+
+    def __init__(
+        self, scm: Any, get: endpoints.Getter, protocol: endpoints.Protocol, self_name: str, hostname: str
+    ) -> None:
+        self.scm = scm
+        self.get = get
+        self.protocol = protocol  # whose port the hint names
+        self.self_name = self_name  # how this SCM names itself (its scm id)
+        self.hostname = hostname
+
+    def require_leader(self) -> None:
+        """Raises NotLeaderException on a follower (the facade's own check)."""
+        require_leader = getattr(self.scm, "require_leader", None)
+        if callable(require_leader):
+            require_leader()
+
+    def error(self, exc: NotLeaderException) -> RpcCallError:
+        return RpcCallError(codec.SERVER_NOT_LEADER, self.message(exc), ErrorCode.ERROR_APPLICATION)
+
+    def message(self, exc: NotLeaderException) -> str:
+        """Ozone's ServerNotLeaderException text: ``SCM Server:<id>(<host>) is not the leader.`` then
+        ``Suggested leader is Server:<host>:<port>.`` or ``Could not determine the leader node.``"""
+        return codec.not_leader_message("SCM", self.self_name, self.hostname, self.leader_address(exc))
+
+    def leader_address(self, exc: NotLeaderException) -> str | None:
+        if not exc.leader_id:
+            return None
+        node_id = exc.leader_id
+        try:
+            node_of_peer = getattr(getattr(self.scm, "ha_manager", None), "node_of_peer", None)
+            if callable(node_of_peer):
+                node = node_of_peer(exc.leader_id)
+                node_id = getattr(node, "node_id", None) or node_id
+            return endpoints.leader_address(self.get, self.protocol, node_id)
+        except Exception:  # a misconfigured peer must not hide the answer: no hint then
+            LOG.exception("cannot resolve the %s address of leader %s", self.protocol.name, exc.leader_id)
+            return None

@@ -1,0 +1,105 @@
+"""Adoption that owns what it adopts, and foreign volumes reported at once (issue 22, item 10)."""
+
+from __future__ import annotations
+
+import datetime
+
+from ozone_scm_operator import planner
+from ozone_scm_operator.reconciler import pod_obs
+
+from .sim import World
+
+
+def test_a_recreated_resource_adopts_the_orphaned_ring_and_owns_it() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    ids = {m.name: m.scm_id for m in w.status.members}
+    cid = w.status.cluster_id
+    w.orphan_and_recreate()  # kubectl delete oscm --cascade=orphan; kubectl apply the same resource
+    assert w.orphaned
+    w.run()
+    st = w.status
+    assert w.clusters_created == 1 and st.cluster_id == cid  # no second scm --init
+    assert {m.name: m.scm_id for m in st.members} == ids and st.next_member_index == 3
+    # every Pod, volume and Secret the old resource owned is now owned by the new one (a later delete cleans up)
+    assert w.orphaned == set()
+    adopted = sorted(a.target for a in w.actions if a.kind == planner.ADOPT)
+    assert adopted == sorted(["scm-0", "scm-0-data", "scm-1", "scm-1-data", "scm-2", "scm-2-data"])
+    assert not any(a.kind in (planner.CREATE_POD, planner.CREATE_PVC, planner.DELETE_POD) for a in w.actions)
+    init = st.condition("Initialized")
+    assert init is not None and init.reason == "ClusterAdopted"
+    assert init.message.startswith(f"adopted the existing ring of cluster {cid} (members scm-0, scm-1, scm-2")
+    assert any(e.startswith("Normal ClusterAdopted: adopted the existing ring") for e in w.events), w.events
+    assert not any("primordial SCM created" in e for e in w.events)
+    # and it stays adopted: the truthful condition survives later passes
+    w.spec_raw = {"replicas": 5}
+    w.run()
+    assert w.status.condition("Initialized").reason == "ClusterAdopted"  # type: ignore[union-attr]
+
+
+def test_a_foreign_volume_in_an_adopted_ring_is_reported_and_never_owned() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.orphan_and_recreate()
+    w.kill_pod("scm-2")  # nothing recreates it while no resource exists
+    w.pvcs["scm-2-data"].cluster_id = "CID-someone-else"
+    for _ in range(15):  # seconds: far from operationTimeout
+        w.step()
+        w.operator_pass()
+        w.now += datetime.timedelta(seconds=1)
+    deg = w.status.condition("Degraded")
+    assert deg is not None and deg.reason == "ForeignVolume" and "member scm-2 cannot start" in deg.message
+    assert "scm-2-data" in w.orphaned and "scm-0-data" not in w.orphaned and "scm-1" not in w.orphaned
+    assert w.status.cluster_id is not None and w.clusters_created == 1
+
+
+def test_adoption_waits_for_a_leader_and_never_bootstraps_over_existing_volumes() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.orphan_and_recreate()
+    w.leader = None
+    for pod in w.pods.values():
+        pod.alive = False  # no SCM answers
+    for _ in range(3):
+        w.operator_pass()
+    assert [a for a in w.actions if a.kind in (planner.CREATE_POD, planner.CREATE_PVC)] == []
+    assert w.status.members == () and w.status.phase != "Initializing"
+    deg = w.status.condition("Degraded")
+    assert deg is not None and "waiting for one of its SCMs to lead" in deg.message
+
+
+def test_a_foreign_volume_is_reported_at_once_from_the_fixed_termination_message() -> None:
+    w = World({"replicas": 3, "membership": {"operationTimeout": "5m"}})
+    w.run()
+    w.kill_pod("scm-1")
+    w.pvcs["scm-1-data"].cluster_id = "CID-someone-else"
+    for _ in range(3):  # seconds, far from operationTimeout
+        w.step()
+        w.operator_pass()
+        w.now += datetime.timedelta(seconds=1)
+    deg = w.status.condition("Degraded")
+    assert deg is not None and deg.reason == "ForeignVolume", deg
+    assert "member scm-1 cannot start: this volume holds cluster CID-someone-else" in deg.message
+    assert "scm-1-data is kept" in deg.message
+    assert not any(a.kind in (planner.DELETE_PVC, planner.RETAIN_PVC) for a in w.actions)
+
+
+def test_the_refusal_is_read_from_the_termination_message_not_a_log_tail() -> None:
+    line = "ForeignVolume: this volume holds cluster CID-a; the running SCMs are cluster CID-b"
+    pod = {
+        "metadata": {"name": "scm-1", "ownerReferences": [{"uid": "u", "controller": True}]},
+        "status": {
+            "phase": "Pending",
+            "initContainerStatuses": [{
+                "name": "bootstrap", "ready": False, "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": line + "\n"}},
+            }],
+        },
+    }
+    obs = pod_obs(pod)
+    assert obs.foreign_volume() == "this volume holds cluster CID-a; the running SCMs are cluster CID-b"
+    assert obs.controller_uid == "u"
+    # a log tail (FallbackToLogsOnError) that happens to mention it is not the signal
+    pod["status"]["initContainerStatuses"][0]["lastState"]["terminated"]["message"] = "...\nForeignVolume: x"  # type: ignore[index]
+    assert pod_obs(pod).foreign_volume() is None

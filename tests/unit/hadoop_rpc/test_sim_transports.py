@@ -1,0 +1,80 @@
+"""The simulator's mixed transports and its container following (pure parts and construction)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scm_server.datanode_sim.simulator import DatanodeSimulator, replicas_to_create
+from scm_server.proto import hdds_pb2
+
+
+def info(cid: int, state: int, pipeline: str | None = "p1") -> hdds_pb2.ContainerInfoProto:
+    out = hdds_pb2.ContainerInfoProto(containerID=cid, state=state)  # type: ignore[arg-type]
+    if pipeline is not None:
+        out.pipelineID.id = pipeline
+    return out
+
+
+def test_replicas_to_create_on_pipeline_members_missing_them() -> None:
+    members = {"p1": ["a", "b", "c"], "p2": ["d"]}
+    held = {"a": [1], "b": [], "c": [], "d": []}  # "x" of p1 is not one of the simulator's (live) datanodes
+    containers = [info(1, hdds_pb2.OPEN), info(2, hdds_pb2.CLOSING, "p2"), info(3, hdds_pb2.CLOSED),
+                  info(4, hdds_pb2.OPEN, None), info(5, hdds_pb2.OPEN, "gone"), info(6, hdds_pb2.DELETING)]
+    assert replicas_to_create(containers, members, held) == [("b", 1), ("c", 1), ("d", 2)]
+    assert replicas_to_create(containers, members, {"a": [1], "b": [1], "c": [1], "d": [2]}) == []
+
+
+def test_mixed_transports_last_datanodes_speak_hadoop_rpc() -> None:
+    sim = DatanodeSimulator(["g1:1", "g2:1"], 5, hadoop_rpc_addresses=["h1:2", "h2:2"], hadoop_rpc_datanodes=2)
+    assert sim.transports() == {"grpc": ["sim-dn-0", "sim-dn-1", "sim-dn-2"], "hadoop-rpc": ["sim-dn-3", "sim-dn-4"]}
+    assert [ep.address for ep in sim.datanodes[0].endpoints] == ["g1:1", "g2:1"]
+    assert [ep.address for ep in sim.datanodes[4].endpoints] == ["h1:2", "h2:2"]
+    assert type(sim.client_for("h1:2", sim.datanodes[4])).__name__ == "HadoopDatanodeClient"
+    assert type(sim.client_for("g1:1", sim.datanodes[0])).__name__ == "DatanodeProtocolClient"
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"hadoop_rpc_datanodes": 6, "hadoop_rpc_addresses": ["h:1"]}, "between 0 and count"),
+    ({"hadoop_rpc_datanodes": 1}, "needs hadoop_rpc_addresses"),
+    ({"follow_containers": -1.0}, "follow_containers must be >= 0"),
+    ({"follow_containers": 2.0}, "needs admin_addresses"),
+])
+def test_bad_simulator_arguments_are_named(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        DatanodeSimulator(["g:1"], 5, **kwargs)  # type: ignore[arg-type]
+
+
+def test_local_quorum_configures_hadoop_rpc_and_describes_the_transports(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from scm_server.cli.local_cluster import SERVICE_ID
+    from scm_server.cli.local_quorum import HALocalCluster, describe_transports, hadoop_rpc_datanodes
+
+    cluster = HALocalCluster(Path(str(tmp_path)), 3, hadoop_rpc=True)
+    values = cluster.common_settings()
+    for s in cluster.scms:
+        for protocol, key in HALocalCluster.HADOOP_RPC_KEYS.items():
+            assert values[f"{key}.{SERVICE_ID}.{s.node_id}"] == str(cluster.hadoop_port(s.node_id, protocol))
+    assert len({a for p in HALocalCluster.HADOOP_RPC_KEYS for a in cluster.hadoop_addresses(p)}) == 12
+    mixed = hadoop_rpc_datanodes(cluster, 5)
+    assert mixed == {"hadoop_rpc_addresses": cluster.hadoop_addresses("datanode"), "hadoop_rpc_datanodes": 2}
+    lines = describe_transports(cluster, {"grpc": ["dn-0"], "hadoop-rpc": ["dn-1"]})
+    assert lines[0].startswith("gRPC (our datanode protocol): dn-0 -> " + cluster.datanode_addresses[0])
+    assert lines[1].startswith("Hadoop RPC (Ozone's StorageContainerDatanodeProtocol): dn-1 -> " +
+                               cluster.hadoop_addresses("datanode")[0])
+    plain = HALocalCluster(Path(str(tmp_path)) / "plain", 3)
+    assert hadoop_rpc_datanodes(plain, 5) == {}
+    assert not any("hadoop-rpc" in k for k in plain.common_settings())
+    with pytest.raises(ValueError, match="SIMPLE"):
+        HALocalCluster(Path(str(tmp_path)) / "secure", 3, hadoop_rpc=True, secure=True)
+
+
+def test_only_the_security_listener_may_run_next_to_ozone_security() -> None:
+    from scm_server.server.endpoints import Protocol as P
+    from scm_server.server.hadoop_rpc.settings import hadoop_rpc_refusal
+
+    every = [P.BLOCK_HADOOP, P.DATANODE_HADOOP, P.CLIENT_HADOOP, P.SECURITY_HADOOP]
+    assert hadoop_rpc_refusal(every, secure=False) is None
+    assert hadoop_rpc_refusal([P.SECURITY_HADOOP], secure=True) is None
+    refusal = hadoop_rpc_refusal([P.SECURITY_HADOOP, P.CLIENT_HADOOP], secure=True)
+    assert refusal is not None and refusal.startswith("ozone.scm.client.hadoop-rpc.port is set but ozone.security")
