@@ -197,6 +197,7 @@ class StorageContainerManager:
             self.datanode_admin_monitor,
         ):
             self._service_manager.register(service)
+        self.last_backup_served: float | None = None  # scm_backup_last_served_timestamp_seconds
         self.metrics_registry = CollectorRegistry(auto_describe=False)
         self.metrics_registry.register(SCMCollector(self))
         self._tasks: list[asyncio.Task[None]] = []
@@ -701,6 +702,15 @@ class StorageContainerManager:
         }
 
 
+def _leader_known(ha_manager: object) -> bool:
+    """Whether this SCM knows a leader: a Raft member between elections, or one partitioned from the
+    majority (a candidate), does not. The non-Raft stub is its own leader."""
+    leader_peer_id = getattr(ha_manager, "leader_peer_id", None)
+    if leader_peer_id is None or getattr(ha_manager, "raft", None) is None:
+        return True
+    return bool(leader_peer_id())
+
+
 class SCMCollector(Collector):
     def __init__(self, scm: StorageContainerManager) -> None:
         self._scm = scm
@@ -726,6 +736,18 @@ class SCMCollector(Collector):
         yield GaugeMetricFamily("scm_safemode", "1 while SCM is in safe mode", value=int(scm.safe_mode_manager.in_safe_mode()))
         yield GaugeMetricFamily("scm_is_leader", "1 if this SCM is the leader", value=int(scm.scm_context.is_leader()))
         yield GaugeMetricFamily("scm_term", "Current Raft term (-1 without Raft)", value=scm.scm_context.term)
+        yield GaugeMetricFamily(
+            "scm_raft_leader_known",
+            "1 if this SCM knows a current Raft leader (itself or a peer); 1 without Raft",
+            value=int(_leader_known(scm.ha_manager)),
+        )
+        served = getattr(scm, "last_backup_served", None)
+        if served is not None:
+            yield GaugeMetricFamily(
+                "scm_backup_last_served_timestamp_seconds",
+                "Unix time this SCM (as leader) last served a complete backup (admin scm backup); absent until one",
+                value=served,
+            )
         g = GaugeMetricFamily("scm_replication_manager_containers", "Last ReplicationManager report", labels=["state"])
         for c in scm.replication_manager.last_report.stat:
             g.add_metric([c.key], c.count)

@@ -353,6 +353,9 @@ class Reconciler:
                 m.member_lag.labels(*labels, x.name).set(x.lag)
             if x.certificate_expiry is not None:
                 m.certificate_expiry.labels(*labels, x.name).set(x.certificate_expiry.timestamp())
+        findings = ((st.audit or {}).get("lastSummary") or {}).get("findings")
+        if isinstance(findings, int) and not isinstance(findings, bool):
+            m.audit_findings.labels(*labels).set(findings)
 
     # ---- act ----
     async def act(self, ref: ClusterRef, a: planner.Action, obs: Observed, st: ClusterStatus) -> None:

@@ -226,6 +226,9 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
         LOG.info("serving backup at (term %d, index %d), %d bytes", trx.term, trx.index, len(blob))
         async for msg in self._stream(trx, blob, json.dumps(info, sort_keys=True), keys):
             yield msg
+        # the whole stream went out: the backup metric (OzoneSCMBackupTooOld) counts from here
+        if hasattr(host, "last_backup_served"):
+            host.last_backup_served = time.time()
 
     def _key_files(self) -> list[scm_ha_pb2.KeyFileProto]:
         """This SCM's root CA (if it holds it) and sub-CA private keys and certificates."""

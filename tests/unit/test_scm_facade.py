@@ -79,6 +79,12 @@ async def test_metrics_registry_is_per_instance(tmp_path: Path) -> None:
     assert 'scm_nodes{health="HEALTHY",op_state="IN_SERVICE"} 3.0' in text_one
     assert "scm_safemode 1.0" in text_two and "scm_safemode 0.0" in text_one
     assert 'scm_containers{state="OPEN"} 2.0' in text_one
+    # without Raft an SCM is its own leader; no backup served yet: no backup metric
+    assert "scm_raft_leader_known 1.0" in text_one
+    assert "scm_backup_last_served_timestamp_seconds" not in text_one
+    one.last_backup_served = 1764000000.5
+    text_one = generate_latest(one.metrics_registry).decode()
+    assert "scm_backup_last_served_timestamp_seconds 1.7640000005e+09" in text_one
     await one.stop()
     await two.stop()
 

@@ -35,6 +35,7 @@ class Metrics:
     members_desired: Gauge
     member_lag: Gauge
     certificate_expiry: Gauge
+    audit_findings: Gauge
 
     @classmethod
     def create(cls) -> Metrics:
@@ -58,6 +59,11 @@ class Metrics:
             certificate_expiry=Gauge(
                 "ozone_scm_operator_certificate_expiry_timestamp_seconds",
                 "Expiry of a member's sub-CA certificate (Unix time)", [*labels, "member"], registry=r,
+            ),
+            audit_findings=Gauge(
+                "ozone_scm_operator_audit_findings",
+                "Findings of the last successful scheduled audit (status.audit.lastSummary.findings)", labels,
+                registry=r,
             ),
         )
 

@@ -255,7 +255,7 @@ async def test_scheduled_audit_cronjob_and_its_last_run_in_status(
     """spec.audit -> the report PVC and the CronJob (accepted by the API server's batch/v1 schema); a finished
     audit Job whose Pod left its summary as termination message -> status.audit. The emulator has no CronJob
     controller or kubelet here, so the Job and its Pod are put as those would write them."""
-    api, _, _ = cluster_api
+    api, _, op = cluster_api
     api.put_object(resource("a", replicas=1, audit={"enabled": True, "schedule": "*/5 * * * *"}))
     cj = await wait_for(lambda: obj(api, "CronJob", "a-audit", "batch/v1"), 30, "audit CronJob")
     pvc = obj(api, "PersistentVolumeClaim", "a-audit-reports")
@@ -299,6 +299,17 @@ async def test_scheduled_audit_cronjob_and_its_last_run_in_status(
     audit = await wait_for(recorded, 30, "status.audit.lastSummary")
     assert audit["lastJob"] == "a-audit-29000000" and audit["lastResult"] == "Succeeded"
     assert audit["lastSummary"] == {**summary, "job": "a-audit-29000000"}
+    # the findings as a gauge (the OzoneSCMAuditFindings alert, charts/ozone-scm-operator/files/ozone-scm-rules.yaml)
+    sample = f'ozone_scm_operator_audit_findings{{cluster="a",namespace="{NS}"}} 2.0'
+
+    async def findings_metric() -> bool:
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{op.running.health_port}/metrics") as r:
+            return sample in await r.text()
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await findings_metric():
+        assert asyncio.get_running_loop().time() < deadline, f"no {sample} on the operator's /metrics"
+        await asyncio.sleep(0.2)
     # the audit Pod is not taken for a member (no member named after it, nothing deleted)
     st = api.get_object(API, "OzoneSCMCluster", "a", NS)["status"]  # type: ignore[index]
     assert [m["name"] for m in st["members"]] == ["a-0"]
