@@ -136,7 +136,13 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
     started_at = now or dt.datetime.now(dt.UTC)
     exports = inputs.discover(input_dir)
     run_id = output.new_run_id(started_at)
-    staging = output.staging_dir(out_dir, run_id)
+    created = output.make_out_dir(out_dir)
+    published = False
+    try:
+        staging = output.staging_dir(out_dir, run_id)
+    except AuditError:
+        output.remove_created(created)
+        raise
     try:
         frames = load(spark, exports)
         check_identity(frames, exports)
@@ -223,11 +229,36 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
         output.write_text(staging / output.SUMMARY, report.to_json(summary))
         output.write_text(staging / output.REPORT, report.render_html(summary, [*history, report.trend_point(summary)]))
         output.publish(out_dir, run_id, staging, summary, keep_runs=keep_runs)
+        published = True
         classified.unpersist()
         findings.unpersist()
         return summary
+    except Exception as exc:
+        failure = read_failure(exc, exports)
+        if failure is not None:
+            raise failure from None
+        raise
     finally:
         output.discard_staging(staging)
+        if not published:
+            output.remove_created(created)
+
+
+def read_failure(exc: BaseException, exports: inputs.ExportSet) -> AuditError | None:
+    """A Spark failure to read one of the export's files (a corrupt Parquet page, which the checks
+    before the JVM cannot see) as one line naming the file; None for any other failure."""
+    text = str(exc)
+    for e in exports.exports:
+        for table in fmt.TABLES:
+            path = e.file(table).resolve()
+            if path.as_uri() in text or f"file:{path}" in text:
+                causes = [line.strip()[len("Caused by: "):] for line in text.splitlines() if line.strip().startswith("Caused by: ")]
+                cause = causes[-1] if causes else text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+                cause = cause.split(": ", 1)[-1] if ": " in cause else cause
+                return AuditError(
+                    f"{path}: cannot be read as Parquet ({cause[:200]}): the file is corrupt; export again"
+                )
+    return None
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -244,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         inputs.discover(args.input)  # fail fast, before the JVM
+        output.check_out_dir(args.out)
         spark = spark_session(None, shuffle_partitions=args.shuffle_partitions)
     except AuditError as exc:
         print(ERROR_PREFIX + str(exc), file=sys.stderr, flush=True)
