@@ -141,6 +141,7 @@ def datanode_columns(rows: Sequence[scm_audit_pb2.AuditDatanodeRowProto]) -> dic
         "used": [r.used for r in rows],
         "remaining": [r.remaining for r in rows],
         "replica_count": [r.containers for r in rows],
+        "first_report_ms": [r.firstReportMs for r in rows],
     }
 
 
@@ -373,6 +374,9 @@ def build_manifest(
         sizes=sizes,
         digests={d.table: {"sha256": d.sha256, "count": d.count} for d in trailer.digests},
         maintenance_replica_minimum=header.maintenanceReplicaMinimum,
+        started_at_ms=header.startedAtMs,
+        rm_state=header.replicationManagerState,
+        rm_interval_ms=header.replicationManagerIntervalMs,
         last_report={
             "timestamp": report.timestamp,
             "stats": {c.key: c.count for c in report.stat},
@@ -398,6 +402,9 @@ def make_manifest(
     digests: dict[str, Any] | None = None,
     maintenance_replica_minimum: int = 2,
     last_report: dict[str, Any] | None = None,
+    started_at_ms: int = 0,
+    rm_state: str = "",
+    rm_interval_ms: int = 0,
     exporter: str = "ozone-scm admin audit export",
 ) -> dict[str, Any]:
     """``manifest.json`` of one export (the keys :func:`scm_server.audit_format.parse_manifest` reads)."""
@@ -411,6 +418,7 @@ def make_manifest(
         "appliedIndex": applied_index,
         "capturedAtMs": captured_at_ms,
         "exportedAtMs": int(time.time() * 1000),
+        "scmStartedAtMs": started_at_ms,
         "barrierId": barrier_id,
         "consistency": consistency,
         "isLeader": is_leader,
@@ -421,6 +429,8 @@ def make_manifest(
         "digests": digests or {},
         "replicationManager": {
             "maintenanceReplicaMinimum": maintenance_replica_minimum,
+            "state": rm_state,
+            "intervalMs": rm_interval_ms,
             "lastReport": last_report or {},
         },
         "exporter": exporter,

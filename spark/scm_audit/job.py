@@ -151,9 +151,11 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
         classified = transforms.classify(
             frames.containers, frames.replicas, frames.datanodes, frames.pipelines, frames.maintenance
         ).persist(StorageLevel.MEMORY_AND_DISK)
+        container_findings = transforms.health_findings(classified).unionByName(
+            transforms.replica_findings(frames.containers, frames.replicas, frames.datanodes)
+        )
         parts = [
-            transforms.health_findings(classified),
-            transforms.replica_findings(frames.containers, frames.replicas, frames.datanodes),
+            transforms.with_verdicts(container_findings, classified, frames.rm_verdicts),
             transforms.verdict_findings(classified, frames.rm_verdicts),
         ]
         if len(labels) > 1:

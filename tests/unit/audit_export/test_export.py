@@ -128,6 +128,12 @@ async def test_export_holds_the_scm_state_and_its_own_verdicts(tmp_path: Path) -
             assert verdicts[cid]["states"] == sorted(s.value for s in result.states)
         assert [verdicts[c]["health"] for c in cids] == ["HEALTHY", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING"]
 
+        # Since when this SCM holds soft state, and each datanode's first full report since then (format 2).
+        assert manifest.format_version == 2 and manifest.started_at_ms == scm.container_manager.started_wall_ms > 0
+        assert all(d["first_report_ms"] >= manifest.started_at_ms for d in datanodes)
+        assert manifest.replication_manager["state"] == "RUNNING"
+        assert manifest.replication_manager["intervalMs"] == int(scm.replication_manager.interval.total_seconds() * 1000)
+
         # Digests of the replicated column families: the same as GetTableDigests computes.
         assert {k: v["sha256"] for k, v in manifest.digests.items()} == {
             d.table: d.sha256 for d in table_digests(scm.metadata_store)
@@ -318,3 +324,23 @@ def test_the_export_cli_refuses_bad_out_and_wait_in_one_line(tmp_path: Path) -> 
     _one_line(_cli("admin", "--scm", "127.0.0.1:1", "audit", "export", "--wait", "-1", "--out", str(tmp_path / "o")),
               "--wait -1 is not a number of seconds >= 0")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.txt"]
+
+
+async def test_export_says_which_datanodes_have_not_reported_and_that_rm_is_stopped(tmp_path: Path) -> None:
+    scm, dns, _cids = await cluster(tmp_path)
+    srv, address = await serve(scm)
+    try:
+        # A datanode this SCM knows of but has had no full container report from since it started.
+        silent = make_datanodes(7, racks=2)[6]
+        scm.node_manager.register(silent.details)
+        scm.stop_replication_manager()
+        out = tmp_path / "export"
+        await client.export([address], out)
+        manifest = fmt.parse_manifest(json.loads((out / fmt.MANIFEST).read_text()), "test")
+        first = {d["datanode_uuid"]: d["first_report_ms"] for d in read(out, fmt.DATANODES)}
+        assert first[silent.uuid] == 0
+        assert all(first[dn.uuid] >= manifest.started_at_ms for dn in dns)
+        assert manifest.replication_manager["state"] == "STOPPED"
+    finally:
+        await srv.stop(None)
+        await scm.stop()
