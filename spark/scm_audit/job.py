@@ -177,12 +177,39 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
             scm_life[r["lifecycle_state"]] = scm_life.get(r["lifecycle_state"], 0) + int(r["count"])
         by_kind: dict[str, int] = {}
         per_scm_kind: dict[str, dict[str, int]] = {}
+        # Over all views, a finding counts once however many SCMs show it, even when their details or
+        # SCM verdicts differ (one row per variant in the findings): by what it is about.
+        subject = findings.select(
+            "kind", "container_id", "datanode_uuid",
+            F.when(F.col("container_id").isNull(), F.col("detail")).alias("about"),
+        ).distinct()
+        for r in subject.groupBy("kind").count().collect():
+            by_kind[r["kind"]] = int(r["count"])
         for r in findings.groupBy("kind", "scm_ids").count().collect():
-            by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + int(r["count"])
             for scm in r["scm_ids"] or []:
                 kinds = per_scm_kind.setdefault(scm, {})
                 kinds[r["kind"]] = kinds.get(r["kind"], 0) + int(r["count"])
-        by_dn = [r.asDict() for r in transforms.findings_by_datanode(findings, frames.datanodes).collect()]
+        # Every state a container carries (SCM's ReplicationManager report counts these), beside the
+        # main state above (the chart and the cards): the report shows both, labelled.
+        states: dict[str, dict[str, int]] = {}
+        for r in classified.select("scm", F.explode("states").alias("state")).groupBy("scm", "state").count().collect():
+            states.setdefault(r["scm"], {})[r["state"]] = int(r["count"])
+        # Which datanodes each SCM has heard from since it started (tiny: one row per SCM and datanode).
+        datanode_rows = [
+            r.asDict()
+            for r in frames.datanodes.select("scm", "datanode_uuid", "health", "first_report_ms").collect()
+        ]
+        open_members = [
+            r["member"]
+            for r in frames.pipelines.where(F.col("pipeline_state") == F.lit("PIPELINE_OPEN"))
+            .select(F.explode("members").alias("member"))
+            .distinct()
+            .collect()
+        ]
+        # The charts by datanode and rack are the headline view's (the primary SCM's), like the cards.
+        primary = exports.primary.label
+        primary_findings = findings.where(F.array_contains("scm_ids", primary))
+        by_dn = [r.asDict() for r in transforms.findings_by_datanode(primary_findings, frames.datanodes).collect()]
         by_dn.sort(key=lambda r: (-int(r["findings"]), r["datanode_uuid"]))
         racks: dict[str, list[int]] = {}
         for node in by_dn:
@@ -227,6 +254,9 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
             by_datanode=top_dn,
             by_rack=by_rack,
             samples=samples,
+            states=states,
+            datanode_rows=datanode_rows,
+            open_pipeline_members=open_members,
         )
         output.write_text(staging / output.SUMMARY, report.to_json(summary))
         output.write_text(staging / output.REPORT, report.render_html(summary, [*history, report.trend_point(summary)]))
