@@ -67,3 +67,26 @@ def test_the_jobs_own_error_line_reaches_the_user_not_sparks_log(tmp_path: Path)
     with pytest.raises(AuditError) as err:
         submit.run(launch, timeout=60)
     assert str(err.value) == "/x/replicas.parquet: cannot be read as Parquet (bad page): export again"
+
+
+def test_a_format_1_export_reads_with_report_times_unknown(spark: SparkSession, tmp_path: Path) -> None:
+    """Version 1 had no first_report_ms column and no scmStartedAtMs: still read, those unknown."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from scm_audit import inputs
+
+    d = write_export(tmp_path / "v1", ROWS)
+    nodes = d / fmt.file_name(fmt.DATANODES)
+    table = pq.read_table(nodes)
+    pq.write_table(table.drop_columns(["first_report_ms"]), nodes)
+    manifest = json.loads((d / fmt.MANIFEST).read_text())
+    manifest["formatVersion"] = 1
+    del manifest["scmStartedAtMs"]
+    manifest["tables"][fmt.DATANODES]["bytes"] = nodes.stat().st_size
+    (d / fmt.MANIFEST).write_text(json.dumps(manifest))
+    exports = inputs.discover(d)
+    frames = job.load(spark, exports)
+    job.check_identity(frames, exports)
+    assert [r["first_report_ms"] for r in frames.datanodes.collect()] == [None, None, None]
