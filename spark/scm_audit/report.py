@@ -146,7 +146,9 @@ def rm_report_status(exports: ExportSet) -> dict[str, Any]:
     reasons = []
     if not ts:
         reasons.append("the ReplicationManager has not published a report since this SCM started")
-    if state != "RUNNING":
+    if state == "UNKNOWN":
+        reasons.append(f"the export (format {m.format_version}) does not say whether the ReplicationManager runs")
+    elif state != "RUNNING":
         reasons.append(f"the ReplicationManager is {state} on {exports.primary.label}")
     if age is not None and interval and age > 2 * interval:
         reasons.append(f"the report is older than two ReplicationManager intervals ({human_age(2 * interval)})")

@@ -140,9 +140,12 @@ def test_a_format_1_export_is_still_read(tmp_path: Path) -> None:
     data = __import__("json").loads((d / fmt.MANIFEST).read_text())
     data["formatVersion"] = 1
     del data["scmStartedAtMs"]
+    del data["replicationManager"]["state"], data["replicationManager"]["intervalMs"]
     (d / fmt.MANIFEST).write_text(__import__("json").dumps(data))
     exports = inputs.discover(d)
     m = exports.exports[0].manifest
     assert (m.format_version, m.started_at_ms) == (1, 0)
     cov = report.view_coverage(exports, [{"scm": "scm1", "datanode_uuid": "dn1", "health": "HEALTHY", "first_report_ms": None}])
     assert cov["scm1"]["partial"] is False and cov["scm1"]["reportTimesKnown"] is False
+    rm = report.rm_report_status(exports)
+    assert rm["state"] == "UNKNOWN" and "the export (format 1) does not say whether the ReplicationManager runs" in rm["notCurrentBecause"]
