@@ -172,6 +172,7 @@ def generate(directory: Path, replicas_target: int, datanodes: int, scm_id: str 
         "op_state_expiry_s": const(0, datanodes, pa.int64()), "last_heartbeat_ms": const(0, datanodes, pa.int64()),
         "capacity": const(1 << 44, datanodes, pa.int64()), "used": const(0, datanodes, pa.int64()),
         "remaining": const(1 << 44, datanodes, pa.int64()), "replica_count": const(0, datanodes, pa.int64()),
+        "first_report_ms": const(1, datanodes, pa.int64()),  # every datanode has reported (a full view)
     })
     rows[fmt.PIPELINES] = write(fmt.PIPELINES, {
         "pipeline_id": pa.array(["p1"]), "pipeline_state": pa.array(["PIPELINE_OPEN"]),

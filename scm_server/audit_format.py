@@ -30,7 +30,12 @@ from collections.abc import Mapping
 from typing import Any
 
 FORMAT_NAME = "ozone-scm-audit-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Versions this release still reads. 2 added, per SCM, since when it holds soft state
+# (``scmStartedAtMs``), each datanode's first full report since then (``first_report_ms``) and the
+# ReplicationManager's state (``replicationManager.state``/``intervalMs``); a version-1 export reads
+# with those unknown (null/0).
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 
 # Parquet footer key-value metadata keys (every file).
@@ -96,6 +101,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("used", "long"),
         ("remaining", "long"),
         ("replica_count", "long"),
+        ("first_report_ms", "long"),  # first full container report since this SCM started; 0 = none (v2)
     ),
     PIPELINES: (
         ("pipeline_id", "string"),
@@ -158,6 +164,8 @@ class ExportManifest:
     digests: Mapping[str, Mapping[str, Any]]
     replication_manager: Mapping[str, Any]
     raw: Mapping[str, Any]
+    format_version: int = FORMAT_VERSION
+    started_at_ms: int = 0  # since when the SCM holds soft state (0: unknown, a version-1 export)
 
     @property
     def label(self) -> str:
@@ -182,9 +190,10 @@ def parse_manifest(data: Any, where: str) -> ExportManifest:
     if fmt != FORMAT_NAME:
         raise ExportFormatError(f"{where}: not an SCM audit export (format {fmt!r}, expected {FORMAT_NAME!r})")
     version = data.get("formatVersion")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS)
         raise ExportFormatError(
-            f"{where}: unknown export format version {version!r} (this audit reads version {FORMAT_VERSION}); "
+            f"{where}: unknown export format version {version!r} (this audit reads versions {readable}); "
             "export again with the same ozone-scm release as the audit"
         )
     tables_raw = _need(data, "tables", Mapping, where)
@@ -211,4 +220,6 @@ def parse_manifest(data: Any, where: str) -> ExportManifest:
         digests=dict(data.get("digests") or {}),
         replication_manager=dict(data.get("replicationManager") or {}),
         raw=dict(data),
+        format_version=int(version),
+        started_at_ms=int(data.get("scmStartedAtMs") or 0),
     )

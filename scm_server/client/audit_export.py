@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import shutil
 import time
@@ -140,6 +141,7 @@ def datanode_columns(rows: Sequence[scm_audit_pb2.AuditDatanodeRowProto]) -> dic
         "used": [r.used for r in rows],
         "remaining": [r.remaining for r in rows],
         "replica_count": [r.containers for r in rows],
+        "first_report_ms": [r.firstReportMs for r in rows],
     }
 
 
@@ -372,6 +374,9 @@ def build_manifest(
         sizes=sizes,
         digests={d.table: {"sha256": d.sha256, "count": d.count} for d in trailer.digests},
         maintenance_replica_minimum=header.maintenanceReplicaMinimum,
+        started_at_ms=header.startedAtMs,
+        rm_state=header.replicationManagerState,
+        rm_interval_ms=header.replicationManagerIntervalMs,
         last_report={
             "timestamp": report.timestamp,
             "stats": {c.key: c.count for c in report.stat},
@@ -397,6 +402,9 @@ def make_manifest(
     digests: dict[str, Any] | None = None,
     maintenance_replica_minimum: int = 2,
     last_report: dict[str, Any] | None = None,
+    started_at_ms: int = 0,
+    rm_state: str = "",
+    rm_interval_ms: int = 0,
     exporter: str = "ozone-scm admin audit export",
 ) -> dict[str, Any]:
     """``manifest.json`` of one export (the keys :func:`scm_server.audit_format.parse_manifest` reads)."""
@@ -410,6 +418,7 @@ def make_manifest(
         "appliedIndex": applied_index,
         "capturedAtMs": captured_at_ms,
         "exportedAtMs": int(time.time() * 1000),
+        "scmStartedAtMs": started_at_ms,
         "barrierId": barrier_id,
         "consistency": consistency,
         "isLeader": is_leader,
@@ -420,6 +429,8 @@ def make_manifest(
         "digests": digests or {},
         "replicationManager": {
             "maintenanceReplicaMinimum": maintenance_replica_minimum,
+            "state": rm_state,
+            "intervalMs": rm_interval_ms,
             "lastReport": last_report or {},
         },
         "exporter": exporter,
@@ -494,6 +505,65 @@ def check_output_dir(out: Path) -> None:
     )
 
 
+def check_options(page_size: int, wait_seconds: float) -> None:
+    """Refuse option values the SCM would misread (a negative wait would never wait at all)."""
+    if not math.isfinite(wait_seconds) or wait_seconds < 0:
+        raise AuditExportError(
+            f"--wait {wait_seconds:g} is not a number of seconds >= 0; give how long each SCM may take to apply "
+            "the audit barrier, e.g. --wait 30"
+        )
+    if not 1 <= page_size <= 100_000:
+        raise AuditExportError(f"--page-size {page_size} is out of range; give 1..100000 rows per page, e.g. --page-size 5000")
+
+
+def prepare_parent(out: Path) -> list[Path]:
+    """Create the missing directories above ``out`` and check that ``out``'s parent takes new entries.
+    Returns the directories created here (outermost first), so a failed export can remove them again
+    and leave the file system as it found it. Every problem is one :class:`AuditExportError` naming
+    the path and what to do."""
+    missing: list[Path] = []
+    existing = out.parent
+    while not existing.exists() and not existing.is_symlink():
+        missing.append(existing)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise AuditExportError(
+            f"--out {out}: {existing} is a file, not a directory, so nothing can be written under it; "
+            "choose an --out path whose parents are directories"
+        )
+    created: list[Path] = []
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except OSError as exc:
+            remove_created(created)
+            raise AuditExportError(
+                f"--out {out}: cannot create directory {directory}: {exc.strerror or exc}; "
+                "choose a directory you can write to"
+            ) from exc
+        created.append(directory)
+    probe = out.parent / f".{out.name}.probe-{uuid.uuid4().hex[:8]}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        remove_created(created)
+        raise AuditExportError(
+            f"--out {out}: cannot write in {out.parent}: {exc.strerror or exc}; choose a directory you can write to"
+        ) from exc
+    return created
+
+
+def remove_created(created: Sequence[Path]) -> None:
+    """Remove directories this export created (innermost first), only while they are empty: never
+    anything that existed before or that someone else put there meanwhile."""
+    for directory in reversed(created):
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+
+
 def publish(tmp: Path, out: Path) -> None:
     """Move a complete export from ``tmp`` to ``out``, replacing a previous export atomically enough:
     the old one is renamed aside first and deleted only after the new one is in place."""
@@ -527,11 +597,13 @@ async def export(
 ) -> list[ExportResult]:
     """Export the leader (``addresses`` with failover), or every SCM at one barrier (``all_scms``)."""
     _require_pyarrow()
+    check_options(page_size, wait_seconds)
     out = out.resolve()
     check_output_dir(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    created = prepare_parent(out)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     results: list[ExportResult] = []
+    published = False
     try:
         if not all_scms:
             results.append(await _export_leader(addresses, tmp, page_size, wait_seconds, security))
@@ -562,12 +634,21 @@ async def export(
                 if on_progress:
                     on_progress(f"exported {target.name} at applied index {result.applied_index}")
         publish(tmp, out)
+        published = True
         if not all_scms:
             results[0].path = out
         return results
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise AuditExportError(
+            f"--out {out}: writing the export failed: {exc.strerror or exc}{where}; free space or choose another "
+            "directory, then export again (a previous export there is untouched)"
+        ) from exc
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        if not published:
+            remove_created(created)
 
 
 async def _export_leader(addresses: Sequence[str], directory: Path, page_size: int, wait_seconds: float,

@@ -215,6 +215,10 @@ class ContainerManager:
         self._allocation_lock = asyncio.Lock()
         self.reports_processed = 0
         self.incremental_reports_processed = 0
+        # Replicas are soft state rebuilt from full reports: since when, and which datanodes have sent
+        # one (the audit marks a view partial until every registered datanode has; docs/audit.md).
+        self.started_wall_ms = clock.wall_ms()
+        self.first_full_report_ms: dict[str, int] = {}
         pipeline_manager.set_container_closer(self.close_containers_of_pipeline)
 
     def reinitialize(self) -> None:
@@ -486,6 +490,7 @@ class ContainerManager:
         self.reports_processed += 1
         now = self.clock.wall_ms()
         dn = self._intern(dn_uuid)
+        self.first_full_report_ms.setdefault(dn, now)
         # A datanode's first report has nothing to take away, so only a later one collects ids.
         seen: set[int] | None = set() if self._by_node.get(dn) else None
         protos = report.reports

@@ -55,6 +55,7 @@ from scm_server.container.replication.health import ClusterView, PendingView, ch
 from scm_server.container.replication.replication_manager import build_container_view
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_errors import RESULT_KEY, to_grpc_error
+from scm_server.ha.scm_service import ServiceStatus
 from scm_server.ha.transaction_buffer import TransactionInfo
 from scm_server.metadata.scm_db_definition import SCMDBDefinition
 from scm_server.node.node_manager import DatanodeInfo
@@ -91,6 +92,10 @@ class AuditSnapshot:
     pending: dict[int, PendingView]
     last_report: hdds_pb2.ReplicationManagerReportProto
     maintenance_replica_minimum: int
+    started_at_ms: int = 0
+    first_reports: dict[str, int] = dataclasses.field(default_factory=dict)
+    rm_state: str = ""
+    rm_interval_ms: int = 0
     released: bool = False
 
     def release(self) -> None:
@@ -140,7 +145,19 @@ def capture(scm: Any, *, barrier_id: str = "", expires_at_ms: int = 0, applied: 
         pending=rm.pending_ops.snapshot(),
         last_report=last,
         maintenance_replica_minimum=rm.config.maintenance_replica_minimum,
+        started_at_ms=cm.started_wall_ms,
+        first_reports=dict(cm.first_full_report_ms),
+        rm_state=replication_manager_state(rm),
+        rm_interval_ms=int(rm.interval.total_seconds() * 1000),
     )
+
+
+def replication_manager_state(rm: Any) -> str:
+    """STOPPED (``replicationmanager stop``), RUNNING, or PAUSED (not the ready leader, or in safemode):
+    whether its last report can still be current."""
+    if not rm.enabled:
+        return "STOPPED"
+    return "RUNNING" if rm.status is ServiceStatus.RUNNING else "PAUSED"
 
 
 class AuditSnapshotRegistry:
@@ -285,7 +302,7 @@ def _replica_row(r: ContainerReplica) -> scm_audit_pb2.AuditReplicaRowProto:
     )
 
 
-def _datanode_row(n: DatanodeInfo, replica_count: int) -> scm_audit_pb2.AuditDatanodeRowProto:
+def _datanode_row(n: DatanodeInfo, replica_count: int, first_report_ms: int = 0) -> scm_audit_pb2.AuditDatanodeRowProto:
     reports = [r for r in n.storage_reports if not r.failed]
     return scm_audit_pb2.AuditDatanodeRowProto(
         uuid=n.uuid,
@@ -300,6 +317,7 @@ def _datanode_row(n: DatanodeInfo, replica_count: int) -> scm_audit_pb2.AuditDat
         used=sum(r.scmUsed for r in reports),
         remaining=sum(r.remaining for r in reports),
         containers=replica_count,
+        firstReportMs=first_report_ms,
     )
 
 
@@ -345,13 +363,16 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
             consistency=snap.consistency,
             lastReport=snap.last_report,
             maintenanceReplicaMinimum=snap.maintenance_replica_minimum,
+            startedAtMs=snap.started_at_ms,
+            replicationManagerState=snap.rm_state,
+            replicationManagerIntervalMs=snap.rm_interval_ms,
         )
     )
     rows = {t: 0 for t in ("containers", "replicas", "datanodes", "pipelines", "rm_verdicts")}
     nodes = sorted(snap.nodes, key=lambda n: n.uuid)
     for page in _pages(nodes, page_size):
         rows["datanodes"] += len(page)
-        yield _chunk(datanodes=P.DatanodesPage(rows=[_datanode_row(n, snap.replica_counts.get(n.uuid, 0)) for n in page]))
+        yield _chunk(datanodes=P.DatanodesPage(rows=[_datanode_row(n, snap.replica_counts.get(n.uuid, 0), snap.first_reports.get(n.uuid, 0)) for n in page]))
         await asyncio.sleep(0)
 
     db = snap.db_snapshot

@@ -136,7 +136,13 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
     started_at = now or dt.datetime.now(dt.UTC)
     exports = inputs.discover(input_dir)
     run_id = output.new_run_id(started_at)
-    staging = output.staging_dir(out_dir, run_id)
+    created = output.make_out_dir(out_dir)
+    published = False
+    try:
+        staging = output.staging_dir(out_dir, run_id)
+    except AuditError:
+        output.remove_created(created)
+        raise
     try:
         frames = load(spark, exports)
         check_identity(frames, exports)
@@ -145,9 +151,11 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
         classified = transforms.classify(
             frames.containers, frames.replicas, frames.datanodes, frames.pipelines, frames.maintenance
         ).persist(StorageLevel.MEMORY_AND_DISK)
+        container_findings = transforms.health_findings(classified).unionByName(
+            transforms.replica_findings(frames.containers, frames.replicas, frames.datanodes)
+        )
         parts = [
-            transforms.health_findings(classified),
-            transforms.replica_findings(frames.containers, frames.replicas, frames.datanodes),
+            transforms.with_verdicts(container_findings, classified, frames.rm_verdicts),
             transforms.verdict_findings(classified, frames.rm_verdicts),
         ]
         if len(labels) > 1:
@@ -169,12 +177,39 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
             scm_life[r["lifecycle_state"]] = scm_life.get(r["lifecycle_state"], 0) + int(r["count"])
         by_kind: dict[str, int] = {}
         per_scm_kind: dict[str, dict[str, int]] = {}
+        # Over all views, a finding counts once however many SCMs show it, even when their details or
+        # SCM verdicts differ (one row per variant in the findings): by what it is about.
+        subject = findings.select(
+            "kind", "container_id", "datanode_uuid",
+            F.when(F.col("container_id").isNull(), F.col("detail")).alias("about"),
+        ).distinct()
+        for r in subject.groupBy("kind").count().collect():
+            by_kind[r["kind"]] = int(r["count"])
         for r in findings.groupBy("kind", "scm_ids").count().collect():
-            by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + int(r["count"])
             for scm in r["scm_ids"] or []:
                 kinds = per_scm_kind.setdefault(scm, {})
                 kinds[r["kind"]] = kinds.get(r["kind"], 0) + int(r["count"])
-        by_dn = [r.asDict() for r in transforms.findings_by_datanode(findings, frames.datanodes).collect()]
+        # Every state a container carries (SCM's ReplicationManager report counts these), beside the
+        # main state above (the chart and the cards): the report shows both, labelled.
+        states: dict[str, dict[str, int]] = {}
+        for r in classified.select("scm", F.explode("states").alias("state")).groupBy("scm", "state").count().collect():
+            states.setdefault(r["scm"], {})[r["state"]] = int(r["count"])
+        # Which datanodes each SCM has heard from since it started (tiny: one row per SCM and datanode).
+        datanode_rows = [
+            r.asDict()
+            for r in frames.datanodes.select("scm", "datanode_uuid", "health", "first_report_ms").collect()
+        ]
+        open_members = [
+            r["member"]
+            for r in frames.pipelines.where(F.col("pipeline_state") == F.lit("PIPELINE_OPEN"))
+            .select(F.explode("members").alias("member"))
+            .distinct()
+            .collect()
+        ]
+        # The charts by datanode and rack are the headline view's (the primary SCM's), like the cards.
+        primary = exports.primary.label
+        primary_findings = findings.where(F.array_contains("scm_ids", primary))
+        by_dn = [r.asDict() for r in transforms.findings_by_datanode(primary_findings, frames.datanodes).collect()]
         by_dn.sort(key=lambda r: (-int(r["findings"]), r["datanode_uuid"]))
         racks: dict[str, list[int]] = {}
         for node in by_dn:
@@ -219,15 +254,43 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
             by_datanode=top_dn,
             by_rack=by_rack,
             samples=samples,
+            states=states,
+            datanode_rows=datanode_rows,
+            open_pipeline_members=open_members,
         )
         output.write_text(staging / output.SUMMARY, report.to_json(summary))
         output.write_text(staging / output.REPORT, report.render_html(summary, [*history, report.trend_point(summary)]))
         output.publish(out_dir, run_id, staging, summary, keep_runs=keep_runs)
+        published = True
         classified.unpersist()
         findings.unpersist()
         return summary
+    except Exception as exc:
+        failure = read_failure(exc, exports)
+        if failure is not None:
+            raise failure from None
+        raise
     finally:
         output.discard_staging(staging)
+        if not published:
+            output.remove_created(created)
+
+
+def read_failure(exc: BaseException, exports: inputs.ExportSet) -> AuditError | None:
+    """A Spark failure to read one of the export's files (a corrupt Parquet page, which the checks
+    before the JVM cannot see) as one line naming the file; None for any other failure."""
+    text = str(exc)
+    for e in exports.exports:
+        for table in fmt.TABLES:
+            path = e.file(table).resolve()
+            if path.as_uri() in text or f"file:{path}" in text:
+                causes = [line.strip()[len("Caused by: "):] for line in text.splitlines() if line.strip().startswith("Caused by: ")]
+                cause = causes[-1] if causes else text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+                cause = cause.split(": ", 1)[-1] if ": " in cause else cause
+                return AuditError(
+                    f"{path}: cannot be read as Parquet ({cause[:200]}): the file is corrupt; export again"
+                )
+    return None
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -244,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         inputs.discover(args.input)  # fail fast, before the JVM
+        output.check_out_dir(args.out)
         spark = spark_session(None, shuffle_partitions=args.shuffle_partitions)
     except AuditError as exc:
         print(ERROR_PREFIX + str(exc), file=sys.stderr, flush=True)

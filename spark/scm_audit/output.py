@@ -38,9 +38,31 @@ def new_run_id(now: dt.datetime) -> str:
     return now.astimezone(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
 
 
+def _nearest_existing(out: Path) -> Path:
+    existing = out
+    while not existing.exists() and not existing.is_symlink() and existing != existing.parent:
+        existing = existing.parent
+    return existing
+
+
 def check_out_dir(out: Path) -> None:
-    """The report directory may be new, empty, or one of ours (it holds runs/ or history/)."""
+    """The report directory may be new, empty, or one of ours (it holds runs/ or history/). A new one
+    must be creatable: its nearest existing ancestor is a directory this process can write in."""
     if not out.exists():
+        existing = _nearest_existing(out)
+        if not existing.is_dir():
+            raise AuditError(
+                f"--out {out}: {existing} is a file, not a directory, so no report can be written under it; "
+                "choose an --out path whose parents are directories"
+            )
+        probe = existing / f".scm-audit-probe-{secrets.token_hex(4)}"
+        try:
+            probe.mkdir()
+            probe.rmdir()
+        except OSError as exc:
+            raise AuditError(
+                f"--out {out}: cannot create it in {existing}: {exc.strerror or exc}; choose a directory you can write to"
+            ) from exc
         return
     if not out.is_dir():
         raise AuditError(f"--out {out} exists and is not a directory; choose a report directory")
@@ -49,10 +71,45 @@ def check_out_dir(out: Path) -> None:
         raise AuditError(f"--out {out} is not empty and holds no previous audit report; choose an empty or new directory")
 
 
+def make_out_dir(out: Path) -> list[Path]:
+    """Create ``out`` and its missing parents; returns the directories created (outermost first) so
+    that a failed run can remove them again (:func:`remove_created`)."""
+    check_out_dir(out)
+    missing: list[Path] = []
+    existing = out
+    while not existing.exists() and not existing.is_symlink():
+        missing.append(existing)
+        existing = existing.parent
+    created: list[Path] = []
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except OSError as exc:
+            remove_created(created)
+            raise AuditError(
+                f"--out {out}: cannot create directory {directory}: {exc.strerror or exc}; choose a directory you can write to"
+            ) from exc
+        created.append(directory)
+    return created
+
+
+def remove_created(created: list[Path]) -> None:
+    """Remove directories a failed run created (innermost first), only while empty: never anything
+    that existed before the run."""
+    for directory in reversed(created):
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+
+
 def staging_dir(out: Path, run_id: str) -> Path:
     check_out_dir(out)
     path = out / f".staging-{run_id}"
-    path.mkdir(parents=True)
+    try:
+        path.mkdir(parents=True)
+    except OSError as exc:
+        raise AuditError(f"--out {out}: cannot write in it: {exc.strerror or exc}; choose a directory you can write to") from exc
     return path
 
 

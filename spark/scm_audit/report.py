@@ -21,7 +21,7 @@ from markupsafe import Markup, escape
 from scm_audit import vocabulary as V
 from scm_audit.inputs import ExportSet
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 
 COLORS = {
     V.HEALTHY: "#2e9d5b",
@@ -76,6 +76,96 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def human_age(ms: int) -> str:
+    """A duration for people: ``45 s``, ``12 min``, ``3 h 12 min``, ``2 d 4 h``."""
+    seconds = max(0, int(ms) // 1000)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def _utc(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if ms else ""
+
+
+def view_coverage(
+    exports: ExportSet, datanodes: Sequence[Mapping[str, Any]], open_pipeline_members: Sequence[str] = ()
+) -> dict[str, dict[str, Any]]:
+    """Whether each SCM's view is complete: it has had a full container report since it started
+    from every datanode the cluster has registered. Replicas are soft state an SCM rebuilds from
+    those reports, so until then its replica counts (MISSING, UNDER_REPLICATED, ...) are partial.
+
+    The datanodes expected are those any exported SCM knows and does not see as DEAD, plus the
+    members of open pipelines (the replicated table names them even to an SCM that has heard from
+    none of them). ``datanodes`` holds rows (scm, datanode_uuid, health, first_report_ms).
+    Format 1 exports carry no report times: a datanode an SCM knows counts as heard (registration
+    carries a full report)."""
+    by_scm: dict[str, list[Mapping[str, Any]]] = {}
+    for row in datanodes:
+        by_scm.setdefault(str(row["scm"]), []).append(row)
+    known = {str(r["datanode_uuid"]) for r in datanodes}
+    alive = {str(r["datanode_uuid"]) for r in datanodes if r.get("health") != V.NODE_DEAD}
+    expected = alive | {m for m in open_pipeline_members if m not in known or m in alive}
+    out: dict[str, dict[str, Any]] = {}
+    for e in exports.exports:
+        rows = by_scm.get(e.label, [])
+        times_known = e.manifest.format_version >= 2
+        heard = {
+            str(r["datanode_uuid"]) for r in rows if not times_known or int(r.get("first_report_ms") or 0) > 0
+        }
+        missing = sorted(expected - heard)
+        out[e.label] = {
+            "partial": bool(missing),
+            "heard": len(expected & heard),
+            "expected": len(expected),
+            "notHeard": missing[:10],
+            "startedAtMs": e.manifest.started_at_ms,
+            "startedAt": _utc(e.manifest.started_at_ms),
+            "reportTimesKnown": times_known,
+        }
+    return out
+
+
+def rm_report_status(exports: ExportSet) -> dict[str, Any]:
+    """The primary SCM's last ReplicationManager report: when, how old at the export, RM's state, and
+    whether it can be taken as current (RM running and the report within two intervals)."""
+    m = exports.primary.manifest
+    rm = m.replication_manager
+    report = rm.get("lastReport") or {}
+    ts = int(report.get("timestamp") or 0)
+    state = str(rm.get("state") or "UNKNOWN")
+    interval = int(rm.get("intervalMs") or 0)
+    age = m.captured_at_ms - ts if ts else None
+    reasons = []
+    if not ts:
+        reasons.append("the ReplicationManager has not published a report since this SCM started")
+    if state == "UNKNOWN":
+        reasons.append(f"the export (format {m.format_version}) does not say whether the ReplicationManager runs")
+    elif state != "RUNNING":
+        reasons.append(f"the ReplicationManager is {state} on {exports.primary.label}")
+    if age is not None and interval and age > 2 * interval:
+        reasons.append(f"the report is older than two ReplicationManager intervals ({human_age(2 * interval)})")
+    return {
+        "scm": exports.primary.label,
+        "state": state,
+        "intervalMs": interval,
+        "timestampMs": ts,
+        "takenAt": _utc(ts),
+        "exportCapturedAtMs": m.captured_at_ms,
+        "ageMs": age,
+        "age": human_age(age) if age is not None else "",
+        "current": not reasons,
+        "notCurrentBecause": reasons,
+    }
+
+
 def build_summary(
     *,
     run_id: str,
@@ -93,9 +183,17 @@ def build_summary(
     by_datanode: Sequence[Mapping[str, Any]],
     by_rack: Sequence[Mapping[str, Any]],
     samples: Mapping[str, Sequence[Mapping[str, Any]]],
+    states: Mapping[str, Mapping[str, int]] | None = None,
+    datanode_rows: Sequence[Mapping[str, Any]] = (),
+    open_pipeline_members: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """``health`` counts each container once, under its main state; ``states`` counts every state a
+    container carries (as SCM's ReplicationManager report does). ``by_kind`` counts distinct
+    findings over all SCMs' views, ``per_scm_kind`` each SCM's view: the headline is the primary's."""
     primary = exports.primary.label
     labels = [e.label for e in exports.exports]
+    states = states or {}
+    coverage = view_coverage(exports, datanode_rows, open_pipeline_members)
     scms = []
     for e in exports.exports:
         m = e.manifest
@@ -114,12 +212,16 @@ def build_summary(
                 "containers": sum(health.get(e.label, {}).values()),
                 "replicas": replicas.get(e.label, 0),
                 "datanodes": datanodes.get(e.label, 0),
+                "formatVersion": m.format_version,
+                "view": coverage[e.label],
             }
         )
     by_health = {s: int(health.get(primary, {}).get(s, 0)) for s in V.HEALTH_STATES}
     total = sum(by_health.values())
     disagreements = {label: int(per_scm_kind.get(label, {}).get(V.VERDICT_MISMATCH, 0)) for label in labels}
     rm = exports.primary.manifest.replication_manager.get("lastReport") or {}
+    primary_kinds = per_scm_kind.get(primary, {})
+    partial = [label for label in labels if coverage[label]["partial"]]
     return {
         "summaryVersion": SUMMARY_VERSION,
         "runId": run_id,
@@ -140,18 +242,28 @@ def build_summary(
             "healthy": by_health.get(V.HEALTHY, 0),
             "byHealth": by_health,
             "byLifecycleState": dict(sorted(lifecycle.get(primary, {}).items())),
+            "byState": {s: int(states.get(primary, {}).get(s, 0)) for s in V.HEALTH_STATES},
         },
         "perScm": {
             label: {
                 "byHealth": {s: int(health.get(label, {}).get(s, 0)) for s in V.HEALTH_STATES},
-                "findingsByKind": dict(sorted(per_scm_kind.get(label, {}).items())),
+                "byState": {s: int(states.get(label, {}).get(s, 0)) for s in V.HEALTH_STATES},
+                "findingsTotal": int(sum(per_scm_kind.get(label, {}).values())),
+                "findingsByKind": {k: int(per_scm_kind[label][k]) for k in V.FINDING_KINDS if per_scm_kind.get(label, {}).get(k)},
+                "view": coverage[label],
             }
             for label in labels
         },
+        "views": {"primary": primary, "partial": partial, "complete": not partial},
         "replicas": {"total": replicas.get(primary, 0)},
         "findings": {
-            "total": int(sum(by_kind.values())),
-            "byKind": {k: int(by_kind[k]) for k in V.FINDING_KINDS if by_kind.get(k)},
+            "view": primary,
+            "total": int(sum(primary_kinds.values())),
+            "byKind": {k: int(primary_kinds[k]) for k in V.FINDING_KINDS if primary_kinds.get(k)},
+            "allViews": {
+                "total": int(sum(by_kind.values())),
+                "byKind": {k: int(by_kind[k]) for k in V.FINDING_KINDS if by_kind.get(k)},
+            },
             "byDatanode": [_jsonable(r) for r in by_datanode],
             "byRack": [_jsonable(r) for r in by_rack],
         },
@@ -170,6 +282,7 @@ def build_summary(
             ),
         },
         "replicationManagerLastReport": _jsonable(rm),
+        "replicationManager": rm_report_status(exports),
         "samples": {k: [_jsonable(r) for r in rows] for k, rows in sorted(samples.items())},
     }
 
@@ -197,9 +310,11 @@ def to_json(summary: Mapping[str, Any]) -> str:
 def one_line(summary: Mapping[str, Any], out: Path) -> str:
     f, c = summary["findings"], summary["containers"]
     agree = "agrees with SCM" if summary["agreement"]["agrees"] else "DISAGREES with SCM on some containers"
+    partial = summary.get("views", {}).get("partial") or []
+    views = f"; PARTIAL view of {', '.join(partial)} (not every datanode has reported since it started)" if partial else ""
     return (
         f"audit {summary['runId']}: {c['total']} containers ({c['total'] - c['healthy']} not healthy), "
-        f"{f['total']} findings, {agree}; report: {out / 'report.html'}"
+        f"{f['total']} findings in {summary['primary']}'s view, {agree}{views}; report: {out / 'report.html'}"
     )
 
 
@@ -318,4 +433,5 @@ def render_html(summary: Mapping[str, Any], trend: Sequence[Mapping[str, Any]]) 
         descriptions=DESCRIPTIONS,
         health_states=[h for h in V.PRIMARY_ORDER],
         kinds=[k for k in V.FINDING_KINDS],
+        cross_scm_kinds=[V.CROSS_SCM_CONTAINER, V.CROSS_SCM_PIPELINE, V.CROSS_SCM_TABLE],
     )

@@ -149,7 +149,13 @@ def run(launch: Launch, timeout: float | None = None) -> str:
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     if proc.returncode == 0:
         return lines[-1] if lines else "audit finished"
-    errors = [line[len(ERROR_PREFIX):] for line in proc.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+    # spark-submit runs the job's Python with stderr merged into stdout (PythonRunner), so the job's
+    # own one-line error arrives on stdout; look at both, the job's line wins over Spark's log.
+    errors = [
+        line[len(ERROR_PREFIX):]
+        for line in (*proc.stdout.splitlines(), *proc.stderr.splitlines())
+        if line.startswith(ERROR_PREFIX)
+    ]
     if errors:
         raise AuditError(errors[-1])
     tail = " | ".join(line.strip() for line in proc.stderr.splitlines()[-6:] if line.strip())

@@ -317,6 +317,26 @@ def replica_findings(containers: DataFrame, replicas: DataFrame, datanodes: Data
     return stale_f.unionByName(dead_f).unionByName(decom_f)
 
 
+def with_verdicts(findings: DataFrame, classified: DataFrame, rm_verdicts: DataFrame) -> DataFrame:
+    """Fill both verdicts of per-SCM container findings (health and replica findings): the audit's
+    health of the container and SCM's own ReplicationManager verdict, each from the same SCM's
+    export. A verdict already set is kept; a finding without a container keeps nulls."""
+    scm = rm_verdicts.select("scm", "container_id", F.col("health").alias("_scm_verdict"))
+    ours = classified.select("scm", "container_id", F.col("health").alias("_audit_verdict"))
+    joined = findings.join(scm, ["scm", "container_id"], "left").join(ours, ["scm", "container_id"], "left")
+    cols = [F.col("scm")]
+    for field in FINDINGS.fields:
+        if field.name == "scm_ids":
+            continue
+        if field.name == "audit_verdict":
+            cols.append(F.coalesce(F.col("audit_verdict"), F.col("_audit_verdict")).alias("audit_verdict"))
+        elif field.name == "scm_verdict":
+            cols.append(F.coalesce(F.col("scm_verdict"), F.col("_scm_verdict")).alias("scm_verdict"))
+        else:
+            cols.append(F.col(field.name))
+    return joined.select(*cols)
+
+
 def verdict_findings(classified: DataFrame, rm_verdicts: DataFrame) -> DataFrame:
     """Every container where the audit's primary health differs from SCM's ReplicationManager
     verdict over the same snapshot (or one of them has no verdict at all)."""

@@ -24,7 +24,9 @@ def write_export(
     digests: dict[str, Any] | None = None,
     barrier_id: str = "b1",
     row_identity: tuple[str, str, int] | None = None,
+    **manifest: Any,
 ) -> Path:
+    """``manifest`` overrides :func:`make_manifest` keywords (started_at_ms, rm_state, last_report, ...)."""
     directory.mkdir(parents=True)
     identity = row_identity or (scm_id, cluster_id, applied_index)
     entries = {}
@@ -44,7 +46,8 @@ def write_export(
         captured_at_ms=1_700_000_000_000, barrier_id=barrier_id, consistency="barrier" if barrier_id else "local",
         is_leader=is_leader, rows={t: e["rows"] for t, e in entries.items()},
         sizes={t: e["bytes"] for t, e in entries.items()}, digests=digests,
-        last_report={"timestamp": 0, "stats": {"CLOSED": 1}},
+        **{"last_report": {"timestamp": 0, "stats": {"CLOSED": 1}}, "started_at_ms": 1_699_999_000_000,
+           "rm_state": "RUNNING", "rm_interval_ms": 300_000, **manifest},
     )
     (directory / fmt.MANIFEST).write_text(json.dumps(manifest))
     return directory

@@ -23,6 +23,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     fmt.DATANODES: {
         "hostname": None, "ip_address": "127.0.0.1", "rack": "/r1", "health": "HEALTHY", "op_state": "IN_SERVICE",
         "op_state_expiry_s": 0, "last_heartbeat_ms": 0, "capacity": 0, "used": 0, "remaining": 0, "replica_count": 0,
+        "first_report_ms": 1_700_000_000_001,
     },
     fmt.PIPELINES: {
         "pipeline_state": "PIPELINE_OPEN", "replication_type": "RATIS", "replication_factor": "THREE",

@@ -59,13 +59,14 @@ def test_runs_write_a_report_keep_trends_and_never_publish_a_failed_run(spark: S
 
     findings = pq.read_table(out / "latest" / output.FINDINGS_DIR).to_pylist()
     got = sorted((f["kind"], f["container_id"], f["scm_ids"], f["scm_verdict"]) for f in findings)
-    assert got == [
+    assert got == [  # SCM's own verdict beside every container finding, from the same SCM's export
         ("CROSS_SCM_CONTAINER_MISMATCH", 1, ["scm1", "scm2"], None),
-        ("MISSING", 3, ["scm1", "scm2"], None),
-        ("UNDER_REPLICATED", 2, ["scm1", "scm2"], None),
+        ("MISSING", 3, ["scm1"], "MISSING"),
+        ("MISSING", 3, ["scm2"], "HEALTHY"),
+        ("UNDER_REPLICATED", 2, ["scm1", "scm2"], "UNDER_REPLICATED"),
         ("VERDICT_MISMATCH", 3, ["scm2"], "HEALTHY"),
     ]
-    assert summary["containers"] == {
+    assert {k: v for k, v in summary["containers"].items() if k != "byState"} == {
         "total": 3, "healthy": 1,
         "byHealth": {**{s: 0 for s in summary["containers"]["byHealth"]}, "HEALTHY": 1, "UNDER_REPLICATED": 1, "MISSING": 1},
         "byLifecycleState": {"CLOSED": 3},
@@ -74,9 +75,16 @@ def test_runs_write_a_report_keep_trends_and_never_publish_a_failed_run(spark: S
         "containersCompared": {"scm1": 3, "scm2": 3}, "disagreements": {"scm1": 0, "scm2": 1}, "agrees": False,
     }
     assert summary["primary"] == "scm1" and summary["input"]["consistency"] == "barrier"
-    assert summary["findings"]["byKind"] == {
+    # The headline is the leader's (scm1's) view; every view's findings beside it.
+    assert summary["findings"]["byKind"] == {"MISSING": 1, "UNDER_REPLICATED": 1, "CROSS_SCM_CONTAINER_MISMATCH": 1}
+    assert summary["findings"]["allViews"]["byKind"] == {
         "MISSING": 1, "UNDER_REPLICATED": 1, "VERDICT_MISMATCH": 1, "CROSS_SCM_CONTAINER_MISMATCH": 1,
     }
+    assert summary["perScm"]["scm2"]["findingsByKind"] == {
+        "MISSING": 1, "UNDER_REPLICATED": 1, "VERDICT_MISMATCH": 1, "CROSS_SCM_CONTAINER_MISMATCH": 1,
+    }
+    assert summary["containers"]["byState"]["MISSING"] == 1 and summary["views"]["complete"]
+    assert summary["replicationManager"]["state"] == "RUNNING"
     assert {r["rack"]: r["findings"] for r in summary["findings"]["byRack"]} == {"/r1": 1, "/r0": 1}
     assert json.loads((out / output.SUMMARY).read_text())["runId"] == summary["runId"]
     html = (out / output.REPORT).read_text()

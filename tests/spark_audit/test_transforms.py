@@ -272,3 +272,27 @@ def test_findings_merge_across_scms_and_count_by_datanode_and_rack(spark: SparkS
     assert {r["rack"]: (r["findings"], r["datanodes"]) for r in tr.findings_by_rack(by_dn).collect()} == {
         "/r1": (9, 2), "/r2": (7, 2),
     }
+
+
+def test_container_findings_carry_both_verdicts(spark: SparkSession) -> None:
+    """The findings tables' "SCM" column: SCM's own verdict of the container, from the same SCM's export."""
+    f = small_cluster(spark)
+    classified = tr.classify(f["containers"], f["replicas"], f["datanodes"], f["pipelines"], f["maintenance"])
+    verdicts = frame(spark, fmt.RM_VERDICTS, [
+        {"container_id": 2, "health": "UNDER_REPLICATED", "states": ["UNDER_REPLICATED"]},
+        {"container_id": 3, "health": "HEALTHY", "states": ["HEALTHY"]},
+        {"container_id": 5, "health": "MISSING", "states": ["MISSING"]},
+    ])
+    stale = frame(spark, fmt.REPLICAS, [{"container_id": 1, "datanode_uuid": "dn1", "bcsid": 1},
+                                        {"container_id": 1, "datanode_uuid": "dn3", "bcsid": 5}])
+    findings = tr.health_findings(classified).unionByName(
+        tr.replica_findings(f["containers"], stale, f["datanodes"])
+    )
+    out = tr.with_verdicts(findings, classified, verdicts)
+    got = {(r["kind"], r["container_id"]): (r["audit_verdict"], r["scm_verdict"]) for r in out.collect()}
+    assert got[("UNDER_REPLICATED", 2)] == ("UNDER_REPLICATED", "UNDER_REPLICATED")
+    assert got[("OVER_REPLICATED", 3)] == ("OVER_REPLICATED", "HEALTHY")
+    assert got[("MISSING", 5)] == ("MISSING", "MISSING")
+    assert got[("UNDER_REPLICATED", 4)] == ("UNDER_REPLICATED", None)  # SCM exported no verdict for it
+    assert got[(V.REPLICA_BCSID_MISMATCH, 1)] == ("HEALTHY", None)
+    assert out.columns == tr.health_findings(classified).columns

@@ -225,6 +225,11 @@ async def test_audit_finds_exactly_the_injected_faults(tmp_path: Path) -> None:
     assert summary["containers"]["byHealth"]["HEALTHY"] == CONTAINERS - 3 - len(narrow)
     assert summary["crossScm"]["compared"] is True and summary["input"]["sameAppliedIndex"] is True
     assert summary["findings"]["total"] == 5 + len(narrow)
+    # SCM's own verdict beside each container finding; every SCM heard from all six datanodes since it started.
+    per_container = [f for f in findings if not f["kind"].startswith("CROSS_SCM")]
+    assert per_container and all(f["scm_verdict"] and f["scm_verdict"] == f["audit_verdict"] for f in per_container), findings
+    assert summary["views"]["complete"] is True, summary["perScm"]
+    assert {v["view"]["expected"] for v in summary["perScm"].values()} == {6}
     # the compact summary the operator's audit Pod leaves as its termination message (status.audit.lastSummary)
     assert json.loads((tmp_path / "status.json").read_text()) == {
         "runId": summary["runId"], "containers": CONTAINERS, "notHealthy": 3 + len(narrow),

@@ -10,6 +10,10 @@ capture is a point in time: writes and reports after it do not leak into the str
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,7 @@ from scm_state_harness import FakeDatanode, bring_up, make_datanodes, make_scm, 
 from scm_server import audit_format as fmt
 from scm_server.client import audit_export as client
 from scm_server.container.container_state_manager import CLOSE, FINALIZE
-from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.exceptions import ResultCodes, SCMError, SCMException
 from scm_server.ha.inter_scm_service import table_digests
 from scm_server.proto import hdds_pb2, scm_audit_pb2
 from scm_server.scm import StorageContainerManager
@@ -123,6 +127,12 @@ async def test_export_holds_the_scm_state_and_its_own_verdicts(tmp_path: Path) -
             assert verdicts[cid]["health"] == result.health.value
             assert verdicts[cid]["states"] == sorted(s.value for s in result.states)
         assert [verdicts[c]["health"] for c in cids] == ["HEALTHY", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING"]
+
+        # Since when this SCM holds soft state, and each datanode's first full report since then (format 2).
+        assert manifest.format_version == 2 and manifest.started_at_ms == scm.container_manager.started_wall_ms > 0
+        assert all(d["first_report_ms"] >= manifest.started_at_ms for d in datanodes)
+        assert manifest.replication_manager["state"] == "RUNNING"
+        assert manifest.replication_manager["intervalMs"] == int(scm.replication_manager.interval.total_seconds() * 1000)
 
         # Digests of the replicated column families: the same as GetTableDigests computes.
         assert {k: v["sha256"] for k, v in manifest.digests.items()} == {
@@ -251,3 +261,86 @@ def test_output_directory_rules(tmp_path: Path) -> None:
     client.publish(new, old)
     assert json.loads((old / fmt.MANIFEST).read_text()) == {"new": True}
     assert not new.exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".export.old")] == []
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scm_server.cli.main", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def _one_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+async def test_bad_out_paths_and_options_are_refused_in_one_line_leaving_nothing_behind(tmp_path: Path) -> None:
+    scm, _dns, _cids = await cluster(tmp_path)
+    srv, address = await serve(scm)
+    try:
+        # --out under a regular file: refused before the SCM is asked, nothing created.
+        plain = tmp_path / "plain.txt"
+        plain.write_text("mine")
+        with pytest.raises(client.AuditExportError, match=rf"--out {plain}/a/out: {plain} is a file, not a directory"):
+            await client.export([address], plain / "a" / "out")
+        assert plain.read_text() == "mine"
+        # A read-only place (root may write nearly anywhere, but not in sysfs): the directory and the fix named.
+        with pytest.raises(client.AuditExportError, match=r"cannot create directory /sys/audit-test-[0-9a-f]+: .*choose a directory you can write to"):
+            await client.export([address], Path(f"/sys/audit-test-{uuid.uuid4().hex[:6]}") / "out")
+        # A negative --wait would never wait for the barrier.
+        with pytest.raises(client.AuditExportError, match=r"--wait -1 is not a number of seconds >= 0"):
+            await client.export([address], tmp_path / "w", wait_seconds=-1)
+        assert not (tmp_path / "w").exists()
+        # A failed export into a new directory tree removes the directories it created, and only those.
+        (tmp_path / "keep").mkdir()
+        (tmp_path / "keep" / "note").write_text("x")
+        with socket.socket() as s:  # bound, never listening: connection refused
+            s.bind(("127.0.0.1", 0))
+            dead = f"127.0.0.1:{s.getsockname()[1]}"
+            with pytest.raises(SCMError):
+                await client.export([dead], tmp_path / "keep" / "new" / "deeper" / "out")
+            with pytest.raises(SCMError):
+                await client.export([dead], tmp_path / "fresh" / "out", all_scms=True)
+        assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["note"]
+        assert not (tmp_path / "fresh").exists()
+        # A good export into a new tree keeps it.
+        await client.export([address], tmp_path / "fresh" / "out")
+        assert (tmp_path / "fresh" / "out" / fmt.MANIFEST).is_file()
+    finally:
+        await srv.stop(None)
+        await scm.stop()
+
+
+def test_the_export_cli_refuses_bad_out_and_wait_in_one_line(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.txt"
+    plain.write_text("mine")
+    _one_line(_cli("admin", "--scm", "127.0.0.1:1", "audit", "export", "--out", str(plain / "x")),
+              f"--out {plain}/x: {plain} is a file", "choose an --out path")
+    _one_line(_cli("admin", "--scm", "127.0.0.1:1", "audit", "export", "--out", "/sys/audit-cli-test/out"),
+              "/sys/audit-cli-test", "choose a directory you can write to")
+    _one_line(_cli("admin", "--scm", "127.0.0.1:1", "audit", "export", "--wait", "-1", "--out", str(tmp_path / "o")),
+              "--wait -1 is not a number of seconds >= 0")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.txt"]
+
+
+async def test_export_says_which_datanodes_have_not_reported_and_that_rm_is_stopped(tmp_path: Path) -> None:
+    scm, dns, _cids = await cluster(tmp_path)
+    srv, address = await serve(scm)
+    try:
+        # A datanode this SCM knows of but has had no full container report from since it started.
+        silent = make_datanodes(7, racks=2)[6]
+        scm.node_manager.register(silent.details)
+        scm.stop_replication_manager()
+        out = tmp_path / "export"
+        await client.export([address], out)
+        manifest = fmt.parse_manifest(json.loads((out / fmt.MANIFEST).read_text()), "test")
+        first = {d["datanode_uuid"]: d["first_report_ms"] for d in read(out, fmt.DATANODES)}
+        assert first[silent.uuid] == 0
+        assert all(first[dn.uuid] >= manifest.started_at_ms for dn in dns)
+        assert manifest.replication_manager["state"] == "STOPPED"
+    finally:
+        await srv.stop(None)
+        await scm.stop()
