@@ -9,7 +9,7 @@ PROTOS := $(wildcard proto/*.proto)
 .PHONY: help env proto lint test test-unit audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane
 
 help: ## list targets
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
 
 $(STAMPS)/env: pyproject.toml scripts/bootstrap.sh
 	@mkdir -p $(STAMPS)
