@@ -22,7 +22,6 @@ unchanged against either.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import ctypes
 import dataclasses
@@ -38,7 +37,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -466,12 +465,3 @@ def _http_ok(url: str) -> bool:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return bool(resp.status == 200)
 
-
-@contextlib.contextmanager
-def control_plane(workdir: Path) -> Iterator[ControlPlane]:
-    with ControlPlane(workdir) as cp:
-        yield cp
-
-
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
