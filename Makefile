@@ -6,10 +6,10 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind
+.PHONY: help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane
 
 help: ## list targets
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
 
 $(STAMPS)/env: pyproject.toml scripts/bootstrap.sh
 	@mkdir -p $(STAMPS)
@@ -37,7 +37,7 @@ k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from 
 	bash scripts/install_k8s_tools.sh
 
 test: env lint k8s-tools monitoring-tools ## the whole default suite (unit, simulation, integration, short chaos)
-	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not monitoring" -q --durations=15
+	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not monitoring and not control_plane" -q --durations=15
 
 monitoring-tools: ## Debian's prometheus and promtool (apt-get; fails loudly when they cannot be installed)
 	bash scripts/install_prometheus.sh
@@ -96,6 +96,12 @@ image: wheels ## build the container image ozone-scm:dev with podman (BASE_IMAGE
 
 e2e-local: env ## the operator's local end-to-end scenarios: the operator process, the emulated API, every Pod a real SCM
 	$(PYTEST) tests/e2e/local -m e2e_local -q
+
+k8s-control-plane: ## kube-apiserver, kube-controller-manager (k8s.io/kubernetes v1.35.4) and etcd built from Go modules into .tools/bin (cached)
+	bash scripts/build_k8s_control_plane.sh
+
+e2e-control-plane: env k8s-tools k8s-control-plane ## the operator scenarios on a real control plane (etcd + kube-apiserver + controller manager; helm install; RBAC; Pod Security)
+	$(PYTEST) tests/e2e/controlplane -m control_plane -q --durations=20
 
 e2e-container: image audit-image ## the container scenarios: a 3-SCM ring as podman containers (leader killed), the audit Pod
 	$(PYTEST) tests/e2e/container -m container -q

@@ -117,7 +117,9 @@ def build_audit_pod_spec(ref: ClusterRef, spec: ClusterSpec) -> Body:
     pod_spec: Body = {
         "restartPolicy": "Never",
         "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
+        # Pod Security `restricted` also wants a seccomp profile (issue 22 item 1; refused without one)
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
         "initContainers": [export],
         "containers": [audit],
         "volumes": volumes,

@@ -423,7 +423,9 @@ def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -
         "enableServiceLinks": False,
         "restartPolicy": "Always",
         "terminationGracePeriodSeconds": 30,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
+        # Pod Security `restricted` also wants a seccomp profile (issue 22 item 1; refused without one)
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
         "initContainers": [init_container],
         "containers": [scm_container],
         "volumes": volumes,

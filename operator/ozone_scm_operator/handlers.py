@@ -100,7 +100,9 @@ def make_registry(rt: Runtime) -> kopf.OperatorRegistry:
             prefix=API_GROUP, key="last-handled-configuration"
         )
         settings.posting.level = logging.WARNING
-        settings.watching.server_timeout = rt.watch_timeout
+        # whole seconds: kopf sends it as ?timeoutSeconds=, which a real API server parses as an integer
+        # ("strconv.ParseInt: parsing \"60.0\": invalid syntax", 400, and the watch is lost)
+        settings.watching.server_timeout = max(1, round(rt.watch_timeout))
         settings.watching.client_timeout = rt.watch_timeout + 10
         settings.watching.connect_timeout = 10
         settings.peering.standalone = True

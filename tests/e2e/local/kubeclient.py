@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -29,12 +30,18 @@ class ApiStatusError(Exception):
 
 
 class KubeClient:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, token: str | None = None, ca_file: str | None = None) -> None:
+        """``token``: a bearer token (a real API server; the emulator needs none); ``ca_file``: the CA that signed
+        an ``https`` server's certificate."""
         self.url = url.rstrip("/")
         self._session: aiohttp.ClientSession | None = None
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._ssl: ssl.SSLContext | None = ssl.create_default_context(cafile=ca_file) if ca_file else None
 
     async def __aenter__(self) -> KubeClient:
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+        connector = aiohttp.TCPConnector(ssl=self._ssl) if self._ssl is not None else None
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                                              headers=self._headers, connector=connector)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -92,6 +92,8 @@ class KubeletConfig:
     schedule: bool = True
     pvc_capacity_default: str = "1Gi"
     dns_port: int = 53  # cluster DNS on the Pod network's host address (resolv.conf cannot name a port)
+    api_token: str | None = None  # a real API server: the bearer token the fixture uses (the emulator needs none)
+    api_ca: str | None = None  # ... and the CA of its serving certificate
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -365,7 +367,7 @@ class PodWorker:
         self.uid: str = meta["uid"]
         self.namespace: str = meta.get("namespace", "default")
         self.name: str = meta["name"]
-        self.dir = kubelet.config.workdir / "pods" / f"{self.namespace}_{self.name}_{self.uid[:8]}"
+        self.dir = kubelet.pod_dir(self.namespace, self.name, self.uid)
         self.addr: PodAddress | None = None
         self.terminating = asyncio.Event()
         self.stopped = asyncio.Event()  # set once termination (graceful or not) has stopped the containers
@@ -383,6 +385,7 @@ class PodWorker:
         self._conditions: dict[str, Obj] = {}
         self._hosts_content = ""
         self.main: asyncio.Task[None] | None = None
+        self.sa_token: str | None = None  # for projected serviceAccountToken sources (a real API server's Pods)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -411,6 +414,7 @@ class PodWorker:
             (self.dir / "resolv.conf").write_text(clusterdns.resolv_conf(self.namespace, self.kubelet.dns_ip))
             self.kubelet.dns_changed()
             self.changed()
+            self.sa_token = await self.kubelet.service_account_token(self.pod)
             await self._run_init_containers()
             if not self.terminating.is_set() and not self.init_failed:
                 for w in self.workers:
@@ -552,7 +556,7 @@ class PodWorker:
             if vol["hostPath"].get("type") in ("DirectoryOrCreate",):
                 path.mkdir(parents=True, exist_ok=True)
             return path
-        files = podspec.volume_files(self.status_view(), vol, cms, secrets)
+        files = podspec.volume_files(self.status_view(), vol, cms, secrets, self.sa_token)
         if files is None:
             raise ConfigError(f"volume {name!r}: type {sorted(k for k in vol if k != 'name')} is not supported "
                               "by the local kubelet")
@@ -727,7 +731,7 @@ class Kubelet:
     def __init__(self, api_url: str, config: KubeletConfig) -> None:
         self.api_url = api_url
         self.config = config
-        self.client = KubeClient(api_url)
+        self.client = KubeClient(api_url, token=config.api_token, ca_file=config.api_ca)
         self.network: Any
         self.runtime: Any
         if config.runtime == "podman":
@@ -872,7 +876,31 @@ class Kubelet:
             "nodeInfo": {"kubeletVersion": "v1.35.0-local", "containerRuntimeVersion": self.config.runtime,
                          "operatingSystem": "linux", "architecture": "amd64"}}})
 
+    async def service_account_token(self, pod: Obj) -> str | None:
+        """A token bound to ``pod`` from the TokenRequest API when a projected volume asks for one (the API server's
+        ServiceAccount admission adds such a volume unless ``automountServiceAccountToken`` is false)."""
+        sources = [s["serviceAccountToken"] for v in (pod.get("spec") or {}).get("volumes") or []
+                   for s in (v.get("projected") or {}).get("sources") or [] if "serviceAccountToken" in s]
+        if not sources:
+            return None
+        meta = pod["metadata"]
+        spec: Obj = {"expirationSeconds": int(sources[0].get("expirationSeconds", 3607)),
+                     "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": meta["name"], "uid": meta["uid"]}}
+        if sources[0].get("audience"):
+            spec["audiences"] = [sources[0]["audience"]]
+        sa = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        out = await self.client.post(f"/api/v1/namespaces/{meta.get('namespace', 'default')}/serviceaccounts/{sa}/token",
+                                     {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+        return str(out["status"]["token"])
+
     # -- helpers for tests -----------------------------------------------------------------------------------------
+    def pod_dir(self, namespace: str, name: str, uid: str) -> Path:
+        return self.config.workdir / "pods" / f"{namespace}_{name}_{uid[:8]}"
+
+    def volume_dir(self, namespace: str, name: str, uid: str, volume: str) -> Path:
+        """Where a Pod's ``emptyDir`` volume lives (the test reads and writes it, as ``kubectl cp`` would)."""
+        return self.pod_dir(namespace, name, uid) / "volumes" / volume
+
     def worker(self, namespace: str, name: str) -> PodWorker | None:
         for w in self.workers.values():
             if (w.namespace, w.name) == (namespace, name) and not w.gone.is_set():

@@ -33,13 +33,13 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
 from scm_server.cli.local_cluster import FAST_SETTINGS
 from scm_server.ports import free_port
-from tests.e2e.local.apiserver import EmulatedAPIServer, serving
+from tests.e2e.local.apiserver import serving
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
 from tests.e2e.local.podspec import ImageSpec
 
@@ -98,10 +98,27 @@ def v_applied(result: Mapping[str, Any], member: str) -> int:
     return int(result["members"][member]["appliedIndex"])
 
 
+class ObjectAPI(Protocol):
+    """The object calls the scenarios make: the emulator's direct ones, or ``controlplane.fixture.RealAPI`` over
+    HTTPS to a real API server."""
+
+    def put_object(self, obj: Mapping[str, Any]) -> dict[str, Any]: ...
+    def get_object(self, api_version: str, kind: str, name: str,
+                   namespace: str | None = None) -> dict[str, Any] | None: ...
+    def list_objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
+    def patch_object(self, api_version: str, kind: str, name: str, namespace: str | None,
+                     patch: Mapping[str, Any], subresource: str | None = None) -> dict[str, Any]: ...
+    def call_delete(self, api_version: str, kind: str, name: str, namespace: str | None = None,
+                    options: Mapping[str, Any] | None = None) -> dict[str, Any]: ...
+
+
 class Env:
-    def __init__(self, api: EmulatedAPIServer, url: str, kubelet: Kubelet, workdir: Path, namespace: str) -> None:
+    def __init__(self, api: ObjectAPI, url: str, kubelet: Kubelet, workdir: Path, namespace: str,
+                 operator_args: list[str] | None = None) -> None:
         self.api = api
         self.url = url
+        # how the operator reaches the API server: the emulator unauthenticated, a real one through a kubeconfig
+        self.operator_args = operator_args or ["--server", url]
         self.kubelet = kubelet
         self.workdir = workdir
         self.ns = namespace
@@ -122,7 +139,7 @@ class Env:
         self.operator_log = self.workdir / f"operator-{self.operator_starts}.log"
         log = open(self.operator_log, "wb")  # noqa: SIM115 - kept open while the process runs
         self._operator = await asyncio.create_subprocess_exec(
-            str(BIN / "ozone-scm-operator"), "--server", self.url, "--poll-interval", "1", "--health-host",
+            str(BIN / "ozone-scm-operator"), *self.operator_args, "--poll-interval", "1", "--health-host",
             "127.0.0.1", "--health-port", str(self.health_port), "--log-level", "INFO",
             stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL, env=env,
         )
@@ -312,21 +329,28 @@ class Env:
 
     # ---- the workload Pod ----
     def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload") -> Path:
-        out = self.workdir / f"{name}-out"
-        out.mkdir(parents=True, exist_ok=True)
-        self.api.put_object({
+        """The workload Pod, admissible under Pod Security ``restricted`` (non-root, seccomp, no privilege, its
+        output on an ``emptyDir`` that the test reads through the kubelet fixture)."""
+        pod = self.api.put_object({
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.ns},
             "spec": {
                 "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
                     "name": "workload", "image": "scm-workload:test",
                     "args": ["--conf", "/etc/ozone", "--out", "/out", "--datanodes", str(datanodes)],
                     "volumeMounts": [{"name": "config", "mountPath": "/etc/ozone"}, {"name": "out", "mountPath": "/out"}],
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 }],
                 "volumes": [{"name": "config", "configMap": {"name": f"{cluster}-config"}},
-                            {"name": "out", "hostPath": {"path": str(out)}}],
+                            {"name": "out", "emptyDir": {}}],
             },
         })
+        out = self.kubelet.volume_dir(self.ns, name, pod["metadata"]["uid"], "out")
+        out.mkdir(parents=True, exist_ok=True)
+        os.chmod(out, 0o777)
         return out
 
     async def workload_ready(self, out: Path, timeout: float = 120) -> None:

@@ -226,8 +226,11 @@ def _downward(pod: Mapping[str, Any], items: Sequence[Mapping[str, Any]], defaul
 
 
 def volume_files(pod: Mapping[str, Any], volume: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, Any]],
-                 secrets: Mapping[str, Mapping[str, Any]]) -> list[RenderedFile] | None:
-    """The files of a ConfigMap/Secret/downwardAPI/projected volume, or None for other volume types."""
+                 secrets: Mapping[str, Mapping[str, Any]],
+                 service_account_token: str | None = None) -> list[RenderedFile] | None:
+    """The files of a ConfigMap/Secret/downwardAPI/projected volume, or None for other volume types.
+    ``service_account_token``: what a projected ``serviceAccountToken`` source renders (the kubelet fixture gets it
+    from a real API server's TokenRequest API; without one such a source is a configuration error)."""
     if "configMap" in volume:
         src = volume["configMap"]
         cm = configmaps.get(src["name"])
@@ -257,6 +260,8 @@ def volume_files(pod: Mapping[str, Any], volume: Mapping[str, Any], configmaps: 
             if "configMap" in source:
                 files += volume_files(pod, {"configMap": {**source["configMap"], "defaultMode": mode}},
                                       configmaps, secrets) or []
+            elif "serviceAccountToken" in source and service_account_token is not None:
+                files.append(RenderedFile(source["serviceAccountToken"]["path"], service_account_token.encode(), mode))
             elif "secret" in source:
                 files += volume_files(pod, {"secret": {"secretName": source["secret"]["name"],
                                                        **{k: v for k, v in source["secret"].items() if k != "name"},

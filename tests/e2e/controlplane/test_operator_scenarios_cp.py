@@ -1,0 +1,40 @@
+"""The operator's local scenarios (``tests/e2e/local/test_operator_scenarios.py``, the same functions, not copies)
+on the real control plane: the chart installed with ``helm install``, the operator as the chart's ServiceAccount
+(RBAC as the chart grants it), every Pod admitted by the real API server's admission chain (Pod Security included)
+and run by the kubelet fixture as real SCM processes. Run by ``make e2e-control-plane``.
+
+Every scenario runs in a namespace labelled ``pod-security.kubernetes.io/enforce=restricted`` (and ``warn``,
+``audit``): the member, audit and workload Pods are admitted only if they pass the ``restricted`` profile.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.controlplane.env import control_plane_environment
+from tests.e2e.controlplane.fixture import ControlPlane
+from tests.e2e.local import test_operator_scenarios as scenarios
+
+pytestmark = pytest.mark.control_plane
+
+# Every scenario of the local tier, by name (the functions are imported, not copied).
+SCENARIOS = [
+    "test_one_member_cluster",
+    "test_create_kill_replace_and_scale",
+    "test_operator_killed_in_the_middle_of_bootstrap_and_of_scaling",
+    "test_secure_cluster_certificates_chain_to_one_root",
+    "test_secure_ca_mode_scm_cluster_chains_to_the_primordials_root",
+    "test_bad_input_keeps_the_cluster_serving",
+    "test_rolling_image_change_leader_last_without_failed_allocations",
+]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+async def test_scenario_in_a_restricted_namespace(name: str, control_plane: ControlPlane, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scenarios, "environment",
+                        functools.partial(control_plane_environment, control_plane, restricted=True))
+    await getattr(scenarios, name)(tmp_path)
