@@ -106,6 +106,11 @@ def make_registry(rt: Runtime) -> kopf.OperatorRegistry:
         settings.watching.client_timeout = rt.watch_timeout + 10
         settings.watching.connect_timeout = 10
         settings.peering.standalone = True
+        # No runtime scanning of CRDs and namespaces: the chart installs the CRDs before the operator, and the
+        # namespaces are the ones it is told to watch. Scanning needs cluster-wide list/watch on namespaces and
+        # CRDs, which the chart's namespaced Role does not grant; a real API server answers 403 and kopf retries
+        # for about a minute at every start before it falls back to exactly this (issue 22, item 2).
+        settings.scanning.disabled = True
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:

@@ -59,6 +59,19 @@ def install_operator_chart(cp: ControlPlane, namespace: str) -> tuple[str, list[
     return RELEASE, warnings
 
 
+PERMISSION_SIGNS = ("Not enough permissions", "forbidden", "Forbidden", " 403")
+
+
+def permission_warnings(workdir: Path) -> list[str]:
+    """Lines of every operator log of this scenario saying the API server refused it (RBAC as the chart grants
+    it must be enough: kopf's fallbacks for missing permissions are warnings, not errors, and cost a minute)."""
+    lines: list[str] = []
+    for log in sorted(workdir.glob("operator-*.log")):
+        lines += [f"{log.name}: {line}" for line in log.read_text(errors="replace").splitlines()
+                  if any(sign in line for sign in PERMISSION_SIGNS)]
+    return lines
+
+
 @contextlib.asynccontextmanager
 async def control_plane_environment(cp: ControlPlane, workdir: Path, *, namespace: str = "ozone",
                                     runtime: str = "process", restricted: bool = True) -> AsyncIterator[Env]:
@@ -87,6 +100,9 @@ async def control_plane_environment(cp: ControlPlane, workdir: Path, *, namespac
             yield env
         finally:
             await env.stop_operator()
+        refused = permission_warnings(workdir)
+        assert not refused, "the operator, as the chart's ServiceAccount, was refused or warned about permissions:\n" + (
+            "\n".join(refused[:10]))
     # the namespace controller removes what the scenario left; the Node is the kubelet fixture's own
     for kind, name in (("Namespace", ns), ("Node", config.node_name)):
         with contextlib.suppress(ApiError, OSError):

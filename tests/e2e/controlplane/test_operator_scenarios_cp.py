@@ -29,6 +29,9 @@ SCENARIOS = [
     "test_secure_ca_mode_scm_cluster_chains_to_the_primordials_root",
     "test_bad_input_keeps_the_cluster_serving",
     "test_rolling_image_change_leader_last_without_failed_allocations",
+    "test_roll_with_the_primordial_lost_replaces_it_before_restarting_another_member",
+    "test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll",
+    "test_a_recreated_resource_adopts_and_owns_the_orphaned_ring",
 ]
 
 
