@@ -12,10 +12,9 @@ import pytest
 from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, Timings, resolve_classpath
 
 # The SCM side of the scenario. "ozone" is Ozone's own 3-SCM HA ring (the anchor); "ours" is this project's ring
-# serving Ozone's four protocols over Hadoop RPC (issue 20). The default is "ozone" alone until the whole
-# scenario passes on ours (docs/ozone-interop.md says how far it gets); OZONE_INTEROP_SCM=ours (or "ozone,ours")
-# chooses explicitly.
-SCM_SIDES = [s for s in os.environ.get("OZONE_INTEROP_SCM", "ozone").replace(" ", "").split(",") if s]
+# serving Ozone's four protocols over Hadoop RPC (issue 20), with Ozone's datanodes, OM and CLIs unchanged. Both
+# by default; OZONE_INTEROP_SCM=ours (or =ozone) runs one side only.
+SCM_SIDES = [s for s in os.environ.get("OZONE_INTEROP_SCM", "ozone,ours").replace(" ", "").split(",") if s]
 
 
 @pytest.fixture(scope="session")
