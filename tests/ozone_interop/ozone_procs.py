@@ -6,8 +6,10 @@ Ozone Manager as JVMs with small heaps, runs `ozone sh` and `ozone admin` throug
 on conditions (ports open, command output) with deadlines, never for a fixed time. Every process it starts is
 recorded and killed by `OzoneCluster.stop()`, which the tests call on any failure.
 
-The SCM side is a parameter: "ozone" starts Ozone's own 3-SCM HA ring (the anchor); "ours" is reserved for this
-project's SCM ring once it serves Ozone's datanode and container-location protocols over Hadoop RPC (issue 20).
+The SCM side is a parameter: "ozone" starts Ozone's own 3-SCM HA ring (the anchor); "ours" starts this project's
+3-SCM ring (`ozone-scm scm --init` / `--bootstrap` / `scm`) serving Ozone's four protocols over Hadoop RPC (issue 20):
+our SCMs' own ozone-site.xml keeps Ozone's port keys for their gRPC services and puts the Hadoop RPC listeners on
+`*.hadoop-rpc.port.<service>.<node>`; every Ozone process is given those Hadoop RPC ports under Ozone's own keys.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,7 +236,7 @@ def java_binary() -> str:
 
 
 class OzoneCluster:
-    """Ozone's SCM ring (or, later, ours), three Ozone datanodes and one Ozone Manager under `base`."""
+    """Ozone's SCM ring (or ours), three Ozone datanodes and one Ozone Manager under `base`."""
 
     def __init__(self, base: Path, classpath: str, *, scm_side: str = "ozone", scms: int = 3,
                  datanodes: int = 3, timings: Timings | None = None) -> None:
@@ -579,6 +582,24 @@ class OzoneCluster:
             if m and m.group(1) in by_ratis:
                 roles.append((by_ratis[m.group(1)], m.group(2)))
         return roles
+
+    def our_hadoop_rpc_calls(self) -> dict[str, float]:
+        """Our SCMs only: successful Hadoop RPC calls per protocol, summed over the running SCMs' /prom pages."""
+        totals: dict[str, float] = {}
+        pattern = re.compile(
+            r'^scm_hadoop_rpc_requests_total\{(?=[^}]*answer="SUCCESS")(?=[^}]*protocol="([^"]+)")[^}]*\}\s+(\S+)$'
+        )
+        for scm in self.scms:
+            if self.procs[scm.node_id].popen.poll() is not None:
+                continue  # the SCM killed by the failover test
+            url = f"http://{LOOPBACK}:{scm.http_port}/prom"
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                for line in resp.read().decode().splitlines():
+                    m = pattern.match(line)
+                    if m:
+                        name = m.group(1).rsplit(".", 1)[-1]
+                        totals[name] = totals.get(name, 0.0) + float(m.group(2))
+        return totals
 
     def scm_leader(self) -> str:
         def probe() -> str | None:

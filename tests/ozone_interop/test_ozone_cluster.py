@@ -1,6 +1,6 @@
 """A real Apache Ozone cluster (2.2.0 jars from Maven Central) driven by Ozone's own `ozone sh` and `ozone admin`.
 
-Parametrised by the SCM side (conftest.SCM_SIDES): today Ozone's own 3-SCM HA ring, the anchor; later ours. Ozone's
+Parametrised by the SCM side (conftest.SCM_SIDES): Ozone's own 3-SCM HA ring (the anchor) and ours. Ozone's
 three datanodes and its OM act only on what the SCM really sends, so the scenario checks the semantics: pipelines
 created, containers allocated, blocks handed out, and a leader SIGKILLed while keys are written.
 Run by `make ozone-interop` only (marker ozone_interop).
@@ -76,6 +76,11 @@ def test_admin_commands(ozone_cluster: OzoneCluster) -> None:
     assert sorted(node for node, _ in roles) == sorted(s.node_id for s in c.scms), roles
     assert [role for _, role in roles].count("LEADER") == 1, roles
     assert [role for _, role in roles].count("FOLLOWER") == len(c.scms) - 1, roles
+    if c.scm_side == "ours":  # what Ozone's datanodes, OM and CLIs did went through our Hadoop RPC listeners
+        calls = c.our_hadoop_rpc_calls()
+        for protocol in ("StorageContainerDatanodeProtocol", "ScmBlockLocationProtocol",
+                         "StorageContainerLocationProtocol"):
+            assert calls.get(protocol, 0) > 0, calls
     c.timings.add("scenario: admin safemode/container/pipeline/roles", time.monotonic() - start)
 
 
