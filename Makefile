@@ -56,7 +56,7 @@ audit-test: env ## whole Spark audit runs: the job's report/trends, and end to e
 ozone-jars: ## Apache Ozone 2.2.0's released jars from Maven Central into ~/.m2; class path in interop/ozone/target
 	bash scripts/ozone_jars.sh
 
-ozone-interop: env ozone-jars ## Apache Ozone's own 3-SCM ring, 3 datanodes, OM, ozone sh/admin; SCM leader killed (~6 min)
+ozone-interop: env ozone-jars ## Apache Ozone's 3 datanodes, OM, ozone sh/admin on Ozone's SCM ring and on ours (OZONE_INTEROP_SCM=ours|ozone: one side); SCM leader killed (~7 min)
 	$(PYTEST) tests/ozone_interop -m ozone_interop -q -rA
 
 test-unit: env ## unit tests only

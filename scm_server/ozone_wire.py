@@ -210,13 +210,19 @@ def heartbeat_response_to_wire(
     resp: scm_datanode_pb2.SCMHeartbeatResponseProto,
 ) -> wire_dn.SCMHeartbeatResponseProto:
     """Our heartbeat answer in Ozone's form. Ozone keeps a command's id inside its command message
-    (``closeContainerCommandProto.cmdId``), ours on the envelope (``SCMCommandProto.cmdId``)."""
+    (``closeContainerCommandProto.cmdId``), ours on the envelope (``SCMCommandProto.cmdId``).
+
+    One exception, Ozone's own: a close-container command's id *is* its container ID (Ozone's SCM builds
+    ``CloseContainerCommand(containerID, ...)`` and its datanode reads the container to close from ``cmdId``,
+    ignoring ``containerID``), so ``closeContainerCommandProto.cmdId`` carries the container ID."""
     out = by_name(resp, wire_dn.SCMHeartbeatResponseProto)
     for ours, theirs in zip(resp.commands, out.commands, strict=True):
         for fd, sub in theirs.ListFields():
             if fd.type != _MESSAGE:
                 continue
-            if "cmdId" in sub.DESCRIPTOR.fields_by_name and ours.HasField("cmdId"):
+            if fd.name == "closeContainerCommandProto":
+                sub.cmdId = sub.containerID
+            elif "cmdId" in sub.DESCRIPTOR.fields_by_name and ours.HasField("cmdId"):
                 sub.cmdId = ours.cmdId
             _fill_required(sub)
     return out

@@ -35,7 +35,7 @@ from scm_server.proto.ozone import hdds_pb2 as wire
 
 LOG = logging.getLogger(__name__)
 
-BLOCK_PROTOCOL = "org.apache.hadoop.ozone.protocol.ScmBlockLocationProtocol"
+BLOCK_PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.ScmBlockLocationProtocol"
 
 
 class RemoteError(Exception):

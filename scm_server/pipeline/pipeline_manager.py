@@ -182,6 +182,8 @@ class PipelineManager:
                         type=rtype,  # type: ignore[arg-type]
                         factor=rfactor,  # type: ignore[arg-type]
                         datanode=members,
+                        # the suggested leader (members[0], our leaderID) first in Raft priority, like Ozone
+                        priority=[1 if i == 0 else 0 for i in range(len(members))],
                     ),
                 ),
             )

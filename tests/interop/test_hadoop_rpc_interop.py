@@ -205,6 +205,7 @@ async def test_every_location_command_from_hadoops_client(quorum: Quorum) -> Non
     one = {k: v[0] for k, v in facts.items()}
     served = {"InSafeMode", "GetSafeModeRuleStatuses", "ForceExitSafeMode", "GetScmInfo", "QueryNode", "ListPipelines",
               "GetPipeline", "AllocateContainer", "GetContainer", "GetContainerWithPipeline", "GetContainerReplicas",
+              "GetContainerWithPipelineBatch", "GetExistContainerWithPipelinesInBatch",
               "ListContainer", "GetContainerCount", "CloseContainer", "AllocatePipeline", "DeactivatePipeline",
               "ActivatePipeline", "ClosePipeline", "StopReplicationManager", "StartReplicationManager",
               "GetReplicationManagerStatus", "GetReplicationManagerReport", "DecommissionNodes",
@@ -226,6 +227,8 @@ async def test_every_location_command_from_hadoops_client(quorum: Quorum) -> Non
     cid = m.group(1)
     assert facts["GetContainer"][0] == f"OK id={cid}"
     assert one["GetContainerWithPipeline"] == f"OK id={cid} members=3"
+    assert one["GetContainerWithPipelineBatch"] == f"OK n=1 id={cid}"
+    assert one["GetExistContainerWithPipelinesInBatch"] == "OK n=1"  # the unknown id left out
     assert one["ListContainer"].startswith("OK listed=true") and one["GetContainerCount"].startswith("OK count=")
     assert one["CloseContainer"] == "OK OK"
     assert one["GetReplicationManagerStatus"] == "OK afterStop=false afterStart=true"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -10,10 +11,10 @@ import pytest
 
 from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, Timings, resolve_classpath
 
-# The SCM side of the scenario. "ozone" is Ozone's own 3-SCM HA ring (the anchor). When this project's SCM serves
-# Ozone's datanode and container-location protocols over Hadoop RPC (issue 20), add "ours" here: the same
-# scenario then runs against our ring (OzoneCluster.start_scm_ring says what that wiring is).
-SCM_SIDES = ["ozone"]
+# The SCM side of the scenario. "ozone" is Ozone's own 3-SCM HA ring (the anchor); "ours" is this project's ring
+# serving Ozone's four protocols over Hadoop RPC (issue 20), with Ozone's datanodes, OM and CLIs unchanged. Both
+# by default; OZONE_INTEROP_SCM=ours (or =ozone) runs one side only.
+SCM_SIDES = [s for s in os.environ.get("OZONE_INTEROP_SCM", "ozone,ours").replace(" ", "").split(",") if s]
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,10 @@ Ozone Manager as JVMs with small heaps, runs `ozone sh` and `ozone admin` throug
 on conditions (ports open, command output) with deadlines, never for a fixed time. Every process it starts is
 recorded and killed by `OzoneCluster.stop()`, which the tests call on any failure.
 
-The SCM side is a parameter: "ozone" starts Ozone's own 3-SCM HA ring (the anchor); "ours" is reserved for this
-project's SCM ring once it serves Ozone's datanode and container-location protocols over Hadoop RPC (issue 20).
+The SCM side is a parameter: "ozone" starts Ozone's own 3-SCM HA ring (the anchor); "ours" starts this project's
+3-SCM ring (`ozone-scm scm --init` / `--bootstrap` / `scm`) serving Ozone's four protocols over Hadoop RPC (issue 20):
+our SCMs' own ozone-site.xml keeps Ozone's port keys for their gRPC services and puts the Hadoop RPC listeners on
+`*.hadoop-rpc.port.<service>.<node>`; every Ozone process is given those Hadoop RPC ports under Ozone's own keys.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +167,11 @@ class ScmNode:
     grpc_port: int
     http_port: int
     https_port: int
+    # our SCM only: its gRPC services keep Ozone's port keys in its own ozone-site.xml, so they need ports of
+    # their own; the ports above are then its Hadoop RPC listeners, the ones Ozone's processes are given
+    grpc_client_port: int = 0
+    grpc_block_port: int = 0
+    grpc_datanode_port: int = 0
 
 
 @dataclass
@@ -227,7 +236,7 @@ def java_binary() -> str:
 
 
 class OzoneCluster:
-    """Ozone's SCM ring (or, later, ours), three Ozone datanodes and one Ozone Manager under `base`."""
+    """Ozone's SCM ring (or ours), three Ozone datanodes and one Ozone Manager under `base`."""
 
     def __init__(self, base: Path, classpath: str, *, scm_side: str = "ozone", scms: int = 3,
                  datanodes: int = 3, timings: Timings | None = None) -> None:
@@ -241,7 +250,7 @@ class OzoneCluster:
         self.procs: dict[str, Proc] = {}
         ports = PortAllocator()
         self.scms = [
-            ScmNode(f"scm{i}", *(ports.take() for _ in range(8))) for i in range(1, scms + 1)
+            ScmNode(f"scm{i}", *(ports.take() for _ in range(11))) for i in range(1, scms + 1)
         ]
         dn_port_keys = ["ipc", "ratis_ipc", "ratis_admin", "ratis_server", "ratis_datastream", "client",
                         "http", "https", "replication"]
@@ -305,6 +314,28 @@ class OzoneCluster:
             props[f"ozone.scm.grpc.port.{sfx}"] = str(s.grpc_port)
             props[f"ozone.scm.http-address.{sfx}"] = f"{LOOPBACK}:{s.http_port}"
             props[f"ozone.scm.https-address.{sfx}"] = f"{LOOPBACK}:{s.https_port}"
+        return props
+
+    def our_scm_props(self, scm: ScmNode) -> dict[str, str]:
+        """Our SCM's own ozone-site.xml: the same ring, its gRPC services on Ozone's port keys (ports of their
+        own), and its opt-in Hadoop RPC listeners on the ports Ozone's processes know as Ozone's SCM ports."""
+        props = {k: v for k, v in self.common_props().items()
+                 if not k.startswith(("ozone.scm.client.port.", "ozone.scm.block.client.port.",
+                                      "ozone.scm.datanode.port.", "ozone.scm.security.service.port."))}
+        for s in self.scms:
+            sfx = f"{SCM_SERVICE_ID}.{s.node_id}"
+            props[f"ozone.scm.client.port.{sfx}"] = str(s.grpc_client_port)
+            props[f"ozone.scm.block.client.port.{sfx}"] = str(s.grpc_block_port)
+            props[f"ozone.scm.datanode.port.{sfx}"] = str(s.grpc_datanode_port)
+            props[f"ozone.scm.client.hadoop-rpc.port.{sfx}"] = str(s.client_port)
+            props[f"ozone.scm.block.client.hadoop-rpc.port.{sfx}"] = str(s.block_port)
+            props[f"ozone.scm.datanode.hadoop-rpc.port.{sfx}"] = str(s.datanode_port)
+            props[f"ozone.scm.security.service.hadoop-rpc.port.{sfx}"] = str(s.security_port)
+        props.update({
+            "ozone.scm.node.id": scm.node_id,
+            "ozone.metadata.dirs": str(self.base / scm.node_id / "metadata"),
+            "ozone.scm.names": ",".join(LOOPBACK for _ in self.scms),
+        })
         return props
 
     def scm_props(self, scm: ScmNode) -> dict[str, str]:
@@ -463,14 +494,8 @@ class OzoneCluster:
 
     def start_scm_ring(self) -> None:
         if self.scm_side == "ours":
-            # The intended wiring (not done yet): our `ozone-scm scm --init` / `--bootstrap` / `scm` on the
-            # same per-node ozone-site.xml (scm_props), which our SCM already reads with Ozone's keys. It needs
-            # our SCM to serve Ozone's datanode (9861), container-location (9860) and security protocols over
-            # Hadoop RPC; today only the block protocol exists, on the wt-rpc-wire branch.
-            raise OzoneInteropError(
-                "scm_side='ours' is not wired yet: our SCM does not serve Ozone's datanode and "
-                "container-location protocols over Hadoop RPC (issue 20)"
-            )
+            self.start_our_scm_ring()
+            return
         first, *others = self.scms
         conf = self.conf_dir(first.node_id, self.scm_props(first))
         with timed(self.timings, f"{first.node_id} --init"):
@@ -483,6 +508,56 @@ class OzoneCluster:
             self.start_scm(scm)
         with timed(self.timings, "SCM ring: 3 members in scm roles"):
             wait_for("all SCMs in the ring with one leader", self._ring_complete, 180, interval=1)
+
+    def our_scm_cmd(self, scm: ScmNode, *args: str) -> list[str]:
+        return [sys.executable, "-m", "scm_server.cli.main", "--conf", str(self.base / scm.node_id / "conf"),
+                "scm", *args]
+
+    def start_our_scm_ring(self) -> None:
+        """This project's 3-SCM ring: `ozone-scm scm --init` on the primordial node, `scm` on it, then
+        `scm --bootstrap` and `scm` on the two others, each with its own ozone-site.xml (our_scm_props)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OZONE-SITE.XML_")}
+        env.pop("OZONE_CONF_DIR", None)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+        self._our_env = env
+        for scm in self.scms:
+            (self.base / scm.node_id / "metadata").mkdir(parents=True, exist_ok=True)
+            write_site(self.base / scm.node_id / "conf" / "ozone-site.xml", self.our_scm_props(scm))
+        first, *others = self.scms
+        with timed(self.timings, f"{first.node_id} --init (ours)"):
+            self.run_ours_once(f"{first.node_id}-init", self.our_scm_cmd(first, "--init"))
+        self.start_our_scm(first)
+        for scm in others:
+            with timed(self.timings, f"{scm.node_id} --bootstrap (ours)"):
+                self.run_ours_once(f"{scm.node_id}-bootstrap", self.our_scm_cmd(scm, "--bootstrap"))
+            self.start_our_scm(scm)
+        with timed(self.timings, "SCM ring: 3 members in scm roles"):
+            wait_for("all SCMs in the ring with one leader", self._ring_complete, 180, interval=1)
+
+    def run_ours_once(self, name: str, cmd: list[str], timeout: float = 120) -> None:
+        log = self.base / "logs" / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            try:
+                rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    timeout=timeout, cwd=self.base, env=self._our_env, check=False).returncode
+            except subprocess.TimeoutExpired as exc:
+                raise OzoneInteropError(f"{name}: did not finish within {timeout:.0f} s (log {log})") from exc
+        if rc != 0:
+            raise OzoneInteropError(f"{name}: exited {rc}; last lines of {log}:\n{tail(log)}")
+
+    def start_our_scm(self, scm: ScmNode) -> None:
+        log = self.base / "logs" / f"{scm.node_id}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            popen = subprocess.Popen(self.our_scm_cmd(scm), stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.base,
+                                     env=self._our_env)
+        proc = Proc(scm.node_id, popen, log, time.monotonic())
+        self.procs[scm.node_id] = proc
+        self.wait_port(proc, scm.client_port, timeout=120)
+        self.timings.add(f"{scm.node_id} start (ours; Hadoop RPC client port open)", proc.ready_seconds or 0.0)
 
     def start_scm(self, scm: ScmNode) -> None:
         conf = self.base / scm.node_id / "conf"
@@ -507,6 +582,24 @@ class OzoneCluster:
             if m and m.group(1) in by_ratis:
                 roles.append((by_ratis[m.group(1)], m.group(2)))
         return roles
+
+    def our_hadoop_rpc_calls(self) -> dict[str, float]:
+        """Our SCMs only: successful Hadoop RPC calls per protocol, summed over the running SCMs' /prom pages."""
+        totals: dict[str, float] = {}
+        pattern = re.compile(
+            r'^scm_hadoop_rpc_requests_total\{(?=[^}]*answer="SUCCESS")(?=[^}]*protocol="([^"]+)")[^}]*\}\s+(\S+)$'
+        )
+        for scm in self.scms:
+            if self.procs[scm.node_id].popen.poll() is not None:
+                continue  # the SCM killed by the failover test
+            url = f"http://{LOOPBACK}:{scm.http_port}/prom"
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                for line in resp.read().decode().splitlines():
+                    m = pattern.match(line)
+                    if m:
+                        name = m.group(1).rsplit(".", 1)[-1]
+                        totals[name] = totals.get(name, 0.0) + float(m.group(2))
+        return totals
 
     def scm_leader(self) -> str:
         def probe() -> str | None:

@@ -1,6 +1,6 @@
 """A real Apache Ozone cluster (2.2.0 jars from Maven Central) driven by Ozone's own `ozone sh` and `ozone admin`.
 
-Parametrised by the SCM side (conftest.SCM_SIDES): today Ozone's own 3-SCM HA ring, the anchor; later ours. Ozone's
+Parametrised by the SCM side (conftest.SCM_SIDES): Ozone's own 3-SCM HA ring (the anchor) and ours. Ozone's
 three datanodes and its OM act only on what the SCM really sends, so the scenario checks the semantics: pipelines
 created, containers allocated, blocks handed out, and a leader SIGKILLed while keys are written.
 Run by `make ozone-interop` only (marker ozone_interop).
@@ -76,7 +76,33 @@ def test_admin_commands(ozone_cluster: OzoneCluster) -> None:
     assert sorted(node for node, _ in roles) == sorted(s.node_id for s in c.scms), roles
     assert [role for _, role in roles].count("LEADER") == 1, roles
     assert [role for _, role in roles].count("FOLLOWER") == len(c.scms) - 1, roles
+    if c.scm_side == "ours":
+        close_container_through_the_datanodes(c)
+        # what Ozone's datanodes, OM and CLIs did went through our Hadoop RPC listeners
+        calls = c.our_hadoop_rpc_calls()
+        for protocol in ("StorageContainerDatanodeProtocol", "ScmBlockLocationProtocol",
+                         "StorageContainerLocationProtocol"):
+            assert calls.get(protocol, 0) > 0, calls
     c.timings.add("scenario: admin safemode/container/pipeline/roles", time.monotonic() - start)
+
+
+def close_container_through_the_datanodes(c: OzoneCluster) -> None:
+    """A container's life through Ozone's datanodes: `container create` (SCM allocates it, the CLI creates it on
+    the pipeline's three datanodes), `container close` (SCM sends closeContainerCommand in heartbeat answers, the
+    datanodes close their replicas and report them), until SCM says CLOSED. Asserted on our ring only: on Ozone's
+    own 2.2.0 ring in this tier the container stayed CLOSING for the 120 s (seen once, not investigated yet;
+    docs/ozone-interop.md)."""
+    created = c.admin("container", "create", "-t", "RATIS", "-r", "THREE")
+    m = re.search(r"Container (\d+) is created", created)
+    assert m is not None, created
+    cid = m.group(1)
+    c.admin("container", "close", cid)
+
+    def container_closed() -> bool | None:
+        info = json.loads(c.admin("container", "info", cid, "--json"))
+        return True if info["containerInfo"]["state"] == "CLOSED" else None
+
+    wait_for(f"container {cid} CLOSED after ozone admin container close", container_closed, 120, interval=1)
 
 
 def test_freon_generates_and_validates_keys(ozone_cluster: OzoneCluster) -> None:

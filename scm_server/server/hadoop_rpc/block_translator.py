@@ -41,7 +41,7 @@ from scm_server.server.hadoop_rpc.server import RpcCallError
 
 LOG = logging.getLogger(__name__)
 
-PROTOCOL = "org.apache.hadoop.ozone.protocol.ScmBlockLocationProtocol"
+PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.ScmBlockLocationProtocol"
 VERSION = 1
 SERVER_NOT_LEADER = codec.SERVER_NOT_LEADER
 GRPC_SERVICE = "ScmBlockLocationProtocolService"  # the call rules are shared with the gRPC servicer

@@ -19,6 +19,7 @@ and answers a ``ScmContainerLocationResponse`` (status ``OK``). As Ozone's
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,6 +41,7 @@ PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol
 VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
 IO_EXCEPTION = "java.io.IOException"
+LOG = logging.getLogger(__name__)
 GRPC_SERVICE = "StorageContainerLocationProtocolService"  # the call rules are shared with the gRPC servicer
 
 Type = wire_loc.Type
@@ -111,6 +113,8 @@ class LocationTranslator:
             "AllocateContainer": self._allocate_container,
             "GetContainer": self._get_container,
             "GetContainerWithPipeline": self._get_container_with_pipeline,
+            "GetContainerWithPipelineBatch": self._get_container_with_pipeline_batch,
+            "GetExistContainerWithPipelinesInBatch": self._get_exist_container_with_pipelines_in_batch,
             "GetContainerReplicas": self._get_container_replicas,
             "ListContainer": self._list_container,
             "GetContainerCount": self._get_container_count,
@@ -222,6 +226,27 @@ class LocationTranslator:
         response.getContainerWithPipelineResponse.containerWithPipeline.CopyFrom(
             ozone_wire.by_name(cwp, wire.ContainerWithPipeline)
         )
+
+    async def _get_container_with_pipeline_batch(self, request: Request, response: Response) -> None:
+        """What Ozone's OM asks when it refreshes the pipelines of a key's blocks (`key get`): every id
+        answered in order, and, as in Ozone, one id that fails fails the whole call."""
+        out = response.getContainerWithPipelineBatchResponse
+        out.SetInParent()
+        for cid in request.getContainerWithPipelineBatchRequest.containerIDs:
+            cwp, _ = await _maybe(self.scm.get_container_with_pipeline(cid))
+            out.containerWithPipelines.append(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
+
+    async def _get_exist_container_with_pipelines_in_batch(self, request: Request, response: Response) -> None:
+        """The lenient batch: as in Ozone, an id that cannot be answered is left out, the others answered."""
+        out = response.getExistContainerWithPipelinesInBatchResponse
+        out.SetInParent()
+        for cid in request.getExistContainerWithPipelinesInBatchRequest.containerIDs:
+            try:
+                cwp, _ = await _maybe(self.scm.get_container_with_pipeline(cid))
+            except SCMException as exc:
+                LOG.info("GetExistContainerWithPipelinesInBatch leaves out container %d: %s", cid, exc)
+                continue
+            out.containerWithPipelines.append(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
 
     async def _get_container_replicas(self, request: Request, response: Response) -> None:
         _, replicas = await _maybe(self.scm.get_container_with_pipeline(request.getContainerReplicasRequest.containerID))

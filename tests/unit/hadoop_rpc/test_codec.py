@@ -13,7 +13,7 @@ from scm_server.hadoop_ipc import ErrorCode
 from scm_server.proto.ozone import RpcHeader_pb2
 
 CLIENT = bytes(range(16))
-PROTO = "org.apache.hadoop.ozone.protocol.ScmBlockLocationProtocol"
+PROTO = "org.apache.hadoop.hdds.scm.protocol.ScmBlockLocationProtocol"
 
 
 def opening(protocol: str = PROTO) -> bytes:

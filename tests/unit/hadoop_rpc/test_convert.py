@@ -67,3 +67,25 @@ def test_allocate_response_bytes_equal_the_plain_message(blocks: list[tuple[int,
         item.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(block.pipeline))
     assert convert.allocate_response_to_wire(resp) == plain
     assert convert.allocate_response_bytes(resp) == plain.SerializeToString()
+
+
+def test_close_container_command_id_is_the_container_id_on_the_wire() -> None:
+    """Ozone's datanode takes the container to close from closeContainerCommandProto.cmdId (Ozone's SCM sets the
+    command's id to the container ID): with our own command id there, a real datanode looked for a container
+    numbered like our command id and never closed container 1. Other commands keep our envelope's id."""
+    from scm_server.proto import scm_datanode_pb2 as dn
+
+    cmd_type = dn.SCMCommandProto
+    close = cmd_type(commandType=cmd_type.closeContainerCommand, cmdId=1795760489738007, term=2,
+                     closeContainerCommandProto=dn.CloseContainerCommandProto(
+                         containerID=7, pipelineID=hdds_pb2.PipelineID(id=str(uuid.uuid4())), force=True))
+    close_pipeline = cmd_type(commandType=cmd_type.closePipelineCommand, cmdId=1795760489738008, term=2,
+                              closePipelineCommandProto=dn.ClosePipelineCommandProto(
+                                  pipelineID=hdds_pb2.PipelineID(id=str(uuid.uuid4()))))
+    wire_resp = ozone_wire.heartbeat_response_to_wire(
+        dn.SCMHeartbeatResponseProto(datanodeUUID="dn", commands=[close, close_pipeline]))
+    sent = wire_resp.commands[0].closeContainerCommandProto
+    assert sent.cmdId == sent.containerID == 7 and sent.force
+    assert wire_resp.commands[0].term == 2
+    assert wire_resp.commands[1].closePipelineCommandProto.cmdId == 1795760489738008
+    assert wire_resp.IsInitialized()

@@ -112,7 +112,8 @@ async def test_heartbeat_commands_carry_their_id_inside_and_the_term(conn: Any) 
     assert answer.term == 4 and answer.datanodeUUID == DN
     close, delete = answer.commands
     assert close.commandType == wire_dn.SCMCommandProto.closeContainerCommand and close.term == 4
-    assert close.closeContainerCommandProto.cmdId == 70 and close.closeContainerCommandProto.containerID == 5
+    # Ozone's close command: its id is the container ID (the datanode reads the container from cmdId)
+    assert close.closeContainerCommandProto.cmdId == 5 and close.closeContainerCommandProto.containerID == 5
     assert close.closeContainerCommandProto.pipelineID.HasField("uuid128")
     assert delete.deleteBlocksCommandProto.cmdId == 71
     assert list(delete.deleteBlocksCommandProto.deletedBlocksTransactions[0].localID) == [9]
@@ -158,7 +159,7 @@ async def test_the_simulators_client_round_trips_our_messages(conn: Any) -> None
         assert scm.registered[0].datanodeDetails.persistedOpState == hdds_pb2.DECOMMISSIONED
         answer = await client.send_heartbeat(ours.SCMHeartbeatRequestProto(datanodeDetails=dn))
         assert [(cmd.commandType, cmd.cmdId) for cmd in answer.commands] == [
-            (ours.SCMCommandProto.closeContainerCommand, 70), (ours.SCMCommandProto.deleteBlocksCommand, 71)]
+            (ours.SCMCommandProto.closeContainerCommand, 5), (ours.SCMCommandProto.deleteBlocksCommand, 71)]  # 5: as Ozone sends it
         assert answer.commands[0].closeContainerCommandProto.pipelineID.id == DN and answer.term == 4
         with pytest.raises(SCMException) as refused:
             await client.send_heartbeat(ours.SCMHeartbeatRequestProto(

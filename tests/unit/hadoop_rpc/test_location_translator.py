@@ -201,3 +201,28 @@ def test_not_leader_without_a_known_leader_has_no_hint() -> None:
     t = LocationTranslator(FakeSCM(), CONF.get, "scm-1-id", "scm1.example")
     msg = t.leadership.message(NotLeaderException("x", ""))
     assert codec.suggested_leader(msg) is None and "Could not determine the leader node" in msg
+
+
+async def test_container_with_pipeline_batches(admin: Any) -> None:
+    """Ozone's OM refreshes a key's block locations with GetContainerWithPipelineBatch (`ozone sh key get`):
+    every container answered in order with its pipeline; an unknown id fails the whole call, as in Ozone.
+    GetExistContainerWithPipelinesInBatch leaves the unknown id out and answers the rest."""
+    call, _scm, _dns = admin
+    await call(wire_loc.ForceExitSafeMode, forceExitSafeModeRequest={})
+    cids = []
+    for _ in range(2):
+        created = await call(wire_loc.AllocateContainer, containerRequest={
+            "replicationType": wire.RATIS, "replicationFactor": wire.THREE, "owner": "om"})
+        cids.append(created.containerResponse.containerWithPipeline.containerInfo.containerID)
+    batch = await call(wire_loc.GetContainerWithPipelineBatch,
+                       getContainerWithPipelineBatchRequest={"containerIDs": list(reversed(cids))})
+    got = batch.getContainerWithPipelineBatchResponse.containerWithPipelines
+    assert [c.containerInfo.containerID for c in got] == list(reversed(cids))
+    assert all(len(c.pipeline.members) == 3 and c.pipeline.id.HasField("uuid128") for c in got)
+    with pytest.raises(RemoteError, match="CONTAINER_NOT_FOUND"):
+        await call(wire_loc.GetContainerWithPipelineBatch,
+                   getContainerWithPipelineBatchRequest={"containerIDs": [cids[0], 999999]})
+    exist = await call(wire_loc.GetExistContainerWithPipelinesInBatch,
+                       getExistContainerWithPipelinesInBatchRequest={"containerIDs": [cids[0], 999999, cids[1]]})
+    assert [c.containerInfo.containerID for c in
+            exist.getExistContainerWithPipelinesInBatchResponse.containerWithPipelines] == cids

@@ -167,3 +167,28 @@ async def test_creator_runs_after_pre_check_and_honours_safemode_pipeline_creati
     await off.pipeline_creator.run_once()
     assert off.list_pipelines() == []
     await off.stop()
+
+
+async def test_create_pipeline_command_carries_one_priority_per_member(tmp_path: Path) -> None:
+    """Ozone's CreatePipelineCommandHandler reads priority[i] for every member i (RatisHelper.newRaftGroup):
+    a command without the list fails there silently and the datanodes never form the pipeline. Ours sends one
+    per member, the suggested leader (our leaderID) 1 and the others 0, and it reaches Ozone's wire form."""
+    from scm_server import ozone_wire
+
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    for dn in dns:
+        await dn.register(scm)
+    p = await scm.pipeline_manager.create_pipeline(hdds_pb2.RATIS, hdds_pb2.THREE, [d.uuid for d in dns])
+    assert p.leaderID == dns[0].uuid
+    for dn in dns:
+        (cmd,) = [c for c in scm.node_manager.queued_commands(dn.uuid, T.createPipelineCommand)
+                  if c.createPipelineCommandProto.pipelineID.id == p.id.id]
+        create = cmd.createPipelineCommandProto
+        assert len(create.priority) == len(create.datanode) == 3
+        assert list(create.priority) == [1 if d.uuid == p.leaderID else 0 for d in create.datanode]
+        wire = ozone_wire.heartbeat_response_to_wire(
+            scm_datanode_pb2.SCMHeartbeatResponseProto(datanodeUUID=dn.uuid, commands=[cmd]))
+        assert list(wire.commands[0].createPipelineCommandProto.priority) == [1, 0, 0]
+        assert wire.commands[0].createPipelineCommandProto.cmdId == cmd.cmdId
+    await scm.stop()

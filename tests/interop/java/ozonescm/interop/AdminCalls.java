@@ -141,6 +141,14 @@ final class AdminCalls {
         StorageContainerLocationProtocolProtos.GetContainerWithPipelineRequestProto.newBuilder().setContainerID(cid)));
     fact("GetContainerWithPipeline", r, r == null ? "" : "id=" + r.getGetContainerWithPipelineResponse().getContainerWithPipeline().getContainerInfo().getContainerID()
         + " members=" + r.getGetContainerWithPipelineResponse().getContainerWithPipeline().getPipeline().getMembersCount());
+    r = call("GetContainerWithPipelineBatch", ScmContainerLocationRequest.newBuilder().setGetContainerWithPipelineBatchRequest(
+        StorageContainerLocationProtocolProtos.GetContainerWithPipelineBatchRequestProto.newBuilder().addContainerIDs(cid)));
+    fact("GetContainerWithPipelineBatch", r, r == null ? "" : "n=" + r.getGetContainerWithPipelineBatchResponse().getContainerWithPipelinesCount()
+        + " id=" + r.getGetContainerWithPipelineBatchResponse().getContainerWithPipelines(0).getContainerInfo().getContainerID());
+    r = call("GetExistContainerWithPipelinesInBatch", ScmContainerLocationRequest.newBuilder().setGetExistContainerWithPipelinesInBatchRequest(
+        StorageContainerLocationProtocolProtos.GetExistContainerWithPipelinesInBatchRequestProto.newBuilder()
+            .addContainerIDs(cid).addContainerIDs(987654321L)));
+    fact("GetExistContainerWithPipelinesInBatch", r, r == null ? "" : "n=" + r.getGetExistContainerWithPipelinesInBatchResponse().getContainerWithPipelinesCount());
     r = call("GetContainerReplicas", ScmContainerLocationRequest.newBuilder().setGetContainerReplicasRequest(
         StorageContainerLocationProtocolProtos.GetContainerReplicasRequestProto.newBuilder().setContainerID(cid)));
     fact("GetContainerReplicas", r, r == null ? "" : "replicas=" + r.getGetContainerReplicasResponse().getContainerReplicaCount());
