@@ -59,16 +59,18 @@ def cli(click_ctx: click.Context, conf_dir: Path | None, verbose: int) -> None:
 @click.option("--init", "do_init", is_flag=True, help="Initialise this SCM's storage (primordial SCM).")
 @click.option("--clusterid", default=None, help="Cluster id for --init (CID-<uuid> or a UUID).")
 @click.option("--bootstrap", "do_bootstrap", is_flag=True, help="Prepare a non-primordial SCM of an HA ring.")
-<<<<<<< HEAD
 @click.option("--restore", "restore_dir", type=click.Path(path_type=Path), default=None, metavar="DIR",
               help="Create a new one-member ring on this (empty) SCM from a backup (`admin scm backup`).")
 @click.option("--recover", "do_recover", is_flag=True,
               help="Lost quorum: make this stopped survivor the only member of its ring (keeps its whole log).")
 @click.option("--force", is_flag=True, help="--recover even though a majority of the old ring still answers.")
+@click.option("--termination-log", type=click.Path(path_type=Path), default=None,
+              help="With --bootstrap: a refusal because this volume holds another cluster's data is also written "
+                   "here as one line starting 'ForeignVolume:' (e.g. /dev/termination-log).")
 @pass_ctx
 def scm_command(
     ctx: CliContext, do_init: bool, clusterid: str | None, do_bootstrap: bool, restore_dir: Path | None,
-    do_recover: bool, force: bool,
+    do_recover: bool, force: bool, termination_log: Path | None,
 ) -> None:
     """Run the SCM daemon in the foreground, or --init / --bootstrap / --restore / --recover its storage."""
     if sum(map(bool, (do_init, do_bootstrap, restore_dir, do_recover))) > 1 and not (do_init and do_bootstrap):
@@ -93,17 +95,6 @@ def scm_command(
         except (RecoveryFailed, StorageError) as exc:
             raise click.ClickException(str(exc)) from exc
         return
-=======
-@click.option("--termination-log", type=click.Path(path_type=Path), default=None,
-              help="With --bootstrap: a refusal because this volume holds another cluster's data is also written "
-                   "here as one line starting 'ForeignVolume:' (e.g. /dev/termination-log).")
-@pass_ctx
-def scm_command(ctx: CliContext, do_init: bool, clusterid: str | None, do_bootstrap: bool,
-                termination_log: Path | None) -> None:
-    """Run the SCM daemon in the foreground, or --init / --bootstrap its storage."""
-    if clusterid and not do_init:
-        raise click.UsageError("--clusterid only applies to --init")
->>>>>>> op-roll
     if do_init or do_bootstrap:
         from scm_server.ha.bootstrap import scm_bootstrap, scm_init
 

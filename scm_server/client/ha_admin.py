@@ -47,12 +47,9 @@ class PeerRole:
     term: int | None = None  # the term the SCM itself reported
     applied_index: int | None = None  # the SCM's own applied index
     note: str = ""  # why the role is what it is (no answer, stale term, ...)
-<<<<<<< HEAD
     last_index: int | None = None  # the SCM's own last Raft log index (quorum recovery)
     last_term: int | None = None  # the term of that entry
-=======
     last_contact: float | None = None  # the leader's view: seconds since this peer last answered it in its term
->>>>>>> op-roll
 
     @property
     def line(self) -> str:
@@ -197,12 +194,9 @@ def combine_views(
                 term=term,
                 applied_index=applied,
                 note=note,
-<<<<<<< HEAD
                 last_index=own.lastIndex if own is not None and own.HasField("lastIndex") else None,
                 last_term=own.lastTerm if own is not None and own.HasField("lastTerm") else None,
-=======
                 last_contact=r.lastContactMs / 1000 if from_leader and r.HasField("lastContactMs") else None,
->>>>>>> op-roll
             )
         )
     return Roles(
