@@ -32,7 +32,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ozone_scm_operator import audit_builders, builders, naming
+from ozone_scm_operator import audit_builders, builders, naming, podsecurity
 from ozone_scm_operator.builders import Body, ClusterRef
 from ozone_scm_operator.model import (
     CREATING,
@@ -56,6 +56,7 @@ from ozone_scm_operator.spec import (
     ImmutableSpec,
     SpecProblem,
     effective_spec,
+    quantity_bytes,
     unsupported,
 )
 from ozone_scm_operator.status import Event, Facts, derive_conditions
@@ -82,6 +83,9 @@ TRANSFER_LEADERSHIP = "TransferLeadership"
 DECOMMISSION = "Decommission"
 REVOKE_CERTIFICATE = "RevokeCertificate"  # SCM's RevokeCertificates (params: serial, decimal), then mark the Secret
 ADOPT = "Adopt"  # add the cluster's controller owner reference to an object nothing owns (params: kind)
+RELEASE_PVC = "ReleasePVC"  # reclaimPolicy Retain: drop the cluster's owner reference from a member's volume
+LABEL_PVC = "LabelPVC"  # put the cluster ID on a member's volume (params: cluster_id)
+EXPAND_PVC = "ExpandPVC"  # raise a member volume's storage request (params: size)
 
 REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
@@ -277,7 +281,8 @@ def _refresh_members(p: _Pass) -> None:
         pod = p.obs.pods.get(m.name)
         scm = p.obs.scms.get(m.name)
         scm_id = m.scm_id
-        if scm is not None and scm_id is None and m.state in (CREATING, JOINING):
+        if scm is not None and scm_id is None and m.state in (CREATING, JOINING, JOINED):
+            # JOINED without an SCM ID: adopted from retained volumes, learnt from its own answer
             scm_id = scm.scm_id
         peer = ring.peer(scm_id) if ring is not None else None
         updated = dataclasses.replace(
@@ -531,6 +536,9 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
     have = p.obs.children.get(key, "<absent>")
     if have == want:
         return None
+    if not _admissible(p, f"the audit CronJob's Pods ({key[1]})",
+                       body["spec"]["jobTemplate"]["spec"]["template"]["spec"]):
+        return None
     verb = "creating" if have == "<absent>" else "updating"
     why = ""
     if suspend:
@@ -554,12 +562,17 @@ def _found_existing(p: _Pass) -> bool:
         return False
     ring = p.obs.ring
     leader = next((s for s in p.obs.scms.values() if ring is not None and s.scm_id == ring.leader_scm_id), None)
+    running = [n for n in found if n in p.obs.pods]
+    if not running and p.spec.storage.adopt_cluster_id:
+        return _adopt_retained(p, found)
     if ring is None or leader is None:
         p.note(
             "NoLeader",
             f"found the Pods or volumes of an existing ring named {name} ({', '.join(sorted(found))}); waiting for one "
-            "of its SCMs to lead and answer before adopting it (nothing is created over existing volumes; delete "
-            "those PersistentVolumeClaims to start a new ring instead)",
+            "of its SCMs to lead and answer before adopting it (nothing is created over existing volumes). Volumes "
+            "kept by reclaimPolicy Retain are adopted with spec.storage.adoptClusterID set to the cluster ID they "
+            f"are labelled with ({naming.LABEL_CLUSTER_ID}); delete those PersistentVolumeClaims to start a new "
+            "ring instead",
         )
         return True
     adopted: list[MemberStatus] = []
@@ -590,6 +603,42 @@ def _found_existing(p: _Pass) -> bool:
     return True
 
 
+def _adopt_retained(p: _Pass, found: set[str]) -> bool:
+    """Volumes kept by reclaimPolicy Retain, no Pod running: with ``spec.storage.adoptClusterID`` they become the
+    members of this resource, but only if every one of them is labelled with that cluster ID (one that is not is
+    another cluster's data: ForeignVolume, and nothing starts). Their Pods then start with ``scm --bootstrap``,
+    which on an initialised volume starts the SCM on its own data; the ring forms again from the Raft logs."""
+    want = p.spec.storage.adopt_cluster_id
+    name = p.ref.name
+    vols = {n: p.obs.pvcs.get(naming.pvc_name(n)) for n in sorted(found)}
+    foreign = sorted(f"{v.name} ({v.cluster_id or 'no cluster ID label'})" for v in vols.values()
+                     if v is not None and v.cluster_id != want)
+    missing = sorted(n for n, v in vols.items() if v is None)
+    if foreign or missing:
+        p.note(
+            "ForeignVolume",
+            f"spec.storage.adoptClusterID is {want}, but "
+            + "; ".join(([f"these volumes hold other data: {', '.join(foreign)}"] if foreign else [])
+                        + ([f"these members have a Pod but no volume: {', '.join(missing)}"] if missing else []))
+            + ". Nothing was adopted, started or deleted: fix adoptClusterID, or move those PersistentVolumeClaims "
+            "away",
+        )
+        return True
+    members = tuple(
+        MemberStatus(name=n, index=i, state=JOINED, cluster_id=want)
+        for n in sorted(found, key=lambda n: naming.member_index(name, n) or 0)
+        if (i := naming.member_index(name, n)) is not None
+    )
+    p.set_status(
+        cluster_id=want,
+        primordial_member=members[0].name,
+        members=members,
+        next_member_index=max([p.status.next_member_index, *(m.index + 1 for m in members)]),
+    )
+    p.adopted = f"adopted the retained volumes of cluster {want} ({', '.join(m.name for m in members)})"
+    return True
+
+
 def _ownership(p: _Pass) -> Action | None:
     """Objects of recorded members (Pods, volumes) and the cluster's Secrets that nothing owns -- left by a deleted
     resource with ``--cascade=orphan`` and adopted -- get this resource as their controller owner, so deleting it
@@ -605,7 +654,8 @@ def _ownership(p: _Pass) -> Action | None:
             return Action(ADOPT, m.name, "AdoptingPod", f"adopting Pod {m.name} (owned by nothing)",
                           params={"kind": "Pod"})
         pvc = p.obs.pvcs.get(naming.pvc_name(m.name))
-        if pvc is not None and pvc.controller_uid is None and not pvc.deleting:
+        if (pvc is not None and pvc.controller_uid is None and not pvc.deleting
+                and p.spec.storage.reclaim_policy == "Delete"):
             return Action(ADOPT, pvc.name, "AdoptingVolume",
                           f"adopting PersistentVolumeClaim {pvc.name} of member {m.name} (owned by nothing)",
                           params={"kind": "PersistentVolumeClaim"})
@@ -614,6 +664,43 @@ def _ownership(p: _Pass) -> Action | None:
         if secret.name != root and secret.controller_uid is None and uid:
             return Action(ADOPT, secret.name, "AdoptingSecret", f"adopting Secret {secret.name} (owned by nothing)",
                           params={"kind": "Secret"})
+    return None
+
+
+def _volumes(p: _Pass) -> Action | None:
+    """The members' volumes as ``spec.storage`` wants them: under reclaimPolicy Retain owned by nothing (so deleting
+    the resource keeps them), labelled with the cluster ID once the member's SCM answered with it (a later resource
+    adopts them by that label), and as large as ``storage.size`` (expanded where the StorageClass allows it)."""
+    retain = p.spec.storage.reclaim_policy == "Retain"
+    want = p.spec.storage.size
+    small: list[str] = []
+    for m in p.status.members:
+        pvc = p.obs.pvcs.get(naming.pvc_name(m.name))
+        if pvc is None or pvc.deleting:
+            continue
+        if retain and pvc.controller_uid is not None and pvc.controller_uid == p.ref.uid:
+            return Action(RELEASE_PVC, pvc.name, "RetainingVolume",
+                          f"releasing PersistentVolumeClaim {pvc.name} from the cluster's ownership "
+                          "(storage.reclaimPolicy Retain: it outlives the OzoneSCMCluster)")
+        scm = p.obs.scms.get(m.name)
+        cid = p.status.cluster_id
+        if cid and pvc.cluster_id != cid and scm is not None and scm.cluster_id == cid:
+            return Action(LABEL_PVC, pvc.name, "LabellingVolume",
+                          f"labelling PersistentVolumeClaim {pvc.name} with cluster ID {cid}",
+                          params={"cluster_id": cid})
+        if pvc.size and pvc.size != want and quantity_bytes(pvc.size) < quantity_bytes(want):
+            small.append(pvc.name)
+    if small:
+        if p.obs.volume_expansion is False:
+            p.note(
+                "VolumeExpansion",
+                f"storage.size asks for {want} but the StorageClass of {', '.join(small)} does not allow volume "
+                "expansion (allowVolumeExpansion is not true); the volumes keep their size and nothing is deleted. "
+                "Set allowVolumeExpansion on the StorageClass (if its provisioner supports it)",
+            )
+            return None
+        return Action(EXPAND_PVC, small[0], "ExpandingVolume",
+                      f"expanding PersistentVolumeClaim {small[0]} to {want}", params={"size": want})
     return None
 
 
@@ -627,6 +714,26 @@ def _init_mode(p: _Pass, m: MemberStatus) -> str:
         and op.type == OP_BOOTSTRAP
     )
     return builders.INIT_MODE_INIT if first_start else builders.INIT_MODE_BOOTSTRAP
+
+
+def _admissible(p: _Pass, what: str, pod_spec: Mapping[str, Any]) -> bool:
+    """Whether the namespace's Pod Security admission would take this Pod (spec): a ``spec.podSecurityContext`` /
+    ``spec.containerSecurityContext`` override that breaks the level it enforces is reported (PodSecurity) instead
+    of a Pod the API server refuses; nothing existing is touched."""
+    level = p.obs.pod_security
+    if level is None:
+        return True
+    violations = podsecurity.check(pod_spec, level)
+    if not violations:
+        return True
+    p.note(
+        "PodSecurity",
+        f"{what} would break the Pod Security level {level!r} namespace {p.ref.namespace} enforces: "
+        + "; ".join(violations[:4]) + ("; ..." if len(violations) > 4 else "")
+        + ". Fix spec.podSecurityContext / spec.containerSecurityContext (the defaults pass 'restricted'); "
+        "nothing was created or deleted",
+    )
+    return False
 
 
 def _repairs(p: _Pass) -> Action | None:
@@ -649,9 +756,12 @@ def _repairs(p: _Pass) -> Action | None:
         if m.name not in p.obs.pods:
             mode = _init_mode(p, m)
             what = "scm --init (primordial)" if mode == builders.INIT_MODE_INIT else "scm --bootstrap"
+            body = builders.build_pod(p.ref, p.spec, m.name, mode)
+            if not _admissible(p, f"Pod {m.name}", body["spec"]):
+                return None
             return Action(
                 CREATE_POD, m.name, "CreatingPod", f"creating Pod {m.name} ({what}, revision {p.revision})",
-                body=builders.build_pod(p.ref, p.spec, m.name, mode),
+                body=body,
             )
     return None
 
@@ -877,6 +987,10 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
             p.note("WaitingForQuorum", why)
             p.set_op(None)
             return None
+        if not _admissible(p, f"the new Pod of {m.name}", builders.build_pod(p.ref, p.spec, m.name,
+                                                                          builders.INIT_MODE_BOOTSTRAP)["spec"]):
+            p.set_op(None)  # never delete a member whose new Pod the namespace would refuse
+            return None
         p.set_op(op.at_step("Restart", p.now))
         return Action(
             DELETE_POD, m.name, "RollingMember",
@@ -977,6 +1091,9 @@ def _new_operation(p: _Pass) -> Action | None:
         if why is not None:
             p.note("WaitingForQuorum", f"before rolling {m.name}: {why}")
             return None
+        if not _admissible(p, f"the new Pod of {m.name}", builders.build_pod(p.ref, p.spec, m.name,
+                                                                          builders.INIT_MODE_BOOTSTRAP)["spec"]):
+            return None
         p.set_op(Operation(OP_ROLL, m.name, started_at=p.now, reason="RevisionChanged",
                            message=f"revision {m.revision} -> {p.revision}"))
         return None
@@ -1032,6 +1149,8 @@ def plan(
     eff, all_problems = effective_spec(spec, problems, recorded, status.replicas)
     p = _Pass(ref=ref, spec=eff, status=status, obs=obs, problems=all_problems, revision=builders.pod_revision(eff))
     p.set_status(observed_generation=generation, revision=p.revision)
+    if recorded is not None and eff.storage.size != recorded.storage_size:
+        p.set_status(immutable_spec=ImmutableSpec.of(eff).to_status())  # grown: a later shrink is measured from here
     if applied_spec is not None:
         p.set_status(applied_spec=applied_spec)
     if obs.audit is not None:
@@ -1106,7 +1225,7 @@ def _decide(p: _Pass) -> Action | None:
         p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
                            message=f"{m.name} is the primordial SCM (scm --init)"))
         return None
-    for concern in (_ownership, _security, _children, _audit, _repairs, _continue):
+    for concern in (_ownership, _volumes, _security, _children, _audit, _repairs, _continue):
         action = concern(p)
         if action is not None:
             return action
