@@ -312,21 +312,29 @@ class Env:
 
     # ---- the workload Pod ----
     def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload") -> Path:
-        out = self.workdir / f"{name}-out"
-        out.mkdir(parents=True, exist_ok=True)
-        self.api.put_object({
+        """The workload Pod (Pod Security ``restricted``, like everything in the namespace): its results go to an
+        emptyDir, read here from the kubelet's directory of that Pod."""
+        pod = self.api.put_object({
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.ns},
             "spec": {
                 "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
                     "name": "workload", "image": "scm-workload:test",
                     "args": ["--conf", "/etc/ozone", "--out", "/out", "--datanodes", str(datanodes)],
                     "volumeMounts": [{"name": "config", "mountPath": "/etc/ozone"}, {"name": "out", "mountPath": "/out"}],
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 }],
                 "volumes": [{"name": "config", "configMap": {"name": f"{cluster}-config"}},
-                            {"name": "out", "hostPath": {"path": str(out)}}],
+                            {"name": "out", "emptyDir": {}}],
             },
         })
+        out = (self.kubelet.config.workdir / "pods" / f"{self.ns}_{name}_{pod['metadata']['uid'][:8]}" / "volumes"
+               / "out")
+        out.mkdir(parents=True, exist_ok=True)
+        out.chmod(0o777)
         return out
 
     async def workload_ready(self, out: Path, timeout: float = 120) -> None:
@@ -350,7 +358,9 @@ async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str =
     ``podman`` runs the Pods as containers from real images instead of processes of this checkout."""
     async with serving() as (api, url):
         api.put_object(yaml.safe_load(CRD_PATH.read_text()))
-        api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        # Pod Security admission enforces ``restricted`` here, as a production namespace would
+        api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
         config = KubeletConfig(workdir=workdir / "kubelet", runtime=runtime,
                                images=dict(IMAGES) if runtime == "process" else {}, backoff_base=0.5, backoff_cap=4.0)
         async with Kubelet(url, config) as kubelet:
