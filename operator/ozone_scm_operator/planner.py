@@ -258,6 +258,34 @@ class _Pass:
             f"({', '.join(good) or 'none'}) where the ring needs {need} of {size}: {'; '.join(bad)}; waiting"
         )
 
+    def restart_blocked(self, m: MemberStatus) -> str | None:
+        """Why a roll must not restart ``m`` now, or None when it may.
+
+        A restart needs the voters that remain to be a live, caught-up majority (``live_majority``). The one
+        exception is a member that is itself not live and caught up while every other member is: it adds nothing to
+        the quorum, and restarting it is how a broken revision is repaired (in a two-voter ring the others alone are
+        never a majority). A member that merely looks unhealthy for a moment -- lagging under load, its Pod briefly
+        unready, a leader view not yet read -- is NOT a licence to restart it while another voter is frozen or lost:
+        that would leave no quorum. Without a leader's view, an unhealthy member may be restarted only when no other
+        member has a ready Pod (no quorum serves anyway: a ring whose every member crashes on a bad image)."""
+        why = self.live_majority(m, leaves_ring=False)
+        if why is None or self.healthy(m):
+            return why
+        ring = self.obs.ring
+        others = [x for x in self.status.members if x.name != m.name and x.state == JOINED]
+        if ring is None:
+            ready = [x.name for x in others if (pod := self.obs.pods.get(x.name)) is not None and pod.ready
+                     and not pod.deleting]
+            return why if ready else None
+        by_id = {x.scm_id: x for x in self.status.members if x.scm_id}
+        for v in ring.voters:
+            if v.scm_id == m.scm_id:
+                continue
+            x = by_id.get(v.scm_id)
+            if x is None or (v.scm_id != ring.leader_scm_id and not ring.live(v)) or not self.healthy(x):
+                return why  # another voter is not live too: restarting m as well leaves even less
+        return None
+
     def pod_trouble(self, name: str) -> str:
         pod = self.obs.pods.get(name)
         if pod is None:
@@ -979,8 +1007,7 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
             return None
         if p.is_leader(m) and len(p.members(JOINED)) > 1:
             return _transfer(p, op, m)
-        # a member that is not live and caught up adds nothing to the quorum: restarting it takes nothing away
-        why = p.live_majority(m, leaves_ring=False) if len(p.members(JOINED)) > 1 and p.healthy(m) else None
+        why = p.restart_blocked(m) if len(p.members(JOINED)) > 1 else None
         if why is not None:
             # nothing of this step has happened yet: give the roll up for now, so that a replacement of a lost
             # member can go first; the roll starts again (same order) once a live majority allows it
@@ -1087,7 +1114,7 @@ def _new_operation(p: _Pass) -> Action | None:
     if stale:
         stale.sort(key=lambda m: (p.healthy(m), p.is_leader(m), -(m.lag or 0), m.index))
         m = stale[0]
-        why = p.live_majority(m, leaves_ring=False) if len(joined) > 1 and p.healthy(m) else None
+        why = p.restart_blocked(m) if len(joined) > 1 else None
         if why is not None:
             p.note("WaitingForQuorum", f"before rolling {m.name}: {why}")
             return None
