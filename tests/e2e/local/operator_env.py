@@ -304,7 +304,10 @@ class Env:
     async def silent_to_the_leader(self, name: str, member: str) -> bool:
         """The leader reports that ``member`` has not answered it for longer than an election timeout."""
         r = await self.scm_check(name, "--last-contact", member)
-        return bool(r.get("leader")) and (r["lastContact"] is None or r["lastContact"] > r["electionTimeout"])
+        # a peer the leader's answer does not list is not known to be silent (a lookup that found nothing used to read
+        # as "silent" at once, and the operator then started while the leader still counted the member live)
+        return bool(r.get("leader")) and bool(r.get("found")) and (
+            r["lastContact"] is None or r["lastContact"] > r["electionTimeout"])
 
     async def transfer_leadership(self, name: str, to: str) -> None:
         await self.scm_check(name, "--transfer-to", to)
