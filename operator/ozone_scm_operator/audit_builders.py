@@ -79,10 +79,12 @@ def build_audit_pod_spec(ref: ClusterRef, spec: ClusterSpec) -> Body:
     mounts: list[Body] = [
         {"name": "config", "mountPath": naming.CONF_DIR, "readOnly": True},
         {"name": "work", "mountPath": WORK_DIR},
+        {"name": "tmp", "mountPath": builders.TMP_DIR},  # the root filesystem is read-only (Spark's scratch)
     ]
     volumes: list[Body] = [
         {"name": "config", "configMap": {"name": naming.configmap_name(ref.name)}},
         {"name": "work", "emptyDir": {}},
+        {"name": "tmp", "emptyDir": {}},
         {"name": "reports", "persistentVolumeClaim": {"claimName": naming.audit_pvc_name(ref.name)}},
     ]
     if spec.security.enabled:
@@ -93,7 +95,9 @@ def build_audit_pod_spec(ref: ClusterRef, spec: ClusterSpec) -> Body:
         "image": image,
         "imagePullPolicy": spec.image_pull_policy,
         "env": env,
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": builders.container_security_context(spec),
+        # Spark may write beside its working directory (spark-warehouse, metastore_db): the writable /tmp
+        "workingDir": builders.TMP_DIR,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     export: Body = {
@@ -117,9 +121,8 @@ def build_audit_pod_spec(ref: ClusterRef, spec: ClusterSpec) -> Body:
     pod_spec: Body = {
         "restartPolicy": "Never",
         "enableServiceLinks": False,
-        # Pod Security `restricted` also wants a seccomp profile (issue 22 item 1; refused without one)
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": builders.pod_security_context(spec),
+        "automountServiceAccountToken": False,  # the export and the audit talk to the SCMs, never to the API
         "initContainers": [export],
         "containers": [audit],
         "volumes": volumes,

@@ -291,8 +291,42 @@ def pvc_body(ref: ClusterRef, name: str, labels: dict[str, str], size: str, stor
 
 
 def build_pvc(ref: ClusterRef, spec: ClusterSpec, member: str) -> Body:
-    return pvc_body(ref, naming.pvc_name(member), naming.member_labels(ref.name, member), spec.storage.size,
+    """A member's volume: owned by the cluster (deleted with it) only under ``storage.reclaimPolicy: Delete``; under
+    Retain (the default) owned by nothing, so deleting the OzoneSCMCluster keeps it."""
+    body = pvc_body(ref, naming.pvc_name(member), naming.member_labels(ref.name, member), spec.storage.size,
                     spec.storage.storage_class_name)
+    if spec.storage.reclaim_policy != "Delete":
+        del body["metadata"]["ownerReferences"]
+    return body
+
+
+# What the member and audit Pods run as unless ``spec.podSecurityContext``/``spec.containerSecurityContext`` say
+# otherwise (merged key by key over these): Pod Security ``restricted`` (seccomp RuntimeDefault, non-root, no
+# privilege escalation, every capability dropped) with a read-only root filesystem. uid/gid 1000 is the image's
+# user; fsGroup 1000 makes the volumes (the member's PVC, the audit reports) writable by it.
+RUN_AS = 1000
+TMP_DIR = "/tmp"
+
+
+def pod_security_context(spec: ClusterSpec) -> Body:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+        **spec.pod_security_context,
+    }
+
+
+def container_security_context(spec: ClusterSpec) -> Body:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        **spec.container_security_context,
+    }
 
 
 def _template_inputs(spec: ClusterSpec) -> Body:
@@ -310,9 +344,19 @@ def _template_inputs(spec: ClusterSpec) -> Body:
     }
 
 
+# The placeholder identity the Pod template is built for when it is hashed (the revision must not depend on the
+# cluster's uid, nor on which member it is)
+_TEMPLATE_REF = ClusterRef(name="oscm", namespace="ns", uid="uid")
+_TEMPLATE_MEMBER = "oscm-0"
+
+
 def pod_revision(spec: ClusterSpec) -> str:
-    """Hash of the member Pod template: a member whose Pod has another revision is rolled."""
-    data = json.dumps(_template_inputs(spec), sort_keys=True, separators=(",", ":"), default=str)
+    """Hash of the member Pod template: a member whose Pod has another revision is rolled. It covers the user's
+    inputs and the Pod the operator builds from them (a placeholder member's, in bootstrap mode, without the
+    revision annotation), so a new operator version that builds other Pods rolls the members too."""
+    template = _build_pod(_TEMPLATE_REF, spec, _TEMPLATE_MEMBER, INIT_MODE_BOOTSTRAP, revision="")
+    data = json.dumps({"inputs": _template_inputs(spec), "pod": template}, sort_keys=True, separators=(",", ":"),
+                      default=str)
     return hashlib.sha256(data.encode()).hexdigest()[:12]
 
 
@@ -336,7 +380,10 @@ def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -
     """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start."""
     if init_mode not in (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP):
         raise ValueError(f"init_mode must be {INIT_MODE_INIT!r} or {INIT_MODE_BOOTSTRAP!r}, got {init_mode!r}")
-    revision = pod_revision(spec)
+    return _build_pod(ref, spec, member, init_mode, pod_revision(spec))
+
+
+def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, revision: str) -> Body:
     env: list[Body] = [
         {"name": "OZONE_CONF_DIR", "value": naming.CONF_DIR},
         # Not a shell identifier, so it only survives exec (and bash -c), never sh -c: see docs/operations.md.
@@ -347,10 +394,12 @@ def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -
     mounts: list[Body] = [
         {"name": "data", "mountPath": naming.DATA_DIR},
         {"name": "config", "mountPath": naming.CONF_DIR, "readOnly": True},
+        {"name": "tmp", "mountPath": TMP_DIR},  # the root filesystem is read-only
     ]
     volumes: list[Body] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": naming.pvc_name(member)}},
         {"name": "config", "configMap": {"name": naming.configmap_name(ref.name)}},
+        {"name": "tmp", "emptyDir": {}},
     ]
     if spec.security.enabled:
         mounts.append({"name": "enrollment", "mountPath": naming.ENROLLMENT_DIR, "readOnly": True})
@@ -361,10 +410,7 @@ def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -
     if spec.security.operator_ca:
         mounts.append({"name": "tls", "mountPath": naming.TLS_DIR, "readOnly": True})
         volumes.append({"name": "tls", "secret": {"secretName": naming.member_tls_secret_name(member)}})
-    container_security = {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-    }
+    container_security = container_security_context(spec)
     common = {
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
@@ -423,9 +469,8 @@ def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -
         "enableServiceLinks": False,
         "restartPolicy": "Always",
         "terminationGracePeriodSeconds": 30,
-        # Pod Security `restricted` also wants a seccomp profile (issue 22 item 1; refused without one)
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security_context(spec),
+        "automountServiceAccountToken": False,  # an SCM never talks to the Kubernetes API
         "initContainers": [init_container],
         "containers": [scm_container],
         "volumes": volumes,

@@ -373,6 +373,8 @@ class PVCObs:
     deleting: bool = False
     storage_class_name: str | None = None
     controller_uid: str | None = None
+    cluster_id: str | None = None  # its LABEL_CLUSTER_ID label (the cluster ID its data belongs to)
+    size: str | None = None  # spec.resources.requests.storage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -459,3 +461,7 @@ class Observed:
     children: Mapping[tuple[str, str], str | None] = dataclasses.field(default_factory=dict)
     secrets: Mapping[str, SecretObs] = dataclasses.field(default_factory=dict)
     audit: Mapping[str, Any] | None = None  # status.audit as derived from the audit's CronJob, Jobs and Pods
+    # the Pod Security level the namespace enforces (its pod-security.kubernetes.io/enforce label; None: not read)
+    pod_security: str | None = None
+    # whether the members' StorageClass sets allowVolumeExpansion (None: not read, or no such class)
+    volume_expansion: bool | None = None

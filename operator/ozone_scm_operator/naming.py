@@ -20,6 +20,7 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_CLUSTER = f"{API_GROUP}/cluster"
 LABEL_MEMBER = f"{API_GROUP}/member"
 LABEL_AUDIT = f"{API_GROUP}/audit"  # the cluster an audit object belongs to
+LABEL_CLUSTER_ID = f"{API_GROUP}/cluster-id"  # on a member's volume: the Ozone cluster ID its data belongs to
 MANAGER = "ozone-scm-operator"
 APP = "ozone-scm"
 

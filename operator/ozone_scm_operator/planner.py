@@ -32,7 +32,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ozone_scm_operator import audit_builders, builders, naming
+from ozone_scm_operator import audit_builders, builders, naming, podsecurity
 from ozone_scm_operator.builders import Body, ClusterRef
 from ozone_scm_operator.model import (
     CREATING,
@@ -56,6 +56,7 @@ from ozone_scm_operator.spec import (
     ImmutableSpec,
     SpecProblem,
     effective_spec,
+    quantity_bytes,
     unsupported,
 )
 from ozone_scm_operator.status import Event, Facts, derive_conditions
@@ -82,6 +83,9 @@ TRANSFER_LEADERSHIP = "TransferLeadership"
 DECOMMISSION = "Decommission"
 REVOKE_CERTIFICATE = "RevokeCertificate"  # SCM's RevokeCertificates (params: serial, decimal), then mark the Secret
 ADOPT = "Adopt"  # add the cluster's controller owner reference to an object nothing owns (params: kind)
+RELEASE_PVC = "ReleasePVC"  # reclaimPolicy Retain: drop the cluster's owner reference from a member's volume
+LABEL_PVC = "LabelPVC"  # put the cluster ID on a member's volume (params: cluster_id)
+EXPAND_PVC = "ExpandPVC"  # raise a member volume's storage request (params: size)
 
 REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
@@ -254,6 +258,34 @@ class _Pass:
             f"({', '.join(good) or 'none'}) where the ring needs {need} of {size}: {'; '.join(bad)}; waiting"
         )
 
+    def restart_blocked(self, m: MemberStatus) -> str | None:
+        """Why a roll must not restart ``m`` now, or None when it may.
+
+        A restart needs the voters that remain to be a live, caught-up majority (``live_majority``). The one
+        exception is a member that is itself not live and caught up while every other member is: it adds nothing to
+        the quorum, and restarting it is how a broken revision is repaired (in a two-voter ring the others alone are
+        never a majority). A member that merely looks unhealthy for a moment -- lagging under load, its Pod briefly
+        unready, a leader view not yet read -- is NOT a licence to restart it while another voter is frozen or lost:
+        that would leave no quorum. Without a leader's view, an unhealthy member may be restarted only when no other
+        member has a ready Pod (no quorum serves anyway: a ring whose every member crashes on a bad image)."""
+        why = self.live_majority(m, leaves_ring=False)
+        if why is None or self.healthy(m):
+            return why
+        ring = self.obs.ring
+        others = [x for x in self.status.members if x.name != m.name and x.state == JOINED]
+        if ring is None:
+            ready = [x.name for x in others if (pod := self.obs.pods.get(x.name)) is not None and pod.ready
+                     and not pod.deleting]
+            return why if ready else None
+        by_id = {x.scm_id: x for x in self.status.members if x.scm_id}
+        for v in ring.voters:
+            if v.scm_id == m.scm_id:
+                continue
+            x = by_id.get(v.scm_id)
+            if x is None or (v.scm_id != ring.leader_scm_id and not ring.live(v)) or not self.healthy(x):
+                return why  # another voter is not live too: restarting m as well leaves even less
+        return None
+
     def pod_trouble(self, name: str) -> str:
         pod = self.obs.pods.get(name)
         if pod is None:
@@ -277,7 +309,8 @@ def _refresh_members(p: _Pass) -> None:
         pod = p.obs.pods.get(m.name)
         scm = p.obs.scms.get(m.name)
         scm_id = m.scm_id
-        if scm is not None and scm_id is None and m.state in (CREATING, JOINING):
+        if scm is not None and scm_id is None and m.state in (CREATING, JOINING, JOINED):
+            # JOINED without an SCM ID: adopted from retained volumes, learnt from its own answer
             scm_id = scm.scm_id
         peer = ring.peer(scm_id) if ring is not None else None
         updated = dataclasses.replace(
@@ -531,6 +564,9 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
     have = p.obs.children.get(key, "<absent>")
     if have == want:
         return None
+    if not _admissible(p, f"the audit CronJob's Pods ({key[1]})",
+                       body["spec"]["jobTemplate"]["spec"]["template"]["spec"]):
+        return None
     verb = "creating" if have == "<absent>" else "updating"
     why = ""
     if suspend:
@@ -554,12 +590,17 @@ def _found_existing(p: _Pass) -> bool:
         return False
     ring = p.obs.ring
     leader = next((s for s in p.obs.scms.values() if ring is not None and s.scm_id == ring.leader_scm_id), None)
+    running = [n for n in found if n in p.obs.pods]
+    if not running and p.spec.storage.adopt_cluster_id:
+        return _adopt_retained(p, found)
     if ring is None or leader is None:
         p.note(
             "NoLeader",
             f"found the Pods or volumes of an existing ring named {name} ({', '.join(sorted(found))}); waiting for one "
-            "of its SCMs to lead and answer before adopting it (nothing is created over existing volumes; delete "
-            "those PersistentVolumeClaims to start a new ring instead)",
+            "of its SCMs to lead and answer before adopting it (nothing is created over existing volumes). Volumes "
+            "kept by reclaimPolicy Retain are adopted with spec.storage.adoptClusterID set to the cluster ID they "
+            f"are labelled with ({naming.LABEL_CLUSTER_ID}); delete those PersistentVolumeClaims to start a new "
+            "ring instead",
         )
         return True
     adopted: list[MemberStatus] = []
@@ -590,6 +631,42 @@ def _found_existing(p: _Pass) -> bool:
     return True
 
 
+def _adopt_retained(p: _Pass, found: set[str]) -> bool:
+    """Volumes kept by reclaimPolicy Retain, no Pod running: with ``spec.storage.adoptClusterID`` they become the
+    members of this resource, but only if every one of them is labelled with that cluster ID (one that is not is
+    another cluster's data: ForeignVolume, and nothing starts). Their Pods then start with ``scm --bootstrap``,
+    which on an initialised volume starts the SCM on its own data; the ring forms again from the Raft logs."""
+    want = p.spec.storage.adopt_cluster_id
+    name = p.ref.name
+    vols = {n: p.obs.pvcs.get(naming.pvc_name(n)) for n in sorted(found)}
+    foreign = sorted(f"{v.name} ({v.cluster_id or 'no cluster ID label'})" for v in vols.values()
+                     if v is not None and v.cluster_id != want)
+    missing = sorted(n for n, v in vols.items() if v is None)
+    if foreign or missing:
+        p.note(
+            "ForeignVolume",
+            f"spec.storage.adoptClusterID is {want}, but "
+            + "; ".join(([f"these volumes hold other data: {', '.join(foreign)}"] if foreign else [])
+                        + ([f"these members have a Pod but no volume: {', '.join(missing)}"] if missing else []))
+            + ". Nothing was adopted, started or deleted: fix adoptClusterID, or move those PersistentVolumeClaims "
+            "away",
+        )
+        return True
+    members = tuple(
+        MemberStatus(name=n, index=i, state=JOINED, cluster_id=want)
+        for n in sorted(found, key=lambda n: naming.member_index(name, n) or 0)
+        if (i := naming.member_index(name, n)) is not None
+    )
+    p.set_status(
+        cluster_id=want,
+        primordial_member=members[0].name,
+        members=members,
+        next_member_index=max([p.status.next_member_index, *(m.index + 1 for m in members)]),
+    )
+    p.adopted = f"adopted the retained volumes of cluster {want} ({', '.join(m.name for m in members)})"
+    return True
+
+
 def _ownership(p: _Pass) -> Action | None:
     """Objects of recorded members (Pods, volumes) and the cluster's Secrets that nothing owns -- left by a deleted
     resource with ``--cascade=orphan`` and adopted -- get this resource as their controller owner, so deleting it
@@ -605,7 +682,8 @@ def _ownership(p: _Pass) -> Action | None:
             return Action(ADOPT, m.name, "AdoptingPod", f"adopting Pod {m.name} (owned by nothing)",
                           params={"kind": "Pod"})
         pvc = p.obs.pvcs.get(naming.pvc_name(m.name))
-        if pvc is not None and pvc.controller_uid is None and not pvc.deleting:
+        if (pvc is not None and pvc.controller_uid is None and not pvc.deleting
+                and p.spec.storage.reclaim_policy == "Delete"):
             return Action(ADOPT, pvc.name, "AdoptingVolume",
                           f"adopting PersistentVolumeClaim {pvc.name} of member {m.name} (owned by nothing)",
                           params={"kind": "PersistentVolumeClaim"})
@@ -614,6 +692,43 @@ def _ownership(p: _Pass) -> Action | None:
         if secret.name != root and secret.controller_uid is None and uid:
             return Action(ADOPT, secret.name, "AdoptingSecret", f"adopting Secret {secret.name} (owned by nothing)",
                           params={"kind": "Secret"})
+    return None
+
+
+def _volumes(p: _Pass) -> Action | None:
+    """The members' volumes as ``spec.storage`` wants them: under reclaimPolicy Retain owned by nothing (so deleting
+    the resource keeps them), labelled with the cluster ID once the member's SCM answered with it (a later resource
+    adopts them by that label), and as large as ``storage.size`` (expanded where the StorageClass allows it)."""
+    retain = p.spec.storage.reclaim_policy == "Retain"
+    want = p.spec.storage.size
+    small: list[str] = []
+    for m in p.status.members:
+        pvc = p.obs.pvcs.get(naming.pvc_name(m.name))
+        if pvc is None or pvc.deleting:
+            continue
+        if retain and pvc.controller_uid is not None and pvc.controller_uid == p.ref.uid:
+            return Action(RELEASE_PVC, pvc.name, "RetainingVolume",
+                          f"releasing PersistentVolumeClaim {pvc.name} from the cluster's ownership "
+                          "(storage.reclaimPolicy Retain: it outlives the OzoneSCMCluster)")
+        scm = p.obs.scms.get(m.name)
+        cid = p.status.cluster_id
+        if cid and pvc.cluster_id != cid and scm is not None and scm.cluster_id == cid:
+            return Action(LABEL_PVC, pvc.name, "LabellingVolume",
+                          f"labelling PersistentVolumeClaim {pvc.name} with cluster ID {cid}",
+                          params={"cluster_id": cid})
+        if pvc.size and pvc.size != want and quantity_bytes(pvc.size) < quantity_bytes(want):
+            small.append(pvc.name)
+    if small:
+        if p.obs.volume_expansion is False:
+            p.note(
+                "VolumeExpansion",
+                f"storage.size asks for {want} but the StorageClass of {', '.join(small)} does not allow volume "
+                "expansion (allowVolumeExpansion is not true); the volumes keep their size and nothing is deleted. "
+                "Set allowVolumeExpansion on the StorageClass (if its provisioner supports it)",
+            )
+            return None
+        return Action(EXPAND_PVC, small[0], "ExpandingVolume",
+                      f"expanding PersistentVolumeClaim {small[0]} to {want}", params={"size": want})
     return None
 
 
@@ -627,6 +742,26 @@ def _init_mode(p: _Pass, m: MemberStatus) -> str:
         and op.type == OP_BOOTSTRAP
     )
     return builders.INIT_MODE_INIT if first_start else builders.INIT_MODE_BOOTSTRAP
+
+
+def _admissible(p: _Pass, what: str, pod_spec: Mapping[str, Any]) -> bool:
+    """Whether the namespace's Pod Security admission would take this Pod (spec): a ``spec.podSecurityContext`` /
+    ``spec.containerSecurityContext`` override that breaks the level it enforces is reported (PodSecurity) instead
+    of a Pod the API server refuses; nothing existing is touched."""
+    level = p.obs.pod_security
+    if level is None:
+        return True
+    violations = podsecurity.check(pod_spec, level)
+    if not violations:
+        return True
+    p.note(
+        "PodSecurity",
+        f"{what} would break the Pod Security level {level!r} namespace {p.ref.namespace} enforces: "
+        + "; ".join(violations[:4]) + ("; ..." if len(violations) > 4 else "")
+        + ". Fix spec.podSecurityContext / spec.containerSecurityContext (the defaults pass 'restricted'); "
+        "nothing was created or deleted",
+    )
+    return False
 
 
 def _repairs(p: _Pass) -> Action | None:
@@ -649,9 +784,12 @@ def _repairs(p: _Pass) -> Action | None:
         if m.name not in p.obs.pods:
             mode = _init_mode(p, m)
             what = "scm --init (primordial)" if mode == builders.INIT_MODE_INIT else "scm --bootstrap"
+            body = builders.build_pod(p.ref, p.spec, m.name, mode)
+            if not _admissible(p, f"Pod {m.name}", body["spec"]):
+                return None
             return Action(
                 CREATE_POD, m.name, "CreatingPod", f"creating Pod {m.name} ({what}, revision {p.revision})",
-                body=builders.build_pod(p.ref, p.spec, m.name, mode),
+                body=body,
             )
     return None
 
@@ -869,13 +1007,16 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
             return None
         if p.is_leader(m) and len(p.members(JOINED)) > 1:
             return _transfer(p, op, m)
-        # a member that is not live and caught up adds nothing to the quorum: restarting it takes nothing away
-        why = p.live_majority(m, leaves_ring=False) if len(p.members(JOINED)) > 1 and p.healthy(m) else None
+        why = p.restart_blocked(m) if len(p.members(JOINED)) > 1 else None
         if why is not None:
             # nothing of this step has happened yet: give the roll up for now, so that a replacement of a lost
             # member can go first; the roll starts again (same order) once a live majority allows it
             p.note("WaitingForQuorum", why)
             p.set_op(None)
+            return None
+        if not _admissible(p, f"the new Pod of {m.name}", builders.build_pod(p.ref, p.spec, m.name,
+                                                                          builders.INIT_MODE_BOOTSTRAP)["spec"]):
+            p.set_op(None)  # never delete a member whose new Pod the namespace would refuse
             return None
         p.set_op(op.at_step("Restart", p.now))
         return Action(
@@ -973,9 +1114,12 @@ def _new_operation(p: _Pass) -> Action | None:
     if stale:
         stale.sort(key=lambda m: (p.healthy(m), p.is_leader(m), -(m.lag or 0), m.index))
         m = stale[0]
-        why = p.live_majority(m, leaves_ring=False) if len(joined) > 1 and p.healthy(m) else None
+        why = p.restart_blocked(m) if len(joined) > 1 else None
         if why is not None:
             p.note("WaitingForQuorum", f"before rolling {m.name}: {why}")
+            return None
+        if not _admissible(p, f"the new Pod of {m.name}", builders.build_pod(p.ref, p.spec, m.name,
+                                                                          builders.INIT_MODE_BOOTSTRAP)["spec"]):
             return None
         p.set_op(Operation(OP_ROLL, m.name, started_at=p.now, reason="RevisionChanged",
                            message=f"revision {m.revision} -> {p.revision}"))
@@ -1032,6 +1176,8 @@ def plan(
     eff, all_problems = effective_spec(spec, problems, recorded, status.replicas)
     p = _Pass(ref=ref, spec=eff, status=status, obs=obs, problems=all_problems, revision=builders.pod_revision(eff))
     p.set_status(observed_generation=generation, revision=p.revision)
+    if recorded is not None and eff.storage.size != recorded.storage_size:
+        p.set_status(immutable_spec=ImmutableSpec.of(eff).to_status())  # grown: a later shrink is measured from here
     if applied_spec is not None:
         p.set_status(applied_spec=applied_spec)
     if obs.audit is not None:
@@ -1106,7 +1252,7 @@ def _decide(p: _Pass) -> Action | None:
         p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
                            message=f"{m.name} is the primordial SCM (scm --init)"))
         return None
-    for concern in (_ownership, _security, _children, _audit, _repairs, _continue):
+    for concern in (_ownership, _volumes, _security, _children, _audit, _repairs, _continue):
         action = concern(p)
         if action is not None:
             return action

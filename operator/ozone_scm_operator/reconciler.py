@@ -29,7 +29,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ozone_scm_operator import audit_status, builders, certs, naming, planner
+from ozone_scm_operator import audit_status, builders, certs, naming, planner, podsecurity
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
 from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
@@ -134,6 +134,8 @@ def pvc_obs(pvc: Body) -> PVCObs:
         deleting=bool(meta.get("deletionTimestamp")),
         storage_class_name=(pvc.get("spec") or {}).get("storageClassName"),
         controller_uid=controller_uid(meta),
+        cluster_id=(meta.get("labels") or {}).get(naming.LABEL_CLUSTER_ID),
+        size=(((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage"),
     )
 
 
@@ -235,7 +237,8 @@ class Reconciler:
         self._security[key] = (serial, security)
         return security
 
-    async def observe(self, ref: ClusterRef, status: ClusterStatus, secure: bool = False) -> Observed:
+    async def observe(self, ref: ClusterRef, status: ClusterStatus, secure: bool = False,
+                      want_size: str | None = None) -> Observed:
         labels = {naming.LABEL_CLUSTER: ref.name}
         ns = ref.namespace
         pods = {p.name: p for p in map(pod_obs, await self.kube.list("Pod", ns, labels))}
@@ -273,8 +276,36 @@ class Reconciler:
         ring = await self._ring(scms, endpoints, security)
         return Observed(
             now=self.now(), pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=children, secrets=secrets,
-            audit=audit,
+            audit=audit, pod_security=await self._pod_security(ns),
+            volume_expansion=await self._volume_expansion(pvcs, want_size),
         )
+
+    async def _volume_expansion(self, pvcs: Mapping[str, PVCObs], want_size: str | None) -> bool | None:
+        """Whether the members' StorageClass allows expansion; read only while a member volume is smaller than
+        spec.storage.size asks (None: no such volume, the class is unknown or the operator may not read it)."""
+        classes = {p.storage_class_name for p in pvcs.values() if p.size and want_size and p.size != want_size
+                   and p.name.endswith("-data")}
+        cls = next(iter(sorted(c for c in classes if c)), None)
+        if cls is None:
+            return None
+        try:
+            obj = await self.kube.get("StorageClass", "", cls)
+        except KubeError as exc:
+            LOG.debug("cannot read StorageClass %s: %s", cls, exc)
+            return None
+        return None if obj is None else bool(obj.get("allowVolumeExpansion"))
+
+    async def _pod_security(self, namespace: str) -> str | None:
+        """The Pod Security level the namespace enforces, or None when the operator may not read Namespaces (the
+        API server's admission still refuses what breaks it; the operator then cannot say why beforehand)."""
+        try:
+            obj = await self.kube.get("Namespace", "", namespace)
+        except KubeError as exc:
+            LOG.debug("cannot read Namespace %s: %s", namespace, exc)
+            return None
+        if obj is None:
+            return None
+        return podsecurity.enforced_level((obj.get("metadata") or {}).get("labels"))
 
     async def _ring(self, scms: Mapping[str, SCMObs], endpoints: Mapping[str, Endpoint], security: Any) -> RingObs | None:
         leaders = sorted((s for s in scms.values() if s.is_leader), key=lambda s: -s.term)
@@ -312,7 +343,7 @@ class Reconciler:
         ref = ClusterRef(name=name, namespace=namespace, uid=meta.get("uid", ""), cluster_domain=self.settings.cluster_domain)
         status = ClusterStatus.from_raw(body.get("status"))
         spec, problems, applied = read_spec(body.get("spec"), status.applied_spec)
-        obs = await self.observe(ref, status, secure=spec.security.enabled)
+        obs = await self.observe(ref, status, secure=spec.security.enabled, want_size=spec.storage.size)
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
             planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,
@@ -387,6 +418,21 @@ class Reconciler:
                     "annotations": {f"{naming.LABEL_CLUSTER}-retained-at": obs.now.strftime("%Y-%m-%dT%H:%M:%SZ")},
                 }},
             )
+        elif k == planner.RELEASE_PVC:
+            obj = await self.kube.get("PersistentVolumeClaim", ns, a.target)
+            if obj is None:
+                raise RuntimeError(f"PersistentVolumeClaim {a.target} is gone")
+            refs = [r for r in obj["metadata"].get("ownerReferences") or () if r.get("uid") != ref.uid]
+            await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target, {"metadata": {
+                "ownerReferences": refs or None,
+                "resourceVersion": obj["metadata"].get("resourceVersion"),
+            }})
+        elif k == planner.LABEL_PVC:
+            await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target,
+                                        {"metadata": {"labels": {naming.LABEL_CLUSTER_ID: a.params["cluster_id"]}}})
+        elif k == planner.EXPAND_PVC:
+            await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target,
+                                        {"spec": {"resources": {"requests": {"storage": a.params["size"]}}}})
         elif k == planner.ADOPT:
             kind = a.params["kind"]
             obj = await self.kube.get(kind, ns, a.target)

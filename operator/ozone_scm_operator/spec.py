@@ -20,6 +20,7 @@ import dataclasses
 import datetime
 import re
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 ALLOWED_REPLICAS = (1, 3, 5)
@@ -99,10 +100,27 @@ class SpecProblem:
         return f"spec.{self.field}: {self.message}"
 
 
+RECLAIM_POLICIES = ("Retain", "Delete")
+
+
 @dataclasses.dataclass(frozen=True)
 class StorageSpec:
     size: str = "10Gi"
     storage_class_name: str | None = None
+    reclaim_policy: str = "Retain"  # Retain: the members' volumes outlive the resource; Delete: owned, deleted with it
+    adopt_cluster_id: str | None = None  # retained volumes of this cluster ID are taken over by a new resource
+
+
+_QUANTITY_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "k": 10**3,
+                    "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "": 1}
+
+
+def quantity_bytes(size: str) -> Fraction:
+    """The amount of a storage quantity (``10Gi``, ``1.5T``, ``500M``) as the API server compares them."""
+    m = re.match(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$", size)
+    if m is None:
+        raise ValueError(f"{size!r} is not a Kubernetes quantity")
+    return Fraction(m.group(1)) * _QUANTITY_SUFFIX[m.group(2) or ""]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +193,9 @@ class ClusterSpec:
     scheduling: SchedulingSpec = SchedulingSpec()
     pod_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     pod_annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # merged key by key over the operator's defaults (builders.pod_security_context / container_security_context)
+    pod_security_context: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    container_security_context: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     service: ServiceSpec = ServiceSpec()
     pdb_enabled: bool = True
     membership: MembershipSpec = MembershipSpec()
@@ -313,7 +334,9 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
     if not _QUANTITY.match(size):
         st.problem("size", f"{size!r} is not a Kubernetes quantity; write it like 10Gi")
         size = d.storage.size
-    storage = StorageSpec(size=size, storage_class_name=st.opt_str("storageClassName"))
+    storage = StorageSpec(size=size, storage_class_name=st.opt_str("storageClassName"),
+                          reclaim_policy=st.text("reclaimPolicy", d.storage.reclaim_policy, RECLAIM_POLICIES),
+                          adopt_cluster_id=st.opt_str("adoptClusterID"))
 
     se = r.sub("security")
     ds = d.security
@@ -410,6 +433,8 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         scheduling=scheduling,
         pod_labels=pm.str_map("labels"),
         pod_annotations=pm.str_map("annotations"),
+        pod_security_context=r.obj("podSecurityContext"),
+        container_security_context=r.obj("containerSecurityContext"),
         service=service,
         pdb_enabled=r.sub("podDisruptionBudget").bool("enabled", d.pdb_enabled),
         membership=membership,
@@ -538,12 +563,15 @@ def effective_spec(
                     "OzoneSCMCluster to move SCM metadata to another class",
                 )
             )
-        if spec.storage.size != recorded.storage_size:
+        size = recorded.storage_size
+        if quantity_bytes(spec.storage.size) >= quantity_bytes(recorded.storage_size):
+            size = spec.storage.size  # growing: the volumes are expanded (where the StorageClass allows it)
+        else:
             out.append(
                 SpecProblem(
                     "storage.size",
-                    f"is immutable in v1alpha1 (the members' volumes are {recorded.storage_size}); set it back to "
-                    f"{recorded.storage_size}",
+                    f"cannot shrink: the members' volumes are {recorded.storage_size} and a PersistentVolumeClaim "
+                    f"never gets smaller; set it back to {recorded.storage_size} or more",
                 )
             )
         if spec.security.enabled != recorded.security_enabled:
@@ -563,7 +591,7 @@ def effective_spec(
             )
         eff = dataclasses.replace(
             eff,
-            storage=StorageSpec(size=recorded.storage_size, storage_class_name=recorded.storage_class_name),
+            storage=dataclasses.replace(eff.storage, size=size, storage_class_name=recorded.storage_class_name),
             security=dataclasses.replace(
                 eff.security, enabled=recorded.security_enabled, ca_mode=recorded.ca_mode
             ),

@@ -40,6 +40,8 @@ _PRIORITY = (
     "RootCAMissing",
     "RootCAChanged",
     "ForeignVolume",
+    "PodSecurity",
+    "VolumeExpansion",
     "OperationStuck",
     "NoLeader",
     "WaitingForQuorum",

@@ -144,7 +144,13 @@ def test_operator_deployment_shape_and_least_privilege_rbac() -> None:
         assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"] and "impersonate" not in rule["verbs"]
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert ("ozone-scm.io", "ozonescmclusters/status") in granted
-    assert ("", "nodes") not in granted and ("", "namespaces") not in granted
+    assert ("", "nodes") not in granted
+    # namespaces and StorageClasses: get only (the enforced Pod Security level; whether volumes may expand)
+    for g, r in (("", "namespaces"), ("storage.k8s.io", "storageclasses")):
+        assert [rule["verbs"] for rule in role["rules"] if r in rule["resources"] and g in rule["apiGroups"]] == [["get"]]
+    pod_spec = spec["template"]["spec"]
+    from ozone_scm_operator import podsecurity
+    assert podsecurity.check(pod_spec, "restricted") == []  # the operator Deployment passes Pod Security restricted
     namespaced = render("watchNamespaces={team-a,team-b}")
     assert not [d for d in namespaced if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     roles = [d for d in namespaced if d["kind"] == "Role"]

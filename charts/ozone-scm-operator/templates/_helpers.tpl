@@ -45,7 +45,10 @@ The operator's permissions: exactly what it reads and writes (docs/kubernetes.md
   - its custom resource: watch it, patch status and finalizers (kopf), set owner references on children;
   - the children it creates per member/cluster: Pods, PVCs, Services, ConfigMaps, Secrets (member certificates,
     the operator CA), PodDisruptionBudgets;
-  - Events about what it does.
+  - Events about what it does;
+  - get on its namespace (the Pod Security level it enforces); cluster-wide also get on StorageClasses (whether the
+    members' class allows volume expansion; in watchNamespaces mode the operator does not read them and the API
+    server refuses an expansion the class does not allow).
 */}}
 {{- define "ozone-scm-operator.rules" -}}
 - apiGroups: ["ozone-scm.io"]
@@ -72,4 +75,9 @@ The operator's permissions: exactly what it reads and writes (docs/kubernetes.md
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# the namespace's own object, for its pod-security.kubernetes.io/enforce label (a Role in a namespace grants get on
+# that namespace: the API server takes a namespace's name as the namespace of the request)
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
 {{- end -}}

@@ -43,9 +43,11 @@ _PLURALS = {
     "PodDisruptionBudget": "poddisruptionbudgets",
     "CronJob": "cronjobs",
     "Job": "jobs",
+    "Namespace": "namespaces",
+    "StorageClass": "storageclasses",
     KIND: PLURAL,
 }
-_API_VERSIONS = {"PodDisruptionBudget": "policy/v1", "CronJob": "batch/v1", "Job": "batch/v1", KIND: f"{API_GROUP}/{API_VERSION}"}
+_API_VERSIONS = {"StorageClass": "storage.k8s.io/v1", "PodDisruptionBudget": "policy/v1", "CronJob": "batch/v1", "Job": "batch/v1", KIND: f"{API_GROUP}/{API_VERSION}"}
 MERGE_PATCH = "application/merge-patch+json"
 
 

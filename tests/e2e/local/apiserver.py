@@ -77,6 +77,9 @@ from . import apimachinery as am
 from . import protowire
 from .crdschema import CRDVersion, SchemaInvalid, check_crd, crd_versions
 
+# Pod Security admission: the pure checker (stdlib only, imports nothing else of the operator)
+from ozone_scm_operator import podsecurity  # isort: skip
+
 Obj = dict[str, Any]
 
 KUBERNETES_VERSION = "1.35.0"
@@ -906,7 +909,21 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
             self._validate_builtin(res, obj, params, warnings)
         if old is not None:
             self._immutable(res, obj, old)
+        if res.kind == "Pod" and res.group == "" and op == "create" and part == "main":
+            self._pod_security(obj)
         return obj
+
+    def _pod_security(self, pod: Obj) -> None:
+        """Pod Security admission in enforce mode: a Pod created in a namespace labelled
+        ``pod-security.kubernetes.io/enforce`` must pass that level (workload templates are only warned about by the
+        real admission, so they are not refused here either)."""
+        namespace = pod["metadata"].get("namespace") or ""
+        ns = self._objects_by_key.get(("", "namespaces", "", namespace))
+        level = podsecurity.enforced_level((ns or {}).get("metadata", {}).get("labels"))
+        violations = podsecurity.check(pod.get("spec") or {}, level)
+        if violations:
+            raise am.ApiError(403, "Forbidden", f'pods "{pod["metadata"].get("name", "")}" is forbidden: violates '
+                                                f'PodSecurity "{level}:latest": {"; ".join(violations)}')
 
     def _unknown_fields(self, res: Resource, name: str, pruned: list[str], params: Mapping[str, str],
                         warnings: list[str] | None) -> None:

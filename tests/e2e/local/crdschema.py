@@ -21,7 +21,8 @@ How each server step is reproduced:
   Kubernetes does unless ``optionalOldSelf`` is set. Rules below an array are evaluated per element, without
   ``oldSelf`` (Kubernetes only correlates map-type lists, which this emulator does not). Functions of Kubernetes'
   CEL libraries that cel-python lacks are reported by ``unsupported_rules`` when the CRD is registered, so a CRD that
-  relies on one is visible instead of silently unchecked.
+  relies on one is visible instead of silently unchecked. Of Kubernetes' quantity library (1.29+), ``quantity()``,
+  ``isQuantity()``, ``compareTo()``, ``isGreaterThan()``, ``isLessThan()``, ``asInteger()`` are provided here.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import celpy
@@ -46,6 +48,52 @@ _CEL_KNOWN = _CEL_MACROS | {
     "getDayOfYear", "getFullYear", "getHours", "getMilliseconds", "getMinutes", "getMonth", "getSeconds", "int",
     "list", "matches", "startsWith", "string", "timestamp", "type", "uint",
 }
+
+# Kubernetes' CEL quantity library (k8s.io/apiserver/pkg/cel/library/quantity.go), on exact fractions
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
+_SUFFIX: dict[str, int | Fraction] = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "n": Fraction(1, 10**9),
+           "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+           "P": 10**15, "E": 10**18}
+
+
+class _Quantity(celpy.celtypes.StringType):
+    """A CEL value of Kubernetes' quantity type: the text, and its exact amount."""
+
+    amount: Fraction
+
+
+def _parse_quantity(text: Any) -> Fraction | None:
+    m = _QUANTITY.match(str(text))
+    if m is None:
+        return None
+    number, suffix = Fraction(m.group(1)), m.group(2) or ""
+    if suffix[:1] in ("e", "E") and suffix not in _SUFFIX:
+        return number * Fraction(10) ** int(suffix[1:])
+    return number * _SUFFIX.get(suffix, 1)
+
+
+def _quantity(text: Any) -> _Quantity:
+    amount = _parse_quantity(text)
+    if amount is None:
+        raise ValueError(f"invalid quantity {text!r}")
+    q = _Quantity(str(text))
+    q.amount = amount
+    return q
+
+
+def _compare(a: _Quantity, b: _Quantity) -> int:
+    return (a.amount > b.amount) - (a.amount < b.amount)
+
+
+CEL_FUNCTIONS: dict[str, Any] = {
+    "quantity": _quantity,
+    "isQuantity": lambda t: celpy.celtypes.BoolType(_parse_quantity(t) is not None),
+    "compareTo": lambda a, b: celpy.celtypes.IntType(_compare(a, b)),
+    "isGreaterThan": lambda a, b: celpy.celtypes.BoolType(_compare(a, b) > 0),
+    "isLessThan": lambda a, b: celpy.celtypes.BoolType(_compare(a, b) < 0),
+    "asInteger": lambda a: celpy.celtypes.IntType(int(a.amount)),
+}
+_CEL_KNOWN = _CEL_KNOWN | set(CEL_FUNCTIONS)
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
@@ -96,7 +144,7 @@ class CRDVersion:
                 self.unsupported.append(f"{text!r} uses {', '.join(missing)}")
                 continue
             try:
-                program = env.program(env.compile(text))
+                program = env.program(env.compile(text), functions=CEL_FUNCTIONS)
             except Exception as exc:  # CELParseError and friends
                 raise ValueError(f"x-kubernetes-validations rule {text!r} does not compile: {exc}") from exc
             rules.append(_Rule(

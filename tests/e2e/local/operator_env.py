@@ -321,7 +321,10 @@ class Env:
     async def silent_to_the_leader(self, name: str, member: str) -> bool:
         """The leader reports that ``member`` has not answered it for longer than an election timeout."""
         r = await self.scm_check(name, "--last-contact", member)
-        return bool(r.get("leader")) and (r["lastContact"] is None or r["lastContact"] > r["electionTimeout"])
+        # a peer the leader's answer does not list is not known to be silent (a lookup that found nothing used to read
+        # as "silent" at once, and the operator then started while the leader still counted the member live)
+        return bool(r.get("leader")) and bool(r.get("found")) and (
+            r["lastContact"] is None or r["lastContact"] > r["electionTimeout"])
 
     async def transfer_leadership(self, name: str, to: str) -> None:
         await self.scm_check(name, "--transfer-to", to)
@@ -374,7 +377,9 @@ async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str =
     ``podman`` runs the Pods as containers from real images instead of processes of this checkout."""
     async with serving() as (api, url):
         api.put_object(yaml.safe_load(CRD_PATH.read_text()))
-        api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        # Pod Security admission enforces ``restricted`` here, as a production namespace would
+        api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
         config = KubeletConfig(workdir=workdir / "kubelet", runtime=runtime,
                                images=dict(IMAGES) if runtime == "process" else {}, backoff_base=0.5, backoff_cap=4.0)
         async with Kubelet(url, config) as kubelet:

@@ -176,7 +176,12 @@ class ProcessRuntime:
         lines = ["set -e", f"mount --bind {shlex.quote(launch.hosts_file)} /etc/hosts"]
         if launch.resolv_conf:
             lines.append(f"mount --bind {shlex.quote(launch.resolv_conf)} /etc/resolv.conf")
-        for m in launch.mounts:
+        # A mount over a directory that holds other mounts' sources (an emptyDir at /tmp, where the Pods' files
+        # live under pytest) would hide them: such mounts go last (stable otherwise).
+        def hides_a_source(m: Mount) -> bool:
+            return any(o is not m and (o.source + "/").startswith(m.target.rstrip("/") + "/") for o in launch.mounts)
+
+        for m in sorted(launch.mounts, key=hides_a_source):
             self._mount_point(m.target, Path(m.source).is_file())
             lines.append(f"mount --bind {shlex.quote(m.source)} {shlex.quote(m.target)}")
             if m.read_only:

@@ -104,7 +104,10 @@ async def transfer(members: dict[str, tuple[str, str]], security: StaticClientSe
 async def last_contact(members: dict[str, tuple[str, str]], security: StaticClientSecurity | None,
                        member: str) -> dict[str, Any]:
     """How long ago ``member`` last answered the leader, as the leader publishes it (GetScmRatisRoles), asking
-    only the other members (``member`` may be frozen)."""
+    only the other members (``member`` may be frozen). The leader names a follower's node ID only if its own
+    configuration lists it (a leader started before the member joined does not), so the peer is matched by its Raft
+    host too; ``found`` is False when the leader's answer has no such peer (then nothing is known of its contact)."""
+    member_host = members[member][1] if member in members else None
     for m, (ip, host) in members.items():
         if m == member:
             continue
@@ -112,8 +115,9 @@ async def last_contact(members: dict[str, tuple[str, str]], security: StaticClie
             info = await c.scm_info()
             if info.leaderId and info.leaderId == info.scmId:
                 roles = await c.roles()
-                peer = next((p for p in roles.peers if p.node_id == member), None)
-                return {"leader": m, "electionTimeout": roles.election_timeout,
+                peer = next((p for p in roles.peers if p.node_id == member or (member_host and p.host == member_host)),
+                            None)
+                return {"leader": m, "electionTimeout": roles.election_timeout, "found": peer is not None,
                         "lastContact": peer.last_contact if peer is not None else None}
     return {"leader": None}
 

@@ -424,3 +424,27 @@ def test_the_official_client_and_threaded_server() -> None:
         stored = srv.get_object("v1", "ConfigMap", "a", "default")
         assert stored is not None and stored["data"] == {"x": "1"}
         assert srv.api.internal_errors == []
+
+
+async def test_pod_security_admission_enforces_the_namespace_level(api: tuple[EmulatedAPIServer, Client]) -> None:
+    _emu, c = api
+    await c.ok("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "strict", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    await c.ok("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "base", "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
+    plain = pod("p")
+    status, body = await c.call("POST", "/api/v1/namespaces/strict/pods", plain)
+    assert status == 403 and body["reason"] == "Forbidden"
+    assert 'violates PodSecurity "restricted:latest"' in body["message"]
+    assert "allowPrivilegeEscalation" in body["message"] and "seccompProfile" in body["message"]
+    await c.ok("POST", "/api/v1/namespaces/base/pods", pod("p"))  # baseline takes a plain Pod
+    await c.ok("POST", PODS, pod("p"))  # and an unlabelled namespace anything
+    host = pod("h")
+    host["spec"]["hostNetwork"] = True
+    status, body = await c.call("POST", "/api/v1/namespaces/base/pods", host)
+    assert status == 403 and "hostNetwork" in body["message"]
+    good = pod("g")
+    good["spec"]["securityContext"] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    good["spec"]["containers"][0]["securityContext"] = {"allowPrivilegeEscalation": False,
+                                                        "capabilities": {"drop": ["ALL"]}}
+    await c.ok("POST", "/api/v1/namespaces/strict/pods", good)

@@ -411,7 +411,8 @@ async def test_a_recreated_resource_adopts_and_owns_the_orphaned_ring(tmp_path: 
         uids = {n: p["metadata"]["uid"] for n, p in env.pods(NAME).items()}
 
         started, n = time.monotonic(), len(env.events(NAME))  # the old resource's Events carry the same name
-        await env.create(NAME, {"replicas": 3})
+        # reclaimPolicy Delete: the adopted volumes are owned too (under Retain, the default, only the Pods are)
+        await env.create(NAME, {"replicas": 3, "storage": {"reclaimPolicy": "Delete"}})
         new_uid = env.cluster(NAME)["metadata"]["uid"]
         assert new_uid != old_uid
 
@@ -446,3 +447,44 @@ async def test_a_recreated_resource_adopts_and_owns_the_orphaned_ring(tmp_path: 
         env.delete_cluster(NAME)
         await env.wait_for(lambda: not env.pods(NAME) and set(env.pvcs(NAME)) == {f"{victim}-data"}, 180,
                            "the adopted ring garbage-collected with the resource")
+
+
+@HEAVY
+async def test_deleting_a_retained_cluster_keeps_its_volumes_and_a_new_resource_adopts_them(tmp_path: Path) -> None:
+    """Item 4: under reclaimPolicy Retain (the default) ``kubectl delete oscm`` keeps the members' volumes, labelled
+    with the cluster ID; a new resource naming that cluster ID adopts them (same cluster ID and SCM identities, no
+    scm --init, the allocations made before still there); one naming another cluster ID adopts nothing."""
+    async with environment(tmp_path) as env:
+        st = await _create_ready(env)
+        cid = st["clusterID"]
+        ids = {m["name"]: m["scmId"] for m in st["members"]}
+        await env.wait_for(lambda: all((p["metadata"].get("labels") or {}).get("ozone-scm.io/cluster-id") == cid
+                                       for p in env.pvcs(NAME).values()), 60, "volumes labelled with the cluster ID")
+        assert all(not p["metadata"].get("ownerReferences") for p in env.pvcs(NAME).values())
+        before = await env.scm_check(NAME)
+        env.delete_cluster(NAME)
+        await env.wait_for(lambda: env.api.get_object(API, "OzoneSCMCluster", NAME, env.ns) is None
+                           and not env.pods(NAME), 120, "the resource and its Pods gone")
+        assert sorted(env.pvcs(NAME)) == sorted(f"{m}-data" for m in ids)  # the data is kept
+
+        # another cluster ID: nothing adopted, started or deleted
+        await env.create(NAME, {"replicas": 3, "storage": {"adoptClusterID": "CID-00000000-0000-4000-8000-000000000000"}})
+
+        def foreign() -> bool:
+            deg = env.conditions(NAME).get("Degraded") or {}
+            return deg.get("reason") == "ForeignVolume" and "adoptClusterID" in deg.get("message", "")
+
+        await env.wait_for(foreign, 60, "ForeignVolume")
+        assert not env.pods(NAME) and len(env.pvcs(NAME)) == 3
+        env.delete_cluster(NAME)
+        await env.wait_for(lambda: env.api.get_object(API, "OzoneSCMCluster", NAME, env.ns) is None, 60, "deleted")
+
+        await env.create(NAME, {"replicas": 3, "storage": {"adoptClusterID": cid}})
+        await env.wait_ready(NAME, timeout=240)
+        st = env.status(NAME)
+        assert st["clusterID"] == cid and {m["name"]: m["scmId"] for m in st["members"]} == ids
+        assert env.conditions(NAME)["Initialized"]["reason"] == "ClusterAdopted"
+        assert all(p["metadata"]["annotations"]["ozone-scm.io/init-mode"] == "bootstrap"
+                   for p in env.pods(NAME).values())
+        after = await env.verify_consistent(NAME)
+        assert after["commitIndex"] >= before["commitIndex"]  # the Raft log was kept, not started over

@@ -96,13 +96,16 @@ async def test_bootstrap_objects_status_events_and_endpoints(cluster_api: tuple[
     assert cluster is not None
     uid = cluster["metadata"]["uid"]
     assert cluster["metadata"]["finalizers"] == ["ozone-scm.io/finalizer"]
-    # every child is owned by the cluster (garbage-collected with it)
+    # every child is owned by the cluster (garbage-collected with it), except the member's volume: under
+    # storage.reclaimPolicy Retain (the default) it outlives the resource
     for kind, name, version in [("ConfigMap", "scm-config", "v1"), ("Service", "scm", "v1"),
-                                ("Service", "scm-headless", "v1"), ("PersistentVolumeClaim", "scm-0-data", "v1"),
+                                ("Service", "scm-headless", "v1"),
                                 ("Pod", "scm-0", "v1"), ("PodDisruptionBudget", "scm", "policy/v1")]:
         child = obj(api, kind, name, version)
         assert child is not None, (kind, name)
         assert child["metadata"]["ownerReferences"][0]["uid"] == uid
+    volume = obj(api, "PersistentVolumeClaim", "scm-0-data")
+    assert volume is not None and "ownerReferences" not in volume["metadata"]
     assert pod["spec"]["initContainers"][0]["command"] == ["ozone-scm", "scm", "--init"]
     headless = obj(api, "Service", "scm-headless")
     assert headless is not None and headless["spec"]["publishNotReadyAddresses"] is True

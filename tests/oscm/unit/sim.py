@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ozone_scm_operator import builders, naming, planner
+from ozone_scm_operator import builders, naming, planner, podsecurity
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.model import (
     FOREIGN_VOLUME_PREFIX,
@@ -33,6 +33,7 @@ from ozone_scm_operator.model import (
     SCMObs,
     SecretObs,
 )
+from ozone_scm_operator.spec import quantity_bytes as spec_bytes
 from ozone_scm_operator.spec import read_spec
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -62,6 +63,9 @@ class SimPVC:
     scm_id: str | None = None
     deleting: bool = False
     owned: bool = True
+    owner: str | None = None  # the uid of its controller owner (reclaimPolicy Delete, or adopted)
+    label_cid: str | None = None  # its cluster-ID label
+    size: str = "10Gi"
     has_conf: bool = False  # its Raft storage holds a configuration (AddSCM only on the very first start)
 
 
@@ -89,6 +93,8 @@ class World:
         # members whose SCM process is frozen (SIGSTOP): its Pod still looks ready and its lag small, but it answers
         # nobody, so the leader's last contact with it grows
         self.frozen: set[str] = set()
+        self.volume_expansion: bool | None = True  # the StorageClass's allowVolumeExpansion
+        self.pod_security: str | None = None  # the level the namespace enforces (Pod Security admission)
         self.orphaned: set[str] = set()  # Pods, volumes and Secrets nothing owns (after kubectl delete --cascade=orphan)
         self.actions: list[planner.Action] = []
         self.events: list[str] = []
@@ -226,7 +232,8 @@ class World:
                 controller_uid=None if p.name in self.orphaned else self.ref.uid,
             )
         pvcs = {n: PVCObs(name=n, phase="Bound", deleting=v.deleting,
-                          controller_uid=None if n in self.orphaned else self.ref.uid) for n, v in self.pvcs.items()}
+                          controller_uid=None if n in self.orphaned else v.owner, cluster_id=v.label_cid,
+                          size=v.size, storage_class_name="standard") for n, v in self.pvcs.items()}
         secrets = {n: dataclasses.replace(v, controller_uid=None if n in self.orphaned else self.ref.uid)
                    for n, v in self.secrets.items()}
         scms = {}
@@ -243,7 +250,7 @@ class World:
         if secure and (client is None or client.certificate_not_after is None):
             # mutual TLS: without its client certificate the operator gets no answer from any SCM
             return Observed(now=self.now, pods=pods, pvcs=pvcs, scms={}, ring=None, children=dict(self.children),
-                            secrets=secrets)
+                            secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion)
         if self.leader is not None:
             peers = [
                 PeerObs(scm_id=s, role="LEADER" if s == self.leader else "FOLLOWER", node_id=self.member_of(s) or "",
@@ -255,7 +262,7 @@ class World:
             ring = RingObs(leader_scm_id=self.leader, term=self.term, commit_index=100, peers=tuple(peers),
                            election_timeout=1.0)
         return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
-                        secrets=secrets)
+                        secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion)
 
     # ---- the operator's actions ----
     def apply(self, a: planner.Action) -> None:
@@ -277,11 +284,17 @@ class World:
         elif k == planner.CREATE_PVC:
             if a.target in self.pvcs:
                 raise Unsafe(f"PVC {a.target} created twice")
-            self.pvcs[a.target] = SimPVC(a.target)
+            assert a.body is not None
+            owners = a.body["metadata"].get("ownerReferences") or []
+            self.pvcs[a.target] = SimPVC(a.target, owner=owners[0]["uid"] if owners else None,
+                                         size=a.body["spec"]["resources"]["requests"]["storage"])
         elif k == planner.CREATE_POD:
             assert a.body is not None
             if a.target in self.pods:
                 raise Unsafe(f"Pod {a.target} created twice")
+            refused = podsecurity.check(a.body["spec"], self.pod_security) if self.pod_security else []
+            if refused:
+                raise Unsafe(f"Pod {a.target} refused by Pod Security admission: {refused}")
             ann = a.body["metadata"]["annotations"]
             self.pods[a.target] = SimPod(
                 a.target, ann[naming.ANN_REVISION], ann[naming.ANN_INIT_MODE],
@@ -371,9 +384,26 @@ class World:
         elif k == planner.DELETE_SECRET:
             self.secrets.pop(a.target, None)
         elif k == planner.ADOPT:
-            if a.target not in self.orphaned:
+            if a.params["kind"] == "PersistentVolumeClaim":
+                if self.pvcs[a.target].owner is not None and a.target not in self.orphaned:
+                    raise Unsafe(f"adopting PersistentVolumeClaim {a.target}, which is owned")
+                self.pvcs[a.target].owner = self.ref.uid
+            elif a.target not in self.orphaned:
                 raise Unsafe(f"adopting {a.params['kind']} {a.target}, which is owned")
             self.orphaned.discard(a.target)
+        elif k == planner.RELEASE_PVC:
+            self.pvcs[a.target].owner = None
+        elif k == planner.LABEL_PVC:
+            pvc = self.pvcs[a.target]
+            if pvc.cluster_id != a.params["cluster_id"]:
+                raise Unsafe(f"labelling {a.target} with {a.params['cluster_id']}: it holds {pvc.cluster_id}")
+            pvc.label_cid = a.params["cluster_id"]
+        elif k == planner.EXPAND_PVC:
+            if not self.volume_expansion:
+                raise Unsafe(f"expanding {a.target}: the StorageClass does not allow it (the API server refuses)")
+            if spec_bytes(a.params["size"]) < spec_bytes(self.pvcs[a.target].size):
+                raise Unsafe(f"shrinking {a.target}")
+            self.pvcs[a.target].size = a.params["size"]
         else:
             raise AssertionError(f"unknown action {k}")
 
@@ -437,6 +467,21 @@ class World:
         volumes, Secrets, the running ring) but owned by nothing, and the new resource has a new uid and no status."""
         self.orphaned = set(self.pods) | set(self.pvcs) | set(self.secrets)
         self.ref = dataclasses.replace(self.ref, uid=self.ref.uid + "-new")
+        self.status_raw = {}
+        self.events = []
+        self.actions = []
+
+    def delete_cluster_and_recreate(self, spec: dict[str, Any]) -> None:
+        """``kubectl delete oscm`` (the garbage collector removes what the resource owns: every Pod, its owned volumes
+        and Secrets; the SCMs stop), then a new resource of the same name with ``spec``."""
+        self.pods.clear()
+        self.leader = None
+        for n, v in list(self.pvcs.items()):
+            if v.owner == self.ref.uid and n not in self.orphaned:
+                del self.pvcs[n]
+        self.secrets = {n: v for n, v in self.secrets.items() if n == naming.root_ca_secret_name(self.ref.name)}
+        self.ref = dataclasses.replace(self.ref, uid=self.ref.uid + "-new")
+        self.spec_raw = spec
         self.status_raw = {}
         self.events = []
         self.actions = []

@@ -11,7 +11,7 @@ from .sim import World
 
 
 def test_a_recreated_resource_adopts_the_orphaned_ring_and_owns_it() -> None:
-    w = World({"replicas": 3})
+    w = World({"replicas": 3, "storage": {"reclaimPolicy": "Delete"}})
     w.run()
     ids = {m.name: m.scm_id for m in w.status.members}
     cid = w.status.cluster_id
@@ -32,13 +32,23 @@ def test_a_recreated_resource_adopts_the_orphaned_ring_and_owns_it() -> None:
     assert any(e.startswith("Normal ClusterAdopted: adopted the existing ring") for e in w.events), w.events
     assert not any("primordial SCM created" in e for e in w.events)
     # and it stays adopted: the truthful condition survives later passes
-    w.spec_raw = {"replicas": 5}
+    w.spec_raw = {"replicas": 5, "storage": {"reclaimPolicy": "Delete"}}
     w.run()
     assert w.status.condition("Initialized").reason == "ClusterAdopted"  # type: ignore[union-attr]
 
 
+def test_under_retain_the_adopted_ring_s_pods_are_owned_but_its_volumes_never() -> None:
+    w = World({"replicas": 3})  # storage.reclaimPolicy Retain, the default
+    w.run()
+    w.orphan_and_recreate()
+    w.run()
+    adopted = sorted(a.target for a in w.actions if a.kind == planner.ADOPT)
+    assert adopted == ["scm-0", "scm-1", "scm-2"]
+    assert w.orphaned == {"scm-0-data", "scm-1-data", "scm-2-data"}  # kept when this resource is deleted
+
+
 def test_a_foreign_volume_in_an_adopted_ring_is_reported_and_never_owned() -> None:
-    w = World({"replicas": 3})
+    w = World({"replicas": 3, "storage": {"reclaimPolicy": "Delete"}})
     w.run()
     w.orphan_and_recreate()
     w.kill_pod("scm-2")  # nothing recreates it while no resource exists

@@ -45,8 +45,8 @@ def test_cronjob_exports_every_scm_then_audits_on_local_spark() -> None:
     assert vols["config"]["configMap"]["name"] == naming.configmap_name("scm")
     assert vols["reports"]["persistentVolumeClaim"]["claimName"] == "scm-audit-reports"
     assert "emptyDir" in vols["work"] and "tls" not in vols
-    assert {m["mountPath"] for m in audit["volumeMounts"]} == {"/etc/ozone", "/audit/scratch", "/audit/reports"}
-    assert {m["mountPath"] for m in export["volumeMounts"]} == {"/etc/ozone", "/audit/scratch"}
+    assert {m["mountPath"] for m in audit["volumeMounts"]} == {"/etc/ozone", "/audit/scratch", "/audit/reports", "/tmp"}
+    assert {m["mountPath"] for m in export["volumeMounts"]} == {"/etc/ozone", "/audit/scratch", "/tmp"}
 
 
 def test_secure_cluster_exports_with_the_operators_client_certificate() -> None:

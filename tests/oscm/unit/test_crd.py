@@ -80,7 +80,10 @@ def test_bad_specs_are_refused_with_a_message(version: CRDVersion, spec: dict[st
         ({"storage": {"storageClassName": "fast"}}, {"storage": {"storageClassName": "slow"}},
          "storage.storageClassName is immutable"),
         ({}, {"storage": {"storageClassName": "slow"}}, "storage.storageClassName is immutable"),
-        ({"storage": {"size": "5Gi"}}, {"storage": {"size": "6Gi"}}, "storage.size is immutable"),
+        ({"storage": {"size": "6Gi"}}, {"storage": {"size": "5Gi"}}, "storage.size cannot shrink"),
+        ({"storage": {"size": "1Gi"}}, {"storage": {"size": "1000Mi"}}, "storage.size cannot shrink"),
+        ({"storage": {"adoptClusterID": "CID-a"}}, {"storage": {"adoptClusterID": "CID-b"}},
+         "storage.adoptClusterID is immutable"),
         ({"security": {"enabled": False}}, {"security": {"enabled": True}}, "security.enabled is immutable"),
         ({"security": {"caMode": "operator"}}, {"security": {"caMode": "scm"}}, "security.caMode is immutable"),
     ],
@@ -97,6 +100,15 @@ def test_immutable_fields(version: CRDVersion, before: dict[str, Any], after: di
     ok = copy.deepcopy(old)
     ok["spec"].update(replicas=5, image="ozone-scm:0.2.0", ozoneSite={"a": "b"}, paused=True)
     version.admit(ok, old, part="main")
+
+
+@pytest.mark.parametrize(("before", "after"), [("5Gi", "6Gi"), ("10Gi", "11G"), ("1Gi", "1Gi"), ("1G", "1Gi")])
+def test_storage_size_may_grow(version: CRDVersion, before: str, after: str) -> None:
+    old, _ = version.admit(resource(storage={"size": before}), None, part="main")
+    new = copy.deepcopy(old)
+    new["spec"]["storage"]["size"] = after
+    version.admit(new, old, part="main")
+    assert version.unsupported == []  # quantity() is checked, not skipped
 
 
 def _full_status() -> dict[str, Any]:

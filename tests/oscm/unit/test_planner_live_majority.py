@@ -5,10 +5,11 @@ why. The simulated world (``sim.py``) raises ``Unsafe`` when an action takes a l
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 from ozone_scm_operator import planner
-from ozone_scm_operator.model import OP_ROLL, PeerObs, RingObs
+from ozone_scm_operator.model import OP_ROLL, Observed, PeerObs, RingObs
 
 from .sim import World
 
@@ -130,3 +131,67 @@ def test_never_ready_while_a_member_runs_an_outdated_revision() -> None:
     ready = p.status.condition("Ready")
     assert ready is not None and ready.status == "False" and ready.reason == "MembersOutdated", ready
     assert "scm-0, scm-1, scm-2 still run an older revision" in ready.message
+
+
+def test_a_member_that_looks_unhealthy_is_not_restarted_while_another_voter_is_frozen() -> None:
+    """Item 9 after an operator restart: the roll's next member (scm-2) looks unhealthy for a moment -- its lag over
+    maxCatchUpLag under load, or its Pod briefly unready -- while scm-1 is frozen. "Restarting a member that is
+    already not live takes nothing away" does not hold then: scm-0 alone is no majority of three, and restarting
+    scm-2 leaves no quorum. The roll holds until scm-1 answers again."""
+    w = World({"replicas": 3})
+    w.run()
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
+    w.run(until=rolling("scm-2"))
+    n = len(w.actions)
+    w.frozen.add("scm-1")
+    observe = w.observe
+    scm2 = w.scm_of("scm-2")
+
+    def lagging() -> Observed:
+        obs = observe()
+        assert obs.ring is not None
+        ring = dataclasses.replace(obs.ring, peers=tuple(
+            dataclasses.replace(p, lag=5000) if p.scm_id == scm2 else p for p in obs.ring.peers))
+        return dataclasses.replace(obs, ring=ring)
+
+    w.observe = lagging  # type: ignore[method-assign]
+    passes(w, 5)
+    assert deletions(w, n) == []
+    deg = w.status.condition("Degraded")
+    assert deg is not None and deg.reason == "WaitingForQuorum" and "scm-1 has not answered the leader" in deg.message
+
+    def unready() -> Observed:
+        obs = observe()
+        pods = dict(obs.pods)
+        pods["scm-2"] = dataclasses.replace(pods["scm-2"], ready=False)
+        return dataclasses.replace(obs, pods=pods)
+
+    w.observe = unready  # type: ignore[method-assign]
+    passes(w, 5)
+    assert deletions(w, n) == []
+    w.observe = observe  # type: ignore[method-assign]
+    w.frozen.discard("scm-1")
+    w.run()
+    assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values()) and w.condition("Ready") == "True"
+
+
+def test_an_unhealthy_member_alone_is_still_rolled() -> None:
+    """The other side of the rule: when the roll's member is the only one not live and caught up (the others are a
+    live majority), restarting it is allowed -- that is how a member stuck on a bad revision is repaired."""
+    w = World({"replicas": 3})
+    w.run()
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
+    w.run(until=rolling("scm-2"))
+    n = len(w.actions)
+    observe = w.observe
+
+    def unready() -> Observed:
+        obs = observe()
+        pods = dict(obs.pods)
+        if "scm-2" in pods and pods["scm-2"].revision != w.pods["scm-1"].revision:
+            pods["scm-2"] = dataclasses.replace(pods["scm-2"], ready=False)
+        return dataclasses.replace(obs, pods=pods)
+
+    w.observe = unready  # type: ignore[method-assign]
+    passes(w, 3)
+    assert "scm-2" in deletions(w, n)

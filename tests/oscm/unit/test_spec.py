@@ -59,6 +59,7 @@ def test_every_crd_spec_field_is_read() -> None:
     read = {
         "replicas", "image", "imagePullPolicy", "imagePullSecrets", "storage", "security", "ozoneSite", "resources",
         "scheduling", "podMetadata", "service", "podDisruptionBudget", "membership", "audit", "paused",
+        "podSecurityContext", "containerSecurityContext",
     }
     assert set(crd_spec_schema()["properties"]) == read
 
@@ -120,7 +121,7 @@ def test_effective_spec_pins_immutable_fields_and_keeps_the_accepted_replicas() 
     recorded = ImmutableSpec.of(created)
     assert ImmutableSpec.from_status(recorded.to_status()) == recorded
     changed, problems = parse_spec(
-        {"replicas": 4, "storage": {"storageClassName": "slow", "size": "9Gi"}, "security": {"enabled": True, "caMode": "scm"}}
+        {"replicas": 4, "storage": {"storageClassName": "slow", "size": "4Gi"}, "security": {"enabled": True, "caMode": "scm"}}
     )
     eff, all_problems = effective_spec(changed, problems, recorded, accepted_replicas=3)
     assert eff.storage.storage_class_name == "fast" and eff.storage.size == "5Gi"
@@ -128,6 +129,9 @@ def test_effective_spec_pins_immutable_fields_and_keeps_the_accepted_replicas() 
     assert eff.replicas == 3
     fields = sorted(p.field for p in all_problems)
     assert fields == ["replicas", "security.caMode", "security.enabled", "storage.size", "storage.storageClassName"]
+    # growing is accepted (the volumes are expanded); shrinking is refused above
+    grown, _ = effective_spec(parse_spec({"storage": {"storageClassName": "fast", "size": "9Gi"}})[0], [], recorded, 3)
+    assert grown.storage.size == "9Gi"
     # never accepted: stays invalid, so the planner starts nothing
     eff2, _ = effective_spec(changed, problems, None, accepted_replicas=None)
     assert eff2.replicas == 4
