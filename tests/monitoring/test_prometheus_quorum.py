@@ -76,13 +76,16 @@ async def test_no_leader_fires_and_clears_and_every_panel_has_series(tmp_path: P
         rules = rules_with_short_for(tmp_path / "rules.yaml", "2s")
         prom = Prometheus(tmp_path / "prom", scrape_configs(cluster, op_port), [rules])
         prom.start()
-        async with serving() as (api, url), running_operator(url, op_port) as stop_operator:
+        async with serving() as (api, url):
+            # the CRD exists before the operator starts, as helm and manifests/ install it (the operator does not
+            # scan for CRDs created later: docs/kubernetes.md, "RBAC")
             api.put_object(yaml.safe_load((REPO / "crds" / "ozonescmclusters.yaml").read_text()))
-            api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "local"}})
-            api.put_object({"apiVersion": "ozone-scm.io/v1alpha1", "kind": "OzoneSCMCluster",
-                            "metadata": {"name": "test", "namespace": "local"}, "spec": {"replicas": 3}})
-            sim = await start_sim(cluster, 3)
-            await _scenario(cluster, prom, tmp_path, stop_operator)
+            async with running_operator(url, op_port) as stop_operator:
+                api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "local"}})
+                api.put_object({"apiVersion": "ozone-scm.io/v1alpha1", "kind": "OzoneSCMCluster",
+                                "metadata": {"name": "test", "namespace": "local"}, "spec": {"replicas": 3}})
+                sim = await start_sim(cluster, 3)
+                await _scenario(cluster, prom, tmp_path, stop_operator)
     finally:
         if sim is not None:
             await sim.stop()
