@@ -25,6 +25,7 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +132,15 @@ class ProcessContainer:
         return _exit_code(proc.returncode), out.decode(errors="replace")
 
 
+_PROGRAM_PATHS = (Path(__file__).resolve().parents[3], Path(sys.prefix).resolve())
+
+
+def _hides_the_program(target: str) -> bool:
+    """Would a mount at ``target`` hide this checkout or the virtual environment the Pods' programs run from?"""
+    t = Path(target).resolve()
+    return any(p == t or t in p.parents for p in _PROGRAM_PATHS)
+
+
 class ProcessRuntime:
     """Containers as processes in per-Pod namespaces (see module docstring)."""
 
@@ -182,6 +192,11 @@ class ProcessRuntime:
             return any(o is not m and (o.source + "/").startswith(m.target.rstrip("/") + "/") for o in launch.mounts)
 
         for m in sorted(launch.mounts, key=hides_a_source):
+            if _hides_the_program(m.target):
+                # The process runtime has no image root: a Pod's program is this checkout's virtual environment.
+                # A mount over one of its parents (the restricted Pods' /tmp emptyDir, with the checkout cloned
+                # under /tmp) would hide it ("ozone-scm: not found"); the Pod writes to the directory as it is.
+                continue
             self._mount_point(m.target, Path(m.source).is_file())
             lines.append(f"mount --bind {shlex.quote(m.source)} {shlex.quote(m.target)}")
             if m.read_only:
