@@ -106,7 +106,13 @@ def datanode_pod(name: str, namespace: str, members: list[str], image: str, coun
         "metadata": {"name": f"{name}-datanodes", "namespace": namespace,
                      "labels": {"app.kubernetes.io/name": "ozone-datanode-sim"}},
         "spec": {"restartPolicy": "Always", "terminationGracePeriodSeconds": 5,
+                 # admissible where the namespace enforces Pod Security `restricted` (as the operator's tiers do)
+                 "automountServiceAccountToken": False,
+                 "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                                     "seccompProfile": {"type": "RuntimeDefault"}},
                  "containers": [{"name": "datanodes", "image": image,
+                                 "securityContext": {"allowPrivilegeEscalation": False,
+                                                     "capabilities": {"drop": ["ALL"]}},
                                  "command": ["ozone-scm", "--conf", "/etc/ozone", "datanode-sim", "--count",
                                              str(count), "--scm", scms, "--admin-scm", admin,
                                              "--heartbeat-interval", "1s"],
