@@ -568,18 +568,7 @@ class SCMCertificateServer:
                     f"serial {serial} is the sub-CA of SCM {proto.ownerId}, which is still a member of the ring; "
                     "decommission it (`ozone-scm admin scm decommission --nodeid ...`), which also revokes it",
                 )
-            records.append(
-                hdds_pb2.RevokedCertificateProto(
-                    serialId=serial,
-                    revocationTimeMs=now_ms,
-                    reason=reason,
-                    nodeType=proto.nodeType if proto is not None else "",
-                    ownerId=proto.ownerId if proto is not None else "",
-                    issuerSerialId=proto.issuerSerialId if proto is not None else "",
-                    revokedBy=by,
-                    external=proto is None,
-                )
-            )
+            records.append(_revocation_record(serial, proto, reason, now_ms, by))
         async with self._lock:  # no renewal of this lineage runs between the walk and the write
             records += self._successors(records, reason, now_ms, by)
             await self.store.revoke_certificates(records)
@@ -602,18 +591,8 @@ class SCMCertificateServer:
                 proto = self.store.get_certificate(successor)
                 existing = self.store.revocation(successor)
                 if existing is None or existing.supersededBy:
-                    out.append(
-                        hdds_pb2.RevokedCertificateProto(
-                            serialId=successor,
-                            revocationTimeMs=now_ms,
-                            reason=reason,
-                            nodeType=proto.nodeType if proto is not None else "",
-                            ownerId=proto.ownerId if proto is not None else "",
-                            issuerSerialId=proto.issuerSerialId if proto is not None else "",
-                            revokedBy=f"{by} (renewed from revoked serial {record.serialId})",
-                            external=proto is None,
-                        )
-                    )
+                    out.append(_revocation_record(
+                        successor, proto, reason, now_ms, f"{by} (renewed from revoked serial {record.serialId})"))
                 current = existing
         return out
 
@@ -705,3 +684,19 @@ class SCMCertificateServer:
             infos = [i for i in infos if int(i.certificate.serialId) >= int(start)]
         external = [r for r in self.store.revocations() if r.external] if (revoked_only or not role) else []
         return infos[:count], external
+
+
+def _revocation_record(
+    serial: str, proto: hdds_pb2.CertificateProto | None, reason: int, now_ms: int, by: str
+) -> hdds_pb2.RevokedCertificateProto:
+    """The revocation of ``serial``; ``proto`` is its stored certificate record, or None for one SCM never issued."""
+    return hdds_pb2.RevokedCertificateProto(
+        serialId=serial,
+        revocationTimeMs=now_ms,
+        reason=reason,
+        nodeType=proto.nodeType if proto is not None else "",
+        ownerId=proto.ownerId if proto is not None else "",
+        issuerSerialId=proto.issuerSerialId if proto is not None else "",
+        revokedBy=by,
+        external=proto is None,
+    )
