@@ -42,7 +42,7 @@ from scm_server.grpc_options import server_options
 from scm_server.ha import heap
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.server import endpoints
-from scm_server.server.audit_export import AuditExportService
+from scm_server.server.audit_export_service import AuditExportService
 from scm_server.server.config_check import check_daemon_config
 from scm_server.server.grpc_services import (
     BlockProtocolService,
