@@ -75,6 +75,17 @@ log = logging.getLogger(__name__)
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 
 
+@dataclass(frozen=True)
+class LaunchRecord:
+    """One container start: which Pod (name and uid), which container, with which command line."""
+
+    namespace: str
+    pod: str
+    uid: str
+    container: str
+    argv: tuple[str, ...]
+
+
 def _now() -> str:
     return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -194,6 +205,8 @@ class ContainerWorker:
                 await self._pause(backoff)
                 backoff = min(backoff * 2, kubelet.config.backoff_cap)
                 continue
+            kubelet.launches.append(LaunchRecord(self.pod.namespace, self.pod.name, self.pod.uid, self.name,
+                                                 tuple(launch.argv)))
             started_at = _now()
             self.started_once = True
             self.state = {"running": {"startedAt": started_at}}
@@ -750,6 +763,8 @@ class Kubelet:
         self._dns_dirty = asyncio.Event()
         self._unschedulable: set[str] = set()
         self.finished_pods: list[str] = []
+        # every container process started, in order: what ran, and how often (a test's record of side effects)
+        self.launches: list[LaunchRecord] = []
         # (kind, namespace, name) -> the resourceVersion of the last event the fixture finished handling
         self.handled: dict[tuple[str, str, str], str] = {}
         self._terminations: list[asyncio.Task[None]] = []
