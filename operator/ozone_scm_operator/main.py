@@ -123,7 +123,9 @@ async def run_operator(
     LOG.info("ozone-scm-operator: /healthz and /metrics on %s:%d; watching %s", options.health_host, port,
              ", ".join(options.namespaces) or "all namespaces")
     holding: asyncio.Task[None] | None = None
-    if elector is not None:
+    if elector is None:
+        metrics.leader.set(1)  # the only replica: it acts at once
+    else:
         health.standby = True
         try:
             acquired = await _standby(elector, health, stop_flag)
@@ -154,9 +156,9 @@ async def run_operator(
             holding.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await holding
+        metrics.leader.set(0)
         if elector is not None:
             await elector.release()
-            metrics.leader.set(0)
         await runner.cleanup()
         kube.close()
 
@@ -178,7 +180,11 @@ async def _standby(elector: LeaseElector, health: web.Health, stop_flag: asyncio
 
 
 async def _hold(elector: LeaseElector, metrics: web.Metrics, on_lost: Callable[[str], None]) -> None:
-    reason = await elector.hold()
+    try:
+        reason = await elector.hold()
+    except Exception as exc:  # a renewal loop that dies must not leave a leader acting without renewing
+        LOG.exception("leader election: the renewal loop failed")
+        reason = f"the renewal loop failed: {exc!r}"
     metrics.leader.set(0)
     on_lost(reason)
 
