@@ -40,7 +40,8 @@ What it does, in Kubernetes' terms:
   ``hostIP``, ``startTime``, container statuses (state, ready, started, restartCount, lastState), and Events
   (Scheduled, Started, Killing, Unhealthy, BackOff).
 
-Everything it starts is tracked (PIDs, namespaces, containers, networks) and removed by ``stop()``.
+Every container start is recorded in ``launches`` (Pod, uid, container, command line). Everything it starts is
+tracked (PIDs, namespaces, containers, networks) and removed by ``stop()``.
 """
 
 from __future__ import annotations

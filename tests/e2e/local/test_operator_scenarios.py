@@ -602,3 +602,39 @@ async def test_two_operators_one_active_and_the_standby_finishes_after_a_sigkill
         assert sorted(_init_launches(env)) == [("scm-0", "--init"), ("scm-1", "--bootstrap"),
                                                ("scm-2", "--bootstrap")], env.kubelet.launches
         assert "failpoint" not in b_log.read_text()
+
+
+@HEAVY
+async def test_the_standby_finishes_a_bootstrap_the_active_operator_was_killed_in(tmp_path: Path) -> None:
+    """The active operator is SIGKILLed while the second member of a new ring runs ``scm --bootstrap``; the standby
+    takes the Lease and completes the ring without creating any Pod again: one ``--init``, one ``--bootstrap`` per
+    member, one Pod (uid) per member."""
+    async with environment(tmp_path) as env:
+        await env.stop_operator()
+        args = (*HA_TIMING, "--leader-elect-resource-namespace", env.ns)
+        await env.start_operator(identity="operator-a", args=args)
+        await env.wait_for(lambda: _lease(env).get("holderIdentity") == "operator-a", 30, "operator-a holds the Lease")
+        await env.start_operator(identity="operator-b", args=args)
+        b_log = env.operator_logs["operator-b"]
+        await env.wait_for(lambda: "held by operator-a; operator-b stands by" in b_log.read_text(), 30,
+                           "operator-b standing by")
+        await env.create(NAME, {"replicas": 3})
+        await env.wait_for(lambda: ("scm-1", "--bootstrap") in _init_launches(env), 180,
+                           "scm-1's scm --bootstrap started", poll=0.05)
+        await env.kill_operator("operator-a")
+        before_kill = len(_operator_events(env))
+        await env.wait_for(lambda: _lease(env).get("holderIdentity") == "operator-b", 30, "operator-b takes the Lease")
+        await env.wait_ready(NAME, timeout=240)
+        await env.verify_consistent(NAME)
+        assert env.members(NAME) == ["scm-0", "scm-1", "scm-2"]
+        assert sorted(_init_launches(env)) == [("scm-0", "--init"), ("scm-1", "--bootstrap"),
+                                               ("scm-2", "--bootstrap")], env.kubelet.launches
+        uids: dict[str, set[str]] = {}
+        for r in env.kubelet.launches:
+            uids.setdefault(r.pod, set()).add(r.uid)
+        assert {p: len(u) for p, u in uids.items() if p.startswith("scm-")} == {"scm-0": 1, "scm-1": 1, "scm-2": 1}
+        assert {p: pod["metadata"]["uid"] for p, pod in env.pods(NAME).items()} == {
+            p: next(iter(u)) for p, u in uids.items() if p.startswith("scm-")}
+        events = _operator_events(env)
+        assert {i for i, _, _ in events[:before_kill]} == {"operator-a"}
+        assert {i for i, _, _ in events[before_kill:]} == {"operator-b"}, events[before_kill:]
