@@ -18,7 +18,8 @@ from ozone_scm_operator import naming, planner
 from tests.e2e.local.operator_env import API, Env, environment
 
 NAME = "scm"
-# Together these take about 4-5 minutes on 2 cores (more under load): `make e2e-local` (and .ci/run) runs them.
+# Together these take about 4-5 minutes on 2 cores (more under load), plus about 1 minute for the two operator-HA
+# scenarios: `make e2e-local` (and .ci/run) runs them.
 # The 1-member scenario stays in `make test`, so the tier's whole path (operator process, emulator, kubelet, real SCM)
 # is always exercised.
 HEAVY = pytest.mark.e2e_local
