@@ -132,9 +132,11 @@ class Env:
     # ---- the operator (a real process, like in a cluster; the test process never holds gRPC state, since it
     # also forks every Pod's processes) ----
     async def start_operator(self, crash_before: tuple[str, str] | None = None, *, identity: str = "",
-                             pause_before: tuple[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
+                             pause_before: tuple[str, str] | None = None, args: tuple[str, ...] = (),
+                             extra_env: Mapping[str, str] | None = None) -> None:
         """Start an operator process. ``identity`` names a replica (its leader-election identity); several may run
-        at once, each under its own identity. ``pause_before`` blocks it before that action (it keeps its Lease)."""
+        at once, each under its own identity. ``pause_before`` blocks it before that action (it keeps its Lease).
+        ``extra_env`` is added to its environment (e.g. ``PYTHONPATH`` naming another build of the operator)."""
         assert identity not in self._operators, f"operator {identity or '(default)'} is already running"
         self.operator_starts += 1
         self.health_port = free_port()
@@ -144,6 +146,7 @@ class Env:
             env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{crash_before[0]}:{crash_before[1]}"
         if pause_before is not None:
             env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{pause_before[0]}:{pause_before[1]}:pause"
+        env.update(extra_env or {})
         log_path = self.workdir / f"operator-{self.operator_starts}{'-' + identity if identity else ''}.log"
         self.operator_log = log_path
         self.operator_logs[identity] = log_path
