@@ -17,9 +17,9 @@ import grpc.aio
 import pytest
 import pytest_asyncio
 
+from scm_server.clock import FakeClock
 from scm_server.conf import OzoneConfiguration
 from scm_server.exceptions import ResultCodes, SCMException
-from scm_server.ha.clock import FakeClock
 from scm_server.metadata import SCMStorageConfig
 from scm_server.proto import scm_security_pb2
 from scm_server.scm import StorageContainerManager
