@@ -17,6 +17,7 @@ import grpc.aio
 import pytest
 import pytest_asyncio
 
+from scm_server.ca.scm_security import SCMSecurity
 from scm_server.clock import FakeClock
 from scm_server.conf import OzoneConfiguration
 from scm_server.exceptions import ResultCodes, SCMException
@@ -28,7 +29,6 @@ from scm_server.security.cert_client import NodeCertificateClient, SecurityProto
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
 from scm_server.security.keystore import KeyStore
-from scm_server.security.scm_security import SCMSecurity
 from scm_server.server import endpoints
 from scm_server.server.grpc_services import RpcMetrics
 from scm_server.server.security_services import SecurityAdminService, SecurityProtocolService

@@ -37,6 +37,7 @@ from cryptography import x509
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from scm_server.ca.ca_server import SCMCertificateServer, certificate_record
 from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
 from scm_server.conf.security import CAMode, SecurityConfig
@@ -46,7 +47,6 @@ from scm_server.ha.sequence_id_generator import CERTIFICATE_ID
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.proto import scm_security_pb2, scm_security_pb2_grpc
 from scm_server.security import init as sec_init
-from scm_server.security.ca_server import SCMCertificateServer, certificate_record
 from scm_server.security.core import certificates as pki
 from scm_server.security.core.identity import Role, has_scm_role_name, identity_of
 from scm_server.security.keystore import Material, file_signature
