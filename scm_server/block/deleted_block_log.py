@@ -24,9 +24,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scm_server.clock import Clock
 from scm_server.conf import BlockConfig
 from scm_server.exceptions import ResultCodes, SCMException
-from scm_server.ha.clock import Clock
 from scm_server.ha.replicate import RequestType, replicate
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_service import BackgroundSCMService

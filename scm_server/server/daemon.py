@@ -12,7 +12,7 @@ Start-up order, each step failing with a message that says what to do:
    (per-node ``<key>.<serviceId>.<nodeId>`` overrides), and the aiohttp server on
    ``ozone.scm.http-address``; log where each endpoint listens;
 
-   with ``ozone.security.enabled`` (:mod:`scm_server.security.scm_security`): the CA material is
+   with ``ozone.security.enabled`` (:mod:`scm_server.ca.scm_security`): the CA material is
    loaded first (a clear error if it is missing or broken), the security protocol is served on
    ``ozone.scm.security.service.port`` (TLS, no client certificate), the certificate admin service
    joins the client port, and with ``hdds.grpc.tls.enabled`` every other port demands a client
@@ -325,7 +325,7 @@ class SCMDaemon:
 
 def load_security(conf: OzoneConfiguration, storage: SCMStorageConfig) -> Any:
     """This SCM's security (None when ``ozone.security.enabled`` is false); a clear startup error."""
-    from scm_server.security.scm_security import SCMSecurity
+    from scm_server.ca.scm_security import SCMSecurity
 
     try:
         return SCMSecurity.load(conf, storage)
