@@ -329,6 +329,16 @@ def container_security_context(spec: ClusterSpec) -> Body:
     }
 
 
+def client_tls_env() -> list[Body]:
+    """The environment that makes ``ozone-scm admin ...`` in a Job's Pod present the operator's client certificate
+    (its Secret mounted at ``naming.TLS_DIR``; the operator is an administrator). Not shell identifiers: they reach
+    the process because the containers exec their command (no ``sh -c``)."""
+    return [
+        {"name": "OZONE-SITE.XML_hdds.x509.client.certificate.file", "value": f"{naming.TLS_DIR}/{TLS_CERT}"},
+        {"name": "OZONE-SITE.XML_hdds.x509.client.private.key.file", "value": f"{naming.TLS_DIR}/{TLS_KEY}"},
+    ]
+
+
 def _template_inputs(spec: ClusterSpec) -> Body:
     """Everything the member Pods are built from that a user can change (the Pod revision's input)."""
     return {

@@ -30,9 +30,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
-from ozone_scm_operator import audit_builders, builders, naming, podsecurity
+from ozone_scm_operator import audit_builders, backup_builders, backups, builders, naming, podsecurity
 from ozone_scm_operator.builders import Body, ClusterRef
 from ozone_scm_operator.model import (
     CREATING,
@@ -86,6 +86,11 @@ ADOPT = "Adopt"  # add the cluster's controller owner reference to an object not
 RELEASE_PVC = "ReleasePVC"  # reclaimPolicy Retain: drop the cluster's owner reference from a member's volume
 LABEL_PVC = "LabelPVC"  # put the cluster ID on a member's volume (params: cluster_id)
 EXPAND_PVC = "ExpandPVC"  # raise a member volume's storage request (params: size)
+# backups (backups.py): the OzoneSCMBackup the action is about is ``subject`` (its Event goes there too)
+UPDATE_BACKUP = "UpdateBackup"  # write params["status"] into its status; params["finalizers"]: set them (or None)
+CREATE_JOB = "CreateJob"  # a backup or clean-up Job (body)
+CREATE_BACKUP = "CreateBackup"  # a scheduled OzoneSCMBackup (body)
+DELETE_BACKUP = "DeleteBackup"  # an OzoneSCMBackup beyond retention (its finalizer has its data deleted first)
 
 REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
@@ -100,6 +105,7 @@ class Action:
     message: str  # Event message
     body: Body | None = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    subject: Body | None = None  # another object the action is about (apiVersion, kind, name, uid, namespace)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -574,6 +580,40 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
                  else "Degraded" if degraded else "the ring has not formed yet")
         why = f" (suspended: {cause})"
     return Action(APPLY, key[1], "ApplyAuditCronJob", f"{verb} CronJob {key[1]}{why}", body=body)
+
+
+def _backups(p: _Pass) -> Action | None:
+    """The cluster's OzoneSCMBackups, the backup schedule and retention (``backups.plan``), after the members' own
+    work: one step per pass, its Event also on the backup it is about."""
+    result = backups.plan(backups.Inputs(
+        ref=p.ref, spec=p.spec, now=p.now, cluster_id=p.status.cluster_id, has_leader=p.obs.ring is not None,
+        backups=p.obs.backups, jobs=p.obs.backup_jobs,
+        volume_exists=("PersistentVolumeClaim", naming.backup_pvc_name(p.ref.name)) in p.obs.children,
+        recorded=p.status.backup, admissible=lambda what, spec: _admissible(p, what, spec),
+    ))
+    p.set_status(backup=result.status)
+    for reason, message in result.notes:
+        p.note(reason, message)
+    step = result.step
+    if step is None:
+        return None
+    match step:
+        case backups.CreateVolume(body=body):
+            return Action(CREATE_PVC, body["metadata"]["name"], result.reason, result.message, body=body)
+        case backups.UpdateBackup(backup=b, status=status, finalizers=finalizers):
+            return Action(UPDATE_BACKUP, b.name, result.reason, result.message,
+                          params={"status": status, "finalizers": finalizers},
+                          subject=backup_builders.backup_ref(p.ref, b.name, b.uid))
+        case backups.CreateJob(backup=b, body=body):
+            return Action(CREATE_JOB, body["metadata"]["name"], result.reason, result.message, body=body,
+                          subject=backup_builders.backup_ref(p.ref, b.name, b.uid))
+        case backups.CreateBackup(body=body):
+            return Action(CREATE_BACKUP, body["metadata"]["name"], result.reason, result.message, body=body)
+        case backups.DeleteBackup(backup=b):
+            return Action(DELETE_BACKUP, b.name, result.reason, result.message,
+                          subject=backup_builders.backup_ref(p.ref, b.name, b.uid))
+        case _:
+            assert_never(step)
 
 
 def _found_existing(p: _Pass) -> bool:
@@ -1252,7 +1292,7 @@ def _decide(p: _Pass) -> Action | None:
         p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
                            message=f"{m.name} is the primordial SCM (scm --init)"))
         return None
-    for concern in (_ownership, _volumes, _security, _children, _audit, _repairs, _continue):
+    for concern in (_ownership, _volumes, _security, _children, _audit, _repairs, _continue, _backups):
         action = concern(p)
         if action is not None:
             return action

@@ -13,7 +13,9 @@ import pytest
 from cryptography import x509
 
 from ozone_scm_operator import planner
-from tests.e2e.local.operator_env import API, Env, environment
+from scm_server.metadata.backup import verify_backup
+from tests.e2e.local import jobcontroller
+from tests.e2e.local.operator_env import API, BACKUP_KIND, Env, environment
 
 NAME = "scm"
 # Together these take about 4-5 minutes on 2 cores (more under load): `make e2e-local` (and .ci/run) runs them.
@@ -488,3 +490,43 @@ async def test_deleting_a_retained_cluster_keeps_its_volumes_and_a_new_resource_
                    for p in env.pods(NAME).values())
         after = await env.verify_consistent(NAME)
         assert after["commitIndex"] >= before["commitIndex"]  # the Raft log was kept, not started over
+
+
+@HEAVY
+async def test_backup_runs_as_a_verified_job_into_the_backup_volume_and_deleting_it_deletes_its_data(
+        tmp_path: Path) -> None:
+    async with environment(tmp_path) as env, jobcontroller.running(env.api, env.ns) as jobs:
+        st = await _create_ready(env, replicas=1)
+        cid = st["clusterID"]
+        # no datanode has reported yet: the ring is in safemode, and the backup says so in one line
+        env.create_backup("early", NAME)
+        early = await env.wait_backup_done("early")
+        assert early["phase"] == "Failed" and "safemode" in early["message"] and "\n" not in early["message"]
+
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        result = await env.stop_workload(out)
+        assert result.block_ids and not result.failures
+
+        env.create_backup("b1", NAME)
+        b1 = await env.wait_backup_done("b1")
+        assert b1["phase"] == "Completed", b1
+        assert b1["clusterID"] == cid and b1["index"] > 0 and b1["sizeBytes"] > 0
+        assert b1["backupPath"] == "/backups/b1" and b1["startedAt"] <= b1["completedAt"]
+        # what the Job wrote verifies offline, at the index the status reports
+        data = env.backup_dir(NAME, "b1")
+        manifest = verify_backup(data, cid)
+        assert (manifest.term, manifest.index) == (b1["term"], b1["index"])
+        reasons = [r for _, r, _ in env.events("b1")]
+        assert reasons[:1] == ["BackupRunning"] and "BackupStarted" in reasons and reasons[-1] == "BackupCompleted"
+        await env.wait_for(lambda: (env.status(NAME).get("backup") or {}).get("lastBackup") == "b1", 30,
+                           "status.backup.lastBackup")
+        # the backup Job's Pod is as restricted as the members' (the namespace enforces it) and is not a member
+        assert set(env.pods(NAME)) == {"scm-0"} and not jobs.refused
+
+        # deleting the object deletes its data first (finalizer), then the object goes
+        env.api.call_delete(API, BACKUP_KIND, "b1", env.ns)
+        await env.wait_for(lambda: env.backup("b1") is None, 120, "backup b1 deleted")
+        assert not data.exists() and env.backup_dir(NAME, "early").parent.exists()
+        # the cluster still serves and still names its last backup
+        assert (env.status(NAME).get("backup") or {}).get("lastBackup") == "b1"
