@@ -12,7 +12,8 @@ What the member Pods look like (the member's name is its Pod's name and its ``oz
   headless Service publishes not-ready addresses, so members resolve each other while they bootstrap;
 * one init container: ``ozone-scm scm --init`` for the primordial member's first start only (while the ring has no
   cluster ID yet), ``ozone-scm scm --bootstrap`` for every other start of every member (on the primordial member
-  that is a no-op: if its volume were ever empty it would fail instead of creating a second cluster);
+  that is a no-op: if its volume were ever empty it would fail instead of creating a second cluster); during an
+  operator-driven quorum recovery the survivor's Pod runs ``ozone-scm scm --recover`` instead, once;
 * the SCM container ``ozone-scm scm``: its first start after ``--bootstrap`` asks the leader to add it (AddSCM);
   readiness is ``/ready?member=true`` (a caught-up Raft member, whatever the safemode), liveness ``/health``;
 * volumes: the member's PVC at ``/data`` (``ozone.metadata.dirs=/data/metadata``), the cluster ConfigMap's
@@ -42,6 +43,8 @@ Body = dict[str, Any]
 
 INIT_MODE_INIT = "init"
 INIT_MODE_BOOTSTRAP = "bootstrap"
+INIT_MODE_RECOVER = "recover"  # quorum recovery: the survivor's init container runs scm --recover (once)
+INIT_MODES = (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP, INIT_MODE_RECOVER)
 TERMINATION_LOG = "/dev/termination-log"
 
 # TLS file names inside the member certificate Secret (CA mode operator)
@@ -387,9 +390,10 @@ def _default_affinity(ref: ClusterRef) -> Body:
 
 
 def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -> Body:
-    """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start."""
-    if init_mode not in (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP):
-        raise ValueError(f"init_mode must be {INIT_MODE_INIT!r} or {INIT_MODE_BOOTSTRAP!r}, got {init_mode!r}")
+    """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start, ``recover`` only for
+    the survivor of a lost quorum while the operator recovers from it."""
+    if init_mode not in INIT_MODES:
+        raise ValueError(f"init_mode must be one of {', '.join(INIT_MODES)}, got {init_mode!r}")
     return _build_pod(ref, spec, member, init_mode, pod_revision(spec))
 
 

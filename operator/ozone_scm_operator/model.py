@@ -110,6 +110,7 @@ OP_ADD = "AddMember"
 OP_REMOVE = "RemoveMember"
 OP_REPLACE = "ReplaceMember"
 OP_ROLL = "RollMember"
+OP_RECOVER = "RecoverQuorum"  # a majority lost for good: the named survivor runs scm --recover, the ring regrows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -498,5 +499,7 @@ class Observed:
     pod_security: str | None = None
     # whether the members' StorageClass sets allowVolumeExpansion (None: not read, or no such class)
     volume_expansion: bool | None = None
+    # the member the user named in the ozone-scm.io/recover-from annotation (operator-driven quorum recovery)
+    recover_from: str | None = None
     backups: Mapping[str, BackupObs] = dataclasses.field(default_factory=dict)  # this cluster's OzoneSCMBackups
     backup_jobs: Mapping[str, JobObs] = dataclasses.field(default_factory=dict)  # their Jobs, by Job name

@@ -43,6 +43,8 @@ ANN_ROOT_FINGERPRINT = f"{API_GROUP}/root-ca-fingerprint"
 # without it (issued by an operator before role-bound identities) are re-issued
 ANN_ROLE_BOUND = f"{API_GROUP}/role-bound"
 
+# on an OzoneSCMCluster: the member to recover a ring that lost its majority from (removed by the operator when done)
+ANN_RECOVER_FROM = f"{API_GROUP}/recover-from"
 # on an OzoneSCMBackup whose data is on the backup volume: removed once a clean-up Job deleted that data
 FINALIZER_BACKUP_DATA = f"{API_GROUP}/backup-data"
 # on an OzoneSCMBackup the schedule created: the scheduled time it stands for (retention counts only these)

@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ozone_scm_operator import (
     BACKUP_KIND,
+    KIND,
     audit_status,
     backup_builders,
     builders,
@@ -439,6 +440,9 @@ class Reconciler:
         status = ClusterStatus.from_raw(body.get("status"))
         spec, problems, applied = read_spec(body.get("spec"), status.applied_spec)
         obs = await self.observe(ref, status, secure=spec.security.enabled, want_size=spec.storage.size)
+        recover_from = (meta.get("annotations") or {}).get(naming.ANN_RECOVER_FROM)
+        if recover_from:
+            obs = dataclasses.replace(obs, recover_from=str(recover_from).strip())
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
             planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,
@@ -630,6 +634,8 @@ class Reconciler:
             if a.params.get("status"):
                 await self.kube.merge_patch(BACKUP_KIND, ns, a.target, {"status": a.params["status"]},
                                             subresource="status")
+        elif k == planner.REMOVE_ANNOTATION:
+            await self.kube.merge_patch(KIND, ns, ref.name, {"metadata": {"annotations": {a.params["key"]: None}}})
         elif k == planner.DELETE_BACKUP:
             await self.kube.delete(BACKUP_KIND, ns, a.target)
         else:

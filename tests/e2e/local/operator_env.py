@@ -324,6 +324,14 @@ class Env:
         assert "error" not in result, result
         return result
 
+    async def containers(self, name: str) -> set[int]:
+        """The container IDs the ring holds (asked through its leader)."""
+        return set((await self.scm_check(name, "--containers"))["containers"])
+
+    def annotate(self, name: str, key: str, value: str | None) -> None:
+        """``kubectl annotate oscm <name> key=value`` (``key-`` with None)."""
+        self.api.patch_object(API, KIND, name, self.ns, {"metadata": {"annotations": {key: value}}})
+
     async def leader(self, name: str) -> str:
         await self.wait_for(lambda: self.status(name).get("leader"), 60, "a leader in status")
         return str(self.status(name)["leader"])

@@ -530,3 +530,48 @@ async def test_backup_runs_as_a_verified_job_into_the_backup_volume_and_deleting
         assert not data.exists() and env.backup_dir(NAME, "early").parent.exists()
         # the cluster still serves and still names its last backup
         assert (env.status(NAME).get("backup") or {}).get("lastBackup") == "b1"
+
+
+@HEAVY
+async def test_operator_recovers_a_lost_quorum_from_the_named_survivor(tmp_path: Path) -> None:
+    recover = "ozone-scm.io/recover-from"
+    async with environment(tmp_path) as env:
+        st = await _create_ready(env)
+        cid = st["clusterID"]
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        result = await env.stop_workload(out)
+        assert result.block_ids and not result.failures
+        before = await env.containers(NAME)
+        assert {c for c, _ in result.block_ids} <= before
+
+        # refused while the ring has its quorum: a condition and an Event, nothing done
+        env.annotate(NAME, recover, "scm-0")
+        await env.wait_for(lambda: env.conditions(NAME).get("Degraded", {}).get("reason") == "RecoveryRefused", 60,
+                           "RecoveryRefused")
+        assert "the ring has a leader" in env.conditions(NAME)["Degraded"]["message"]
+        assert env.members(NAME) == ["scm-0", "scm-1", "scm-2"] and not env.status(NAME).get("currentOperation")
+        assert any(r == "RecoveryRefused" for _, r, _ in env.events(NAME))
+        env.annotate(NAME, recover, None)
+        await env.wait_ready(NAME)
+
+        # two of three members lost for good, their volumes with them
+        for member in ("scm-1", "scm-2"):
+            env.delete("PersistentVolumeClaim", f"{member}-data")
+            env.delete("Pod", member)
+        await env.wait_for(lambda: not env.status(NAME).get("leader"), 120, "the ring has lost its leader")
+        env.annotate(NAME, recover, "scm-0")
+        await env.wait_for(lambda: (env.status(NAME).get("currentOperation") or {}).get("type") == "RecoverQuorum",
+                           60, "RecoverQuorum started")
+        await env.wait_ready(NAME, timeout=360, replicas=3)
+        st = env.status(NAME)
+        members = env.members(NAME)
+        assert "scm-0" in members and len(members) == 3 and not {"scm-1", "scm-2"} & set(members)
+        assert st["clusterID"] == cid and st["primordialMember"] == "scm-0"
+        assert recover not in (env.cluster(NAME)["metadata"].get("annotations") or {})
+        reasons = [r for _, r, _ in env.events(NAME)]
+        for step in ("StoppingSurvivor", "RestartingSurvivor", "RecoveryAnnotationRemoved"):
+            assert step in reasons, reasons
+        # every container committed before the loss is there, on every member alike
+        assert before <= await env.containers(NAME)
+        await env.verify_consistent(NAME)

@@ -120,6 +120,7 @@ class World:
         self.backup_data: set[str] = set()  # backup directories on the backup volume
         self.failing_backups: set[str] = set()  # backups whose Job fails
         self.held_jobs: set[str] = set()  # Jobs that keep running until released
+        self.recover_from: str | None = None  # the ozone-scm.io/recover-from annotation
         self.commit_index = 100
 
     # ---- backups ----
@@ -217,6 +218,8 @@ class World:
                 pvc.has_conf = True
         if self.leader is not None and (not self.alive_scm(self.leader) or self.leader not in self.voters):
             self.leader = None
+        if self.leader is not None and sum(1 for v in self.voters if self.alive_scm(v)) < len(self.voters) // 2 + 1:
+            self.leader = None  # a leader that hears no majority steps down (check quorum)
         if self.leader is None:
             alive = sorted(s for s in self.voters if self.alive_scm(s))
             if alive and len(alive) >= len(self.voters) // 2 + 1:
@@ -238,7 +241,17 @@ class World:
         if pvc is None or pvc.deleting:
             pod.trouble = "Unschedulable"
             return
-        if pod.init_mode == builders.INIT_MODE_INIT:
+        if pod.init_mode == builders.INIT_MODE_RECOVER:
+            if pvc.cluster_id is None or pvc.scm_id is None:
+                raise Unsafe(f"scm --recover on {pod.name}, whose volume holds no ring")
+            answering = 1 + sum(1 for v in self.voters if v != pvc.scm_id and self.alive_scm(v))
+            if len(self.voters) > 1 and answering >= len(self.voters) // 2 + 1:
+                raise Unsafe(f"scm --recover on {pod.name} while a majority of the ring answers")
+            self.voters, self.learners = {pvc.scm_id}, set()
+            self.leader = pvc.scm_id
+            self.term += 1
+            self.leaders_history.append(self.leader)
+        elif pod.init_mode == builders.INIT_MODE_INIT:
             if pvc.cluster_id is None:
                 if self.cluster_id is not None:
                     raise Unsafe(f"scm --init on an empty volume of {pod.name}: a second cluster would be created")
@@ -323,7 +336,7 @@ class World:
                            election_timeout=1.0)
         return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
                         secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
-                        backups=self._backup_obs(), backup_jobs=dict(self.jobs))
+                        backups=self._backup_obs(), backup_jobs=dict(self.jobs), recover_from=self.recover_from)
 
     def _backup_obs(self) -> dict[str, Any]:
         return {n: backup_obs(b) for n, b in self.backups.items() if b["spec"]["cluster"] == self.ref.name}
@@ -384,6 +397,9 @@ class World:
             self.backups[a.target] = body
         elif k == planner.DELETE_BACKUP:
             self.delete_backup(a.target)
+        elif k == planner.REMOVE_ANNOTATION:
+            assert a.params["key"] == naming.ANN_RECOVER_FROM
+            self.recover_from = None
         elif k == planner.CREATE_PVC and a.body is not None and naming.LABEL_AUDIT in a.body["metadata"]["labels"]:
             key = ("PersistentVolumeClaim", a.target)
             if key in self.children:
@@ -412,7 +428,8 @@ class World:
             pod = self.pods[a.target]
             sid = self.scm_of(a.target)
             healthy = self.healthy_voters()
-            if sid in healthy and self.voters and len(healthy) - 1 < len(self.voters) // 2 + 1:
+            # (a one-member ring has no majority to keep: restarting it is an outage the operator may cause)
+            if sid in healthy and len(self.voters) > 1 and len(healthy) - 1 < len(self.voters) // 2 + 1:
                 raise Unsafe(f"deleting Pod {a.target} leaves no caught-up majority ({healthy})")
             if sid is not None and sid == self.leader and len(self.voters) > 1:
                 raise Unsafe(f"deleting the leader's Pod {a.target} without a leadership transfer")
