@@ -459,6 +459,7 @@ class BackupObs:
 
     name: str
     uid: str = ""
+    cluster: str = ""  # spec.cluster
     created_at: datetime.datetime | None = None
     deleting: bool = False
     finalizers: tuple[str, ...] = ()
@@ -501,5 +502,7 @@ class Observed:
     volume_expansion: bool | None = None
     # the member the user named in the ozone-scm.io/recover-from annotation (operator-driven quorum recovery)
     recover_from: str | None = None
+    # the OzoneSCMBackup spec.bootstrap.fromBackup names, while the ring is being created (None: absent or not read)
+    restore_backup: BackupObs | None = None
     backups: Mapping[str, BackupObs] = dataclasses.field(default_factory=dict)  # this cluster's OzoneSCMBackups
     backup_jobs: Mapping[str, JobObs] = dataclasses.field(default_factory=dict)  # their Jobs, by Job name

@@ -785,7 +785,37 @@ def _init_mode(p: _Pass, m: MemberStatus) -> str:
         and op is not None
         and op.type == OP_BOOTSTRAP
     )
-    return builders.INIT_MODE_INIT if first_start else builders.INIT_MODE_BOOTSTRAP
+    if not first_start:
+        return builders.INIT_MODE_BOOTSTRAP
+    return builders.INIT_MODE_RESTORE if p.spec.bootstrap.from_backup else builders.INIT_MODE_INIT
+
+
+def _restore_source(p: _Pass) -> tuple[builders.RestoreSource | None, str | None]:
+    """Where ``spec.bootstrap.fromBackup`` restores from, or why it cannot (yet)."""
+    wanted = p.spec.bootstrap.from_backup
+    if not wanted:
+        return None, None
+    if p.spec.security.enabled:
+        return None, ("scm --restore does not restore a secure ring yet: create this cluster with security.enabled "
+                      "false, or without spec.bootstrap.fromBackup")
+    path = p.spec.bootstrap.backup_path
+    if path is not None:
+        claim = naming.backup_pvc_name(p.ref.name)
+        if ("PersistentVolumeClaim", claim) not in p.obs.children:
+            return None, (f"spec.bootstrap.fromBackup is {path} on this cluster's backup volume {claim}, which does "
+                          "not exist: create it (spec.backup.volume) and copy the backup there, or name an "
+                          "OzoneSCMBackup")
+        return builders.RestoreSource(claim, path), None
+    b = p.obs.restore_backup
+    if b is None:
+        return None, (f"spec.bootstrap.fromBackup names OzoneSCMBackup {wanted}, which does not exist in namespace "
+                      f"{p.ref.namespace} (kubectl get ozonescmbackups); nothing is created until it does")
+    if b.phase != backups.Phase.COMPLETED or not b.cluster:
+        return None, (f"OzoneSCMBackup {wanted} is {b.phase or 'not started'}, not Completed; the ring is created "
+                      "from it once it is")
+    cid = b.status.get("clusterID")
+    return builders.RestoreSource(naming.backup_pvc_name(b.cluster), naming.backup_path(b.name),
+                                  cid if isinstance(cid, str) else None), None
 
 
 def _admissible(p: _Pass, what: str, pod_spec: Mapping[str, Any]) -> bool:
@@ -827,9 +857,17 @@ def _repairs(p: _Pass) -> Action | None:
             continue  # mounted by every member; the primordial signs it at --init
         if m.name not in p.obs.pods:
             mode = _init_mode(p, m)
+            source = None
+            if mode == builders.INIT_MODE_RESTORE:
+                source, why = _restore_source(p)
+                if why is not None:
+                    p.note("RestoreSource", why)
+                    return None
             what = {builders.INIT_MODE_INIT: "scm --init (primordial)",
-                    builders.INIT_MODE_RECOVER: "scm --recover (quorum recovery)"}.get(mode, "scm --bootstrap")
-            body = builders.build_pod(p.ref, p.spec, m.name, mode)
+                    builders.INIT_MODE_RECOVER: "scm --recover (quorum recovery)",
+                    builders.INIT_MODE_RESTORE: f"scm --restore from {p.spec.bootstrap.from_backup}",
+                    }.get(mode, "scm --bootstrap")
+            body = builders.build_pod(p.ref, p.spec, m.name, mode, source)
             if not _admissible(p, f"Pod {m.name}", body["spec"]):
                 return None
             return Action(
@@ -849,12 +887,23 @@ def _continue_bootstrap(p: _Pass, op: Operation) -> Action | None:
         return None
     scm = p.obs.scms.get(m.name)
     pod = p.obs.pods.get(m.name)
+    if scm is not None and scm.is_leader and pod is not None and pod.ready and pod.init_mode == builders.INIT_MODE_RESTORE:
+        # restored from a backup: record the ring, then restart the member with --bootstrap, so that no later start
+        # of its Pod runs --restore over its own data again
+        p.set_status(cluster_id=scm.cluster_id)
+        p.set_member(dataclasses.replace(m, scm_id=scm.scm_id, cluster_id=scm.cluster_id))
+        p.set_op(op.at_step("Restart", p.now))
+        if pod.deleting:
+            return None
+        return Action(DELETE_POD, m.name, "RestartingRestoredMember",
+                      f"{m.name} leads the ring restored from {p.spec.bootstrap.from_backup} (cluster "
+                      f"{scm.cluster_id}); restarting it with scm --bootstrap")
     if scm is not None and scm.is_leader and pod is not None and pod.ready:
         p.set_status(cluster_id=scm.cluster_id)
         p.set_member(dataclasses.replace(m, state=JOINED, scm_id=scm.scm_id, cluster_id=scm.cluster_id))
         p.set_op(None)
         return None
-    p.set_op(op.at_step("WaitForLeader", p.now))
+    p.set_op(op.at_step("WaitForLeader" if op.step != "Restart" else "Restart", p.now))
     if p.timed_out(op):
         p.note("OperationStuck", f"the primordial member {m.name} has not become the leader: {p.pod_trouble(m.name)}")
     return None

@@ -175,6 +175,7 @@ def backup_obs(body: Body) -> BackupObs:
     return BackupObs(
         name=meta["name"],
         uid=meta.get("uid") or "",
+        cluster=str((body.get("spec") or {}).get("cluster") or ""),
         created_at=parse_time(meta.get("creationTimestamp")),
         deleting=bool(meta.get("deletionTimestamp")),
         finalizers=tuple(meta.get("finalizers") or ()),
@@ -443,6 +444,11 @@ class Reconciler:
         recover_from = (meta.get("annotations") or {}).get(naming.ANN_RECOVER_FROM)
         if recover_from:
             obs = dataclasses.replace(obs, recover_from=str(recover_from).strip())
+        source = spec.bootstrap.from_backup
+        if source and not spec.bootstrap.backup_path and status.cluster_id is None:
+            raw = await self.kube.get(BACKUP_KIND, namespace, source)
+            if raw is not None:
+                obs = dataclasses.replace(obs, restore_backup=backup_obs(raw))
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
             planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,

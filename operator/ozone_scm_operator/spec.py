@@ -201,6 +201,23 @@ class BackupSpec:
     suspend: bool = False  # no new scheduled backups (one-off backups still run)
 
 
+@dataclasses.dataclass(frozen=True)
+class BootstrapSpec:
+    """``spec.bootstrap``: how the ring is created. ``from_backup``: the primordial member starts with
+    ``scm --restore`` from an ``OzoneSCMBackup`` of this namespace (its name) or from a directory on this cluster's
+    own backup volume (a path under ``/backups/``); None: ``scm --init``. Read only while the ring is created."""
+
+    from_backup: str | None = None
+
+    @property
+    def backup_path(self) -> str | None:
+        """The directory form (``/backups/<dir>``), or None when ``from_backup`` names an object (or is unset)."""
+        return self.from_backup if self.from_backup and self.from_backup.startswith("/") else None
+
+
+_BACKUP_REF = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?|/backups/[A-Za-z0-9._-]+)$")
+
+
 def cron_problem(expression: str) -> str | None:
     """Why ``expression`` is not a five-field cron schedule, or None."""
     if len(expression.split()) != 5:
@@ -233,6 +250,7 @@ class ClusterSpec:
     membership: MembershipSpec = MembershipSpec()
     audit: AuditSpec = AuditSpec()
     backup: BackupSpec = BackupSpec()
+    bootstrap: BootstrapSpec = BootstrapSpec()
     paused: bool = False
 
 
@@ -477,6 +495,14 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         suspend=bk.bool("suspend", d.backup.suspend),
     )
 
+    bs = r.sub("bootstrap")
+    from_backup = bs.opt_str("fromBackup")
+    if from_backup is not None and (not _BACKUP_REF.match(from_backup) or ".." in from_backup):
+        bs.problem("fromBackup", f"{from_backup!r} is neither the name of an OzoneSCMBackup nor a directory "
+                                 "/backups/<dir> on this cluster's backup volume")
+        from_backup = None
+    bootstrap = BootstrapSpec(from_backup=from_backup)
+
     pull_secrets = []
     for i, item in enumerate(r.obj_list("imagePullSecrets")):
         name = item.get("name")
@@ -504,6 +530,7 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         membership=membership,
         audit=audit,
         backup=backup,
+        bootstrap=bootstrap,
         paused=r.bool("paused", d.paused),
     )
     return spec, problems

@@ -39,6 +39,7 @@ _PRIORITY = (
     "InvalidName",
     "InvalidSpec",
     "RecoveryRefused",
+    "RestoreSource",
     "RootCAMissing",
     "RootCAChanged",
     "ForeignVolume",

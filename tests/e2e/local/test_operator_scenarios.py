@@ -575,3 +575,40 @@ async def test_operator_recovers_a_lost_quorum_from_the_named_survivor(tmp_path:
         # every container committed before the loss is there, on every member alike
         assert before <= await env.containers(NAME)
         await env.verify_consistent(NAME)
+
+
+@HEAVY
+async def test_a_cluster_created_from_a_backup_has_its_containers_and_hands_out_higher_block_ids(
+        tmp_path: Path) -> None:
+    async with environment(tmp_path) as env, jobcontroller.running(env.api, env.ns):
+        st = await _create_ready(env, replicas=1)
+        cid = st["clusterID"]
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        first = await env.stop_workload(out)
+        assert first.block_ids and not first.failures
+        backed_up = await env.containers(NAME)
+        env.create_backup("b1", NAME)
+        b1 = await env.wait_backup_done("b1")
+        assert b1["phase"] == "Completed", b1
+        # the old ring goes on allocating after the backup: the restored ring must never hand those IDs out again
+        out = env.start_workload(NAME, name="workload-after")
+        await env.workload_ready(out)
+        after = await env.stop_workload(out)
+        assert after.block_ids and not after.failures
+        old_ids = {local for _, local in first.block_ids + after.block_ids}
+
+        await env.create("restored", {"replicas": 3, "bootstrap": {"fromBackup": "b1"}})
+        await env.wait_ready("restored", timeout=300, replicas=3)
+        st = env.status("restored")
+        assert st["clusterID"] == cid and st["primordialMember"] == "restored-0"
+        reasons = [r for _, r, _ in env.events("restored")]
+        assert "RestartingRestoredMember" in reasons, reasons
+        assert backed_up <= await env.containers("restored")  # every container of the backup is there
+        await env.verify_consistent("restored")
+
+        out = env.start_workload("restored", name="workload-restored")
+        await env.workload_ready(out)
+        new = await env.stop_workload(out)
+        assert new.block_ids and not new.failures
+        assert min(local for _, local in new.block_ids) > max(old_ids)

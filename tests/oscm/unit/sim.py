@@ -28,6 +28,7 @@ from ozone_scm_operator import backup_builders, builders, naming, planner, podse
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.model import (
     FOREIGN_VOLUME_PREFIX,
+    BackupObs,
     ClusterStatus,
     ContainerObs,
     JobObs,
@@ -65,6 +66,7 @@ class SimPod:
     alive: bool = False
     deleting: bool = False
     trouble: str | None = None
+    init_command: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -121,6 +123,8 @@ class World:
         self.failing_backups: set[str] = set()  # backups whose Job fails
         self.held_jobs: set[str] = set()  # Jobs that keep running until released
         self.recover_from: str | None = None  # the ozone-scm.io/recover-from annotation
+        self.stored_backups: dict[str, str] = {}  # backup directory (as the Pod sees it) -> its cluster ID
+        self.restore_backup: BackupObs | None = None  # the OzoneSCMBackup spec.bootstrap.fromBackup names
         self.commit_index = 100
 
     # ---- backups ----
@@ -241,7 +245,26 @@ class World:
         if pvc is None or pvc.deleting:
             pod.trouble = "Unschedulable"
             return
-        if pod.init_mode == builders.INIT_MODE_RECOVER:
+        if pod.init_mode == builders.INIT_MODE_RESTORE:
+            # scm --restore DIR [--clusterid ID]: a one-member ring of the backup's cluster, on empty storage only
+            cmd = list(pod.init_command)
+            path = cmd[cmd.index("--restore") + 1]
+            cid = self.stored_backups.get(path)
+            if cid is None:
+                pod.trouble = f"init container restore: {path} holds no backup"
+                return
+            if "--clusterid" in cmd and cmd[cmd.index("--clusterid") + 1] != cid:
+                raise Unsafe(f"--clusterid {cmd[cmd.index('--clusterid') + 1]} for a backup of {cid}")
+            if pvc.cluster_id is not None:
+                raise Unsafe(f"scm --restore over {pod.name}'s own data (a restarted restored member)")
+            pvc.cluster_id = self.cluster_id = cid
+            pvc.scm_id = self._new_id("scm")
+            self.voters, self.learners = {pvc.scm_id}, set()
+            pvc.has_conf = True
+            self.leader = pvc.scm_id
+            self.term += 1
+            self.leaders_history.append(self.leader)
+        elif pod.init_mode == builders.INIT_MODE_RECOVER:
             if pvc.cluster_id is None or pvc.scm_id is None:
                 raise Unsafe(f"scm --recover on {pod.name}, whose volume holds no ring")
             answering = 1 + sum(1 for v in self.voters if v != pvc.scm_id and self.alive_scm(v))
@@ -336,7 +359,8 @@ class World:
                            election_timeout=1.0)
         return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
                         secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
-                        backups=self._backup_obs(), backup_jobs=dict(self.jobs), recover_from=self.recover_from)
+                        backups=self._backup_obs(), backup_jobs=dict(self.jobs), recover_from=self.recover_from,
+                        restore_backup=self.restore_backup)
 
     def _backup_obs(self) -> dict[str, Any]:
         return {n: backup_obs(b) for n, b in self.backups.items() if b["spec"]["cluster"] == self.ref.name}
@@ -423,6 +447,7 @@ class World:
             self.pods[a.target] = SimPod(
                 a.target, ann[naming.ANN_REVISION], ann[naming.ANN_INIT_MODE],
                 a.body["spec"]["containers"][0]["image"], self.now,
+                init_command=tuple(a.body["spec"]["initContainers"][0]["command"]),
             )
         elif k == planner.DELETE_POD:
             pod = self.pods[a.target]

@@ -59,7 +59,7 @@ def test_every_crd_spec_field_is_read() -> None:
     """A field in the CRD that the operator ignores is a silent lie: compare the property names."""
     read = {
         "replicas", "image", "imagePullPolicy", "imagePullSecrets", "storage", "security", "ozoneSite", "resources",
-        "scheduling", "podMetadata", "service", "podDisruptionBudget", "membership", "audit", "backup", "paused",
+        "scheduling", "podMetadata", "service", "podDisruptionBudget", "membership", "audit", "backup", "bootstrap", "paused",
         "podSecurityContext", "containerSecurityContext",
     }
     assert set(crd_spec_schema()["properties"]) == read
@@ -95,6 +95,8 @@ def test_full_example_parses_without_problems() -> None:
         ({"backup": {"retention": {"keepLast": 0}}}, "backup.retention.keepLast", "must be at least 1"),
         ({"backup": {"retention": {"maxAge": "a week"}}}, "backup.retention.maxAge", "is not a duration"),
         ({"backup": {"volume": {"size": "big"}}}, "backup.volume.size", "not a Kubernetes quantity"),
+        ({"bootstrap": {"fromBackup": "/etc/passwd"}}, "bootstrap.fromBackup", "neither the name of an OzoneSCMBackup"),
+        ({"bootstrap": {"fromBackup": "/backups/../x"}}, "bootstrap.fromBackup", "neither the name"),
         ("not a map", "spec", "must be an object"),
     ],
 )
