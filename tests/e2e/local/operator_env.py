@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import aiohttp
 import yaml
 
 from scm_server.cli.local_cluster import FAST_SETTINGS
@@ -323,6 +324,12 @@ class Env:
         result: dict[str, Any] = json.loads(out)
         assert "error" not in result, result
         return result
+
+    async def operator_metrics(self) -> str:
+        """The operator's /metrics page (Prometheus text), from its health port."""
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{self.health_port}/metrics") as resp:
+            assert resp.status == 200, resp.status
+            return await resp.text()
 
     async def containers(self, name: str) -> set[int]:
         """The container IDs the ring holds (asked through its leader)."""

@@ -612,3 +612,33 @@ async def test_a_cluster_created_from_a_backup_has_its_containers_and_hands_out_
         new = await env.stop_workload(out)
         assert new.block_ids and not new.failures
         assert min(local for _, local in new.block_ids) > max(old_ids)
+
+
+@HEAVY
+async def test_scheduled_backups_keep_the_newest_and_export_the_deadline(tmp_path: Path) -> None:
+    async with environment(tmp_path) as env, jobcontroller.running(env.api, env.ns):
+        await _create_ready(env, replicas=1, backup={"schedule": "* * * * *", "retention": {"keepLast": 1}})
+        out = env.start_workload(NAME)  # datanodes: the ring leaves safemode, so backups are taken
+        await env.workload_ready(out)
+        await env.stop_workload(out)
+
+        seen: dict[str, str] = {}
+
+        def two_done_one_left() -> bool:
+            for b in env.api.list_objects(API, BACKUP_KIND, env.ns):
+                seen[b["metadata"]["name"]] = (b.get("status") or {}).get("phase") or ""
+            left = [b["metadata"]["name"] for b in env.api.list_objects(API, BACKUP_KIND, env.ns)]
+            done = [n for n, ph in seen.items() if ph == "Completed"]
+            return len(done) >= 2 and len(left) == 1 and left[0] == max(done)
+
+        await env.wait_for(two_done_one_left, 240, "two scheduled backups, the older one deleted")
+        names = sorted(n for n, ph in seen.items() if ph == "Completed")
+        assert all(n.startswith(f"{NAME}-20") and len(n) == len(NAME) + 13 for n in names), names
+        assert not env.backup_dir(NAME, names[0]).exists()  # its data went with it
+        assert env.backup_dir(NAME, names[-1]).exists()
+        st = await env.wait_for(lambda: (b := env.status(NAME).get("backup") or {}).get("lastBackup") == names[-1]
+                                and b, 60, "status.backup.lastBackup")
+        assert st["schedule"] == "* * * * *" and st["deadline"] > st["lastBackupTime"]
+        metrics = await env.operator_metrics()
+        assert f'ozone_scm_operator_backup_deadline_timestamp_seconds{{cluster="{NAME}",namespace="{env.ns}"}}' \
+            in metrics
