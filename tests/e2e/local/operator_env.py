@@ -129,6 +129,8 @@ class Env:
         self.operator_starts = 0
         self.health_port = 0
         self.operator_log: Path | None = None
+        # a real kube-controller-manager runs the Job controller (the control-plane tier); else a fixture plays it
+        self.real_controllers = False
 
     # ---- the operator (a real process, like in a cluster; the test process never holds gRPC state, since it
     # also forks every Pod's processes) ----

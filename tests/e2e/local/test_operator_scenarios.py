@@ -5,6 +5,7 @@ replicated tables (``Env.verify_consistent``). Run by ``make e2e-local``; ``make
 from __future__ import annotations
 
 import base64
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,12 @@ NAME = "scm"
 # The 1-member scenario stays in `make test`, so the tier's whole path (operator process, emulator, kubelet, real SCM)
 # is always exercised.
 HEAVY = pytest.mark.e2e_local
+
+
+def _job_controller(env: Env) -> contextlib.AbstractAsyncContextManager[jobcontroller.JobController]:
+    """The Job controller for the backup Jobs: the fixture on the emulator, none on a real control plane (its
+    kube-controller-manager runs the real one)."""
+    return jobcontroller.running(env.api, env.ns, enabled=not env.real_controllers)
 
 
 async def _create_ready(env: Env, replicas: int = 3, **spec: Any) -> dict[str, Any]:
@@ -495,7 +502,7 @@ async def test_deleting_a_retained_cluster_keeps_its_volumes_and_a_new_resource_
 @HEAVY
 async def test_backup_runs_as_a_verified_job_into_the_backup_volume_and_deleting_it_deletes_its_data(
         tmp_path: Path) -> None:
-    async with environment(tmp_path) as env, jobcontroller.running(env.api, env.ns) as jobs:
+    async with environment(tmp_path) as env, _job_controller(env) as jobs:
         st = await _create_ready(env, replicas=1)
         cid = st["clusterID"]
         # no datanode has reported yet: the ring is in safemode, and the backup says so in one line
@@ -580,7 +587,7 @@ async def test_operator_recovers_a_lost_quorum_from_the_named_survivor(tmp_path:
 @HEAVY
 async def test_a_cluster_created_from_a_backup_has_its_containers_and_hands_out_higher_block_ids(
         tmp_path: Path) -> None:
-    async with environment(tmp_path) as env, jobcontroller.running(env.api, env.ns):
+    async with environment(tmp_path) as env, _job_controller(env):
         st = await _create_ready(env, replicas=1)
         cid = st["clusterID"]
         out = env.start_workload(NAME)
@@ -616,7 +623,7 @@ async def test_a_cluster_created_from_a_backup_has_its_containers_and_hands_out_
 
 @HEAVY
 async def test_scheduled_backups_keep_the_newest_and_export_the_deadline(tmp_path: Path) -> None:
-    async with environment(tmp_path) as env, jobcontroller.running(env.api, env.ns):
+    async with environment(tmp_path) as env, _job_controller(env):
         await _create_ready(env, replicas=1, backup={"schedule": "* * * * *", "retention": {"keepLast": 1}})
         out = env.start_workload(NAME)  # datanodes: the ring leaves safemode, so backups are taken
         await env.workload_ready(out)
