@@ -76,8 +76,8 @@ def test_rendered_objects_validate_against_kubernetes_1_35(sets: tuple[str, ...]
 
 def test_manifests_validate_against_kubernetes_1_35() -> None:
     files = sorted((ROOT / "manifests").glob("*.yaml"))
-    assert [f.name for f in files] == ["00-namespace.yaml", "10-crd-ozonescmclusters.yaml", "20-rbac.yaml",
-                                       "30-operator.yaml"]
+    assert [f.name for f in files] == ["00-namespace.yaml", "10-crd-ozonescmbackups.yaml",
+                                       "10-crd-ozonescmclusters.yaml", "20-rbac.yaml", "30-operator.yaml"]
     result = subprocess.run([str(need(VALIDATE)), "-k", "1.35.0", "--strict", *map(str, files)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -106,8 +106,9 @@ def test_custom_resources_validate_against_the_crd_schema() -> None:
 
 
 def test_crd_copies_do_not_drift() -> None:
-    assert (CHART / "crds" / "ozonescmclusters.yaml").read_text() == CRD_FILE.read_text(), \
-        "charts/ozone-scm-operator/crds/ozonescmclusters.yaml differs from crds/: run `make manifests`"
+    for name in ("ozonescmclusters.yaml", "ozonescmbackups.yaml"):
+        assert (CHART / "crds" / name).read_text() == (ROOT / "crds" / name).read_text(), \
+            f"charts/ozone-scm-operator/crds/{name} differs from crds/: run `make manifests`"
     assert sync_k8s_packaging.main(["--check"]) == 0, "manifests/ or the chart's CRD drifted: run `make manifests`"
 
 

@@ -27,7 +27,7 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.client.exceptions import ApiException
 
-from ozone_scm_operator import API_GROUP, API_VERSION, KIND, PLURAL, naming
+from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, BACKUP_PLURAL, KIND, PLURAL, naming
 
 LOG = logging.getLogger(__name__)
 
@@ -46,8 +46,10 @@ _PLURALS = {
     "Namespace": "namespaces",
     "StorageClass": "storageclasses",
     KIND: PLURAL,
+    BACKUP_KIND: BACKUP_PLURAL,
 }
-_API_VERSIONS = {"StorageClass": "storage.k8s.io/v1", "PodDisruptionBudget": "policy/v1", "CronJob": "batch/v1", "Job": "batch/v1", KIND: f"{API_GROUP}/{API_VERSION}"}
+_API_VERSIONS = {"StorageClass": "storage.k8s.io/v1", "PodDisruptionBudget": "policy/v1", "CronJob": "batch/v1", "Job": "batch/v1", KIND: f"{API_GROUP}/{API_VERSION}",
+                 BACKUP_KIND: f"{API_GROUP}/{API_VERSION}"}
 MERGE_PATCH = "application/merge-patch+json"
 
 

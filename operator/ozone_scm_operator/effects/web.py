@@ -38,6 +38,8 @@ class Metrics:
     member_lag: Gauge
     certificate_expiry: Gauge
     audit_findings: Gauge
+    backup_last_completed: Gauge
+    backup_deadline: Gauge
     leader: Gauge
 
     @classmethod
@@ -67,6 +69,16 @@ class Metrics:
                 "ozone_scm_operator_audit_findings",
                 "Findings of the last successful scheduled audit (status.audit.lastSummary.findings)", labels,
                 registry=r,
+            ),
+            backup_last_completed=Gauge(
+                "ozone_scm_operator_backup_last_completed_timestamp_seconds",
+                "When the cluster's last verified backup completed (status.backup.lastBackupTime, Unix time)", labels,
+                registry=r,
+            ),
+            backup_deadline=Gauge(
+                "ozone_scm_operator_backup_deadline_timestamp_seconds",
+                "When the next scheduled backup should have completed by (status.backup.deadline, Unix time; only "
+                "with spec.backup.schedule, not while suspended)", labels, registry=r,
             ),
             leader=Gauge(
                 "ozone_scm_operator_leader",

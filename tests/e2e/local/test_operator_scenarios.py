@@ -5,6 +5,7 @@ replicated tables (``Env.verify_consistent``). Run by ``make e2e-local``; ``make
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 import urllib.request
@@ -15,7 +16,9 @@ import pytest
 from cryptography import x509
 
 from ozone_scm_operator import naming, planner
-from tests.e2e.local.operator_env import API, Env, environment
+from scm_server.metadata.backup import verify_backup
+from tests.e2e.local import jobcontroller
+from tests.e2e.local.operator_env import API, BACKUP_KIND, Env, environment
 
 NAME = "scm"
 # Together these take about 4-5 minutes on 2 cores (more under load), plus about 1 minute for the two operator-HA
@@ -23,6 +26,12 @@ NAME = "scm"
 # The 1-member scenario stays in `make test`, so the tier's whole path (operator process, emulator, kubelet, real SCM)
 # is always exercised.
 HEAVY = pytest.mark.e2e_local
+
+
+def _job_controller(env: Env) -> contextlib.AbstractAsyncContextManager[jobcontroller.JobController]:
+    """The Job controller for the backup Jobs: the fixture on the emulator, none on a real control plane (its
+    kube-controller-manager runs the real one)."""
+    return jobcontroller.running(env.api, env.ns, enabled=not env.real_controllers)
 
 
 async def _create_ready(env: Env, replicas: int = 3, **spec: Any) -> dict[str, Any]:
@@ -639,3 +648,155 @@ async def test_the_standby_finishes_a_bootstrap_the_active_operator_was_killed_i
         events = _operator_events(env)
         assert {i for i, _, _ in events[:before_kill]} == {"operator-a"}
         assert {i for i, _, _ in events[before_kill:]} == {"operator-b"}, events[before_kill:]
+
+
+@HEAVY
+async def test_backup_runs_as_a_verified_job_into_the_backup_volume_and_deleting_it_deletes_its_data(
+        tmp_path: Path) -> None:
+    async with environment(tmp_path) as env, _job_controller(env) as jobs:
+        st = await _create_ready(env, replicas=1)
+        cid = st["clusterID"]
+        # no datanode has reported yet: the ring is in safemode, and the backup says so in one line
+        env.create_backup("early", NAME)
+        early = await env.wait_backup_done("early")
+        assert early["phase"] == "Failed" and "safemode" in early["message"] and "\n" not in early["message"]
+
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        result = await env.stop_workload(out)
+        assert result.block_ids and not result.failures
+
+        env.create_backup("b1", NAME)
+        b1 = await env.wait_backup_done("b1")
+        assert b1["phase"] == "Completed", b1
+        assert b1["clusterID"] == cid and b1["index"] > 0 and b1["sizeBytes"] > 0
+        assert b1["backupPath"] == "/backups/b1" and b1["startedAt"] <= b1["completedAt"]
+        # what the Job wrote verifies offline, at the index the status reports
+        data = env.backup_dir(NAME, "b1")
+        manifest = verify_backup(data, cid)
+        assert (manifest.term, manifest.index) == (b1["term"], b1["index"])
+        reasons = [r for _, r, _ in env.events("b1")]
+        assert reasons[:1] == ["BackupRunning"] and "BackupStarted" in reasons and reasons[-1] == "BackupCompleted"
+        await env.wait_for(lambda: (env.status(NAME).get("backup") or {}).get("lastBackup") == "b1", 30,
+                           "status.backup.lastBackup")
+        # the backup Job's Pod is as restricted as the members' (the namespace enforces it) and is not a member
+        assert set(env.pods(NAME)) == {"scm-0"} and not jobs.refused
+
+        # deleting the object deletes its data first (finalizer), then the object goes
+        env.api.call_delete(API, BACKUP_KIND, "b1", env.ns)
+        await env.wait_for(lambda: env.backup("b1") is None, 120, "backup b1 deleted")
+        assert not data.exists() and env.backup_dir(NAME, "early").parent.exists()
+        # the cluster still serves and still names its last backup
+        assert (env.status(NAME).get("backup") or {}).get("lastBackup") == "b1"
+
+
+@HEAVY
+async def test_operator_recovers_a_lost_quorum_from_the_named_survivor(tmp_path: Path) -> None:
+    recover = "ozone-scm.io/recover-from"
+    async with environment(tmp_path) as env:
+        st = await _create_ready(env)
+        cid = st["clusterID"]
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        result = await env.stop_workload(out)
+        assert result.block_ids and not result.failures
+        before = await env.containers(NAME)
+        assert {c for c, _ in result.block_ids} <= before
+
+        # refused while the ring has its quorum: a condition and an Event, nothing done
+        env.annotate(NAME, recover, "scm-0")
+        await env.wait_for(lambda: env.conditions(NAME).get("Degraded", {}).get("reason") == "RecoveryRefused", 60,
+                           "RecoveryRefused")
+        assert "the ring has a leader" in env.conditions(NAME)["Degraded"]["message"]
+        assert env.members(NAME) == ["scm-0", "scm-1", "scm-2"] and not env.status(NAME).get("currentOperation")
+        assert any(r == "RecoveryRefused" for _, r, _ in env.events(NAME))
+        env.annotate(NAME, recover, None)
+        await env.wait_ready(NAME)
+
+        # two of three members lost for good, their volumes with them
+        for member in ("scm-1", "scm-2"):
+            env.delete("PersistentVolumeClaim", f"{member}-data")
+            env.delete("Pod", member)
+        await env.wait_for(lambda: not env.status(NAME).get("leader"), 120, "the ring has lost its leader")
+        env.annotate(NAME, recover, "scm-0")
+        await env.wait_for(lambda: (env.status(NAME).get("currentOperation") or {}).get("type") == "RecoverQuorum",
+                           60, "RecoverQuorum started")
+        await env.wait_ready(NAME, timeout=360, replicas=3)
+        st = env.status(NAME)
+        members = env.members(NAME)
+        assert "scm-0" in members and len(members) == 3 and not {"scm-1", "scm-2"} & set(members)
+        assert st["clusterID"] == cid and st["primordialMember"] == "scm-0"
+        assert recover not in (env.cluster(NAME)["metadata"].get("annotations") or {})
+        reasons = [r for _, r, _ in env.events(NAME)]
+        for step in ("StoppingSurvivor", "RestartingSurvivor", "RecoveryAnnotationRemoved"):
+            assert step in reasons, reasons
+        # every container committed before the loss is there, on every member alike
+        assert before <= await env.containers(NAME)
+        await env.verify_consistent(NAME)
+
+
+@HEAVY
+async def test_a_cluster_created_from_a_backup_has_its_containers_and_hands_out_higher_block_ids(
+        tmp_path: Path) -> None:
+    async with environment(tmp_path) as env, _job_controller(env):
+        st = await _create_ready(env, replicas=1)
+        cid = st["clusterID"]
+        out = env.start_workload(NAME)
+        await env.workload_ready(out)
+        first = await env.stop_workload(out)
+        assert first.block_ids and not first.failures
+        backed_up = await env.containers(NAME)
+        env.create_backup("b1", NAME)
+        b1 = await env.wait_backup_done("b1")
+        assert b1["phase"] == "Completed", b1
+        # the old ring goes on allocating after the backup: the restored ring must never hand those IDs out again
+        out = env.start_workload(NAME, name="workload-after")
+        await env.workload_ready(out)
+        after = await env.stop_workload(out)
+        assert after.block_ids and not after.failures
+        old_ids = {local for _, local in first.block_ids + after.block_ids}
+
+        await env.create("restored", {"replicas": 3, "bootstrap": {"fromBackup": "b1"}})
+        await env.wait_ready("restored", timeout=300, replicas=3)
+        st = env.status("restored")
+        assert st["clusterID"] == cid and st["primordialMember"] == "restored-0"
+        reasons = [r for _, r, _ in env.events("restored")]
+        assert "RestartingRestoredMember" in reasons, reasons
+        assert backed_up <= await env.containers("restored")  # every container of the backup is there
+        await env.verify_consistent("restored")
+
+        out = env.start_workload("restored", name="workload-restored")
+        await env.workload_ready(out)
+        new = await env.stop_workload(out)
+        assert new.block_ids and not new.failures
+        assert min(local for _, local in new.block_ids) > max(old_ids)
+
+
+@HEAVY
+async def test_scheduled_backups_keep_the_newest_and_export_the_deadline(tmp_path: Path) -> None:
+    async with environment(tmp_path) as env, _job_controller(env):
+        await _create_ready(env, replicas=1, backup={"schedule": "* * * * *", "retention": {"keepLast": 1}})
+        out = env.start_workload(NAME)  # datanodes: the ring leaves safemode, so backups are taken
+        await env.workload_ready(out)
+        await env.stop_workload(out)
+
+        seen: dict[str, str] = {}
+
+        def two_done_one_left() -> bool:
+            for b in env.api.list_objects(API, BACKUP_KIND, env.ns):
+                seen[b["metadata"]["name"]] = (b.get("status") or {}).get("phase") or ""
+            left = [b["metadata"]["name"] for b in env.api.list_objects(API, BACKUP_KIND, env.ns)]
+            done = [n for n, ph in seen.items() if ph == "Completed"]
+            return len(done) >= 2 and len(left) == 1 and left[0] == max(done)
+
+        await env.wait_for(two_done_one_left, 240, "two scheduled backups, the older one deleted")
+        names = sorted(n for n, ph in seen.items() if ph == "Completed")
+        assert all(n.startswith(f"{NAME}-20") and len(n) == len(NAME) + 13 for n in names), names
+        assert not env.backup_dir(NAME, names[0]).exists()  # its data went with it
+        assert env.backup_dir(NAME, names[-1]).exists()
+        st = await env.wait_for(lambda: (b := env.status(NAME).get("backup") or {}).get("lastBackup") == names[-1]
+                                and b, 60, "status.backup.lastBackup")
+        assert st["schedule"] == "* * * * *" and st["deadline"] > st["lastBackupTime"]
+        metrics = await env.operator_metrics()
+        assert f'ozone_scm_operator_backup_deadline_timestamp_seconds{{cluster="{NAME}",namespace="{env.ns}"}}' \
+            in metrics
