@@ -350,14 +350,26 @@ _TEMPLATE_REF = ClusterRef(name="oscm", namespace="ns", uid="uid")
 _TEMPLATE_MEMBER = "oscm-0"
 
 
-def pod_revision(spec: ClusterSpec) -> str:
+def pod_revision(spec: ClusterSpec, restarted_at: str | None = None) -> str:
     """Hash of the member Pod template: a member whose Pod has another revision is rolled. It covers the user's
     inputs and the Pod the operator builds from them (a placeholder member's, in bootstrap mode, without the
-    revision annotation), so a new operator version that builds other Pods rolls the members too."""
+    revision annotation), so a new operator version that builds other Pods rolls the members too.
+    ``restarted_at`` (the resource's ``ozone-scm.io/restartedAt``, when set) is folded in, so a restart request
+    rolls every member like any other change; without it the revision is what it always was."""
     template = _build_pod(_TEMPLATE_REF, spec, _TEMPLATE_MEMBER, INIT_MODE_BOOTSTRAP, revision="")
-    data = json.dumps({"inputs": _template_inputs(spec), "pod": template}, sort_keys=True, separators=(",", ":"),
-                      default=str)
+    inputs: Body = {"inputs": _template_inputs(spec), "pod": template}
+    if restarted_at is not None:
+        inputs["restartedAt"] = restarted_at
+    data = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(data.encode()).hexdigest()[:12]
+
+
+def member_revision(revision: str, member: str, restarted_at: str | None) -> str:
+    """The revision one member's Pod must carry: the cluster's, or -- when that member alone was asked to restart
+    (``ozone-scm.io/restartedAt.<member>``) -- a hash of the cluster's revision and that request."""
+    if restarted_at is None:
+        return revision
+    return hashlib.sha256(f"{revision}/{member}/{restarted_at}".encode()).hexdigest()[:12]
 
 
 def _default_affinity(ref: ClusterRef) -> Body:
@@ -376,11 +388,12 @@ def _default_affinity(ref: ClusterRef) -> Body:
     }
 
 
-def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -> Body:
-    """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start."""
+def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, revision: str | None = None) -> Body:
+    """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start. ``revision``: the
+    revision to stamp (``member_revision``; default the spec's own)."""
     if init_mode not in (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP):
         raise ValueError(f"init_mode must be {INIT_MODE_INIT!r} or {INIT_MODE_BOOTSTRAP!r}, got {init_mode!r}")
-    return _build_pod(ref, spec, member, init_mode, pod_revision(spec))
+    return _build_pod(ref, spec, member, init_mode, revision if revision is not None else pod_revision(spec))
 
 
 def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, revision: str) -> Body:

@@ -110,6 +110,7 @@ OP_ADD = "AddMember"
 OP_REMOVE = "RemoveMember"
 OP_REPLACE = "ReplaceMember"
 OP_ROLL = "RollMember"
+OP_SWITCHOVER = "Switchover"  # leadership moved to a member a user named (ozone-scm.io/switchover-to)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,8 +29,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ozone_scm_operator import audit_status, builders, certs, naming, planner, podsecurity
+from ozone_scm_operator import KIND, audit_status, builders, certs, naming, planner, podsecurity
 from ozone_scm_operator.builders import ClusterRef
+from ozone_scm_operator.directives import read_directives
 from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
 from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
 from ozone_scm_operator.effects.web import Metrics
@@ -347,6 +348,7 @@ class Reconciler:
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
             planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,
+            directives=read_directives(meta.get("annotations")),
         )
         new_raw = plan.status.to_raw()
         patch = status_patch(body.get("status"), new_raw)
@@ -359,7 +361,7 @@ class Reconciler:
         if action is None:
             return plan.requeue_after
         LOG.info("%s/%s: %s %s: %s", namespace, name, action.kind, action.target, action.message)
-        await self.kube.event(body, "Normal", action.reason, action.message, obs.now)
+        await self.kube.event(body, action.event_type, action.reason, action.message, obs.now)
         try:
             await self.act(ref, action, obs, plan.status)
         except Exception as exc:
@@ -445,6 +447,8 @@ class Reconciler:
             }})
         elif k == planner.DELETE_SECRET:
             await self.kube.delete("Secret", ns, a.target)
+        elif k == planner.CLEAR_ANNOTATION:
+            await self.kube.merge_patch(KIND, ns, ref.name, {"metadata": {"annotations": {a.params["key"]: None}}})
         elif k == planner.CREATE_ROOT_CA:
             root = certs.create_root_ca(
                 self.keygen(), cluster=ref.name, namespace=ns, now=self.now(),
