@@ -53,17 +53,35 @@ def _fail(message: str) -> None:
     raise click.ClickException(message)
 
 
-def _wait(what: str, timeout: float, check: Callable[[], str | None], console: Console) -> str:
+class Progress:
+    """What a wait last saw, for the line that says why it gave up."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+
+def _cluster_progress(st: dict[str, Any]) -> str:
+    ready = next((c for c in st.get("conditions") or () if c.get("type") == "Ready"), {})
+    op = st.get("currentOperation") or {}
+    text = f"phase {st.get('phase')}, Ready {ready.get('status')} ({ready.get('reason')}: {ready.get('message')})"
+    if op:
+        text += f", operation {op.get('type')} {op.get('member')} step {op.get('step')}"
+    return text
+
+
+def _wait(what: str, timeout: float, check: Callable[[Progress], str | None], console: Console) -> str:
     """Poll ``check`` (None: not yet; else the outcome line) until it answers or ``timeout`` seconds pass."""
     deadline = time.monotonic() + timeout
+    progress = Progress()
     with console.status(f"waiting for {what} (up to {timeout:g}s)"):
         while True:
-            outcome = check()
+            outcome = check(progress)
             if outcome is not None:
                 return outcome
             if time.monotonic() > deadline:
-                raise PluginError(f"{what}: not done within {timeout:g}s; look again with `kubectl ozone-scm status` "
-                                  "(the operator keeps working on it)")
+                last = f" (last seen: {progress.last})" if progress.last else ""
+                raise PluginError(f"{what}: not done within {timeout:g}s{last}; look again with `kubectl ozone-scm "
+                                  "status` (the operator keeps working on it)")
             time.sleep(POLL)
 
 
@@ -148,9 +166,11 @@ def switchover(obj: Ctx, cluster: str, member: str, wait: bool, timeout: float) 
         return
     console = Console(stderr=True)
 
-    def done() -> str | None:
-        ann = (k.cluster(cluster)["metadata"].get("annotations") or {})
+    def done(progress: Progress) -> str | None:
+        body = k.cluster(cluster)
+        ann = body["metadata"].get("annotations") or {}
         if ann.get(ANN_SWITCHOVER_TO) == member:
+            progress.last = _cluster_progress(body.get("status") or {})
             return None
         ev = _event_after(k, cluster, {"SwitchoverDone", "SwitchoverRefused", "SwitchoverFailed"}, since)
         if ev is None:
@@ -193,11 +213,14 @@ def restart(obj: Ctx, cluster: str, member: str | None, wait: bool, timeout: flo
     if not wait:
         return
 
-    def done() -> str | None:
+    def done(progress: Progress) -> str | None:
         now = _pod_uids(k, cluster)
-        if any(now.get(t) in (None, "", before.get(t)) for t in targets):
-            return None
         st = k.cluster(cluster).get("status") or {}
+        progress.last = _cluster_progress(st)
+        waiting = [t for t in targets if now.get(t) in (None, "", before.get(t))]
+        if waiting:
+            progress.last += f"; not restarted yet: {', '.join(waiting)}"
+            return None
         ready: dict[str, Any] = next((c for c in st.get("conditions") or () if c.get("type") == "Ready"), {})
         if ready.get("status") != "True" or st.get("currentOperation"):
             return None
@@ -225,8 +248,9 @@ def hibernate(obj: Ctx, state: str, cluster: str, wait: bool, timeout: float) ->
     if not wait:
         return
 
-    def done() -> str | None:
+    def done(progress: Progress) -> str | None:
         st = k.cluster(cluster).get("status") or {}
+        progress.last = _cluster_progress(st)
         conds = {c.get("type"): c for c in st.get("conditions") or ()}
         if state == "on":
             return f"Hibernated: {conds['Hibernated'].get('message')}" if st.get("phase") == "Hibernated" else None
@@ -262,9 +286,10 @@ def backup(obj: Ctx, cluster: str, name: str | None, wait: bool, timeout: float)
     if not wait:
         return
 
-    def done() -> str | None:
+    def done(progress: Progress) -> str | None:
         st = k.backup(name).get("status") or {}
         phase = st.get("phase")
+        progress.last = f"phase {phase or 'none yet'}{': ' + st['message'] if st.get('message') else ''}"
         if phase not in view.BACKUP_PHASES_DONE:
             return None
         return f"{phase}{': ' + st['message'] if st.get('message') else ''}"
