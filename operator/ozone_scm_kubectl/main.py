@@ -61,7 +61,7 @@ class Progress:
 
 
 def _cluster_progress(st: dict[str, Any]) -> str:
-    ready = next((c for c in st.get("conditions") or () if c.get("type") == "Ready"), {})
+    ready: dict[str, Any] = next((c for c in st.get("conditions") or () if c.get("type") == "Ready"), {})
     op = st.get("currentOperation") or {}
     text = f"phase {st.get('phase')}, Ready {ready.get('status')} ({ready.get('reason')}: {ready.get('message')})"
     if op:

@@ -57,7 +57,7 @@ def pod_uids(env: Env) -> dict[str, str]:
     return {n: p["metadata"]["uid"] for n, p in env.pods(NAME).items()}
 
 
-def annotations(env: Env) -> dict[str, str]:
+def cluster_annotations(env: Env) -> dict[str, str]:
     return dict(env.cluster(NAME)["metadata"].get("annotations") or {})
 
 
@@ -106,12 +106,12 @@ async def test_plugin_status_switchover_restart_and_report(tmp_path: Path) -> No
         step("status checked")
         # switchover: refused for a stranger (nothing written), done for a caught-up follower
         rc, _, err = await plugin(env, "switchover", NAME, "scm-9")
-        assert rc == 1 and "not a member of scm" in err and "ozone-scm.io/switchover-to" not in annotations(env)
+        assert rc == 1 and "not a member of scm" in err and "ozone-scm.io/switchover-to" not in cluster_annotations(env)
         leader = st["leader"]
         target = next(m for m in env.members(NAME) if m != leader)
         out = await ok(env, "switchover", NAME, target, "--timeout", "120")
         assert f"SwitchoverDone: {target} is the leader" in out, out
-        assert env.status(NAME)["leader"] == target and "ozone-scm.io/switchover-to" not in annotations(env)
+        assert env.status(NAME)["leader"] == target and "ozone-scm.io/switchover-to" not in cluster_annotations(env)
         assert any(t == "Normal" and r == "SwitchoverDone" for t, r, _ in env.events(NAME))
         await env.wait_ready(NAME)
 
