@@ -26,7 +26,7 @@ from ozone_scm_operator.directives import (
     member_restart_annotation,
 )
 
-from . import bundle, scm, view
+from . import bundle, view
 from .kube import Kube, PluginError
 
 TOOL = "kubectl-ozone_scm"
@@ -335,6 +335,8 @@ def report(obj: Ctx, cluster: str, out: Path | None, tail: int) -> None:
                 logs[f"{pname}/{c['name']}.log"] = f"(no log: {exc})\n"
     secure = bool(((body.get("spec") or {}).get("security") or {}).get("enabled"))
     ips = [ip for p in pods if (ip := (p.get("status") or {}).get("podIP"))]
+    from . import scm  # the SCM client (grpc) only where it is used: every other command starts faster
+
     roles = None if secure else scm.roles(ips)
     involved = {cluster, *(p["metadata"]["name"] for p in pods), *(v["metadata"]["name"] for v in pvcs)}
     contents = bundle.files(
