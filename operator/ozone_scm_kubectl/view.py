@@ -155,6 +155,8 @@ _GOOD_WHEN_FALSE = {"Degraded", "Progressing", "Hibernated"}
 
 
 def _cond_style(c: Mapping[str, Any]) -> str:
+    if c.get("type") == "Hibernated" and c.get("status") == "True":
+        return "yellow"  # asked for, not a fault
     good = (c.get("status") == "False") if c.get("type") in _GOOD_WHEN_FALSE else (c.get("status") == "True")
     return "green" if good else ("yellow" if c.get("status") == "Unknown" else "red")
 

@@ -1288,6 +1288,9 @@ def _decide(p: _Pass) -> Action | None:
         if action is not None:
             return action
     if p.hibernate and p.op is None:
+        if p.directives.switchover_to is not None:
+            return _clear_switchover(p, "SwitchoverRefused", f"switchover to {p.directives.switchover_to} refused: "
+                                     f"{p.ref.name} is hibernated (no SCM runs)", warning=True)
         return _hibernation(p)
     for concern in (_repairs, _continue):
         action = concern(p)

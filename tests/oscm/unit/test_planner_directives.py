@@ -63,6 +63,28 @@ def test_switchover_moves_leadership_to_the_named_follower_then_clears_the_annot
     assert w.condition("Ready") == "True"
 
 
+def test_switchover_survives_operator_crashes_between_intent_and_action() -> None:
+    """Killed after writing each step's intent and before acting, the operator resumes: the transfer is asked again
+    and the annotation is cleared exactly once the target leads."""
+    w = ready_world()
+    target = follower(w)
+    w.annotations[ANN_SWITCHOVER_TO] = target
+    crashed: set[str] = set()
+
+    def crash(_: int) -> bool:
+        p = w.plan()
+        kind = p.action.kind if p.action is not None else None
+        if kind in (planner.TRANSFER_LEADERSHIP, planner.CLEAR_ANNOTATION) and kind not in crashed:
+            crashed.add(kind)
+            return True
+        return False
+
+    w.run(until=lambda w: ANN_SWITCHOVER_TO not in w.annotations, crash=crash)
+    assert crashed == {planner.TRANSFER_LEADERSHIP, planner.CLEAR_ANNOTATION}
+    assert w.leader_member() == target and w.status.current_operation is None
+    assert sum(e.startswith("Normal SwitchoverDone") for e in w.action_events) == 1
+
+
 def test_switchover_to_the_leader_is_done_at_once() -> None:
     w = ready_world()
     leader = w.leader_member()
@@ -159,6 +181,10 @@ def test_hibernation_removes_the_pods_keeps_the_volumes_and_wakes_the_same_ring(
         w.now += datetime.timedelta(hours=1)
     assert [a for a in w.actions[n:] if a.kind != planner.APPLY] == [] and w.pods == {}
     assert all(m.out_of_quorum_since is None for m in w.status.members)
+    # a switchover asked while it sleeps is refused, not kept for later
+    w.annotations[ANN_SWITCHOVER_TO] = "scm-1"
+    w.run(max_passes=5, until=lambda w: ANN_SWITCHOVER_TO not in w.annotations)
+    assert w.action_events[-1] == "Warning SwitchoverRefused: switchover to scm-1 refused: scm is hibernated (no SCM runs)"
 
     w.annotations[ANN_HIBERNATION] = "off"
     w.run()
