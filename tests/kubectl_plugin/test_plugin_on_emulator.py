@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.e2e.local.apiserver import EmulatedAPIServer, serving, write_kubeconfig
@@ -21,6 +22,7 @@ from tests.e2e.local.operator_env import BIN, CRD_PATH
 NS = "ozone"
 GROUP = "ozone-scm.io"
 PLUGIN = str(BIN / "kubectl-ozone_scm")
+KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "kubectl"  # the real kubectl (make k8s-tools)
 
 BACKUP_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -70,6 +72,17 @@ async def test_backup_without_the_kind_installed_is_one_line(tmp_path: Path) -> 
         rc, out, err = await run(kc, "status", "scm", "-o", "json")
         assert rc == 0, err
         assert json.loads(out)["backupKindInstalled"] is False
+
+        # the same through the real kubectl, which finds the console script on PATH as the plugin `ozone-scm`
+        if not KUBECTL.exists():
+            pytest.fail(f"{KUBECTL} is missing: run `make k8s-tools`")
+        proc = await asyncio.create_subprocess_exec(
+            str(KUBECTL), "ozone-scm", "status", "scm", "-o", "json", stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kc)})
+        out_b, err_b = await asyncio.wait_for(proc.communicate(), 120)
+        assert proc.returncode == 0, err_b.decode()
+        assert json.loads(out_b)["name"] == "scm"
 
 
 async def test_backup_waits_for_the_controller_and_reports_its_outcome(tmp_path: Path) -> None:
