@@ -1,4 +1,4 @@
-"""Pure builders of the scheduled Spark audit (issue 8 item 4): ``spec.audit`` -> a CronJob and its report volume.
+"""Pure builders of the scheduled Spark audit: ``spec.audit`` -> a CronJob and its report volume.
 
 Called by the planner (to compare with what exists) and the reconciler (to create or replace). No I/O, no clock.
 Like :mod:`ozone_scm_operator.builders`, every body carries the owner reference to the ``OzoneSCMCluster`` and a

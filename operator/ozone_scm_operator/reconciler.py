@@ -15,6 +15,7 @@ for the same step again; killed after 4, it finds the step done (observed) and m
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import datetime
@@ -61,6 +62,9 @@ class ReconcilerSettings:
     # Test failpoint (as etcd-operator's gofail ones): exit the process right before performing this action,
     # (kind, target), after its intent is in status. Set only by tests, through OZONE_SCM_OPERATOR_FAILPOINT.
     crash_before: tuple[str, str] | None = None
+    # Test failpoint: block (forever, the lease still renewed) right before this action, after its intent is in status
+    # and its Event is posted, so a test can SIGKILL the operator in the middle of an operation.
+    pause_before: tuple[str, str] | None = None
 
 
 def utcnow() -> datetime.datetime:
@@ -204,8 +208,11 @@ class Reconciler:
         now: Callable[[], datetime.datetime] = utcnow,
         keygen: Callable[[], ec.EllipticCurvePrivateKey] = new_key,
         serial: Callable[[], int] = new_serial,
+        fence: Callable[[], bool] | None = None,
     ) -> None:
         self.kube = kube
+        # leader election: false once this replica may no longer act (checked before every write; None: always may)
+        self.fence = fence
         self.scm = scm
         self.settings = settings
         self.metrics = metrics or Metrics.create()
@@ -352,6 +359,8 @@ class Reconciler:
         )
         new_raw = plan.status.to_raw()
         patch = status_patch(body.get("status"), new_raw)
+        if not self._may_act(namespace, name, "writing status"):
+            return ACTION_RETRY
         if patch is not None:
             await self.kube.patch_cluster_status(namespace, name, patch)  # the intent, before any action
         self._record_metrics(ref, plan.status)
@@ -361,6 +370,8 @@ class Reconciler:
         if action is None:
             return plan.requeue_after
         LOG.info("%s/%s: %s %s: %s", namespace, name, action.kind, action.target, action.message)
+        if not self._may_act(namespace, name, f"{action.kind} {action.target}"):
+            return ACTION_RETRY
         await self.kube.event(body, action.event_type, action.reason, action.message, obs.now)
         try:
             await self.act(ref, action, obs, plan.status)
@@ -373,6 +384,12 @@ class Reconciler:
             return ACTION_RETRY
         self.metrics.actions.labels(action.kind).inc()
         return plan.requeue_after
+
+    def _may_act(self, namespace: str, name: str, what: str) -> bool:
+        if self.fence is None or self.fence():
+            return True
+        LOG.warning("%s/%s: not %s: this replica does not hold the leader-election Lease", namespace, name, what)
+        return False
 
     def _record_metrics(self, ref: ClusterRef, st: ClusterStatus) -> None:
         m = self.metrics
@@ -398,6 +415,11 @@ class Reconciler:
             LOG.error("failpoint: exiting before %s %s (its intent is in status)", k, a.target)
             logging.shutdown()
             os._exit(86)
+        if self.settings.pause_before == (k, a.target):
+            LOG.error("failpoint: pausing before %s %s (its intent is in status)", k, a.target)
+            await asyncio.Event().wait()
+        if not self._may_act(ref.namespace, ref.name, f"{k} {a.target}"):
+            raise RuntimeError("this replica no longer holds the leader-election Lease")
         if k == planner.APPLY:
             assert a.body is not None
             await self.kube.apply(a.body)

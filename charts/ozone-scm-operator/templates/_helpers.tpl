@@ -81,3 +81,11 @@ The operator's permissions: exactly what it reads and writes (docs/kubernetes.md
   resources: ["namespaces"]
   verbs: ["get"]
 {{- end -}}
+
+
+{{/*
+The leader-election Lease: its name (the release's full name), in the release namespace.
+*/}}
+{{- define "ozone-scm-operator.leaseName" -}}
+{{ include "ozone-scm-operator.fullname" . }}
+{{- end -}}

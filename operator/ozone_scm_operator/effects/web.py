@@ -1,9 +1,11 @@
 """The operator's own HTTP endpoints: ``/healthz`` (the Deployment's liveness probe) and ``/metrics`` (Prometheus).
 
-Started by ``main.run_operator`` next to kopf. ``/healthz`` answers 200 while the kopf operator task runs and
-every cluster's reconcile loop completed a pass recently (a loop stuck longer than ``stall_after`` seconds, for
-example on an API call that never returns, makes it 500 so the kubelet restarts the operator; the intent written
-to status makes the restart safe). ``/metrics`` serves the operator's own registry.
+Started by ``main.run_operator`` next to kopf. ``/healthz`` answers 200 while the kopf operator task runs (or, with
+leader election, while this replica stands by for the Lease: a standby must count as ready, or a rolling update of
+the Deployment never completes) and every cluster's reconcile loop completed a pass recently (a loop stuck longer
+than ``stall_after`` seconds, for example on an API call that never returns, makes it 500 so the kubelet restarts
+the operator; the intent written to status makes the restart safe). ``/metrics`` serves the operator's own
+registry.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Metrics:
     member_lag: Gauge
     certificate_expiry: Gauge
     audit_findings: Gauge
+    leader: Gauge
 
     @classmethod
     def create(cls) -> Metrics:
@@ -65,6 +68,10 @@ class Metrics:
                 "Findings of the last successful scheduled audit (status.audit.lastSummary.findings)", labels,
                 registry=r,
             ),
+            leader=Gauge(
+                "ozone_scm_operator_leader",
+                "1 while this replica holds the leader-election Lease and acts, 0 while it stands by", registry=r,
+            ),
         )
 
 
@@ -76,6 +83,10 @@ class Health:
         self.clock = clock
         self.loops: dict[str, float] = {}
         self.operator_running = False
+        # leader election: this replica waits for the Lease (healthy and ready, acting on nothing); ``holder`` is
+        # the replica that holds it, as last seen
+        self.standby = False
+        self.holder = ""
 
     def started(self, key: str) -> None:
         self.loops[key] = self.clock()
@@ -89,13 +100,16 @@ class Health:
     def check(self) -> tuple[bool, dict[str, object]]:
         now = self.clock()
         stalled = {k: round(now - t, 1) for k, t in self.loops.items() if now - t > self.stall_after}
-        ok = self.operator_running and not stalled
-        return ok, {
+        ok = (self.operator_running or self.standby) and not stalled
+        body: dict[str, object] = {
             "status": "ok" if ok else "unhealthy",
-            "operator": "running" if self.operator_running else "not running",
+            "operator": "running" if self.operator_running else "standby" if self.standby else "not running",
             "clusters": len(self.loops),
             "stalled": stalled,
         }
+        if self.holder:
+            body["leaseHolder"] = self.holder
+        return ok, body
 
 
 def make_app(health: Health, metrics: Metrics) -> web.Application:

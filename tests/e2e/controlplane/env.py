@@ -99,7 +99,7 @@ async def control_plane_environment(cp: ControlPlane, workdir: Path, *, namespac
         try:
             yield env
         finally:
-            await env.stop_operator()
+            await env.stop_all_operators()
         refused = permission_warnings(workdir)
         assert not refused, "the operator, as the chart's ServiceAccount, was refused or warned about permissions:\n" + (
             "\n".join(refused[:10]))

@@ -32,6 +32,8 @@ SCENARIOS = [
     "test_roll_with_the_primordial_lost_replaces_it_before_restarting_another_member",
     "test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll",
     "test_a_recreated_resource_adopts_and_owns_the_orphaned_ring",
+    "test_two_operators_one_active_and_the_standby_finishes_after_a_sigkill",
+    "test_the_standby_finishes_a_bootstrap_the_active_operator_was_killed_in",
 ]
 
 

@@ -122,38 +122,52 @@ class Env:
         self.kubelet = kubelet
         self.workdir = workdir
         self.ns = namespace
-        self._operator: asyncio.subprocess.Process | None = None
+        # running operator processes by leader-election identity ("": the default one)
+        self._operators: dict[str, asyncio.subprocess.Process] = {}
+        self.operator_logs: dict[str, Path] = {}
         self.operator_starts = 0
         self.health_port = 0
         self.operator_log: Path | None = None
 
     # ---- the operator (a real process, like in a cluster; the test process never holds gRPC state, since it
     # also forks every Pod's processes) ----
-    async def start_operator(self, crash_before: tuple[str, str] | None = None) -> None:
+    async def start_operator(self, crash_before: tuple[str, str] | None = None, *, identity: str = "",
+                             pause_before: tuple[str, str] | None = None, args: tuple[str, ...] = (),
+                             extra_env: Mapping[str, str] | None = None) -> None:
+        """Start an operator process. ``identity`` names a replica (its leader-election identity); several may run
+        at once, each under its own identity. ``pause_before`` blocks it before that action (it keeps its Lease).
+        ``extra_env`` is added to its environment (e.g. ``PYTHONPATH`` naming another build of the operator)."""
+        assert identity not in self._operators, f"operator {identity or '(default)'} is already running"
         self.operator_starts += 1
         self.health_port = free_port()
         env = dict(os.environ)
         env.pop("OZONE_SCM_OPERATOR_FAILPOINT", None)
         if crash_before is not None:
             env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{crash_before[0]}:{crash_before[1]}"
-        self.operator_log = self.workdir / f"operator-{self.operator_starts}.log"
-        log = open(self.operator_log, "wb")  # noqa: SIM115 - kept open while the process runs
-        self._operator = await asyncio.create_subprocess_exec(
+        if pause_before is not None:
+            env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{pause_before[0]}:{pause_before[1]}:pause"
+        env.update(extra_env or {})
+        log_path = self.workdir / f"operator-{self.operator_starts}{'-' + identity if identity else ''}.log"
+        self.operator_log = log_path
+        self.operator_logs[identity] = log_path
+        extra = [*args, *(("--leader-elect-identity", identity) if identity else ())]
+        log = open(log_path, "wb")  # noqa: SIM115 - kept open while the process runs
+        self._operators[identity] = await asyncio.create_subprocess_exec(
             str(BIN / "ozone-scm-operator"), *self.operator_args, "--poll-interval", "1", "--health-host",
-            "127.0.0.1", "--health-port", str(self.health_port), "--log-level", "INFO",
+            "127.0.0.1", "--health-port", str(self.health_port), "--log-level", "INFO", *extra,
             stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL, env=env,
         )
         log.close()
 
-    async def operator_exited(self, timeout: float = 120) -> int:
-        assert self._operator is not None
-        code = await asyncio.wait_for(self._operator.wait(), timeout)
-        self._operator = None
+    async def operator_exited(self, timeout: float = 120, identity: str = "") -> int:
+        proc = self._operators[identity]
+        code = await asyncio.wait_for(proc.wait(), timeout)
+        del self._operators[identity]
         return code
 
-    async def stop_operator(self) -> None:
+    async def stop_operator(self, identity: str = "") -> None:
         """SIGTERM, as Kubernetes stops a Pod (SIGKILL after a grace period)."""
-        proc, self._operator = self._operator, None
+        proc = self._operators.pop(identity, None)
         if proc is None or proc.returncode is not None:
             return
         proc.send_signal(signal.SIGTERM)
@@ -163,11 +177,20 @@ class Env:
             proc.kill()
             await proc.wait()
 
-    async def kill_operator(self) -> None:
-        proc, self._operator = self._operator, None
+    async def stop_all_operators(self) -> None:
+        for identity in list(self._operators):
+            await self.stop_operator(identity)
+
+    async def kill_operator(self, identity: str = "") -> None:
+        """SIGKILL: no clean-up, no Lease released."""
+        proc = self._operators.pop(identity, None)
         if proc is not None and proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+    def operator_running(self, identity: str = "") -> bool:
+        proc = self._operators.get(identity)
+        return proc is not None and proc.returncode is None
 
     def operator_output(self) -> str:
         return "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("operator-*.log")))
@@ -388,4 +411,4 @@ async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str =
             try:
                 yield env
             finally:
-                await env.stop_operator()
+                await env.stop_all_operators()

@@ -1,4 +1,4 @@
-"""scm --init / scm --bootstrap semantics (ozone-scm.md §1.3-1.4) with a real inter-SCM service.
+"""scm --init / scm --bootstrap semantics (Ozone's StorageContainerManager.scmInit / scmBootstrap) with a real inter-SCM service.
 
 The "running SCM" answering GetScmInfo is a minimal InterSCMProtocolService on a loopback port, so
 these tests exercise the real bootstrap client path (gRPC, retries, messages) in about a second.
