@@ -3,8 +3,8 @@ against the ``OzoneSCMBackup`` contract (``apiVersion ozone-scm.io/v1alpha1``, `
 Pending|Running|Completed|Failed, ``status.message``) with this test playing the backup controller; the kind not
 installed, a bad or taken name, a missing cluster; and the request annotations the other commands write.
 
-The ``OzoneSCMBackup`` definition below is a stand-in for this test only (the project's CRD and controller are
-their own work); it declares the contract's fields and nothing else."""
+The ``OzoneSCMBackup`` definition is the project's own (``crds/ozonescmbackups.yaml``); the backup controller's side is
+played by the test here and run for real in the e2e scenario ``test_kubectl_plugin.py``."""
 
 from __future__ import annotations
 
@@ -24,24 +24,9 @@ GROUP = "ozone-scm.io"
 PLUGIN = str(BIN / "kubectl-ozone_scm")
 KUBECTL = Path(__file__).resolve().parents[2] / ".tools" / "bin" / "kubectl"  # the real kubectl (make k8s-tools)
 
-BACKUP_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"ozonescmbackups.{GROUP}"},
-    "spec": {
-        "group": GROUP, "scope": "Namespaced",
-        "names": {"plural": "ozonescmbackups", "singular": "ozonescmbackup", "kind": "OzoneSCMBackup"},
-        "versions": [{
-            "name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                "spec": {"type": "object", "required": ["cluster"], "properties": {"cluster": {"type": "string"}}},
-                "status": {"type": "object", "properties": {
-                    "phase": {"type": "string", "enum": ["Pending", "Running", "Completed", "Failed"]},
-                    "message": {"type": "string"}}},
-            }}},
-        }],
-    },
-}
+# the project's own OzoneSCMBackup definition (crds/ozonescmbackups.yaml): the plugin and the operator's backup
+# controller agree on it; this test plays the controller's part
+BACKUP_CRD: dict[str, Any] = yaml.safe_load((CRD_PATH.parent / "ozonescmbackups.yaml").read_text())
 
 
 async def run(kubeconfig: Path, *args: str) -> tuple[int, str, str]:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.local import jobcontroller
 from tests.e2e.local.operator_env import BIN, Env, environment
 
 NAME = "scm"
@@ -178,7 +179,7 @@ async def test_plugin_status_switchover_restart_and_report(tmp_path: Path) -> No
 @HEAVY
 @SLOW
 async def test_plugin_hibernate_keeps_the_ring_and_every_container(tmp_path: Path) -> None:
-    async with environment(tmp_path) as env:
+    async with environment(tmp_path) as env, jobcontroller.running(env.api, env.ns, enabled=not env.real_controllers):
         st = await _ready(env)
         ids = {m["name"]: m["scmId"] for m in st["members"]}
         out_dir = env.start_workload(NAME)
@@ -190,6 +191,15 @@ async def test_plugin_hibernate_keeps_the_ring_and_every_container(tmp_path: Pat
         held = await container_ids(env)
         assert allocated <= held
         digests = {t: (sha, count) for t, sha, count in (await env.verify_consistent(NAME))["members"]["scm-0"]["digests"]}
+
+        # a backup before sleeping, through the plugin and the operator's real backup controller (a verified Job)
+        out = await ok(env, "backup", NAME, "--name", "before-sleep", "--wait", timeout=400)
+        assert "OzoneSCMBackup before-sleep Completed" in out, out
+        backup = env.api.get_object("ozone-scm.io/v1alpha1", "OzoneSCMBackup", "before-sleep", env.ns)
+        assert backup is not None and backup["status"]["clusterID"] == st["clusterID"], backup
+        await env.wait_for(lambda: (env.status(NAME).get("backup") or {}).get("lastBackup") == "before-sleep", 60,
+                           "status.backup.lastBackup")
+        assert "before-sleep" in await ok(env, "status", NAME)
 
         out = await ok(env, "hibernate", "on", NAME, "--wait", "--timeout", "180")
         assert "Hibernated" in out
