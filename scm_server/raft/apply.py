@@ -35,9 +35,9 @@ from scm_server.raft.core.types import Entry, EntryType
 from scm_server.raft.errors import LogFailedError, RaftTimeoutError
 from scm_server.raft.retry_cache import ENVELOPE_MAGIC, Envelope, RetryCache, decode_envelope
 from scm_server.raft.statemachine import AppliedEntry, ApplyRejected
-from scm_server.raft.view import CoreView
+from scm_server.raft.view import CoreView, wait_shared
 
-__all__ = ["Applier", "ApplyStateMachine", "CallKey", "LogReader", "wait_shared"]
+__all__ = ["Applier", "ApplyStateMachine", "CallKey", "LogReader"]
 
 _T = TypeVar("_T")
 CallKey = tuple[bytes, int]  # (client_id, call_id)
@@ -66,34 +66,6 @@ class _Pending:
     term: int
     future: asyncio.Future[bytes]
     key: CallKey | None
-
-
-async def wait_shared(fut: asyncio.Future[_T], timeout: float) -> _T:
-    """Await a future shared by many waiters, with a per-waiter timeout that never cancels it."""
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[_T] = loop.create_future()
-
-    def relay(f: asyncio.Future[_T]) -> None:
-        if waiter.done():
-            return
-        if f.cancelled():
-            waiter.cancel()
-        elif (exc := f.exception()) is not None:
-            waiter.set_exception(exc)
-        else:
-            waiter.set_result(f.result())
-
-    def expire() -> None:
-        if not waiter.done():
-            waiter.set_exception(TimeoutError())
-
-    fut.add_done_callback(relay)
-    timer = loop.call_later(timeout, expire)
-    try:
-        return await waiter
-    finally:
-        timer.cancel()
-        fut.remove_done_callback(relay)
 
 
 def _fail(fut: asyncio.Future[_T], exc: Exception) -> None:

@@ -16,7 +16,7 @@ a :class:`~scm_server.raft.statemachine.StateMachine`. The server owns the core
         send rd.messages                       (after the write: votes/acks depend on it; a leader's
                                                 AppendEntries/heartbeats go out in parallel with
                                                 its own write when term and vote are unchanged;
-                                                a leader's commit-only appends are held, _send)
+                                                a leader's commit-only appends are held, outbox.py)
         apply rd.committed_entries in batches  (state machine; resolve submit futures by index+term)
         core.advance(rd)
         snapshot + log purge every snapshot_threshold applied entries
@@ -27,11 +27,13 @@ The loop composes parts, each in its own module with a narrow interface, none im
     apply.py          Applier: committed entries -> state machine, retry cache, waiting proposals
     membership.py     MembershipChanges: add (learner, catch up, promote) and remove members
     leadership.py     LeadershipPolicy: the wall-clock lease, early campaigns when the leader's stream ends
+    reads.py          ReadIndexBatcher: linearizable reads, concurrent readers sharing one ReadIndex round
+    outbox.py         Outbox: a Ready's messages to the transport, a leader's commit-only appends held
     snapshots.py      Snapshots: take + purge, receive, install (chunked or from the leader)
     admin_service.py  RaftAdminService: the RaftAdmin gRPC service over this server
 
-What stays here: lifecycle (start, stop, the fatal path), the client API (submit, read_index,
-leader transfer), the transport's callbacks, and the Ready loop (persist, send, apply, advance).
+What stays here: lifecycle (start, stop, the fatal path), the client API (submit, leader transfer),
+the transport's callbacks, and the Ready loop (persist, send, apply, advance).
 
 Client calls (:meth:`RaftServer.submit`) wrap the payload in an envelope carrying
 ``(client_id, call_id, leader timestamp)``; the retry cache (:mod:`~.retry_cache`) is filled on
@@ -45,11 +47,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +64,7 @@ from scm_server.grpc_decode import DecodeGuard
 from scm_server.proto import raft_pb2_grpc
 from scm_server.raft import faults as faults_mod
 from scm_server.raft.admin_service import RaftAdminService, status_to_proto
-from scm_server.raft.apply import Applier, wait_shared
+from scm_server.raft.apply import Applier
 from scm_server.raft.core.rawnode import Config, RawNode
 from scm_server.raft.core.types import (
     ConfState,
@@ -82,8 +83,10 @@ from scm_server.raft.errors import (
     RaftStoppedError,
     RaftTimeoutError,
 )
-from scm_server.raft.leadership import ElectionNode, ElectionTiming, LeadershipPolicy
+from scm_server.raft.leadership import ElectionTiming, LeadershipPolicy
 from scm_server.raft.membership import MembershipChanges
+from scm_server.raft.outbox import Outbox
+from scm_server.raft.reads import ReadIndexBatcher
 from scm_server.raft.retry_cache import RetryCache, encode_envelope
 from scm_server.raft.snapshots import Snapshots
 from scm_server.raft.statemachine import StateMachine
@@ -117,9 +120,6 @@ _EARLY_TYPES = frozenset({MessageType.APPEND, MessageType.HEARTBEAT})
 _INLINE_WRITE_ENTRIES = 64
 _INLINE_WRITE_BYTES = 256 << 10
 _INLINE_WRITE_MAX_SECONDS = 0.001
-# How long a leader holds a commit-only append when no later append replaces it (see _send): longer
-# than the gap between one client's writes, short enough that idle followers apply at once.
-_HOLD_SECONDS = 0.005
 
 
 @dataclass(frozen=True)
@@ -217,16 +217,18 @@ class RaftServer:
             self._rng,
         )
         self.retry_cache: RetryCache = self._applier.retry_cache  # exactly-once answers (filled on apply)
+        self._reads = ReadIndexBatcher(
+            self._view,
+            self._running_node,
+            self._wakeup.set,
+            self._applier.wait_applied,
+            request_timeout=config.request_timeout,
+            retry_every=config.tick_interval * config.election_tick,
+        )
         self._snapshots: Snapshots | None = None
-        self._reads: dict[bytes, asyncio.Future[int]] = {}
-        self._read_collecting: asyncio.Future[int] | None = None
-        self._read_ids = itertools.count(1)
+        self._outbox: Outbox | None = None  # the transport's, with the log's
         self.port = 0
         self.ticks = 0  # ticks driven so far (observability / tests)
-        # leader: commit-only appends held back per peer until a later append replaces them or the
-        # hold timer sends them (see _send)
-        self._held: dict[str, Message] = {}
-        self._hold_timer: asyncio.TimerHandle | None = None
         self._write_seconds = 0.0  # moving average of synced log writes (see _write_inline)
         self._stop_task: asyncio.Task[None] | None = None
 
@@ -319,6 +321,7 @@ class RaftServer:
             cfg.node_id, self, tls=cfg.tls, faults=self.network_faults, address=cfg.address
         )
         self.transport.update_peers(dict(conf.addresses))
+        self._outbox = Outbox(view, self.transport)
         if conf.members():
             self.sm.notify_configuration_changed(conf)  # the configuration this member starts with
         # authentication first, then frames parsed inside the call (malformed ones answer INVALID_ARGUMENT)
@@ -397,11 +400,7 @@ class RaftServer:
             self._stop_task = asyncio.get_running_loop().create_task(self._stop())
 
     def _fail_all(self, exc: Exception) -> None:
-        for fut in self._reads.values():
-            if not fut.done():
-                fut.set_exception(exc)
-                fut.exception()
-        self._reads.clear()
+        self._reads.fail_all(exc)
         self._applier.fail_all(exc)
 
     # ------------------------------------------------------------------ introspection
@@ -485,7 +484,7 @@ class RaftServer:
             raise RaftStoppedError(f"Raft server {self.config.node_id} is not started")
         return self._node
 
-    def _running_node(self) -> ElectionNode | None:
+    def _running_node(self) -> RawNode | None:
         return self._node if self._running else None
 
     def _check_running(self) -> RawNode:
@@ -575,55 +574,7 @@ class RaftServer:
         Concurrent readers are batched: everyone who arrives before the next request is issued
         shares one ReadIndex round (one heartbeat quorum), like etcd's linearizable read loop."""
         self._check_running()
-        if not self._view.leader:
-            raise NotLeaderError("", "", "no leader is known; cannot serve a linearizable read")
-        loop = asyncio.get_running_loop()
-        t = timeout if timeout is not None else self.config.request_timeout
-        deadline = loop.time() + t
-        batch = self._read_collecting
-        if batch is None:
-            batch = loop.create_future()
-            self._read_collecting = batch
-            loop.call_soon(self._issue_read_batch, batch)
-        try:
-            index = await wait_shared(batch, t)
-        except TimeoutError:
-            raise RaftTimeoutError(
-                f"read index not confirmed within {t:.1f}s on {self.config.node_id}"
-            ) from None
-        await self.wait_applied(index, max(deadline - loop.time(), 0.001))
-        return index
-
-    def _issue_read_batch(self, batch: asyncio.Future[int]) -> None:
-        if self._read_collecting is batch:
-            self._read_collecting = None
-        if batch.done():
-            return
-        ctx = f"{self.config.node_id}/{next(self._read_ids)}".encode()
-        self._reads[ctx] = batch
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.config.request_timeout
-        retry_every = self.config.tick_interval * self.config.election_tick
-
-        def ask() -> None:
-            if batch.done() or not self._running or self._node is None:
-                self._reads.pop(ctx, None)
-                return
-            if loop.time() > give_up:
-                self._reads.pop(ctx, None)
-                batch.set_exception(TimeoutError())
-                batch.exception()
-                return
-            if not self._view.leader:
-                self._reads.pop(ctx, None)
-                batch.set_exception(NotLeaderError("", "", "no leader is known; cannot serve a linearizable read"))
-                batch.exception()
-                return
-            self._node.read_index(ctx)  # again after a drop (e.g. leader change): same ctx
-            self._wakeup.set()
-            loop.call_later(retry_every, ask)
-
-        ask()
+        return await self._reads.read(timeout)
 
     async def transfer_leadership(self, target_id: str | None, timeout: float = 10.0) -> str:
         node = self._check_running()
@@ -761,8 +712,8 @@ class RaftServer:
     async def _handle_ready(self, rd: Ready) -> None:
         storage = self.storage
         transport = self.transport
-        snapshots = self._snapshots
-        assert storage is not None and transport is not None and snapshots is not None
+        snapshots, outbox = self._snapshots, self._outbox
+        assert storage is not None and transport is not None and snapshots is not None and outbox is not None
         view = self._view
         if rd.hard_state is not None:
             view.term = rd.hard_state.term
@@ -781,7 +732,7 @@ class RaftServer:
             if hs is None or (hs.term == durable.term and hs.vote == durable.vote):
                 early = [m for m in messages if m.type in _EARLY_TYPES]
                 if early:
-                    self._send(early)
+                    outbox.send(early)
                     messages = tuple(m for m in messages if m.type not in _EARLY_TYPES)
         if rd.hard_state is not None or rd.entries or snap is not None:
             p = storage.prepare_save(rd.hard_state, rd.entries, snap, rd.must_sync)
@@ -804,13 +755,11 @@ class RaftServer:
             self.sm.notify_configuration_changed(rd.conf_state)
             self._changes.bump()
         if messages:
-            self._send(messages)
+            outbox.send(messages)
         if rd.committed_entries:
             await self._apply(rd)
-        for rs in rd.read_states:
-            fut = self._reads.pop(rs.request_ctx, None)
-            if fut is not None and not fut.done():
-                fut.set_result(rs.index)
+        if rd.read_states:
+            self._reads.confirmed(rd.read_states)
 
     def _write_inline(self, rd: Ready) -> bool:
         """Whether a follower writes this Ready on the loop (see _INLINE_WRITE_ENTRIES)."""
@@ -829,52 +778,6 @@ class RaftServer:
         t0 = time.perf_counter()
         self.storage.write_prepared(p)
         self._write_seconds += (time.perf_counter() - t0 - self._write_seconds) * 0.2
-
-    def _send(self, messages: Sequence[Message]) -> None:
-        """Hand a Ready's messages to the transport, holding back a leader's commit-only appends.
-
-        When the commit index moves, the core sends every follower an append without entries just
-        to carry it. At one client that append and its response were a third of all messages per
-        write (each costs a gRPC stream write on one side and a read on the other). Every append
-        carries the commit index, so such an append is held until the next append to that peer
-        replaces it (in steady traffic, the next write's append, under a millisecond later) or
-        until _HOLD_SECONDS pass, so an idle follower learns the commit at once. Holding or
-        dropping a message is safe in Raft (the core never relies on delivery; the simulation
-        delays, drops and reorders every message type).
-        """
-        transport = self.transport
-        assert transport is not None
-        held = self._held
-        if not self._view.is_leader:
-            if held:
-                self._release_held()
-            transport.send(messages)
-            return
-        out: list[Message] = []
-        for m in messages:
-            if m.type == MessageType.APPEND:
-                if not m.entries:
-                    held[m.to] = m
-                    continue
-                held.pop(m.to, None)
-            out.append(m)
-        if out:
-            transport.send(out)
-        timer = self._hold_timer
-        if held and timer is None:
-            self._hold_timer = asyncio.get_running_loop().call_later(_HOLD_SECONDS, self._release_held)
-        elif not held and timer is not None:
-            timer.cancel()
-            self._hold_timer = None
-
-    def _release_held(self) -> None:
-        if self._hold_timer is not None:
-            self._hold_timer.cancel()
-            self._hold_timer = None
-        if self._held and self.transport is not None:
-            held = list(self._held.values())
-            self._held.clear()
-            self.transport.send(held)
 
     def _on_soft_state(self, leader: str, role: StateRole) -> None:
         view = self._view

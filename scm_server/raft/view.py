@@ -4,7 +4,8 @@ Where it sits: :class:`~scm_server.raft.server.RaftServer` owns one :class:`Core
 from every Ready (role, leader, term, commit, configuration) and after every apply (applied index);
 the driver's parts (:mod:`~.apply`, :mod:`~.membership`, :mod:`~.leadership`) read it instead of
 asking the server, so each part depends on this small value and not on the server. It holds no
-I/O, no clock and no event loop; :class:`ChangeSignal` wakes whoever waits for the view to move.
+I/O and no clock; :class:`ChangeSignal` wakes whoever waits for the view to move, and
+:func:`wait_shared` lets many callers wait on one future, each with its own timeout.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from scm_server.raft.core.types import NONE, ConfState, StateRole
 from scm_server.raft.errors import NotLeaderError
 
-__all__ = ["ChangeSignal", "CoreView", "RaftStatus"]
+__all__ = ["ChangeSignal", "CoreView", "RaftStatus", "wait_shared"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -58,6 +62,34 @@ class ChangeSignal:
         ev = self._changed
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ev.wait(), timeout)
+
+
+async def wait_shared(fut: asyncio.Future[_T], timeout: float) -> _T:
+    """Await a future shared by many waiters, with a per-waiter timeout that never cancels it."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[_T] = loop.create_future()
+
+    def relay(f: asyncio.Future[_T]) -> None:
+        if waiter.done():
+            return
+        if f.cancelled():
+            waiter.cancel()
+        elif (exc := f.exception()) is not None:
+            waiter.set_exception(exc)
+        else:
+            waiter.set_result(f.result())
+
+    def expire() -> None:
+        if not waiter.done():
+            waiter.set_exception(TimeoutError())
+
+    fut.add_done_callback(relay)
+    timer = loop.call_later(timeout, expire)
+    try:
+        return await waiter
+    finally:
+        timer.cancel()
+        fut.remove_done_callback(relay)
 
 
 @dataclass(frozen=True)
