@@ -27,6 +27,7 @@ The loop composes parts, each in its own module with a narrow interface, none im
     apply.py          Applier: committed entries -> state machine, retry cache, waiting proposals
     membership.py     MembershipChanges: add (learner, catch up, promote) and remove members
     leadership.py     LeadershipPolicy: the wall-clock lease, early campaigns when the leader's stream ends
+    persist.py        LogWriter: one Ready in one LevelDB batch, on the loop or in the writer thread
     reads.py          ReadIndexBatcher: linearizable reads, concurrent readers sharing one ReadIndex round
     outbox.py         Outbox: a Ready's messages to the transport, a leader's commit-only appends held
     snapshots.py      Snapshots: take + purge, receive, install (chunked or from the leader)
@@ -86,11 +87,12 @@ from scm_server.raft.errors import (
 from scm_server.raft.leadership import ElectionTiming, LeadershipPolicy
 from scm_server.raft.membership import MembershipChanges
 from scm_server.raft.outbox import Outbox
+from scm_server.raft.persist import LogWriter
 from scm_server.raft.reads import ReadIndexBatcher
 from scm_server.raft.retry_cache import RetryCache, encode_envelope
 from scm_server.raft.snapshots import Snapshots
 from scm_server.raft.statemachine import StateMachine
-from scm_server.raft.storage import LevelDBStorage, PreparedSave
+from scm_server.raft.storage import LevelDBStorage
 from scm_server.raft.transport import (
     SERVER_OPTIONS,
     RaftTransport,
@@ -112,14 +114,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _EARLY_TYPES = frozenset({MessageType.APPEND, MessageType.HEARTBEAT})
-# A follower writes a small Ready on the event loop thread when its disk syncs fast: it has nothing
-# to send before the write is durable, and handing a small write to the writer thread and back costs
-# more CPU (two thread switches and a wakeup of the loop) than a fast sync blocks the loop. Larger
-# batches (catch-up), and every write while recent syncs took longer than _INLINE_WRITE_MAX_SECONDS
-# (a network volume), go to the writer thread, so the loop keeps serving datanodes meanwhile.
-_INLINE_WRITE_ENTRIES = 64
-_INLINE_WRITE_BYTES = 256 << 10
-_INLINE_WRITE_MAX_SECONDS = 0.001
 
 
 @dataclass(frozen=True)
@@ -227,9 +221,9 @@ class RaftServer:
         )
         self._snapshots: Snapshots | None = None
         self._outbox: Outbox | None = None  # the transport's, with the log's
+        self._log_writer: LogWriter | None = None
         self.port = 0
         self.ticks = 0  # ticks driven so far (observability / tests)
-        self._write_seconds = 0.0  # moving average of synced log writes (see _write_inline)
         self._stop_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ bootstrap
@@ -275,6 +269,7 @@ class RaftServer:
         assert self._writer is not None
         storage = await loop.run_in_executor(self._writer, lambda: LevelDBStorage(cfg.storage_dir, fsync=cfg.fsync))
         self.storage = storage
+        self._log_writer = LogWriter(self._view, storage, self._writer)
         hs, conf = storage.initial_state()
         _, sm_index = self.sm.last_applied()
         first = storage.first_index()
@@ -712,8 +707,9 @@ class RaftServer:
     async def _handle_ready(self, rd: Ready) -> None:
         storage = self.storage
         transport = self.transport
-        snapshots, outbox = self._snapshots, self._outbox
-        assert storage is not None and transport is not None and snapshots is not None and outbox is not None
+        snapshots, outbox, log_writer = self._snapshots, self._outbox, self._log_writer
+        assert storage is not None and transport is not None
+        assert snapshots is not None and outbox is not None and log_writer is not None
         view = self._view
         if rd.hard_state is not None:
             view.term = rd.hard_state.term
@@ -735,15 +731,7 @@ class RaftServer:
                     outbox.send(early)
                     messages = tuple(m for m in messages if m.type not in _EARLY_TYPES)
         if rd.hard_state is not None or rd.entries or snap is not None:
-            p = storage.prepare_save(rd.hard_state, rd.entries, snap, rd.must_sync)
-            if not (rd.must_sync or rd.entries or snap is not None):
-                storage.write_prepared(p)  # only the commit index moved: a tiny unsynced write, inline
-            elif self._write_inline(rd):
-                self._timed_write(p)
-            else:
-                assert self._writer is not None
-                await asyncio.get_running_loop().run_in_executor(self._writer, self._timed_write, p)
-            storage.commit_prepared(p)
+            await log_writer.save(rd, snap)
             if rd.entries:
                 self._applier.track_unapplied(rd.entries)
             if rd.hard_state is not None:
@@ -760,24 +748,6 @@ class RaftServer:
             await self._apply(rd)
         if rd.read_states:
             self._reads.confirmed(rd.read_states)
-
-    def _write_inline(self, rd: Ready) -> bool:
-        """Whether a follower writes this Ready on the loop (see _INLINE_WRITE_ENTRIES)."""
-        if (
-            self._view.is_leader
-            or rd.snapshot is not None
-            or len(rd.entries) > _INLINE_WRITE_ENTRIES
-            or self._write_seconds > _INLINE_WRITE_MAX_SECONDS
-        ):
-            return False
-        return sum(len(e.data) for e in rd.entries) <= _INLINE_WRITE_BYTES
-
-    def _timed_write(self, p: PreparedSave) -> None:
-        """Write (and sync) one Ready, keeping a moving average of how long that takes."""
-        assert self.storage is not None
-        t0 = time.perf_counter()
-        self.storage.write_prepared(p)
-        self._write_seconds += (time.perf_counter() - t0 - self._write_seconds) * 0.2
 
     def _on_soft_state(self, leader: str, role: StateRole) -> None:
         view = self._view
