@@ -2,7 +2,7 @@
 
 Where it sits: :class:`~scm_server.raft.server.RaftServer` owns one :class:`CoreView` and updates it
 from every Ready (role, leader, term, commit, configuration) and after every apply (applied index);
-the driver's parts (:mod:`~.apply`, :mod:`~.membership`, :mod:`~.leadership`) read it instead of
+the driver's parts (apply, membership, leadership, persist, reads, outbox) read it instead of
 asking the server, so each part depends on this small value and not on the server. It holds no
 I/O and no clock; :class:`ChangeSignal` wakes whoever waits for the view to move, and
 :func:`wait_shared` lets many callers wait on one future, each with its own timeout.
