@@ -23,12 +23,10 @@ import pytest
 import pytest_asyncio
 
 from scm_server import hadoop_ipc as codec
-from scm_server.cli.local_cluster import SERVICE_ID
 from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client.hadoop_rpc import HadoopRpcConnection
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
-from scm_server.ports import free_port
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
@@ -100,17 +98,12 @@ class Quorum:
 async def quorum(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Quorum]:
     classpath = build_java()
     cluster = HALocalCluster(tmp_path_factory.mktemp("interop") / "c", 3, settings=SETTINGS)
-    ports = [free_port() for _ in cluster.scms]
-    dn_ports = [free_port() for _ in cluster.scms]
-    client_ports = [free_port() for _ in cluster.scms]
-    security_ports = [free_port() for _ in cluster.scms]
-    for s, port, dn_port, client_port, security_port in zip(
-        cluster.scms, ports, dn_ports, client_ports, security_ports, strict=True
-    ):
-        cluster.settings[f"ozone.scm.block.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(port)
-        cluster.settings[f"ozone.scm.datanode.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(dn_port)
-        cluster.settings[f"ozone.scm.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(client_port)
-        cluster.settings[f"ozone.scm.security.service.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(security_port)
+    # Ozone's own port keys (ozone.scm.block.client.port, ...) name the Hadoop RPC ports: the harness gives every
+    # SCM free ones in its ozone-site.xml, nothing opt-in
+    ports = [s.hadoop_ports["block"] for s in cluster.scms]
+    dn_ports = [s.hadoop_ports["datanode"] for s in cluster.scms]
+    client_ports = [s.hadoop_ports["client"] for s in cluster.scms]
+    security_ports = [s.hadoop_ports["security"] for s in cluster.scms]
     sim = None
     try:
         cluster.start_quorum()

@@ -74,7 +74,7 @@ async def revocation(
     ip, host = next(iter(members.values()))
     options = [("grpc.ssl_target_name_override", host)]
     config = SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=10)
-    async with SCMSecurityClient([f"{ip}:9860"], config, security=security, channel_options=options) as c:
+    async with SCMSecurityClient([f"{ip}:19860"], config, security=security, channel_options=options) as c:
         listing = await c.list_certificates(revoked=True)
     serials = [i.certificate.serialId for i in listing.certificates] + [r.serialId for r in listing.externalRevocations]
     refused = ""

@@ -23,7 +23,7 @@ CONF = {
     "ozone.scm.nodes.cluster1": "scm1,scm2",
     "ozone.scm.address.cluster1.scm1": "127.0.0.1",
     "ozone.scm.address.cluster1.scm2": "scm2.example",
-    "ozone.scm.block.client.hadoop-rpc.port.cluster1.scm2": "29863",
+    "ozone.scm.block.client.port.cluster1.scm2": "29863",
 }
 
 
