@@ -87,6 +87,11 @@ RUN (command -v useradd >/dev/null && useradd --uid 1000 --user-group --create-h
       '  <property><name>ozone.scm.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.block.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.datanode.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.security.service.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.client.grpc.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.block.client.grpc.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.datanode.grpc.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.security.service.grpc.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.ratis.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.grpc.bind.host</name><value>0.0.0.0</value></property>' \
       '</configuration>' > /etc/ozone/ozone-site.xml \
