@@ -527,6 +527,18 @@ def not_leader_message(role: str, self_name: str, hostname: str, leader: str | N
     return f"{head} Could not determine the leader node."
 
 
+# A leader elected but not ready yet (it has not applied its own term's first entry): Ozone's SCM wraps Ratis's
+# LeaderNotReadyException into RetriableWithNoFailoverException (RatisUtil.checkRatisException), which Ozone's
+# failover proxy (SCMHAUtils.getRetryAction) answers by retrying the same SCM after its retry interval.
+RETRIABLE_NO_FAILOVER = "org.apache.hadoop.hdds.scm.ha.RetriableWithNoFailoverException"
+LEADER_NOT_READY = "org.apache.ratis.protocol.exceptions.LeaderNotReadyException"
+
+
+def leader_not_ready_message(self_name: str) -> str:
+    """The wrapper's message as Ozone's server sends it: the wrapped Ratis exception's ``toString()``."""
+    return f"{LEADER_NOT_READY}: {self_name} is in LEADER state but not ready yet."
+
+
 def suggested_leader(message: str) -> str | None:
     """The ``host:port`` a ServerNotLeaderException message suggests, parsed as Ozone's client does; None
     when the message names no leader."""

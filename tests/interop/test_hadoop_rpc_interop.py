@@ -410,3 +410,43 @@ async def test_allocations_follow_hints_across_a_leader_kill_without_duplicates(
 
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+async def test_a_leader_not_ready_yet_is_retried_in_place_by_hadoops_client() -> None:
+    """Ozone's SCM answers a leader that is not ready yet (elected, own term's first entry not applied) with
+    RetriableWithNoFailoverException wrapping Ratis's LeaderNotReadyException, and Ozone's failover proxy retries
+    that SCM instead of failing over. Hadoop's own client against our block translator, the SCM's readiness held
+    back for its first calls: the same SCM answers once ready, no failover, one block."""
+    import asyncio
+
+    from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
+    from scm_server.server.hadoop_rpc.server import HadoopRpcServer
+    from tests.unit.edges.fakes import FakeSCM
+
+    class Context:
+        def __init__(self) -> None:
+            self.refusals = 3
+
+        def is_leader_ready(self) -> bool:
+            self.refusals -= 1
+            return self.refusals < 0
+
+    classpath = await asyncio.to_thread(build_java)
+    scm = FakeSCM()
+    scm.scm_context = Context()  # type: ignore[attr-defined]
+    follower = FakeSCM(leader=False, leader_id="")
+    servers = [HadoopRpcServer([BlockLocationTranslator(f, {}.get, "scm-1-id", "127.0.0.1")]) for f in (scm, follower)]
+    try:
+        ready_port, other_port = [await s.start("127.0.0.1", 0) for s in servers]
+        lines = await asyncio.to_thread(java, classpath, "allocate", "1",
+                                        f"127.0.0.1:{ready_port},127.0.0.1:{other_port}")
+    finally:
+        for s in servers:
+            await s.stop()
+    not_ready = [line for line in lines if line.startswith("NOTREADY ")]
+    assert len(not_ready) == 3, lines
+    assert all(line.startswith(f"NOTREADY 127.0.0.1:{ready_port} org.apache.ratis.protocol.exceptions."
+                               "LeaderNotReadyException: scm-1-id is in LEADER state but not ready yet.")
+               for line in not_ready), lines
+    assert lines[-1] == "DONE 1 unique 1 failovers 0", lines
+    assert follower.calls == []  # never failed over to the other SCM
