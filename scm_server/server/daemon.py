@@ -207,11 +207,12 @@ class SCMDaemon:
             address = f"{host}:{bound}"
             setattr(self.listening, protocol.name.lower(), address)
             LOG.info(
-                "SCM %s protocol (%s) listening on %s%s",
+                "SCM %s protocol (%s) listening on %s%s, gRPC (%s)",
                 protocol.name.lower(),
                 ", ".join(s.SERVICE for s in services),
                 address,
                 " (TLS)" if protocol is P.SECURITY else " (mutual TLS)" if mtls else "",
+                protocol.port_key,
             )
         await self._start_hadoop_rpc(get)
         await self._start_web(get)
@@ -258,7 +259,8 @@ class SCMDaemon:
                 raise DaemonStartupError(f"cannot listen on {host}:{port} ({protocol.port_key}): {exc}") from exc
             self.hadoop_servers.append(server)
             setattr(self.listening, protocol.name.lower(), f"{host}:{bound}")
-            LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s", translator.protocol, host, bound)
+            LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s (%s)", translator.protocol, host, bound,
+                     protocol.port_key)
 
     def _servicer(self, cls: Any, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics) -> Any:
         if getattr(cls, "MODULE", None) is not None and cls.MODULE.__name__.endswith("scm_security_pb2"):
