@@ -127,7 +127,10 @@ def _node_entry(get: Getter, key: str, node: ScmNode) -> tuple[str, str] | None:
 
 def configured(get: Getter, protocol: Protocol, node: ScmNode) -> bool:
     """Whether ``protocol``'s port or address key is set for ``node`` (per-node or plain)."""
-    return _node_entry(get, protocol.port_key, node) is not None or _node_entry(get, protocol.address_key, node) is not None
+    return (
+        _node_entry(get, protocol.port_key, node) is not None
+        or _node_entry(get, protocol.address_key, node) is not None
+    )
 
 
 def port_of(get: Getter, protocol: Protocol, node: ScmNode) -> int:
@@ -176,6 +179,15 @@ def http_address(get: Getter, node: ScmNode) -> tuple[str, int]:
         return "0.0.0.0", 9876
     host, port = split_host_port(*entry, default_port=9876)
     return host or "0.0.0.0", port if port is not None else 9876
+
+
+def https_address(get: Getter, node: ScmNode) -> tuple[str, int]:
+    """The web UI's HTTPS bind address: ozone.scm.https-address (per-node or plain), default 0.0.0.0:9877."""
+    entry = _node_entry(get, "ozone.scm.https-address", node)
+    if entry is None:
+        return "0.0.0.0", 9877
+    host, port = split_host_port(*entry, default_port=9877)
+    return host or "0.0.0.0", port or 9877
 
 
 def bind_host(get: Getter, protocol: Protocol, node: ScmNode) -> str:
