@@ -1,7 +1,7 @@
 """Ozone's names the audit classifies with (the same strings SCM's ReplicationManager reports).
 
 Kept here, not imported from SCM, so that the audit is an independent implementation of the
-classification; ``tests/spark_audit`` cross-checks it against SCM's own scenario files.
+classification; ``tests/audit`` cross-checks it against SCM's own scenario files.
 """
 
 from __future__ import annotations
