@@ -14,27 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import scenarios as shared
 from tests.e2e.controlplane.env import control_plane_environment
 from tests.e2e.controlplane.fixture import ControlPlane
 from tests.e2e.local import test_operator_scenarios as scenarios
 
 pytestmark = pytest.mark.control_plane
 
-# Every scenario of the local tier, by name (the functions are imported, not copied).
-SCENARIOS = [
-    "test_one_member_cluster",
-    "test_create_kill_replace_and_scale",
-    "test_operator_killed_in_the_middle_of_bootstrap_and_of_scaling",
-    "test_secure_cluster_certificates_chain_to_one_root",
-    "test_secure_ca_mode_scm_cluster_chains_to_the_primordials_root",
-    "test_bad_input_keeps_the_cluster_serving",
-    "test_rolling_image_change_leader_last_without_failed_allocations",
-    "test_roll_with_the_primordial_lost_replaces_it_before_restarting_another_member",
-    "test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll",
-    "test_a_recreated_resource_adopts_and_owns_the_orphaned_ring",
-    # needs the real CronJob and Job controllers (marked control_plane, never run on the emulator)
-    "test_scheduled_audit_runs_from_the_cronjob_and_reports_to_status",
-]
+# Every scenario of the local tier (the functions are imported, not copied): tests/e2e/scenarios.py
+SCENARIOS = shared.SCENARIOS
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
