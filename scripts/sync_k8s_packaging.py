@@ -2,8 +2,8 @@
 """Keep the Kubernetes packaging derived from its sources: the CRD has one source of truth (crds/), the operator's
 objects one (the Helm chart in charts/ozone-scm-operator).
 
-- ``charts/ozone-scm-operator/crds/ozonescmclusters.yaml`` is a byte-for-byte copy of ``crds/ozonescmclusters.yaml``
-  (Helm cannot read files outside the chart);
+- ``charts/ozone-scm-operator/crds/<plural>.yaml`` is a byte-for-byte copy of each ``crds/<plural>.yaml``
+  (``ozonescmclusters``, ``ozonescmbackups``; Helm cannot read files outside the chart);
 - ``manifests/`` (for ``kubectl apply -f manifests/``) is rendered from the chart with the real ``helm template``
   (release ``ozone-scm-operator`` in namespace ``ozone-scm-system``, ``managedBy=kubectl``) plus the Namespace and
   the CRD copy, in files whose names order them for kubectl.
@@ -23,6 +23,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD = ROOT / "crds" / "ozonescmclusters.yaml"
+BACKUP_CRD = ROOT / "crds" / "ozonescmbackups.yaml"
 CHART = ROOT / "charts" / "ozone-scm-operator"
 CHART_CRD = CHART / "crds" / "ozonescmclusters.yaml"
 MANIFESTS = ROOT / "manifests"
@@ -51,13 +52,14 @@ def render_chart(helm: Path = HELM) -> list[dict[str, object]]:
 
 
 def expected_files(helm: Path = HELM) -> dict[Path, str]:
-    files: dict[Path, str] = {CHART_CRD: CRD.read_text()}
+    crds = {"ozonescmclusters.yaml": CRD, "ozonescmbackups.yaml": BACKUP_CRD}
+    files: dict[Path, str] = {CHART / "crds" / name: source.read_text() for name, source in crds.items()}
     namespace = {"apiVersion": "v1", "kind": "Namespace",
                  "metadata": {"name": NAMESPACE, "labels": {"app.kubernetes.io/part-of": "ozone-scm"}}}
     files[MANIFESTS / "00-namespace.yaml"] = HEADER.format(source="scripts/sync_k8s_packaging.py") + \
         yaml.safe_dump(namespace, sort_keys=False)
-    files[MANIFESTS / "10-crd-ozonescmclusters.yaml"] = HEADER.format(source="crds/ozonescmclusters.yaml") + \
-        CRD.read_text()
+    for name, source in crds.items():
+        files[MANIFESTS / f"10-crd-{name}"] = HEADER.format(source=f"crds/{name}") + source.read_text()
     docs = render_chart(helm)
     for name, kinds in GROUPS.items():
         chosen = [d for d in docs if d.get("kind") in kinds]
