@@ -15,7 +15,10 @@ What the kubelet fixture does in the other tiers, ``KindNodes`` does on kind's n
   or ``podman exec`` into the node container), so SIGKILL is a crash the kubelet restarts and SIGSTOP freezes it;
 - ``pvc_dir``: the volume's directory on this machine: the kind config mounts one host directory at the
   local-path provisioner's ``/var/local-path-provisioner`` on every node, where it makes ``<pv>_<ns>_<pvc>``;
-- ``logs``: ``kubectl logs``.
+- ``logs``: ``kubectl logs``;
+- ``launches``: the container starts, read from the scenario namespace's Pods (``restartCount + 1`` starts of each
+  container that has started, with its Pod's command line); unlike the fixture's record, Pods already deleted are
+  not in it.
 
 The workload Pod (``Env.start_workload``) runs ``scm_workload.py`` from a ConfigMap in the SCM image (this repo's
 tests are not in it), its output on a PersistentVolume in that host directory instead of an ``emptyDir``.
@@ -37,6 +40,7 @@ from typing import Any, Protocol
 from ozone_scm_operator.spec import DEFAULT_IMAGE
 from tests.e2e.controlplane.env import install_operator_chart, permission_warnings
 from tests.e2e.controlplane.fixture import RESTRICTED, ApiError, RealAPI, kubeconfig, wait_until
+from tests.e2e.local.kubelet import LaunchRecord
 from tests.e2e.local.operator_env import Env
 
 REPO = Path(__file__).resolve().parents[3]
@@ -64,9 +68,26 @@ class KindCluster(Protocol):
 class KindNodes:
     """The kubelet fixture's test-facing calls (``kill``, ``pvc_dir``, ``logs``) on a kind cluster's real nodes."""
 
-    def __init__(self, cluster: KindCluster, api: RealAPI) -> None:
+    def __init__(self, cluster: KindCluster, api: RealAPI, namespace: str) -> None:
         self.cluster = cluster
         self.api = api
+        self.namespace = namespace
+
+    @property
+    def launches(self) -> list[LaunchRecord]:
+        out = []
+        for pod in self.api.list_objects("v1", "Pod", self.namespace):
+            meta, spec, st = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+            specs = {c["name"]: c for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+            for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+                state = cs.get("state") or {}
+                if not (state.get("running") or state.get("terminated") or cs.get("restartCount")):
+                    continue
+                c = specs.get(cs["name"]) or {}
+                argv = tuple(list(c.get("command") or []) + list(c.get("args") or []))
+                out += [LaunchRecord(self.namespace, meta["name"], meta["uid"], cs["name"], argv)] * (
+                    int(cs.get("restartCount") or 0) + 1)
+        return out
 
     def _container(self, namespace: str, name: str, container: str | None) -> tuple[str, list[str]]:
         pod = self.api.get_object("v1", "Pod", name, namespace) or {}
@@ -169,15 +190,16 @@ async def kind_environment(cluster: KindCluster, workdir: Path, *, namespace: st
     token = admin.service_account_token(ns, sa)
     operator_kubeconfig = kubeconfig(workdir / "operator.kubeconfig", cluster.url, cluster.ca_crt, token, ns)
     api = RealAPI(cluster.url, cluster.ca_crt, cluster.admin_token)
-    env = KindEnv(api, cluster.url, KindNodes(cluster, api), workdir, ns,  # type: ignore[arg-type]
+    env = KindEnv(api, cluster.url, KindNodes(cluster, api, ns), workdir, ns,  # type: ignore[arg-type]
                   operator_args=["--kubeconfig", str(operator_kubeconfig), "-n", ns])
     env.kind = cluster
+    env.real_controllers = True  # kind's kube-controller-manager runs the Job controller (the backup scenarios)
     env.helm_warnings = warnings  # type: ignore[attr-defined]
     await env.start_operator()
     try:
         yield env
     finally:
-        await env.stop_operator()
+        await env.stop_all_operators()
         with contextlib.suppress(ApiError, OSError):
             admin.call_delete("v1", "Namespace", ns)
         for pv in admin.list_objects("v1", "PersistentVolume"):  # the workload's, cluster-scoped
