@@ -802,7 +802,9 @@ async def test_operator_recovers_a_lost_quorum_from_the_named_survivor(tmp_path:
                            "RecoveryRefused")
         assert "the ring has a leader" in env.conditions(NAME)["Degraded"]["message"]
         assert env.members(NAME) == ["scm-0", "scm-1", "scm-2"] and not env.status(NAME).get("currentOperation")
-        assert any(r == "RecoveryRefused" for _, r, _ in env.events(NAME))
+        # the Event is posted after the status is written: a real API server under load shows it a moment later
+        await env.wait_for(lambda: any(r == "RecoveryRefused" for _, r, _ in env.events(NAME)), 30,
+                           "the RecoveryRefused Event")
         env.annotate(NAME, recover, None)
         await env.wait_ready(NAME)
 
