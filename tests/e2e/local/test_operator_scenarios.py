@@ -8,7 +8,6 @@ import asyncio
 import base64
 import contextlib
 import json
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -509,17 +508,6 @@ async def test_deleting_a_retained_cluster_keeps_its_volumes_and_a_new_resource_
         assert after["commitIndex"] >= before["commitIndex"]  # the Raft log was kept, not started over
 
 
-async def _containers(env: Env, name: str) -> int:
-    """How many containers the ring holds (``ozone-scm admin container list``, a separate process: the test process
-    forks the Pods' processes and holds no gRPC state)."""
-    scms = ",".join(f"{ip}:9860" for ip in env.member_ips(name).values())
-    proc = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "ozone-scm"), "admin", "--scm", scms, "container", "list", "--json",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, _ = await asyncio.wait_for(proc.communicate(), 60)
-    return len(json.loads(out)) if proc.returncode == 0 and out.strip() else 0
-
-
 @NEEDS_CONTROLLERS
 async def test_scheduled_audit_runs_from_the_cronjob_and_reports_to_status(tmp_path: Path) -> None:
     """The scheduled Spark audit end to end with Kubernetes' own CronJob and Job controllers: the operator's
@@ -537,7 +525,7 @@ async def test_scheduled_audit_runs_from_the_cronjob_and_reports_to_status(tmp_p
         await env.wait_for(lambda: env.api.get_object("batch/v1", "CronJob", naming.audit_cronjob_name(NAME), env.ns),
                            60, "the audit CronJob")
         deadline = time.monotonic() + 300
-        while await _containers(env, NAME) == 0:
+        while not await env.containers(NAME):
             assert time.monotonic() < deadline, "no container allocated by the simulated datanodes within 300s"
             await asyncio.sleep(1)
 
