@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import aiohttp
 import yaml
 
-from scm_server.cli.local_cluster import FAST_SETTINGS
+from scm_server.local.cluster import FAST_SETTINGS
 from scm_server.ports import free_port
 from tests.e2e.local.apiserver import serving
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
