@@ -75,6 +75,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Secret"): ("secrets", True),
     ("v1", "ServiceAccount"): ("serviceaccounts", True),
     ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
+    ("v1", "PersistentVolume"): ("persistentvolumes", False),
     ("v1", "Event"): ("events", True),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
     ("batch/v1", "Job"): ("jobs", True),

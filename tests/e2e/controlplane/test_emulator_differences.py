@@ -181,7 +181,6 @@ PROBES: dict[str, Probe] = {f.__name__.removeprefix("probe_"): f for f in (
 KNOWN_GAPS: dict[str, str] = {
     "server_side_apply": "the emulator applies but keeps no managedFields, so a second field manager's change to an "
                          "owned field is accepted instead of 409 Conflict",
-    "pod_security": "no admission control: a Pod that violates `restricted` is stored (real: 403 Forbidden)",
     "rbac": "no authentication or authorization: every request is admitted; no TokenRequest (405)",
     "pod_status_validation": "Pod status is not validated (podIP: not-an-ip is stored; real: 422 Invalid)",
     "watch_fractional_timeout": "a fractional timeoutSeconds is accepted (real: 400, strconv.ParseInt)",

@@ -55,9 +55,13 @@ WORKLOAD_IMAGE = ImageSpec(
     env={"PATH": PATH, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)},
     workdir=str(REPO),
 )
+# The audit image (``<repository>-audit:<tag>``, what ``make audit-image`` builds): this checkout's ``ozone-scm`` with
+# the virtual environment's PySpark and the machine's Java, as the image has them; Spark's driver on loopback.
+AUDIT_IMAGE = ImageSpec(entrypoint=(str(BIN / "ozone-scm"),),
+                        env={"PATH": PATH, "PYTHONUNBUFFERED": "1", "SPARK_LOCAL_IP": "127.0.0.1"})
 # Every ozone-scm image tag runs this checkout (an image change still rolls the Pods); anything else is unknown to
 # the runtime and waits in ErrImagePull, like an image that does not exist.
-IMAGES = {"ozone-scm:*": SCM_IMAGE, "scm-workload:test": WORKLOAD_IMAGE}
+IMAGES = {"ozone-scm:*": SCM_IMAGE, "ozone-scm-audit:*": AUDIT_IMAGE, "scm-workload:test": WORKLOAD_IMAGE}
 API = "ozone-scm.io/v1alpha1"
 KIND = "OzoneSCMCluster"
 BACKUP_KIND = "OzoneSCMBackup"

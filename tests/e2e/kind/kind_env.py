@@ -1,0 +1,211 @@
+"""The operator's scenarios (``tests/e2e/scenarios.py``) on a kind cluster: ``kind_environment`` yields the same
+``operator_env.Env`` as the emulator and control-plane tiers, with kind's own kubelets, scheduler, volume provisioner
+and controllers in place of the kubelet fixture.
+
+Per scenario, as in the control-plane tier (``tests/e2e/controlplane/env.py``): a namespace labelled
+``pod-security.kubernetes.io/enforce=restricted``, ``helm install`` of the chart into it with ``watchNamespaces`` set
+to it, and the operator process on this machine authenticated as the chart's ServiceAccount (a TokenRequest token in
+a kubeconfig; the chart's Deployment is scaled to 0 so that one operator runs, the one the scenario starts, stops,
+crashes with a failpoint and reads the log of). The operator and the scenarios' checks (``scm_check``) reach the SCMs
+by Pod IP: the session fixture routes every node's Pod CIDR through that node's address on the kind network.
+
+What the kubelet fixture does in the other tiers, ``KindNodes`` does on kind's nodes:
+
+- ``kill``: the container's main process signalled from its node (``crictl inspect`` gives its PID; ``docker exec``
+  or ``podman exec`` into the node container), so SIGKILL is a crash the kubelet restarts and SIGSTOP freezes it;
+- ``pvc_dir``: the volume's directory on this machine: the kind config mounts one host directory at the
+  local-path provisioner's ``/var/local-path-provisioner`` on every node, where it makes ``<pv>_<ns>_<pvc>``;
+- ``logs``: ``kubectl logs``;
+- ``launches``: the container starts, read from the scenario namespace's Pods (``restartCount + 1`` starts of each
+  container that has started, with its Pod's command line); unlike the fixture's record, Pods already deleted are
+  not in it.
+
+The workload Pod (``Env.start_workload``) runs ``scm_workload.py`` from a ConfigMap in the SCM image (this repo's
+tests are not in it), its output on a PersistentVolume in that host directory instead of an ``emptyDir``.
+
+Never run on the project's machines (no container engine); ``make e2e-kind`` runs it where kind is available.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from ozone_scm_operator.spec import DEFAULT_IMAGE
+from tests.e2e.controlplane.env import install_operator_chart, permission_warnings
+from tests.e2e.controlplane.fixture import RESTRICTED, ApiError, RealAPI, kubeconfig, wait_until
+from tests.e2e.local.kubelet import LaunchRecord
+from tests.e2e.local.operator_env import Env
+
+REPO = Path(__file__).resolve().parents[3]
+WORKLOAD_SOURCE = REPO / "tests" / "e2e" / "local" / "scm_workload.py"
+NODE_VOLUMES = "/var/local-path-provisioner"
+_counter = itertools.count(1)
+
+
+class KindCluster(Protocol):
+    """What the session fixture (``conftest.kind_cluster``) provides."""
+
+    url: str
+    ca_crt: Path
+    admin_token: str
+    admin_kubeconfig: Path
+    workdir: Path
+    volumes: Path  # the host directory mounted at NODE_VOLUMES on every node
+    engine: str  # docker or podman: runs `exec` into the node containers
+
+    def admin(self) -> RealAPI: ...
+    def check_alive(self) -> None: ...
+    def kubectl(self, *args: str, timeout: float = 120) -> str: ...
+
+
+class KindNodes:
+    """The kubelet fixture's test-facing calls (``kill``, ``pvc_dir``, ``logs``) on a kind cluster's real nodes."""
+
+    def __init__(self, cluster: KindCluster, api: RealAPI, namespace: str) -> None:
+        self.cluster = cluster
+        self.api = api
+        self.namespace = namespace
+
+    @property
+    def launches(self) -> list[LaunchRecord]:
+        out = []
+        for pod in self.api.list_objects("v1", "Pod", self.namespace):
+            meta, spec, st = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+            specs = {c["name"]: c for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+            for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+                state = cs.get("state") or {}
+                if not (state.get("running") or state.get("terminated") or cs.get("restartCount")):
+                    continue
+                c = specs.get(cs["name"]) or {}
+                argv = tuple(list(c.get("command") or []) + list(c.get("args") or []))
+                out += [LaunchRecord(self.namespace, meta["name"], meta["uid"], cs["name"], argv)] * (
+                    int(cs.get("restartCount") or 0) + 1)
+        return out
+
+    def _container(self, namespace: str, name: str, container: str | None) -> tuple[str, list[str]]:
+        pod = self.api.get_object("v1", "Pod", name, namespace) or {}
+        node = (pod.get("spec") or {}).get("nodeName")
+        ids = [cs["containerID"].split("://", 1)[1] for cs in (pod.get("status") or {}).get("containerStatuses") or ()
+               if cs.get("containerID") and (container is None or cs["name"] == container)]
+        if not node or not ids:
+            raise AssertionError(f"Pod {namespace}/{name} has no running container {container or ''} on a node")
+        return str(node), ids
+
+    async def kill(self, namespace: str, name: str, container: str | None = None,
+                   sig: int = signal.SIGKILL) -> None:
+        """Signal the container's main process from its node, as a crash (or a freeze) of the process."""
+        node, ids = self._container(namespace, name, container)
+        for cid in ids:
+            script = (f"kill -{int(sig)} $(crictl inspect --output go-template --template '{{{{.info.pid}}}}' {cid})")
+            proc = await asyncio.create_subprocess_exec(self.cluster.engine, "exec", node, "sh", "-c", script,
+                                                        stdout=asyncio.subprocess.PIPE,
+                                                        stderr=asyncio.subprocess.STDOUT)
+            out, _ = await asyncio.wait_for(proc.communicate(), 60)
+            assert proc.returncode == 0, f"signalling {namespace}/{name} on {node} failed: {out.decode()}"
+
+    def pvc_dir(self, pvc: dict[str, Any]) -> Path:
+        meta = pvc["metadata"]
+        live = self.api.get_object("v1", "PersistentVolumeClaim", meta["name"], meta["namespace"]) or pvc
+        volume = (live.get("spec") or {}).get("volumeName")
+        if not volume:
+            raise AssertionError(f"PVC {meta['namespace']}/{meta['name']} is not bound")
+        return self.cluster.volumes / f"{volume}_{meta['namespace']}_{meta['name']}"
+
+    def logs(self, namespace: str, name: str, container: str | None = None) -> str:
+        args = ["logs", "-n", namespace, name] + (["-c", container] if container else [])
+        try:
+            return self.cluster.kubectl(*args)
+        except AssertionError as exc:
+            return str(exc)
+
+
+class KindEnv(Env):
+    """``Env`` with the workload Pod built for a real cluster (the SCM image, output on a host-visible volume)."""
+
+    kind: KindCluster
+
+    def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload") -> Path:
+        source = f"{name}-source"
+        out = self.kind.volumes / f"{self.ns}-{name}"
+        out.mkdir(parents=True, exist_ok=True)
+        os.chmod(out, 0o777)
+        self.api.put_object({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": source, "namespace": self.ns},
+                             "data": {"scm_workload.py": WORKLOAD_SOURCE.read_text()}})
+        self.api.put_object({
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{self.ns}-{name}"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"{NODE_VOLUMES}/{out.name}"},
+                     "claimRef": {"namespace": self.ns, "name": f"{name}-out"}}})
+        self.api.put_object({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": f"{name}-out", "namespace": self.ns},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": f"{self.ns}-{name}",
+                     "resources": {"requests": {"storage": "1Gi"}}}})
+        self.api.put_object({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.ns},
+            "spec": {
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "workload", "image": DEFAULT_IMAGE,
+                    "command": ["python", "/workload/scm_workload.py", "--conf", "/etc/ozone", "--out", "/out",
+                                "--datanodes", str(datanodes)],
+                    "volumeMounts": [{"name": "config", "mountPath": "/etc/ozone"},
+                                     {"name": "source", "mountPath": "/workload"},
+                                     {"name": "out", "mountPath": "/out"}],
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }],
+                "volumes": [{"name": "config", "configMap": {"name": f"{cluster}-config"}},
+                            {"name": "source", "configMap": {"name": source}},
+                            {"name": "out", "persistentVolumeClaim": {"claimName": f"{name}-out"}}],
+            },
+        })
+        return out
+
+
+@contextlib.asynccontextmanager
+async def kind_environment(cluster: KindCluster, workdir: Path, *, namespace: str = "ozone", runtime: str = "process",
+                           restricted: bool = True) -> AsyncIterator[Env]:
+    """Like ``operator_env.environment``: yields an ``Env`` on the kind cluster (see the module docstring)."""
+    assert runtime == "process", "on kind the Pods run in kind's own container runtime"
+    cluster.check_alive()
+    admin = cluster.admin()
+    ns = f"{namespace}-{os.getpid()}-{next(_counter)}"
+    admin.create_namespace(ns, RESTRICTED if restricted else {"ozone-scm.test/pod-security": "not-enforced"})
+    workdir.mkdir(parents=True, exist_ok=True)
+    sa, warnings = install_operator_chart(cluster, ns)  # type: ignore[arg-type]  # helm needs only the kubeconfig
+    # one operator: the one the scenario drives (the chart's Deployment would be a second)
+    cluster.kubectl("scale", "deployment", "-n", ns, "--all", "--replicas=0")
+    wait_until(lambda: not [p for p in admin.list_objects("v1", "Pod", ns)
+                            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == sa], 120,
+               "the chart's operator Pod gone")
+    token = admin.service_account_token(ns, sa)
+    operator_kubeconfig = kubeconfig(workdir / "operator.kubeconfig", cluster.url, cluster.ca_crt, token, ns)
+    api = RealAPI(cluster.url, cluster.ca_crt, cluster.admin_token)
+    env = KindEnv(api, cluster.url, KindNodes(cluster, api, ns), workdir, ns,  # type: ignore[arg-type]
+                  operator_args=["--kubeconfig", str(operator_kubeconfig), "-n", ns])
+    env.kind = cluster
+    env.real_controllers = True  # kind's kube-controller-manager runs the Job controller (the backup scenarios)
+    env.helm_warnings = warnings  # type: ignore[attr-defined]
+    await env.start_operator()
+    try:
+        yield env
+    finally:
+        await env.stop_all_operators()
+        with contextlib.suppress(ApiError, OSError):
+            admin.call_delete("v1", "Namespace", ns)
+        for pv in admin.list_objects("v1", "PersistentVolume"):  # the workload's, cluster-scoped
+            if pv["metadata"]["name"].startswith(f"{ns}-"):
+                with contextlib.suppress(ApiError, OSError):
+                    admin.call_delete("v1", "PersistentVolume", pv["metadata"]["name"])
+    refused = permission_warnings(workdir)
+    assert not refused, "the operator, as the chart's ServiceAccount, was refused or warned about permissions:\n" + (
+        "\n".join(refused[:10]))

@@ -1,0 +1,41 @@
+"""The tiers that run the operator's scenarios run the same list (``tests/e2e/scenarios.py``): the control-plane
+tier and the kind tier parametrise exactly it, and it is every scenario function of the local module. Runs in
+``make test`` (no cluster needed: it reads the tiers' parametrisation, as pytest does)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from tests.e2e import scenarios
+from tests.e2e.controlplane import test_operator_scenarios_cp as control_plane
+from tests.e2e.kind import test_kind_scenarios as kind
+from tests.e2e.local import test_operator_scenarios as local
+
+
+def parametrised_names(test: Callable[..., Any]) -> list[str]:
+    marks = [m for m in getattr(test, "pytestmark", []) if m.name == "parametrize"]
+    assert len(marks) == 1 and marks[0].args[0] == "name", marks
+    return list(marks[0].args[1])
+
+
+def test_the_control_plane_and_kind_tiers_run_the_same_scenario_list() -> None:
+    assert parametrised_names(control_plane.test_scenario_in_a_restricted_namespace) == scenarios.SCENARIOS
+    assert parametrised_names(kind.test_scenario_on_kind) == scenarios.SCENARIOS
+
+
+def test_the_list_is_every_scenario_function_of_the_local_module() -> None:
+    functions = {n for n, f in vars(local).items() if n.startswith("test_") and inspect.iscoroutinefunction(f)}
+    assert set(scenarios.SCENARIOS) == functions and len(scenarios.SCENARIOS) == len(functions)
+    for name in scenarios.SCENARIOS:  # each takes only its work directory: the environment is the tier's
+        assert list(inspect.signature(getattr(local, name)).parameters) == ["tmp_path"], name
+    # the scenarios the issues name are in it: the retained-volume adoption and the scheduled audit
+    assert "test_deleting_a_retained_cluster_keeps_its_volumes_and_a_new_resource_adopts_them" in scenarios.SCENARIOS
+    assert "test_scheduled_audit_runs_from_the_cronjob_and_reports_to_status" in scenarios.SCENARIOS
+
+
+def test_only_the_scenarios_that_need_controllers_are_kept_from_the_emulator() -> None:
+    needs = [n for n in scenarios.SCENARIOS
+             if any(m.name == "control_plane" for m in getattr(getattr(local, n), "pytestmark", []))]
+    assert needs == ["test_scheduled_audit_runs_from_the_cronjob_and_reports_to_status"]
