@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -39,7 +40,7 @@ import yaml
 
 from scm_server.cli.local_cluster import FAST_SETTINGS
 from scm_server.ports import free_port
-from tests.e2e.local.apiserver import serving
+from tests.e2e.local.apiserver import serving, write_kubeconfig
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
 from tests.e2e.local.podspec import ImageSpec
 
@@ -371,21 +372,70 @@ class Env:
         return WorkloadResult(calls)
 
 
+CHART = REPO / "charts" / "ozone-scm-operator"
+HELM = REPO / ".tools" / "bin" / "helm"
+RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+PERMISSION_SIGNS = ("Not enough permissions", "forbidden", "Forbidden", " 403")
+
+
+def chart_rbac(namespace: str, *values: str) -> list[dict[str, Any]]:
+    """The ServiceAccount and RBAC objects the chart renders (the real ``helm template``) for a release in
+    ``namespace`` watching only it (``watchNamespaces={namespace}``, the documented production mode)."""
+    if not HELM.exists():
+        raise AssertionError(f"{HELM} is missing: run `make k8s-tools`")
+    args = [str(HELM), "template", "ozone-scm-operator", str(CHART), "--namespace", namespace,
+            "--set", f"watchNamespaces={{{namespace}}}"]
+    for value in values:
+        args += ["--set", value]
+    out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout
+    return [d for d in yaml.safe_load_all(out) if isinstance(d, dict) and d.get("kind") in RBAC_KINDS]
+
+
+def permission_warnings(workdir: Path) -> list[str]:
+    """Lines of every operator log of this scenario saying the API server refused it (RBAC as the chart grants
+    it must be enough: kopf's fallbacks for missing permissions are warnings, not errors, and cost a minute)."""
+    lines: list[str] = []
+    for log in sorted(workdir.glob("operator-*.log")):
+        lines += [f"{log.name}: {line}" for line in log.read_text(errors="replace").splitlines()
+                  if any(sign in line for sign in PERMISSION_SIGNS)]
+    return lines
+
+
 @contextlib.asynccontextmanager
 async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str = "process") -> AsyncIterator[Env]:
     """The emulator, the kubelet fixture and the operator; everything stopped and removed on exit. ``runtime``
-    ``podman`` runs the Pods as containers from real images instead of processes of this checkout."""
+    ``podman`` runs the Pods as containers from real images instead of processes of this checkout.
+
+    RBAC as granted: the emulator authenticates and authorizes every request (``rbac.py``); the chart's
+    ServiceAccount, Role and RoleBinding for ``namespace`` (``helm template``, ``watchNamespaces={namespace}``) are
+    stored, and the operator runs as that ServiceAccount (its token in a kubeconfig, ``-n namespace``). The kubelet
+    fixture is the administrator. On exit the scenario fails if the API server refused the operator anything or its
+    log carries a permission warning."""
     async with serving() as (api, url):
+        admin_token = api.enable_rbac()
         api.put_object(yaml.safe_load(CRD_PATH.read_text()))
         # Pod Security admission enforces ``restricted`` here, as a production namespace would
         api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+        granted = chart_rbac(namespace)
+        for obj in granted:
+            api.put_object(obj)
+        (sa,) = [o["metadata"]["name"] for o in granted if o["kind"] == "ServiceAccount"]
+        workdir.mkdir(parents=True, exist_ok=True)
+        operator_kubeconfig = write_kubeconfig(workdir / "operator.kubeconfig", url, namespace,
+                                               api.service_account_token(namespace, sa))
         config = KubeletConfig(workdir=workdir / "kubelet", runtime=runtime,
-                               images=dict(IMAGES) if runtime == "process" else {}, backoff_base=0.5, backoff_cap=4.0)
+                               images=dict(IMAGES) if runtime == "process" else {}, backoff_base=0.5, backoff_cap=4.0,
+                               api_token=admin_token)
         async with Kubelet(url, config) as kubelet:
-            env = Env(api, url, kubelet, workdir, namespace)
+            env = Env(api, url, kubelet, workdir, namespace,
+                      operator_args=["--kubeconfig", str(operator_kubeconfig), "-n", namespace])
             await env.start_operator()
             try:
                 yield env
             finally:
                 await env.stop_operator()
+        operator_user = f"system:serviceaccount:{namespace}:{sa}"
+        refused = [r for r in api.refusals if operator_user in r] + permission_warnings(workdir)
+        assert not refused, ("the operator, as the chart's ServiceAccount, was refused or warned about "
+                             "permissions:\n" + "\n".join(refused[:10]))
