@@ -95,9 +95,13 @@ def push_image(source: str, target: str, insecure: bool, podman: str = "podman")
     _run([podman, "tag", source, target], f"tagging {source} as {target}")
     with tempfile.TemporaryDirectory() as tmp:
         digest_file = Path(tmp) / "digest"
-        _run([podman, "push", f"--tls-verify={'false' if insecure else 'true'}", "--digestfile", str(digest_file),
-              target], f"pushing {target}",
-             "is the registry running and reachable (`make registry` for the local one), and logged in?")
+        try:
+            _run([podman, "push", f"--tls-verify={'false' if insecure else 'true'}", "--digestfile",
+                  str(digest_file), target], f"pushing {target}",
+                 "is the registry running and reachable (`make registry` for the local one), and logged in?")
+        except ReleaseError:
+            subprocess.run([podman, "untag", source, target], capture_output=True)  # leave no tag behind
+            raise
         digest = digest_file.read_text().strip()
     if not digest.startswith("sha256:"):
         raise ReleaseError(f"pushing {target}: podman reported no digest ({digest!r})")

@@ -489,6 +489,18 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
             raise am.not_found("serviceaccounts", name)
         return self.issue_token(rbac.User.service_account(namespace, name))
 
+    def _token_request(self, path: ApiPath, body: Obj) -> Obj:
+        """``serviceaccounts/<name>/token`` (the TokenRequest API): a token for the ServiceAccount, valid until the
+        emulator stops (expiry and audiences are echoed, not enforced)."""
+        assert path.namespace is not None and path.name is not None
+        token = self.service_account_token(path.namespace, path.name)
+        seconds = int((body.get("spec") or {}).get("expirationSeconds") or 3600)
+        expires = (self.clock() + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "metadata": {"name": path.name, "namespace": path.namespace},
+                "spec": {"audiences": [], **(body.get("spec") or {}), "expirationSeconds": seconds},
+                "status": {"token": token, "expirationTimestamp": expires}}
+
     def _policy(self) -> rbac.Policy:
         api = rbac.RBAC_API
         return rbac.Policy(roles=self.list_objects(api, "Role"), cluster_roles=self.list_objects(api, "ClusterRole"),
@@ -622,6 +634,8 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                 raise am.ApiError(404, "NotFound", "the server could not find the requested resource")
             created = self._create(res, path.namespace, body, params, dry_run=dry_run, warnings=warnings)
             return self._json(self._present(res, created), 201, warnings)
+        if method == "POST" and path.subresource == "token" and res.store == ("", "serviceaccounts"):
+            return self._json(self._token_request(path, self._body(request)), 201)
         if method == "POST" and path.subresource == "binding":
             return self._json(self._bind(res, path, self._body(request)), 201)
         if method == "POST" and path.subresource == "eviction":

@@ -402,7 +402,8 @@ def permission_warnings(workdir: Path) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str = "process") -> AsyncIterator[Env]:
+async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str = "process",
+                      chart_values: tuple[str, ...] = ()) -> AsyncIterator[Env]:
     """The emulator, the kubelet fixture and the operator; everything stopped and removed on exit. ``runtime``
     ``podman`` runs the Pods as containers from real images instead of processes of this checkout.
 
@@ -410,14 +411,14 @@ async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str =
     ServiceAccount, Role and RoleBinding for ``namespace`` (``helm template``, ``watchNamespaces={namespace}``) are
     stored, and the operator runs as that ServiceAccount (its token in a kubeconfig, ``-n namespace``). The kubelet
     fixture is the administrator. On exit the scenario fails if the API server refused the operator anything or its
-    log carries a permission warning."""
+    log carries a permission warning. ``chart_values`` are ``--set`` values for the chart's rendering."""
     async with serving() as (api, url):
         admin_token = api.enable_rbac()
         api.put_object(yaml.safe_load(CRD_PATH.read_text()))
         # Pod Security admission enforces ``restricted`` here, as a production namespace would
         api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
-        granted = chart_rbac(namespace)
+        granted = chart_rbac(namespace, *chart_values)
         for obj in granted:
             api.put_object(obj)
         (sa,) = [o["metadata"]["name"] for o in granted if o["kind"] == "ServiceAccount"]

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from tests.e2e.local import rbac
-from tests.e2e.local.apiserver import serving
+from tests.e2e.local.apiserver import EmulatedAPIServer, serving
+from tests.e2e.local.operator_env import environment
 from tests.e2e.local.rbac import Attributes, Policy, User, authorize, request_attributes, rule_allows
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -330,3 +331,17 @@ def test_the_chart_in_watch_namespaces_mode_grants_the_operator_its_namespace_on
                          ("PATCH", "/api/v1/namespaces/ozone/pods/scm-0/status"),
                          ("GET", "/api/v1/nodes")):
         assert not authorize(OPERATOR, request_attributes(method, path, {}), policy).allowed, path
+
+
+# ---- the operator's environment fails a scenario the chart's RBAC does not cover ---------------------------------------
+
+async def test_the_local_tier_fails_when_the_operator_is_refused(tmp_path: Path) -> None:
+    """``rbac.create=false``: the ServiceAccount exists but nothing is bound to it, so the operator's first requests
+    are refused (403); the environment must fail the scenario on exit, naming the refusal."""
+    with pytest.raises(AssertionError, match="refused or warned about permissions") as caught:
+        async with environment(tmp_path, chart_values=("rbac.create=false",)) as env:
+            api = env.api
+            assert isinstance(api, EmulatedAPIServer)
+            await env.wait_for(lambda: any("system:serviceaccount:ozone:" in r for r in api.refusals), 60,
+                               "the operator refused")
+    assert "is forbidden: User \"system:serviceaccount:ozone:ozone-scm-operator\"" in str(caught.value)
