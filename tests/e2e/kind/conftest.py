@@ -23,6 +23,7 @@ TOOLS = ROOT / ".tools" / "bin"
 HERE = Path(__file__).resolve().parent
 IMAGE = os.environ.get("OZONE_SCM_IMAGE", "ozone-scm:dev")
 OPERATOR_NS = "ozone-scm-system"
+SCENARIO_NS = "ozone-e2e"  # where the scenarios run: the operator watches it (watchNamespaces)
 NOT_SELECTED = ("the kind tier needs a real Kubernetes cluster (kind + a container engine), which the project's "
                 "machines do not have; run it with `make e2e-kind` where kind is available (tests/e2e/kind/README.md)")
 
@@ -96,8 +97,10 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     try:
         _load_image(kind, name)
         k = Kube(kubeconfig)
+        # the production mode: the operator watches the scenarios' namespace only (a Role there, made first)
+        k.kubectl("create", "namespace", SCENARIO_NS, check=False)
         k.helm("install", "ozone-scm-operator", str(ROOT / "charts" / "ozone-scm-operator"), "--namespace",
-               OPERATOR_NS, "--create-namespace", "--wait", "--timeout", "5m",
+               OPERATOR_NS, "--create-namespace", "--wait", "--timeout", "5m", "--set", f"watchNamespaces={{{SCENARIO_NS}}}",
                "--set", f"image.repository={IMAGE.rsplit(':', 1)[0]}", "--set", f"image.tag={IMAGE.rsplit(':', 1)[1]}",
                "--set", "image.pullPolicy=Never", "--set", "operator.logLevel=DEBUG")
         yield k

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.kind.conftest import IMAGE, OPERATOR_NS, Kube
+from tests.e2e.kind.conftest import IMAGE, OPERATOR_NS, SCENARIO_NS, Kube
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(1800)]
-NS = "ozone-e2e"
+NS = SCENARIO_NS  # the namespace the chart is installed to watch
 GV = "ozone-scm.io/v1alpha1"
 
 # Table digests of one member, read inside its Pod through the inter-SCM service on localhost.

@@ -345,3 +345,16 @@ async def test_the_local_tier_fails_when_the_operator_is_refused(tmp_path: Path)
             await env.wait_for(lambda: any("system:serviceaccount:ozone:" in r for r in api.refusals), 60,
                                "the operator refused")
     assert "is forbidden: User \"system:serviceaccount:ozone:ozone-scm-operator\"" in str(caught.value)
+
+
+def test_the_chart_grants_secrets_beyond_its_namespace_only_when_asked() -> None:
+    """The production default (no values): the release's namespace only; ``clusterWide=true`` is the one mode with
+    Secrets in every namespace."""
+    default = chart_rbac()
+    secrets = "/api/v1/namespaces/{ns}/secrets"
+    assert authorize(OPERATOR, request_attributes("GET", secrets.format(ns="ozone"), {"watch": "1"}), default).allowed
+    for path in (secrets.format(ns="other"), "/api/v1/secrets"):
+        assert not authorize(OPERATOR, request_attributes("GET", path, {"watch": "1"}), default).allowed, path
+    wide = chart_rbac("clusterWide=true")
+    for path in (secrets.format(ns="other"), "/api/v1/secrets"):
+        assert authorize(OPERATOR, request_attributes("GET", path, {"watch": "1"}), wide).allowed, path
