@@ -7,10 +7,13 @@ emulated API server with the kubelet fixture running Pods as podman containers:
 * ``kubectl apply -f dist/ozone-scm-operator-<v>.yaml``,
 
 installs the CRD (whose default member image is the release's), RBAC and the operator Deployment naming the
-release's image. The operator (run on the host, as in ``test_container_operator.py``: the emulator has no Deployment
-controller) then makes an ``OzoneSCMCluster`` that names no image, and its member Pod's containers are pulled from
-the registry by the kubelet fixture: each container status reports ``imageID`` ``<registry>/ozone-scm@<digest>``
-with the digest the release pushed.
+release's image. The emulator enforces RBAC; the operator runs as a process on the host (the emulator has no
+Deployment controller, and the API server listens on loopback only) with the installed Deployment's arguments,
+authenticated as the release's ServiceAccount, so the release's Role is all it gets. It makes an
+``OzoneSCMCluster`` that names no image in the release's namespace (Pod Security ``restricted``); the member Pod's
+containers are pulled from the registry by the kubelet fixture: each container status reports ``imageID``
+``<registry>/ozone-scm@<digest>`` with the digest the release pushed. The operator must never be refused nor warn
+about permissions.
 
 Not part of ``make test``: ``make e2e-container`` runs it after building the images (``.ci/run`` does both).
 """
@@ -18,22 +21,20 @@ Not part of ``make test``: ``make e2e-container`` runs it after building the ima
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ozone_scm_operator.main import OperatorOptions, run_operator
 from scm_server.ports import free_port
 from tests.e2e.local.apiserver import serving, write_kubeconfig
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
-from tests.e2e.local.operator_env import FAST_SITE
+from tests.e2e.local.operator_env import Env, permission_warnings
 
 pytestmark = pytest.mark.container
 ROOT = Path(__file__).resolve().parents[3]
@@ -99,17 +100,12 @@ async def _tool(name: str, *args: str, kubeconfig: Path, home: Path) -> str:
     return out.decode()
 
 
-@contextlib.asynccontextmanager
-async def _operator(url: str) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_operator(OperatorOptions(server=url, poll_interval=1.0, health_host="127.0.0.1",
-                                                            health_port=0), stop_flag=stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 60)
+def _operator_args(container: dict[str, Any], kubeconfig: Path) -> list[str]:
+    """The installed Deployment's command line for the operator process on the host: its args as rendered (the
+    watched namespace, log level, poll interval; ``Env`` appends its own health port and poll interval after them),
+    authenticated by ``kubeconfig`` instead of the in-cluster ServiceAccount mount."""
+    assert container["command"] == ["ozone-scm-operator"], container["command"]
+    return ["--kubeconfig", str(kubeconfig), *container["args"]]
 
 
 @pytest.mark.timeout(1200)
@@ -121,44 +117,44 @@ async def test_release_installs_from_the_registry(install: str, release: dict[st
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url)
         if install == "helm-oci":
             # the chart comes from the registry, not from the checkout
-            await _tool("helm", "install", "ozone-scm-operator", release["chart"], "--version", VERSION, "--plain-http",
-                  "--namespace", NAMESPACE, "--create-namespace", kubeconfig=kubeconfig, home=tmp_path / "helm")
+            await _tool("helm", "install", "ozone-scm-operator", release["chart"], "--version", VERSION,
+                        "--plain-http", "--namespace", NAMESPACE, "--create-namespace", kubeconfig=kubeconfig,
+                        home=tmp_path / "helm")
         else:
             await _tool("kubectl", "apply", "-f", release["manifest"], kubeconfig=kubeconfig, home=tmp_path / "helm")
         deployment = api.get_object("apps/v1", "Deployment", "ozone-scm-operator", NAMESPACE)
         assert deployment is not None, "the release installed no operator Deployment"
-        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        template = deployment["spec"]["template"]["spec"]
+        (container,) = template["containers"]
         assert container["image"] == scm["reference"], container["image"]
         crd = api.get_object("apiextensions.k8s.io/v1", "CustomResourceDefinition", "ozonescmclusters.ozone-scm.io")
         assert crd is not None, "the release installed no CRD"
+        # RBAC as granted from here on: the release's own Role is all the operator gets. (helm and kubectl above
+        # acted as the administrator before it was on: they send no bearer token over the emulator's plain HTTP.)
+        admin = api.enable_rbac()
+        api.patch_object("v1", "Namespace", NAMESPACE, None, {"metadata": {"labels": {
+            "pod-security.kubernetes.io/enforce": "restricted"}}})
+        token = api.service_account_token(NAMESPACE, template["serviceAccountName"])
+        operator_kubeconfig = write_kubeconfig(tmp_path / "operator.kubeconfig", url, NAMESPACE, token)
 
         config = KubeletConfig(workdir=tmp_path / "kubelet", runtime="podman", backoff_base=0.5, backoff_cap=2.0,
-                               insecure_registries=(registry,))
-        async with Kubelet(url, config) as kubelet, _operator(url):
-            api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-                "name": "ozone", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
-            # no image: the release's CRD default names the registry's image
-            api.put_object({"apiVersion": "ozone-scm.io/v1alpha1", "kind": "OzoneSCMCluster",
-                            "metadata": {"name": "scm", "namespace": "ozone"},
-                            "spec": {"replicas": 1, "storage": {"size": "1Gi"}, "ozoneSite": FAST_SITE}})
-
-            def ready() -> bool:
-                status = (api.get_object("ozone-scm.io/v1alpha1", "OzoneSCMCluster", "scm", "ozone") or {}).get(
-                    "status") or {}
-                return status.get("membersReady") == "1/1" and any(
-                    c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
-
+                               insecure_registries=(registry,), api_token=admin)
+        async with Kubelet(url, config) as kubelet:
+            env = Env(api, url, kubelet, tmp_path, NAMESPACE, operator_args=_operator_args(container,
+                                                                                             operator_kubeconfig))
+            await env.start_operator()
             try:
-                await api.wait_for(ready, 420)
-            except TimeoutError:
-                stuck = api.get_object("v1", "Pod", "scm-0", "ozone") or {}
-                raise AssertionError(f"the 1-member ring from the release did not become Ready: "
-                                     f"{json.dumps(stuck.get('status'))[:2000]}\n{kubelet.logs('ozone', 'scm-0')[-2000:]}"
-                                     ) from None
-            cluster = api.get_object("ozone-scm.io/v1alpha1", "OzoneSCMCluster", "scm", "ozone")
-            assert cluster is not None and cluster["spec"]["image"] == scm["reference"]
-            pod = api.get_object("v1", "Pod", "scm-0", "ozone")
-            assert pod is not None
+                # no image: the release's CRD default names the registry's image
+                await env.create("scm", {"replicas": 1, "storage": {"size": "1Gi"}})
+                try:
+                    await env.wait_ready("scm", timeout=420, replicas=1)
+                except TimeoutError as exc:
+                    raise AssertionError(f"{exc}\n{kubelet.logs(NAMESPACE, 'scm-0')[-2000:]}\n"
+                                         f"{env.operator_output()[-3000:]}") from None
+            finally:
+                await env.stop_operator()
+            assert env.cluster("scm")["spec"]["image"] == scm["reference"]
+            pod = env.pods("scm")["scm-0"]
             statuses = [*pod["status"].get("initContainerStatuses", []), *pod["status"]["containerStatuses"]]
             assert statuses, "the member Pod reports no containers"
             repository = scm["reference"].rsplit(":", 1)[0]
@@ -166,4 +162,7 @@ async def test_release_installs_from_the_registry(install: str, release: dict[st
                 assert status["image"] == scm["reference"], status
                 # pulled by the kubelet fixture from the registry, by the digest the release pushed
                 assert status["imageID"] == f"{repository}@{scm['digest']}", status
+        operator_user = f"system:serviceaccount:{NAMESPACE}:{template['serviceAccountName']}"
+        refused = [r for r in api.refusals if operator_user in r] + permission_warnings(tmp_path)
+        assert not refused, "the release's RBAC refused the operator:\n" + "\n".join(refused[:10])
         assert api.internal_errors == []
