@@ -94,7 +94,7 @@ base-image: ## the local Debian base image (debootstrap, no registry needed; reu
 image: wheels ## build the container image ozone-scm:dev with podman (BASE_IMAGE=... for a public Python image)
 	BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
 
-e2e-local: env ## the operator's local end-to-end scenarios: the operator process, the emulated API, every Pod a real SCM
+e2e-local: env k8s-tools ## the operator's local end-to-end scenarios: the operator process (as the chart's ServiceAccount, RBAC enforced), the emulated API, every Pod a real SCM
 	$(PYTEST) tests/e2e/local -m e2e_local -q
 
 k8s-control-plane: ## kube-apiserver, kube-controller-manager (k8s.io/kubernetes v1.35.4) and etcd built from Go modules into .tools/bin (cached)
