@@ -93,10 +93,10 @@ def request_attributes(method: str, path: str, query: Mapping[str, str]) -> Attr
                 "DELETE": "delete"}.get(method, method.lower())
         return Attributes(verb=verb, path=path, resource_request=False)
     namespace = ""
-    if rest[0] == "namespaces" and len(rest) >= 3:
-        namespace, rest = rest[1], rest[2:]
-    elif rest[0] == "namespaces" and len(rest) == 2:
-        namespace = rest[1]  # a Namespace object: its own name is the request's namespace
+    if rest[0] == "namespaces" and len(rest) >= 2:
+        namespace = rest[1]  # a Namespace object's own name is its request's namespace too
+        if len(rest) >= 3 and rest[2] not in ("status", "finalize"):  # namespaces/<n>/status: the Namespace's
+            rest = rest[2:]
     resource = rest[0]
     name = rest[1] if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""

@@ -125,6 +125,8 @@ def test_non_resource_urls_exact_and_prefix() -> None:
     ("POST", "/api/v1/namespaces/ozone/pods/p/eviction", {}, ("create", "", "pods", "eviction", "ozone", "p")),
     ("GET", "/api/v1/namespaces/ozone", {}, ("get", "", "namespaces", "", "ozone", "ozone")),
     ("GET", "/api/v1/namespaces", {}, ("list", "", "namespaces", "", "", "")),
+    ("PUT", "/api/v1/namespaces/ozone/finalize", {}, ("update", "", "namespaces", "finalize", "ozone", "ozone")),
+    ("GET", "/api/v1/namespaces/ozone/status", {}, ("get", "", "namespaces", "status", "ozone", "ozone")),
     ("GET", "/apis/storage.k8s.io/v1/storageclasses/fast", {}, ("get", "storage.k8s.io", "storageclasses", "", "",
                                                                  "fast")),
 ])
