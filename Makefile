@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
+.PHONY: browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -37,7 +37,7 @@ k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from 
 	bash scripts/install_k8s_tools.sh
 
 test: env lint k8s-tools monitoring-tools ## the whole default suite (unit, simulation, integration, short chaos)
-	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not monitoring and not control_plane" -q --durations=15
+	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not monitoring and not control_plane and not browser" -q --durations=15
 
 monitoring-tools: ## Debian's prometheus and promtool (apt-get; fails loudly when they cannot be installed)
 	bash scripts/install_prometheus.sh
@@ -46,6 +46,12 @@ monitoring-test: env monitoring-tools ## promtool check/test of the chart's aler
 	promtool check rules charts/ozone-scm-operator/files/ozone-scm-rules.yaml
 	promtool test rules tests/monitoring/*.test.yaml
 	$(PYTEST) tests/monitoring -q -s
+
+browser-tools: ## Debian's chromium, headless (apt-get; fails loudly when it cannot be installed)
+	bash scripts/install_chromium.sh
+
+browser-test: env browser-tools ## pages in headless Chromium: the SCM status page of a secure quorum, the audit report (no console error, no request off the machine, key elements, screenshots in build/browser-artifacts/)
+	$(PYTEST) tests/browser -m browser -q -s
 
 interop-test: env ## Hadoop's own IPC client (Java, built from proto/ozone at test time) against a real 3-SCM quorum over Hadoop RPC
 	$(PYTEST) tests/interop -m interop -q -s

@@ -47,7 +47,7 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from scm_server import audit_format as fmt  # noqa: E402
-from scm_server.client.audit_export import arrow_schema, make_manifest  # noqa: E402
+from scm_server.client.audit_export_writer import arrow_schema, make_manifest  # noqa: E402
 
 SIZES = {"1M": 1_000_000, "3M": 3_000_000, "10M": 10_000_000}
 DATANODES = {"1M": 100, "3M": 300, "10M": 1000}
@@ -267,7 +267,7 @@ async def rm_and_export(work: Path, replicas_target: int, datanodes: int) -> dic
     from scm_server.client.scm_client import SCMClient
     from scm_server.container.replication.replication_manager import report_counts
     from scm_server.server import endpoints
-    from scm_server.server.audit_export import AuditExportService
+    from scm_server.server.audit_export_service import AuditExportService
     from scm_server.server.grpc_services import LocationProtocolService, RpcMetrics
 
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """The audit export format: the one module shared by the SCM side and the Spark audit job.
 
-Written by :mod:`scm_server.client.audit_export` (``ozone-scm admin audit export``), read by the
+Written by :mod:`scm_server.client.audit_export_writer` (``ozone-scm admin audit export``), read by the
 PySpark job in ``spark/scm_audit`` (``ozone-scm audit run``). An export directory holds::
 
     manifest.json          format name + version, SCM id, cluster ID, applied (term, index),

@@ -5,7 +5,7 @@ client), the inter-SCM calls made inside an SCM (``scm_server.ha``) and the daem
 (``scm_server.server``). Raft's transport keeps its own options (it imports nothing above it) and
 follows the same rules. Pure data, no I/O.
 
-What the options are for (issue 11, items 1 and 10):
+What the options are for:
 
 * **A frozen peer is noticed in about a second.** A SIGSTOPped or paused process keeps its TCP
   connections open, so without help a call waits for its whole deadline (15 minutes by Ozone's

@@ -32,6 +32,7 @@ from scm_server.block.deleted_block_log import (
     DeletedBlockLogStateManager,
     SCMBlockDeletingService,
 )
+from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfigurations
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import ContainerStateManager
@@ -43,7 +44,6 @@ from scm_server.container.report_handlers import (
 )
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.ha.audit_barrier import AuditBarrierStateManager
-from scm_server.ha.clock import Clock, SystemClock
 from scm_server.ha.dispatcher import SCMStateMachineDispatcher
 from scm_server.ha.replicate import RequestType
 from scm_server.ha.scm_context import SCMContext

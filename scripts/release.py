@@ -174,8 +174,8 @@ def publish(version: str, registry: str, insecure: bool, out: Path, helm: Path =
     found = re.search(r"Digest:\s*(sha256:[0-9a-f]{64})", pushed_text)
     if found is None:
         raise ReleaseError(f"helm push to {chart_repo} printed no digest: {pushed_text.strip()}")
-    files = packaging.manifest_texts(helm, chart, (chart / "crds" / "ozonescmclusters.yaml").read_text(),
-                                     HEADER.format(version=version))
+    crds = {name: (chart / "crds" / name).read_text() for name in packaging.crd_sources()}  # the member image default set
+    files = packaging.manifest_texts(helm, chart, crds, HEADER.format(version=version))
     manifest = out / f"{CHART_NAME}-{version}.yaml"
     manifest.write_text("---\n".join(files.values()))
     shutil.rmtree(stage)

@@ -2,8 +2,8 @@
 """Keep the Kubernetes packaging derived from its sources: the CRD has one source of truth (crds/), the operator's
 objects one (the Helm chart in charts/ozone-scm-operator).
 
-- ``charts/ozone-scm-operator/crds/ozonescmclusters.yaml`` is a byte-for-byte copy of ``crds/ozonescmclusters.yaml``
-  (Helm cannot read files outside the chart);
+- ``charts/ozone-scm-operator/crds/<plural>.yaml`` is a byte-for-byte copy of each ``crds/<plural>.yaml``
+  (``ozonescmclusters``, ``ozonescmbackups``; Helm cannot read files outside the chart);
 - ``manifests/`` (for ``kubectl apply -f manifests/``) is rendered from the chart with the real ``helm template``
   (release ``ozone-scm-operator`` in namespace ``ozone-scm-system``, ``managedBy=kubectl``) plus the Namespace and
   the CRD copy, in files whose names order them for kubectl.
@@ -23,6 +23,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD = ROOT / "crds" / "ozonescmclusters.yaml"
+BACKUP_CRD = ROOT / "crds" / "ozonescmbackups.yaml"
 CHART = ROOT / "charts" / "ozone-scm-operator"
 CHART_CRD = CHART / "crds" / "ozonescmclusters.yaml"
 MANIFESTS = ROOT / "manifests"
@@ -50,18 +51,24 @@ def render_chart(helm: Path = HELM, chart: Path = CHART) -> list[dict[str, objec
     return [d for d in yaml.safe_load_all(out) if isinstance(d, dict) and d]
 
 
-def manifest_texts(helm: Path = HELM, chart: Path = CHART, crd_text: str | None = None,
+def crd_sources() -> dict[str, Path]:
+    """The CRD files of ``crds/`` by name (read at call time: tests point ``CRD`` elsewhere)."""
+    return {"ozonescmclusters.yaml": CRD, "ozonescmbackups.yaml": BACKUP_CRD}
+
+
+def manifest_texts(helm: Path = HELM, chart: Path = CHART, crd_texts: dict[str, str] | None = None,
                    header: str = HEADER) -> dict[str, str]:
-    """The files of ``manifests/`` (name -> text, in kubectl's apply order) rendered from ``chart`` with the CRD
-    ``crd_text`` (default: ``crds/ozonescmclusters.yaml``). ``scripts/release.py`` renders a release's manifest
-    from its staged chart with the same function."""
-    crd = CRD.read_text() if crd_text is None else crd_text
+    """The files of ``manifests/`` (name -> text, in kubectl's apply order) rendered from ``chart`` with the CRDs
+    ``crd_texts`` (file name in ``crds/`` -> text; default: the files of ``crds/``). ``scripts/release.py`` renders a
+    release's manifest from its staged chart with the same function."""
+    crds = crd_texts if crd_texts is not None else {name: source.read_text() for name, source in crd_sources().items()}
     files: dict[str, str] = {}
     namespace = {"apiVersion": "v1", "kind": "Namespace",
                  "metadata": {"name": NAMESPACE, "labels": {"app.kubernetes.io/part-of": "ozone-scm"}}}
     files["00-namespace.yaml"] = header.format(source="scripts/sync_k8s_packaging.py") + \
         yaml.safe_dump(namespace, sort_keys=False)
-    files["10-crd-ozonescmclusters.yaml"] = header.format(source="crds/ozonescmclusters.yaml") + crd
+    for name, text in crds.items():
+        files[f"10-crd-{name}"] = header.format(source=f"crds/{name}") + text
     docs = render_chart(helm, chart)
     for name, kinds in GROUPS.items():
         chosen = [d for d in docs if d.get("kind") in kinds]
@@ -75,7 +82,7 @@ def manifest_texts(helm: Path = HELM, chart: Path = CHART, crd_text: str | None 
 
 
 def expected_files(helm: Path = HELM) -> dict[Path, str]:
-    files: dict[Path, str] = {CHART_CRD: CRD.read_text()}
+    files: dict[Path, str] = {CHART / "crds" / name: source.read_text() for name, source in crd_sources().items()}
     for name, text in manifest_texts(helm).items():
         files[MANIFESTS / name] = text
     return files

@@ -1,4 +1,4 @@
-"""Pure builders of the scheduled Spark audit (issue 8 item 4): ``spec.audit`` -> a CronJob and its report volume.
+"""Pure builders of the scheduled Spark audit: ``spec.audit`` -> a CronJob and its report volume.
 
 Called by the planner (to compare with what exists) and the reconciler (to create or replace). No I/O, no clock.
 Like :mod:`ozone_scm_operator.builders`, every body carries the owner reference to the ``OzoneSCMCluster`` and a
@@ -48,14 +48,6 @@ def build_audit_pvc(ref: ClusterRef, spec: ClusterSpec) -> Body:
                              spec.audit.report_storage_size, spec.storage.storage_class_name)
 
 
-def _client_tls_env() -> list[Body]:
-    # Not shell identifiers: they reach the process because the containers exec their command (no sh -c).
-    return [
-        {"name": "OZONE-SITE.XML_hdds.x509.client.certificate.file", "value": f"{naming.TLS_DIR}/{builders.TLS_CERT}"},
-        {"name": "OZONE-SITE.XML_hdds.x509.client.private.key.file", "value": f"{naming.TLS_DIR}/{builders.TLS_KEY}"},
-    ]
-
-
 def derived_audit_image(image: str) -> str:
     """The audit image that goes with an SCM image: ``<repository>-audit`` with the same tag (``ozone-scm:1.2`` ->
     ``ozone-scm-audit:1.2``, ``registry:5000/ozone/scm`` -> ``registry:5000/ozone/scm-audit``). A digest names
@@ -88,7 +80,7 @@ def build_audit_pod_spec(ref: ClusterRef, spec: ClusterSpec) -> Body:
         {"name": "reports", "persistentVolumeClaim": {"claimName": naming.audit_pvc_name(ref.name)}},
     ]
     if spec.security.enabled:
-        env.extend(_client_tls_env())
+        env.extend(builders.client_tls_env())
         mounts.append({"name": "tls", "mountPath": naming.TLS_DIR, "readOnly": True})
         volumes.append({"name": "tls", "secret": {"secretName": naming.operator_client_secret_name(ref.name)}})
     common: Body = {

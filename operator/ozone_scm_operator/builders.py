@@ -12,7 +12,10 @@ What the member Pods look like (the member's name is its Pod's name and its ``oz
   headless Service publishes not-ready addresses, so members resolve each other while they bootstrap;
 * one init container: ``ozone-scm scm --init`` for the primordial member's first start only (while the ring has no
   cluster ID yet), ``ozone-scm scm --bootstrap`` for every other start of every member (on the primordial member
-  that is a no-op: if its volume were ever empty it would fail instead of creating a second cluster);
+  that is a no-op: if its volume were ever empty it would fail instead of creating a second cluster); during an
+  operator-driven quorum recovery the survivor's Pod runs ``ozone-scm scm --recover`` instead, once; a ring
+  created from a backup (``spec.bootstrap.fromBackup``) has its primordial run ``ozone-scm scm --restore DIR``
+  instead of ``--init``, with the backup's volume mounted read-only at ``/backups``;
 * the SCM container ``ozone-scm scm``: its first start after ``--bootstrap`` asks the leader to add it (AddSCM);
   readiness is ``/ready?member=true`` (a caught-up Raft member, whatever the safemode), liveness ``/health``;
 * volumes: the member's PVC at ``/data`` (``ozone.metadata.dirs=/data/metadata``), the cluster ConfigMap's
@@ -42,6 +45,19 @@ Body = dict[str, Any]
 
 INIT_MODE_INIT = "init"
 INIT_MODE_BOOTSTRAP = "bootstrap"
+INIT_MODE_RECOVER = "recover"  # quorum recovery: the survivor's init container runs scm --recover (once)
+INIT_MODE_RESTORE = "restore"  # spec.bootstrap.fromBackup: the primordial's first start runs scm --restore
+INIT_MODES = (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP, INIT_MODE_RECOVER, INIT_MODE_RESTORE)
+
+
+@dataclasses.dataclass(frozen=True)
+class RestoreSource:
+    """Where the primordial member restores from: a backup directory (``/backups/...``) on the volume ``claim``
+    (mounted read-only at ``/backups``), checked to belong to ``cluster_id`` when known."""
+
+    claim: str
+    path: str
+    cluster_id: str | None = None
 TERMINATION_LOG = "/dev/termination-log"
 
 # TLS file names inside the member certificate Secret (CA mode operator)
@@ -329,6 +345,16 @@ def container_security_context(spec: ClusterSpec) -> Body:
     }
 
 
+def client_tls_env() -> list[Body]:
+    """The environment that makes ``ozone-scm admin ...`` in a Job's Pod present the operator's client certificate
+    (its Secret mounted at ``naming.TLS_DIR``; the operator is an administrator). Not shell identifiers: they reach
+    the process because the containers exec their command (no ``sh -c``)."""
+    return [
+        {"name": "OZONE-SITE.XML_hdds.x509.client.certificate.file", "value": f"{naming.TLS_DIR}/{TLS_CERT}"},
+        {"name": "OZONE-SITE.XML_hdds.x509.client.private.key.file", "value": f"{naming.TLS_DIR}/{TLS_KEY}"},
+    ]
+
+
 def _template_inputs(spec: ClusterSpec) -> Body:
     """Everything the member Pods are built from that a user can change (the Pod revision's input)."""
     return {
@@ -376,14 +402,20 @@ def _default_affinity(ref: ClusterRef) -> Body:
     }
 
 
-def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str) -> Body:
-    """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start."""
-    if init_mode not in (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP):
-        raise ValueError(f"init_mode must be {INIT_MODE_INIT!r} or {INIT_MODE_BOOTSTRAP!r}, got {init_mode!r}")
-    return _build_pod(ref, spec, member, init_mode, pod_revision(spec))
+def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str,
+              restore: RestoreSource | None = None) -> Body:
+    """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start (``restore``, with
+    ``restore`` given, when the ring is created from a backup), ``recover`` only for the survivor of a lost quorum
+    while the operator recovers from it."""
+    if init_mode not in INIT_MODES:
+        raise ValueError(f"init_mode must be one of {', '.join(INIT_MODES)}, got {init_mode!r}")
+    if (init_mode == INIT_MODE_RESTORE) != (restore is not None):
+        raise ValueError("a restore source goes with init_mode restore, and only with it")
+    return _build_pod(ref, spec, member, init_mode, pod_revision(spec), restore)
 
 
-def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, revision: str) -> Body:
+def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, revision: str,
+               restore: RestoreSource | None = None) -> Body:
     env: list[Body] = [
         {"name": "OZONE_CONF_DIR", "value": naming.CONF_DIR},
         # Not a shell identifier, so it only survives exec (and bash -c), never sh -c: see docs/operations.md.
@@ -419,13 +451,23 @@ def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, 
         "securityContext": container_security,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    init_command = ["ozone-scm", "scm", f"--{init_mode}"]
+    if init_mode == INIT_MODE_BOOTSTRAP:
+        init_command += ["--termination-log", TERMINATION_LOG]
+    init_mounts = mounts
+    if restore is not None:
+        init_command = ["ozone-scm", "scm", "--restore", restore.path]
+        if restore.cluster_id:
+            init_command += ["--clusterid", restore.cluster_id]
+        init_mounts = [*mounts, {"name": "restore", "mountPath": naming.BACKUP_DIR, "readOnly": True}]
+        volumes.append({"name": "restore", "persistentVolumeClaim": {"claimName": restore.claim, "readOnly": True}})
     init_container = {
         "name": init_mode,
         # a bootstrap refused because the volume holds another cluster's data leaves one fixed line
         # ("ForeignVolume: ...") as the termination message, which the operator reads whole (not a log tail)
-        "command": ["ozone-scm", "scm", f"--{init_mode}"]
-        + (["--termination-log", TERMINATION_LOG] if init_mode == INIT_MODE_BOOTSTRAP else []),
+        "command": init_command,
         **common,
+        "volumeMounts": init_mounts,
     }
     scm_container: Body = {
         "name": "scm",

@@ -5,8 +5,8 @@ decides anything:
 
 * one **daemon** per ``OzoneSCMCluster`` runs the reconcile loop: a pass, then a wait until the pass's requeue
   delay elapses or something relevant changes (``Runtime.wake``);
-* **event handlers** on the cluster resource and on the Pods, volumes and Secrets the operator manages wake the
-  owning cluster's loop (level-based: the event only says "look again", never what to do);
+* **event handlers** on the cluster resource, on the Pods, volumes and Secrets the operator manages, on
+  ``OzoneSCMBackup`` objects (their ``spec.cluster``) and on the backup Jobs wake the owning cluster's loop (level-based: the event only says "look again", never what to do);
 * **startup** configures kopf: its own finalizer and progress annotations under ``ozone-scm.io``, no peering
   (one operator replica, ``Recreate``: kopf peering is not leader election);
 * **login** hands kopf the same connection the operator's Kubernetes client uses.
@@ -22,7 +22,7 @@ from typing import Any
 
 import kopf
 
-from ozone_scm_operator import API_GROUP, API_VERSION, PLURAL, naming
+from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_PLURAL, PLURAL, naming
 from ozone_scm_operator.effects.kube import ConnectionSettings
 from ozone_scm_operator.effects.web import Health
 from ozone_scm_operator.reconciler import Reconciler
@@ -134,5 +134,15 @@ def make_registry(rt: Runtime) -> kopf.OperatorRegistry:
         @kopf.on.event("", "v1", plural, labels=managed, registry=registry, id=f"wake-on-{plural}")
         def child_changed(body: kopf.Body, **_: Any) -> None:
             rt.wake(*_owner_cluster(body))
+
+    @kopf.on.event(API_GROUP, API_VERSION, BACKUP_PLURAL, registry=registry)
+    def backup_changed(body: kopf.Body, **_: Any) -> None:
+        cluster = (body.get("spec") or {}).get("cluster")
+        rt.wake((body.get("metadata") or {}).get("namespace"), cluster if isinstance(cluster, str) else None)
+
+    @kopf.on.event("batch", "v1", "jobs", labels={naming.LABEL_COMPONENT: "backup"}, registry=registry)
+    def backup_job_changed(body: kopf.Body, **_: Any) -> None:
+        meta = body.get("metadata") or {}
+        rt.wake(meta.get("namespace"), (meta.get("labels") or {}).get(naming.LABEL_BACKUP))
 
     return registry

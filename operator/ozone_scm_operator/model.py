@@ -110,6 +110,7 @@ OP_ADD = "AddMember"
 OP_REMOVE = "RemoveMember"
 OP_REPLACE = "ReplaceMember"
 OP_ROLL = "RollMember"
+OP_RECOVER = "RecoverQuorum"  # a majority lost for good: the named survivor runs scm --recover, the ring regrows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +239,7 @@ class ClusterStatus:
     current_operation: Operation | None = None
     security: SecurityStatus = SecurityStatus()
     audit: Mapping[str, Any] | None = None  # the scheduled audit's last runs (see audit_status.py)
+    backup: Mapping[str, Any] | None = None  # the backups' summary (see backups.py: backup_status)
     applied_spec: Mapping[str, Any] | None = None  # the valid spec the last pass acted on (spec.read_spec)
 
     @classmethod
@@ -260,6 +262,7 @@ class ClusterStatus:
             current_operation=Operation.from_raw(raw.get("currentOperation")),
             security=SecurityStatus.from_raw(raw.get("security")),
             audit=raw.get("audit") or None,
+            backup=raw.get("backup") if isinstance(raw.get("backup"), Mapping) and raw.get("backup") else None,
             applied_spec=raw.get("appliedSpec") if isinstance(raw.get("appliedSpec"), Mapping) else None,
         )
 
@@ -282,6 +285,7 @@ class ClusterStatus:
                 "members": [m.to_raw() for m in self.members],
                 "security": self.security.to_raw() or None,
                 "audit": dict(self.audit) if self.audit else None,
+                "backup": dict(self.backup) if self.backup else None,
                 "appliedSpec": dict(self.applied_spec) if self.applied_spec is not None else None,
             }
         )
@@ -449,6 +453,37 @@ class SecretObs:
 
 
 @dataclasses.dataclass(frozen=True)
+class BackupObs:
+    """One ``OzoneSCMBackup`` of this cluster (``spec.cluster``) as observed: its metadata and the status the
+    operator wrote into it."""
+
+    name: str
+    uid: str = ""
+    cluster: str = ""  # spec.cluster
+    created_at: datetime.datetime | None = None
+    deleting: bool = False
+    finalizers: tuple[str, ...] = ()
+    scheduled_at: datetime.datetime | None = None  # created by the schedule for this time (its annotation)
+    phase: str | None = None
+    message: str | None = None
+    started_at: datetime.datetime | None = None
+    completed_at: datetime.datetime | None = None
+    status: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # status as stored (to compare with)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobObs:
+    """A backup or clean-up Job of this cluster: which backup it is for, and how it ended (None: still running)."""
+
+    name: str
+    backup: str
+    purpose: str  # "backup" (take and verify) or "delete" (remove the backup's data)
+    result: str | None = None  # "Succeeded", "Failed", or None while it runs
+    finished_at: datetime.datetime | None = None
+    message: str | None = None  # the termination message of its last container (a JSON summary on success)
+
+
+@dataclasses.dataclass(frozen=True)
 class Observed:
     """Everything one reconcile pass saw. ``children`` maps (kind, name) to the content hash annotation of
     Services, the ConfigMap and the PDB (None: exists without one)."""
@@ -465,3 +500,9 @@ class Observed:
     pod_security: str | None = None
     # whether the members' StorageClass sets allowVolumeExpansion (None: not read, or no such class)
     volume_expansion: bool | None = None
+    # the member the user named in the ozone-scm.io/recover-from annotation (operator-driven quorum recovery)
+    recover_from: str | None = None
+    # the OzoneSCMBackup spec.bootstrap.fromBackup names, while the ring is being created (None: absent or not read)
+    restore_backup: BackupObs | None = None
+    backups: Mapping[str, BackupObs] = dataclasses.field(default_factory=dict)  # this cluster's OzoneSCMBackups
+    backup_jobs: Mapping[str, JobObs] = dataclasses.field(default_factory=dict)  # their Jobs, by Job name

@@ -8,6 +8,7 @@ reused, so a replaced member gets a fresh identity (new name, new volume, new sc
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ozone_scm_operator import API_GROUP
@@ -20,6 +21,8 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_CLUSTER = f"{API_GROUP}/cluster"
 LABEL_MEMBER = f"{API_GROUP}/member"
 LABEL_AUDIT = f"{API_GROUP}/audit"  # the cluster an audit object belongs to
+LABEL_BACKUP = f"{API_GROUP}/backup-of"  # the cluster a backup Job, its Pods or the backup volume belong to
+LABEL_BACKUP_NAME = f"{API_GROUP}/backup"  # on a backup Job and its Pods: the OzoneSCMBackup it runs
 LABEL_CLUSTER_ID = f"{API_GROUP}/cluster-id"  # on a member's volume: the Ozone cluster ID its data belongs to
 MANAGER = "ozone-scm-operator"
 APP = "ozone-scm"
@@ -40,6 +43,13 @@ ANN_ROOT_FINGERPRINT = f"{API_GROUP}/root-ca-fingerprint"
 # without it (issued by an operator before role-bound identities) are re-issued
 ANN_ROLE_BOUND = f"{API_GROUP}/role-bound"
 
+# on an OzoneSCMCluster: the member to recover a ring that lost its majority from (removed by the operator when done)
+ANN_RECOVER_FROM = f"{API_GROUP}/recover-from"
+# on an OzoneSCMBackup whose data is on the backup volume: removed once a clean-up Job deleted that data
+FINALIZER_BACKUP_DATA = f"{API_GROUP}/backup-data"
+# on an OzoneSCMBackup the schedule created: the scheduled time it stands for (retention counts only these)
+ANN_SCHEDULED_AT = f"{API_GROUP}/scheduled-at"
+
 # Paths and ports inside a member Pod
 DATA_DIR = "/data"
 METADATA_DIR = "/data/metadata"
@@ -50,6 +60,7 @@ ENROLLMENT_DATANODE = "datanode.secret"
 ENROLLMENT_SCM = "scm.secret"  # CA mode scm: bootstrapping members enrol their sub-CA with it
 ADMIN_CSR_DIR = "/var/run/ozone-scm/admin-csr"  # CA mode scm: the operator's CSR, signed by the primordial at --init
 ADMIN_CSR_FILE = "operator.csr"
+BACKUP_DIR = "/backups"  # the backup volume inside a backup Job's Pod; one directory per OzoneSCMBackup
 AUDIT_DIR = "/audit"  # the audit Pod's scratch/ (emptyDir, the export in scratch/export) and reports/ (the report volume)
 PORTS = {
     "client": 9860,
@@ -131,6 +142,48 @@ def audit_labels(cluster: str) -> dict[str, str]:
     and the Services and the PDB select member Pods; an audit Pod must be neither."""
     return {LABEL_NAME: APP, LABEL_INSTANCE: cluster, LABEL_COMPONENT: "audit", LABEL_MANAGED_BY: MANAGER,
             LABEL_AUDIT: cluster}
+
+
+def backup_pvc_name(cluster: str) -> str:
+    """The volume the cluster's backups are written to (``spec.backup.volume``), one directory per backup."""
+    return f"{cluster}-backups"
+
+
+def backup_path(backup: str) -> str:
+    """Where one backup lives on the backup volume (as its Jobs mount it)."""
+    return f"{BACKUP_DIR}/{backup}"
+
+
+_MAX_JOB_NAME = 52  # a Job's Pods carry its name in a label (63 characters) and get a 5-character suffix
+
+
+def _bounded(name: str) -> str:
+    if len(name) <= _MAX_JOB_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:_MAX_JOB_NAME - 9].rstrip('-')}-{digest}"
+
+
+def backup_job_name(backup: str) -> str:
+    """The Job that takes (and verifies) the backup ``backup``; shortened with a digest when the name is long."""
+    return _bounded(f"{backup}-backup")
+
+
+def backup_delete_job_name(backup: str) -> str:
+    """The Job that deletes the data of the backup ``backup`` from the backup volume."""
+    return _bounded(f"{backup}-delete")
+
+
+def scheduled_backup_name(cluster: str, scheduled_at: str) -> str:
+    """An OzoneSCMBackup the schedule creates: ``<cluster>-<YYYYMMDDHHMM>`` of its scheduled time (UTC)."""
+    return f"{cluster}-{scheduled_at}"
+
+
+def backup_labels(cluster: str) -> dict[str, str]:
+    """Labels of the backup volume, the backup Jobs and their Pods. Without ``LABEL_CLUSTER`` and the member
+    selector, like the audit's: the reconciler lists Pods and PVCs by ``LABEL_CLUSTER`` as members' objects."""
+    return {LABEL_NAME: APP, LABEL_INSTANCE: cluster, LABEL_COMPONENT: "backup", LABEL_MANAGED_BY: MANAGER,
+            LABEL_BACKUP: cluster}
 
 
 def enrollment_secret_name(cluster: str) -> str:

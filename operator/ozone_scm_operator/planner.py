@@ -30,9 +30,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
-from ozone_scm_operator import audit_builders, builders, naming, podsecurity
+from ozone_scm_operator import audit_builders, backup_builders, backups, builders, naming, podsecurity
 from ozone_scm_operator.builders import Body, ClusterRef
 from ozone_scm_operator.model import (
     CREATING,
@@ -41,6 +41,7 @@ from ozone_scm_operator.model import (
     LEAVING,
     OP_ADD,
     OP_BOOTSTRAP,
+    OP_RECOVER,
     OP_REMOVE,
     OP_REPLACE,
     OP_ROLL,
@@ -86,6 +87,12 @@ ADOPT = "Adopt"  # add the cluster's controller owner reference to an object not
 RELEASE_PVC = "ReleasePVC"  # reclaimPolicy Retain: drop the cluster's owner reference from a member's volume
 LABEL_PVC = "LabelPVC"  # put the cluster ID on a member's volume (params: cluster_id)
 EXPAND_PVC = "ExpandPVC"  # raise a member volume's storage request (params: size)
+# backups (backups.py): the OzoneSCMBackup the action is about is ``subject`` (its Event goes there too)
+UPDATE_BACKUP = "UpdateBackup"  # write params["status"] into its status; params["finalizers"]: set them (or None)
+CREATE_JOB = "CreateJob"  # a backup or clean-up Job (body)
+CREATE_BACKUP = "CreateBackup"  # a scheduled OzoneSCMBackup (body)
+DELETE_BACKUP = "DeleteBackup"  # an OzoneSCMBackup beyond retention (its finalizer has its data deleted first)
+REMOVE_ANNOTATION = "RemoveAnnotation"  # remove an annotation from the OzoneSCMCluster (params: key)
 
 REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
@@ -100,6 +107,7 @@ class Action:
     message: str  # Event message
     body: Body | None = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    subject: Body | None = None  # another object the action is about (apiVersion, kind, name, uid, namespace)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -576,6 +584,40 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
     return Action(APPLY, key[1], "ApplyAuditCronJob", f"{verb} CronJob {key[1]}{why}", body=body)
 
 
+def _backups(p: _Pass) -> Action | None:
+    """The cluster's OzoneSCMBackups, the backup schedule and retention (``backups.plan``), after the members' own
+    work: one step per pass, its Event also on the backup it is about."""
+    result = backups.plan(backups.Inputs(
+        ref=p.ref, spec=p.spec, now=p.now, cluster_id=p.status.cluster_id, has_leader=p.obs.ring is not None,
+        backups=p.obs.backups, jobs=p.obs.backup_jobs,
+        volume_exists=("PersistentVolumeClaim", naming.backup_pvc_name(p.ref.name)) in p.obs.children,
+        recorded=p.status.backup, admissible=lambda what, spec: _admissible(p, what, spec),
+    ))
+    p.set_status(backup=result.status)
+    for reason, message in result.notes:
+        p.note(reason, message)
+    step = result.step
+    if step is None:
+        return None
+    match step:
+        case backups.CreateVolume(body=body):
+            return Action(CREATE_PVC, body["metadata"]["name"], result.reason, result.message, body=body)
+        case backups.UpdateBackup(backup=b, status=status, finalizers=finalizers):
+            return Action(UPDATE_BACKUP, b.name, result.reason, result.message,
+                          params={"status": status, "finalizers": finalizers},
+                          subject=backup_builders.backup_ref(p.ref, b.name, b.uid))
+        case backups.CreateJob(backup=b, body=body):
+            return Action(CREATE_JOB, body["metadata"]["name"], result.reason, result.message, body=body,
+                          subject=backup_builders.backup_ref(p.ref, b.name, b.uid))
+        case backups.CreateBackup(body=body):
+            return Action(CREATE_BACKUP, body["metadata"]["name"], result.reason, result.message, body=body)
+        case backups.DeleteBackup(backup=b):
+            return Action(DELETE_BACKUP, b.name, result.reason, result.message,
+                          subject=backup_builders.backup_ref(p.ref, b.name, b.uid))
+        case _:
+            assert_never(step)
+
+
 def _found_existing(p: _Pass) -> bool:
     """A resource with no member recorded, over the Pods and volumes of an existing ring of the same name (e.g.
     re-created after ``kubectl delete --cascade=orphan``): adopt that ring as the leader describes it -- its cluster
@@ -734,6 +776,8 @@ def _volumes(p: _Pass) -> Action | None:
 
 def _init_mode(p: _Pass, m: MemberStatus) -> str:
     op = p.op
+    if op is not None and op.type == OP_RECOVER and m.name == op.member and op.step in ("StopSurvivor", "Recover"):
+        return builders.INIT_MODE_RECOVER
     first_start = (
         m.name == p.status.primordial_member
         and p.status.cluster_id is None
@@ -741,7 +785,37 @@ def _init_mode(p: _Pass, m: MemberStatus) -> str:
         and op is not None
         and op.type == OP_BOOTSTRAP
     )
-    return builders.INIT_MODE_INIT if first_start else builders.INIT_MODE_BOOTSTRAP
+    if not first_start:
+        return builders.INIT_MODE_BOOTSTRAP
+    return builders.INIT_MODE_RESTORE if p.spec.bootstrap.from_backup else builders.INIT_MODE_INIT
+
+
+def _restore_source(p: _Pass) -> tuple[builders.RestoreSource | None, str | None]:
+    """Where ``spec.bootstrap.fromBackup`` restores from, or why it cannot (yet)."""
+    wanted = p.spec.bootstrap.from_backup
+    if not wanted:
+        return None, None
+    if p.spec.security.enabled:
+        return None, ("scm --restore does not restore a secure ring yet: create this cluster with security.enabled "
+                      "false, or without spec.bootstrap.fromBackup")
+    path = p.spec.bootstrap.backup_path
+    if path is not None:
+        claim = naming.backup_pvc_name(p.ref.name)
+        if ("PersistentVolumeClaim", claim) not in p.obs.children:
+            return None, (f"spec.bootstrap.fromBackup is {path} on this cluster's backup volume {claim}, which does "
+                          "not exist: create it (spec.backup.volume) and copy the backup there, or name an "
+                          "OzoneSCMBackup")
+        return builders.RestoreSource(claim, path), None
+    b = p.obs.restore_backup
+    if b is None:
+        return None, (f"spec.bootstrap.fromBackup names OzoneSCMBackup {wanted}, which does not exist in namespace "
+                      f"{p.ref.namespace} (kubectl get ozonescmbackups); nothing is created until it does")
+    if b.phase != backups.Phase.COMPLETED or not b.cluster:
+        return None, (f"OzoneSCMBackup {wanted} is {b.phase or 'not started'}, not Completed; the ring is created "
+                      "from it once it is")
+    cid = b.status.get("clusterID")
+    return builders.RestoreSource(naming.backup_pvc_name(b.cluster), naming.backup_path(b.name),
+                                  cid if isinstance(cid, str) else None), None
 
 
 def _admissible(p: _Pass, what: str, pod_spec: Mapping[str, Any]) -> bool:
@@ -783,8 +857,17 @@ def _repairs(p: _Pass) -> Action | None:
             continue  # mounted by every member; the primordial signs it at --init
         if m.name not in p.obs.pods:
             mode = _init_mode(p, m)
-            what = "scm --init (primordial)" if mode == builders.INIT_MODE_INIT else "scm --bootstrap"
-            body = builders.build_pod(p.ref, p.spec, m.name, mode)
+            source = None
+            if mode == builders.INIT_MODE_RESTORE:
+                source, why = _restore_source(p)
+                if why is not None:
+                    p.note("RestoreSource", why)
+                    return None
+            what = {builders.INIT_MODE_INIT: "scm --init (primordial)",
+                    builders.INIT_MODE_RECOVER: "scm --recover (quorum recovery)",
+                    builders.INIT_MODE_RESTORE: f"scm --restore from {p.spec.bootstrap.from_backup}",
+                    }.get(mode, "scm --bootstrap")
+            body = builders.build_pod(p.ref, p.spec, m.name, mode, source)
             if not _admissible(p, f"Pod {m.name}", body["spec"]):
                 return None
             return Action(
@@ -804,12 +887,23 @@ def _continue_bootstrap(p: _Pass, op: Operation) -> Action | None:
         return None
     scm = p.obs.scms.get(m.name)
     pod = p.obs.pods.get(m.name)
+    if scm is not None and scm.is_leader and pod is not None and pod.ready and pod.init_mode == builders.INIT_MODE_RESTORE:
+        # restored from a backup: record the ring, then restart the member with --bootstrap, so that no later start
+        # of its Pod runs --restore over its own data again
+        p.set_status(cluster_id=scm.cluster_id)
+        p.set_member(dataclasses.replace(m, scm_id=scm.scm_id, cluster_id=scm.cluster_id))
+        p.set_op(op.at_step("Restart", p.now))
+        if pod.deleting:
+            return None
+        return Action(DELETE_POD, m.name, "RestartingRestoredMember",
+                      f"{m.name} leads the ring restored from {p.spec.bootstrap.from_backup} (cluster "
+                      f"{scm.cluster_id}); restarting it with scm --bootstrap")
     if scm is not None and scm.is_leader and pod is not None and pod.ready:
         p.set_status(cluster_id=scm.cluster_id)
         p.set_member(dataclasses.replace(m, state=JOINED, scm_id=scm.scm_id, cluster_id=scm.cluster_id))
         p.set_op(None)
         return None
-    p.set_op(op.at_step("WaitForLeader", p.now))
+    p.set_op(op.at_step("WaitForLeader" if op.step != "Restart" else "Restart", p.now))
     if p.timed_out(op):
         p.note("OperationStuck", f"the primordial member {m.name} has not become the leader: {p.pod_trouble(m.name)}")
     return None
@@ -1051,7 +1145,120 @@ def _continue(p: _Pass) -> Action | None:
         return _continue_remove(p, op)
     if op.type == OP_ROLL:
         return _continue_roll(p, op)
+    if op.type == OP_RECOVER:
+        return _continue_recover(p, op)
     p.note("UnknownOperation", f"status.currentOperation.type {op.type!r} is unknown; clearing it")
+    p.set_op(None)
+    return None
+
+
+def _recovery_request(p: _Pass) -> None:
+    """The ``ozone-scm.io/recover-from: <member>`` annotation: start ``RecoverQuorum`` from that member, or refuse
+    (``Degraded`` ``RecoveryRefused`` and its Event; nothing is done) while the ring has a leader or a majority of the
+    members is Ready, when the member is not a joined one, or when its volume is gone. Starting abandons an
+    operation in progress (without a quorum it cannot finish) and marks every other member ``Leaving``, so that no
+    repair brings them back on their old data."""
+    name = p.obs.recover_from
+    if not name or (p.op is not None and p.op.type == OP_RECOVER):
+        return
+    ann = f"{naming.ANN_RECOVER_FROM}={name}"
+    joined = p.members(JOINED)
+    m = p.status.member(name)
+    why = None
+    if m is None or m.state != JOINED:
+        why = f"{name} is not a joined member (joined: {', '.join(x.name for x in joined) or 'none'})"
+    elif p.pvc_gone(m):
+        why = f"the volume of {name} is gone; name a member that still has its data"
+    elif p.obs.ring is not None:
+        leader = p.leader()
+        why = f"the ring has a leader ({leader.name if leader else p.obs.ring.leader_scm_id}), so it has a quorum"
+    else:
+        ready = [x.name for x in joined if (pod := p.obs.pods.get(x.name)) is not None and pod.ready
+                 and not pod.deleting]
+        if len(ready) >= majority(len(joined)):
+            why = (f"{len(ready)} of {len(joined)} members are Ready ({', '.join(ready)}), a majority; restart or "
+                   "repair the others instead")
+    if why is not None:
+        p.note("RecoveryRefused", f"annotation {ann} refused: {why}. Nothing was done; remove the annotation")
+        return
+    assert m is not None
+    abandoned = p.op
+    others = [x for x in p.status.members if x.name != name]
+    for x in others:
+        p.set_member(dataclasses.replace(x, state=LEAVING))
+    lost = ", ".join(x.name for x in others) or "none"
+    p.set_op(Operation(
+        OP_RECOVER, name, started_at=p.now, reason="QuorumLost",
+        message=(f"recovering the ring from {name} (scm --recover); lost members {lost} are stopped and their "
+                 "volumes kept for inspection" + (f"; abandoned {abandoned.type} of {abandoned.member}"
+                                                  if abandoned is not None else "")),
+    ))
+
+
+def _continue_recover(p: _Pass, op: Operation) -> Action | None:
+    """RecoverQuorum: stop the lost members (their Pods deleted), restart the survivor with ``scm --recover`` (its
+    membership becomes itself alone; its whole log is kept), then once it leads its one-member ring restart it with
+    ``scm --bootstrap`` (so no later restart runs ``--recover`` again); keep the lost members' volumes out of the
+    cluster's view (retained, for inspection) and delete their certificate Secrets; remove the annotation and forget
+    the lost members. The ring then grows back by the usual scale-up (``scm --bootstrap``, one member at a time)."""
+    s = p.status.member(op.member)
+    if s is None:
+        p.set_op(None)
+        return None
+    others = [x for x in p.status.members if x.name != s.name]
+    for x in others:
+        pod = p.obs.pods.get(x.name)
+        if pod is not None:
+            p.set_op(op.at_step("StopOthers", p.now))
+            if pod.deleting:
+                return None
+            return Action(DELETE_POD, x.name, "StoppingLostMember",
+                          f"stopping {x.name}: the ring is recovered from {s.name}, and {x.name} must never rejoin "
+                          "on its old data")
+    pod = p.obs.pods.get(s.name)
+    if op.step in (None, "StopOthers", "StopSurvivor"):
+        if pod is not None and pod.init_mode != builders.INIT_MODE_RECOVER:
+            p.set_op(op.at_step("StopSurvivor", p.now))
+            if pod.deleting:
+                return None
+            return Action(DELETE_POD, s.name, "StoppingSurvivor",
+                          f"stopping {s.name} to run scm --recover on its data")
+        p.set_op(op.at_step("Recover", p.now))
+        return None  # the repairs create its Pod, with the recover init container
+    ring = p.obs.ring
+    if op.step == "Recover":
+        if pod is None or pod.init_mode != builders.INIT_MODE_RECOVER or pod.deleting:
+            return None
+        alone = ring is not None and ring.leader_scm_id == s.scm_id and [v.scm_id for v in ring.voters] == [s.scm_id]
+        if alone and pod.ready:
+            p.set_op(op.at_step("Restart", p.now))
+            return Action(DELETE_POD, s.name, "RestartingSurvivor",
+                          f"{s.name} leads the recovered one-member ring; restarting it with scm --bootstrap")
+        if p.timed_out(op):
+            p.note("OperationStuck", f"{s.name} has not come back as the leader of a one-member ring after "
+                                     f"scm --recover: {p.pod_trouble(s.name)}")
+        return None
+    if pod is None or pod.init_mode == builders.INIT_MODE_RECOVER or not p.healthy(s):
+        if p.timed_out(op):
+            p.note("OperationStuck", f"{s.name} did not become ready after the recovery: {p.pod_trouble(s.name)}")
+        return None
+    for x in others:  # out of the ring now: keep their data out of the cluster's view, drop their certificates
+        pvc = p.obs.pvcs.get(naming.pvc_name(x.name))
+        if pvc is not None and not pvc.deleting:
+            return Action(RETAIN_PVC, pvc.name, "RetainingVolume",
+                          f"keeping PersistentVolumeClaim {pvc.name} of lost member {x.name} for inspection (no "
+                          "longer the cluster's; delete it yourself when it is not needed)")
+        secret = naming.member_tls_secret_name(x.name)
+        if secret in p.obs.secrets:
+            return Action(DELETE_SECRET, secret, "DeletingCertificateSecret",
+                          f"deleting Secret {secret} of lost member {x.name} (no longer in the ring)")
+    if p.obs.recover_from is not None:
+        return Action(REMOVE_ANNOTATION, p.ref.name, "RecoveryAnnotationRemoved",
+                      f"the ring is recovered from {s.name}; removing annotation {naming.ANN_RECOVER_FROM}",
+                      params={"key": naming.ANN_RECOVER_FROM})
+    for x in others:
+        p.status = p.status.without_member(x.name)
+    p.set_status(primordial_member=s.name)
     p.set_op(None)
     return None
 
@@ -1252,7 +1459,8 @@ def _decide(p: _Pass) -> Action | None:
         p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
                            message=f"{m.name} is the primordial SCM (scm --init)"))
         return None
-    for concern in (_ownership, _volumes, _security, _children, _audit, _repairs, _continue):
+    _recovery_request(p)
+    for concern in (_ownership, _volumes, _security, _children, _audit, _repairs, _continue, _backups):
         action = concern(p)
         if action is not None:
             return action

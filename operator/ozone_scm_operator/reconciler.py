@@ -15,7 +15,9 @@ for the same step again; killed after 4, it finds the step done (observed) and m
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import dataclasses
 import datetime
 import logging
@@ -29,14 +31,26 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ozone_scm_operator import audit_status, builders, certs, naming, planner, podsecurity
+from ozone_scm_operator import (
+    BACKUP_KIND,
+    KIND,
+    audit_status,
+    backup_builders,
+    builders,
+    certs,
+    naming,
+    planner,
+    podsecurity,
+)
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
 from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
 from ozone_scm_operator.effects.web import Metrics
 from ozone_scm_operator.model import (
+    BackupObs,
     ClusterStatus,
     ContainerObs,
+    JobObs,
     Observed,
     PodObs,
     PVCObs,
@@ -60,6 +74,9 @@ class ReconcilerSettings:
     # Test failpoint (as etcd-operator's gofail ones): exit the process right before performing this action,
     # (kind, target), after its intent is in status. Set only by tests, through OZONE_SCM_OPERATOR_FAILPOINT.
     crash_before: tuple[str, str] | None = None
+    # Test failpoint: block (forever, the lease still renewed) right before this action, after its intent is in status
+    # and its Event is posted, so a test can SIGKILL the operator in the middle of an operation.
+    pause_before: tuple[str, str] | None = None
 
 
 def utcnow() -> datetime.datetime:
@@ -156,6 +173,67 @@ def secret_obs(secret: Body) -> SecretObs:
     )
 
 
+def backup_obs(body: Body) -> BackupObs:
+    meta = body.get("metadata") or {}
+    st = body.get("status") or {}
+    return BackupObs(
+        name=meta["name"],
+        uid=meta.get("uid") or "",
+        cluster=str((body.get("spec") or {}).get("cluster") or ""),
+        created_at=parse_time(meta.get("creationTimestamp")),
+        deleting=bool(meta.get("deletionTimestamp")),
+        finalizers=tuple(meta.get("finalizers") or ()),
+        scheduled_at=parse_time((meta.get("annotations") or {}).get(naming.ANN_SCHEDULED_AT)),
+        phase=st.get("phase") or None,
+        message=st.get("message") or None,
+        started_at=parse_time(st.get("startedAt")),
+        completed_at=parse_time(st.get("completedAt")),
+        status=dict(st),
+    )
+
+
+def _terminated(pod: Body) -> list[tuple[str, int | None, str]]:
+    """(container, exit code, termination message) of every terminated container of a Pod, init ones first."""
+    st = pod.get("status") or {}
+    out = []
+    for cs in [*(st.get("initContainerStatuses") or ()), *(st.get("containerStatuses") or ())]:
+        term = (cs.get("state") or {}).get("terminated") or {}
+        if term:
+            out.append((str(cs.get("name", "")), term.get("exitCode"), str(term.get("message") or "")))
+    return out
+
+
+def job_obs(job: Body, pods: list[Body]) -> JobObs | None:
+    """A backup or clean-up Job as the backup planner sees it (None: not one of those)."""
+    meta = job.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    backup = labels.get(naming.LABEL_BACKUP_NAME)
+    if not backup:
+        return None
+    result, finished, message = None, None, None
+    st = job.get("status") or {}
+    for c in st.get("conditions") or ():
+        if c.get("status") != "True":
+            continue
+        if c.get("type") == "Complete":
+            result, finished = "Succeeded", parse_time(st.get("completionTime") or c.get("lastTransitionTime"))
+        elif c.get("type") == "Failed":
+            result, finished = "Failed", parse_time(c.get("lastTransitionTime"))
+            message = c.get("message") or c.get("reason")
+    if result is not None:
+        mine = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(
+            audit_status.JOB_NAME_LABEL, ((p.get("metadata") or {}).get("labels") or {}).get("job-name")) == meta["name"]]
+        for pod in mine:
+            ended = _terminated(pod)
+            failed = [m for _, code, m in ended if code not in (None, 0) and m]
+            if result == "Failed" and failed:
+                message = failed[0]
+            elif result == "Succeeded" and ended and ended[-1][2]:
+                message = ended[-1][2]
+    return JobObs(name=meta["name"], backup=backup, purpose=labels.get(backup_builders.LABEL_PURPOSE, ""),
+                  result=result, finished_at=finished, message=message)
+
+
 _UNCHANGED = object()
 
 
@@ -203,8 +281,11 @@ class Reconciler:
         now: Callable[[], datetime.datetime] = utcnow,
         keygen: Callable[[], ec.EllipticCurvePrivateKey] = new_key,
         serial: Callable[[], int] = new_serial,
+        fence: Callable[[], bool] | None = None,
     ) -> None:
         self.kube = kube
+        # leader election: false once this replica may no longer act (checked before every write; None: always may)
+        self.fence = fence
         self.scm = scm
         self.settings = settings
         self.metrics = metrics or Metrics.create()
@@ -265,6 +346,7 @@ class Reconciler:
             jobs = await self.kube.list("Job", ns, audit_labels)
             audit_pods = await self.kube.list("Pod", ns, audit_labels) if jobs else []
             audit = audit_status.audit_status(cronjobs[0] if cronjobs else None, jobs, audit_pods)
+        backups, backup_jobs = await self._backups(ref, children)
         members = {m.name for m in status.members}
         # with no member recorded yet, any running Pod of this cluster's name may be a ring to adopt (planner)
         endpoints = {
@@ -278,7 +360,29 @@ class Reconciler:
             now=self.now(), pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=children, secrets=secrets,
             audit=audit, pod_security=await self._pod_security(ns),
             volume_expansion=await self._volume_expansion(pvcs, want_size),
+            backups=backups, backup_jobs=backup_jobs,
         )
+
+    async def _backups(
+        self, ref: ClusterRef, children: dict[tuple[str, str], str | None]
+    ) -> tuple[dict[str, BackupObs], dict[str, JobObs]]:
+        """This cluster's OzoneSCMBackups (``spec.cluster``), their Jobs (with their Pods' termination messages),
+        and the backup volume (into ``children``)."""
+        ns = ref.namespace
+        labels = {naming.LABEL_BACKUP: ref.name}
+        for pvc in await self.kube.list("PersistentVolumeClaim", ns, labels):
+            children[("PersistentVolumeClaim", pvc["metadata"]["name"])] = None
+        raw = [b for b in await self.kube.list(BACKUP_KIND, ns) if (b.get("spec") or {}).get("cluster") == ref.name]
+        backups = {b.name: b for b in map(backup_obs, raw)}
+        jobs: dict[str, JobObs] = {}
+        raw_jobs = await self.kube.list("Job", ns, labels)
+        if raw_jobs:
+            pods = await self.kube.list("Pod", ns, labels)
+            for job in raw_jobs:
+                obs = job_obs(job, pods)
+                if obs is not None:
+                    jobs[obs.name] = obs
+        return backups, jobs
 
     async def _volume_expansion(self, pvcs: Mapping[str, PVCObs], want_size: str | None) -> bool | None:
         """Whether the members' StorageClass allows expansion; read only while a member volume is smaller than
@@ -344,12 +448,22 @@ class Reconciler:
         status = ClusterStatus.from_raw(body.get("status"))
         spec, problems, applied = read_spec(body.get("spec"), status.applied_spec)
         obs = await self.observe(ref, status, secure=spec.security.enabled, want_size=spec.storage.size)
+        recover_from = (meta.get("annotations") or {}).get(naming.ANN_RECOVER_FROM)
+        if recover_from:
+            obs = dataclasses.replace(obs, recover_from=str(recover_from).strip())
+        source = spec.bootstrap.from_backup
+        if source and not spec.bootstrap.backup_path and status.cluster_id is None:
+            raw = await self.kube.get(BACKUP_KIND, namespace, source)
+            if raw is not None:
+                obs = dataclasses.replace(obs, restore_backup=backup_obs(raw))
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
             planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,
         )
         new_raw = plan.status.to_raw()
         patch = status_patch(body.get("status"), new_raw)
+        if not self._may_act(namespace, name, "writing status"):
+            return ACTION_RETRY
         if patch is not None:
             await self.kube.patch_cluster_status(namespace, name, patch)  # the intent, before any action
         self._record_metrics(ref, plan.status)
@@ -359,7 +473,13 @@ class Reconciler:
         if action is None:
             return plan.requeue_after
         LOG.info("%s/%s: %s %s: %s", namespace, name, action.kind, action.target, action.message)
+        if not self._may_act(namespace, name, f"{action.kind} {action.target}"):
+            return ACTION_RETRY
         await self.kube.event(body, "Normal", action.reason, action.message, obs.now)
+        if action.subject is not None:
+            subject = {"apiVersion": action.subject["apiVersion"], "kind": action.subject["kind"],
+                       "metadata": {k: action.subject[k] for k in ("name", "namespace", "uid")}}
+            await self.kube.event(subject, "Normal", action.reason, action.message, obs.now)
         try:
             await self.act(ref, action, obs, plan.status)
         except Exception as exc:
@@ -371,6 +491,12 @@ class Reconciler:
             return ACTION_RETRY
         self.metrics.actions.labels(action.kind).inc()
         return plan.requeue_after
+
+    def _may_act(self, namespace: str, name: str, what: str) -> bool:
+        if self.fence is None or self.fence():
+            return True
+        LOG.warning("%s/%s: not %s: this replica does not hold the leader-election Lease", namespace, name, what)
+        return False
 
     def _record_metrics(self, ref: ClusterRef, st: ClusterStatus) -> None:
         m = self.metrics
@@ -387,6 +513,16 @@ class Reconciler:
         findings = ((st.audit or {}).get("lastSummary") or {}).get("findings")
         if isinstance(findings, int) and not isinstance(findings, bool):
             m.audit_findings.labels(*labels).set(findings)
+        backup = st.backup or {}
+        last = parse_time(backup.get("lastBackupTime"))
+        if last is not None:
+            m.backup_last_completed.labels(*labels).set(last.timestamp())
+        deadline = parse_time(backup.get("deadline"))
+        if deadline is not None:
+            m.backup_deadline.labels(*labels).set(deadline.timestamp())
+        else:
+            with contextlib.suppress(KeyError):  # never set for this cluster
+                m.backup_deadline.remove(*labels)
 
     # ---- act ----
     async def act(self, ref: ClusterRef, a: planner.Action, obs: Observed, st: ClusterStatus) -> None:
@@ -396,10 +532,15 @@ class Reconciler:
             LOG.error("failpoint: exiting before %s %s (its intent is in status)", k, a.target)
             logging.shutdown()
             os._exit(86)
+        if self.settings.pause_before == (k, a.target):
+            LOG.error("failpoint: pausing before %s %s (its intent is in status)", k, a.target)
+            await asyncio.Event().wait()
+        if not self._may_act(ref.namespace, ref.name, f"{k} {a.target}"):
+            raise RuntimeError("this replica no longer holds the leader-election Lease")
         if k == planner.APPLY:
             assert a.body is not None
             await self.kube.apply(a.body)
-        elif k in (planner.CREATE_POD, planner.CREATE_PVC):
+        elif k in (planner.CREATE_POD, planner.CREATE_PVC, planner.CREATE_JOB, planner.CREATE_BACKUP):
             assert a.body is not None
             await self._create(a.body)
         elif k == planner.DELETE_OBJECT:
@@ -508,6 +649,23 @@ class Reconciler:
             await self.kube.merge_patch(
                 "Secret", ns, a.target, {"metadata": {"annotations": {naming.ANN_CERT_REVOKED: "true"}}}
             )
+        elif k == planner.UPDATE_BACKUP:
+            finalizers = a.params.get("finalizers")
+            if finalizers is not None:
+                obj = await self.kube.get(BACKUP_KIND, ns, a.target)
+                if obj is None:
+                    raise RuntimeError(f"{BACKUP_KIND} {a.target} is gone")
+                await self.kube.merge_patch(BACKUP_KIND, ns, a.target, {"metadata": {
+                    "finalizers": list(finalizers) or None,
+                    "resourceVersion": obj["metadata"].get("resourceVersion"),
+                }})
+            if a.params.get("status"):
+                await self.kube.merge_patch(BACKUP_KIND, ns, a.target, {"status": a.params["status"]},
+                                            subresource="status")
+        elif k == planner.REMOVE_ANNOTATION:
+            await self.kube.merge_patch(KIND, ns, ref.name, {"metadata": {"annotations": {a.params["key"]: None}}})
+        elif k == planner.DELETE_BACKUP:
+            await self.kube.delete(BACKUP_KIND, ns, a.target)
         else:
             raise ValueError(f"unknown action {k}")
 

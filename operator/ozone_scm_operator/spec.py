@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from croniter import croniter
+
 ALLOWED_REPLICAS = (1, 3, 5)
 DEFAULT_IMAGE = "ozone-scm:0.1.0"
 CA_MODES = ("operator", "scm")
@@ -179,6 +181,53 @@ class AuditSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class BackupRetention:
+    """Which scheduled backups to keep: the newest ``keep_last``, and none older than ``max_age`` (None: no limit
+    of that kind). One-off backups a user created are never deleted by retention."""
+
+    keep_last: int | None = None
+    max_age: datetime.timedelta | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BackupSpec:
+    """``spec.backup``: the backup volume (a PVC the operator creates, kept when the cluster is deleted), an
+    optional cron schedule (UTC) on which the operator creates ``OzoneSCMBackup`` objects, and their retention."""
+
+    volume_size: str = "10Gi"
+    storage_class_name: str | None = None  # None: the members' storage class
+    schedule: str | None = None
+    retention: BackupRetention = BackupRetention()
+    suspend: bool = False  # no new scheduled backups (one-off backups still run)
+
+
+@dataclasses.dataclass(frozen=True)
+class BootstrapSpec:
+    """``spec.bootstrap``: how the ring is created. ``from_backup``: the primordial member starts with
+    ``scm --restore`` from an ``OzoneSCMBackup`` of this namespace (its name) or from a directory on this cluster's
+    own backup volume (a path under ``/backups/``); None: ``scm --init``. Read only while the ring is created."""
+
+    from_backup: str | None = None
+
+    @property
+    def backup_path(self) -> str | None:
+        """The directory form (``/backups/<dir>``), or None when ``from_backup`` names an object (or is unset)."""
+        return self.from_backup if self.from_backup and self.from_backup.startswith("/") else None
+
+
+_BACKUP_REF = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?|/backups/[A-Za-z0-9._-]+)$")
+
+
+def cron_problem(expression: str) -> str | None:
+    """Why ``expression`` is not a five-field cron schedule, or None."""
+    if len(expression.split()) != 5:
+        return f"{expression!r} is not a cron schedule: it needs five fields (minute hour day month weekday), e.g. '0 3 * * *'"
+    if not croniter.is_valid(expression):
+        return f"{expression!r} is not a valid cron schedule; write it like '0 3 * * *' (every day at 03:00 UTC)"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
 class ClusterSpec:
     """``OzoneSCMCluster.spec`` with every default applied."""
 
@@ -200,6 +249,8 @@ class ClusterSpec:
     pdb_enabled: bool = True
     membership: MembershipSpec = MembershipSpec()
     audit: AuditSpec = AuditSpec()
+    backup: BackupSpec = BackupSpec()
+    bootstrap: BootstrapSpec = BootstrapSpec()
     paused: bool = False
 
 
@@ -413,6 +464,45 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         resources=au.obj("resources"),
     )
 
+    bk = r.sub("backup")
+    vol = bk.sub("volume")
+    backup_size = vol.text("size", d.backup.volume_size)
+    if not _QUANTITY.match(backup_size):
+        vol.problem("size", f"{backup_size!r} is not a Kubernetes quantity; write it like 10Gi")
+        backup_size = d.backup.volume_size
+    schedule = bk.opt_str("schedule")
+    if schedule is not None and (why := cron_problem(schedule)) is not None:
+        bk.problem("schedule", why)
+        schedule = None
+    ret = bk.sub("retention")
+    keep_last = ret.raw.get("keepLast")
+    if keep_last is not None:
+        keep_last = ret.int("keepLast", 1, minimum=1)
+    max_age = None
+    if ret.raw.get("maxAge") is not None:
+        before = len(problems)
+        max_age = ret.duration("maxAge", "0s")
+        if len(problems) > before:
+            max_age = None
+        elif max_age.total_seconds() <= 0:
+            ret.problem("maxAge", "must be longer than 0s; write it like 168h, or leave it out")
+            max_age = None
+    backup = BackupSpec(
+        volume_size=backup_size,
+        storage_class_name=vol.opt_str("storageClassName"),
+        schedule=schedule,
+        retention=BackupRetention(keep_last=keep_last, max_age=max_age),
+        suspend=bk.bool("suspend", d.backup.suspend),
+    )
+
+    bs = r.sub("bootstrap")
+    from_backup = bs.opt_str("fromBackup")
+    if from_backup is not None and (not _BACKUP_REF.match(from_backup) or ".." in from_backup):
+        bs.problem("fromBackup", f"{from_backup!r} is neither the name of an OzoneSCMBackup nor a directory "
+                                 "/backups/<dir> on this cluster's backup volume")
+        from_backup = None
+    bootstrap = BootstrapSpec(from_backup=from_backup)
+
     pull_secrets = []
     for i, item in enumerate(r.obj_list("imagePullSecrets")):
         name = item.get("name")
@@ -439,6 +529,8 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         pdb_enabled=r.sub("podDisruptionBudget").bool("enabled", d.pdb_enabled),
         membership=membership,
         audit=audit,
+        backup=backup,
+        bootstrap=bootstrap,
         paused=r.bool("paused", d.paused),
     )
     return spec, problems

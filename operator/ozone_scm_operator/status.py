@@ -18,6 +18,7 @@ from ozone_scm_operator.model import (
     JOINED,
     OP_ADD,
     OP_BOOTSTRAP,
+    OP_RECOVER,
     OP_REMOVE,
     OP_REPLACE,
     OP_ROLL,
@@ -37,11 +38,14 @@ _PRIORITY = (
     "ClusterIDMismatch",
     "InvalidName",
     "InvalidSpec",
+    "RecoveryRefused",
+    "RestoreSource",
     "RootCAMissing",
     "RootCAChanged",
     "ForeignVolume",
     "PodSecurity",
     "VolumeExpansion",
+    "BackupDataNotDeleted",
     "OperationStuck",
     "NoLeader",
     "WaitingForQuorum",
@@ -58,6 +62,7 @@ PHASE_BY_OP = {
     OP_REMOVE: "Scaling",
     OP_REPLACE: "Replacing",
     OP_ROLL: "Upgrading",
+    OP_RECOVER: "Recovering",
 }
 
 

@@ -1,6 +1,6 @@
 """BlockManager: allocate_block (Ozone's BlockManagerImpl.allocateBlock) and key-block deletion.
 
-allocate_block, per Ozone (ozone-scm.md §4):
+allocate_block, as Ozone's BlockManagerImpl does it:
 
 1. only the leader allocates (NotLeader otherwise), checked BEFORE safemode: a follower that is
    still in safemode (just restarted, or catching up) must send the client to the leader, not fail

@@ -24,16 +24,14 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scm_server.clock import Clock
 from scm_server.conf import BlockConfig
 from scm_server.exceptions import ResultCodes, SCMException
-from scm_server.ha.clock import Clock
 from scm_server.ha.replicate import RequestType, replicate
 from scm_server.ha.scm_context import SCMContext
-from scm_server.ha.scm_ha_manager_api import SCMHAManager
 from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.ha.sequence_id_generator import DEL_TXN_ID, SequenceIdGenerator
-from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
-from scm_server.metadata import SCMMetadataStore
+from scm_server.ha.state_manager import ReplicatedStateManager
 from scm_server.node.node_manager import SCMNodeManager
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
@@ -41,17 +39,10 @@ log = logging.getLogger(__name__)
 CommandType = scm_datanode_pb2.SCMCommandProto.Type
 
 
-class DeletedBlockLogStateManager:
+class DeletedBlockLogStateManager(ReplicatedStateManager):
     """Replicated part: the deletedBlocks table."""
 
-    def __init__(
-        self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
-    ) -> None:
-        self._store = store
-        self._buffer = buffer
-        self.ha_manager = ha_manager
-        self._txs: dict[int, hdds_pb2.DeletedBlocksTransaction] = {}
-        self.reinitialize()
+    _txs: dict[int, hdds_pb2.DeletedBlocksTransaction]
 
     def reinitialize(self) -> None:
         self._txs = dict(self._store.deleted_blocks.items())

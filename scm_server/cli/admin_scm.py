@@ -8,6 +8,7 @@ finds the leader by itself. Addresses come from ``--grpc`` or the configuration
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -18,7 +19,14 @@ from scm_server.cli.output import print_json, print_table
 from scm_server.client.ha_admin import HAAdminClient, PeerRole, Roles, run_sync
 from scm_server.conf import SCMHAConfig
 from scm_server.conf.addresses import parse_port, split_host_port
-from scm_server.metadata.backup import BackupError, prepare_out_dir, verify_backup, write_backup
+from scm_server.metadata.backup import (
+    BackupError,
+    backup_summary,
+    delete_backup,
+    prepare_out_dir,
+    verify_backup,
+    write_backup,
+)
 
 
 def grpc_addresses(ctx: CliContext, override: str | None) -> list[str]:
@@ -198,11 +206,34 @@ def backup_cmd(click_ctx: click.Context, out: Path | None, allow_safemode: bool,
 @backup_cmd.command("verify")
 @click.argument("backup_dir", type=click.Path(path_type=Path))
 @click.option("--clusterid", default=None, help="Also check the backup belongs to this cluster id.")
-def backup_verify_cmd(backup_dir: Path, clusterid: str | None) -> None:
+@click.option("--status-file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Also write a JSON summary (clusterID, term, index, createdMs, sizeBytes) to FILE "
+                   "(e.g. /dev/termination-log in a Kubernetes Job).")
+def backup_verify_cmd(backup_dir: Path, clusterid: str | None, status_file: Path | None) -> None:
     """Check a backup offline: every file's size and sha256 against the manifest, the checkpoint unpacks."""
     try:
         m = verify_backup(backup_dir, clusterid)
     except BackupError as exc:
         raise click.ClickException(str(exc)) from exc
+    if status_file is not None:
+        try:
+            status_file.write_text(json.dumps(backup_summary(m), sort_keys=True) + "\n")
+        except OSError as exc:
+            raise click.ClickException(f"cannot write --status-file {status_file}: {exc.strerror}; give a writable "
+                                       "file") from exc
     click.echo(f"OK: backup of cluster {m.cluster_id} at term {m.term} index {m.index}, "
                f"{len(m.raw['files'])} file(s) verified")
+
+
+@backup_cmd.command("delete")
+@click.argument("backup_dir", type=click.Path(path_type=Path))
+def backup_delete_cmd(backup_dir: Path) -> None:
+    """Delete a backup directory: only one that holds a backup manifest (or is empty), so a mistyped path never
+    removes other data. A directory that does not exist is already deleted."""
+    try:
+        deleted = delete_backup(backup_dir)
+    except BackupError as exc:
+        raise click.ClickException(f"{exc}; nothing was deleted") from exc
+    except OSError as exc:
+        raise click.ClickException(f"cannot delete {backup_dir}: {exc.strerror}; check its permissions") from exc
+    click.echo(f"Deleted backup {backup_dir}" if deleted else f"{backup_dir} does not exist; nothing to delete")

@@ -1,7 +1,7 @@
 """``ozone-scm admin audit export`` and ``ozone-scm audit run``: the replication audit's two steps.
 
 * ``admin audit export --out DIR [--all-scms]`` streams a consistent snapshot out of the running
-  SCM(s) and writes it as Parquet (:mod:`scm_server.client.audit_export`);
+  SCM(s) and writes it as Parquet (:mod:`scm_server.client.audit_export_writer`);
 * ``audit run --input DIR --out DIR [--master local[*]]`` validates the export, checks Java and the
   master, and runs the PySpark job through ``spark-submit`` (:mod:`scm_audit.submit`).
 
@@ -40,7 +40,7 @@ def admin_audit() -> None:
 @pass_ctx
 def export_cmd(ctx: CliContext, out: Path, all_scms: bool, page_size: int, wait_seconds: float, as_json: bool) -> None:
     """Write a consistent snapshot of the SCM(s) as Parquet, for `ozone-scm audit run`."""
-    from scm_server.client import audit_export
+    from scm_server.client import audit_export_writer
 
     addresses = ctx.scm_addresses()
     security = ctx.client_security()  # mutual TLS on a secure cluster (admin certificate), else None
@@ -50,7 +50,7 @@ def export_cmd(ctx: CliContext, out: Path, all_scms: bool, page_size: int, wait_
             click.echo(message, err=True)
 
     results = asyncio.run(
-        audit_export.export(addresses, out, all_scms=all_scms, page_size=page_size, wait_seconds=wait_seconds,
+        audit_export_writer.export(addresses, out, all_scms=all_scms, page_size=page_size, wait_seconds=wait_seconds,
                             on_progress=progress, security=security)
     )
     if as_json:

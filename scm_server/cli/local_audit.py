@@ -25,7 +25,7 @@ from pathlib import Path
 import click
 
 from scm_server.cli.output import console
-from scm_server.client import audit_export
+from scm_server.client import audit_export_writer
 from scm_server.security.tls import ChannelSecurity
 
 
@@ -37,7 +37,7 @@ async def export_and_audit(client_addresses: Sequence[str], data_dir: Path, mast
     base = data_dir.resolve() / "audit"
     export_dir, report_dir = base / "export", base / "report"
     with console.status("exporting every SCM at one barrier for the audit"):
-        results = await audit_export.export(list(client_addresses), export_dir, all_scms=True, security=security)
+        results = await audit_export_writer.export(list(client_addresses), export_dir, all_scms=True, security=security)
     console.print(
         "Audit export: " + ", ".join(f"{r.node_id or r.scm_id}@{r.applied_index}" for r in results)
         + f" -> {export_dir}", highlight=False, soft_wrap=True,

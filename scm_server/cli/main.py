@@ -98,12 +98,20 @@ def scm_command(
             raise click.ClickException(str(exc)) from exc
         return
     if do_init or do_bootstrap:
-        from scm_server.ha.bootstrap import scm_bootstrap, scm_init
+        from scm_server.conf.security import SecurityConfig
+        from scm_server.ha.bootstrap import BootstrapError, scm_bootstrap, scm_init
 
         logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
-        ok = scm_init(ctx.conf, clusterid) if do_init else True
+        # the security configuration is parsed once here and handed to both steps
+        try:
+            security = SecurityConfig.if_enabled(ctx.conf)
+        except ConfigError as exc:
+            if do_init:
+                raise BootstrapError(f"SCM init failed: security: {exc}") from exc
+            raise click.ClickException(f"SCM bootstrap failed: security: {exc}") from exc
+        ok = scm_init(ctx.conf, clusterid, security=security) if do_init else True
         if ok and do_bootstrap:
-            ok = scm_bootstrap(ctx.conf, termination_log=termination_log)
+            ok = scm_bootstrap(ctx.conf, security=security, termination_log=termination_log)
         if not ok:
             raise click.ClickException("SCM " + ("init" if do_init else "bootstrap") + " failed")
         return

@@ -4,7 +4,7 @@ Pure and deterministic (no I/O, no clock: every method takes ``now``), so the po
 property-tested without sockets; :class:`scm_server.client.scm_client.SCMClient` feeds it the
 outcome of each attempt and does what it says. It must not learn about gRPC.
 
-The rules (issue 11, items 1 and 10):
+The rules:
 
 * **Suspects.** An SCM that did not answer (refused, unreachable, frozen: no answer to the liveness
   PINGs, no connection within the connect deadline) is skipped for ``suspect_for`` seconds while

@@ -156,6 +156,15 @@ class SecurityConfig:
     enrollment_secret_files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
+    def if_enabled(cls, conf: OzoneConfiguration) -> SecurityConfig | None:
+        """The parsed and validated configuration when ``ozone.security.enabled`` is true, else None
+        (and nothing else is read). A command (``scm --init``, ``scm --bootstrap``) calls this once
+        and hands the result to every function that needs it."""
+        if not conf.get_bool("ozone.security.enabled", False):
+            return None
+        return cls.from_conf(conf)
+
+    @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> SecurityConfig:
         secrets = tuple(
             (role, value)

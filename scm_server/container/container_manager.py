@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from typing import Final, NamedTuple
 
+from scm_server.clock import Clock
 from scm_server.conf import SCMConfig
 from scm_server.container.container_state_manager import (
     CLOSE,
@@ -40,7 +41,6 @@ from scm_server.container.container_state_manager import (
     ContainerStateManager,
 )
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
-from scm_server.ha.clock import Clock
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.sequence_id_generator import CONTAINER_ID, SequenceIdGenerator
 from scm_server.metadata.enums import enum_name

@@ -44,6 +44,7 @@ from typing import Any
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.replicate import RequestType, replicate
 from scm_server.ha.scm_ha_manager_api import SCMHAManager
+from scm_server.ha.state_manager import ReplicatedStateManager
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore
 from scm_server.metadata.enums import enum_name
@@ -163,7 +164,7 @@ class ContainerInfo:
         return proto
 
 
-class ContainerStateManager:
+class ContainerStateManager(ReplicatedStateManager):
     """The container table plus in-memory indexes kept in step with it on every apply.
 
     Indexes (Ozone's ContainerStateMap keeps the same kind): ids per LifeCycleState, OPEN ids per
@@ -175,9 +176,6 @@ class ContainerStateManager:
     def __init__(
         self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
     ) -> None:
-        self._store = store
-        self._buffer = buffer
-        self.ha_manager = ha_manager
         self._containers: dict[int, ContainerInfo] = {}
         self._strings: dict[str, str] = {}  # interned pipeline ids and owners
         self._by_state: dict[int, set[int]] = defaultdict(set)
@@ -187,7 +185,7 @@ class ContainerStateManager:
         self._sorted_dirty = False
         self.index_touches = 0  # containers looked at by index reads (a complexity probe for tests)
         self.removals = 0  # containers dropped from memory (removed, or a reload): readers caching ids rescan
-        self.reinitialize()
+        super().__init__(store, buffer, ha_manager)
 
     def reinitialize(self) -> None:
         self.removals += 1

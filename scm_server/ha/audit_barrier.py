@@ -6,7 +6,7 @@ allocation batches, container creation, the ReplicationManager's transitions). A
 log is the classic fix (a Chandy-Lamport-style cut, made trivial by the total order Raft gives):
 the leader proposes ``auditBarrier(barrierId, expiresAtMs)``; every SCM applies it at the same
 index, and at that moment, before the next entry, captures its snapshot
-(:class:`scm_server.server.audit_export.AuditSnapshotRegistry`).
+(:class:`scm_server.server.audit_export_service.AuditSnapshotRegistry`).
 
 The body changes no replicated state (it writes nothing to the transaction buffer), so it is
 trivially deterministic and idempotent: applying it again after a restart (log replay) only

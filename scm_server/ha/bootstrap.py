@@ -35,7 +35,9 @@ Security (``ozone.security.enabled=true``, :mod:`scm_server.security.init`): ``-
 the root CA and the primordial's sub-CA (or validates externally issued ones) BEFORE writing
 VERSION, which records ``scmCertSerialId``; ``--bootstrap`` asks the peers' security ports for the
 cluster id (trusting the root CA from ``hdds.x509.rootca.certificate.file``, or from the SCM's
-proof of the enrolment secret), then has the leader sign its sub-CA, then writes VERSION.
+proof of the enrolment secret), then has the leader sign its sub-CA, then writes VERSION. The command
+parses the security configuration once (:meth:`SecurityConfig.if_enabled`, None with security off) and
+hands that object to ``scm_init``/``scm_bootstrap`` and on to every security step.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ import grpc
 
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
 from scm_server.conf.addresses import parse_port
+from scm_server.conf.security import SecurityConfig
 from scm_server.exceptions import ConfigError, SCMError, StorageError
 from scm_server.metadata.storage_config import SCMStorageConfig, validate_cluster_id
 
@@ -246,21 +249,25 @@ def _hostname(local: LocalSCM) -> str:
     return local.node.host if local.node is not None else _single_host(local.scm)
 
 
-def _init_security_primordial(conf: OzoneConfiguration, local: LocalSCM, cluster_id: str, scm_id: str) -> str | None:
-    if not _security_enabled(conf):
+def _init_security_primordial(
+    security: SecurityConfig | None, local: LocalSCM, cluster_id: str, scm_id: str
+) -> str | None:
+    if security is None:
         return None
     from scm_server.security.init import initialize_primordial
 
     try:
         return initialize_primordial(
-            conf, metadata_dir=local.scm.metadata_dir, cluster_id=cluster_id, scm_id=scm_id, hostname=_hostname(local)
+            security, metadata_dir=local.scm.metadata_dir, cluster_id=cluster_id, scm_id=scm_id,
+            hostname=_hostname(local),
         )
     except (ConfigError, ValueError) as exc:
         raise BootstrapError(f"SCM init failed: security: {exc}") from exc
 
 
-def scm_init(conf: OzoneConfiguration, cluster_id: str | None = None) -> bool:
-    """``ozone-scm scm --init``: returns True on success (also when there was nothing to do)."""
+def scm_init(conf: OzoneConfiguration, cluster_id: str | None = None, *, security: SecurityConfig | None) -> bool:
+    """``ozone-scm scm --init``: returns True on success (also when there was nothing to do). ``security``: the
+    command's security configuration, parsed once (:meth:`SecurityConfig.if_enabled`; None with security off)."""
     local = resolve_local_scm(conf)
     if local.ha.primordial_node_id is not None and not local.is_primordial():
         LOG.info(
@@ -286,7 +293,7 @@ def scm_init(conf: OzoneConfiguration, cluster_id: str | None = None) -> bool:
             storage.persist()
         if storage.primary_scm_node_id in (None, "", storage.scm_id):
             # Security enabled after the first --init, or completing an interrupted one.
-            serial = _init_security_primordial(conf, local, existing, storage.scm_id)
+            serial = _init_security_primordial(security, local, existing, storage.scm_id)
             if serial is not None and serial != storage.scm_cert_serial_id:
                 storage.set_scm_cert_serial_id(serial)
                 storage.persist()
@@ -300,7 +307,7 @@ def scm_init(conf: OzoneConfiguration, cluster_id: str | None = None) -> bool:
     cid = normalize_cluster_id(cluster_id) if cluster_id is not None else f"{CLUSTER_ID_PREFIX}{uuid.uuid4()}"
     scm_id = str(uuid.uuid4())
     # Security before VERSION (as Ozone): VERSION then records scmCertSerialId.
-    serial = _init_security_primordial(conf, local, cid, scm_id)
+    serial = _init_security_primordial(security, local, cid, scm_id)
     if serial is not None:
         storage.set_scm_cert_serial_id(serial)
     # VERSION before Raft: a retry after a crash reuses this cluster id.
@@ -371,7 +378,7 @@ async def fetch_scm_info(
 
 
 def _init_security_bootstrap(
-    conf: OzoneConfiguration, local: LocalSCM, cluster_id: str, scm_id: str, rounds: int
+    conf: OzoneConfiguration, security: SecurityConfig, local: LocalSCM, cluster_id: str, scm_id: str, rounds: int
 ) -> str | None:
     """The bootstrapping SCM's sub-CA (validated files or a CSR signed by the leader); None on failure."""
     from scm_server.security.init import initialize_bootstrap
@@ -380,6 +387,7 @@ def _init_security_bootstrap(
     try:
         return initialize_bootstrap(
             conf,
+            security,
             metadata_dir=local.scm.metadata_dir,
             cluster_id=cluster_id,
             scm_id=scm_id,
@@ -395,6 +403,7 @@ def _init_security_bootstrap(
 def scm_bootstrap(
     conf: OzoneConfiguration,
     *,
+    security: SecurityConfig | None,
     rounds: int | None = None,
     rpc_timeout: float = BOOTSTRAP_RPC_TIMEOUT,
     termination_log: Path | None = None,
@@ -402,7 +411,8 @@ def scm_bootstrap(
     """``ozone-scm scm --bootstrap``: returns True on success (also when there was nothing to do). When the volume
     holds another cluster's data, one fixed-format line goes to ``termination_log`` too (a Kubernetes termination
     message: ``ForeignVolume: this volume holds cluster <id>; the running SCMs are cluster <id>``), which an
-    operator reads whole, unlike a log tail."""
+    operator reads whole, unlike a log tail. ``security``: the command's security configuration, parsed once
+    (:meth:`SecurityConfig.if_enabled`; None with security off)."""
     local = resolve_local_scm(conf)
     if local.ha.primordial_node_id is not None and local.is_primordial():
         LOG.info(
@@ -438,12 +448,11 @@ def scm_bootstrap(
         return False
     if rounds is None:
         rounds = BOOTSTRAP_ROUNDS_ALREADY_INITIALIZED if initialized else BOOTSTRAP_ROUNDS
-    secure = _security_enabled(conf)
-    if secure:
+    if security is not None:
         from scm_server.security.init import fetch_scm_info_secure
 
         try:
-            secure_info = fetch_scm_info_secure(conf, local.peers, local.scm.metadata_dir, rounds)
+            secure_info = fetch_scm_info_secure(conf, security, local.peers, local.scm.metadata_dir, rounds)
         except (ConfigError, ValueError, SCMError) as exc:
             LOG.error("scm bootstrap failed: security: %s", exc)
             return False
@@ -489,9 +498,9 @@ def scm_bootstrap(
                 info.cluster_id,
             )
             return False
-        if secure:
+        if security is not None:
             assert storage.scm_id is not None
-            serial = _init_security_bootstrap(conf, local, info.cluster_id, storage.scm_id, rounds)
+            serial = _init_security_bootstrap(conf, security, local, info.cluster_id, storage.scm_id, rounds)
             if serial is None:
                 return False
             if serial != storage.scm_cert_serial_id:
@@ -500,13 +509,12 @@ def scm_bootstrap(
         LOG.info("SCM already bootstrapped into cluster %s (SCM id %s)", storage.cluster_id, storage.scm_id)
         return True
     scm_id = str(uuid.uuid4())
-    if secure:
-        from scm_server.conf.security import SecurityConfig
+    if security is not None:
         from scm_server.security.init import existing_bootstrap_identity
 
         # a crash after the certificate was issued but before VERSION: keep that identity
-        scm_id = existing_bootstrap_identity(local.scm.metadata_dir, SecurityConfig.from_conf(conf), info.cluster_id) or scm_id
-        serial = _init_security_bootstrap(conf, local, info.cluster_id, scm_id, rounds)
+        scm_id = existing_bootstrap_identity(local.scm.metadata_dir, security, info.cluster_id) or scm_id
+        serial = _init_security_bootstrap(conf, security, local, info.cluster_id, scm_id, rounds)
         if serial is None:
             return False
         storage.set_scm_cert_serial_id(serial)

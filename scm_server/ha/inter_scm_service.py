@@ -33,21 +33,22 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 import grpc.aio
 
+from scm_server.conf import OzoneConfiguration, SCMNodeDetails
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ha.bootstrap import LocalSCM
 from scm_server.ha.inter_scm_client import error_metadata, pack_checkpoint
+from scm_server.ha.scm_ha_manager_api import SCMHAHost
 from scm_server.metadata.scm_db_definition import SCMDBDefinition
 from scm_server.metadata.scm_metadata_store import SCMMetadataStore
 from scm_server.proto import hdds_pb2, scm_ha_pb2, scm_ha_pb2_grpc
+from scm_server.raft.core.types import ConfState
 from scm_server.security.core.identity import Role
 from scm_server.security.tls import current_identity
-
-if TYPE_CHECKING:
-    from scm_server.ha.scm_ha_manager import SCMHAManagerImpl
 
 LOG = logging.getLogger(__name__)
 
@@ -98,8 +99,63 @@ def table_digests(store: Any) -> list[scm_ha_pb2.TableDigestProto]:
     return out
 
 
+class RaftMembership(Protocol):
+    """The Raft server as the backup manifest reads it: the current membership."""
+
+    @property
+    def conf(self) -> ConfState: ...
+
+
+class InterSCMHost(Protocol):
+    """What the service needs from this SCM's HA manager (``SCMHAManagerImpl``, which builds the service
+    and so is not imported here): identity, leadership, membership changes and the SCM behind it."""
+
+    @property
+    def conf(self) -> OzoneConfiguration: ...
+
+    @property
+    def local(self) -> LocalSCM: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def peer_id(self) -> str: ...
+
+    @property
+    def node_id(self) -> str | None: ...
+
+    @property
+    def raft(self) -> RaftMembership | None: ...
+
+    @property
+    def host(self) -> SCMHAHost: ...
+
+    def checkpoint_work_dir(self) -> str: ...
+
+    def is_leader(self) -> bool: ...
+
+    def current_term(self) -> int: ...
+
+    def leader_peer_id(self) -> str | None: ...
+
+    def node_of_peer(self, peer_id: str) -> SCMNodeDetails | None: ...
+
+    def not_leader_exception(self, leader_id: str | None = None) -> NotLeaderException: ...
+
+    def peer_roles(self) -> list[str]: ...
+
+    def roles_proto(self) -> scm_ha_pb2.ScmRatisRolesResponseProto: ...
+
+    async def add_scm(self, scm_id: str, ratis_address: str, node_id: str = "") -> str: ...
+
+    async def remove_scm(self, scm_id: str) -> str: ...
+
+    async def transfer_leadership(self, target: str | None) -> str: ...
+
+
 class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
-    def __init__(self, ha: SCMHAManagerImpl) -> None:
+    def __init__(self, ha: InterSCMHost) -> None:
         self._ha = ha
 
     def _leader_grpc_address(self, exc: NotLeaderException) -> str:

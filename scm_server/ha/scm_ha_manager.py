@@ -22,7 +22,7 @@ It also owns:
   peer id and its *client* address (``ozone.scm.client.port``), found by matching the leader's Raft
   address against the configured SCMs; :meth:`leader_node` gives the edges every port.
 
-Security (``security``: the SCM's :class:`~scm_server.security.scm_security.SCMSecurity`, duck-typed):
+Security (``security``: the SCM's :class:`~scm_server.ca.scm_security.SCMSecurity`, duck-typed):
 the Raft server and the inter-SCM server demand client certificates and run its per-call
 interceptor, every outbound inter-SCM call presents this SCM's certificate, and after a successful
 RemoveSCM the decommission hook revokes the removed SCM's sub-CA certificates.
@@ -158,7 +158,7 @@ class SCMHAManagerImpl:
         self.peer_id: str = storage_config.scm_id
         self.node_id = self.local.node_id
         self.state_machine = SCMStateMachine(self, terminate)
-        # security: a scm_server.security.scm_security.SCMSecurity (duck-typed here), or None
+        # security: a scm_server.ca.scm_security.SCMSecurity (duck-typed here), or None
         self.security = security
         transport = getattr(security, "transport", None)
         self.channel_security = getattr(security, "channel_security", None)

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Protocol
 
+from scm_server.clock import Clock
 from scm_server.exceptions import SCMFatalError
-from scm_server.ha.clock import Clock
 from scm_server.ha.scm_context import SCMContext
 
 log = logging.getLogger(__name__)

@@ -54,15 +54,14 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha import heap
+from scm_server.ha.inter_scm_client import DownloadedCheckpoint
+from scm_server.ha.scm_ha_manager_api import SCMHAHost
 from scm_server.raft.core.types import ConfState, SnapshotMetadata
 from scm_server.raft.statemachine import AppliedEntry, ApplyRejected, BaseStateMachine
-
-if TYPE_CHECKING:
-    from scm_server.ha.scm_ha_manager import SCMHAManagerImpl
 
 LOG = logging.getLogger(__name__)
 
@@ -76,8 +75,33 @@ def terminate_process(status: int, message: str) -> None:
     os._exit(status)
 
 
+class StateMachineOwner(Protocol):
+    """What the state machine needs from the HA manager that owns it (``SCMHAManagerImpl``, which builds
+    the state machine and so is not imported here): the SCM it applies to, the checkpoint download, and
+    the leadership and configuration notifications it passes on."""
+
+    @property
+    def host(self) -> SCMHAHost: ...
+
+    async def download_checkpoint_from_leader(
+        self, leader_id: str, leader_address: str, meta: SnapshotMetadata
+    ) -> DownloadedCheckpoint: ...
+
+    async def pause_for_install(self) -> None: ...
+
+    def on_leader_changed(self, leader_id: str, term: int) -> None: ...
+
+    def on_leader_ready(self) -> None: ...
+
+    def on_not_leader(self) -> None: ...
+
+    def on_configuration_changed(self, conf: ConfState) -> None: ...
+
+    def on_state_machine_ready(self) -> None: ...
+
+
 class SCMStateMachine(BaseStateMachine):
-    def __init__(self, ha: SCMHAManagerImpl, terminate: Terminate = terminate_process) -> None:
+    def __init__(self, ha: StateMachineOwner, terminate: Terminate = terminate_process) -> None:
         self._ha = ha
         self._terminate = terminate
         self._catch_up_target: int | None = None  # leader commit index to reach (None: not known yet)

@@ -22,9 +22,7 @@ from dataclasses import dataclass
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.replicate import RequestType, replicate
-from scm_server.ha.scm_ha_manager_api import SCMHAManager
-from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
-from scm_server.metadata import SCMMetadataStore
+from scm_server.ha.state_manager import ReplicatedStateManager
 from scm_server.proto import hdds_pb2
 
 log = logging.getLogger(__name__)
@@ -47,17 +45,10 @@ INITIAL_VALUES = {
 _MAX_CAS_ATTEMPTS = 16
 
 
-class SequenceIdStateManager:
+class SequenceIdStateManager(ReplicatedStateManager):
     """The replicated part: the last allocated ID per type (table ``sequenceId``)."""
 
-    def __init__(
-        self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
-    ) -> None:
-        self._store = store
-        self._buffer = buffer
-        self.ha_manager = ha_manager
-        self._last_id: dict[str, int] = {}
-        self.reinitialize()
+    _last_id: dict[str, int]
 
     def reinitialize(self) -> None:
         last = dict(INITIAL_VALUES)

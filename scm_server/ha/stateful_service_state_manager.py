@@ -23,6 +23,7 @@ from collections.abc import Callable
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.replicate import RequestType, replicate
 from scm_server.ha.scm_ha_manager_api import SCMHAManager
+from scm_server.ha.state_manager import ReplicatedStateManager
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore
 from scm_server.metadata.scm_db_definition import FINALIZING_KEY, LAYOUT_VERSION_KEY
@@ -33,15 +34,8 @@ from scm_server.security.core import serials as serial_ids
 log = logging.getLogger(__name__)
 
 
-class StatefulServiceStateManager:
-    def __init__(
-        self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
-    ) -> None:
-        self._store = store
-        self._buffer = buffer
-        self.ha_manager = ha_manager
-        self._configs: dict[str, bytes] = {}
-        self.reinitialize()
+class StatefulServiceStateManager(ReplicatedStateManager):
+    _configs: dict[str, bytes]
 
     def reinitialize(self) -> None:
         self._configs = dict(self._store.stateful_service_config.items())
@@ -62,7 +56,7 @@ class StatefulServiceStateManager:
             self._buffer.remove_from_buffer(self._store.stateful_service_config, service_name)
 
 
-class FinalizationStateManager:
+class FinalizationStateManager(ReplicatedStateManager):
     def __init__(
         self,
         store: SCMMetadataStore,
@@ -70,11 +64,8 @@ class FinalizationStateManager:
         ha_manager: SCMHAManager | None,
         software_layout_version: int = 1,
     ) -> None:
-        self._store = store
-        self._buffer = buffer
-        self.ha_manager = ha_manager
         self.software_layout_version = software_layout_version
-        self.reinitialize()
+        super().__init__(store, buffer, ha_manager)
 
     def reinitialize(self) -> None:
         self._finalizing = self._store.meta.get(FINALIZING_KEY) is not None

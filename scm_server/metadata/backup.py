@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,6 +227,31 @@ def verify_backup(backup: Path, cluster_id: str | None = None) -> Manifest:
     if not any(n == "scm.db" or n.startswith("scm.db/") for n in names):
         raise BackupError(f"backup {backup}: {CHECKPOINT_FILE} holds no scm.db; use another backup")
     return m
+
+
+def backup_summary(m: Manifest) -> dict[str, Any]:
+    """A backup in a few fields (what ``backup verify --status-file`` writes): cluster ID, term, index, when it was
+    taken and its size in bytes (the files the manifest lists)."""
+    return {
+        "clusterID": m.cluster_id,
+        "term": m.term,
+        "index": m.index,
+        "createdMs": m.created_ms,
+        "sizeBytes": sum(int(f["size"]) for f in m.raw["files"].values()),
+    }
+
+
+def delete_backup(backup: Path) -> bool:
+    """Remove the backup directory ``backup``: only one that holds a backup manifest (or is empty: a backup that
+    never started writing), never an arbitrary directory. Returns False when there was nothing to delete."""
+    if not backup.exists():
+        return False
+    if backup.is_dir() and not any(backup.iterdir()):
+        backup.rmdir()
+        return True
+    load_manifest(backup)  # raises (one line) unless it is a backup
+    shutil.rmtree(backup)
+    return True
 
 
 def unpack_checkpoint(backup: Path, dest_parent: Path) -> Path:

@@ -39,7 +39,7 @@ class ColumnFamily(Generic[K, V]):
 
 
 class SCMDBDefinition:
-    """The scm.db schema (Ozone names; see ozone-scm.md §1.1)."""
+    """The scm.db schema, with the table names of Ozone's SCMDBDefinition."""
 
     DB_NAME = "scm.db"
 

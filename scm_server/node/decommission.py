@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from scm_server.clock import Clock
 from scm_server.conf import ReplicationManagerConfig
-from scm_server.ha.clock import Clock
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.node.node_manager import (

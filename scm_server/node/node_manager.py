@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from scm_server.clock import Clock
 from scm_server.conf import NodeManagerConfig, PipelineConfig
 from scm_server.exceptions import ResultCodes, SCMException
-from scm_server.ha.clock import Clock
 from scm_server.ha.scm_context import SCMContext
 from scm_server.metadata.enums import enum_name
 from scm_server.proto import hdds_pb2, scm_datanode_pb2

@@ -24,9 +24,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from scm_server.clock import Clock
 from scm_server.conf import PipelineConfig
 from scm_server.exceptions import ResultCodes, SCMException
-from scm_server.ha.clock import Clock
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_service import BackgroundSCMService, Event
 from scm_server.metadata.enums import enum_name

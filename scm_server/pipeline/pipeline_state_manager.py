@@ -11,6 +11,7 @@ from __future__ import annotations
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.replicate import RequestType, replicate
 from scm_server.ha.scm_ha_manager_api import SCMHAManager
+from scm_server.ha.state_manager import ReplicatedStateManager
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore
 from scm_server.metadata.enums import enum_name
@@ -29,19 +30,16 @@ _ALLOWED: dict[int, set[int]] = {
 }
 
 
-class PipelineStateManager:
+class PipelineStateManager(ReplicatedStateManager):
     def __init__(
         self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
     ) -> None:
-        self._store = store
-        self._buffer = buffer
-        self.ha_manager = ha_manager
         self._pipelines: dict[str, hdds_pb2.Pipeline] = {}
         self._sorted: list[hdds_pb2.Pipeline] | None = None
         # get_pipelines answers by filter, until the next mutation: block allocation asks for the
         # OPEN pipelines of one replication config once per block.
         self._filtered: dict[tuple[int | None, int | None, frozenset[int] | None], list[hdds_pb2.Pipeline]] = {}
-        self.reinitialize()
+        super().__init__(store, buffer, ha_manager)
 
     def reinitialize(self) -> None:
         self._pipelines = dict(self._store.pipelines.items())

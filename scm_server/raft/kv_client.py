@@ -295,7 +295,7 @@ class KvClient:
 
 
 @dataclass(frozen=True)
-class MemberStatus:
+class RaftNodeStatus:
     node_id: str
     role: str
     term: int
@@ -329,9 +329,9 @@ class RaftAdminClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def status(self) -> MemberStatus:
+    async def status(self) -> RaftNodeStatus:
         r = await self._stub.Status(raft_pb2.StatusRequest(), timeout=self.timeout)
-        return MemberStatus(
+        return RaftNodeStatus(
             node_id=r.node_id,
             role=r.role,
             term=r.term,

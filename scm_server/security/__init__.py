@@ -1,4 +1,9 @@
-"""Secure SCM HA: certificates, CAs, mutual TLS, authorization, renewal and revocation.
+"""Secure SCM HA, the layer below HA: certificates, keys, mutual TLS, authorization, enrolment.
+
+Everything here sits below :mod:`scm_server.ha` and is used by it, by the servicers, the client, the
+CLI and the datanode simulator; it never imports ``scm_server.ha`` nor the CA runtime on top of HA
+(:mod:`scm_server.ca`: the CA server that replicates through Raft, and the per-SCM security runtime
+with recording, reloads and renewal), checked by import-linter.
 
 Layout (the pure part first, effects at the edges, as the Raft core and the managers do):
 
@@ -11,9 +16,6 @@ Layout (the pure part first, effects at the edges, as the Raft core and the mana
 * :mod:`scm_server.security.tls`: gRPC credentials (dynamic on the server side, so a renewed
   certificate is served without a restart), the one channel factory every client uses, and the
   server interceptor that authenticates each call (revocation, cluster) and authorizes it.
-* :mod:`scm_server.security.ca_server`: the SCM's certificate authority (leader only), which
-  issues certificates with serials from the replicated ``CertificateId`` sequence, stores them
-  through Raft and records revocations.
 * :mod:`scm_server.security.init`: what ``scm --init`` / ``scm --bootstrap`` do when security is on.
 * :mod:`scm_server.security.cert_client`: the enrolling/renewing side (bootstrapping SCMs,
   datanodes, the CLI's ``cert`` commands).

@@ -262,7 +262,7 @@ def load_scm_material(config: SecurityConfig, metadata_dir: Path, cluster_id: st
 
 
 def initialize_primordial(
-    conf: OzoneConfiguration,
+    config: SecurityConfig,
     *,
     metadata_dir: Path,
     cluster_id: str,
@@ -272,7 +272,6 @@ def initialize_primordial(
     key_generator: KeyGenerator = pki.generate_key,
 ) -> str:
     """Create (or validate) the primordial SCM's CA material; returns its ``scmCertSerialId``."""
-    config = SecurityConfig.from_conf(conf)
     now = now or _now()
     if config.ca_mode is CAMode.OPERATOR:
         material = load_operator_sub_ca(config, cluster_id=cluster_id, now=now)
@@ -419,12 +418,16 @@ class SecureScmInfo:
 
 
 def fetch_scm_info_secure(
-    conf: OzoneConfiguration, peers: Sequence[SCMNodeDetails], metadata_dir: Path, rounds: int
+    conf: OzoneConfiguration,
+    config: SecurityConfig,
+    peers: Sequence[SCMNodeDetails],
+    metadata_dir: Path,
+    rounds: int,
 ) -> SecureScmInfo | None:
-    """GetScmInfo through the peers' security ports (trust established as in cert_client)."""
+    """GetScmInfo through the peers' security ports (trust established as in cert_client); ``conf`` gives
+    the peers' security ports, ``config`` the command's parsed security configuration."""
     from scm_server.security.cert_client import SecurityProtocolClient
 
-    config = SecurityConfig.from_conf(conf)
     client = SecurityProtocolClient(
         security_addresses(conf, peers),
         roots=trust_roots_for(config, metadata_dir),
@@ -461,6 +464,7 @@ def existing_bootstrap_identity(metadata_dir: Path, config: SecurityConfig, clus
 
 def initialize_bootstrap(
     conf: OzoneConfiguration,
+    config: SecurityConfig,
     *,
     metadata_dir: Path,
     cluster_id: str,
@@ -470,8 +474,8 @@ def initialize_bootstrap(
     rounds: int = 10,
     key_generator: KeyGenerator = pki.generate_key,
 ) -> str:
-    """A bootstrapping SCM's sub-CA: validate operator files, or CSR -> leader. Returns the serial."""
-    config = SecurityConfig.from_conf(conf)
+    """A bootstrapping SCM's sub-CA: validate operator files, or CSR -> leader. Returns the serial.
+    ``conf`` gives the peers' security ports, ``config`` the command's parsed security configuration."""
     if config.ca_mode is CAMode.OPERATOR:
         material = load_operator_sub_ca(config, cluster_id=cluster_id, now=_now())
         LOG.info("security: using the externally issued sub-CA %s", pki.describe(material.certificate))

@@ -1,4 +1,4 @@
-"""What every client-facing gRPC call passes through before and around the facade (issue 11, items 1, 3, 7).
+"""What every client-facing gRPC call passes through before and around the facade.
 
 Called by :class:`scm_server.server.grpc_services._ServiceBase` for each call, after the request was
 parsed. It must not hold SCM state beyond the response cache, and knows the facade only through

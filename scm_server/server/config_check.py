@@ -18,7 +18,6 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     from scm_server.conf.security import SecurityConfig
     from scm_server.ha.bootstrap import resolve_local_scm
     from scm_server.ha.scm_ha_manager import GRPC_BIND_HOST_KEY, bind_address, raft_config_from_conf
-    from scm_server.server.daemon import https_address
 
     scm = SCMConfig.from_conf(conf)
     SecurityConfig.from_conf(conf)
@@ -33,7 +32,7 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
 
     HadoopRpcSettings.from_conf(conf)  # ipc.maximum.data.length, ipc.client.connection.maxidletime
     endpoints.http_address(get, node)
-    https_address(get, node)
+    endpoints.https_address(get, node)
     # every peer's addresses too: servicers name the leader's address in NOT_LEADER answers
     for peer in endpoints.scm_nodes(get):
         for protocol in endpoints.Protocol:

@@ -12,7 +12,7 @@ Start-up order, each step failing with a message that says what to do:
    (per-node ``<key>.<serviceId>.<nodeId>`` overrides), and the aiohttp server on
    ``ozone.scm.http-address``; log where each endpoint listens;
 
-   with ``ozone.security.enabled`` (:mod:`scm_server.security.scm_security`): the CA material is
+   with ``ozone.security.enabled`` (:mod:`scm_server.ca.scm_security`): the CA material is
    loaded first (a clear error if it is missing or broken), the security protocol is served on
    ``ozone.scm.security.service.port`` (TLS, no client certificate), the certificate admin service
    joins the client port, and with ``hdds.grpc.tls.enabled`` every other port demands a client
@@ -37,13 +37,12 @@ import grpc.aio
 from aiohttp import web
 
 from scm_server.conf import OzoneConfiguration, SCMConfig
-from scm_server.conf.addresses import split_host_port
 from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError, one_line
 from scm_server.grpc_options import server_options
 from scm_server.ha import heap
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.server import endpoints
-from scm_server.server.audit_export import AuditExportService
+from scm_server.server.audit_export_service import AuditExportService
 from scm_server.server.config_check import check_daemon_config
 from scm_server.server.grpc_services import (
     BlockProtocolService,
@@ -280,7 +279,7 @@ class SCMDaemon:
             self.listening.http = f"{http_host}:{http_port}"
             sites.append(("ozone.scm.http-address", http_host, http_port, None))
         if policy in ("HTTPS_ONLY", "HTTP_AND_HTTPS"):
-            https_host, https_port = https_address(get, self.node)
+            https_host, https_port = endpoints.https_address(get, self.node)
             self.listening.https = f"{https_host}:{https_port}"
             sites.append(("ozone.scm.https-address", https_host, https_port, https_context(self.security)))
         for key, host, port, ssl_context in sites:
@@ -326,21 +325,12 @@ class SCMDaemon:
 
 def load_security(conf: OzoneConfiguration, storage: SCMStorageConfig) -> Any:
     """This SCM's security (None when ``ozone.security.enabled`` is false); a clear startup error."""
-    from scm_server.security.scm_security import SCMSecurity
+    from scm_server.ca.scm_security import SCMSecurity
 
     try:
         return SCMSecurity.load(conf, storage)
     except (ConfigError, ValueError) as exc:
         raise DaemonStartupError(f"cannot start SCM: security: {exc}") from exc
-
-
-def https_address(get: endpoints.Getter, node: endpoints.ScmNode) -> tuple[str, int]:
-    key = f"ozone.scm.https-address.{node.service_id}.{node.node_id}" if node.node_id else ""
-    value = get(key) if key else None
-    if not value:
-        key, value = "ozone.scm.https-address", get("ozone.scm.https-address")
-    host, port = split_host_port(key, value, default_port=9877) if value else ("0.0.0.0", 9877)
-    return host or "0.0.0.0", port or 9877
 
 
 def https_context(security: Any) -> ssl.SSLContext:

@@ -33,7 +33,9 @@ class Protocol(enum.Enum):
     # ScmBlockLocationProtocol over Hadoop RPC (issue 20, first slice): served only when its port key is
     # set (see ``configured``); the plan moves it onto Ozone's 9863 (docs/ozone-compatibility.md).
     BLOCK_HADOOP = (
-        "ozone.scm.block.client.hadoop-rpc.port", 19863, "ozone.scm.block.client.hadoop-rpc.address"
+        "ozone.scm.block.client.hadoop-rpc.port",
+        19863,
+        "ozone.scm.block.client.hadoop-rpc.address",
     )
     # StorageContainerDatanodeProtocol over Hadoop RPC, likewise opt-in (Ozone's 9861 after the swap)
     DATANODE_HADOOP = ("ozone.scm.datanode.hadoop-rpc.port", 19861, "ozone.scm.datanode.hadoop-rpc.address")
@@ -41,7 +43,9 @@ class Protocol(enum.Enum):
     CLIENT_HADOOP = ("ozone.scm.client.hadoop-rpc.port", 19860, "ozone.scm.client.hadoop-rpc.address")
     # SCMSecurityProtocol over Hadoop RPC (read calls only while SIMPLE is the only authentication), opt-in
     SECURITY_HADOOP = (
-        "ozone.scm.security.service.hadoop-rpc.port", 19961, "ozone.scm.security.service.hadoop-rpc.address"
+        "ozone.scm.security.service.hadoop-rpc.port",
+        19961,
+        "ozone.scm.security.service.hadoop-rpc.address",
     )
 
     @property
@@ -115,7 +119,10 @@ def _node_entry(get: Getter, key: str, node: ScmNode) -> tuple[str, str] | None:
 
 def configured(get: Getter, protocol: Protocol, node: ScmNode) -> bool:
     """Whether ``protocol``'s port or address key is set for ``node`` (per-node or plain)."""
-    return _node_entry(get, protocol.port_key, node) is not None or _node_entry(get, protocol.address_key, node) is not None
+    return (
+        _node_entry(get, protocol.port_key, node) is not None
+        or _node_entry(get, protocol.address_key, node) is not None
+    )
 
 
 def port_of(get: Getter, protocol: Protocol, node: ScmNode) -> int:
@@ -164,6 +171,15 @@ def http_address(get: Getter, node: ScmNode) -> tuple[str, int]:
         return "0.0.0.0", 9876
     host, port = split_host_port(*entry, default_port=9876)
     return host or "0.0.0.0", port if port is not None else 9876
+
+
+def https_address(get: Getter, node: ScmNode) -> tuple[str, int]:
+    """The web UI's HTTPS bind address: ozone.scm.https-address (per-node or plain), default 0.0.0.0:9877."""
+    entry = _node_entry(get, "ozone.scm.https-address", node)
+    if entry is None:
+        return "0.0.0.0", 9877
+    host, port = split_host_port(*entry, default_port=9877)
+    return host or "0.0.0.0", port or 9877
 
 
 def bind_host(get: Getter, protocol: Protocol, node: ScmNode) -> str:

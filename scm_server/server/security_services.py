@@ -21,14 +21,14 @@ import grpc.aio
 from cryptography.hazmat.primitives import serialization
 from google.protobuf import message as pb_message
 
+from scm_server.ca.ca_server import SCMCertificateServer
+from scm_server.ca.scm_security import SCMSecurity, leaf_of_context
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_security_pb2
-from scm_server.security.ca_server import SCMCertificateServer
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import enrollment
 from scm_server.security.core import serials as serial_ids
 from scm_server.security.core.identity import Role
-from scm_server.security.scm_security import SCMSecurity, leaf_of_context
 from scm_server.security.tls import current_identity
 from scm_server.server import endpoints
 from scm_server.server.grpc_services import RpcMetrics, _ServiceBase

@@ -2,7 +2,7 @@
 
 Where it sits: tests record client histories (``scm_server.verify.history``) against a
 real Raft cluster (the demo KV server, or SCM HA) and hand them to :func:`check_operations`
-with a :class:`~scm_server.verify.models.Model`; ``ozone-scm debug verify`` does the same for a
+with a model (:class:`SequentialModel`, implemented in :mod:`scm_server.verify.models`); ``ozone-scm debug verify`` does the same for a
 recorded file. A verdict of ``ILLEGAL`` means the system returned results that no sequential
 execution respecting real-time order could produce (a stale read, a lost write, a CAS anomaly,
 ...). This module is pure computation: no I/O; the only clock it reads is the monotonic one
@@ -48,10 +48,7 @@ import math
 import time
 from collections.abc import Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from scm_server.verify.models import Model
+from typing import Any, Protocol
 
 
 class _Unknown:
@@ -102,6 +99,37 @@ class Operation:
                 f"operation {self.input!r} of client {self.client_id!r} returns at {self.ret} before "
                 f"its call at {self.call}: timestamps must come from one monotonic clock"
             )
+
+
+class SequentialModel(Protocol):
+    """What the checker asks of a sequential specification (:mod:`scm_server.verify.models` implements it,
+    and imports this module for :data:`UNKNOWN` and :class:`Operation`, so the checker names only this).
+
+    States must be hashable (they key the memo cache) and immutable."""
+
+    def init(self) -> Hashable:
+        """The initial state."""
+        ...
+
+    def step(self, state: Any, inp: Any, out: Any) -> tuple[bool, Any]:
+        """(is ``inp -> out`` legal from ``state``, the state after it)."""
+        ...
+
+    def partition(self, ops: Sequence[Operation]) -> list[list[Operation]]:
+        """Independent sub-histories, checked interleaved."""
+        ...
+
+    def partition_key(self, op: Operation) -> str:
+        """A label for the partition an operation belongs to (reports only)."""
+        ...
+
+    def is_read_only(self, inp: Any) -> bool:
+        """True when the operation cannot change state (indeterminate ones are dropped)."""
+        ...
+
+    def preserves_state(self, inp: Any, out: Any) -> bool:
+        """True if the operation, with this output, leaves the state unchanged wherever it is legal."""
+        ...
 
 
 class Verdict(enum.Enum):
@@ -382,7 +410,7 @@ def _finish(gen: _SearchGen, ops: Sequence[Operation], key: str, message: str) -
 
 
 def check_operations(
-    model: Model,
+    model: SequentialModel,
     ops: Sequence[Operation],
     timeout: float | None = None,
     *,

@@ -32,7 +32,8 @@ from scm_server.verify.linearizability import UNKNOWN, Operation
 
 
 class Model:
-    """Base class of models; subclasses override :meth:`init` and :meth:`step`."""
+    """Base class of models (each a :class:`~scm_server.verify.linearizability.SequentialModel`);
+    subclasses override :meth:`init` and :meth:`step`."""
 
     name = "model"
 

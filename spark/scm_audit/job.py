@@ -209,17 +209,15 @@ def run(spark: SparkSession, input_dir: Path, out_dir: Path, *, keep_runs: int =
         # The charts by datanode and rack are the headline view's (the primary SCM's), like the cards.
         primary = exports.primary.label
         primary_findings = findings.where(F.array_contains("scm_ids", primary))
-        by_dn = [r.asDict() for r in transforms.findings_by_datanode(primary_findings, frames.datanodes).collect()]
+        by_dn_frame = transforms.findings_by_datanode(primary_findings, frames.datanodes).cache()
+        by_dn = [r.asDict() for r in by_dn_frame.collect()]
         by_dn.sort(key=lambda r: (-int(r["findings"]), r["datanode_uuid"]))
-        racks: dict[str, list[int]] = {}
-        for node in by_dn:
-            totals = racks.setdefault(node["rack"], [0, 0])
-            totals[0] += int(node["findings"])
-            totals[1] += 1
         by_rack = [
-            {"rack": rack, "findings": n, "datanodes": d}
-            for rack, (n, d) in sorted(racks.items(), key=lambda kv: (-kv[1][0], kv[0]))
+            {"rack": r["rack"], "findings": int(r["findings"]), "datanodes": int(r["datanodes"])}
+            for r in transforms.findings_by_rack(by_dn_frame).collect()
         ]
+        by_rack.sort(key=lambda r: (-r["findings"], r["rack"]))
+        by_dn_frame.unpersist()
         top_dn = by_dn[:TOP_DATANODES]
         ranked = findings.withColumn(
             "_n",

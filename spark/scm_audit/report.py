@@ -344,6 +344,13 @@ def bar_chart(items: Sequence[tuple[str, int]], *, width: int = 680, bar: int = 
     return Markup("".join(parts))
 
 
+def integer_ticks(peak: int, most: int = 5) -> list[int]:
+    """Grid values for counts up to ``peak``: 0 and whole multiples of one step, at most ``most`` of them, the last
+    at or above ``peak`` (counts have no fractions: a peak of 1 gives 0 and 1, not 0, 0.25, 0.5 rounded)."""
+    step = max(1, -(-peak // (most - 1)))
+    return [step * k for k in range(-(-peak // step) + 1)]
+
+
 def line_chart(points: Sequence[Mapping[str, Any]], series: Sequence[tuple[str, str, str]], *, width: int = 720,
                height: int = 260) -> Markup:
     """Trend lines over runs as inline SVG. ``series`` is (key in a point, legend, color)."""
@@ -351,7 +358,8 @@ def line_chart(points: Sequence[Mapping[str, Any]], series: Sequence[tuple[str, 
         return Markup('<p class="empty">Trends appear from the second run on ({} run so far).</p>').format(len(points))
     left, right, top_pad, bottom = 56, 16, 16, 52
     plot_w, plot_h = width - left - right, height - top_pad - bottom
-    top = max([int(p.get(key) or 0) for p in points for key, _, _ in series] + [1])
+    ticks = integer_ticks(max([int(p.get(key) or 0) for p in points for key, _, _ in series] + [1]))
+    top = ticks[-1]
     n = len(points)
 
     def x(i: int) -> float:
@@ -361,11 +369,10 @@ def line_chart(points: Sequence[Mapping[str, Any]], series: Sequence[tuple[str, 
         return top_pad + plot_h * (1 - v / top)
 
     parts = [f'<svg class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
-    for k in range(5):
-        v = top * k / 4
+    for v in ticks:
         parts.append(
             f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid"/>'
-            f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end" class="val">{round(v):,}</text>'
+            f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end" class="val">{v:,}</text>'
         )
     step = max(1, n // 8)
     for i in range(0, n, step):

@@ -467,4 +467,5 @@ def findings_by_datanode(findings: DataFrame, datanodes: DataFrame) -> DataFrame
 
 
 def findings_by_rack(by_datanode: DataFrame) -> DataFrame:
+    """Findings and datanodes per rack, from :func:`findings_by_datanode`'s rows."""
     return by_datanode.groupBy("rack").agg(F.sum("findings").cast("long").alias("findings"), F.count(F.lit(1)).alias("datanodes"))

@@ -149,7 +149,7 @@ def test_the_daemon_reads_no_key_its_check_skips(tmp_path: Path) -> None:
     mp.setattr(OzoneConfiguration, "get_str", recording)
     try:
         conf = OzoneConfiguration.load(conf_dir, env={})
-        assert scm_init(conf)
+        assert scm_init(conf, security=None)
         checked_conf = OzoneConfiguration.load(conf_dir, env={})
         read.clear()
         check_daemon_config(checked_conf)

@@ -9,6 +9,7 @@ every container back to HEALTHY -> a datanode is decommissioned.
 from __future__ import annotations
 
 import json
+import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,8 +38,11 @@ def scm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScmUnderTest]:
         datanodes=5,
         racks=2,
         container_size=CONTAINER_SIZE,
-        settings={"ozone.scm.container.size": "64MB", "ozone.scm.block.size": "4MB",
-                  "ozone.scm.block.max.blocks.per.request": str(MAX_BLOCKS)},
+        settings={
+            "ozone.scm.container.size": "64MB",
+            "ozone.scm.block.size": "4MB",
+            "ozone.scm.block.max.blocks.per.request": str(MAX_BLOCKS),
+        },
     )
     try:
         yield under_test
@@ -179,7 +183,17 @@ def test_web_endpoints(scm: ScmUnderTest) -> None:
     prom = scm.cluster.fetch(0, "/prom")
     assert "scm_rpc_requests_total" in prom
     assert "scm_datanode_full_container_reports_total" in prom
-    assert '"ready": true' in scm.cluster.fetch(0, "/ready")
+
+    # /ready answers 503 until the SCM is out of safemode: wait for it (this test may run alone, before the
+    # module's other tests have registered datanodes and waited for safemode exit)
+    def ready() -> bool:
+        try:
+            return '"ready": true' in scm.cluster.fetch(0, "/ready")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503, exc
+            return False
+
+    scm.wait(ready, 60, "/ready answers ready")
     page = scm.cluster.fetch(0, "/")
     assert "Storage Container Manager" in page and "sim-dn-0" in page
 
@@ -346,16 +360,28 @@ def test_datanode_admin_by_host_refuses_an_ambiguous_host(scm: ScmUnderTest) -> 
     # host:port picks one datanode among those on the same address (ports of every datanode SCM knows,
     # including the ones `freon stb` registered earlier)
     taken = [p.value for n in scm.client.query_nodes() for p in n.nodeID.ports]
-    target = scm.sim_thread.run(lambda: next(
-        dn for dn in scm.sim.datanodes
-        if dn.alive and dn.op_state == hdds_pb2.IN_SERVICE and taken.count(dn.details().ports[0].value) == 1
-    ))
+    target = scm.sim_thread.run(
+        lambda: next(
+            dn
+            for dn in scm.sim.datanodes
+            if dn.alive
+            and dn.op_state == hdds_pb2.IN_SERVICE
+            and taken.count(dn.details().ports[0].value) == 1
+        )
+    )
     port = target.details().ports[0].value
     ok = run_cli(scm.conf_dir, "admin", "datanode", "maintenance", f"127.0.0.1:{port}")
     assert ok.returncode == 0, ok.stderr
-    scm.wait(lambda: scm.op_state(target.hostname) in ("ENTERING_MAINTENANCE", "IN_MAINTENANCE"), 20, "maintenance")
-    others = {u: s for u, s in {n["uuid"]: n["opState"] for n in cli_json(
-        scm.conf_dir, "admin", "datanode", "list", "--json")}.items() if u != target.uuid}
+    scm.wait(
+        lambda: scm.op_state(target.hostname) in ("ENTERING_MAINTENANCE", "IN_MAINTENANCE"), 20, "maintenance"
+    )
+    others = {
+        u: s
+        for u, s in {
+            n["uuid"]: n["opState"] for n in cli_json(scm.conf_dir, "admin", "datanode", "list", "--json")
+        }.items()
+        if u != target.uuid
+    }
     assert others == {u: s for u, s in before.items() if u != target.uuid}
     back = run_cli(scm.conf_dir, "admin", "datanode", "recommission", target.uuid)
     assert back.returncode == 0, back.stderr
@@ -375,7 +401,10 @@ def test_ldb_refuses_a_directory_that_is_not_an_scm_db(scm: ScmUnderTest, tmp_pa
     db.close()
     empty = tmp_path / "empty-db"
     plyvel.DB(str(empty), create_if_missing=True).close()
-    for bad, why in ((raft_like, "is a LevelDB database but not an SCM DB"), (empty, "is an empty LevelDB database")):
+    for bad, why in (
+        (raft_like, "is a LevelDB database but not an SCM DB"),
+        (empty, "is an empty LevelDB database"),
+    ):
         for cmd in (["ls"], ["scan", "--column_family=containers"]):
             result = run_cli(scm.conf_dir, "debug", "ldb", f"--db={bad}", *cmd)
             assert result.returncode == 1 and result.stdout == "", result.stdout
@@ -393,7 +422,11 @@ def _prom_count(scm: ScmUnderTest, method: str, result: str) -> int:
         text = resp.read().decode()
     total = 0
     for line in text.splitlines():
-        if line.startswith("scm_rpc_requests_total{") and f'method="{method}"' in line and f'result="{result}"' in line:
+        if (
+            line.startswith("scm_rpc_requests_total{")
+            and f'method="{method}"' in line
+            and f'result="{result}"' in line
+        ):
             total += int(float(line.rsplit(" ", 1)[1]))
     return total
 
@@ -414,7 +447,8 @@ async def test_overload_bounded_requests_interleave_and_honour_deadlines(scm: Sc
     async with SCMClient([address], config) as big, SCMClient([address], config) as small:
         ready_by = asyncio.get_running_loop().time() + 60
         while (await small.in_safe_mode()).in_safe_mode or not any(
-            p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE for p in await small.list_pipelines()
+            p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE
+            for p in await small.list_pipelines()
         ):
             assert asyncio.get_running_loop().time() < ready_by, "SCM not ready"
             await asyncio.sleep(0.2)
@@ -422,7 +456,9 @@ async def test_overload_bounded_requests_interleave_and_honour_deadlines(scm: Sc
             with pytest.raises(SCMException) as info:
                 await big.allocate_block(4 * MB, n)
             assert info.value.result is ResultCodes.INVALID_REQUEST
-            assert f"numBlocks={n}" in str(info.value) and "ozone.scm.block.max.blocks.per.request" in str(info.value)
+            assert f"numBlocks={n}" in str(info.value) and "ozone.scm.block.max.blocks.per.request" in str(
+                info.value
+            )
         assert big.failovers == 0  # refused at once, never retried
 
         # a big call (the largest allowed) runs while single-block calls keep being answered
@@ -446,8 +482,9 @@ async def test_overload_bounded_requests_interleave_and_honour_deadlines(scm: Sc
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=scm_client_pb2.AllocateScmBlockResponseProto.FromString,
         )
-        req = scm_client_pb2.AllocateScmBlockRequestProto(size=4 * MB, numBlocks=MAX_BLOCKS, type=hdds_pb2.RATIS,
-                                                          factor=hdds_pb2.THREE, owner="deadline")
+        req = scm_client_pb2.AllocateScmBlockRequestProto(
+            size=4 * MB, numBlocks=MAX_BLOCKS, type=hdds_pb2.RATIS, factor=hdds_pb2.THREE, owner="deadline"
+        )
         with pytest.raises(grpc.aio.AioRpcError) as rpc:
             await stub(req, timeout=0.3)
         assert rpc.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
@@ -462,5 +499,7 @@ async def test_overload_bounded_requests_interleave_and_honour_deadlines(scm: Sc
             await asyncio.sleep(0.1)
         after = (await small.allocate_block(4 * MB, 1))[0].containerBlockID.localID
         print(f"the expired {MAX_BLOCKS}-block call used {after - before} IDs before it stopped")
-        assert after - before < MAX_BLOCKS // 4, f"the expired call kept allocating ({after - before} IDs used)"
+        assert after - before < MAX_BLOCKS // 4, (
+            f"the expired call kept allocating ({after - before} IDs used)"
+        )
         assert before > first

@@ -69,7 +69,8 @@ def test_kubectl_apply_manifests_then_get_oscm_with_printer_columns(cli: Cli) ->
         assert created in out, out
     assert "unchanged" in cli.kubectl("apply", "-f", "manifests/").stdout  # idempotent
     deployment = cli.server.get_object("apps/v1", "Deployment", "ozone-scm-operator", "ozone-scm-system")
-    assert deployment is not None and deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment is not None and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert deployment["spec"]["replicas"] == 2  # one active through the Lease, one standing by
 
     cli.kubectl("apply", "-n", "default", "-f", "crds/examples/scm-minimal.yaml")
     cli.server.patch_object(GROUP_VERSION, "OzoneSCMCluster", "scm", "default", {"status": {

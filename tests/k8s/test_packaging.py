@@ -78,8 +78,8 @@ def test_rendered_objects_validate_against_kubernetes_1_35(sets: tuple[str, ...]
 
 def test_manifests_validate_against_kubernetes_1_35() -> None:
     files = sorted((ROOT / "manifests").glob("*.yaml"))
-    assert [f.name for f in files] == ["00-namespace.yaml", "10-crd-ozonescmclusters.yaml", "20-rbac.yaml",
-                                       "30-operator.yaml"]
+    assert [f.name for f in files] == ["00-namespace.yaml", "10-crd-ozonescmbackups.yaml",
+                                       "10-crd-ozonescmclusters.yaml", "20-rbac.yaml", "30-operator.yaml"]
     result = subprocess.run([str(need(VALIDATE)), "-k", "1.35.0", "--strict", *map(str, files)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -108,8 +108,9 @@ def test_custom_resources_validate_against_the_crd_schema() -> None:
 
 
 def test_crd_copies_do_not_drift() -> None:
-    assert (CHART / "crds" / "ozonescmclusters.yaml").read_text() == CRD_FILE.read_text(), \
-        "charts/ozone-scm-operator/crds/ozonescmclusters.yaml differs from crds/: run `make manifests`"
+    for name in ("ozonescmclusters.yaml", "ozonescmbackups.yaml"):
+        assert (CHART / "crds" / name).read_text() == (ROOT / "crds" / name).read_text(), \
+            f"charts/ozone-scm-operator/crds/{name} differs from crds/: run `make manifests`"
     assert sync_k8s_packaging.main(["--check"]) == 0, "manifests/ or the chart's CRD drifted: run `make manifests`"
 
 
@@ -137,15 +138,20 @@ def test_operator_deployment_shape_and_least_privilege_rbac() -> None:
     docs = render()
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     spec = deployment["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    # two replicas, one active through the Lease; a rolling update never leaves none ready
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     container = spec["template"]["spec"]["containers"][0]
+    assert "--leader-elect-resource-name=ozone-scm-operator" in container["args"]
+    assert "--leader-elect-resource-namespace=ozone-scm-system" in container["args"]
+    assert {e["name"] for e in container["env"]} >= {"POD_NAME", "POD_NAMESPACE"}
     assert container["command"] == ["ozone-scm-operator"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert spec["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     # the production default: the release's namespace only, no cluster-wide grant (no Secret outside it)
     assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    (own,) = [d for d in docs if d["kind"] == "Role"]
+    (own,) = [d for d in docs if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader-election")]
     assert own["metadata"]["namespace"] == "ozone-scm-system"
     assert "--namespace=ozone-scm-system" in spec["template"]["spec"]["containers"][0]["args"]
     wide = render("clusterWide=true")
@@ -164,12 +170,34 @@ def test_operator_deployment_shape_and_least_privilege_rbac() -> None:
     pod_spec = spec["template"]["spec"]
     from ozone_scm_operator import podsecurity
     assert podsecurity.check(pod_spec, "restricted") == []  # the operator Deployment passes Pod Security restricted
+    # leader election: exactly the Lease verbs, in the release namespace, reading and renewing only its own Lease
+    election = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-leader-election"))
+    assert election["metadata"]["namespace"] == "ozone-scm-system"
+    assert election["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["ozone-scm-operator"],
+         "verbs": ["get", "update"]},
+    ]
+    assert not [g for g in granted if g[0] == "coordination.k8s.io"]  # nothing on Leases cluster-wide
     namespaced = render("watchNamespaces={team-a,team-b}")
     assert not [d for d in namespaced if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    roles = [d for d in namespaced if d["kind"] == "Role"]
+    roles = [d for d in namespaced if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader-election")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     args = next(d for d in namespaced if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
+
+
+def test_single_replica_without_leader_election() -> None:
+    docs = render("leaderElection.enabled=false", "replicaCount=1")
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert "--no-leader-elect" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-leader-election")]
+    for sets, message in ((("leaderElection.enabled=false",), "replicaCount must be 1 when leaderElection.enabled is false"),
+                          (("leaderElection.renewDeadline=15",), "renewDeadline must be less than"),
+                          (("replicaCount=0",), "replicaCount")):
+        result = helm("template", "x", str(CHART), *(a for s in sets for a in ("--set", s)), check=False)
+        assert result.returncode != 0 and message in result.stderr, (sets, result.stderr)
 
 
 def test_crds_ship_in_the_crds_folder_and_the_cluster_is_kept_on_uninstall() -> None:

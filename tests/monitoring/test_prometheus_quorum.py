@@ -79,7 +79,8 @@ async def test_no_leader_fires_and_clears_and_every_panel_has_series(tmp_path: P
         async with serving() as (api, url):
             # the CRD exists before the operator starts, as helm and manifests/ install it (the operator does not
             # scan for CRDs created later: docs/kubernetes.md, "RBAC")
-            api.put_object(yaml.safe_load((REPO / "crds" / "ozonescmclusters.yaml").read_text()))
+            for crd in sorted((REPO / "crds").glob("*.yaml")):  # every CRD the operator watches
+                api.put_object(yaml.safe_load(crd.read_text()))
             async with running_operator(url, op_port) as stop_operator:
                 api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "local"}})
                 api.put_object({"apiVersion": "ozone-scm.io/v1alpha1", "kind": "OzoneSCMCluster",

@@ -1,4 +1,4 @@
-"""Write small audit exports for tests with the real writer (``scm_server.client.audit_export``)."""
+"""Write small audit exports for tests with the real writer (``scm_server.client.audit_export_writer``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from frames import DEFAULTS
 
 from scm_server import audit_format as fmt
-from scm_server.client.audit_export import TableWriter, make_manifest
+from scm_server.client.audit_export_writer import TableWriter, make_manifest
 
 
 def write_export(

@@ -149,3 +149,17 @@ def test_a_format_1_export_is_still_read(tmp_path: Path) -> None:
     assert cov["scm1"]["partial"] is False and cov["scm1"]["reportTimesKnown"] is False
     rm = report.rm_report_status(exports)
     assert rm["state"] == "UNKNOWN" and "the export (format 1) does not say whether the ReplicationManager runs" in rm["notCurrentBecause"]
+
+
+def test_trend_grid_lines_are_whole_counts_without_repeats() -> None:
+    # a peak of 1 once gave the labels 0, 0, 0, 1, 1 (quarters rounded); found by the browser tier's screenshot
+    assert report.integer_ticks(1) == [0, 1]
+    assert report.integer_ticks(4) == [0, 1, 2, 3, 4]
+    assert report.integer_ticks(7) == [0, 2, 4, 6, 8]
+    for peak in range(1, 500):
+        ticks = report.integer_ticks(peak)
+        assert ticks[0] == 0 and ticks[-1] >= peak and len(ticks) <= 5, (peak, ticks)
+        assert len(set(ticks)) == len(ticks) and ticks == sorted(ticks), (peak, ticks)
+    chart = str(report.line_chart([{"findings": 1}, {"findings": 0}], [("findings", "findings", "#000")]))
+    labels = re.findall(r'class="val">([^<]*)<', chart)
+    assert labels == ["0", "1"], labels

@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import generate_latest
 from scm_state_harness import bring_up, make_conf, make_datanodes, make_scm, replica
 
+from scm_server.clock import FakeClock
 from scm_server.exceptions import ResultCodes, SCMException
-from scm_server.ha.clock import FakeClock
 from scm_server.ha.sequence_id_generator import LOCAL_ID
 from scm_server.proto import hdds_pb2
 from scm_server.scm import StorageContainerManager

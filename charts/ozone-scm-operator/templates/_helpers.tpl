@@ -65,6 +65,13 @@ The operator's permissions: exactly what it reads and writes (docs/kubernetes.md
 - apiGroups: ["ozone-scm.io"]
   resources: ["ozonescmclusters/status", "ozonescmclusters/finalizers"]
   verbs: ["get", "patch", "update"]
+# backups: the operator runs them, creates them on spec.backup.schedule and deletes them beyond its retention
+- apiGroups: ["ozone-scm.io"]
+  resources: ["ozonescmbackups"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["ozone-scm.io"]
+  resources: ["ozonescmbackups/status", "ozonescmbackups/finalizers"]
+  verbs: ["get", "patch", "update"]
 - apiGroups: [""]
   resources: ["pods", "persistentvolumeclaims"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
@@ -77,9 +84,10 @@ The operator's permissions: exactly what it reads and writes (docs/kubernetes.md
 - apiGroups: ["batch"]
   resources: ["cronjobs"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# jobs: the audit's are read; the backup and backup clean-up Jobs are created (and deleted with their backup)
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
@@ -88,4 +96,12 @@ The operator's permissions: exactly what it reads and writes (docs/kubernetes.md
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get"]
+{{- end -}}
+
+
+{{/*
+The leader-election Lease: its name (the release's full name), in the release namespace.
+*/}}
+{{- define "ozone-scm-operator.leaseName" -}}
+{{ include "ozone-scm-operator.fullname" . }}
 {{- end -}}

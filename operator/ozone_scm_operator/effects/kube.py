@@ -27,7 +27,7 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.client.exceptions import ApiException
 
-from ozone_scm_operator import API_GROUP, API_VERSION, KIND, PLURAL, naming
+from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, BACKUP_PLURAL, KIND, PLURAL, naming
 
 LOG = logging.getLogger(__name__)
 
@@ -46,8 +46,10 @@ _PLURALS = {
     "Namespace": "namespaces",
     "StorageClass": "storageclasses",
     KIND: PLURAL,
+    BACKUP_KIND: BACKUP_PLURAL,
 }
-_API_VERSIONS = {"StorageClass": "storage.k8s.io/v1", "PodDisruptionBudget": "policy/v1", "CronJob": "batch/v1", "Job": "batch/v1", KIND: f"{API_GROUP}/{API_VERSION}"}
+_API_VERSIONS = {"StorageClass": "storage.k8s.io/v1", "PodDisruptionBudget": "policy/v1", "CronJob": "batch/v1", "Job": "batch/v1", KIND: f"{API_GROUP}/{API_VERSION}",
+                 BACKUP_KIND: f"{API_GROUP}/{API_VERSION}"}
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -98,10 +100,13 @@ def api_version_of(kind: str) -> str:
 
 
 class KubeClient:
-    def __init__(self, configuration: kubernetes.client.Configuration, *, timeout: float = 30.0) -> None:
+    def __init__(self, configuration: kubernetes.client.Configuration, *, timeout: float = 30.0,
+                 instance: str | None = None) -> None:
         self.configuration = configuration
         self.api = kubernetes.client.ApiClient(configuration)
         self.timeout = timeout
+        # who posts the Events (``reportingInstance``): the leader-election identity of this replica
+        self.instance = instance or socket.gethostname()
 
     def close(self) -> None:
         self.api.close()
@@ -137,6 +142,14 @@ class KubeClient:
         self, method: str, path: str, body: Any = None, *, content_type: str | None = None, query: Mapping[str, str] | None = None
     ) -> Any:
         return await asyncio.to_thread(self._request_sync, method, path, body, content_type=content_type, query=query)
+
+    async def get_path(self, path: str) -> Body | None:
+        """GET an API path; None on 404."""
+        try:
+            result: Body = await self.request("GET", path)
+        except NotFound:
+            return None
+        return result
 
     # ---- generic object operations ----
     async def get(self, kind: str, namespace: str, name: str) -> Body | None:
@@ -211,7 +224,7 @@ class KubeClient:
             "type": type_,
             "source": {"component": naming.MANAGER, "host": socket.gethostname()},
             "reportingComponent": naming.MANAGER,
-            "reportingInstance": socket.gethostname(),
+            "reportingInstance": self.instance,
             "firstTimestamp": ts,
             "lastTimestamp": ts,
             "count": 1,

@@ -1,9 +1,11 @@
 """The operator's own HTTP endpoints: ``/healthz`` (the Deployment's liveness probe) and ``/metrics`` (Prometheus).
 
-Started by ``main.run_operator`` next to kopf. ``/healthz`` answers 200 while the kopf operator task runs and
-every cluster's reconcile loop completed a pass recently (a loop stuck longer than ``stall_after`` seconds, for
-example on an API call that never returns, makes it 500 so the kubelet restarts the operator; the intent written
-to status makes the restart safe). ``/metrics`` serves the operator's own registry.
+Started by ``main.run_operator`` next to kopf. ``/healthz`` answers 200 while the kopf operator task runs (or, with
+leader election, while this replica stands by for the Lease: a standby must count as ready, or a rolling update of
+the Deployment never completes) and every cluster's reconcile loop completed a pass recently (a loop stuck longer
+than ``stall_after`` seconds, for example on an API call that never returns, makes it 500 so the kubelet restarts
+the operator; the intent written to status makes the restart safe). ``/metrics`` serves the operator's own
+registry.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class Metrics:
     member_lag: Gauge
     certificate_expiry: Gauge
     audit_findings: Gauge
+    backup_last_completed: Gauge
+    backup_deadline: Gauge
+    leader: Gauge
 
     @classmethod
     def create(cls) -> Metrics:
@@ -65,6 +70,20 @@ class Metrics:
                 "Findings of the last successful scheduled audit (status.audit.lastSummary.findings)", labels,
                 registry=r,
             ),
+            backup_last_completed=Gauge(
+                "ozone_scm_operator_backup_last_completed_timestamp_seconds",
+                "When the cluster's last verified backup completed (status.backup.lastBackupTime, Unix time)", labels,
+                registry=r,
+            ),
+            backup_deadline=Gauge(
+                "ozone_scm_operator_backup_deadline_timestamp_seconds",
+                "When the next scheduled backup should have completed by (status.backup.deadline, Unix time; only "
+                "with spec.backup.schedule, not while suspended)", labels, registry=r,
+            ),
+            leader=Gauge(
+                "ozone_scm_operator_leader",
+                "1 while this replica holds the leader-election Lease and acts, 0 while it stands by", registry=r,
+            ),
         )
 
 
@@ -76,6 +95,10 @@ class Health:
         self.clock = clock
         self.loops: dict[str, float] = {}
         self.operator_running = False
+        # leader election: this replica waits for the Lease (healthy and ready, acting on nothing); ``holder`` is
+        # the replica that holds it, as last seen
+        self.standby = False
+        self.holder = ""
 
     def started(self, key: str) -> None:
         self.loops[key] = self.clock()
@@ -89,13 +112,16 @@ class Health:
     def check(self) -> tuple[bool, dict[str, object]]:
         now = self.clock()
         stalled = {k: round(now - t, 1) for k, t in self.loops.items() if now - t > self.stall_after}
-        ok = self.operator_running and not stalled
-        return ok, {
+        ok = (self.operator_running or self.standby) and not stalled
+        body: dict[str, object] = {
             "status": "ok" if ok else "unhealthy",
-            "operator": "running" if self.operator_running else "not running",
+            "operator": "running" if self.operator_running else "standby" if self.standby else "not running",
             "clusters": len(self.loops),
             "stalled": stalled,
         }
+        if self.holder:
+            body["leaseHolder"] = self.holder
+        return ok, body
 
 
 def make_app(health: Health, metrics: Metrics) -> web.Application:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from scm_server.clock import Clock
 from scm_server.conf import ReplicationManagerConfig
 from scm_server.container.container_manager import ContainerManager, ContainerReplica
 from scm_server.container.container_state_manager import (
@@ -51,7 +52,6 @@ from scm_server.container.replication.health import (
     check_container,
 )
 from scm_server.exceptions import NotLeaderException, SCMException
-from scm_server.ha.clock import Clock
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.metadata.enums import enum_name

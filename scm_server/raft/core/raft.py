@@ -7,8 +7,8 @@ in ``logs``. Nothing leaves the core except through a Ready, so a message that d
 state change (a vote, an acknowledgement of appended entries) always travels in the same
 Ready as the hard state / entries the driver must persist first.
 
-Rules that the paper leaves implicit and real systems got wrong (see reference/raft.md §4),
-and where they are enforced:
+Rules that the paper leaves implicit and that production Raft implementations have broken (each
+has a regression scenario in tests/raft/sim/test_regressions.py), and where they are enforced:
 
 * commit only by counting replicas of an entry of the leader's own term (``maybe_commit``);
 * the vote is cleared only when the term increases (``_reset``);

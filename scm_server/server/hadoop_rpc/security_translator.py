@@ -68,7 +68,7 @@ class CertificateReader(Protocol):
 
 
 class SecurityReader:
-    """:class:`CertificateReader` over the running SCM's :class:`scm_server.security.scm_security.SCMSecurity`
+    """:class:`CertificateReader` over the running SCM's :class:`scm_server.ca.scm_security.SCMSecurity`
     (reads only: nothing here signs, stores or revokes)."""
 
     def __init__(self, security: Any) -> None:

@@ -62,7 +62,8 @@ async def test_operator_built_ring_in_containers_survives_a_leader_container_kil
     if found.returncode != 0:
         pytest.fail(f"image {IMAGE} not found: run `make image` first (make e2e-container does)")
     async with serving() as (api, url):
-        api.put_object(yaml.safe_load((ROOT / "crds" / "ozonescmclusters.yaml").read_text()))
+        for crd in sorted((ROOT / "crds").glob("*.yaml")):  # every CRD the operator watches
+            api.put_object(yaml.safe_load(crd.read_text()))
         config = KubeletConfig(workdir=tmp_path, runtime="podman", backoff_base=0.5, backoff_cap=2.0)
         async with Kubelet(url, config) as kubelet:
             stop = asyncio.Event()

@@ -81,12 +81,13 @@ async def control_plane_environment(cp: ControlPlane, workdir: Path, *, namespac
         env = Env(RealAPI(cp.url, cp.ca_crt, cp.admin_token), cp.url, kubelet, workdir, ns,
                   operator_args=["--kubeconfig", str(operator_kubeconfig), "-n", ns])
         env.restricted = restricted  # type: ignore[attr-defined]
+        env.real_controllers = True  # kube-controller-manager runs the Job controller (the backup scenarios)
         env.helm_warnings = warnings  # type: ignore[attr-defined]
         await env.start_operator()
         try:
             yield env
         finally:
-            await env.stop_operator()
+            await env.stop_all_operators()
         refused = permission_warnings(workdir)
         assert not refused, "the operator, as the chart's ServiceAccount, was refused or warned about permissions:\n" + (
             "\n".join(refused[:10]))

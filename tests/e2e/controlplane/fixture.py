@@ -89,6 +89,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
     ("ozone-scm.io/v1alpha1", "OzoneSCMCluster"): ("ozonescmclusters", True),
     ("ozone-scm.io/v1alpha1", "OzoneSCMAudit"): ("ozonescmaudits", True),
+    ("ozone-scm.io/v1alpha1", "OzoneSCMBackup"): ("ozonescmbackups", True),
 }
 
 

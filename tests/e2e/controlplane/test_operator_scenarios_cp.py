@@ -32,6 +32,12 @@ SCENARIOS = [
     "test_roll_with_the_primordial_lost_replaces_it_before_restarting_another_member",
     "test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll",
     "test_a_recreated_resource_adopts_and_owns_the_orphaned_ring",
+    "test_two_operators_one_active_and_the_standby_finishes_after_a_sigkill",
+    "test_the_standby_finishes_a_bootstrap_the_active_operator_was_killed_in",
+    "test_backup_runs_as_a_verified_job_into_the_backup_volume_and_deleting_it_deletes_its_data",
+    "test_operator_recovers_a_lost_quorum_from_the_named_survivor",
+    "test_a_cluster_created_from_a_backup_has_its_containers_and_hands_out_higher_block_ids",
+    "test_scheduled_backups_keep_the_newest_and_export_the_deadline",
 ]
 
 

@@ -127,6 +127,11 @@ QUESTIONS: list[tuple[User, Attributes]] = [
         _res("list", "namespaces", ""), _res("patch", "pods", sub="status", name="p"),
         _res("list", "customresourcedefinitions", "", group="apiextensions.k8s.io"),
         _res("get", "storageclasses", "", group="storage.k8s.io", name="s"),
+        _res("watch", "ozonescmbackups", group="ozone-scm.io"),
+        _res("create", "leases", group="coordination.k8s.io"),
+        _res("update", "leases", group="coordination.k8s.io", name="truth-ozone-scm-operator"),
+        _res("get", "leases", group="coordination.k8s.io", name="someone-else"),
+        _res("list", "leases", group="coordination.k8s.io"),
     )],
 ]
 

@@ -40,7 +40,8 @@ What it does, in Kubernetes' terms:
   ``hostIP``, ``startTime``, container statuses (state, ready, started, restartCount, lastState), and Events
   (Scheduled, Started, Killing, Unhealthy, BackOff).
 
-Everything it starts is tracked (PIDs, namespaces, containers, networks) and removed by ``stop()``.
+Every container start is recorded in ``launches`` (Pod, uid, container, command line). Everything it starts is
+tracked (PIDs, namespaces, containers, networks) and removed by ``stop()``.
 """
 
 from __future__ import annotations
@@ -73,6 +74,17 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    """One container start: which Pod (name and uid), which container, with which command line."""
+
+    namespace: str
+    pod: str
+    uid: str
+    container: str
+    argv: tuple[str, ...]
 
 
 def _now() -> str:
@@ -198,6 +210,8 @@ class ContainerWorker:
                 await self._pause(backoff)
                 backoff = min(backoff * 2, kubelet.config.backoff_cap)
                 continue
+            kubelet.launches.append(LaunchRecord(self.pod.namespace, self.pod.name, self.pod.uid, self.name,
+                                                 tuple(launch.argv)))
             started_at = _now()
             self.started_once = True
             self.state = {"running": {"startedAt": started_at}}
@@ -763,6 +777,8 @@ class Kubelet:
         self._dns_dirty = asyncio.Event()
         self._unschedulable: set[str] = set()
         self.finished_pods: list[str] = []
+        # every container process started, in order: what ran, and how often (a test's record of side effects)
+        self.launches: list[LaunchRecord] = []
         # (kind, namespace, name) -> the resourceVersion of the last event the fixture finished handling
         self.handled: dict[tuple[str, str, str], str] = {}
         self._terminations: list[asyncio.Task[None]] = []

@@ -36,16 +36,18 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+import aiohttp
 import yaml
 
 from scm_server.cli.local_cluster import FAST_SETTINGS
 from scm_server.ports import free_port
-from tests.e2e.local.apiserver import serving, write_kubeconfig
+from tests.e2e.local.apiserver import EmulatedAPIServer, serving, write_kubeconfig
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
 from tests.e2e.local.podspec import ImageSpec
 
 REPO = Path(__file__).resolve().parents[3]
 CRD_PATH = REPO / "crds" / "ozonescmclusters.yaml"
+CRD_PATHS = (CRD_PATH, REPO / "crds" / "ozonescmbackups.yaml")
 BIN = Path(sys.executable).parent
 PATH = f"{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"
 SCM_IMAGE = ImageSpec(entrypoint=(str(BIN / "ozone-scm"),), env={"PATH": PATH, "PYTHONUNBUFFERED": "1"})
@@ -59,6 +61,7 @@ WORKLOAD_IMAGE = ImageSpec(
 IMAGES = {"ozone-scm:*": SCM_IMAGE, "scm-workload:test": WORKLOAD_IMAGE}
 API = "ozone-scm.io/v1alpha1"
 KIND = "OzoneSCMCluster"
+BACKUP_KIND = "OzoneSCMBackup"
 
 # What a small test ring needs to move fast: the intervals `make run` uses, and no fsync (tests only).
 FAST_SITE: dict[str, str] = {**FAST_SETTINGS, "ozone.scm.ha.ratis.fsync": "false"}
@@ -123,38 +126,54 @@ class Env:
         self.kubelet = kubelet
         self.workdir = workdir
         self.ns = namespace
-        self._operator: asyncio.subprocess.Process | None = None
+        # running operator processes by leader-election identity ("": the default one)
+        self._operators: dict[str, asyncio.subprocess.Process] = {}
+        self.operator_logs: dict[str, Path] = {}
         self.operator_starts = 0
         self.health_port = 0
         self.operator_log: Path | None = None
+        # a real kube-controller-manager runs the Job controller (the control-plane tier); else a fixture plays it
+        self.real_controllers = False
 
     # ---- the operator (a real process, like in a cluster; the test process never holds gRPC state, since it
     # also forks every Pod's processes) ----
-    async def start_operator(self, crash_before: tuple[str, str] | None = None) -> None:
+    async def start_operator(self, crash_before: tuple[str, str] | None = None, *, identity: str = "",
+                             pause_before: tuple[str, str] | None = None, args: tuple[str, ...] = (),
+                             extra_env: Mapping[str, str] | None = None) -> None:
+        """Start an operator process. ``identity`` names a replica (its leader-election identity); several may run
+        at once, each under its own identity. ``pause_before`` blocks it before that action (it keeps its Lease).
+        ``extra_env`` is added to its environment (e.g. ``PYTHONPATH`` naming another build of the operator)."""
+        assert identity not in self._operators, f"operator {identity or '(default)'} is already running"
         self.operator_starts += 1
         self.health_port = free_port()
         env = dict(os.environ)
         env.pop("OZONE_SCM_OPERATOR_FAILPOINT", None)
         if crash_before is not None:
             env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{crash_before[0]}:{crash_before[1]}"
-        self.operator_log = self.workdir / f"operator-{self.operator_starts}.log"
-        log = open(self.operator_log, "wb")  # noqa: SIM115 - kept open while the process runs
-        self._operator = await asyncio.create_subprocess_exec(
+        if pause_before is not None:
+            env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{pause_before[0]}:{pause_before[1]}:pause"
+        env.update(extra_env or {})
+        log_path = self.workdir / f"operator-{self.operator_starts}{'-' + identity if identity else ''}.log"
+        self.operator_log = log_path
+        self.operator_logs[identity] = log_path
+        extra = [*args, *(("--leader-elect-identity", identity) if identity else ())]
+        log = open(log_path, "wb")  # noqa: SIM115 - kept open while the process runs
+        self._operators[identity] = await asyncio.create_subprocess_exec(
             str(BIN / "ozone-scm-operator"), *self.operator_args, "--poll-interval", "1", "--health-host",
-            "127.0.0.1", "--health-port", str(self.health_port), "--log-level", "INFO",
+            "127.0.0.1", "--health-port", str(self.health_port), "--log-level", "INFO", *extra,
             stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL, env=env,
         )
         log.close()
 
-    async def operator_exited(self, timeout: float = 120) -> int:
-        assert self._operator is not None
-        code = await asyncio.wait_for(self._operator.wait(), timeout)
-        self._operator = None
+    async def operator_exited(self, timeout: float = 120, identity: str = "") -> int:
+        proc = self._operators[identity]
+        code = await asyncio.wait_for(proc.wait(), timeout)
+        del self._operators[identity]
         return code
 
-    async def stop_operator(self) -> None:
+    async def stop_operator(self, identity: str = "") -> None:
         """SIGTERM, as Kubernetes stops a Pod (SIGKILL after a grace period)."""
-        proc, self._operator = self._operator, None
+        proc = self._operators.pop(identity, None)
         if proc is None or proc.returncode is not None:
             return
         proc.send_signal(signal.SIGTERM)
@@ -164,11 +183,20 @@ class Env:
             proc.kill()
             await proc.wait()
 
-    async def kill_operator(self) -> None:
-        proc, self._operator = self._operator, None
+    async def stop_all_operators(self) -> None:
+        for identity in list(self._operators):
+            await self.stop_operator(identity)
+
+    async def kill_operator(self, identity: str = "") -> None:
+        """SIGKILL: no clean-up, no Lease released."""
+        proc = self._operators.pop(identity, None)
         if proc is not None and proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+    def operator_running(self, identity: str = "") -> bool:
+        proc = self._operators.get(identity)
+        return proc is not None and proc.returncode is None
 
     def operator_output(self) -> str:
         return "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("operator-*.log")))
@@ -199,6 +227,32 @@ class Env:
                if (e.get("involvedObject") or {}).get("name") == name]
         evs.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))  # the order they were posted in
         return [(e.get("type", ""), e.get("reason", ""), e.get("message", "")) for e in evs]
+
+    # ---- backups ----
+    def create_backup(self, name: str, cluster: str) -> None:
+        """``kubectl apply`` of a one-off OzoneSCMBackup."""
+        self.api.put_object({"apiVersion": API, "kind": BACKUP_KIND, "metadata": {"name": name, "namespace": self.ns},
+                             "spec": {"cluster": cluster}})
+
+    def backup(self, name: str) -> dict[str, Any] | None:
+        return self.api.get_object(API, BACKUP_KIND, name, self.ns)
+
+    def backup_phase(self, name: str) -> str | None:
+        obj = self.backup(name)
+        return None if obj is None else (obj.get("status") or {}).get("phase")
+
+    async def wait_backup_done(self, name: str, timeout: float = 180) -> dict[str, Any]:
+        """The backup's status once it is Completed or Failed."""
+        await self.wait_for(lambda: self.backup_phase(name) in ("Completed", "Failed"), timeout, f"backup {name} done")
+        obj = self.backup(name)
+        assert obj is not None
+        return dict(obj["status"])
+
+    def backup_dir(self, cluster: str, backup: str) -> Path:
+        """Where the backup volume's directory of ``backup`` lives on this machine (the kubelet fixture's volume)."""
+        pvc = self.api.get_object("v1", "PersistentVolumeClaim", f"{cluster}-backups", self.ns)
+        assert pvc is not None, f"no backup volume {cluster}-backups"
+        return self.kubelet.pvc_dir(pvc) / backup
 
     def pods(self, name: str) -> dict[str, dict[str, Any]]:
         return {p["metadata"]["name"]: p for p in self.api.list_objects("v1", "Pod", self.ns)
@@ -297,6 +351,20 @@ class Env:
         assert "error" not in result, result
         return result
 
+    async def operator_metrics(self) -> str:
+        """The operator's /metrics page (Prometheus text), from its health port."""
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{self.health_port}/metrics") as resp:
+            assert resp.status == 200, resp.status
+            return await resp.text()
+
+    async def containers(self, name: str) -> set[int]:
+        """The container IDs the ring holds (asked through its leader)."""
+        return set((await self.scm_check(name, "--containers"))["containers"])
+
+    def annotate(self, name: str, key: str, value: str | None) -> None:
+        """``kubectl annotate oscm <name> key=value`` (``key-`` with None)."""
+        self.api.patch_object(API, KIND, name, self.ns, {"metadata": {"annotations": {key: value}}})
+
     async def leader(self, name: str) -> str:
         await self.wait_for(lambda: self.status(name).get("leader"), 60, "a leader in status")
         return str(self.status(name)["leader"])
@@ -374,21 +442,27 @@ class Env:
 
 CHART = REPO / "charts" / "ozone-scm-operator"
 HELM = REPO / ".tools" / "bin" / "helm"
+RELEASE = "ozone-scm-operator"
 RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
 PERMISSION_SIGNS = ("Not enough permissions", "forbidden", "Forbidden", " 403")
 
 
-def chart_rbac(namespace: str, *values: str) -> list[dict[str, Any]]:
-    """The ServiceAccount and RBAC objects the chart renders (the real ``helm template``) for a release in
-    ``namespace`` watching only it (``watchNamespaces={namespace}``, the documented production mode)."""
+def render_chart(namespace: str, *values: str) -> list[dict[str, Any]]:
+    """The chart as the real ``helm template`` renders it for a release in ``namespace`` watching only it
+    (``watchNamespaces={namespace}``, the documented production mode) with ``values`` (``--set``)."""
     if not HELM.exists():
         raise AssertionError(f"{HELM} is missing: run `make k8s-tools`")
-    args = [str(HELM), "template", "ozone-scm-operator", str(CHART), "--namespace", namespace,
+    args = [str(HELM), "template", RELEASE, str(CHART), "--namespace", namespace,
             "--set", f"watchNamespaces={{{namespace}}}"]
     for value in values:
         args += ["--set", value]
     out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout
-    return [d for d in yaml.safe_load_all(out) if isinstance(d, dict) and d.get("kind") in RBAC_KINDS]
+    return [d for d in yaml.safe_load_all(out) if isinstance(d, dict) and d]
+
+
+def chart_rbac(namespace: str, *values: str) -> list[dict[str, Any]]:
+    """The ServiceAccount and RBAC objects of the chart (``render_chart``)."""
+    return [d for d in render_chart(namespace, *values) if d.get("kind") in RBAC_KINDS]
 
 
 def permission_warnings(workdir: Path) -> list[str]:
@@ -401,6 +475,11 @@ def permission_warnings(workdir: Path) -> list[str]:
     return lines
 
 
+def operator_refusals(api: EmulatedAPIServer, workdir: Path, user: str) -> list[str]:
+    """What the emulator refused ``user`` (the operator's ServiceAccount) and the permission warnings in its logs."""
+    return [r for r in api.refusals if f'User "{user}"' in r] + permission_warnings(workdir)
+
+
 @contextlib.asynccontextmanager
 async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str = "process",
                       chart_values: tuple[str, ...] = ()) -> AsyncIterator[Env]:
@@ -408,20 +487,26 @@ async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str =
     ``podman`` runs the Pods as containers from real images instead of processes of this checkout.
 
     RBAC as granted: the emulator authenticates and authorizes every request (``rbac.py``); the chart's
-    ServiceAccount, Role and RoleBinding for ``namespace`` (``helm template``, ``watchNamespaces={namespace}``) are
-    stored, and the operator runs as that ServiceAccount (its token in a kubeconfig, ``-n namespace``). The kubelet
-    fixture is the administrator. On exit the scenario fails if the API server refused the operator anything or its
-    log carries a permission warning. ``chart_values`` are ``--set`` values for the chart's rendering."""
+    ServiceAccount, Roles and RoleBindings for ``namespace`` (``helm template``, ``watchNamespaces={namespace}``,
+    ``chart_values``) are stored, and every operator process runs as that ServiceAccount (its token in a kubeconfig)
+    with the arguments of the chart's Deployment (the watched namespace, the leader-election Lease the chart's Role
+    names). The kubelet fixture is the administrator. On exit the scenario fails if the API server refused the
+    operator anything or an operator log carries a permission warning."""
     async with serving() as (api, url):
         admin_token = api.enable_rbac()
-        api.put_object(yaml.safe_load(CRD_PATH.read_text()))
+        for crd in CRD_PATHS:  # every CRD the operator watches
+            api.put_object(yaml.safe_load(crd.read_text()))
         # Pod Security admission enforces ``restricted`` here, as a production namespace would
         api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
-        granted = chart_rbac(namespace, *chart_values)
-        for obj in granted:
-            api.put_object(obj)
-        (sa,) = [o["metadata"]["name"] for o in granted if o["kind"] == "ServiceAccount"]
+        rendered = render_chart(namespace, *chart_values)
+        for obj in rendered:
+            if obj["kind"] in RBAC_KINDS:
+                api.put_object(obj)
+        (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
+        pod_spec = deployment["spec"]["template"]["spec"]
+        (container,) = pod_spec["containers"]
+        sa = pod_spec["serviceAccountName"]
         workdir.mkdir(parents=True, exist_ok=True)
         operator_kubeconfig = write_kubeconfig(workdir / "operator.kubeconfig", url, namespace,
                                                api.service_account_token(namespace, sa))
@@ -429,14 +514,14 @@ async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str =
                                images=dict(IMAGES) if runtime == "process" else {}, backoff_base=0.5, backoff_cap=4.0,
                                api_token=admin_token)
         async with Kubelet(url, config) as kubelet:
+            # the Deployment's own arguments (Env appends its poll interval, health port and log level after them)
             env = Env(api, url, kubelet, workdir, namespace,
-                      operator_args=["--kubeconfig", str(operator_kubeconfig), "-n", namespace])
+                      operator_args=["--kubeconfig", str(operator_kubeconfig), *container["args"]])
             await env.start_operator()
             try:
                 yield env
             finally:
-                await env.stop_operator()
-        operator_user = f"system:serviceaccount:{namespace}:{sa}"
-        refused = [r for r in api.refusals if operator_user in r] + permission_warnings(workdir)
+                await env.stop_all_operators()
+        refused = operator_refusals(api, workdir, f"system:serviceaccount:{namespace}:{sa}")
         assert not refused, ("the operator, as the chart's ServiceAccount, was refused or warned about "
                              "permissions:\n" + "\n".join(refused[:10]))

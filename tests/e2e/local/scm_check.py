@@ -8,7 +8,8 @@ presents the client certificate given by ``--tls-dir`` (``tls.crt``, ``tls.key``
 Secret) and checks each member's certificate against its DNS name. With ``--revoked-tls-dir`` (a removed member's
 certificate Secret) it also reports what SCM's revocation listing holds and how a call presenting that certificate
 ends; with ``--transfer-to MEMBER`` it moves leadership there instead, and with ``--last-contact MEMBER`` it reports
-how long ago that member last answered the leader (the leader's published view). Test support only.
+how long ago that member last answered the leader (the leader's published view); with ``--containers`` it lists
+the container IDs the ring holds (through its leader, on the client port). Test support only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from cryptography.hazmat.primitives import serialization
 
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient
+from scm_server.client.scm_client import SCMClient
 from scm_server.client.security_admin import SCMSecurityClient
 from scm_server.security.keystore import Material
 from scm_server.security.tls import StaticClientSecurity
@@ -65,6 +67,21 @@ async def check(members: dict[str, tuple[str, str]], security: StaticClientSecur
         out["members"][m]["appliedIndex"] = d.transactionInfo.index
         out["members"][m]["digests"] = sorted([t.table, t.sha256, t.count] for t in d.digests)
     return out
+
+
+async def containers(members: dict[str, tuple[str, str]], security: StaticClientSecurity | None) -> dict[str, Any]:
+    addresses = [f"{ip}:9860" for ip, _ in members.values()]
+    ids: list[int] = []
+    async with SCMClient(addresses, SCMClientConfig(max_retries=50, retry_interval=0.2, rpc_timeout=5.0),
+                         security=security) as c:
+        start = 0
+        while True:
+            batch, _ = await c.list_containers(start_id=start, count=1000)
+            ids.extend(int(x.containerID) for x in batch)
+            if len(batch) < 1000:
+                break
+            start = ids[-1] + 1
+    return {"containers": sorted(set(ids))}
 
 
 async def revocation(
@@ -129,13 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--revoked-tls-dir", type=Path, help="a removed member's certificate Secret, written out")
     ap.add_argument("--transfer-to", help="move leadership to this member")
     ap.add_argument("--last-contact", help="report how long ago this member last answered the leader")
+    ap.add_argument("--containers", action="store_true", help="list the container IDs the ring holds")
     args = ap.parse_args(argv)
     members = {}
     for item in args.members:
         m, ip, host = item.split("=")
         members[m] = (ip, host)
     security = _security(args.tls_dir)
-    if args.last_contact is not None:
+    if args.containers:
+        print(json.dumps(asyncio.run(containers(members, security))))
+    elif args.last_contact is not None:
         print(json.dumps(asyncio.run(last_contact(members, security, args.last_contact))))
     elif args.transfer_to is not None:
         print(json.dumps(asyncio.run(transfer(members, security, args.transfer_to))))

@@ -317,6 +317,11 @@ OPERATOR_REQUESTS = [
     ("POST", "/api/v1/namespaces/{ns}/events", {}),
     ("POST", "/apis/events.k8s.io/v1/namespaces/{ns}/events", {}),
     ("GET", "/api/v1/namespaces/{ns}", {}),
+    ("GET", "/apis/ozone-scm.io/v1alpha1/namespaces/{ns}/ozonescmbackups", {"watch": "true"}),
+    # leader election: its own Lease in the release namespace (the watched one here)
+    ("POST", "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", {}),
+    ("GET", "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/op-ozone-scm-operator", {}),
+    ("PUT", "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/op-ozone-scm-operator", {}),
 ]
 
 
@@ -331,6 +336,9 @@ def test_the_chart_in_watch_namespaces_mode_grants_the_operator_its_namespace_on
                          ("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
                          ("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/ozone/roles"),
                          ("PATCH", "/api/v1/namespaces/ozone/pods/scm-0/status"),
+                         ("GET", "/apis/coordination.k8s.io/v1/namespaces/ozone/leases/someone-else"),
+                         ("GET", "/apis/coordination.k8s.io/v1/namespaces/ozone/leases"),
+                         ("DELETE", "/apis/coordination.k8s.io/v1/namespaces/ozone/leases/op-ozone-scm-operator"),
                          ("GET", "/api/v1/nodes")):
         assert not authorize(OPERATOR, request_attributes(method, path, {}), policy).allowed, path
 

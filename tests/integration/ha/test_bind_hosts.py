@@ -49,7 +49,7 @@ def test_bind_address_keys_and_defaults(tmp_path: Path) -> None:
 async def test_scm_with_a_non_local_address_listens_on_its_bind_host(tmp_path: Path) -> None:
     conf, ports = _conf(tmp_path, **{"ozone.scm.ratis.bind.host": "127.0.0.1",
                                      "ozone.scm.grpc.bind.host": "127.0.0.1"})
-    assert scm_init(conf)
+    assert scm_init(conf, security=None)
     host = MiniHost(conf)
     await host.start()
     try:
@@ -63,7 +63,7 @@ async def test_scm_with_a_non_local_address_listens_on_its_bind_host(tmp_path: P
 
 async def test_without_bind_host_a_non_local_address_cannot_listen(tmp_path: Path) -> None:
     conf, _ = _conf(tmp_path)
-    assert scm_init(conf)
+    assert scm_init(conf, security=None)
     host = MiniHost(conf)
     with pytest.raises(ConfigError, match=r"not a local address \(set ozone\.scm\.grpc\.bind\.host=0\.0\.0\.0"):
         await host.start()

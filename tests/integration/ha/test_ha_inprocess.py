@@ -25,15 +25,15 @@ async def _init_cluster(tmp_path: Path, node_ids: list[str], **extra: object) ->
     ports = alloc_ports(node_ids)
     confs = {n: make_conf(tmp_path, node_ids, n, ports, **extra) for n in node_ids}
     # auto-bootstrap: init + bootstrap on the primordial, start it, then the others
-    assert scm_init(confs[node_ids[0]])
-    assert scm_bootstrap(confs[node_ids[0]])
+    assert scm_init(confs[node_ids[0]], security=None)
+    assert scm_bootstrap(confs[node_ids[0]], security=None)
     first = MiniHost(confs[node_ids[0]])
     await first.start()
     await wait_for(lambda: first.ha.is_leader(), 10, "primordial SCM to lead its one-member group")
     hosts = [first]
     for n in node_ids[1:]:
-        assert scm_init(confs[n])  # no-op: not primordial
-        assert await asyncio.to_thread(scm_bootstrap, confs[n], rounds=3, rpc_timeout=2.0)
+        assert scm_init(confs[n], security=None)  # no-op: not primordial
+        assert await asyncio.to_thread(scm_bootstrap, confs[n], security=None, rounds=3, rpc_timeout=2.0)
         h = MiniHost(confs[n])
         await h.start()
         hosts.append(h)
@@ -96,7 +96,7 @@ async def test_fourth_scm_catches_up_by_checkpoint_then_transfer_and_decommissio
     extra = {"ozone.scm.ha.ratis.snapshot.threshold": "20", "ozone.scm.ha.ratis.log.purge.gap": "5"}
     ports = alloc_ports(node_ids)
     confs = {n: make_conf(tmp_path, node_ids, n, ports, **extra) for n in node_ids}
-    assert scm_init(confs["scm1"])
+    assert scm_init(confs["scm1"], security=None)
     first = MiniHost(confs["scm1"], batch_size=1)
     await first.start()
     hosts = [first]
@@ -105,7 +105,7 @@ async def test_fourth_scm_catches_up_by_checkpoint_then_transfer_and_decommissio
         issued = [await first.seq.get_next_id("containerId") for _ in range(120)]
         st = first.ha.raft.status()
         assert st.first_index > 1, f"log not purged (first index {st.first_index})"
-        assert await asyncio.to_thread(scm_bootstrap, confs["scm4"], rounds=3, rpc_timeout=2.0)
+        assert await asyncio.to_thread(scm_bootstrap, confs["scm4"], security=None, rounds=3, rpc_timeout=2.0)
         new = MiniHost(confs["scm4"])
         await new.start()
         hosts.append(new)

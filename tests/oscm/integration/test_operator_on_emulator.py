@@ -65,7 +65,8 @@ async def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> A
 @pytest.fixture
 async def cluster_api() -> AsyncIterator[tuple[EmulatedAPIServer, str, Operator]]:
     async with serving() as (api, url):
-        api.put_object(yaml.safe_load((REPO / "crds" / "ozonescmclusters.yaml").read_text()))
+        for crd in sorted((REPO / "crds").glob("*.yaml")):  # every CRD the operator watches
+            api.put_object(yaml.safe_load(crd.read_text()))
         api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         op = Operator(url)
         await op.start()

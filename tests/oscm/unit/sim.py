@@ -6,6 +6,11 @@ ask the leader to add them (AddSCM: learner, then voter), the ring elects a lead
 readiness follows "voter of a ring with a leader". ``World.apply(action)`` performs an operator action the way the
 effects layer would. ``World.observe()`` builds the :class:`Observed` value the planner reads.
 
+Backups are played too: a backup Job runs in one tick (it fails when its backup is in ``failing_backups`` or the ring
+has no leader), writing its directory into ``backup_data``; a clean-up Job removes it; an ``OzoneSCMBackup`` being
+deleted goes once its finalizers are gone. ``apply`` refuses two backup Jobs at once, a clean-up while the backup
+still writes, and deleting data of a backup that is not being deleted.
+
 Safety is checked where it matters, in ``apply``: the operator must never decommission the leader, delete the
 volume of an SCM still in the ring, take a caught-up voter down when that leaves no caught-up majority, or start a
 second ring (``scm --init`` on an empty volume once a cluster exists). Violations raise :class:`Unsafe`.
@@ -19,12 +24,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ozone_scm_operator import builders, naming, planner, podsecurity
+from ozone_scm_operator import backup_builders, builders, naming, planner, podsecurity
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.model import (
     FOREIGN_VOLUME_PREFIX,
+    BackupObs,
     ClusterStatus,
     ContainerObs,
+    JobObs,
     Observed,
     PeerObs,
     PodObs,
@@ -33,10 +40,15 @@ from ozone_scm_operator.model import (
     SCMObs,
     SecretObs,
 )
+from ozone_scm_operator.reconciler import backup_obs
 from ozone_scm_operator.spec import quantity_bytes as spec_bytes
 from ozone_scm_operator.spec import read_spec
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+def _ts(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Unsafe(AssertionError):
@@ -54,6 +66,7 @@ class SimPod:
     alive: bool = False
     deleting: bool = False
     trouble: str | None = None
+    init_command: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -104,6 +117,57 @@ class World:
         self.revoked: list[str] = []  # serials (decimal) revoked through SCM
         self.scm_cert_lifetime = datetime.timedelta(days=365)  # CA mode scm: hdds.x509.default.duration
         self.signed_keys: set[str | None] = set()  # CA mode scm: keys whose CSR the primordial signed at --init
+        self.backups: dict[str, dict[str, Any]] = {}  # OzoneSCMBackup objects as the API server holds them
+        self.jobs: dict[str, JobObs] = {}  # backup and clean-up Jobs
+        self.backup_data: set[str] = set()  # backup directories on the backup volume
+        self.failing_backups: set[str] = set()  # backups whose Job fails
+        self.held_jobs: set[str] = set()  # Jobs that keep running until released
+        self.recover_from: str | None = None  # the ozone-scm.io/recover-from annotation
+        self.stored_backups: dict[str, str] = {}  # backup directory (as the Pod sees it) -> its cluster ID
+        self.restore_backup: BackupObs | None = None  # the OzoneSCMBackup spec.bootstrap.fromBackup names
+        self.commit_index = 100
+
+    # ---- backups ----
+    def create_backup(self, name: str, cluster: str | None = None) -> None:
+        """A user's ``kubectl apply`` of a one-off OzoneSCMBackup."""
+        self.backups[name] = {"metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": _ts(self.now)},
+                              "spec": {"cluster": cluster or self.ref.name}}
+
+    def delete_backup(self, name: str) -> None:
+        """``kubectl delete ozonescmbackup``: gone at once without finalizers, else marked for deletion."""
+        body = self.backups[name]
+        if body["metadata"].get("finalizers"):
+            body["metadata"]["deletionTimestamp"] = _ts(self.now)
+        else:
+            del self.backups[name]
+
+    def backup_phase(self, name: str) -> str | None:
+        body = self.backups.get(name)
+        return None if body is None else (body.get("status") or {}).get("phase")
+
+    def _run_jobs(self) -> None:
+        for name, job in list(self.jobs.items()):
+            if job.result is not None or name in self.held_jobs:
+                continue
+            if job.purpose == backup_builders.PURPOSE_BACKUP:
+                if job.backup in self.failing_backups or self.leader is None:
+                    why = "no leader" if self.leader is None else "the ring is in safemode; retry with --allow-safemode"
+                    self.jobs[name] = dataclasses.replace(job, result="Failed", finished_at=self.now,
+                                                          message=f"Error: {why}")
+                    continue
+                self.backup_data.add(job.backup)
+                summary = {"clusterID": self.cluster_id, "term": self.term, "index": self.commit_index,
+                           "createdMs": 1, "sizeBytes": 4096}
+                self.jobs[name] = dataclasses.replace(job, result="Succeeded", finished_at=self.now,
+                                                      message=json.dumps(summary))
+            else:
+                self.backup_data.discard(job.backup)
+                self.jobs[name] = dataclasses.replace(job, result="Succeeded", finished_at=self.now)
+        for name, body in list(self.backups.items()):
+            if body["metadata"].get("deletionTimestamp") and not body["metadata"].get("finalizers"):
+                del self.backups[name]
+                for job in [j for j, o in self.jobs.items() if o.backup == name]:
+                    del self.jobs[job]  # owned by the backup: the garbage collector removes them
 
     # ---- identities ----
     def _new_id(self, prefix: str) -> str:
@@ -158,12 +222,15 @@ class World:
                 pvc.has_conf = True
         if self.leader is not None and (not self.alive_scm(self.leader) or self.leader not in self.voters):
             self.leader = None
+        if self.leader is not None and sum(1 for v in self.voters if self.alive_scm(v)) < len(self.voters) // 2 + 1:
+            self.leader = None  # a leader that hears no majority steps down (check quorum)
         if self.leader is None:
             alive = sorted(s for s in self.voters if self.alive_scm(s))
             if alive and len(alive) >= len(self.voters) // 2 + 1:
                 self.leader = alive[0]
                 self.term += 1
                 self.leaders_history.append(self.leader)
+        self._run_jobs()
         for hook in self.hooks:
             hook(self)
 
@@ -178,7 +245,36 @@ class World:
         if pvc is None or pvc.deleting:
             pod.trouble = "Unschedulable"
             return
-        if pod.init_mode == builders.INIT_MODE_INIT:
+        if pod.init_mode == builders.INIT_MODE_RESTORE:
+            # scm --restore DIR [--clusterid ID]: a one-member ring of the backup's cluster, on empty storage only
+            cmd = list(pod.init_command)
+            path = cmd[cmd.index("--restore") + 1]
+            cid = self.stored_backups.get(path)
+            if cid is None:
+                pod.trouble = f"init container restore: {path} holds no backup"
+                return
+            if "--clusterid" in cmd and cmd[cmd.index("--clusterid") + 1] != cid:
+                raise Unsafe(f"--clusterid {cmd[cmd.index('--clusterid') + 1]} for a backup of {cid}")
+            if pvc.cluster_id is not None:
+                raise Unsafe(f"scm --restore over {pod.name}'s own data (a restarted restored member)")
+            pvc.cluster_id = self.cluster_id = cid
+            pvc.scm_id = self._new_id("scm")
+            self.voters, self.learners = {pvc.scm_id}, set()
+            pvc.has_conf = True
+            self.leader = pvc.scm_id
+            self.term += 1
+            self.leaders_history.append(self.leader)
+        elif pod.init_mode == builders.INIT_MODE_RECOVER:
+            if pvc.cluster_id is None or pvc.scm_id is None:
+                raise Unsafe(f"scm --recover on {pod.name}, whose volume holds no ring")
+            answering = 1 + sum(1 for v in self.voters if v != pvc.scm_id and self.alive_scm(v))
+            if len(self.voters) > 1 and answering >= len(self.voters) // 2 + 1:
+                raise Unsafe(f"scm --recover on {pod.name} while a majority of the ring answers")
+            self.voters, self.learners = {pvc.scm_id}, set()
+            self.leader = pvc.scm_id
+            self.term += 1
+            self.leaders_history.append(self.leader)
+        elif pod.init_mode == builders.INIT_MODE_INIT:
             if pvc.cluster_id is None:
                 if self.cluster_id is not None:
                     raise Unsafe(f"scm --init on an empty volume of {pod.name}: a second cluster would be created")
@@ -262,7 +358,12 @@ class World:
             ring = RingObs(leader_scm_id=self.leader, term=self.term, commit_index=100, peers=tuple(peers),
                            election_timeout=1.0)
         return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
-                        secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion)
+                        secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
+                        backups=self._backup_obs(), backup_jobs=dict(self.jobs), recover_from=self.recover_from,
+                        restore_backup=self.restore_backup)
+
+    def _backup_obs(self) -> dict[str, Any]:
+        return {n: backup_obs(b) for n, b in self.backups.items() if b["spec"]["cluster"] == self.ref.name}
 
     # ---- the operator's actions ----
     def apply(self, a: planner.Action) -> None:
@@ -276,6 +377,53 @@ class World:
         elif k == planner.DELETE_OBJECT:
             assert a.body is not None
             self.children.pop((a.body["kind"], a.body["metadata"]["name"]), None)
+        elif k == planner.CREATE_PVC and a.body is not None and naming.LABEL_BACKUP in a.body["metadata"]["labels"]:
+            key = ("PersistentVolumeClaim", a.target)
+            if key in self.children:
+                raise Unsafe(f"PVC {a.target} created twice")
+            if a.body["metadata"].get("ownerReferences"):
+                raise Unsafe(f"the backup volume {a.target} is owned: deleting the cluster would delete the backups")
+            self.children[key] = None
+        elif k == planner.UPDATE_BACKUP:
+            body = self.backups[a.target]
+            if a.params.get("finalizers") is not None:
+                body["metadata"]["finalizers"] = list(a.params["finalizers"])
+            st = body.setdefault("status", {})
+            for key, value in (a.params.get("status") or {}).items():
+                if value is None:
+                    st.pop(key, None)
+                else:
+                    st[key] = value
+        elif k == planner.CREATE_JOB:
+            assert a.body is not None
+            if a.target in self.jobs:
+                raise Unsafe(f"Job {a.target} created twice")
+            refused = podsecurity.check(a.body["spec"]["template"]["spec"], self.pod_security or "restricted")
+            if refused:
+                raise Unsafe(f"Job {a.target} refused by Pod Security admission: {refused}")
+            labels = a.body["metadata"]["labels"]
+            purpose, backup = labels[backup_builders.LABEL_PURPOSE], labels[naming.LABEL_BACKUP_NAME]
+            running = [j for j in self.jobs.values() if j.result is None and j.purpose == purpose]
+            if purpose == backup_builders.PURPOSE_BACKUP and running:
+                raise Unsafe(f"backup Job {a.target} while {running[0].name} still runs")
+            if purpose == backup_builders.PURPOSE_DELETE:
+                if not self.backups[backup]["metadata"].get("deletionTimestamp"):
+                    raise Unsafe(f"deleting the data of backup {backup}, which is not being deleted")
+                if any(j.result is None for j in self.jobs.values() if j.backup == backup):
+                    raise Unsafe(f"deleting the data of backup {backup} while its Job still writes")
+            self.jobs[a.target] = JobObs(name=a.target, backup=backup, purpose=purpose)
+        elif k == planner.CREATE_BACKUP:
+            assert a.body is not None
+            if a.target in self.backups:
+                raise Unsafe(f"OzoneSCMBackup {a.target} created twice")
+            body = json.loads(json.dumps(a.body))
+            body["metadata"].update(uid=f"uid-{a.target}", creationTimestamp=_ts(self.now))
+            self.backups[a.target] = body
+        elif k == planner.DELETE_BACKUP:
+            self.delete_backup(a.target)
+        elif k == planner.REMOVE_ANNOTATION:
+            assert a.params["key"] == naming.ANN_RECOVER_FROM
+            self.recover_from = None
         elif k == planner.CREATE_PVC and a.body is not None and naming.LABEL_AUDIT in a.body["metadata"]["labels"]:
             key = ("PersistentVolumeClaim", a.target)
             if key in self.children:
@@ -299,12 +447,14 @@ class World:
             self.pods[a.target] = SimPod(
                 a.target, ann[naming.ANN_REVISION], ann[naming.ANN_INIT_MODE],
                 a.body["spec"]["containers"][0]["image"], self.now,
+                init_command=tuple(a.body["spec"]["initContainers"][0]["command"]),
             )
         elif k == planner.DELETE_POD:
             pod = self.pods[a.target]
             sid = self.scm_of(a.target)
             healthy = self.healthy_voters()
-            if sid in healthy and self.voters and len(healthy) - 1 < len(self.voters) // 2 + 1:
+            # (a one-member ring has no majority to keep: restarting it is an outage the operator may cause)
+            if sid in healthy and len(self.voters) > 1 and len(healthy) - 1 < len(self.voters) // 2 + 1:
                 raise Unsafe(f"deleting Pod {a.target} leaves no caught-up majority ({healthy})")
             if sid is not None and sid == self.leader and len(self.voters) > 1:
                 raise Unsafe(f"deleting the leader's Pod {a.target} without a leadership transfer")

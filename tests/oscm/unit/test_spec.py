@@ -43,6 +43,7 @@ def apply_defaults(schema: dict[str, Any], value: dict[str, Any]) -> dict[str, A
         {"replicas": 5},
         {"security": {"enabled": True}},
         {"storage": {"storageClassName": "fast"}, "audit": {"enabled": True}},
+        {"backup": {"schedule": "0 3 * * *", "retention": {"keepLast": 7}}},
     ],
 )
 def test_operator_defaults_equal_the_crd_defaults(raw: dict[str, Any]) -> None:
@@ -58,7 +59,7 @@ def test_every_crd_spec_field_is_read() -> None:
     """A field in the CRD that the operator ignores is a silent lie: compare the property names."""
     read = {
         "replicas", "image", "imagePullPolicy", "imagePullSecrets", "storage", "security", "ozoneSite", "resources",
-        "scheduling", "podMetadata", "service", "podDisruptionBudget", "membership", "audit", "paused",
+        "scheduling", "podMetadata", "service", "podDisruptionBudget", "membership", "audit", "backup", "bootstrap", "paused",
         "podSecurityContext", "containerSecurityContext",
     }
     assert set(crd_spec_schema()["properties"]) == read
@@ -89,6 +90,13 @@ def test_full_example_parses_without_problems() -> None:
         ({"audit": {"master": "yarn"}}, "audit.master", "use local[*] or k8s://"),
         ({"service": {"type": "ExternalName"}}, "service.type", "must be one of ClusterIP"),
         ({"paused": "yes"}, "paused", "must be true or false"),
+        ({"backup": {"schedule": "0 3 * *"}}, "backup.schedule", "needs five fields"),
+        ({"backup": {"schedule": "0 25 * * *"}}, "backup.schedule", "not a valid cron schedule"),
+        ({"backup": {"retention": {"keepLast": 0}}}, "backup.retention.keepLast", "must be at least 1"),
+        ({"backup": {"retention": {"maxAge": "a week"}}}, "backup.retention.maxAge", "is not a duration"),
+        ({"backup": {"volume": {"size": "big"}}}, "backup.volume.size", "not a Kubernetes quantity"),
+        ({"bootstrap": {"fromBackup": "/etc/passwd"}}, "bootstrap.fromBackup", "neither the name of an OzoneSCMBackup"),
+        ({"bootstrap": {"fromBackup": "/backups/../x"}}, "bootstrap.fromBackup", "neither the name"),
         ("not a map", "spec", "must be an object"),
     ],
 )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from scm_server.ports import free_port
-from scm_server.raft.kv_client import KvClient, MemberStatus, RaftAdminClient
+from scm_server.raft.kv_client import KvClient, RaftAdminClient, RaftNodeStatus
 
 ROOT = Path(__file__).resolve().parents[3]
 T = TypeVar("T")
@@ -100,11 +100,11 @@ class KvProcess:
     def admin(self) -> RaftAdminClient:
         return RaftAdminClient(self.address, timeout=2.0)
 
-    async def status_once(self) -> MemberStatus:
+    async def status_once(self) -> RaftNodeStatus:
         async with self.admin() as a:
             return await a.status()
 
-    async def status(self, timeout: float = 15.0) -> MemberStatus:
+    async def status(self, timeout: float = 15.0) -> RaftNodeStatus:
         """Status, retried until the member answers (it may still be starting on a loaded machine)."""
         return await wait_for(self.status_once, timeout, f"status of {self.node_id}")
 

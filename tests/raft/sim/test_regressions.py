@@ -1,4 +1,4 @@
-"""Regression scenarios for every pitfall row of reference/raft.md §4, each proven to catch its bug.
+"""Regression scenarios for the Raft pitfalls real implementations fell into, each proven to catch its bug.
 
 Every scenario is a deterministic script over the simulated cluster (:mod:`.cluster`): it
 steers messages one by one into the situation a real bug report describes, with every

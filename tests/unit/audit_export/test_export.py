@@ -24,13 +24,13 @@ import pytest
 from scm_state_harness import FakeDatanode, bring_up, make_datanodes, make_scm, replica
 
 from scm_server import audit_format as fmt
-from scm_server.client import audit_export as client
+from scm_server.client import audit_export_writer as client
 from scm_server.container.container_state_manager import CLOSE, FINALIZE
 from scm_server.exceptions import ResultCodes, SCMError, SCMException
 from scm_server.ha.inter_scm_service import table_digests
 from scm_server.proto import hdds_pb2, scm_audit_pb2
 from scm_server.scm import StorageContainerManager
-from scm_server.server import audit_export as server
+from scm_server.server import audit_export_service as server
 from scm_server.server import endpoints
 from scm_server.server.grpc_services import RpcMetrics
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from scm_state_harness import bring_up, make_datanodes, make_scm, replica
 
+from scm_server.clock import FakeClock
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
-from scm_server.ha.clock import FakeClock
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 R = hdds_pb2.ContainerReplicaProto

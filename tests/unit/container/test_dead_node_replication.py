@@ -19,8 +19,8 @@ from pathlib import Path
 
 from scm_state_harness import FakeDatanode, bring_up, make_datanodes, make_scm, replica
 
+from scm_server.clock import FakeClock
 from scm_server.container.replication.replication_manager import ContainerHealthState, health_of
-from scm_server.ha.clock import FakeClock
 from scm_server.proto import hdds_pb2
 from scm_server.scm import StorageContainerManager
 

@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 from scm_state_harness import FakeDatanode, make_scm
 
+from scm_server.clock import FakeClock
 from scm_server.container.container_manager import ContainerReplica
 from scm_server.container.replication.replication_manager import PendingOpType, report_counts
-from scm_server.ha.clock import FakeClock
 from scm_server.metadata.enums import enum_name, enum_value
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.scm import StorageContainerManager

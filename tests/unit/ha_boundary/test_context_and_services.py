@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
+from scm_server.clock import FakeClock
 from scm_server.exceptions import NotLeaderException
-from scm_server.ha.clock import FakeClock
 from scm_server.ha.scm_context import INVALID_TERM, SafeModeStatus, SCMContext
 from scm_server.ha.scm_service import BackgroundSCMService, Event, SCMServiceManager, ServiceStatus
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from scm_state_harness import FakeDatanode, bring_up, make_datanodes, make_scm
 
+from scm_server.clock import FakeClock
 from scm_server.exceptions import ResultCodes, SCMException
-from scm_server.ha.clock import FakeClock
 from scm_server.node.node_manager import DatanodeInfo
 from scm_server.pipeline.placement import ContainerPlacementRackAware, PipelinePlacementPolicy
 from scm_server.proto import hdds_pb2, scm_datanode_pb2

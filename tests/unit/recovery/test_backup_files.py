@@ -128,3 +128,30 @@ def test_id_rule() -> None:
     assert got["containerId"] == 7 + max(SAFETY_BATCHES * 1000, RATE_PER_MS["containerId"] * hour)
     # a restoring clock behind the backup's never lowers the margin below the batches
     assert restored_last_ids(last, hour, 0, 1000) == restored_last_ids(last, 0, 0, 1000)
+
+
+def test_verify_writes_a_status_file_and_delete_removes_only_backups(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from scm_server.cli.main import cli
+
+    out = _backup(tmp_path)
+    status = tmp_path / "status.json"
+    runner = CliRunner()
+    res = runner.invoke(cli, ["admin", "scm", "backup", "verify", str(out), "--clusterid", CID,
+                              "--status-file", str(status)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(status.read_text())
+    assert summary == {"clusterID": CID, "term": 3, "index": 41, "createdMs": 1000,
+                       "sizeBytes": (out / CHECKPOINT_FILE).stat().st_size}
+    # a directory that is not a backup is refused in one line, and kept
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "precious").write_text("x")
+    res = runner.invoke(cli, ["admin", "scm", "backup", "delete", str(other)])
+    assert res.exit_code != 0 and "nothing was deleted" in res.output and len(res.output.strip().splitlines()) == 1
+    assert (other / "precious").exists()
+    res = runner.invoke(cli, ["admin", "scm", "backup", "delete", str(out)])
+    assert res.exit_code == 0 and not out.exists()
+    res = runner.invoke(cli, ["admin", "scm", "backup", "delete", str(out)])
+    assert res.exit_code == 0 and "nothing to delete" in res.output

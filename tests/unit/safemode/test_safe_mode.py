@@ -6,7 +6,7 @@ from pathlib import Path
 
 from scm_state_harness import bring_up, make_conf, make_datanodes, make_scm, replica
 
-from scm_server.ha.clock import FakeClock
+from scm_server.clock import FakeClock
 from scm_server.ha.scm_service import ServiceStatus
 from scm_server.proto import hdds_pb2
 from scm_server.safemode.safe_mode_manager import SafeModeStatusName

@@ -10,8 +10,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scm_server.clock import FakeClock
 from scm_server.conf import OzoneConfiguration
-from scm_server.ha.clock import FakeClock
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.scm import StorageContainerManager

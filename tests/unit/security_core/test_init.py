@@ -38,8 +38,10 @@ def _conf(tmp: Path, **extra: str) -> OzoneConfiguration:
 
 
 def _init(conf: OzoneConfiguration, tmp: Path, scm_id: str = SCM_ID) -> str:
-    return sec_init.initialize_primordial(conf, metadata_dir=tmp / "meta", cluster_id=CLUSTER, scm_id=scm_id,
-                                          hostname="scm1.example.com", now=NOW)
+    return sec_init.initialize_primordial(
+        SecurityConfig.from_conf(conf), metadata_dir=tmp / "meta", cluster_id=CLUSTER, scm_id=scm_id,
+        hostname="scm1.example.com", now=NOW,
+    )
 
 
 def test_scm_mode_creates_root_serial_1_and_sub_ca_serial_2_and_is_idempotent(tmp_path: Path) -> None:
@@ -137,8 +139,10 @@ def test_operator_mode_validates_the_external_sub_ca_and_needs_no_root_key(tmp_p
     root_file, _, root_key, root = _external_root(tmp_path)
     cert_file, key_file = _operator_files(tmp_path, root_key=root_key, root=root)
     conf = _operator_conf(tmp_path, root_file, cert_file, key_file)
-    serial = sec_init.initialize_primordial(conf, metadata_dir=tmp_path / "meta", cluster_id=CLUSTER, scm_id=SCM_ID,
-                                            hostname="scm2", now=NOW)
+    serial = sec_init.initialize_primordial(
+        SecurityConfig.from_conf(conf), metadata_dir=tmp_path / "meta", cluster_id=CLUSTER, scm_id=SCM_ID,
+        hostname="scm2", now=NOW,
+    )
     assert serial == str(BIG + 1)
     loaded = sec_init.load_scm_material(SecurityConfig.from_conf(conf), tmp_path / "meta", CLUSTER)
     assert loaded.root_key is None and isinstance(loaded.material, Material)

@@ -17,9 +17,11 @@ import grpc.aio
 import pytest
 import pytest_asyncio
 
+from scm_server.ca.scm_security import SCMSecurity
+from scm_server.clock import FakeClock
 from scm_server.conf import OzoneConfiguration
+from scm_server.conf.security import SecurityConfig
 from scm_server.exceptions import ResultCodes, SCMException
-from scm_server.ha.clock import FakeClock
 from scm_server.metadata import SCMStorageConfig
 from scm_server.proto import scm_security_pb2
 from scm_server.scm import StorageContainerManager
@@ -28,7 +30,6 @@ from scm_server.security.cert_client import NodeCertificateClient, SecurityProto
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
 from scm_server.security.keystore import KeyStore
-from scm_server.security.scm_security import SCMSecurity
 from scm_server.server import endpoints
 from scm_server.server.grpc_services import RpcMetrics
 from scm_server.server.security_services import SecurityAdminService, SecurityProtocolService
@@ -66,8 +67,10 @@ class Harness:
 async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     conf = _conf(tmp_path)
     cluster_id, scm_id = "CID-" + str(uuid.uuid4()), str(uuid.uuid4())
-    serial = sec_init.initialize_primordial(conf, metadata_dir=tmp_path / "meta", cluster_id=cluster_id, scm_id=scm_id,
-                                            hostname="127.0.0.1")
+    serial = sec_init.initialize_primordial(
+        SecurityConfig.from_conf(conf), metadata_dir=tmp_path / "meta", cluster_id=cluster_id, scm_id=scm_id,
+        hostname="127.0.0.1",
+    )
     storage = SCMStorageConfig(tmp_path / "meta")
     storage.set_scm_cert_serial_id(serial)
     storage.initialize(cluster_id=cluster_id, scm_id=scm_id, primary_scm_node_id=scm_id, scm_ha=False)

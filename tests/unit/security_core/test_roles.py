@@ -170,8 +170,10 @@ def _make_legacy(tmp: Path, config: SecurityConfig, scm_id: str) -> x509.Certifi
 def test_a_legacy_sub_ca_is_reissued_at_start_by_the_root_holder_and_refused_elsewhere(tmp_path: Path) -> None:
     scm_id = str(uuid.uuid4())
     conf = _conf(tmp_path)
-    sec_init.initialize_primordial(conf, metadata_dir=tmp_path / "meta", cluster_id=CLUSTER, scm_id=scm_id,
-                                   hostname="scm1.example.com", now=NOW)
+    sec_init.initialize_primordial(
+        SecurityConfig.from_conf(conf), metadata_dir=tmp_path / "meta", cluster_id=CLUSTER, scm_id=scm_id,
+        hostname="scm1.example.com", now=NOW,
+    )
     config = SecurityConfig.from_conf(conf)
     old = _make_legacy(tmp_path, config, scm_id)
     # with the upgrade switch off the SCM starts on it (and renews it at its first check)

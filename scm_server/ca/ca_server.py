@@ -40,10 +40,10 @@ from datetime import UTC, datetime, timedelta
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from scm_server.clock import Clock
 from scm_server.conf import SCMNodeDetails
 from scm_server.conf.security import SecurityConfig
 from scm_server.exceptions import ConfigError, ResultCodes, SCMException
-from scm_server.ha.clock import Clock
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.stateful_service_state_manager import CertificateStore
 from scm_server.proto import hdds_pb2, scm_security_pb2

@@ -17,7 +17,7 @@ credentials). It owns the background work:
   (it cannot sign its own renewal). The new key and certificate are saved together and served at
   once; VERSION's ``scmCertSerialId`` follows.
 
-The clock is injected (the facade's :class:`~scm_server.ha.clock.Clock`), so tests drive renewal
+The clock is injected (the facade's :class:`~scm_server.clock.Clock`), so tests drive renewal
 without waiting.
 """
 
@@ -37,16 +37,16 @@ from cryptography import x509
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from scm_server.ca.ca_server import SCMCertificateServer, certificate_record
+from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
 from scm_server.conf.security import CAMode, SecurityConfig
 from scm_server.exceptions import ConfigError, ResultCodes, SCMException
-from scm_server.ha.clock import Clock, SystemClock
 from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.ha.sequence_id_generator import CERTIFICATE_ID
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.proto import scm_security_pb2, scm_security_pb2_grpc
 from scm_server.security import init as sec_init
-from scm_server.security.ca_server import SCMCertificateServer, certificate_record
 from scm_server.security.core import certificates as pki
 from scm_server.security.core.identity import Role, has_scm_role_name, identity_of
 from scm_server.security.keystore import Material, file_signature

@@ -2,6 +2,9 @@
 
 Ozone's ReplicationManager and NodeManager take a ``java.time.Clock`` for the same reason:
 tests drive time with :class:`FakeClock` and never sleep.
+
+Who uses it: every layer that keeps time (the managers, the HA services, the CA runtime, the
+facade), so it is a leaf: it imports nothing of ``scm_server`` (checked by import-linter).
 """
 
 from __future__ import annotations
