@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from scale import scm_db_dir, seed_containers  # noqa: E402
 
-from scm_server.cli.local_quorum import HALocalCluster  # noqa: E402
 from scm_server.ha.inter_scm_client import download_checkpoint  # noqa: E402
+from scm_server.local.quorum import HALocalCluster  # noqa: E402
 from scm_server.metadata.scm_metadata_store import SCMMetadataStore  # noqa: E402
 from scm_server.metadata.storage_config import SCMStorageConfig  # noqa: E402
 

@@ -13,7 +13,7 @@
    kill). Prints median / p90 / p99 / max. Anchor: Ozone's defaults (5 s election timeout, 2 s client
    failover interval: ozone.scm.ha.ratis.leader.election.timeout, hdds.scmclient.failover.retry.interval)
    give about 5-8 s.
-2. **Throughput**: ``scm_server.cli.throughput`` (the code behind ``bench/scm_throughput.py`` and
+2. **Throughput**: ``scm_server.local.throughput`` (the code behind ``bench/scm_throughput.py`` and
    ``freon stb``): AllocateBlocks (1 per call and batched) and AllocateContainers against a single
    SCM and against the 3-SCM quorum, same client settings; prints the HA/single ratio (goal:
    block allocation within 30 %, thanks to ID batching: one Raft round trip per 1000 IDs).
@@ -39,11 +39,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scm_server.cli import throughput  # noqa: E402
-from scm_server.cli.local_cluster import LocalCluster  # noqa: E402
-from scm_server.cli.local_quorum import HALocalCluster  # noqa: E402
 from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
 from scm_server.exceptions import SCMError  # noqa: E402
+from scm_server.local import throughput  # noqa: E402
+from scm_server.local.cluster import LocalCluster  # noqa: E402
+from scm_server.local.quorum import HALocalCluster  # noqa: E402
 from scm_server.proto import hdds_pb2  # noqa: E402
 
 SETTINGS = {

@@ -35,9 +35,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scm_server.cli import throughput  # noqa: E402
-from scm_server.cli.local_cluster import LocalCluster  # noqa: E402
 from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
+from scm_server.local import throughput  # noqa: E402
+from scm_server.local.cluster import LocalCluster  # noqa: E402
 from scm_server.proto import hdds_pb2  # noqa: E402
 
 BIG = 100_000

@@ -51,11 +51,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scm_server.cli import throughput  # noqa: E402
-from scm_server.cli.local_quorum import HALocalCluster  # noqa: E402
 from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
 from scm_server.client.datanode_client import DatanodeProtocolClient  # noqa: E402
 from scm_server.datanode_sim import DatanodeSimulator  # noqa: E402
+from scm_server.local import throughput  # noqa: E402
+from scm_server.local.quorum import HALocalCluster  # noqa: E402
 from scm_server.metadata.scm_metadata_store import SCMMetadataStore  # noqa: E402
 from scm_server.proto import hdds_pb2, scm_datanode_pb2  # noqa: E402
 

@@ -13,7 +13,7 @@ datanodes over the real gRPC protocol, force-exits safemode, then measures:
 * a raw plyvel put loop on the same machine as a second baseline.
 
 Prints a table and writes JSON to bench/results/scm_throughput.json. Bounded: ~1-2 minutes
-with the defaults. The measuring code is ``scm_server.cli.throughput`` (also behind
+with the defaults. The measuring code is ``scm_server.local.throughput`` (also behind
 ``ozone-scm freon stb``).
 """
 
@@ -33,9 +33,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scm_server.cli import throughput  # noqa: E402
-from scm_server.cli.local_cluster import LocalCluster  # noqa: E402
 from scm_server.client import SCMClient, SCMClientConfig, parse_addresses  # noqa: E402
+from scm_server.local import throughput  # noqa: E402
+from scm_server.local.cluster import LocalCluster  # noqa: E402
 from scm_server.proto import hdds_pb2  # noqa: E402
 
 BENCH_SETTINGS = {
@@ -203,7 +203,7 @@ def main() -> int:
         else:
             tmp = Path(tempfile.mkdtemp(prefix="scm-bench-"))
             if args.scms > 1:
-                from scm_server.cli.local_quorum import HALocalCluster
+                from scm_server.local.quorum import HALocalCluster
 
                 cluster = HALocalCluster(tmp, args.scms, settings=BENCH_SETTINGS)
                 cluster.start_quorum()

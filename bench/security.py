@@ -53,11 +53,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import failover as plain_failover  # noqa: E402
 
-from scm_server.cli import throughput  # noqa: E402
-from scm_server.cli.local_quorum import HALocalCluster  # noqa: E402
 from scm_server.client import SCMClient  # noqa: E402
 from scm_server.conf import OzoneConfiguration  # noqa: E402
 from scm_server.conf.security import SecurityConfig  # noqa: E402
+from scm_server.local import throughput  # noqa: E402
+from scm_server.local.quorum import HALocalCluster  # noqa: E402
 from scm_server.proto import scm_security_pb2  # noqa: E402
 from scm_server.security.cert_client import SecurityProtocolClient  # noqa: E402
 from scm_server.security.core import certificates as pki  # noqa: E402

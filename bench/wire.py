@@ -31,12 +31,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scm_server.cli.local_cluster import SERVICE_ID  # noqa: E402
-from scm_server.cli.local_quorum import HALocalCluster  # noqa: E402
 from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
 from scm_server.client.hadoop_rpc import BlockLocationClient  # noqa: E402
 from scm_server.datanode_sim import DatanodeSimulator  # noqa: E402
 from scm_server.exceptions import SCMError  # noqa: E402
+from scm_server.local.cluster import SERVICE_ID  # noqa: E402
+from scm_server.local.quorum import HALocalCluster  # noqa: E402
 from scm_server.ports import free_port  # noqa: E402
 from scm_server.proto import hdds_pb2  # noqa: E402
 

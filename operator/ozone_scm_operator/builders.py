@@ -376,14 +376,26 @@ _TEMPLATE_REF = ClusterRef(name="oscm", namespace="ns", uid="uid")
 _TEMPLATE_MEMBER = "oscm-0"
 
 
-def pod_revision(spec: ClusterSpec) -> str:
+def pod_revision(spec: ClusterSpec, restarted_at: str | None = None) -> str:
     """Hash of the member Pod template: a member whose Pod has another revision is rolled. It covers the user's
     inputs and the Pod the operator builds from them (a placeholder member's, in bootstrap mode, without the
-    revision annotation), so a new operator version that builds other Pods rolls the members too."""
+    revision annotation), so a new operator version that builds other Pods rolls the members too.
+    ``restarted_at`` (the resource's ``ozone-scm.io/restartedAt``, when set) is folded in, so a restart request
+    rolls every member like any other change; without it the revision is what it always was."""
     template = _build_pod(_TEMPLATE_REF, spec, _TEMPLATE_MEMBER, INIT_MODE_BOOTSTRAP, revision="")
-    data = json.dumps({"inputs": _template_inputs(spec), "pod": template}, sort_keys=True, separators=(",", ":"),
-                      default=str)
+    inputs: Body = {"inputs": _template_inputs(spec), "pod": template}
+    if restarted_at is not None:
+        inputs["restartedAt"] = restarted_at
+    data = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(data.encode()).hexdigest()[:12]
+
+
+def member_revision(revision: str, member: str, restarted_at: str | None) -> str:
+    """The revision one member's Pod must carry: the cluster's, or -- when that member alone was asked to restart
+    (``ozone-scm.io/restartedAt.<member>``) -- a hash of the cluster's revision and that request."""
+    if restarted_at is None:
+        return revision
+    return hashlib.sha256(f"{revision}/{member}/{restarted_at}".encode()).hexdigest()[:12]
 
 
 def _default_affinity(ref: ClusterRef) -> Body:
@@ -403,15 +415,16 @@ def _default_affinity(ref: ClusterRef) -> Body:
 
 
 def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str,
-              restore: RestoreSource | None = None) -> Body:
+              restore: RestoreSource | None = None, revision: str | None = None) -> Body:
     """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start (``restore``, with
     ``restore`` given, when the ring is created from a backup), ``recover`` only for the survivor of a lost quorum
-    while the operator recovers from it."""
+    while the operator recovers from it. ``revision``: the revision to stamp (``member_revision``; default the
+    spec's own)."""
     if init_mode not in INIT_MODES:
         raise ValueError(f"init_mode must be one of {', '.join(INIT_MODES)}, got {init_mode!r}")
     if (init_mode == INIT_MODE_RESTORE) != (restore is not None):
         raise ValueError("a restore source goes with init_mode restore, and only with it")
-    return _build_pod(ref, spec, member, init_mode, pod_revision(spec), restore)
+    return _build_pod(ref, spec, member, init_mode, revision if revision is not None else pod_revision(spec), restore)
 
 
 def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, revision: str,

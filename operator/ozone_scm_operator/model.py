@@ -111,6 +111,7 @@ OP_REMOVE = "RemoveMember"
 OP_REPLACE = "ReplaceMember"
 OP_ROLL = "RollMember"
 OP_RECOVER = "RecoverQuorum"  # a majority lost for good: the named survivor runs scm --recover, the ring regrows
+OP_SWITCHOVER = "Switchover"  # leadership moved to a member a user named (ozone-scm.io/switchover-to)
 
 
 @dataclasses.dataclass(frozen=True)

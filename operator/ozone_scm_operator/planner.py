@@ -18,8 +18,12 @@ Order of concerns in one pass (the first that wants to act wins):
    members learn of a joiner before its Pod starts), headless and client Services, PodDisruptionBudget;
 5. level repairs: a recorded member's missing volume (while it has not joined yet) or missing Pod;
 6. the operation in progress (``status.currentOperation``): Bootstrap, AddMember, RemoveMember, ReplaceMember,
-   RollMember, each a small state machine over observed facts;
-7. a new operation, one at a time: replace a member whose volume is gone or that stayed out of the quorum longer
+   RollMember, Switchover, each a small state machine over observed facts;
+7. what the user asked through annotations (``directives``): a switchover to a named member (refused unless it is
+   a caught-up voter); hibernation (``on``: once no operation is in progress, delete the member Pods, followers
+   first and the leader last, keep every volume and start nothing; ``off``: the repairs above create the Pods
+   again from those volumes); restart requests are folded into the members' Pod revisions, so they are rolls;
+8. a new operation, one at a time: replace a member whose volume is gone or that stayed out of the quorum longer
    than ``membership.replaceAfter``; roll a member whose Pod revision is stale (unready ones first, followers,
    the leader last after a leadership transfer, only while a caught-up majority remains); add a member; remove a
    member.
@@ -34,6 +38,7 @@ from typing import Any, assert_never
 
 from ozone_scm_operator import audit_builders, backup_builders, backups, builders, naming, podsecurity
 from ozone_scm_operator.builders import Body, ClusterRef
+from ozone_scm_operator.directives import ANN_SWITCHOVER_TO, Directives
 from ozone_scm_operator.model import (
     CREATING,
     JOINED,
@@ -45,6 +50,7 @@ from ozone_scm_operator.model import (
     OP_REMOVE,
     OP_REPLACE,
     OP_ROLL,
+    OP_SWITCHOVER,
     ClusterStatus,
     MemberStatus,
     Observed,
@@ -93,10 +99,12 @@ CREATE_JOB = "CreateJob"  # a backup or clean-up Job (body)
 CREATE_BACKUP = "CreateBackup"  # a scheduled OzoneSCMBackup (body)
 DELETE_BACKUP = "DeleteBackup"  # an OzoneSCMBackup beyond retention (its finalizer has its data deleted first)
 REMOVE_ANNOTATION = "RemoveAnnotation"  # remove an annotation from the OzoneSCMCluster (params: key)
+CLEAR_ANNOTATION = "ClearAnnotation"  # remove a handled request from the resource's annotations (params: key)
 
 REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
 RETRY_SOON = 1.0  # seconds until the next pass while an operation waits for something to happen
+SWITCHOVER_RETRY = datetime.timedelta(seconds=10)  # a transfer whose target does not lead by then is asked again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +116,7 @@ class Action:
     body: Body | None = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     subject: Body | None = None  # another object the action is about (apiVersion, kind, name, uid, namespace)
+    event_type: str = "Normal"  # the action's Event: Normal, or Warning for a refused request
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +153,12 @@ class _Pass:
     revision: str
     notes: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (reason, message) for Degraded
     adopted: str | None = None  # this pass recorded an existing ring found in place (the message for Initialized)
+    directives: Directives = dataclasses.field(default_factory=Directives)
+    hibernate: bool = False  # hibernation is on (and the ring has formed): no member Pod runs
+
+    def member_revision(self, member: str) -> str:
+        """The revision ``member``'s Pod must carry (the spec's, with any restart asked for it folded in)."""
+        return builders.member_revision(self.revision, member, self.directives.member_restarted_at(member))
 
     @property
     def now(self) -> datetime.datetime:
@@ -344,7 +359,8 @@ def _refresh_members(p: _Pass) -> None:
                 updated,
                 ready=ready,
                 # recorded on the transition only, so a steady cluster's status does not change every pass
-                out_of_quorum_since=None if ready else (updated.out_of_quorum_since or p.now),
+                # and never while hibernated (a member woken later must not look long lost and be replaced)
+                out_of_quorum_since=None if ready or p.hibernate else (updated.out_of_quorum_since or p.now),
             )
         )
     leader = p.leader()
@@ -566,7 +582,8 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
     cond = p.status.condition("Degraded")
     degraded = cond is not None and cond.status == "True"
     # before the ring has formed there is nothing to export either
-    suspend = audit_builders.audit_suspended(p.spec, degraded=degraded or p.status.cluster_id is None)
+    # before the ring has formed there is nothing to export either, nor while it hibernates
+    suspend = audit_builders.audit_suspended(p.spec, degraded=degraded or p.status.cluster_id is None or p.hibernate)
     body = audit_builders.build_audit_cronjob(p.ref, p.spec, suspend=suspend)
     want = body["metadata"]["annotations"][naming.ANN_CONTENT_HASH]
     have = p.obs.children.get(key, "<absent>")
@@ -579,7 +596,7 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
     why = ""
     if suspend:
         cause = ("spec.audit.suspend" if p.spec.audit.suspend else "spec.paused" if p.spec.paused
-                 else "Degraded" if degraded else "the ring has not formed yet")
+                 else "hibernated" if p.hibernate else "Degraded" if degraded else "the ring has not formed yet")
         why = f" (suspended: {cause})"
     return Action(APPLY, key[1], "ApplyAuditCronJob", f"{verb} CronJob {key[1]}{why}", body=body)
 
@@ -867,11 +884,12 @@ def _repairs(p: _Pass) -> Action | None:
                     builders.INIT_MODE_RECOVER: "scm --recover (quorum recovery)",
                     builders.INIT_MODE_RESTORE: f"scm --restore from {p.spec.bootstrap.from_backup}",
                     }.get(mode, "scm --bootstrap")
-            body = builders.build_pod(p.ref, p.spec, m.name, mode, source)
+            revision = p.member_revision(m.name)
+            body = builders.build_pod(p.ref, p.spec, m.name, mode, source, revision)
             if not _admissible(p, f"Pod {m.name}", body["spec"]):
                 return None
             return Action(
-                CREATE_POD, m.name, "CreatingPod", f"creating Pod {m.name} ({what}, revision {p.revision})",
+                CREATE_POD, m.name, "CreatingPod", f"creating Pod {m.name} ({what}, revision {revision})",
                 body=body,
             )
     return None
@@ -1096,7 +1114,8 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
     if pod is None:
         p.set_op(op.at_step("WaitForPod", p.now))
         return None  # the repairs create it with the current revision
-    if pod.revision != p.revision:
+    revision = p.member_revision(m.name)
+    if pod.revision != revision:
         if pod.deleting:
             return None
         if p.is_leader(m) and len(p.members(JOINED)) > 1:
@@ -1115,7 +1134,7 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
         p.set_op(op.at_step("Restart", p.now))
         return Action(
             DELETE_POD, m.name, "RollingMember",
-            f"restarting {m.name} with revision {p.revision} (was {pod.revision})",
+            f"restarting {m.name} with revision {revision} (was {pod.revision})",
         )
     leader = p.leader()
     if p.healthy(m) and (leader is None or not _serving(p, leader) or _serving(p, m)):
@@ -1126,7 +1145,7 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
     if p.timed_out(p.op or op):
         p.note(
             "OperationStuck",
-            f"member {m.name} did not become ready with revision {p.revision} (image {p.spec.image}): "
+            f"member {m.name} did not become ready with revision {revision} (image {p.spec.image}): "
             f"{p.pod_trouble(m.name)}; the roll stops here and the other members keep serving. Fix or revert the "
             "change and the member is rolled again",
         )
@@ -1147,6 +1166,8 @@ def _continue(p: _Pass) -> Action | None:
         return _continue_roll(p, op)
     if op.type == OP_RECOVER:
         return _continue_recover(p, op)
+    if op.type == OP_SWITCHOVER:
+        return _continue_switchover(p, op)
     p.note("UnknownOperation", f"status.currentOperation.type {op.type!r} is unknown; clearing it")
     p.set_op(None)
     return None
@@ -1316,7 +1337,8 @@ def _new_operation(p: _Pass) -> Action | None:
     # 2. rolling: stale Pods, unready ones first, followers next, the leader last
     stale = [
         m for m in joined
-        if (pod := p.obs.pods.get(m.name)) is not None and not pod.deleting and pod.revision != p.revision
+        if (pod := p.obs.pods.get(m.name)) is not None and not pod.deleting
+        and pod.revision != p.member_revision(m.name)
     ]
     if stale:
         stale.sort(key=lambda m: (p.healthy(m), p.is_leader(m), -(m.lag or 0), m.index))
@@ -1328,8 +1350,10 @@ def _new_operation(p: _Pass) -> Action | None:
         if not _admissible(p, f"the new Pod of {m.name}", builders.build_pod(p.ref, p.spec, m.name,
                                                                           builders.INIT_MODE_BOOTSTRAP)["spec"]):
             return None
+        asked = p.directives.member_restarted_at(m.name) or p.directives.restarted_at
         p.set_op(Operation(OP_ROLL, m.name, started_at=p.now, reason="RevisionChanged",
-                           message=f"revision {m.revision} -> {p.revision}"))
+                           message=f"revision {m.revision} -> {p.member_revision(m.name)}"
+                           + (f" (restart asked at {asked})" if asked else "")))
         return None
 
     if p.spec.replicas not in ALLOWED_REPLICAS:
@@ -1375,13 +1399,18 @@ def plan(
     obs: Observed,
     settings: Settings = Settings(),
     applied_spec: Mapping[str, Any] | None = None,
+    directives: Directives = Directives(),
 ) -> Plan:
     """The status to write and the next action (see the module docstring for the order of concerns).
     ``applied_spec``: the valid spec ``spec`` was read as (``spec.read_spec``), recorded so that a later invalid
-    value is replaced by it, never by a default."""
+    value is replaced by it, never by a default. ``directives``: what the resource's annotations ask for."""
     recorded = ImmutableSpec.from_status(status.immutable_spec)
     eff, all_problems = effective_spec(spec, problems, recorded, status.replicas)
-    p = _Pass(ref=ref, spec=eff, status=status, obs=obs, problems=all_problems, revision=builders.pod_revision(eff))
+    p = _Pass(ref=ref, spec=eff, status=status, obs=obs, problems=all_problems,
+              revision=builders.pod_revision(eff, directives.restarted_at), directives=directives)
+    for problem in directives.problems:
+        p.note("InvalidAnnotation", problem)
+    p.hibernate = _hibernation_wanted(status, directives)
     p.set_status(observed_generation=generation, revision=p.revision)
     if recorded is not None and eff.storage.size != recorded.storage_size:
         p.set_status(immutable_spec=ImmutableSpec.of(eff).to_status())  # grown: a later shrink is measured from here
@@ -1401,7 +1430,7 @@ def plan(
                 f"member {m.name} cannot start: {foreign}. Its volume {naming.pvc_name(m.name)} is kept as it is; "
                 "delete that PersistentVolumeClaim (the member is then replaced) or restore this cluster's data",
             )
-    if p.status.cluster_id is not None:
+    if p.status.cluster_id is not None and not p.hibernate:
         unready = [m for m in p.members(JOINED) if not p.healthy(m) and m.name != op_member]
         if unready:
             p.note(
@@ -1420,8 +1449,10 @@ def plan(
         adopted=p.adopted,
         outdated=tuple(
             m.name for m in p.members(JOINED)
-            if (pod := p.obs.pods.get(m.name)) is not None and pod.revision != p.revision
+            if (pod := p.obs.pods.get(m.name)) is not None and pod.revision != p.member_revision(m.name)
         ),
+        hibernate=p.hibernate,
+        pods_left=tuple(sorted(m.name for m in p.status.members if m.name in p.obs.pods)),
     )
     new_status, events = derive_conditions(status, p.status, facts)
     if action is not None:
@@ -1460,12 +1491,127 @@ def _decide(p: _Pass) -> Action | None:
                            message=f"{m.name} is the primordial SCM (scm --init)"))
         return None
     _recovery_request(p)
-    for concern in (_ownership, _volumes, _security, _children, _audit, _repairs, _continue, _backups):
+    for concern in (_ownership, _volumes, _security, _children, _audit):
+        action = concern(p)
+        if action is not None:
+            return action
+    if p.hibernate and p.op is None:
+        if p.directives.switchover_to is not None:
+            return _clear_switchover(p, "SwitchoverRefused", f"switchover to {p.directives.switchover_to} refused: "
+                                     f"{p.ref.name} is hibernated (no SCM runs)", warning=True)
+        return _hibernation(p)
+    for concern in (_repairs, _continue, _backups):
         action = concern(p)
         if action is not None:
             return action
     if p.op is not None:
+        if p.hibernate:
+            p.note("Hibernation", f"hibernation waits for the {p.op.type} of {p.op.member} to finish")
         return None
+    if p.directives.switchover_to is not None:
+        return _start_switchover(p, p.directives.switchover_to)
     if any(r in ("RootCAMissing", "RootCAChanged") for r, _ in p.notes):
         return None  # no membership change without a trustworthy root CA
     return _new_operation(p)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# requests from annotations: hibernation and switchover
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _hibernation_wanted(status: ClusterStatus, directives: Directives) -> bool:
+    """Hibernation is on when the annotation says so (an unreadable value keeps the recorded state), and only once
+    the ring has formed (there is nothing to keep before)."""
+    if status.cluster_id is None:
+        return False
+    if directives.hibernation is not None:
+        return directives.hibernation
+    recorded = status.condition("Hibernated")
+    return recorded is not None and recorded.status == "True"
+
+
+def _hibernation(p: _Pass) -> Action | None:
+    """Delete the member Pods one per pass, followers first and the leader last; volumes, Secrets, Services and the
+    ConfigMap stay, so ``off`` starts the same ring again (same cluster ID, Raft logs and every committed state)."""
+    running = [m for m in p.status.members if (pod := p.obs.pods.get(m.name)) is not None and not pod.deleting]
+    if not running:
+        return None
+    running.sort(key=lambda m: (p.is_leader(m), m.index))
+    m = running[0]
+    return Action(
+        DELETE_POD, m.name, "Hibernating",
+        f"deleting Pod {m.name} (hibernation: its volume {naming.pvc_name(m.name)} is kept)",
+    )
+
+
+def _clear_switchover(p: _Pass, reason: str, message: str, *, warning: bool) -> Action:
+    return Action(CLEAR_ANNOTATION, p.ref.name, reason, message, params={"key": ANN_SWITCHOVER_TO},
+                  event_type="Warning" if warning else "Normal")
+
+
+def _switchover_refusal(p: _Pass, target: str) -> str | None:
+    """Why leadership cannot move to ``target`` now, or None. Only a joined voter that is ready, caught up, live and
+    -- while the ring serves -- out of safemode may lead."""
+    m = p.status.member(target)
+    names = ", ".join(x.name for x in p.members(JOINED))
+    if m is None:
+        return f"{target} is not a member of {p.ref.name} (members: {names})"
+    if m.state != JOINED:
+        return f"{target} is {m.state}, not a joined voter"
+    if not p.healthy(m):
+        return f"{target} is not a caught-up voter: {p.pod_trouble(target)}"
+    leader = p.leader()
+    if leader is not None and _serving(p, leader) and not _serving(p, m):
+        return f"{target} is in safemode; as leader it would refuse every block allocation"
+    return None
+
+
+def _start_switchover(p: _Pass, target: str) -> Action | None:
+    leader = p.leader()
+    if leader is not None and leader.name == target:
+        return _clear_switchover(p, "SwitchoverDone", f"{target} is the leader (term {p.status.term})", warning=False)
+    why = _switchover_refusal(p, target)
+    if why is not None:
+        return _clear_switchover(p, "SwitchoverRefused", f"switchover to {target} refused: {why}", warning=True)
+    if leader is None:
+        p.note("NoLeader", f"no SCM reports a leader; the switchover to {target} waits for one")
+        return None
+    m = p.status.member(target)
+    assert m is not None
+    p.set_op(Operation(OP_SWITCHOVER, target, started_at=p.now, step="TransferLeadership", step_started_at=p.now,
+                       reason="Requested", message=f"leadership {leader.name} -> {target}"))
+    return Action(
+        TRANSFER_LEADERSHIP, leader.name, "TransferringLeadership",
+        f"transferring leadership from {leader.name} to {target} (switchover asked by {ANN_SWITCHOVER_TO})",
+        params={"to_scm_id": m.scm_id, "to": target, "from_scm_id": leader.scm_id},
+    )
+
+
+def _continue_switchover(p: _Pass, op: Operation) -> Action | None:
+    target = op.member
+    if p.directives.switchover_to != target:
+        p.set_op(None)  # the request was withdrawn or replaced; a new one starts afresh
+        return None
+    leader = p.leader()
+    if leader is not None and leader.name == target:
+        p.set_op(None)
+        return _clear_switchover(p, "SwitchoverDone", f"{target} is the leader (term {p.status.term}); "
+                                 f"{op.message or ''}".rstrip("; "), warning=False)
+    why = _switchover_refusal(p, target)
+    if why is None and p.now - op.started_at > p.spec.membership.operation_timeout:
+        why = (f"{target} did not become the leader within membership.operationTimeout "
+               f"({p.spec.membership.operation_timeout})")
+    if why is not None:
+        p.set_op(None)
+        return _clear_switchover(p, "SwitchoverFailed", f"switchover to {target} failed: {why}", warning=True)
+    if leader is None or (op.step_started_at is not None and p.now - op.step_started_at < SWITCHOVER_RETRY):
+        return None  # an election or the transfer is under way
+    m = p.status.member(target)
+    assert m is not None
+    p.set_op(dataclasses.replace(op, step="TransferLeadership", step_started_at=p.now))
+    return Action(
+        TRANSFER_LEADERSHIP, leader.name, "TransferringLeadership",
+        f"transferring leadership from {leader.name} to {target} again (switchover)",
+        params={"to_scm_id": m.scm_id, "to": target, "from_scm_id": leader.scm_id},
+    )

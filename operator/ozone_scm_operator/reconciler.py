@@ -43,6 +43,7 @@ from ozone_scm_operator import (
     podsecurity,
 )
 from ozone_scm_operator.builders import ClusterRef
+from ozone_scm_operator.directives import read_directives
 from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
 from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
 from ozone_scm_operator.effects.web import Metrics
@@ -459,6 +460,7 @@ class Reconciler:
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
             planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,
+            directives=read_directives(meta.get("annotations")),
         )
         new_raw = plan.status.to_raw()
         patch = status_patch(body.get("status"), new_raw)
@@ -475,11 +477,11 @@ class Reconciler:
         LOG.info("%s/%s: %s %s: %s", namespace, name, action.kind, action.target, action.message)
         if not self._may_act(namespace, name, f"{action.kind} {action.target}"):
             return ACTION_RETRY
-        await self.kube.event(body, "Normal", action.reason, action.message, obs.now)
+        await self.kube.event(body, action.event_type, action.reason, action.message, obs.now)
         if action.subject is not None:
             subject = {"apiVersion": action.subject["apiVersion"], "kind": action.subject["kind"],
                        "metadata": {k: action.subject[k] for k in ("name", "namespace", "uid")}}
-            await self.kube.event(subject, "Normal", action.reason, action.message, obs.now)
+            await self.kube.event(subject, action.event_type, action.reason, action.message, obs.now)
         try:
             await self.act(ref, action, obs, plan.status)
         except Exception as exc:
@@ -586,6 +588,8 @@ class Reconciler:
             }})
         elif k == planner.DELETE_SECRET:
             await self.kube.delete("Secret", ns, a.target)
+        elif k == planner.CLEAR_ANNOTATION:
+            await self.kube.merge_patch(KIND, ns, ref.name, {"metadata": {"annotations": {a.params["key"]: None}}})
         elif k == planner.CREATE_ROOT_CA:
             root = certs.create_root_ca(
                 self.keygen(), cluster=ref.name, namespace=ns, now=self.now(),

@@ -2,7 +2,8 @@
 
 Called by the planner at the end of every pass. Pure. Conditions follow ``metav1.Condition`` (type, status,
 reason, message, lastTransitionTime, observedGeneration): ``Ready``, ``Initialized``, ``Progressing``, ``Degraded``
-and ``ConsistentClusterID`` (CloudNativePG's ``ConsistentSystemID``, for the SCM cluster ID). A condition keeps its
+and ``ConsistentClusterID`` (CloudNativePG's ``ConsistentSystemID``, for the SCM cluster ID); ``Hibernated`` once
+hibernation was asked for (True while it is on, False after ``off``). A condition keeps its
 ``lastTransitionTime`` while its status is unchanged. Events are emitted on transitions only (a Degraded reason or
 message that changes, a cluster that becomes Ready, a split brain detected), so a stuck cluster does not flood the
 namespace with Events; messages therefore carry no counters or lags that change from pass to pass.
@@ -22,6 +23,7 @@ from ozone_scm_operator.model import (
     OP_REMOVE,
     OP_REPLACE,
     OP_ROLL,
+    OP_SWITCHOVER,
     ClusterStatus,
     Condition,
 )
@@ -32,6 +34,7 @@ INITIALIZED = "Initialized"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 CONSISTENT_CLUSTER_ID = "ConsistentClusterID"
+HIBERNATED = "Hibernated"
 
 # Degraded reasons, most important first
 _PRIORITY = (
@@ -43,6 +46,7 @@ _PRIORITY = (
     "RootCAMissing",
     "RootCAChanged",
     "ForeignVolume",
+    "InvalidAnnotation",
     "PodSecurity",
     "VolumeExpansion",
     "BackupDataNotDeleted",
@@ -52,9 +56,10 @@ _PRIORITY = (
     "MembersNotReady",
     "WaitingForMembers",
     "UnknownOperation",
+    "Hibernation",
 )
 # Reasons that alone do not make the cluster Degraded (it is working towards the goal)
-_BENIGN = {"WaitingForMembers"}
+_BENIGN = {"WaitingForMembers", "Hibernation"}
 
 PHASE_BY_OP = {
     OP_BOOTSTRAP: "Initializing",
@@ -63,6 +68,7 @@ PHASE_BY_OP = {
     OP_REPLACE: "Replacing",
     OP_ROLL: "Upgrading",
     OP_RECOVER: "Recovering",
+    OP_SWITCHOVER: "SwitchingOver",
 }
 
 
@@ -85,6 +91,8 @@ class Facts:
     generation: int | None
     adopted: str | None = None  # this pass adopted an existing ring (what it found), instead of creating one
     outdated: tuple[str, ...] = ()  # joined members whose Pod runs another revision than the spec's (a roll is due)
+    hibernate: bool = False  # hibernation is on (ozone-scm.io/hibernation)
+    pods_left: tuple[str, ...] = ()  # members whose Pod still exists
 
 
 def _cond(type_: str, ok: bool | None, reason: str, message: str) -> Condition:
@@ -120,7 +128,8 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         notes.insert(0, ("ClusterIDMismatch", consistent.message))
     if facts.problems:
         notes.append(("InvalidSpec", "; ".join(str(pr) for pr in facts.problems)))
-    if new.cluster_id is not None and not facts.has_leader and not any(r == "NoLeader" for r, _ in notes):
+    if (new.cluster_id is not None and not facts.has_leader and not facts.hibernate
+            and not any(r == "NoLeader" for r, _ in notes)):
         notes.append(("NoLeader", "no SCM reports a leader"))
     for _reason, message in notes:
         if "initialized with cluster id" in message.lower():
@@ -149,8 +158,22 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         initialized = _cond(INITIALIZED, True, "ClusterCreated", f"the primordial SCM created cluster {new.cluster_id}")
     else:
         initialized = _cond(INITIALIZED, False, "Bootstrapping" if new.members else "Pending", "the ring has not formed yet")
+    volumes = ", ".join(f"{m.name}-data" for m in new.members)
+    hibernated: Condition | None = None
+    if facts.hibernate:
+        hibernated = (
+            _cond(HIBERNATED, True, "Hibernated", f"no member Pod runs; the volumes are kept ({volumes})")
+            if not facts.pods_left
+            else _cond(HIBERNATED, True, "Hibernating",
+                       f"removing the member Pods ({', '.join(facts.pods_left)} left); the volumes are kept")
+        )
+    elif old.condition(HIBERNATED) is not None:
+        hibernated = _cond(HIBERNATED, False, "Resumed", "hibernation is off: the members run from their volumes")
     if spec.paused:
         progressing = _cond(PROGRESSING, False, "Paused", "spec.paused is true: the operator changes nothing")
+    elif facts.hibernate and op is None:
+        progressing = _cond(PROGRESSING, bool(facts.pods_left), "Hibernating" if facts.pods_left else "Hibernated",
+                            hibernated.message if hibernated is not None else "")
     elif op is not None:
         step = f" (step {op.step})" if op.step else ""
         progressing = _cond(PROGRESSING, True, op.type, f"{op.type} {op.member}{step}: {op.message or ''}".rstrip(": "))
@@ -163,6 +186,8 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         ready = _cond(READY, False, "ClusterIDMismatch", "members report different cluster IDs")
     elif new.cluster_id is None:
         ready = _cond(READY, False, "NotInitialized", "the ring has not formed yet")
+    elif facts.hibernate and op is None:
+        ready = _cond(READY, False, "Hibernated", "hibernation is on (ozone-scm.io/hibernation): no member Pod runs")
     elif not facts.has_leader:
         ready = _cond(READY, False, "NoLeader", "no SCM reports a leader")
     elif op is not None:
@@ -186,6 +211,8 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         phase = "Paused"
     elif new.cluster_id is None and not new.members:
         phase = "Pending"
+    elif facts.hibernate and op is None:
+        phase = "Hibernating" if facts.pods_left else "Hibernated"
     elif op is not None:
         phase = PHASE_BY_OP.get(op.type, "Running")
     elif new.cluster_id is None:
@@ -197,7 +224,7 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
 
     conditions = []
     events: list[Event] = []
-    for c in (ready, initialized, progressing, degraded, consistent):
+    for c in (ready, initialized, progressing, degraded, consistent, *((hibernated,) if hibernated else ())):
         prev = old.condition(c.type)
         if prev is not None and prev.status == c.status:
             c = dataclasses.replace(c, last_transition_time=prev.last_transition_time or facts.now)
@@ -214,6 +241,8 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
             events.append(Event("Normal", "Recovered", "nothing needs attention any more"))
         elif c.type == READY and c.status == "True" and (prev is None or prev.status != "True"):
             events.append(Event("Normal", "ClusterReady", c.message))
+        elif c.type == HIBERNATED and c.reason in ("Hibernated", "Resumed"):
+            events.append(Event("Normal", c.reason, c.message))
         elif c.type == INITIALIZED and c.status == "True":
             events.append(Event("Normal", "ClusterAdopted" if c.reason == "ClusterAdopted" else "ClusterInitialized",
                                 c.message))

@@ -9,10 +9,11 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from scm_server.cli import params, throughput
+from scm_server.cli import params
 from scm_server.cli.context import CliContext, pass_ctx
 from scm_server.cli.output import console, print_table
 from scm_server.client.scm_client import SCMClient, parse_addresses
+from scm_server.local import throughput
 from scm_server.server import endpoints
 
 

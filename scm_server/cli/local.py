@@ -22,11 +22,12 @@ from typing import Any
 import click
 from rich.table import Table
 
-from scm_server.cli import params, throughput
-from scm_server.cli.local_cluster import LocalCluster
+from scm_server.cli import params
 from scm_server.cli.output import console, print_json, print_table
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.local import throughput
+from scm_server.local.cluster import LocalCluster
 from scm_server.proto import hdds_pb2
 
 
@@ -65,10 +66,11 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
 
     if num_scms > 1:
         # The HA quorum (init + bootstrap on every node, AddSCM on first start) is the HA layer's.
-        from scm_server.cli import local_quorum as ha_local
+        from scm_server.cli.local_report import print_summary
+        from scm_server.local import quorum as ha_local
 
         ha_local.run_local(num_scms, datanodes, blocks, data_dir, exit_after, keep_data, racks, secure=secure,
-                           ca_mode=ca_mode, after=after)
+                           ca_mode=ca_mode, after=after, report=print_summary)
         return
     run_local(num_scms, datanodes, racks, blocks, data_dir, exit_after, keep_data, after=after)
 
@@ -82,7 +84,7 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
               help="With --secure: root CA made by the primordial SCM (scm), or held outside the cluster (operator).")
 def local_up(num_scms: int, datanodes: int, data_dir: Path, secure: bool, ca_mode: str) -> None:
     """Start an SCM quorum and simulated datanodes in the background (see `local status` / `local down`)."""
-    from scm_server.cli import local_quorum as ha_local
+    from scm_server.local import quorum as ha_local
 
     if secure and num_scms < 2:
         raise click.UsageError("--secure runs an HA quorum: use --scms 3 (the default)")
@@ -99,7 +101,7 @@ def local_up(num_scms: int, datanodes: int, data_dir: Path, secure: bool, ca_mod
 @click.option("--json", "as_json", is_flag=True)
 def local_status(data_dir: Path, as_json: bool) -> None:
     """Liveness (found by process identity), roles and addresses of the cluster started by `local up`."""
-    from scm_server.cli import local_quorum as ha_local
+    from scm_server.local import quorum as ha_local
 
     try:
         info = ha_local.status(data_dir)
@@ -143,7 +145,7 @@ def local_status(data_dir: Path, as_json: bool) -> None:
 @click.option("--data-dir", default="run-data", show_default=True, type=click.Path(path_type=Path))
 def local_down(data_dir: Path) -> None:
     """Stop everything `local up` started (and members restarted since), found by process identity."""
-    from scm_server.cli import local_quorum as ha_local
+    from scm_server.local import quorum as ha_local
 
     try:
         stopped = ha_local.down(data_dir)
@@ -163,7 +165,7 @@ def _member_options(fn: Any) -> Any:
 @click.option("--kill", is_flag=True, help="SIGKILL (a crash) instead of SIGTERM (a clean shutdown).")
 def local_stop(scm: str | None, leader: bool, data_dir: Path, kill: bool) -> None:
     """Stop one SCM of the local quorum and, if it led, report the new leader."""
-    from scm_server.cli import local_members as members
+    from scm_server.local import members
 
     try:
         name = members.resolve_target(members.load(data_dir), scm, leader)
@@ -176,7 +178,7 @@ def local_stop(scm: str | None, leader: bool, data_dir: Path, kill: bool) -> Non
 @_member_options
 def local_start(scm: str | None, leader: bool, data_dir: Path) -> None:
     """Start a stopped SCM of the local quorum again; it rejoins as a follower."""
-    from scm_server.cli import local_members as members
+    from scm_server.local import members
 
     if leader:
         raise click.UsageError("a stopped member does not lead: name it with --scm scmN")
@@ -192,7 +194,7 @@ def local_start(scm: str | None, leader: bool, data_dir: Path) -> None:
 @click.option("--kill", is_flag=True, help="SIGKILL (a crash) instead of SIGTERM before starting again.")
 def local_restart(scm: str | None, leader: bool, data_dir: Path, kill: bool) -> None:
     """Stop one SCM (by name or the leader) and start it again."""
-    from scm_server.cli import local_members as members
+    from scm_server.local import members
 
     try:
         name = members.resolve_target(members.load(data_dir), scm, leader)

@@ -51,9 +51,10 @@ import plyvel
 
 from scm_server.exceptions import StorageError
 from scm_server.proto import raft_pb2, raft_pb2_grpc
+from scm_server.raft.admin_service import error_proto
 from scm_server.raft.core.types import SnapshotMetadata
 from scm_server.raft.errors import NotLeaderError
-from scm_server.raft.server import RaftServer, RaftServerConfig, _error_proto
+from scm_server.raft.server import RaftServer, RaftServerConfig
 from scm_server.raft.statemachine import AppliedEntry, ApplyRejected, BaseStateMachine
 from scm_server.raft.transport import TlsConfig, make_channel
 
@@ -278,7 +279,7 @@ class KvServicer(raft_pb2_grpc.KvServiceServicer):
         except NotLeaderError as exc:
             return None, raft_pb2.KvReply(ok=False, not_leader=_not_leader(exc))
         except Exception as exc:
-            return None, raft_pb2.KvReply(ok=False, error=_error_proto(exc))
+            return None, raft_pb2.KvReply(ok=False, error=error_proto(exc))
         return result, None
 
     async def Put(self, request: raft_pb2.KvRequest, context: Any) -> raft_pb2.KvReply:
@@ -311,7 +312,7 @@ class KvServicer(raft_pb2_grpc.KvServiceServicer):
         except NotLeaderError as exc:
             return raft_pb2.KvReply(ok=False, not_leader=_not_leader(exc))
         except Exception as exc:
-            return raft_pb2.KvReply(ok=False, error=_error_proto(exc))
+            return raft_pb2.KvReply(ok=False, error=error_proto(exc))
         value = self.sm.get(request.key)
         return raft_pb2.KvReply(ok=True, found=value is not None, value=value or b"", index=index)
 

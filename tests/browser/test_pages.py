@@ -33,10 +33,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.datanode_sim.simulator import RState, SimDatanode
+from scm_server.local.quorum import HALocalCluster
 from scm_server.proto import hdds_pb2
 from tests.integration.ha.harness import (
     CLIENT_CONFIG,

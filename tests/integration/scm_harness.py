@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from scm_server.cli.local_cluster import LocalCluster, tail, wait_for
 from scm_server.client import SCMClientConfig, SyncSCMClient
 from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.local.cluster import LocalCluster, tail, wait_for
 from scm_server.proto import hdds_pb2
 
 T = TypeVar("T")

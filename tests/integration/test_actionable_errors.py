@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 from scm_harness import ScmUnderTest, run_cli
 
-from scm_server.cli.local_cluster import LocalCluster
-from scm_server.cli.local_members import http_ok
 from scm_server.conf import OzoneConfiguration
+from scm_server.local.cluster import LocalCluster
+from scm_server.local.members import http_ok
 from scm_server.ports import dead_address
 from scm_server.server.config_check import check_daemon_config
 

@@ -23,11 +23,11 @@ import pytest
 import pytest_asyncio
 
 from scm_server import hadoop_ipc as codec
-from scm_server.cli.local_cluster import SERVICE_ID
-from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client.hadoop_rpc import HadoopRpcConnection
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.local.cluster import SERVICE_ID
+from scm_server.local.quorum import HALocalCluster
 from scm_server.ports import free_port
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn

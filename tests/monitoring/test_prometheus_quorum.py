@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from ozone_scm_operator.main import OperatorOptions, Running, run_operator
-from scm_server.cli.local_quorum import HALocalCluster
+from scm_server.local.quorum import HALocalCluster
 from scm_server.ports import free_port
 from tests.e2e.local.apiserver import serving
 from tests.integration.ha.harness import TEST_SETTINGS, cli, start_sim, wait_until

@@ -1,4 +1,4 @@
-"""Process identity rules of ``scm_server.cli.local_procs`` on a hand-made /proc tree.
+"""Process identity rules of ``scm_server.local.procs`` on a hand-made /proc tree.
 
 The real-process behaviour (members restarted by hand, a PID reused by another process) is in
 ``tests/integration/ha/test_local_members.py``; here every rule is shown on its own, including
@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scm_server.cli import local_procs
-from scm_server.cli.local_procs import MemberSpec, parse_ozone_scm
+from scm_server.local import procs as local_procs
+from scm_server.local.procs import MemberSpec, parse_ozone_scm
 
 PY = "/opt/venv/bin/python"
 

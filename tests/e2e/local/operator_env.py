@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import aiohttp
 import yaml
 
-from scm_server.cli.local_cluster import FAST_SETTINGS
+from scm_server.local.cluster import FAST_SETTINGS
 from scm_server.ports import free_port
 from tests.e2e.local.apiserver import EmulatedAPIServer, serving, write_kubeconfig
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
@@ -123,6 +123,8 @@ class Env:
         self.url = url
         # how the operator reaches the API server: the emulator unauthenticated, a real one through a kubeconfig
         self.operator_args = operator_args or ["--server", url]
+        # the administrator's bearer token when the emulator enforces RBAC (kubectl-plugin runs use it: a person)
+        self.admin_token: str | None = None
         self.kubelet = kubelet
         self.workdir = workdir
         self.ns = namespace
@@ -517,6 +519,7 @@ async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str =
             # the Deployment's own arguments (Env appends its poll interval, health port and log level after them)
             env = Env(api, url, kubelet, workdir, namespace,
                       operator_args=["--kubeconfig", str(operator_kubeconfig), *container["args"]])
+            env.admin_token = admin_token
             await env.start_operator()
             try:
                 yield env

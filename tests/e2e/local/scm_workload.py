@@ -21,10 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-from scm_server.cli.throughput import prepare_cluster
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.scm_client import SCMClient
 from scm_server.conf import OzoneConfiguration
+from scm_server.local.throughput import prepare_cluster
 from scm_server.proto import hdds_pb2
 from scm_server.server import endpoints
 

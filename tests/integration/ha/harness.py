@@ -11,12 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.exceptions import SCMError
+from scm_server.local.quorum import HALocalCluster
 from scm_server.proto import hdds_pb2, scm_ha_pb2
 from scm_server.security.tls import ChannelSecurity
 from scm_server.verify import check_unique_ids

@@ -17,8 +17,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from scm_server.cli.local_cluster import SERVICE_ID
-from scm_server.cli.local_quorum import HALocalCluster
+from scm_server.local.cluster import SERVICE_ID
+from scm_server.local.quorum import HALocalCluster
 
 MOUNT_HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
 

@@ -32,11 +32,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.datanode_sim.simulator import RState, SimDatanode
+from scm_server.local.quorum import HALocalCluster
 from scm_server.metadata import SCMMetadataStore
 from scm_server.proto import hdds_pb2
 

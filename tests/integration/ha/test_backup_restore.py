@@ -10,8 +10,8 @@ import signal
 import tarfile
 from pathlib import Path
 
-from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client.scm_client import SCMClient
+from scm_server.local.quorum import HALocalCluster
 from scm_server.metadata.backup import CHECKPOINT_FILE, MANIFEST
 
 from .harness import (

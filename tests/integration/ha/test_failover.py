@@ -14,8 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client.scm_client import SCMClient
+from scm_server.local.quorum import HALocalCluster
 from scm_server.proto import raft_pb2, raft_pb2_grpc
 
 from .harness import (

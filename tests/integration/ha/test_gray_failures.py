@@ -24,10 +24,10 @@ import grpc.aio
 import pytest
 
 from scm_server import call_metadata
-from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.client import SCMClient, SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.local.quorum import HALocalCluster
 from scm_server.proto import hdds_pb2, raft_pb2, raft_pb2_grpc, scm_client_pb2, scm_client_pb2_grpc
 
 from .harness import (

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from scm_server.cli import local_members, local_procs
+from scm_server.local import members as local_members
+from scm_server.local import procs as local_procs
 
 OZONE_SCM = str(Path(sys.executable).with_name("ozone-scm"))
 

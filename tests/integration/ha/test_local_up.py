@@ -1,4 +1,4 @@
-"""`local up|status|down` (scm_server.cli.local_quorum): a 3-SCM quorum plus a datanode simulator
+"""`local up|status|down` (scm_server.local.quorum): a 3-SCM quorum plus a datanode simulator
 process started in the background, inspected from its recorded state, and stopped."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scm_server.cli import local_quorum as local_cluster
+from scm_server.local import quorum as local_cluster
 
 
 @pytest.mark.timeout(240)

@@ -12,10 +12,10 @@ import pytest
 import pytest_asyncio
 from ha.harness import TEST_SETTINGS, start_sim, wait_open_pipeline
 
-from scm_server.cli.local_cluster import SERVICE_ID, free_port
-from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.conf.security import SecurityConfig
 from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.local.cluster import SERVICE_ID, free_port
+from scm_server.local.quorum import HALocalCluster
 from scm_server.security.core import certificates as pki
 from scm_server.security.init import sub_ca_store
 

@@ -31,7 +31,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from ha.harness import TEST_SETTINGS, cli, start_sim, wait_open_pipeline
 
-from scm_server.cli.local_quorum import HALocalCluster
+from scm_server.local.quorum import HALocalCluster
 from scm_server.proto import scm_security_pb2, scm_security_pb2_grpc
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids

@@ -26,9 +26,9 @@ from ha.harness import (
     wait_until,
 )
 
-from scm_server.cli.local_quorum import HALocalCluster
 from scm_server.conf import OzoneConfiguration
 from scm_server.conf.security import SecurityConfig
+from scm_server.local.quorum import HALocalCluster
 from scm_server.proto import scm_client_pb2, scm_client_pb2_grpc
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
@@ -48,7 +48,7 @@ def _openssl_verify(tmp: Path, root: Path, leaf_chain: Path) -> subprocess.Compl
 
 
 async def _serials(cluster: HALocalCluster) -> dict[str, str]:
-    from scm_server.cli.local_quorum import scm_certificates
+    from scm_server.local.quorum import scm_certificates
 
     assert cluster.secure is not None
     running = [a for i, a in enumerate(cluster.security_addresses) if cluster.is_running(i)]

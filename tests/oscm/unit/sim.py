@@ -26,6 +26,7 @@ from typing import Any
 
 from ozone_scm_operator import backup_builders, builders, naming, planner, podsecurity
 from ozone_scm_operator.builders import ClusterRef
+from ozone_scm_operator.directives import read_directives
 from ozone_scm_operator.model import (
     FOREIGN_VOLUME_PREFIX,
     BackupObs,
@@ -86,6 +87,7 @@ class World:
     def __init__(self, spec: dict[str, Any], *, name: str = "scm", broken_images: frozenset[str] = frozenset()) -> None:
         self.ref = ClusterRef(name=name, namespace="ns", uid="uid-1")
         self.spec_raw = spec
+        self.annotations: dict[str, str] = {}  # the resource's annotations (requests to the operator)
         self.generation = 1
         self.status_raw: dict[str, Any] = {}
         self.now = T0
@@ -111,6 +113,7 @@ class World:
         self.orphaned: set[str] = set()  # Pods, volumes and Secrets nothing owns (after kubectl delete --cascade=orphan)
         self.actions: list[planner.Action] = []
         self.events: list[str] = []
+        self.action_events: list[str] = []  # "<type> <reason>: <message>" of every action performed
         self.hooks: list[Callable[[World], None]] = []
         self.leaders_history: list[str] = []
         self.pod_deletions: list[str] = []
@@ -453,10 +456,13 @@ class World:
             pod = self.pods[a.target]
             sid = self.scm_of(a.target)
             healthy = self.healthy_voters()
-            # (a one-member ring has no majority to keep: restarting it is an outage the operator may cause)
-            if sid in healthy and len(self.voters) > 1 and len(healthy) - 1 < len(self.voters) // 2 + 1:
+            # (a one-member ring has no majority to keep: restarting it is an outage the operator may cause;
+            # hibernation stops the whole ring on purpose: every committed entry stays on the volumes)
+            hibernating = a.reason == "Hibernating"
+            if (not hibernating and sid in healthy and len(self.voters) > 1
+                    and len(healthy) - 1 < len(self.voters) // 2 + 1):
                 raise Unsafe(f"deleting Pod {a.target} leaves no caught-up majority ({healthy})")
-            if sid is not None and sid == self.leader and len(self.voters) > 1:
+            if not hibernating and sid is not None and sid == self.leader and len(self.voters) > 1:
                 raise Unsafe(f"deleting the leader's Pod {a.target} without a leadership transfer")
             pod.deleting = True
             pod.alive = False
@@ -548,6 +554,8 @@ class World:
             if pvc.cluster_id != a.params["cluster_id"]:
                 raise Unsafe(f"labelling {a.target} with {a.params['cluster_id']}: it holds {pvc.cluster_id}")
             pvc.label_cid = a.params["cluster_id"]
+        elif k == planner.CLEAR_ANNOTATION:
+            self.annotations.pop(a.params["key"], None)
         elif k == planner.EXPAND_PVC:
             if not self.volume_expansion:
                 raise Unsafe(f"expanding {a.target}: the StorageClass does not allow it (the API server refuses)")
@@ -561,7 +569,8 @@ class World:
     def plan(self) -> planner.Plan:
         status = ClusterStatus.from_raw(self.status_raw)
         spec, problems, applied = read_spec(self.spec_raw, status.applied_spec)
-        return planner.plan(self.ref, spec, problems, self.generation, status, self.observe(), applied_spec=applied)
+        return planner.plan(self.ref, spec, problems, self.generation, status, self.observe(), applied_spec=applied,
+                            directives=read_directives(self.annotations))
 
     def operator_pass(self, *, crash_before_action: bool = False) -> planner.Plan:
         p = self.plan()
@@ -569,6 +578,7 @@ class World:
         self.status_raw = json.loads(json.dumps(p.status.to_raw()))
         self.events.extend(f"{e.type} {e.reason}: {e.message}" for e in p.events)
         if p.action is not None and not crash_before_action:
+            self.action_events.append(f"{p.action.event_type} {p.action.reason}: {p.action.message}")
             self.apply(p.action)
         return p
 

@@ -34,9 +34,9 @@ from hypothesis import strategies as st
 
 from scm_server.cli import admin_scm, datanode_sim_cmd, freon
 from scm_server.cli import feedback as cli_feedback
-from scm_server.cli.local_cluster import site_xml
 from scm_server.cli.main import main
 from scm_server.conf import OzoneConfiguration
+from scm_server.local.cluster import site_xml
 
 SVC = "scmservice"
 ENV = "OZONE-SITE.XML_"

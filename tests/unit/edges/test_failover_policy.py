@@ -169,9 +169,9 @@ def test_every_shipped_configuration_covers_two_election_timeouts() -> None:
 
     import yaml
 
-    from scm_server.cli.local_cluster import FAST_SETTINGS
-    from scm_server.cli.local_quorum import HA_SETTINGS
     from scm_server.conf.ozone_configuration import DEFAULTS
+    from scm_server.local.cluster import FAST_SETTINGS
+    from scm_server.local.quorum import HA_SETTINGS
 
     root = Path(__file__).resolve().parents[3]
     shipped: dict[str, dict[str, str]] = {

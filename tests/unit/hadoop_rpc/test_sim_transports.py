@@ -47,8 +47,8 @@ def test_bad_simulator_arguments_are_named(kwargs: dict[str, object], message: s
 def test_local_quorum_configures_hadoop_rpc_and_describes_the_transports(tmp_path: object) -> None:
     from pathlib import Path
 
-    from scm_server.cli.local_cluster import SERVICE_ID
-    from scm_server.cli.local_quorum import HALocalCluster, describe_transports, hadoop_rpc_datanodes
+    from scm_server.local.cluster import SERVICE_ID
+    from scm_server.local.quorum import HALocalCluster, describe_transports, hadoop_rpc_datanodes
 
     cluster = HALocalCluster(Path(str(tmp_path)), 3, hadoop_rpc=True)
     values = cluster.common_settings()

@@ -6,7 +6,7 @@
    layout: ``ozone.scm.service.ids``, ``ozone.scm.nodes.<svc>``, ``ozone.scm.address.<svc>.<nid>``,
    per-node ports through suffix keys (``ozone.scm.ratis.port.<svc>.<nid>`` ...), and
    ``ozone.scm.primordial.node.id=scm1`` (process management comes from the edges'
-   :class:`scm_server.cli.local_cluster.LocalCluster`);
+   :class:`scm_server.local.cluster.LocalCluster`);
 2. auto-bootstrap exactly as Ozone's Kubernetes example does: run ``scm --init`` AND
    ``scm --bootstrap`` on EVERY node (each skips what does not apply to it), start the primordial
    SCM, then the others (their first start asks the leader to add them: AddSCM);
@@ -36,11 +36,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scm_server.cli.local_cluster import SERVICE_ID, LocalCluster, ScmProcessInfo, free_port, tail, wait_for
-from scm_server.cli.local_secure import SecureSetup
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient, Roles
 from scm_server.client.scm_client import SCMClient
+from scm_server.local.cluster import SERVICE_ID, LocalCluster, ScmProcessInfo, free_port, tail, wait_for
+from scm_server.local.secure import SecureSetup
 from scm_server.proto import hdds_pb2
 from scm_server.security.core import certificates as pki
 from scm_server.security.tls import FileClientSecurity
@@ -64,7 +64,7 @@ HA_SETTINGS: dict[str, str] = {
 class HALocalCluster(LocalCluster):
     """``num_scms`` SCM processes forming one HA ring (auto-bootstrap on every node).
 
-    ``secure=True``: security and mutual TLS on (:mod:`scm_server.cli.local_secure` lays out the
+    ``secure=True``: security and mutual TLS on (:mod:`scm_server.local.secure` lays out the
     secrets and the admin identity); every client this class makes presents the admin certificate."""
 
     def __init__(
@@ -379,12 +379,18 @@ def _roles_req() -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
+Report = Callable[["HALocalCluster", Mapping[str, Any]], None]
+
+
 async def run_workload(
     cluster: HALocalCluster, num_datanodes: int, blocks: int, hold: bool, racks: int = 2,
     after: Callable[[HALocalCluster], Awaitable[Any]] | None = None,
+    report: Report | None = None, say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    from scm_server.cli import throughput
+    """Datanodes, the allocation workload and the summary (handed to ``report``: the CLI prints it); with ``hold``,
+    keep running until SIGINT/SIGTERM."""
     from scm_server.datanode_sim import DatanodeSimulator
+    from scm_server.local import throughput
 
     sim = DatanodeSimulator(
         cluster.datanode_addresses, num_datanodes, heartbeat_interval=0.5, racks=racks,
@@ -419,13 +425,12 @@ async def run_workload(
             "containers": len(containers), "ops_per_second": result.ops_per_second,
             "p50_ms": result.percentile(50), "p99_ms": result.percentile(99), "seconds": result.seconds,
         }
-        print_summary(cluster, summary)
+        if report is not None:
+            report(cluster, summary)
         if after is not None:  # e.g. `local run --audit` (cli/local_audit.py), datanodes still up
             await after(cluster)
         if hold:
-            from scm_server.cli.output import console
-
-            console.print("\nRunning; press Ctrl-C to stop.")
+            say("\nRunning; press Ctrl-C to stop.")
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -473,64 +478,6 @@ async def _wait_open_pipelines(admin: SCMClient, timeout: float) -> None:
         await asyncio.sleep(0.3)
 
 
-def print_summary(cluster: HALocalCluster, summary: Mapping[str, Any]) -> None:
-    from scm_server.cli.output import console
-
-    roles: Roles = summary["roles"]
-    views = {v["node"]: v for v in summary["views"]}
-    cluster_ids = sorted({v.get("clusterId", "?") for v in views.values()})
-    by_node = {p.node_id: p for p in roles.peers}
-    out = console.print
-    out(f"[bold]SCM HA quorum[/]: term {roles.term}, commit index {roles.commit_index}, "
-        f"cluster id{'s' if len(cluster_ids) > 1 else ''} {', '.join(cluster_ids)}", soft_wrap=True)
-    for s in cluster.scms:
-        p = by_node.get(s.node_id or "")
-        v = views.get(s.node_id, {})
-        out(f"  [bold]{s.node_id}[/] {p.line if p else '(not a member)'}  applied={v.get('applied', '-')}  "
-            f"clusterID={v.get('clusterId', '?')}", soft_wrap=True)
-        out(f"      admin/client {s.client_address}  datanode {s.datanode_address}  "
-            f"ratis 127.0.0.1:{s.ratis_port}  inter-SCM 127.0.0.1:{s.grpc_port}", soft_wrap=True)
-        out(f"      web {s.http_url}/  metrics {s.http_url}/prom  log {s.log_path}", soft_wrap=True)
-        if cluster.hadoop_rpc:
-            out("      Hadoop RPC (Ozone's protocols, SIMPLE auth): "
-                + "  ".join(f"{p} 127.0.0.1:{cluster.hadoop_port(s.node_id, p)}" for p in cluster.HADOOP_RPC_KEYS),
-                soft_wrap=True)
-    transports = summary.get("transports") or {}
-    if transports:
-        out("[bold]datanode transports[/]:", soft_wrap=True)
-        for line in describe_transports(cluster, transports):
-            out(f"  {line}", soft_wrap=True, highlight=False)
-    open_pipelines = summary["open_pipelines"]
-    out(
-        f"[bold]datanodes[/]: {summary['healthy_datanodes']}/{summary['datanodes']} HEALTHY; "
-        f"[bold]pipelines[/]: {len(open_pipelines)} OPEN (RATIS/THREE: {open_pipelines.count('THREE')}, "
-        f"RATIS/ONE: {open_pipelines.count('ONE')}); [bold]safemode[/]: "
-        f"{'OFF on every SCM' if not any(summary['in_safe_mode']) else summary['in_safe_mode']}",
-        soft_wrap=True,
-    )
-    out(
-        f"[bold]workload[/]: {summary['blocks']} blocks in {summary['seconds']:.2f}s = "
-        f"{summary['ops_per_second']:,.0f} blocks/s (p50 {summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms) "
-        f"into {summary['containers']} containers; duplicate block ids: {summary['duplicates']}",
-        soft_wrap=True,
-    )
-    security = summary.get("security")
-    if security:
-        out(f"[bold]security[/]: mutual TLS on every port; root CA serial {security['root_serial']} "
-            f"(sha256 {security['root_sha256'][:16]}...); admin client config {security['admin_conf']}", soft_wrap=True)
-        for line in security["scms"]:
-            out(f"  {line}", soft_wrap=True)
-    conf = cluster.secure.admin_conf_dir if cluster.secure is not None else cluster.scms[0].conf_dir
-    out(
-        f"Try: ozone-scm --conf {conf} admin scm roles\n"
-        f"     ozone-scm --conf {conf} admin scm transfer -r\n"
-        f"     ozone-scm --conf {conf} admin safemode status\n"
-        f"     ozone-scm --conf {conf} admin container list"
-        + (f"\n     ozone-scm --conf {conf} admin cert list" if security else ""),
-        soft_wrap=True,
-    )
-
-
 async def scm_certificates(security_addresses: list[str], root_file: Path) -> list[dict[str, Any]]:
     """Each SCM's own certificate serial and expiry, asked over its security port."""
     from datetime import UTC, datetime
@@ -576,8 +523,10 @@ def run_local(
     secure: bool = False,
     ca_mode: str = "scm",
     after: Callable[[HALocalCluster], Awaitable[Any]] | None = None,
+    report: Report | None = None,
 ) -> dict[str, Any]:
-    """Start the quorum + datanodes, run the workload, print, run ``after``; stop unless told to hold."""
+    """Start the quorum + datanodes, run the workload, ``report`` the summary, run ``after``; stop unless told to
+    hold."""
     import shutil
 
     if data_dir.exists() and not keep_data:
@@ -592,7 +541,8 @@ def run_local(
     try:
         cluster.start_quorum()
         cluster.save_state()
-        return asyncio.run(run_workload(cluster, num_datanodes, blocks, hold=not exit_after, racks=racks, after=after))
+        return asyncio.run(run_workload(cluster, num_datanodes, blocks, hold=not exit_after, racks=racks, after=after,
+                                        report=report))
     except BaseException:
         for s in cluster.scms:
             if s.log_path.exists():
@@ -640,7 +590,7 @@ def up(
 
 
 def load_state(data_dir: Path = Path("run-data")) -> dict[str, Any]:
-    from scm_server.cli import local_members
+    from scm_server.local import members as local_members
 
     try:
         return local_members.load(data_dir).raw
@@ -650,7 +600,7 @@ def load_state(data_dir: Path = Path("run-data")) -> dict[str, Any]:
 
 def _state_security(state: Mapping[str, Any]) -> tuple[FileClientSecurity | None, Path | None]:
     """The admin identity and root CA file a secure `local up` recorded, else (None, None)."""
-    from scm_server.cli import local_members
+    from scm_server.local import members as local_members
 
     return local_members.state_security(state)
 
@@ -658,7 +608,7 @@ def _state_security(state: Mapping[str, Any]) -> tuple[FileClientSecurity | None
 def status(data_dir: Path = Path("run-data")) -> dict[str, Any]:
     """Liveness (by process identity, see ``local_members``), PIDs, roles and, for a secure
     cluster, each SCM's certificate serial and expiry."""
-    from scm_server.cli import local_members
+    from scm_server.local import members as local_members
 
     try:
         result = local_members.status(data_dir)
@@ -675,7 +625,7 @@ def status(data_dir: Path = Path("run-data")) -> dict[str, Any]:
 
 def down(data_dir: Path = Path("run-data")) -> list[str]:
     """Stop every process of the recorded cluster, found by identity (never a reused PID)."""
-    from scm_server.cli import local_members
+    from scm_server.local import members as local_members
 
     try:
         return local_members.down(data_dir)

@@ -1,6 +1,6 @@
 """The security part of a local quorum (``ozone-scm local up|run --secure`` and the secure tests).
 
-Who calls it: :class:`scm_server.cli.local_quorum.HALocalCluster` (``secure=True``). It lays out,
+Who calls it: :class:`scm_server.local.quorum.HALocalCluster` (``secure=True``). It lays out,
 under the cluster's data dir:
 
     secrets/scm.secret, secrets/datanode.secret      enrolment secrets (0600, 32 random bytes hex)
@@ -242,7 +242,7 @@ class SecureSetup:
         raise TimeoutError(f"the admin certificate was not available from {security_address} within {timeout}s: {last}")
 
     def write_admin_conf(self, common: dict[str, str]) -> Path:
-        from scm_server.cli.local_cluster import site_xml
+        from scm_server.local.cluster import site_xml
 
         self.admin_conf_dir.mkdir(parents=True, exist_ok=True)
         values = {**common, **self.client_settings()}

@@ -3,7 +3,7 @@
 Called by ``scm_server/cli/local.py`` (the click commands) and ``local_quorum.status/down``. The
 recorded state (``<data-dir>/cluster.json``: conf and metadata directories, ports, log files, the
 last PIDs) says what the members are; which process is which member is found by identity through
-``scm_server.cli.local_procs`` (configuration/data directory on the command line or held open),
+``scm_server.local.procs`` (configuration/data directory on the command line or held open),
 so a member restarted by hand is found, and a PID reused by another process is never signalled.
 
 ``stop``/``restart`` ask the members who leads (``--leader``), stop one (SIGTERM, or SIGKILL with
@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scm_server.cli import local_procs
-from scm_server.cli.local_cluster import child_env, configured_web_url, tail, web_ok
 from scm_server.client.ha_admin import HAAdminClient
+from scm_server.local import procs as local_procs
+from scm_server.local.cluster import child_env, configured_web_url, tail, web_ok
 from scm_server.security.tls import FileClientSecurity
 
 STATE_FILE = "cluster.json"

@@ -1,6 +1,6 @@
 """Which running process is which member of a local cluster, by identity, never by a stored PID alone.
 
-Called by ``scm_server.cli.local_members`` (``ozone-scm local status|down|stop|start|restart``).
+Called by ``scm_server.local.members`` (``ozone-scm local status|down|stop|start|restart``).
 It reads ``/proc`` (command line, working directory, environment, open files) and signals a
 process only after verifying it, through a pidfd so that a PID reused between the check and the
 signal cannot be hit. It never starts processes and never talks to an SCM.
