@@ -2,7 +2,7 @@
 # (`ozone-scm datanode-sim`) and the Kubernetes operator (`ozone-scm-operator`), chosen by command:
 #
 #   podman run IMAGE ozone-scm scm --init        # or scm --bootstrap, scm (the default command)
-#   podman run IMAGE ozone-scm datanode-sim --count 3 --scm scm:9861
+#   podman run IMAGE ozone-scm datanode-sim --count 3 --scm scm:19861          # gRPC; or --protocol hadoop-rpc --scm scm:9861
 #   podman run IMAGE ozone-scm-operator
 #
 # Build with `make image` (wheels are built on the host first, `make wheels` -> dist/wheels, and installed offline,
@@ -87,6 +87,11 @@ RUN (command -v useradd >/dev/null && useradd --uid 1000 --user-group --create-h
       '  <property><name>ozone.scm.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.block.client.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.datanode.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.security.service.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.client.grpc.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.block.client.grpc.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.datanode.grpc.bind.host</name><value>0.0.0.0</value></property>' \
+      '  <property><name>ozone.scm.security.service.grpc.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.ratis.bind.host</name><value>0.0.0.0</value></property>' \
       '  <property><name>ozone.scm.grpc.bind.host</name><value>0.0.0.0</value></property>' \
       '</configuration>' > /etc/ozone/ozone-site.xml \
@@ -97,6 +102,8 @@ RUN (command -v useradd >/dev/null && useradd --uid 1000 --user-group --create-h
 USER 1000:1000
 WORKDIR /var/lib/ozone
 VOLUME ["/data"]
-# client, datanode, block, http, ratis, inter-SCM grpc
-EXPOSE 9860 9861 9863 9876 9894 9895
+# Ozone's protocols over Hadoop RPC on Ozone's ports (Ozone's OM, datanodes, `ozone admin`): client 9860,
+# datanode 9861, block 9863, security 9961; ours over gRPC (our client, CLI, simulator, the operator): client 19860,
+# datanode 19861, block 19863, security 19961; web 9876, Raft 9894, inter-SCM 9895
+EXPOSE 9860 9861 9863 9961 19860 19861 19863 19961 9876 9894 9895
 CMD ["ozone-scm", "scm"]

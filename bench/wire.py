@@ -35,9 +35,7 @@ from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
 from scm_server.client.hadoop_rpc import BlockLocationClient  # noqa: E402
 from scm_server.datanode_sim import DatanodeSimulator  # noqa: E402
 from scm_server.exceptions import SCMError  # noqa: E402
-from scm_server.local.cluster import SERVICE_ID  # noqa: E402
 from scm_server.local.quorum import HALocalCluster  # noqa: E402
-from scm_server.ports import free_port  # noqa: E402
 from scm_server.proto import hdds_pb2  # noqa: E402
 
 SETTINGS = {
@@ -80,9 +78,7 @@ async def measure(clients: int, seconds: float, make_call: Callable[[], Callable
 
 async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     cluster = HALocalCluster(tmp / "wire", 3, settings=SETTINGS)
-    hadoop_ports = [free_port() for _ in cluster.scms]
-    for s, port in zip(cluster.scms, hadoop_ports, strict=True):
-        cluster.settings[f"ozone.scm.block.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(port)
+    hadoop_ports = [s.hadoop_ports["block"] for s in cluster.scms]  # Ozone's ozone.scm.block.client.port
     sim = None
     try:
         cluster.start_quorum()

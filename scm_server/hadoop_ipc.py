@@ -66,6 +66,14 @@ HTTP_ANSWER = (
     b"This is a Hadoop IPC port of Ozone SCM (ozone-scm); it does not speak HTTP.\r\n"
 )
 
+# The HTTP/2 connection preface, which a gRPC client sends first; what the Hadoop IPC server answers and logs then.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+GRPC_ON_HADOOP_PORT = (
+    "an HTTP/2 (gRPC) client reached a Hadoop IPC port: Ozone's port keys (ozone.scm.client.port 9860, "
+    "ozone.scm.datanode.port 9861, ozone.scm.block.client.port 9863, ozone.scm.security.service.port 9961) serve "
+    "Hadoop RPC; this SCM's gRPC services are on ozone.scm.<x>.grpc.port (default 19860, 19861, 19863, 19961)"
+)
+
 
 # ---- varints ----
 
@@ -267,7 +275,8 @@ class ConnectionDecoder:
 
     def _preamble(self) -> Event | None:
         if len(self._buf) < PREAMBLE_LENGTH:
-            if not MAGIC.startswith(bytes(self._buf[:4])) and not b"GET ".startswith(bytes(self._buf[:4])):
+            head = bytes(self._buf[:4])
+            if not any(p.startswith(head) for p in (MAGIC, b"GET ", HTTP2_PREFACE[:4])):
                 return self._bad_preamble()
             return None
         head = bytes(self._buf[:PREAMBLE_LENGTH])
@@ -294,6 +303,8 @@ class ConnectionDecoder:
         head = bytes(self._buf[:4])
         if head.startswith(b"GET ") or head.startswith(b"POST") or head.startswith(b"HEAD"):
             return HttpRequest()
+        if head == HTTP2_PREFACE[:4]:
+            return Fatal(INVALID_CALL_ID, ErrorCode.FATAL_INVALID_RPC_HEADER, IPC_EXCEPTION, GRPC_ON_HADOOP_PORT)
         return Fatal(
             INVALID_CALL_ID, ErrorCode.FATAL_INVALID_RPC_HEADER, IPC_EXCEPTION,
             f"the connection did not start with the Hadoop IPC preamble 'hrpc' (got {head!r})",
@@ -514,6 +525,18 @@ def not_leader_message(role: str, self_name: str, hostname: str, leader: str | N
     if leader:
         return f"{head} Suggested leader is Server:{leader}."
     return f"{head} Could not determine the leader node."
+
+
+# A leader elected but not ready yet (it has not applied its own term's first entry): Ozone's SCM wraps Ratis's
+# LeaderNotReadyException into RetriableWithNoFailoverException (RatisUtil.checkRatisException), which Ozone's
+# failover proxy (SCMHAUtils.getRetryAction) answers by retrying the same SCM after its retry interval.
+RETRIABLE_NO_FAILOVER = "org.apache.hadoop.hdds.scm.ha.RetriableWithNoFailoverException"
+LEADER_NOT_READY = "org.apache.ratis.protocol.exceptions.LeaderNotReadyException"
+
+
+def leader_not_ready_message(self_name: str) -> str:
+    """The wrapper's message as Ozone's server sends it: the wrapped Ratis exception's ``toString()``."""
+    return f"{LEADER_NOT_READY}: {self_name} is in LEADER state but not ready yet."
 
 
 def suggested_leader(message: str) -> str | None:

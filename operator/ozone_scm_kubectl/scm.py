@@ -27,7 +27,7 @@ async def _roles(addresses: Sequence[str], timeout: float) -> dict[str, Any]:
 
 def roles(pod_ips: Sequence[str], timeout: float = 3.0) -> dict[str, Any] | None:
     """Every member asked at once (``GetScmRatisRoles``); None when none answered in time."""
-    addresses = [f"[{ip}]:{PORTS['grpc']}" if ":" in ip else f"{ip}:{PORTS['grpc']}" for ip in pod_ips]
+    addresses = [f"[{ip}]:{PORTS['inter-scm']}" if ":" in ip else f"{ip}:{PORTS['inter-scm']}" for ip in pod_ips]
     if not addresses:
         return None
     try:

@@ -123,11 +123,8 @@ def static_properties(spec: ClusterSpec) -> dict[str, str]:
     Pod revision (a change rolls the members)."""
     props: dict[str, str] = {
         "ozone.metadata.dirs": naming.METADATA_DIR,
-        "ozone.scm.client.port": str(naming.PORTS["client"]),
-        "ozone.scm.block.client.port": str(naming.PORTS["block"]),
-        "ozone.scm.datanode.port": str(naming.PORTS["datanode"]),
-        "ozone.scm.ratis.port": str(naming.PORTS["ratis"]),
-        "ozone.scm.grpc.port": str(naming.PORTS["grpc"]),
+        # every port named explicitly: Ozone's keys (Hadoop RPC), our gRPC keys, Raft and inter-SCM
+        **{key: str(naming.PORTS[name]) for name, key in naming.PORT_KEYS.items()},
         "ozone.scm.http-address": f"0.0.0.0:{naming.PORTS['http']}",
         "ozone.security.enabled": "true" if spec.security.enabled else "false",
     }
@@ -213,6 +210,13 @@ def build_configmap(ref: ClusterRef, spec: ClusterSpec, members: Sequence[str], 
 # ---------------------------------------------------------------------------------------------------------------
 
 
+# The client Service: Ozone's protocols over Hadoop RPC and ours over gRPC, both; the web page
+CLIENT_SERVICE_PORTS = (
+    "client-hadoop", "block-hadoop", "datanode-hadoop", "security-hadoop",
+    "client-grpc", "block-grpc", "datanode-grpc", "security-grpc", "http",
+)
+
+
 def _service_ports(names: Sequence[str]) -> list[Body]:
     return [
         {"name": n, "port": naming.PORTS[n], "targetPort": naming.PORTS[n], "protocol": "TCP"} for n in names
@@ -230,7 +234,7 @@ def build_headless_service(ref: ClusterRef) -> Body:
                 "clusterIP": "None",
                 "publishNotReadyAddresses": True,
                 "selector": naming.selector_labels(ref.name),
-                "ports": _service_ports(["client", "datanode", "block", "http", "ratis", "grpc"]),
+                "ports": _service_ports(list(naming.PORTS)),
             },
         }
     )
@@ -249,7 +253,7 @@ def build_client_service(ref: ClusterRef, spec: ClusterSpec) -> Body:
             "spec": {
                 "type": spec.service.type,
                 "selector": naming.selector_labels(ref.name),
-                "ports": _service_ports(["client", "block", "datanode", "http"]),
+                "ports": _service_ports(CLIENT_SERVICE_PORTS),
             },
         }
     )

@@ -62,14 +62,37 @@ ADMIN_CSR_DIR = "/var/run/ozone-scm/admin-csr"  # CA mode scm: the operator's CS
 ADMIN_CSR_FILE = "operator.csr"
 BACKUP_DIR = "/backups"  # the backup volume inside a backup Job's Pod; one directory per OzoneSCMBackup
 AUDIT_DIR = "/audit"  # the audit Pod's scratch/ (emptyDir, the export in scratch/export) and reports/ (the report volume)
+# Port names (at most 15 characters, as Kubernetes wants) -> numbers. Ozone's own port numbers serve Ozone's
+# protocols over Hadoop RPC (what Ozone's OM, datanodes and `ozone admin` speak); our gRPC services (the operator,
+# our client, CLI and datanode simulator) have ports of their own; Raft and inter-SCM are unchanged.
 PORTS = {
-    "client": 9860,
-    "security": 9961,
-    "datanode": 9861,
-    "block": 9863,
-    "http": 9876,
-    "ratis": 9894,
-    "grpc": 9895,
+    "client-hadoop": 9860,  # ozone.scm.client.port: StorageContainerLocationProtocol (admin)
+    "datanode-hadoop": 9861,  # ozone.scm.datanode.port: StorageContainerDatanodeProtocol
+    "block-hadoop": 9863,  # ozone.scm.block.client.port: ScmBlockLocationProtocol (OM)
+    "security-hadoop": 9961,  # ozone.scm.security.service.port: SCMSecurityProtocol (certificate reads)
+    "client-grpc": 19860,  # ozone.scm.client.grpc.port
+    "datanode-grpc": 19861,  # ozone.scm.datanode.grpc.port
+    "block-grpc": 19863,  # ozone.scm.block.client.grpc.port
+    "security-grpc": 19961,  # ozone.scm.security.service.grpc.port (only with security)
+    "http": 9876,  # ozone.scm.http-address
+    "ratis": 9894,  # ozone.scm.ratis.port
+    "inter-scm": 9895,  # ozone.scm.grpc.port: the inter-SCM service (roles, transfer, checkpoints)
+}
+# The gRPC client port operators before the port swap configured (Ozone's 9860 then served gRPC): a member still
+# running such a configuration during the roll that swaps them answers there
+LEGACY_GRPC_CLIENT_PORT = 9860
+# ozone-site.xml key of each port (the http address is written as host:port)
+PORT_KEYS = {
+    "client-hadoop": "ozone.scm.client.port",
+    "datanode-hadoop": "ozone.scm.datanode.port",
+    "block-hadoop": "ozone.scm.block.client.port",
+    "security-hadoop": "ozone.scm.security.service.port",
+    "client-grpc": "ozone.scm.client.grpc.port",
+    "datanode-grpc": "ozone.scm.datanode.grpc.port",
+    "block-grpc": "ozone.scm.block.client.grpc.port",
+    "security-grpc": "ozone.scm.security.service.grpc.port",
+    "ratis": "ozone.scm.ratis.port",
+    "inter-scm": "ozone.scm.grpc.port",
 }
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

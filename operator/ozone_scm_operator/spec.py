@@ -25,6 +25,8 @@ from typing import Any
 
 from croniter import croniter
 
+from ozone_scm_operator import naming
+
 ALLOWED_REPLICAS = (1, 3, 5)
 DEFAULT_IMAGE = "ozone-scm:0.1.0"
 CA_MODES = ("operator", "scm")
@@ -43,15 +45,13 @@ OWNED_KEYS = frozenset(
         "ozone.scm.ha.ratis.storage.dir",
         "ozone.scm.names",
         "ozone.security.enabled",
-        "ozone.scm.client.port",
-        "ozone.scm.block.client.port",
-        "ozone.scm.datanode.port",
-        "ozone.scm.ratis.port",
-        "ozone.scm.grpc.port",
+        *naming.PORT_KEYS.values(),
         "ozone.scm.http-address",
     }
 )
 OWNED_PREFIXES = ("ozone.scm.nodes.", "ozone.scm.address.", "hdds.x509.")
+# the retired opt-in Hadoop RPC keys (ozone.scm.<x>.hadoop-rpc.port): Ozone's own port keys serve Hadoop RPC now
+RETIRED_PORT_INFIX = ".hadoop-rpc."
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
@@ -410,7 +410,7 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         )
 
     ozone_site = r.str_map("ozoneSite")
-    owned = sorted(k for k in ozone_site if k in OWNED_KEYS or k.startswith(OWNED_PREFIXES))
+    owned = sorted(k for k in ozone_site if k in OWNED_KEYS or k.startswith(OWNED_PREFIXES) or RETIRED_PORT_INFIX in k)
     if owned:
         problems.append(SpecProblem(
             "ozoneSite",

@@ -44,8 +44,8 @@ def _status_table(sim: DatanodeSimulator) -> Table:
 @click.command("datanode-sim")
 @click.option("--count", "-n", default=5, show_default=True, type=params.POSITIVE, help="Number of simulated datanodes.")
 @click.option("--scm", "scm", default=None, metavar="HOST:PORT[,HOST:PORT]",
-              help="SCM datanode-protocol address(es); default: every SCM's ozone.scm.datanode.port "
-                   "(ozone.scm.datanode.hadoop-rpc.port with --protocol hadoop-rpc).")
+              help="SCM datanode-protocol address(es); default: every SCM's ozone.scm.datanode.grpc.port "
+                   "(Ozone's ozone.scm.datanode.port with --protocol hadoop-rpc).")
 @click.option("--protocol", type=click.Choice(["grpc", "hadoop-rpc"]), default="grpc", show_default=True,
               help="grpc: our datanode protocol; hadoop-rpc: Ozone's StorageContainerDatanodeProtocol over Hadoop "
                    "RPC (SIMPLE authentication; not on a secure cluster).")
@@ -54,7 +54,7 @@ def _status_table(sim: DatanodeSimulator) -> Table:
                    "over Hadoop RPC, the others --protocol.")
 @click.option("--hadoop-rpc-scm", default=None, metavar="HOST:PORT[,HOST:PORT]",
               help="With --hadoop-rpc-datanodes: the SCMs' Hadoop RPC datanode addresses "
-                   "(default: every SCM's ozone.scm.datanode.hadoop-rpc.port).")
+                   "(default: every SCM's ozone.scm.datanode.port, Ozone's own key).")
 @click.option("--follow-containers", default="0s", show_default=True,
               help="Every so often (e.g. 2s; 0s = never) ask SCM for OPEN and CLOSING containers and create the "
                    "replicas their pipelines' datanodes would hold after a client's first write.")

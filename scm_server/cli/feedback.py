@@ -99,6 +99,9 @@ class StatusClient(SyncSCMClient):
 def unavailable_hint(message: str) -> str:
     """Advice to append to a "cannot reach SCM" error, when the cause is recognisable."""
     if "http1.x server" in message or "HTTP status 400" in message:
-        return (" — that address answers HTTP/1 (the SCM's web port?); admin commands use ozone.scm.client.port "
-                "(default 9860), datanodes ozone.scm.datanode.port")
+        return (" — that address answers HTTP/1 (the SCM's web port?); admin commands use ozone.scm.client.grpc.port "
+                "(default 19860), datanodes ozone.scm.datanode.grpc.port")
+    if "Failed parsing HTTP/2" in message or "Expected SETTINGS frame" in message:
+        return (" — that address does not speak gRPC (a Hadoop RPC port? Ozone's ozone.scm.client.port and the other "
+                "Ozone port keys serve Hadoop RPC); admin commands use ozone.scm.client.grpc.port (default 19860)")
     return ""

@@ -24,13 +24,12 @@ def print_summary(cluster: HALocalCluster, summary: Mapping[str, Any]) -> None:
         v = views.get(s.node_id, {})
         out(f"  [bold]{s.node_id}[/] {p.line if p else '(not a member)'}  applied={v.get('applied', '-')}  "
             f"clusterID={v.get('clusterId', '?')}", soft_wrap=True)
-        out(f"      admin/client {s.client_address}  datanode {s.datanode_address}  "
+        out(f"      gRPC: admin/client {s.client_address}  block {s.block_address}  datanode {s.datanode_address}  "
             f"ratis 127.0.0.1:{s.ratis_port}  inter-SCM 127.0.0.1:{s.grpc_port}", soft_wrap=True)
+        served = ["security"] if cluster.secure is not None else list(cluster.HADOOP_RPC_KEYS)
+        out("      Hadoop RPC on Ozone's port keys (Ozone's protocols, SIMPLE auth): "
+            + "  ".join(f"{p} 127.0.0.1:{s.hadoop_ports[p]}" for p in served), soft_wrap=True)
         out(f"      web {s.http_url}/  metrics {s.http_url}/prom  log {s.log_path}", soft_wrap=True)
-        if cluster.hadoop_rpc:
-            out("      Hadoop RPC (Ozone's protocols, SIMPLE auth): "
-                + "  ".join(f"{p} 127.0.0.1:{cluster.hadoop_port(s.node_id, p)}" for p in cluster.HADOOP_RPC_KEYS),
-                soft_wrap=True)
     transports = summary.get("transports") or {}
     if transports:
         out("[bold]datanode transports[/]:", soft_wrap=True)

@@ -200,6 +200,11 @@ class BlockLocationClient:
                 body = await conn.call("send", request, call_id=call_id, retry_count=attempt - 1,
                                        timeout=self.call_timeout)
             except RemoteError as exc:
+                if exc.exception_class == codec.RETRIABLE_NO_FAILOVER:  # a leader not ready yet: the same SCM again
+                    last = exc
+                    LOG.debug("%s: %s", address, exc.message)
+                    await asyncio.sleep(self.retry_interval)
+                    continue
                 if exc.exception_class != codec.SERVER_NOT_LEADER:
                     raise
                 last = exc

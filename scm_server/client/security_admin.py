@@ -1,7 +1,7 @@
 """Client of ``SCMSecurityAdminProtocolService`` (certificates: list, info, revoke, renew, sign).
 
 Used by ``ozone-scm admin cert ...`` and by the Kubernetes operator. It rides on the client port
-(``ozone.scm.client.port``) with the caller's client certificate (mutual TLS) and inherits
+(``ozone.scm.client.grpc.port``) with the caller's client certificate (mutual TLS) and inherits
 :class:`~scm_server.client.scm_client.SCMClient`'s failover: reads are answered by any SCM
 (followers hold the same replicated tables), revocation/renewal/signing follow the NotLeader hint
 to the leader.

@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from scm_server.conf import ports
 from scm_server.conf.addresses import check_host, check_name, parse_port, split_host_port
 from scm_server.conf.ozone_configuration import (
     DEFAULTS,
@@ -126,9 +127,15 @@ class SCMConfig:
     )
     scm_names: tuple[str, ...] = dataclasses.field(default=(), metadata=cfg("ozone.scm.names", "list"))
     client_address: str | None = dataclasses.field(default=None, metadata=cfg("ozone.scm.client.address", "str"))
+    # Ozone's port keys serve Hadoop RPC; our gRPC services have keys of their own (scm_server.conf.ports)
     client_port: int = dataclasses.field(default=9860, metadata=cfg("ozone.scm.client.port", "port"))
     block_client_port: int = dataclasses.field(default=9863, metadata=cfg("ozone.scm.block.client.port", "port"))
     datanode_port: int = dataclasses.field(default=9861, metadata=cfg("ozone.scm.datanode.port", "port"))
+    client_grpc_port: int = dataclasses.field(default=19860, metadata=cfg("ozone.scm.client.grpc.port", "port"))
+    block_client_grpc_port: int = dataclasses.field(
+        default=19863, metadata=cfg("ozone.scm.block.client.grpc.port", "port")
+    )
+    datanode_grpc_port: int = dataclasses.field(default=19861, metadata=cfg("ozone.scm.datanode.grpc.port", "port"))
     http_address: str = dataclasses.field(default="0.0.0.0:9876", metadata=cfg("ozone.scm.http-address", "str"))
     security_enabled: bool = dataclasses.field(default=False, metadata=cfg("ozone.security.enabled", "bool"))
 
@@ -299,7 +306,9 @@ class BlockConfig:
 
 @dataclasses.dataclass(frozen=True)
 class SCMNodeDetails:
-    """One SCM of an HA service: ``ozone.scm.address.<svc>.<node>`` plus per-node port overrides."""
+    """One SCM of an HA service: ``ozone.scm.address.<svc>.<node>`` plus per-node port overrides. The client,
+    block and datanode ports here are the **gRPC** ones (``ozone.scm.<x>.grpc.port``): the SCMs reach each other
+    and report themselves to our own clients over gRPC; Ozone's keys name the Hadoop RPC ports."""
 
     service_id: str
     node_id: str
@@ -437,9 +446,9 @@ class SCMHAConfig:
                     host=host,
                     ratis_port=port("ozone.scm.ratis.port"),
                     grpc_port=port("ozone.scm.grpc.port"),
-                    client_port=port("ozone.scm.client.port"),
-                    block_client_port=port("ozone.scm.block.client.port"),
-                    datanode_port=port("ozone.scm.datanode.port"),
+                    client_port=port(ports.CLIENT_GRPC.port_key),
+                    block_client_port=port(ports.BLOCK_GRPC.port_key),
+                    datanode_port=port(ports.DATANODE_GRPC.port_key),
                     http_address=conf.get_for_node("ozone.scm.http-address", service_id, nid) or "0.0.0.0:9876",
                 )
             )

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 
+from scm_server.conf.ports import DEFAULT_PORTS
 from scm_server.exceptions import ConfigError
 
 ENV_PREFIX = "OZONE-SITE.XML_"
@@ -65,9 +66,7 @@ DEFAULTS: dict[str, str] = {
     "ozone.block.deleting.service.interval": "60s",
     "hdds.scm.block.deletion.per-interval.max": "100000",
     "ozone.scm.block.deletion.max.retry": "4096",
-    "ozone.scm.client.port": "9860",
-    "ozone.scm.datanode.port": "9861",
-    "ozone.scm.block.client.port": "9863",
+    **DEFAULT_PORTS,  # Ozone's port keys (Hadoop RPC) and our gRPC port keys (scm_server.conf.ports)
     "ozone.scm.http-address": "0.0.0.0:9876",
     "ozone.scm.ratis.port": "9894",
     "ozone.scm.grpc.port": "9895",

@@ -119,8 +119,9 @@ class SecurityConfig:
         default=None, metadata=cfg("hdds.x509.client.private.key.file", "str")
     )
     administrators: tuple[str, ...] = dataclasses.field(default=(), metadata=cfg("ozone.administrators", "list"))
+    # the security protocol over gRPC (TLS); Ozone's ozone.scm.security.service.port serves it over Hadoop RPC
     security_service_port: int = dataclasses.field(
-        default=9961, metadata=cfg("ozone.scm.security.service.port", "int")
+        default=19961, metadata=cfg("ozone.scm.security.service.grpc.port", "int")
     )
     admin_csr_files: tuple[str, ...] = dataclasses.field(
         default=(), metadata=cfg("ozone.scm.security.admin.csr.files", "list")

@@ -61,7 +61,7 @@ class DatanodeSecurity:
         cls, conf: OzoneConfiguration, base_dir: Path, security_addresses: Sequence[str]
     ) -> DatanodeSecurity | None:
         """From the SCMs' configuration (datanode enrolment secret, trust anchor, key spec); None
-        without mutual TLS. ``security_addresses``: the SCMs' ozone.scm.security.service.port."""
+        without mutual TLS. ``security_addresses``: the SCMs' ozone.scm.security.service.grpc.port."""
         config = SecurityConfig.from_conf(conf)
         if not config.tls:
             return None

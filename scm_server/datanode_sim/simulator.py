@@ -506,8 +506,8 @@ def replicas_to_create(
 class DatanodeSimulator:
     """N simulated datanodes in one asyncio loop, reporting to every SCM in ``scm_addresses``.
 
-    ``scm_addresses`` are datanode-protocol addresses (ozone.scm.datanode.port; with ``protocol="hadoop-rpc"``
-    Ozone's datanode protocol over Hadoop RPC, ozone.scm.datanode.hadoop-rpc.port: SIMPLE authentication, so
+    ``scm_addresses`` are datanode-protocol addresses (ozone.scm.datanode.grpc.port; with ``protocol="hadoop-rpc"``
+    Ozone's datanode protocol over Hadoop RPC, Ozone's ozone.scm.datanode.port: SIMPLE authentication, so
     not with ``security``);
     ``admin_addresses`` (client port) are only needed by ``write_to_container`` to look up a
     container's pipeline when no datanode holds it yet.
@@ -541,7 +541,7 @@ class DatanodeSimulator:
         if not 0 <= hadoop_rpc_datanodes <= count:
             raise ValueError(f"hadoop_rpc_datanodes must be between 0 and count ({count}), got {hadoop_rpc_datanodes}")
         if hadoop_rpc_datanodes and not hadoop_rpc_addresses:
-            raise ValueError("hadoop_rpc_datanodes needs hadoop_rpc_addresses (ozone.scm.datanode.hadoop-rpc.port)")
+            raise ValueError("hadoop_rpc_datanodes needs hadoop_rpc_addresses (ozone.scm.datanode.port)")
         if (protocol == "hadoop-rpc" or hadoop_rpc_datanodes) and security is not None:
             raise ValueError("the hadoop-rpc datanode protocol serves SIMPLE authentication only: not on a secure cluster")
         self.protocol = protocol

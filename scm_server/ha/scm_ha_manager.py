@@ -19,7 +19,7 @@ It also owns:
 * the datanode-report gate (see :mod:`scm_server.ha.scm_state_machine`): a monitor task asks the
   leader for its commit index once per (re)join and re-evaluates the gate every tick;
 * leader hints: a follower answers client calls with NotLeaderException carrying the leader's
-  peer id and its *client* address (``ozone.scm.client.port``), found by matching the leader's Raft
+  peer id and its *client* address (``ozone.scm.client.grpc.port``), found by matching the leader's Raft
   address against the configured SCMs; :meth:`leader_node` gives the edges every port.
 
 Security (``security``: the SCM's :class:`~scm_server.ca.scm_security.SCMSecurity`, duck-typed):

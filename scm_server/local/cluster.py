@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 from xml.sax.saxutils import escape
 
-from scm_server.conf import OzoneConfiguration
+from scm_server.conf import OzoneConfiguration, ports
 from scm_server.exceptions import ConfigError
 from scm_server.ports import free_port
 
@@ -62,8 +62,20 @@ def site_xml(values: Mapping[str, str]) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{props}\n</configuration>\n'
 
 
+# Ozone's protocols over Hadoop RPC, on Ozone's own port keys (scm_server.conf.ports)
+HADOOP_RPC_KEYS = {
+    "block": ports.BLOCK_HADOOP.port_key,
+    "datanode": ports.DATANODE_HADOOP.port_key,
+    "client": ports.CLIENT_HADOOP.port_key,
+    "security": ports.SECURITY_HADOOP.port_key,
+}
+
+
 @dataclasses.dataclass
 class ScmProcessInfo:
+    """One SCM process. ``client_port``, ``block_port`` and ``datanode_port`` are its **gRPC** ports (our client,
+    CLI and simulator; ``ozone.scm.<x>.grpc.port``); ``hadoop_ports`` its Hadoop RPC ports on Ozone's keys."""
+
     node_id: str | None
     conf_dir: Path
     metadata_dir: Path
@@ -72,8 +84,11 @@ class ScmProcessInfo:
     datanode_port: int
     http_port: int
     ratis_port: int
-    grpc_port: int
+    grpc_port: int  # the inter-SCM port (ozone.scm.grpc.port)
     log_path: Path
+    hadoop_ports: dict[str, int] = dataclasses.field(
+        default_factory=lambda: {protocol: free_port() for protocol in HADOOP_RPC_KEYS}
+    )
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
     host: str = "127.0.0.1"  # where this process can be reached now (tests move SCMs to new addresses)
@@ -159,12 +174,13 @@ class LocalCluster:
             values.update({
                 "ozone.scm.names": "127.0.0.1",
                 "ozone.scm.client.address": "127.0.0.1",
-                "ozone.scm.client.port": str(s.client_port),
-                "ozone.scm.block.client.port": str(s.block_port),
-                "ozone.scm.datanode.port": str(s.datanode_port),
+                ports.CLIENT_GRPC.port_key: str(s.client_port),
+                ports.BLOCK_GRPC.port_key: str(s.block_port),
+                ports.DATANODE_GRPC.port_key: str(s.datanode_port),
                 web_key: f"127.0.0.1:{s.http_port}",
                 "ozone.scm.ratis.port": str(s.ratis_port),
                 "ozone.scm.grpc.port": str(s.grpc_port),
+                **{key: str(s.hadoop_ports[protocol]) for protocol, key in HADOOP_RPC_KEYS.items()},
             })
             return values
         ids = [s.node_id for s in self.scms if s.node_id]
@@ -179,12 +195,13 @@ class LocalCluster:
             sfx = f"{SERVICE_ID}.{s.node_id}"
             values.update({
                 f"ozone.scm.address.{sfx}": "127.0.0.1",
-                f"ozone.scm.client.port.{sfx}": str(s.client_port),
-                f"ozone.scm.block.client.port.{sfx}": str(s.block_port),
-                f"ozone.scm.datanode.port.{sfx}": str(s.datanode_port),
+                f"{ports.CLIENT_GRPC.port_key}.{sfx}": str(s.client_port),
+                f"{ports.BLOCK_GRPC.port_key}.{sfx}": str(s.block_port),
+                f"{ports.DATANODE_GRPC.port_key}.{sfx}": str(s.datanode_port),
                 f"{web_key}.{sfx}": f"127.0.0.1:{s.http_port}",
                 f"ozone.scm.ratis.port.{sfx}": str(s.ratis_port),
                 f"ozone.scm.grpc.port.{sfx}": str(s.grpc_port),
+                **{f"{key}.{sfx}": str(s.hadoop_ports[protocol]) for protocol, key in HADOOP_RPC_KEYS.items()},
             })
         return values
 
@@ -293,6 +310,17 @@ class LocalCluster:
     @property
     def block_addresses(self) -> list[str]:
         return [s.block_address for s in self.scms]
+
+    def hadoop_port(self, node_id: str | None, protocol: str) -> int:
+        """The Hadoop RPC port of ``protocol`` (block, datanode, client, security) on the SCM ``node_id``."""
+        for s in self.scms:
+            if s.node_id == node_id:
+                return s.hadoop_ports[protocol]
+        raise KeyError(f"no SCM {node_id}")
+
+    def hadoop_addresses(self, protocol: str) -> list[str]:
+        """``host:port`` of ``protocol`` over Hadoop RPC on every SCM (Ozone's own port keys)."""
+        return [f"{s.host}:{s.hadoop_ports[protocol]}" for s in self.scms]
 
     def fetch(self, index: int, path: str) -> str:
         s = self.scms[index]

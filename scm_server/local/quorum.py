@@ -39,7 +39,16 @@ from typing import TYPE_CHECKING, Any
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient, Roles
 from scm_server.client.scm_client import SCMClient
-from scm_server.local.cluster import SERVICE_ID, LocalCluster, ScmProcessInfo, free_port, tail, wait_for
+from scm_server.conf import ports
+from scm_server.local.cluster import (
+    HADOOP_RPC_KEYS,
+    SERVICE_ID,
+    LocalCluster,
+    ScmProcessInfo,
+    free_port,
+    tail,
+    wait_for,
+)
 from scm_server.local.secure import SecureSetup
 from scm_server.proto import hdds_pb2
 from scm_server.security.core import certificates as pki
@@ -87,26 +96,11 @@ class HALocalCluster(LocalCluster):
         if self.secure is not None:
             for s in self.scms:
                 s.web_ca = self.secure.root_cert
-        # Ozone's protocols over Hadoop RPC (issue 20), each on a port of its own per SCM, when asked
+        # every SCM serves Ozone's protocols over Hadoop RPC on Ozone's keys (not when secure: SIMPLE only);
+        # ``hadoop_rpc``: about half of the simulated datanodes speak it
         self.hadoop_rpc = hadoop_rpc
-        self.hadoop_ports: dict[str, dict[str, int]] = {}
 
-    HADOOP_RPC_KEYS = {
-        "block": "ozone.scm.block.client.hadoop-rpc.port",
-        "datanode": "ozone.scm.datanode.hadoop-rpc.port",
-        "client": "ozone.scm.client.hadoop-rpc.port",
-        "security": "ozone.scm.security.service.hadoop-rpc.port",
-    }
-
-    def hadoop_port(self, node_id: str | None, protocol: str) -> int:
-        """This SCM's Hadoop RPC port of ``protocol`` (block, datanode, client, security), chosen once."""
-        ports = self.hadoop_ports.setdefault(str(node_id), {})
-        if protocol not in ports:
-            ports[protocol] = free_port()
-        return ports[protocol]
-
-    def hadoop_addresses(self, protocol: str) -> list[str]:
-        return [f"127.0.0.1:{self.hadoop_port(s.node_id, protocol)}" for s in self.scms]
+    HADOOP_RPC_KEYS = HADOOP_RPC_KEYS
 
     # ---- security ----
     @property
@@ -122,13 +116,9 @@ class HALocalCluster(LocalCluster):
 
     def common_settings(self) -> dict[str, str]:
         values = super().common_settings()
-        if self.hadoop_rpc:
-            for s in self.scms:
-                for protocol, key in self.HADOOP_RPC_KEYS.items():
-                    values[f"{key}.{SERVICE_ID}.{s.node_id}"] = str(self.hadoop_port(s.node_id, protocol))
         if self.secure is not None:
             for s in self.scms:
-                values[f"ozone.scm.security.service.port.{SERVICE_ID}.{s.node_id}"] = str(self.security_port(s.node_id))
+                values[f"{ports.SECURITY_GRPC.port_key}.{SERVICE_ID}.{s.node_id}"] = str(self.security_port(s.node_id))
         return values
 
     def security_port(self, node_id: str | None) -> int:
@@ -181,7 +171,7 @@ class HALocalCluster(LocalCluster):
             if r is None or "ports" not in r:
                 continue
             for protocol, address in (r.get("hadoop_rpc") or {}).items():
-                self.hadoop_ports.setdefault(str(s.node_id), {})[protocol] = int(address.rsplit(":", 1)[1])
+                s.hadoop_ports[protocol] = int(address.rsplit(":", 1)[1])
             for attr, port in r["ports"].items():
                 if attr == "security_port":
                     self.security_ports[str(s.node_id)] = int(port)
@@ -352,9 +342,7 @@ class HALocalCluster(LocalCluster):
                         "security_port": self.security_port(s.node_id),
                     },
                     "security": f"{s.host}:{self.security_port(s.node_id)}" if self.secure is not None else "",
-                    "hadoop_rpc": {
-                        protocol: f"{s.host}:{self.hadoop_port(s.node_id, protocol)}" for protocol in self.HADOOP_RPC_KEYS
-                    } if self.hadoop_rpc else {},
+                    "hadoop_rpc": {protocol: f"{s.host}:{port}" for protocol, port in s.hadoop_ports.items()},
                 }
                 for s in self.scms
             ],
@@ -455,14 +443,14 @@ def hadoop_rpc_datanodes(cluster: HALocalCluster, num_datanodes: int) -> dict[st
 
 def describe_transports(cluster: HALocalCluster, transports: Mapping[str, list[str]]) -> list[str]:
     """One line per datanode transport: which datanodes, to which SCM ports."""
-    ports = {
+    by_transport = {
         "grpc": ("gRPC (our datanode protocol)", cluster.datanode_addresses),
         "hadoop-rpc": ("Hadoop RPC (Ozone's StorageContainerDatanodeProtocol)",
                        cluster.hadoop_addresses("datanode") if cluster.hadoop_rpc else cluster.datanode_addresses),
     }
     return [
-        f"{ports[t][0]}: {', '.join(hosts)} -> {', '.join(ports[t][1])}"
-        for t, hosts in sorted(transports.items()) if t in ports
+        f"{by_transport[t][0]}: {', '.join(hosts)} -> {', '.join(by_transport[t][1])}"
+        for t, hosts in sorted(transports.items()) if t in by_transport
     ]
 
 

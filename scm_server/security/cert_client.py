@@ -103,7 +103,7 @@ class SecurityProtocolClient:
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         if not addresses:
-            raise ValueError("no SCM security address: configure ozone.scm.security.service.port / the SCM nodes")
+            raise ValueError("no SCM security address: configure ozone.scm.security.service.grpc.port / the SCM nodes")
         # the security port's certificate must prove the SCM role (tls.scm_channel_options), whatever address is
         # dialled (a host name, 127.0.0.1, a Pod IP)
         self.scm_role_check = scm_role_check

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from scm_server.conf import OzoneConfiguration, SCMNodeDetails
+from scm_server.conf import OzoneConfiguration, SCMNodeDetails, ports
 from scm_server.conf.security import CAMode, SecurityConfig
 from scm_server.exceptions import ConfigError, SCMError
 from scm_server.proto import scm_security_pb2
@@ -386,10 +386,12 @@ def pending_init_certificates(metadata_dir: Path) -> list[x509.Certificate]:
 
 
 def security_addresses(conf: OzoneConfiguration, nodes: Sequence[SCMNodeDetails]) -> list[str]:
-    """``host:ozone.scm.security.service.port`` of the given SCMs (per-node suffix honoured)."""
+    """``host:ozone.scm.security.service.grpc.port`` of the given SCMs (per-node suffix honoured): the security
+    protocol over gRPC (TLS)."""
     out = []
     for n in nodes:
-        port = conf.get_int_for_node("ozone.scm.security.service.port", n.service_id, n.node_id) or 9961
+        key = ports.SECURITY_GRPC.port_key
+        port = conf.get_int_for_node(key, n.service_id, n.node_id) or ports.SECURITY_GRPC.default_port
         out.append(f"{n.host}:{port}")
     return out
 

@@ -527,7 +527,7 @@ async def export_chunks(
 
 
 class AuditExportService(_ServiceBase):
-    """SCMAuditProtocolService on ozone.scm.client.port (next to the admin protocol)."""
+    """SCMAuditProtocolService on ozone.scm.client.grpc.port (next to the admin protocol)."""
 
     SERVICE = "SCMAuditProtocolService"
     MODULE = scm_audit_pb2

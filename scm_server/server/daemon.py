@@ -7,17 +7,21 @@ Start-up order, each step failing with a message that says what to do:
    valid ``scm/current/VERSION`` ("SCM not initialized: run `ozone-scm scm --init` first");
 3. build the SCM facade (``StorageContainerManager.create``) with the HA manager from
    ``scm_server.ha.factory.build_ha_manager`` (Raft) and start it;
-4. start the gRPC servers: datanode protocol on ``ozone.scm.datanode.port``, block protocol on
-   ``ozone.scm.block.client.port``, admin (location + block) protocol on ``ozone.scm.client.port``
-   (per-node ``<key>.<serviceId>.<nodeId>`` overrides), and the aiohttp server on
-   ``ozone.scm.http-address``; log where each endpoint listens;
+4. start the gRPC servers: datanode protocol on ``ozone.scm.datanode.grpc.port`` (19861), block protocol on
+   ``ozone.scm.block.client.grpc.port`` (19863), admin (location + block) protocol on
+   ``ozone.scm.client.grpc.port`` (19860); Ozone's protocols over Hadoop RPC on Ozone's own keys and ports
+   (``ozone.scm.datanode.port`` 9861, ``ozone.scm.block.client.port`` 9863, ``ozone.scm.client.port`` 9860,
+   ``ozone.scm.security.service.port`` 9961; :mod:`scm_server.conf.ports`); per-node
+   ``<key>.<serviceId>.<nodeId>`` overrides; and the aiohttp server on ``ozone.scm.http-address``; log where
+   each endpoint listens;
 
    with ``ozone.security.enabled`` (:mod:`scm_server.ca.scm_security`): the CA material is
    loaded first (a clear error if it is missing or broken), the security protocol is served on
-   ``ozone.scm.security.service.port`` (TLS, no client certificate), the certificate admin service
+   ``ozone.scm.security.service.grpc.port`` (TLS, no client certificate), the certificate admin service
    joins the client port, and with ``hdds.grpc.tls.enabled`` every other port demands a client
    certificate chaining to the cluster's root CA at the handshake and runs the per-call
-   authentication/authorization interceptor; ``ozone.http.policy`` adds HTTPS
+   authentication/authorization interceptor; Hadoop RPC (SIMPLE authentication only) then serves the
+   security protocol's certificate reads alone; ``ozone.http.policy`` adds HTTPS
    (``ozone.scm.https-address``, default 0.0.0.0:9877);
 5. run until SIGTERM/SIGINT, then stop servers (with a short grace period) and the SCM.
 """
@@ -202,39 +206,33 @@ class SCMDaemon:
             address = f"{host}:{bound}"
             setattr(self.listening, protocol.name.lower(), address)
             LOG.info(
-                "SCM %s protocol (%s) listening on %s%s",
+                "SCM %s protocol (%s) listening on %s%s, gRPC (%s)",
                 protocol.name.lower(),
                 ", ".join(s.SERVICE for s in services),
                 address,
                 " (TLS)" if protocol is P.SECURITY else " (mutual TLS)" if mtls else "",
+                protocol.port_key,
             )
         await self._start_hadoop_rpc(get)
         await self._start_web(get)
         LOG.info("SCM started: cluster %s, scm id %s", storage.cluster_id, storage.scm_id)
 
     async def _start_hadoop_rpc(self, get: endpoints.Getter) -> None:
-        """Ozone's protocols over Hadoop RPC (SIMPLE authentication), each when its port key (or address
-        key) is set for this SCM: the block protocol (``ozone.scm.block.client.hadoop-rpc.port``), the
-        datanode protocol (``ozone.scm.datanode.hadoop-rpc.port``), the location (admin) protocol
-        (``ozone.scm.client.hadoop-rpc.port``) and the security protocol's read calls
-        (``ozone.scm.security.service.hadoop-rpc.port``)."""
+        """Ozone's protocols over Hadoop RPC (SIMPLE authentication) on Ozone's own port keys: the block
+        protocol (``ozone.scm.block.client.port``, 9863), the datanode protocol (``ozone.scm.datanode.port``,
+        9861), the location (admin) protocol (``ozone.scm.client.port``, 9860) and the security protocol's read
+        calls (``ozone.scm.security.service.port``, 9961). With ``ozone.security.enabled`` only the last one."""
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
         from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
         from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
         from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
-        from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_refusal
+        from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_listeners
 
         P = endpoints.Protocol
-        wanted = [
-            p for p in (P.BLOCK_HADOOP, P.DATANODE_HADOOP, P.CLIENT_HADOOP, P.SECURITY_HADOOP)
-            if endpoints.configured(get, p, self.node)
-        ]
-        if not wanted:
-            return
-        refusal = hadoop_rpc_refusal(wanted, secure=self.security is not None)
-        if refusal is not None:
-            raise DaemonStartupError(refusal)
+        wanted, left_out = hadoop_rpc_listeners(secure=self.security is not None)
+        if left_out is not None:
+            LOG.info("%s", left_out)
         settings = HadoopRpcSettings.from_conf(self.conf)
         metrics = HadoopRpcMetrics(getattr(self.scm, "metrics_registry", None))
         storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""
@@ -260,7 +258,8 @@ class SCMDaemon:
                 raise DaemonStartupError(f"cannot listen on {host}:{port} ({protocol.port_key}): {exc}") from exc
             self.hadoop_servers.append(server)
             setattr(self.listening, protocol.name.lower(), f"{host}:{bound}")
-            LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s", translator.protocol, host, bound)
+            LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s (%s)", translator.protocol, host, bound,
+                     protocol.port_key)
 
     def _servicer(self, cls: Any, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics) -> Any:
         if getattr(cls, "MODULE", None) is not None and cls.MODULE.__name__.endswith("scm_security_pb2"):

@@ -17,48 +17,45 @@ import dataclasses
 import enum
 from collections.abc import Callable
 
+from scm_server.conf import ports
 from scm_server.conf.addresses import check_host, parse_port, split_host_port
+from scm_server.exceptions import ConfigError
 
 Getter = Callable[[str], "str | None"]
 
 
 class Protocol(enum.Enum):
-    """The SCM network endpoints, with Ozone's port key and default port."""
+    """The SCM network endpoints: gRPC on our own keys, Ozone's protocols over Hadoop RPC on Ozone's keys
+    (the table, the defaults and the retired keys: :mod:`scm_server.conf.ports`)."""
 
-    CLIENT = ("ozone.scm.client.port", 9860, "ozone.scm.client.address")
-    DATANODE = ("ozone.scm.datanode.port", 9861, "ozone.scm.datanode.address")
-    BLOCK = ("ozone.scm.block.client.port", 9863, "ozone.scm.block.client.address")
+    # gRPC (our client, CLI, simulator, operator): ozone.scm.<x>.grpc.port, 19860/19861/19863/19961
+    CLIENT = ports.CLIENT_GRPC
+    DATANODE = ports.DATANODE_GRPC
+    BLOCK = ports.BLOCK_GRPC
     # SCMSecurityProtocol (certificates; TLS without client certificates), only with ozone.security.enabled
-    SECURITY = ("ozone.scm.security.service.port", 9961, "ozone.scm.security.service.address")
-    # ScmBlockLocationProtocol over Hadoop RPC (issue 20, first slice): served only when its port key is
-    # set (see ``configured``); the plan moves it onto Ozone's 9863 (docs/ozone-compatibility.md).
-    BLOCK_HADOOP = (
-        "ozone.scm.block.client.hadoop-rpc.port",
-        19863,
-        "ozone.scm.block.client.hadoop-rpc.address",
-    )
-    # StorageContainerDatanodeProtocol over Hadoop RPC, likewise opt-in (Ozone's 9861 after the swap)
-    DATANODE_HADOOP = ("ozone.scm.datanode.hadoop-rpc.port", 19861, "ozone.scm.datanode.hadoop-rpc.address")
-    # StorageContainerLocationProtocol (admin/client) over Hadoop RPC, likewise opt-in (Ozone's 9860 after the swap)
-    CLIENT_HADOOP = ("ozone.scm.client.hadoop-rpc.port", 19860, "ozone.scm.client.hadoop-rpc.address")
-    # SCMSecurityProtocol over Hadoop RPC (read calls only while SIMPLE is the only authentication), opt-in
-    SECURITY_HADOOP = (
-        "ozone.scm.security.service.hadoop-rpc.port",
-        19961,
-        "ozone.scm.security.service.hadoop-rpc.address",
-    )
+    SECURITY = ports.SECURITY_GRPC
+    # Ozone's protocols over Hadoop RPC on Ozone's own keys and ports: ScmBlockLocationProtocol (9863),
+    # StorageContainerDatanodeProtocol (9861), StorageContainerLocationProtocol (9860), SCMSecurityProtocol (9961)
+    BLOCK_HADOOP = ports.BLOCK_HADOOP
+    DATANODE_HADOOP = ports.DATANODE_HADOOP
+    CLIENT_HADOOP = ports.CLIENT_HADOOP
+    SECURITY_HADOOP = ports.SECURITY_HADOOP
 
     @property
     def port_key(self) -> str:
-        return self.value[0]
+        return self.value.port_key
 
     @property
     def default_port(self) -> int:
-        return self.value[1]
+        return self.value.default_port
 
     @property
     def address_key(self) -> str:
-        return self.value[2]
+        return self.value.address_key
+
+    @property
+    def transport(self) -> ports.Transport:
+        return self.value.transport
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +86,18 @@ def service_id(get: Getter) -> str | None:
 
 
 def scm_nodes(get: Getter) -> list[ScmNode]:
-    """Every SCM of the cluster, from ozone.scm.nodes.<svc> or else ozone.scm.names."""
+    """Every SCM of the cluster, from ozone.scm.nodes.<svc> or else ozone.scm.names. A retired
+    ``ozone.scm.<x>.hadoop-rpc.*`` key raises ConfigError naming the renames."""
+    nodes = _scm_nodes(get)
+    suffixes = ["", *dict.fromkeys(f".{n.service_id}" for n in nodes if n.service_id)]
+    suffixes += [f".{n.service_id}.{n.node_id}" for n in nodes if n.service_id and n.node_id]
+    problem = ports.retired_key_problem(get, suffixes)
+    if problem is not None:
+        raise ConfigError(problem)
+    return nodes
+
+
+def _scm_nodes(get: Getter) -> list[ScmNode]:
     svc = service_id(get)
     if svc:
         nodes = []
@@ -184,6 +192,6 @@ def https_address(get: Getter, node: ScmNode) -> tuple[str, int]:
 
 def bind_host(get: Getter, protocol: Protocol, node: ScmNode) -> str:
     """Bind host: ozone.scm.<x>.bind.host if set, else the node's configured host."""
-    bind_key = protocol.address_key.replace(".address", ".bind.host")
+    bind_key = protocol.value.bind_host_key
     entry = _node_entry(get, bind_key, node)
     return check_host(*entry, example="0.0.0.0") if entry else node.host

@@ -202,7 +202,7 @@ class _ServiceBase:
 
 
 class DatanodeProtocolService(_ServiceBase):
-    """StorageContainerDatanodeProtocolService on ozone.scm.datanode.port."""
+    """StorageContainerDatanodeProtocolService on ozone.scm.datanode.grpc.port."""
 
     SERVICE = "StorageContainerDatanodeProtocolService"
     MODULE = scm_datanode_pb2
@@ -226,7 +226,7 @@ class DatanodeProtocolService(_ServiceBase):
 
 
 class BlockProtocolService(_ServiceBase):
-    """ScmBlockLocationProtocolService on ozone.scm.block.client.port (and the client port)."""
+    """ScmBlockLocationProtocolService on ozone.scm.block.client.grpc.port (and the client port)."""
 
     SERVICE = "ScmBlockLocationProtocolService"
     MODULE = scm_client_pb2
@@ -246,7 +246,7 @@ class BlockProtocolService(_ServiceBase):
 
 
 class LocationProtocolService(_ServiceBase):
-    """StorageContainerLocationProtocolService (admin) on ozone.scm.client.port."""
+    """StorageContainerLocationProtocolService (admin) on ozone.scm.client.grpc.port."""
 
     SERVICE = "StorageContainerLocationProtocolService"
     MODULE = scm_client_pb2

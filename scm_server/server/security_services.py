@@ -1,6 +1,6 @@
 """gRPC servicers of the security protocols (proto/scm_security.proto), thin over the CA server.
 
-* ``SCMSecurityProtocolService`` on ``ozone.scm.security.service.port`` (9961): TLS with this SCM's
+* ``SCMSecurityProtocolService`` on ``ozone.scm.security.service.grpc.port`` (19961): TLS with this SCM's
   certificate, no client certificate (enrolling parties have none). Enrolment calls are leader-only
   and authenticated by an HMAC of the role's enrolment secret; the rest is public (CA certificates,
   a certificate by serial or by public key, CRLs) or proves the secret (``GetScmInfo``).
@@ -78,7 +78,7 @@ class _SecurityBase(_ServiceBase):
 
 
 class SecurityProtocolService(_SecurityBase):
-    """SCMSecurityProtocolService on ozone.scm.security.service.port."""
+    """SCMSecurityProtocolService on ozone.scm.security.service.grpc.port."""
 
     SERVICE = "SCMSecurityProtocolService"
 

@@ -22,8 +22,8 @@ def _describe(exc: BaseException, peer: object) -> str:
     if "PRI" in text or "HTTP/2" in text:
         return (
             f"web server: rejected a connection from {peer} that speaks HTTP/2 (a gRPC client pointed at the "
-            "web port? gRPC clients use ozone.scm.client.port, ozone.scm.block.client.port or "
-            "ozone.scm.datanode.port, not ozone.scm.http-address)"
+            "web port? gRPC clients use ozone.scm.client.grpc.port, ozone.scm.block.client.grpc.port or "
+            "ozone.scm.datanode.grpc.port, not ozone.scm.http-address)"
         )
     first = " ".join(text.split())[:160]
     return f"web server: rejected a malformed HTTP request from {peer}: {first}"

@@ -107,7 +107,7 @@ def scm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScmUnderTest]:
 def test_garbage_port_on_the_admin_cli_is_one_line(tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path, 3)
     cluster.write_configs()
-    key = "ozone.scm.client.port.scmservice.scm2"
+    key = "ozone.scm.client.grpc.port.scmservice.scm2"
     proc = cli("--conf", str(cluster.scms[0].conf_dir), "admin", "safemode", "status",
                env={f"OZONE-SITE.XML_{key}": "notaport"})
     assert proc.returncode == 1
@@ -241,7 +241,7 @@ def test_a_grpc_client_on_the_http_port_gets_one_warning_per_connection(scm: Scm
                     "OZONE-SITE.XML_hdds.scmclient.failover.retry.interval": "100ms"})
     assert proc.returncode == 1
     error = proc.stderr.strip().splitlines()[-1]
-    assert "answers HTTP/1 (the SCM's web port?); admin commands use ozone.scm.client.port" in error
+    assert "answers HTTP/1 (the SCM's web port?); admin commands use ozone.scm.client.grpc.port" in error
 
     def warnings() -> list[str]:
         new = log.read_text(errors="replace")[len(before):]

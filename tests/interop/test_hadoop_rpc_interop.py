@@ -26,9 +26,7 @@ from scm_server import hadoop_ipc as codec
 from scm_server.client.hadoop_rpc import HadoopRpcConnection
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
-from scm_server.local.cluster import SERVICE_ID
 from scm_server.local.quorum import HALocalCluster
-from scm_server.ports import free_port
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
@@ -100,17 +98,12 @@ class Quorum:
 async def quorum(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Quorum]:
     classpath = build_java()
     cluster = HALocalCluster(tmp_path_factory.mktemp("interop") / "c", 3, settings=SETTINGS)
-    ports = [free_port() for _ in cluster.scms]
-    dn_ports = [free_port() for _ in cluster.scms]
-    client_ports = [free_port() for _ in cluster.scms]
-    security_ports = [free_port() for _ in cluster.scms]
-    for s, port, dn_port, client_port, security_port in zip(
-        cluster.scms, ports, dn_ports, client_ports, security_ports, strict=True
-    ):
-        cluster.settings[f"ozone.scm.block.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(port)
-        cluster.settings[f"ozone.scm.datanode.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(dn_port)
-        cluster.settings[f"ozone.scm.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(client_port)
-        cluster.settings[f"ozone.scm.security.service.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(security_port)
+    # Ozone's own port keys (ozone.scm.block.client.port, ...) name the Hadoop RPC ports: the harness gives every
+    # SCM free ones in its ozone-site.xml, nothing opt-in
+    ports = [s.hadoop_ports["block"] for s in cluster.scms]
+    dn_ports = [s.hadoop_ports["datanode"] for s in cluster.scms]
+    client_ports = [s.hadoop_ports["client"] for s in cluster.scms]
+    security_ports = [s.hadoop_ports["security"] for s in cluster.scms]
     sim = None
     try:
         cluster.start_quorum()
@@ -417,3 +410,43 @@ async def test_allocations_follow_hints_across_a_leader_kill_without_duplicates(
 
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+async def test_a_leader_not_ready_yet_is_retried_in_place_by_hadoops_client() -> None:
+    """Ozone's SCM answers a leader that is not ready yet (elected, own term's first entry not applied) with
+    RetriableWithNoFailoverException wrapping Ratis's LeaderNotReadyException, and Ozone's failover proxy retries
+    that SCM instead of failing over. Hadoop's own client against our block translator, the SCM's readiness held
+    back for its first calls: the same SCM answers once ready, no failover, one block."""
+    import asyncio
+
+    from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
+    from scm_server.server.hadoop_rpc.server import HadoopRpcServer
+    from tests.unit.edges.fakes import FakeSCM
+
+    class Context:
+        def __init__(self) -> None:
+            self.refusals = 3
+
+        def is_leader_ready(self) -> bool:
+            self.refusals -= 1
+            return self.refusals < 0
+
+    classpath = await asyncio.to_thread(build_java)
+    scm = FakeSCM()
+    scm.scm_context = Context()  # type: ignore[attr-defined]
+    follower = FakeSCM(leader=False, leader_id="")
+    servers = [HadoopRpcServer([BlockLocationTranslator(f, {}.get, "scm-1-id", "127.0.0.1")]) for f in (scm, follower)]
+    try:
+        ready_port, other_port = [await s.start("127.0.0.1", 0) for s in servers]
+        lines = await asyncio.to_thread(java, classpath, "allocate", "1",
+                                        f"127.0.0.1:{ready_port},127.0.0.1:{other_port}")
+    finally:
+        for s in servers:
+            await s.stop()
+    not_ready = [line for line in lines if line.startswith("NOTREADY ")]
+    assert len(not_ready) == 3, lines
+    assert all(line.startswith(f"NOTREADY 127.0.0.1:{ready_port} org.apache.ratis.protocol.exceptions."
+                               "LeaderNotReadyException: scm-1-id is in LEADER state but not ready yet.")
+               for line in not_ready), lines
+    assert lines[-1] == "DONE 1 unique 1 failovers 0", lines
+    assert follower.calls == []  # never failed over to the other SCM

@@ -7,9 +7,9 @@ on conditions (ports open, command output) with deadlines, never for a fixed tim
 recorded and killed by `OzoneCluster.stop()`, which the tests call on any failure.
 
 The SCM side is a parameter: "ozone" starts Ozone's own 3-SCM HA ring (the anchor); "ours" starts this project's
-3-SCM ring (`ozone-scm scm --init` / `--bootstrap` / `scm`) serving Ozone's four protocols over Hadoop RPC (issue 20):
-our SCMs' own ozone-site.xml keeps Ozone's port keys for their gRPC services and puts the Hadoop RPC listeners on
-`*.hadoop-rpc.port.<service>.<node>`; every Ozone process is given those Hadoop RPC ports under Ozone's own keys.
+3-SCM ring (`ozone-scm scm --init` / `--bootstrap` / `scm`) serving Ozone's four protocols over Hadoop RPC (issue 20)
+on Ozone's own port keys: our SCMs read the very keys every Ozone process is given, plus our gRPC services' keys
+(`ozone.scm.<x>.grpc.port.<service>.<node>`).
 """
 
 from __future__ import annotations
@@ -167,8 +167,8 @@ class ScmNode:
     grpc_port: int
     http_port: int
     https_port: int
-    # our SCM only: its gRPC services keep Ozone's port keys in its own ozone-site.xml, so they need ports of
-    # their own; the ports above are then its Hadoop RPC listeners, the ones Ozone's processes are given
+    # our SCM only: its gRPC services (ozone.scm.<x>.grpc.port); the ports above, on Ozone's keys, are its Hadoop
+    # RPC listeners, the ones Ozone's processes are given
     grpc_client_port: int = 0
     grpc_block_port: int = 0
     grpc_datanode_port: int = 0
@@ -317,20 +317,15 @@ class OzoneCluster:
         return props
 
     def our_scm_props(self, scm: ScmNode) -> dict[str, str]:
-        """Our SCM's own ozone-site.xml: the same ring, its gRPC services on Ozone's port keys (ports of their
-        own), and its opt-in Hadoop RPC listeners on the ports Ozone's processes know as Ozone's SCM ports."""
-        props = {k: v for k, v in self.common_props().items()
-                 if not k.startswith(("ozone.scm.client.port.", "ozone.scm.block.client.port.",
-                                      "ozone.scm.datanode.port.", "ozone.scm.security.service.port."))}
+        """Our SCM's own ozone-site.xml: exactly the keys Ozone's processes are given (Ozone's port keys name the
+        Hadoop RPC ports our SCM serves Ozone's protocols on), plus our gRPC services on keys of our own
+        (``ozone.scm.<x>.grpc.port``; per node, since the ring shares one loopback address)."""
+        props = dict(self.common_props())
         for s in self.scms:
             sfx = f"{SCM_SERVICE_ID}.{s.node_id}"
-            props[f"ozone.scm.client.port.{sfx}"] = str(s.grpc_client_port)
-            props[f"ozone.scm.block.client.port.{sfx}"] = str(s.grpc_block_port)
-            props[f"ozone.scm.datanode.port.{sfx}"] = str(s.grpc_datanode_port)
-            props[f"ozone.scm.client.hadoop-rpc.port.{sfx}"] = str(s.client_port)
-            props[f"ozone.scm.block.client.hadoop-rpc.port.{sfx}"] = str(s.block_port)
-            props[f"ozone.scm.datanode.hadoop-rpc.port.{sfx}"] = str(s.datanode_port)
-            props[f"ozone.scm.security.service.hadoop-rpc.port.{sfx}"] = str(s.security_port)
+            props[f"ozone.scm.client.grpc.port.{sfx}"] = str(s.grpc_client_port)
+            props[f"ozone.scm.block.client.grpc.port.{sfx}"] = str(s.grpc_block_port)
+            props[f"ozone.scm.datanode.grpc.port.{sfx}"] = str(s.grpc_datanode_port)
         props.update({
             "ozone.scm.node.id": scm.node_id,
             "ozone.metadata.dirs": str(self.base / scm.node_id / "metadata"),

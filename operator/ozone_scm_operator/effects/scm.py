@@ -56,19 +56,27 @@ class Endpoint:
 
     @property
     def grpc_address(self) -> str:
-        return self._address("grpc")
+        """The inter-SCM service (roles, leadership transfer)."""
+        return self._address(naming.PORTS["inter-scm"])
 
     @property
     def client_address(self) -> str:
-        return self._address("client")
+        """The admin (location) protocol over gRPC."""
+        return self._address(naming.PORTS["client-grpc"])
+
+    @property
+    def legacy_client_address(self) -> str:
+        """Where a member configured before the port swap serves the admin protocol over gRPC."""
+        return self._address(naming.LEGACY_GRPC_CLIENT_PORT)
 
     @property
     def security_address(self) -> str:
-        return self._address("security")
+        """The security protocol over gRPC (TLS)."""
+        return self._address(naming.PORTS["security-grpc"])
 
-    def _address(self, port: str) -> str:
+    def _address(self, port: int) -> str:
         host = f"[{self.ip}]" if ":" in self.ip else self.ip
-        return f"{host}:{naming.PORTS[port]}"
+        return f"{host}:{port}"
 
 
 def client_security(cert_chain: Sequence[x509.Certificate], key: ec.EllipticCurvePrivateKey,
@@ -103,15 +111,15 @@ class SCMAdmin:
 
     async def _in_safe_mode(self, ep: Endpoint, security: StaticClientSecurity | None) -> bool | None:
         config = SCMClientConfig(max_retries=0, retry_interval=0.1, rpc_timeout=self.probe_timeout)
-        try:
-            # local_read: this member's own safemode state (a plain read on a follower is redirected to the leader)
-            async with SCMClient(
-                [ep.client_address], config, security=security, local_read=True
-            ) as c:
-                return (await asyncio.wait_for(c.in_safe_mode(), self.probe_timeout + 1)).in_safe_mode
-        except Exception as exc:
-            LOG.debug("SCM %s (%s) did not answer InSafeMode: %s", ep.member, ep.ip, exc)
-            return None
+        # a member still on a configuration from before the port swap (rolled later) answers on the old port
+        for address in (ep.client_address, ep.legacy_client_address):
+            try:
+                # local_read: this member's own safemode state (a plain read on a follower is redirected to the leader)
+                async with SCMClient([address], config, security=security, local_read=True) as c:
+                    return (await asyncio.wait_for(c.in_safe_mode(), self.probe_timeout + 1)).in_safe_mode
+            except Exception as exc:
+                LOG.debug("SCM %s (%s) did not answer InSafeMode at %s: %s", ep.member, ep.ip, address, exc)
+        return None
 
     async def probe_all(
         self, endpoints: Mapping[str, Endpoint], security: StaticClientSecurity | None = None

@@ -6,6 +6,11 @@ A call that only the leader may answer, reaching a follower, is an RPC ERROR nam
 was called* (the block translator suggests the leader's Hadoop RPC block port, the location translator
 its Hadoop RPC client port), the form Ozone's ``SCMFailoverProxyProviderBase`` matches against its
 proxies. A leader whose lease ran out (or an unknown leader) answers without a hint.
+
+A leader that is not ready yet (elected, but it has not applied its own term's first entry, so its memory may
+miss earlier terms' writes) answers ``org.apache.hadoop.hdds.scm.ha.RetriableWithNoFailoverException`` wrapping
+Ratis's ``LeaderNotReadyException``, as Ozone's ``RatisUtil.checkRatisException`` does; Ozone's failover proxy
+retries the same SCM for it instead of failing over.
 """
 
 from __future__ import annotations
@@ -35,10 +40,16 @@ class Leadership:
         self.hostname = hostname
 
     def require_leader(self) -> None:
-        """Raises NotLeaderException on a follower (the facade's own check)."""
+        """Raises NotLeaderException on a follower (the facade's own check), and the RPC error Ozone answers
+        for a leader that is not ready yet."""
         require_leader = getattr(self.scm, "require_leader", None)
         if callable(require_leader):
             require_leader()
+        context = getattr(self.scm, "scm_context", None)
+        is_ready = getattr(context, "is_leader_ready", None)
+        if callable(is_ready) and not is_ready():
+            raise RpcCallError(codec.RETRIABLE_NO_FAILOVER, codec.leader_not_ready_message(self.self_name),
+                               ErrorCode.ERROR_APPLICATION)
 
     def error(self, exc: NotLeaderException) -> RpcCallError:
         return RpcCallError(codec.SERVER_NOT_LEADER, self.message(exc), ErrorCode.ERROR_APPLICATION)

@@ -13,7 +13,7 @@ Refused: **certificate issuance** (``GetDataNodeCertificate``, ``GetOMCertificat
 ``GetCert``) with ``UNABLE_TO_ISSUE_CERTIFICATE``: Hadoop RPC is served with SIMPLE authentication only,
 where the caller merely *states* a user name, so nobody on this transport is authenticated and a certificate
 issued here would bind a role to whoever asked; enrolment stays on the gRPC security service (enrolment
-secret, ``ozone.scm.security.service.port``) until Kerberos (SASL GSSAPI) is served. The mutations
+secret, ``ozone.scm.security.service.grpc.port``) until Kerberos (SASL GSSAPI) is served. The mutations
 (``RevokeCertificates``, ``RemoveExpiredCertificates``) are refused for the same reason; the CRL calls
 (``GetCrls``, ``GetLatestCrlId``) answer ``INTERNAL_ERROR`` as Ozone 2.2.0 itself does ("Unsupported").
 
@@ -157,7 +157,7 @@ class SecurityTranslator:
             raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, (
                 f"{command} refused: {NO_AUTH}, and a certificate issued to an unauthenticated caller would "
                 "bind a role to whoever asked. Enrol through the gRPC security service "
-                "(ozone.scm.security.service.port) until Kerberos is served over Hadoop RPC"))
+                "(ozone.scm.security.service.grpc.port) until Kerberos is served over Hadoop RPC"))
         if command in MUTATIONS:
             raise _Refusal(wire_sec.INTERNAL_ERROR, (
                 f"{command} refused: {NO_AUTH}; use `ozone-scm admin cert` over the authenticated gRPC admin port"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from datetime import timedelta
 
 from scm_server.conf import OzoneConfiguration
@@ -32,15 +31,26 @@ class HadoopRpcSettings:
         return cls(max_frame=int(size), idle_timeout=2 * idle.total_seconds())
 
 
-def hadoop_rpc_refusal(wanted: Sequence[Protocol], *, secure: bool) -> str | None:
-    """Why this SCM must not start with the Hadoop RPC listeners ``wanted``, or None. With SIMPLE authentication
-    nobody is authenticated, so with ``ozone.security.enabled`` only the security protocol's listener may be
-    served (it hands out public certificates and never issues one over Hadoop RPC)."""
-    unauthenticated = [p for p in wanted if p is not Protocol.SECURITY_HADOOP]
-    if not secure or not unauthenticated:
-        return None
-    return (
-        f"{unauthenticated[0].port_key} is set but ozone.security.enabled is true: Hadoop RPC serves SIMPLE "
-        "authentication only so far (Kerberos is the next step of issue 20); unset one of them "
-        "(ozone.scm.security.service.hadoop-rpc.port may stay: it serves certificate reads only)"
+def hadoop_rpc_listeners(*, secure: bool) -> tuple[list[Protocol], str | None]:
+    """Which of Ozone's protocols this SCM serves over Hadoop RPC, on Ozone's own port keys, and the one log line
+    saying what is left out and why (None when nothing is). With SIMPLE authentication nobody is authenticated,
+    so with ``ozone.security.enabled`` only the security protocol is served (it hands out public certificates and
+    never issues one over Hadoop RPC); the others are served over gRPC with mutual TLS only."""
+    every = [Protocol.BLOCK_HADOOP, Protocol.DATANODE_HADOOP, Protocol.CLIENT_HADOOP, Protocol.SECURITY_HADOOP]
+    if not secure:
+        return every, None
+    left_out = [p for p in every if p is not Protocol.SECURITY_HADOOP]
+    return [Protocol.SECURITY_HADOOP], (
+        "ozone.security.enabled is true and Hadoop RPC serves SIMPLE authentication only (Kerberos is not served "
+        f"yet): {', '.join(p.port_key for p in left_out)} not served; their protocols are served over gRPC with "
+        f"mutual TLS on {', '.join(_grpc_twin(p).port_key for p in left_out)}"
     )
+
+
+def _grpc_twin(protocol: Protocol) -> Protocol:
+    return {
+        Protocol.BLOCK_HADOOP: Protocol.BLOCK,
+        Protocol.DATANODE_HADOOP: Protocol.DATANODE,
+        Protocol.CLIENT_HADOOP: Protocol.CLIENT,
+        Protocol.SECURITY_HADOOP: Protocol.SECURITY,
+    }[protocol]

@@ -47,7 +47,7 @@ def cronjob(env: Env) -> dict[str, Any] | None:
 
 
 async def container_count(ips: dict[str, str]) -> int:
-    async with SCMClient([f"{ip}:9860" for ip in ips.values()]) as client:
+    async with SCMClient([f"{ip}:19860" for ip in ips.values()]) as client:
         containers, _ = await asyncio.wait_for(client.list_containers(count=10), 20)
     return len(containers)
 

@@ -70,7 +70,7 @@ async def check(members: dict[str, tuple[str, str]], security: StaticClientSecur
 
 
 async def containers(members: dict[str, tuple[str, str]], security: StaticClientSecurity | None) -> dict[str, Any]:
-    addresses = [f"{ip}:9860" for ip, _ in members.values()]
+    addresses = [f"{ip}:19860" for ip, _ in members.values()]  # the gRPC client port
     ids: list[int] = []
     async with SCMClient(addresses, SCMClientConfig(max_retries=50, retry_interval=0.2, rpc_timeout=5.0),
                          security=security) as c:
@@ -91,7 +91,7 @@ async def revocation(
     ip, host = next(iter(members.values()))
     options = [("grpc.ssl_target_name_override", host)]
     config = SCMClientConfig(max_retries=3, retry_interval=0.5, rpc_timeout=10)
-    async with SCMSecurityClient([f"{ip}:9860"], config, security=security, channel_options=options) as c:
+    async with SCMSecurityClient([f"{ip}:19860"], config, security=security, channel_options=options) as c:
         listing = await c.list_certificates(revoked=True)
     serials = [i.certificate.serialId for i in listing.certificates] + [r.serialId for r in listing.externalRevocations]
     refused = ""

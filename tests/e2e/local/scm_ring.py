@@ -18,7 +18,10 @@ from xml.sax.saxutils import escape
 
 Obj = dict[str, Any]
 SERVICE_ID = "scmservice"
-PORTS = {"client": 9860, "datanode": 9861, "block": 9863, "http": 9876, "ratis": 9894, "grpc": 9895}
+# the SCM's default ports: Ozone's protocols over Hadoop RPC on Ozone's numbers, ours over gRPC on our own
+PORTS = {"client-hadoop": 9860, "datanode-hadoop": 9861, "block-hadoop": 9863, "security-hadoop": 9961,
+         "client-grpc": 19860, "datanode-grpc": 19861, "block-grpc": 19863, "http": 9876, "ratis": 9894,
+         "inter-scm": 9895}
 
 
 def member_names(name: str, replicas: int) -> list[str]:
@@ -99,8 +102,8 @@ def ring_objects(name: str, namespace: str, replicas: int, image: str, *, storag
 def datanode_pod(name: str, namespace: str, members: list[str], image: str, count: int = 3) -> Obj:
     """Simulated datanodes (``ozone-scm datanode-sim``) reporting to every member by its cluster DNS name, with
     the ring's ``<name>-config`` ConfigMap (the operator's ConfigMap has the same name) as their configuration."""
-    scms = ",".join(f"{fqdn(m, name, namespace)}:{PORTS['datanode']}" for m in members)
-    admin = ",".join(f"{fqdn(m, name, namespace)}:{PORTS['client']}" for m in members)
+    scms = ",".join(f"{fqdn(m, name, namespace)}:{PORTS['datanode-grpc']}" for m in members)
+    admin = ",".join(f"{fqdn(m, name, namespace)}:{PORTS['client-grpc']}" for m in members)
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{name}-datanodes", "namespace": namespace,

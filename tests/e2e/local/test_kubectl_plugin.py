@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ozone_scm_operator import naming
 from tests.e2e.local import jobcontroller
 from tests.e2e.local.operator_env import BIN, Env, environment
 
@@ -66,7 +67,7 @@ def cluster_annotations(env: Env) -> dict[str, str]:
 async def container_ids(env: Env) -> set[int]:
     """The container IDs the leader lists (``ozone-scm admin container list --json``, over every member's client
     address)."""
-    scm = ",".join(f"{ip}:9860" for ip in env.member_ips(NAME).values())
+    scm = ",".join(f"{ip}:{naming.PORTS['client-grpc']}" for ip in env.member_ips(NAME).values())
     proc = await asyncio.create_subprocess_exec(
         str(BIN / "ozone-scm"), "admin", "--scm", scm, "container", "list", "--json", "--count", "100000",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)

@@ -81,7 +81,7 @@ async def leader_member(ips: dict[str, str]) -> str | None:
 
 
 async def allocate(ips: dict[str, str]) -> int:
-    async with SCMClient([f"{ip}:9860" for ip in ips.values()]) as client:
+    async with SCMClient([f"{ip}:19860" for ip in ips.values()]) as client:
         blocks = await asyncio.wait_for(client.allocate_block(1024 * 1024, num_blocks=2), 20)
     return len(blocks)
 

@@ -49,8 +49,8 @@ def make_conf(root: Path, node_ids: list[str], node: str, ports: dict[str, dict[
 
 
 def alloc_ports(node_ids: list[str]) -> dict[str, dict[str, int]]:
-    keys = ("ozone.scm.ratis.port", "ozone.scm.grpc.port", "ozone.scm.client.port", "ozone.scm.block.client.port",
-            "ozone.scm.datanode.port")
+    keys = ("ozone.scm.ratis.port", "ozone.scm.grpc.port", "ozone.scm.client.grpc.port",
+            "ozone.scm.block.client.grpc.port", "ozone.scm.datanode.grpc.port")
     return {nid: {k: free_port() for k in keys} for nid in node_ids}
 
 

@@ -48,8 +48,31 @@ def test_content_hash_changes_with_content_only() -> None:
 def test_headless_service_publishes_not_ready_addresses() -> None:
     svc = builders.build_headless_service(REF)
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
-    assert {p["port"] for p in svc["spec"]["ports"]} == {9860, 9861, 9863, 9876, 9894, 9895}
+    assert {p["port"] for p in svc["spec"]["ports"]} == {
+        9860, 9861, 9863, 9961, 19860, 19861, 19863, 19961, 9876, 9894, 9895}
     assert svc["spec"]["selector"] == naming.selector_labels("scm")
+
+
+def test_the_configmap_puts_hadoop_rpc_on_ozones_keys_and_grpc_on_ours_as_the_scm_reads_them() -> None:
+    """The ports the operator exposes are the ones the SCM binds, read through the SCM's own endpoint lookups."""
+    from scm_server.server import endpoints
+
+    spec, problems = parse_spec({"ozoneSite": {"ozone.scm.client.hadoop-rpc.port": "19999"}})
+    assert [p.field for p in problems] == ["ozoneSite"] and "ozone.scm.client.hadoop-rpc.port" in problems[0].message
+    props = site(builders.build_configmap(REF, spec, ["scm-0", "scm-1"], "scm-0"))
+    assert not any(".hadoop-rpc." in k for k in props)
+    P = endpoints.Protocol
+    expected = {
+        P.CLIENT_HADOOP: "client-hadoop", P.DATANODE_HADOOP: "datanode-hadoop", P.BLOCK_HADOOP: "block-hadoop",
+        P.SECURITY_HADOOP: "security-hadoop", P.CLIENT: "client-grpc", P.DATANODE: "datanode-grpc",
+        P.BLOCK: "block-grpc", P.SECURITY: "security-grpc",
+    }
+    assert set(expected) == set(P)
+    for protocol, name in expected.items():
+        addresses = endpoints.protocol_addresses(props.get, protocol)
+        assert {a.rsplit(":", 1)[1] for a in addresses} == {str(naming.PORTS[name])}, protocol
+        assert naming.PORTS[name] == protocol.default_port  # the SCM's defaults, so a Pod without the keys agrees
+    assert [props["ozone.scm.client.port"], props["ozone.scm.client.grpc.port"]] == ["9860", "19860"]
 
 
 def test_client_service_type_and_annotations() -> None:
@@ -57,7 +80,10 @@ def test_client_service_type_and_annotations() -> None:
     svc = builders.build_client_service(REF, spec)
     assert svc["spec"]["type"] == "LoadBalancer" and svc["metadata"]["annotations"]["a"] == "b"
     assert svc["metadata"]["labels"]["team"] == "x" and "publishNotReadyAddresses" not in svc["spec"]
-    assert {p["name"] for p in svc["spec"]["ports"]} == {"client", "block", "datanode", "http"}
+    assert {p["name"]: p["port"] for p in svc["spec"]["ports"]} == {
+        "client-hadoop": 9860, "block-hadoop": 9863, "datanode-hadoop": 9861, "security-hadoop": 9961,
+        "client-grpc": 19860, "block-grpc": 19863, "datanode-grpc": 19861, "security-grpc": 19961, "http": 9876}
+    assert all(len(p["name"]) <= 15 for p in svc["spec"]["ports"])  # IANA service names, as Kubernetes wants
 
 
 def test_pvc() -> None:

@@ -179,7 +179,8 @@ def ha_conf(**extra: str) -> OzoneConfiguration:
         "ozone.scm.address.scmservice.scm2": "host2",
         "ozone.scm.address.scmservice.scm3": "host3",
         "ozone.scm.ratis.port.scmservice.scm2": "19894",
-        "ozone.scm.client.port.scmservice.scm3": "19860",
+        "ozone.scm.client.grpc.port.scmservice.scm3": "29860",
+        "ozone.scm.client.port.scmservice.scm3": "39860",  # Ozone's key: the Hadoop RPC port, not these nodes' gRPC
         "ozone.scm.http-address.scmservice.scm3": "0.0.0.0:19876",
         "ozone.scm.node.id": "scm2",
         "ozone.scm.primordial.node.id": "scm1",
@@ -194,7 +195,8 @@ def test_ha_config_with_per_node_suffix_overrides() -> None:
     assert [n.node_id for n in ha.nodes] == ["scm1", "scm2", "scm3"]
     assert ha.node("scm1").ratis_address == "host1:9894"
     assert ha.node("scm2").ratis_port == 19894
-    assert ha.node("scm3").client_address == "host3:19860"
+    assert ha.node("scm3").client_address == "host3:29860"  # the gRPC client port
+    assert ha.node("scm1").client_address == "host1:19860"  # its default
     assert ha.node("scm3").http_address == "0.0.0.0:19876"
     assert ha.local_node is not None and ha.local_node.node_id == "scm2"
     assert [p.node_id for p in ha.peers()] == ["scm1", "scm3"]

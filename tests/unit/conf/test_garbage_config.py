@@ -57,8 +57,10 @@ def ha_site(root: Path) -> dict[str, str]:
     }
     for i, n in enumerate(("scm1", "scm2", "scm3")):
         values[f"ozone.scm.address.{SVC}.{n}"] = "127.0.0.1"
-        for key, port in (("ozone.scm.client.port", 19860), ("ozone.scm.datanode.port", 19861),
-                          ("ozone.scm.block.client.port", 19863), ("ozone.scm.ratis.port", 19894),
+        for key, port in (("ozone.scm.client.grpc.port", 19860), ("ozone.scm.datanode.grpc.port", 19861),
+                          ("ozone.scm.block.client.grpc.port", 19863), ("ozone.scm.ratis.port", 19894),
+                          ("ozone.scm.client.port", 29860), ("ozone.scm.datanode.port", 29861),
+                          ("ozone.scm.block.client.port", 29863), ("ozone.scm.security.service.port", 29961),
                           ("ozone.scm.grpc.port", 19895)):
             values[f"{key}.{SVC}.{n}"] = str(port + 10 * i)
         values[f"ozone.scm.http-address.{SVC}.{n}"] = f"127.0.0.1:{19876 + 10 * i}"
@@ -70,9 +72,13 @@ def single_site(root: Path) -> dict[str, str]:
         "ozone.metadata.dirs": str(root / "meta"),
         "ozone.scm.names": "127.0.0.1",
         "ozone.scm.client.address": "127.0.0.1",
-        "ozone.scm.client.port": "19860",
-        "ozone.scm.datanode.port": "19861",
-        "ozone.scm.block.client.port": "19863",
+        "ozone.scm.client.grpc.port": "19860",
+        "ozone.scm.datanode.grpc.port": "19861",
+        "ozone.scm.block.client.grpc.port": "19863",
+        "ozone.scm.client.port": "29860",
+        "ozone.scm.datanode.port": "29861",
+        "ozone.scm.block.client.port": "29863",
+        "ozone.scm.security.service.port": "29961",
         "ozone.scm.http-address": "127.0.0.1:19876",
         "ozone.scm.ratis.port": "19894",
         "ozone.scm.grpc.port": "19895",
@@ -249,7 +255,7 @@ def test_the_reported_example_is_one_line(tmp_path: Path, capsys: pytest.Capture
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "ozone-site.xml").write_text(site_xml(ha_site(tmp_path)))
     runner = Runner("admin", tmp_path / "conf", capsys, caplog)
-    kind, line = runner.run(f"ozone.scm.client.port.{SVC}.scm2", "notaport")
+    kind, line = runner.run(f"ozone.scm.client.grpc.port.{SVC}.scm2", "notaport")
     assert kind == "error"
-    assert line == (f"Error: ozone.scm.client.port.{SVC}.scm2: invalid port 'notaport'; use a number from 1 to "
-                    f"65535 (e.g. ozone.scm.client.port.{SVC}.scm2=9860)")
+    assert line == (f"Error: ozone.scm.client.grpc.port.{SVC}.scm2: invalid port 'notaport'; use a number from 1 to "
+                    f"65535 (e.g. ozone.scm.client.grpc.port.{SVC}.scm2=9860)")

@@ -32,8 +32,8 @@ class Cluster:
             "ozone.scm.nodes.svc": "scm1,scm2",
             "ozone.scm.address.svc.scm1": "127.0.0.1",
             "ozone.scm.address.svc.scm2": "127.0.0.1",
-            "ozone.scm.client.port.svc.scm1": str(self.ports["scm1"]),
-            "ozone.scm.client.port.svc.scm2": str(self.ports["scm2"]),
+            "ozone.scm.client.grpc.port.svc.scm1": str(self.ports["scm1"]),
+            "ozone.scm.client.grpc.port.svc.scm2": str(self.ports["scm2"]),
         }
         self.scms = {"scm1": FakeSCM(leader=False, leader_id="scm2"), "scm2": FakeSCM(leader=True)}
         self.servers: list[grpc.aio.Server] = []
@@ -95,8 +95,8 @@ async def test_a_dead_leader_hint_does_not_trap_the_client_between_a_follower_an
     dead = _free_port()
     c.ports["scm3"] = _free_port()
     c.conf.update({"ozone.scm.nodes.svc": "scm1,scm2,scm3", "ozone.scm.address.svc.scm3": "127.0.0.1",
-                   "ozone.scm.client.port.svc.scm2": str(dead),
-                   "ozone.scm.client.port.svc.scm3": str(c.ports["scm3"])})
+                   "ozone.scm.client.grpc.port.svc.scm2": str(dead),
+                   "ozone.scm.client.grpc.port.svc.scm3": str(c.ports["scm3"])})
     c.scms = {"scm1": FakeSCM(leader=False, leader_id="scm2"), "scm3": FakeSCM(leader=True)}
     await c.start()
     try:

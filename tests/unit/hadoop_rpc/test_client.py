@@ -25,7 +25,7 @@ def conf_for(ports: dict[str, int]) -> dict[str, str]:
     conf = {"ozone.scm.service.ids": "c1", "ozone.scm.nodes.c1": ",".join(ports)}
     for node, port in ports.items():
         conf[f"ozone.scm.address.c1.{node}"] = "127.0.0.1"
-        conf[f"ozone.scm.block.client.hadoop-rpc.port.c1.{node}"] = str(port)
+        conf[f"ozone.scm.block.client.port.c1.{node}"] = str(port)
     return conf
 
 

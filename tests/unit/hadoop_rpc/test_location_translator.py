@@ -26,7 +26,7 @@ CONF = {
     "ozone.scm.nodes.cluster1": "scm1,scm2",
     "ozone.scm.address.cluster1.scm1": "127.0.0.1",
     "ozone.scm.address.cluster1.scm2": "scm2.example",
-    "ozone.scm.client.hadoop-rpc.port.cluster1.scm2": "29860",
+    "ozone.scm.client.port.cluster1.scm2": "29860",
 }
 
 Req = wire_loc.ScmContainerLocationRequest

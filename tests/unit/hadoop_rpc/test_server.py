@@ -23,7 +23,7 @@ CONF = {
     "ozone.scm.nodes.cluster1": "scm1,scm2",
     "ozone.scm.address.cluster1.scm1": "127.0.0.1",
     "ozone.scm.address.cluster1.scm2": "scm2.example",
-    "ozone.scm.block.client.hadoop-rpc.port.cluster1.scm2": "29863",
+    "ozone.scm.block.client.port.cluster1.scm2": "29863",
 }
 
 
@@ -382,3 +382,45 @@ def test_not_leader_message_parses_as_ozone_does() -> None:
     assert current.fullmatch(msg)
     m = suggested.fullmatch(msg)
     assert m is not None and m.group(1) + m.group(2) == "scm2.example:29863"
+
+
+class _Context:
+    """An SCMContext stand-in: leader, ready after ``not_ready_for`` leader-only checks."""
+
+    def __init__(self, not_ready_for: int) -> None:
+        self.left = not_ready_for
+
+    def is_leader_ready(self) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+
+async def test_a_leader_not_ready_yet_answers_retriable_with_no_failover_as_ozone(served: Any) -> None:
+    scm = FakeSCM()
+    scm.scm_context = _Context(not_ready_for=1)  # type: ignore[attr-defined]
+    _, port = await served(scm)
+    c = await Client.connect(port)
+    resp = await c.call(1, allocate())
+    assert resp.header.status == codec.Status.ERROR
+    assert resp.header.exceptionClassName == "org.apache.hadoop.hdds.scm.ha.RetriableWithNoFailoverException"
+    assert resp.header.errorMsg == ("org.apache.ratis.protocol.exceptions.LeaderNotReadyException: scm-1-id is in "
+                                    "LEADER state but not ready yet.")
+    assert scm.calls == []  # refused before the facade ran
+    # the same call again, once ready: answered (nothing was cached for the refusal)
+    assert [b.containerBlockID.localID for b in block_response(await c.call(1, allocate(), retry=0))
+            .allocateScmBlockResponse.blocks] == [1]
+
+
+async def test_the_python_block_client_retries_a_leader_not_ready_on_the_same_scm(served: Any) -> None:
+    from scm_server.client.hadoop_rpc import BlockLocationClient
+
+    scm = FakeSCM()
+    scm.scm_context = _Context(not_ready_for=2)  # type: ignore[attr-defined]
+    _, port = await served(scm)
+    _, other = await served(FakeSCM(leader=False, leader_id=""))
+    client = BlockLocationClient([f"127.0.0.1:{port}", f"127.0.0.1:{other}"], retry_interval=0.01)
+    try:
+        answer = await client.allocate_blocks(1024, 1, "om")
+    finally:
+        await client.close()
+    assert answer.success and client.failovers == 0

@@ -64,17 +64,30 @@ def test_local_quorum_configures_hadoop_rpc_and_describes_the_transports(tmp_pat
                                cluster.hadoop_addresses("datanode")[0])
     plain = HALocalCluster(Path(str(tmp_path)) / "plain", 3)
     assert hadoop_rpc_datanodes(plain, 5) == {}
-    assert not any("hadoop-rpc" in k for k in plain.common_settings())
+    # every SCM serves Hadoop RPC on Ozone's keys (ports of its own, never the defaults), gRPC on ours
+    settings = plain.common_settings()
+    assert not any("hadoop-rpc" in k for k in settings)
+    for s in plain.scms:
+        assert settings[f"ozone.scm.client.port.{SERVICE_ID}.{s.node_id}"] == str(s.hadoop_ports["client"])
+        assert settings[f"ozone.scm.client.grpc.port.{SERVICE_ID}.{s.node_id}"] == str(s.client_port)
     with pytest.raises(ValueError, match="SIMPLE"):
         HALocalCluster(Path(str(tmp_path)) / "secure", 3, hadoop_rpc=True, secure=True)
 
 
-def test_only_the_security_listener_may_run_next_to_ozone_security() -> None:
+def test_ozone_keys_serve_hadoop_rpc_and_only_the_security_listener_runs_next_to_ozone_security() -> None:
     from scm_server.server.endpoints import Protocol as P
-    from scm_server.server.hadoop_rpc.settings import hadoop_rpc_refusal
+    from scm_server.server.hadoop_rpc.settings import hadoop_rpc_listeners
 
+    assert [p.port_key for p in (P.CLIENT_HADOOP, P.DATANODE_HADOOP, P.BLOCK_HADOOP, P.SECURITY_HADOOP)] == [
+        "ozone.scm.client.port", "ozone.scm.datanode.port", "ozone.scm.block.client.port",
+        "ozone.scm.security.service.port"]
+    assert [p.default_port for p in (P.CLIENT_HADOOP, P.DATANODE_HADOOP, P.BLOCK_HADOOP, P.SECURITY_HADOOP)] == [
+        9860, 9861, 9863, 9961]
+    assert [(p.port_key, p.default_port) for p in (P.CLIENT, P.DATANODE, P.BLOCK, P.SECURITY)] == [
+        ("ozone.scm.client.grpc.port", 19860), ("ozone.scm.datanode.grpc.port", 19861),
+        ("ozone.scm.block.client.grpc.port", 19863), ("ozone.scm.security.service.grpc.port", 19961)]
     every = [P.BLOCK_HADOOP, P.DATANODE_HADOOP, P.CLIENT_HADOOP, P.SECURITY_HADOOP]
-    assert hadoop_rpc_refusal(every, secure=False) is None
-    assert hadoop_rpc_refusal([P.SECURITY_HADOOP], secure=True) is None
-    refusal = hadoop_rpc_refusal([P.SECURITY_HADOOP, P.CLIENT_HADOOP], secure=True)
-    assert refusal is not None and refusal.startswith("ozone.scm.client.hadoop-rpc.port is set but ozone.security")
+    assert hadoop_rpc_listeners(secure=False) == (every, None)
+    served, left_out = hadoop_rpc_listeners(secure=True)
+    assert served == [P.SECURITY_HADOOP]
+    assert left_out is not None and "ozone.scm.client.port" in left_out and "ozone.scm.client.grpc.port" in left_out

@@ -31,7 +31,7 @@ def test_defaults_are_ozones() -> None:
     assert c.default_duration == timedelta(days=365) and c.max_duration == timedelta(days=1865)
     assert c.renew_grace_duration == timedelta(days=28)
     assert (c.x509_dir_name, c.x509_file_name, c.private_key_file_name) == ("certs", "certificate.crt", "private.pem")
-    assert c.security_service_port == 9961 and c.https is HttpPolicy.HTTP_ONLY and c.ca_mode is CAMode.SCM
+    assert c.security_service_port == 19961 and c.https is HttpPolicy.HTTP_ONLY and c.ca_mode is CAMode.SCM
     # the dataclass defaults and the parsed defaults agree
     declared = SecurityConfig()
     for f in dataclasses.fields(SecurityConfig):

@@ -41,6 +41,8 @@ import ozonescm.wire.hdds.HddsProtos;
  */
 public final class InteropClient {
   private static final String NOT_LEADER = "org.apache.hadoop.hdds.ratis.ServerNotLeaderException";
+  // a leader not ready yet: Ozone's failover proxy retries the same SCM for it (SCMHAUtils.getRetryAction)
+  private static final String NO_FAILOVER = "org.apache.hadoop.hdds.scm.ha.RetriableWithNoFailoverException";
   // the two patterns Ozone's ServerNotLeaderException(String) applies to the message (written anew here)
   private static final Pattern NOT_LEADER_TEXT = Pattern.compile(".* Server:(.*?) is not the leader[.]+.*", Pattern.DOTALL);
   private static final Pattern SUGGESTED = Pattern.compile(".*Suggested leader is Server:([^:]*)(:[0-9]+).*", Pattern.DOTALL);
@@ -168,6 +170,11 @@ public final class InteropClient {
       } catch (ServiceException e) {
         Throwable cause = e.getCause();
         String next = null;
+        if (cause instanceof RemoteException && NO_FAILOVER.equals(((RemoteException) cause).getClassName())) {
+          System.out.println("NOTREADY " + all.get(current) + " " + cause.getMessage().replace('\n', ' '));
+          Thread.sleep(100);
+          continue;
+        }
         if (cause instanceof RemoteException && NOT_LEADER.equals(((RemoteException) cause).getClassName())) {
           String msg = cause.getMessage();
           Matcher m = SUGGESTED.matcher(msg);
