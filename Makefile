@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane
+.PHONY: browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -100,7 +100,7 @@ base-image: ## the local Debian base image (debootstrap, no registry needed; reu
 image: wheels ## build the container image ozone-scm:dev with podman (BASE_IMAGE=... for a public Python image)
 	BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
 
-e2e-local: env ## the operator's local end-to-end scenarios: the operator process, the emulated API, every Pod a real SCM
+e2e-local: env k8s-tools ## the operator's local end-to-end scenarios: the operator process (as the chart's ServiceAccount, RBAC enforced), the emulated API, every Pod a real SCM
 	$(PYTEST) tests/e2e/local -m e2e_local -q
 
 k8s-control-plane: ## kube-apiserver, kube-controller-manager (k8s.io/kubernetes v1.35.4) and etcd built from Go modules into .tools/bin (cached)
@@ -109,7 +109,21 @@ k8s-control-plane: ## kube-apiserver, kube-controller-manager (k8s.io/kubernetes
 e2e-control-plane: env k8s-tools k8s-control-plane ## the operator scenarios on a real control plane (etcd + kube-apiserver + controller manager; helm install; RBAC; Pod Security)
 	$(PYTEST) tests/e2e/controlplane -m control_plane -q --durations=20
 
-e2e-container: image audit-image ## the container scenarios: a 3-SCM ring as podman containers (leader killed), the audit Pod
+REGISTRY ?= 127.0.0.1:5000
+# Plain HTTP (podman --tls-verify=false, helm --plain-http) only for the default loopback registry.
+REGISTRY_INSECURE ?= $(if $(filter 127.0.0.1:5000,$(REGISTRY)),1,0)
+VERSION ?=
+
+registry-tools: ## Debian's docker-registry (a real OCI registry for make registry and the release tests)
+	bash scripts/install_registry.sh
+
+registry: env registry-tools ## a local OCI registry on 127.0.0.1:5000 (storage in .registry/), in the foreground
+	$(BIN)/python scripts/local_registry.py --port 5000
+
+release: image audit-image k8s-tools ## push both images and the chart (OCI) to REGISTRY=host[:port][/path] (default 127.0.0.1:5000), render dist/ozone-scm-operator-<VERSION>.yaml
+	$(BIN)/python scripts/release.py --registry $(REGISTRY) $(if $(VERSION),--version $(VERSION)) $(if $(filter 1,$(REGISTRY_INSECURE)),--insecure)
+
+e2e-container: image audit-image k8s-tools registry-tools ## the container scenarios: a 3-SCM ring as podman containers (leader killed), the audit Pod, a release pushed to a local registry and installed from it
 	$(PYTEST) tests/e2e/container -m container -q
 
 e2e-kind: env k8s-tools ## the kind tier against a real cluster (needs kind + docker; see tests/e2e/kind/README.md)

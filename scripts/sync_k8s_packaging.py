@@ -41,34 +41,50 @@ GROUPS = {  # file -> the kinds it holds, in kubectl's apply order (files apply 
 }
 
 
-def render_chart(helm: Path = HELM) -> list[dict[str, object]]:
+def render_chart(helm: Path = HELM, chart: Path = CHART) -> list[dict[str, object]]:
     if not helm.exists():
         sys.exit(f"{helm} is missing: run `make k8s-tools` first")
     out = subprocess.run(
-        [str(helm), "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--set", "managedBy=kubectl"],
+        [str(helm), "template", RELEASE, str(chart), "--namespace", NAMESPACE, "--set", "managedBy=kubectl"],
         check=True, capture_output=True, text=True,
     ).stdout
     return [d for d in yaml.safe_load_all(out) if isinstance(d, dict) and d]
 
 
-def expected_files(helm: Path = HELM) -> dict[Path, str]:
-    crds = {"ozonescmclusters.yaml": CRD, "ozonescmbackups.yaml": BACKUP_CRD}
-    files: dict[Path, str] = {CHART / "crds" / name: source.read_text() for name, source in crds.items()}
+def crd_sources() -> dict[str, Path]:
+    """The CRD files of ``crds/`` by name (read at call time: tests point ``CRD`` elsewhere)."""
+    return {"ozonescmclusters.yaml": CRD, "ozonescmbackups.yaml": BACKUP_CRD}
+
+
+def manifest_texts(helm: Path = HELM, chart: Path = CHART, crd_texts: dict[str, str] | None = None,
+                   header: str = HEADER) -> dict[str, str]:
+    """The files of ``manifests/`` (name -> text, in kubectl's apply order) rendered from ``chart`` with the CRDs
+    ``crd_texts`` (file name in ``crds/`` -> text; default: the files of ``crds/``). ``scripts/release.py`` renders a
+    release's manifest from its staged chart with the same function."""
+    crds = crd_texts if crd_texts is not None else {name: source.read_text() for name, source in crd_sources().items()}
+    files: dict[str, str] = {}
     namespace = {"apiVersion": "v1", "kind": "Namespace",
                  "metadata": {"name": NAMESPACE, "labels": {"app.kubernetes.io/part-of": "ozone-scm"}}}
-    files[MANIFESTS / "00-namespace.yaml"] = HEADER.format(source="scripts/sync_k8s_packaging.py") + \
+    files["00-namespace.yaml"] = header.format(source="scripts/sync_k8s_packaging.py") + \
         yaml.safe_dump(namespace, sort_keys=False)
-    for name, source in crds.items():
-        files[MANIFESTS / f"10-crd-{name}"] = HEADER.format(source=f"crds/{name}") + source.read_text()
-    docs = render_chart(helm)
+    for name, text in crds.items():
+        files[f"10-crd-{name}"] = header.format(source=f"crds/{name}") + text
+    docs = render_chart(helm, chart)
     for name, kinds in GROUPS.items():
         chosen = [d for d in docs if d.get("kind") in kinds]
         chosen.sort(key=lambda d: kinds.index(str(d["kind"])))
         body = "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in chosen)
-        files[MANIFESTS / name] = HEADER.format(source="charts/ozone-scm-operator") + body
+        files[name] = header.format(source="charts/ozone-scm-operator") + body
     leftover = sorted({str(d.get("kind")) for d in docs} - {k for ks in GROUPS.values() for k in ks})
     if leftover:
         sys.exit(f"the chart renders kinds no manifest file takes: {leftover}; extend GROUPS in {__file__}")
+    return files
+
+
+def expected_files(helm: Path = HELM) -> dict[Path, str]:
+    files: dict[Path, str] = {CHART / "crds" / name: source.read_text() for name, source in crd_sources().items()}
+    for name, text in manifest_texts(helm).items():
+        files[MANIFESTS / name] = text
     return files
 
 

@@ -64,7 +64,7 @@ def test_kubectl_apply_manifests_then_get_oscm_with_printer_columns(cli: Cli) ->
     out = cli.kubectl("apply", "-f", "manifests/").stdout
     for created in ("namespace/ozone-scm-system created",
                     "customresourcedefinition.apiextensions.k8s.io/ozonescmclusters.ozone-scm.io created",
-                    "serviceaccount/ozone-scm-operator created", "clusterrole.rbac.authorization.k8s.io/"
+                    "serviceaccount/ozone-scm-operator created", "role.rbac.authorization.k8s.io/"
                     "ozone-scm-operator created", "deployment.apps/ozone-scm-operator created"):
         assert created in out, out
     assert "unchanged" in cli.kubectl("apply", "-f", "manifests/").stdout  # idempotent

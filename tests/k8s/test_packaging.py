@@ -53,10 +53,12 @@ def validate_offline(docs: list[dict[str, Any]], tmp_path: Path) -> subprocess.C
 
 
 VARIANTS = [(), ("cluster.create=true",), ("watchNamespaces={team-a,team-b}", "metrics.service.enabled=false"),
-            ("serviceAccount.create=false", "serviceAccount.name=existing", "rbac.create=false")]
+            ("serviceAccount.create=false", "serviceAccount.name=existing", "rbac.create=false"),
+            ("clusterWide=true",)]
+VARIANT_IDS = ["defaults", "with-cluster", "namespaced", "bring-your-own-sa", "cluster-wide"]
 
 
-@pytest.mark.parametrize("sets", VARIANTS, ids=["defaults", "with-cluster", "namespaced", "bring-your-own-sa"])
+@pytest.mark.parametrize("sets", VARIANTS, ids=VARIANT_IDS)
 def test_helm_lint_strict(sets: tuple[str, ...]) -> None:
     args = ["lint", "--strict", str(CHART)]
     for s in sets:
@@ -66,7 +68,7 @@ def test_helm_lint_strict(sets: tuple[str, ...]) -> None:
     assert "0 chart(s) failed" in result.stdout
 
 
-@pytest.mark.parametrize("sets", VARIANTS, ids=["defaults", "with-cluster", "namespaced", "bring-your-own-sa"])
+@pytest.mark.parametrize("sets", VARIANTS, ids=VARIANT_IDS)
 def test_rendered_objects_validate_against_kubernetes_1_35(sets: tuple[str, ...], tmp_path: Path) -> None:
     docs = render(*sets)
     builtin = [d for d in docs if d["kind"] not in ("OzoneSCMCluster",)]
@@ -127,6 +129,9 @@ def test_values_schema_rejects_bad_values() -> None:
         result = helm("template", "x", str(CHART), "--set", bad, check=False)
         assert result.returncode != 0, bad
         assert message in result.stderr, result.stderr
+    both = helm("template", "x", str(CHART), "--set", "clusterWide=true", "--set", "watchNamespaces={a}", check=False)
+    assert both.returncode != 0 and "clusterWide=true watches every namespace: leave watchNamespaces empty" in \
+        both.stderr, both.stderr
 
 
 def test_operator_deployment_shape_and_least_privilege_rbac() -> None:
@@ -144,7 +149,15 @@ def test_operator_deployment_shape_and_least_privilege_rbac() -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert spec["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
-    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    # the production default: the release's namespace only, no cluster-wide grant (no Secret outside it)
+    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    (own,) = [d for d in docs if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader-election")]
+    assert own["metadata"]["namespace"] == "ozone-scm-system"
+    assert "--namespace=ozone-scm-system" in spec["template"]["spec"]["containers"][0]["args"]
+    wide = render("clusterWide=true")
+    role = next(d for d in wide if d["kind"] == "ClusterRole")
+    assert not [a for a in next(d for d in wide if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]["args"] if a.startswith("--namespace")]
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
         assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"] and "impersonate" not in rule["verbs"]
@@ -179,7 +192,7 @@ def test_single_replica_without_leader_election() -> None:
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
     assert "--no-leader-elect" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert not [d for d in docs if d["kind"] == "Role"]
+    assert not [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-leader-election")]
     for sets, message in ((("leaderElection.enabled=false",), "replicaCount must be 1 when leaderElection.enabled is false"),
                           (("leaderElection.renewDeadline=15",), "renewDeadline must be less than"),
                           (("replicaCount=0",), "replicaCount")):

@@ -36,6 +36,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{/* The namespaces the operator watches without clusterWide: watchNamespaces, else the release's namespace. */}}
+{{- define "ozone-scm-operator.watchedNamespaces" -}}
+{{- if and .Values.clusterWide .Values.watchNamespaces -}}
+{{- fail "clusterWide=true watches every namespace: leave watchNamespaces empty, or drop clusterWide to watch only the listed namespaces" -}}
+{{- end -}}
+{{- toJson (.Values.watchNamespaces | default (list .Release.Namespace)) -}}
+{{- end -}}
+
 {{- define "ozone-scm-operator.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}

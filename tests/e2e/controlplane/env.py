@@ -29,7 +29,7 @@ from tests.e2e.controlplane.fixture import (
     wait_until,
 )
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
-from tests.e2e.local.operator_env import IMAGES, Env
+from tests.e2e.local.operator_env import IMAGES, Env, permission_warnings
 
 REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "charts" / "ozone-scm-operator"
@@ -57,19 +57,6 @@ def install_operator_chart(cp: ControlPlane, namespace: str) -> tuple[str, list[
                   f"watchNamespaces={{{namespace}}}", "--wait=false")
     warnings = [line for line in result.stderr.splitlines() if "warning" in line.lower()]
     return RELEASE, warnings
-
-
-PERMISSION_SIGNS = ("Not enough permissions", "forbidden", "Forbidden", " 403")
-
-
-def permission_warnings(workdir: Path) -> list[str]:
-    """Lines of every operator log of this scenario saying the API server refused it (RBAC as the chart grants
-    it must be enough: kopf's fallbacks for missing permissions are warnings, not errors, and cost a minute)."""
-    lines: list[str] = []
-    for log in sorted(workdir.glob("operator-*.log")):
-        lines += [f"{log.name}: {line}" for line in log.read_text(errors="replace").splitlines()
-                  if any(sign in line for sign in PERMISSION_SIGNS)]
-    return lines
 
 
 @contextlib.asynccontextmanager

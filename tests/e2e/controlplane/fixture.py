@@ -8,7 +8,8 @@ Starts the binaries that ``make k8s-control-plane`` builds from their Go modules
   pair; TokenRequest works), ``--authorization-mode=Node,RBAC``, the default admission plugins plus ``PodSecurity``
   and ``NodeRestriction``; the project's CRDs (``crds/``) are created and waited on until ``Established``;
 - **kube-controller-manager** with the garbage collector, Job, CronJob, namespace, ServiceAccount and
-  ServiceAccount-token controllers (and the root-CA publisher that fills ``kube-root-ca.crt``), no leader election.
+  ServiceAccount-token controllers (and the root-CA publisher that fills ``kube-root-ca.crt``) and the ClusterRole
+  aggregation controller, no leader election.
 
 Every wait is on a condition with a deadline (``/readyz``, ``/healthz``, the ``default`` ServiceAccount that the
 controller manager creates, the CRDs' ``Established``). ``stop()`` ends the processes it started, by PID (SIGTERM,
@@ -57,7 +58,7 @@ SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Numbers only: ClusterIPs are allocated from it; no process here listens on or connects to them.
 SERVICE_CIDR = "10.96.0.0/16"
 CONTROLLERS = ("garbagecollector", "job", "cronjob", "namespace", "serviceaccount", "serviceaccount-token",
-               "root-ca-cert-publisher", "ttl-after-finished")
+               "root-ca-cert-publisher", "ttl-after-finished", "clusterrole-aggregation")
 ADMISSION = ("NamespaceLifecycle", "LimitRanger", "ServiceAccount", "DefaultStorageClass", "PodSecurity",
              "NodeRestriction", "StorageObjectInUseProtection", "DefaultTolerationSeconds", "ResourceQuota",
              "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook", "ValidatingAdmissionPolicy")
@@ -84,6 +85,8 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("coordination.k8s.io/v1", "Lease"): ("leases", True),
     ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("clusterroles", False),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
     ("ozone-scm.io/v1alpha1", "OzoneSCMCluster"): ("ozonescmclusters", True),
     ("ozone-scm.io/v1alpha1", "OzoneSCMAudit"): ("ozonescmaudits", True),

@@ -35,6 +35,7 @@ AUDIT_IMAGE = os.environ.get("OZONE_SCM_AUDIT_IMAGE", "ozone-scm-audit:dev")
 TAGS = {IMAGE: ("ozone-scm:0.1.0", "ozone-scm:0.2.0"), AUDIT_IMAGE: ("ozone-scm-audit:0.1.0",)}
 ENGINE = "podman" if os.environ.get("KIND_EXPERIMENTAL_PROVIDER") == "podman" else "docker"
 OPERATOR_NS = "ozone-scm-system"
+SCENARIO_NS = "ozone-e2e"  # where the scenarios run: the operator watches it (watchNamespaces)
 NOT_SELECTED = ("the kind tier needs a real Kubernetes cluster (kind + a container engine), which the project's "
                 "machines do not have; run it with `make e2e-kind` where kind is available (tests/e2e/kind/README.md)")
 

@@ -411,7 +411,15 @@ DNS1035_KINDS = {"Service"}
 DNS1123_LABEL_KINDS = {"Namespace"}
 
 
+# RBAC objects' names are path segments (``system:discovery``), as in Kubernetes' ValidateRBACName
+PATH_SEGMENT_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+
+
 def validate_name(kind: str, name: str) -> list[FieldError]:
+    if kind in PATH_SEGMENT_KINDS:
+        bad = not name or name in (".", "..") or "/" in name or "%" in name
+        return [FieldError("metadata.name", f'Invalid value: "{name}": may not be "." or ".." and may not contain '
+                                            '"/" or "%"')] if bad else []
     if kind in DNS1035_KINDS:
         ok, limit, what = DNS1035_LABEL.match(name), 63, "a DNS-1035 label"
     elif kind in DNS1123_LABEL_KINDS:

@@ -39,7 +39,11 @@ behaviour clients depend on:
   server-side ``Table`` rendering kubectl asks for (printer columns of CRDs, Name/Age otherwise), and
   ``pods/log`` proxied to the kubelet fixture of the Pod's node (``kubectl logs``).
 
-What it still does not do: RBAC and authentication (every request is admitted), admission webhooks, API
+With ``enable_rbac()``, requests are authenticated by bearer token (tokens the server issues: an administrator in
+``system:masters``, ServiceAccounts' through ``service_account_token``) and authorized by Kubernetes' RBAC rules
+against the stored Roles, ClusterRoles and bindings (``rbac.py``), refused with 403 and the API server's message.
+
+What it still does not do: RBAC unless enabled (then every request is admitted), admission webhooks, API
 aggregation, OpenAPI documents (kubectl therefore needs ``--validate=false``), managedFields conflicts of
 server-side apply, Service cluster IPs and Endpoints, the scheduler and the kubelet (``kubelet.py`` plays both).
 """
@@ -74,7 +78,7 @@ import yaml
 from kmock._internal import rendering  # the Request type kmock hands to _handle()
 
 from . import apimachinery as am
-from . import protowire
+from . import protowire, rbac
 from .crdschema import CRDVersion, SchemaInvalid, check_crd, crd_versions
 
 # Pod Security admission: the pure checker (stdlib only, imports nothing else of the operator)
@@ -224,6 +228,11 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
     _rng: random.Random = attrs.field(factory=lambda: random.Random(0), init=False)
     _waiters: set[asyncio.Future[None]] = attrs.field(factory=set, init=False)
     _gc_running: bool = attrs.field(default=False, init=False)
+    # RBAC (``rbac.py``): off by default (every request admitted); ``enable_rbac()`` turns authentication by bearer
+    # token and authorization against the stored Roles/ClusterRoles/bindings on for requests over HTTP
+    rbac_enabled: bool = attrs.field(default=False, init=False)
+    _tokens: dict[str, rbac.User] = attrs.field(factory=dict, init=False)
+    refusals: list[str] = attrs.field(factory=list, init=False)
     unsupported_rules: list[str] = attrs.field(factory=list, init=False)
     warnings: list[str] = attrs.field(factory=list, init=False)
     internal_errors: list[BaseException] = attrs.field(factory=list, init=False)
@@ -456,11 +465,79 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                 self._waiters.discard(waiter)
 
     # ---------------------------------------------------------------------------------------------------------------
+    # Authentication and RBAC
+
+    def enable_rbac(self) -> str:
+        """Authenticate every HTTP request by its bearer token and authorize it with Kubernetes' RBAC rules
+        against the stored RBAC objects (``rbac.authorize``); seeds the bootstrap policy (``cluster-admin`` for
+        the group ``system:masters``, discovery for everyone authenticated) and returns an administrator token
+        (``system:masters``). A request without a token is ``system:anonymous``; an unknown token gets 401."""
+        self.rbac_enabled = True
+        for obj in rbac.BOOTSTRAP:
+            if self.get_object(obj["apiVersion"], obj["kind"], obj["metadata"]["name"]) is None:
+                self.put_object(obj)
+        return self.issue_token(rbac.User("system:admin", ("system:masters", "system:authenticated")))
+
+    def issue_token(self, user: rbac.User) -> str:
+        token = uuid.uuid4().hex
+        self._tokens[token] = user
+        return token
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A token for the ServiceAccount (which must exist), as the TokenRequest API hands one out."""
+        if self.get_object("v1", "ServiceAccount", name, namespace) is None:
+            raise am.not_found("serviceaccounts", name)
+        return self.issue_token(rbac.User.service_account(namespace, name))
+
+    def _token_request(self, path: ApiPath, body: Obj) -> Obj:
+        """``serviceaccounts/<name>/token`` (the TokenRequest API): a token for the ServiceAccount, valid until the
+        emulator stops (expiry and audiences are echoed, not enforced)."""
+        assert path.namespace is not None and path.name is not None
+        token = self.service_account_token(path.namespace, path.name)
+        seconds = int((body.get("spec") or {}).get("expirationSeconds") or 3600)
+        expires = (self.clock() + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "metadata": {"name": path.name, "namespace": path.namespace},
+                "spec": {"audiences": [], **(body.get("spec") or {}), "expirationSeconds": seconds},
+                "status": {"token": token, "expirationTimestamp": expires}}
+
+    def _policy(self) -> rbac.Policy:
+        api = rbac.RBAC_API
+        return rbac.Policy(roles=self.list_objects(api, "Role"), cluster_roles=self.list_objects(api, "ClusterRole"),
+                           role_bindings=self.list_objects(api, "RoleBinding"),
+                           cluster_role_bindings=self.list_objects(api, "ClusterRoleBinding"))
+
+    def _authorize(self, raw_request: aiohttp.web.BaseRequest) -> None:
+        header = raw_request.headers.get("Authorization", "")
+        if header:
+            scheme, _, token = header.partition(" ")
+            user = self._tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+            if user is None:
+                raise am.ApiError(401, "Unauthorized", "Unauthorized")
+        else:
+            user = rbac.ANONYMOUS
+        attributes = rbac.request_attributes(raw_request.method, raw_request.path, dict(raw_request.query))
+        decision = rbac.authorize(user, attributes, self._policy())
+        if not decision.allowed:
+            self.refusals.append(decision.reason)
+            details = {"kind": attributes.resource} if attributes.resource_request else {}
+            if attributes.name:
+                details["name"] = attributes.name
+            if attributes.api_group:
+                details["group"] = attributes.api_group
+            raise am.ApiError(403, "Forbidden", decision.reason, details)
+
+    # ---------------------------------------------------------------------------------------------------------------
     # Request handling
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         """Parse API paths ourselves (kmock's parser fails on ``/api/v1/namespaces``), keep kmock's request log
         (bounded by ``request_log_size``) and answer every failure as a Kubernetes ``Status``."""
+        if self.rbac_enabled:
+            try:
+                self._authorize(raw_request)
+            except am.ApiError as exc:
+                return self._error_response(exc)
         if raw_request.path.startswith("/openapi/v3") and raw_request.method == "GET":
             try:
                 return aiohttp.web.json_response(self._openapi_v3(raw_request.path))
@@ -557,6 +634,8 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                 raise am.ApiError(404, "NotFound", "the server could not find the requested resource")
             created = self._create(res, path.namespace, body, params, dry_run=dry_run, warnings=warnings)
             return self._json(self._present(res, created), 201, warnings)
+        if method == "POST" and path.subresource == "token" and res.store == ("", "serviceaccounts"):
+            return self._json(self._token_request(path, self._body(request)), 201)
         if method == "POST" and path.subresource == "binding":
             return self._json(self._bind(res, path, self._body(request)), 201)
         if method == "POST" and path.subresource == "eviction":
@@ -1527,12 +1606,13 @@ async def serving(api: EmulatedAPIServer | None = None, host: str = "127.0.0.1")
             api.close_watches()
 
 
-def write_kubeconfig(path: Path, url: str, namespace: str = "default") -> Path:
-    """A kubeconfig for kubectl, helm and the kubernetes client pointing at ``url`` (no credentials)."""
+def write_kubeconfig(path: Path, url: str, namespace: str = "default", token: str | None = None) -> Path:
+    """A kubeconfig for kubectl, helm and the kubernetes client pointing at ``url`` (with ``token`` as the bearer
+    token when given: an emulator with RBAC enabled)."""
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": "emulated",
         "clusters": [{"name": "emulated", "cluster": {"server": url}}],
-        "users": [{"name": "emulated", "user": {}}],
+        "users": [{"name": "emulated", "user": {"token": token} if token else {}}],
         "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "emulated",
                                                       "namespace": namespace}}],
         "preferences": {},

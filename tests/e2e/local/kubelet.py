@@ -106,6 +106,9 @@ class KubeletConfig:
     dns_port: int = 53  # cluster DNS on the Pod network's host address (resolv.conf cannot name a port)
     api_token: str | None = None  # a real API server: the bearer token the fixture uses (the emulator needs none)
     api_ca: str | None = None  # ... and the CA of its serving certificate
+    # podman runtime: registries (host:port) reached over plain HTTP that images are pulled from, by digest, as a
+    # runtime with these registries marked insecure would (``PodmanRuntime.pull``); other images must be local
+    insecure_registries: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -128,6 +131,7 @@ class ContainerWorker:
         self.started_once = False
         self.running: Running | None = None
         self.launch: Launch | None = None
+        self.image_id: str | None = None  # repository@digest of a pulled image (what a kubelet reports)
         self.finished = asyncio.Event()  # init containers: exited 0; mains: will not restart again
         self.failed_for_good = False
         self.task: asyncio.Task[None] | None = None
@@ -142,7 +146,7 @@ class ContainerWorker:
         return not self.finished.is_set() and not self.pod.terminating.is_set()
 
     def status(self) -> Obj:
-        out: Obj = {"name": self.name, "image": self.image, "imageID": self.image, "ready": self.ready,
+        out: Obj = {"name": self.name, "image": self.image, "imageID": self.image_id or self.image, "ready": self.ready,
                     "restartCount": self.restart_count, "state": copy.deepcopy(self.state),
                     "started": self.started}
         if self.last_state:
@@ -521,7 +525,16 @@ class PodWorker:
     async def launch_for(self, w: ContainerWorker) -> Launch:
         kubelet = self.kubelet
         assert self.addr is not None
-        image = await kubelet.image_spec(w.image)
+        run_image = w.image
+        if isinstance(kubelet.runtime, PodmanRuntime):
+            try:
+                pulled = await kubelet.runtime.pull(w.image, w.spec.get("imagePullPolicy") or "IfNotPresent",
+                                                    kubelet.config.insecure_registries)
+            except RuntimeError as exc:
+                raise _ImageMissing(str(exc)) from exc
+            if pulled is not None:
+                run_image, w.image_id = pulled
+        image = await kubelet.image_spec(run_image)
         if image is None:
             raise _ImageMissing(f"image {w.image!r} is not known to the {kubelet.runtime.kind} runtime")
         pod = self.status_view()
@@ -543,7 +556,7 @@ class PodWorker:
         attempt = w.restart_count
         return Launch(
             name=f"k8s_{w.name}_{self.name}_{self.namespace}_{self.uid[:8]}_{attempt}",
-            argv=argv, env=env, image=w.image, hostname=hostname, hosts_file=str(self.dir / "hosts"),
+            argv=argv, env=env, image=run_image, hostname=hostname, hosts_file=str(self.dir / "hosts"),
             resolv_conf=str(self.dir / "resolv.conf"), dns=(self.kubelet.dns_ip, self.namespace),
             log_path=self.dir / "logs" / f"{w.name}.log", ip=self.addr.ip, netns=self.addr.netns, mounts=mounts,
             workdir=w.spec.get("workingDir") or image.workdir, user=user,

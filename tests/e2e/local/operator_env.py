@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -40,7 +41,7 @@ import yaml
 
 from scm_server.local.cluster import FAST_SETTINGS
 from scm_server.ports import free_port
-from tests.e2e.local.apiserver import serving
+from tests.e2e.local.apiserver import EmulatedAPIServer, serving, write_kubeconfig
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
 from tests.e2e.local.podspec import ImageSpec
 
@@ -126,6 +127,8 @@ class Env:
         self.url = url
         # how the operator reaches the API server: the emulator unauthenticated, a real one through a kubeconfig
         self.operator_args = operator_args or ["--server", url]
+        # the administrator's bearer token when the emulator enforces RBAC (kubectl-plugin runs use it: a person)
+        self.admin_token: str | None = None
         self.kubelet = kubelet
         self.workdir = workdir
         self.ns = namespace
@@ -443,22 +446,89 @@ class Env:
         return WorkloadResult(calls)
 
 
+CHART = REPO / "charts" / "ozone-scm-operator"
+HELM = REPO / ".tools" / "bin" / "helm"
+RELEASE = "ozone-scm-operator"
+RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+PERMISSION_SIGNS = ("Not enough permissions", "forbidden", "Forbidden", " 403")
+
+
+def render_chart(namespace: str, *values: str) -> list[dict[str, Any]]:
+    """The chart as the real ``helm template`` renders it for a release in ``namespace`` watching only it
+    (``watchNamespaces={namespace}``, the documented production mode) with ``values`` (``--set``)."""
+    if not HELM.exists():
+        raise AssertionError(f"{HELM} is missing: run `make k8s-tools`")
+    args = [str(HELM), "template", RELEASE, str(CHART), "--namespace", namespace,
+            "--set", f"watchNamespaces={{{namespace}}}"]
+    for value in values:
+        args += ["--set", value]
+    out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout
+    return [d for d in yaml.safe_load_all(out) if isinstance(d, dict) and d]
+
+
+def chart_rbac(namespace: str, *values: str) -> list[dict[str, Any]]:
+    """The ServiceAccount and RBAC objects of the chart (``render_chart``)."""
+    return [d for d in render_chart(namespace, *values) if d.get("kind") in RBAC_KINDS]
+
+
+def permission_warnings(workdir: Path) -> list[str]:
+    """Lines of every operator log of this scenario saying the API server refused it (RBAC as the chart grants
+    it must be enough: kopf's fallbacks for missing permissions are warnings, not errors, and cost a minute)."""
+    lines: list[str] = []
+    for log in sorted(workdir.glob("operator-*.log")):
+        lines += [f"{log.name}: {line}" for line in log.read_text(errors="replace").splitlines()
+                  if any(sign in line for sign in PERMISSION_SIGNS)]
+    return lines
+
+
+def operator_refusals(api: EmulatedAPIServer, workdir: Path, user: str) -> list[str]:
+    """What the emulator refused ``user`` (the operator's ServiceAccount) and the permission warnings in its logs."""
+    return [r for r in api.refusals if f'User "{user}"' in r] + permission_warnings(workdir)
+
+
 @contextlib.asynccontextmanager
-async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str = "process") -> AsyncIterator[Env]:
+async def environment(workdir: Path, *, namespace: str = "ozone", runtime: str = "process",
+                      chart_values: tuple[str, ...] = ()) -> AsyncIterator[Env]:
     """The emulator, the kubelet fixture and the operator; everything stopped and removed on exit. ``runtime``
-    ``podman`` runs the Pods as containers from real images instead of processes of this checkout."""
+    ``podman`` runs the Pods as containers from real images instead of processes of this checkout.
+
+    RBAC as granted: the emulator authenticates and authorizes every request (``rbac.py``); the chart's
+    ServiceAccount, Roles and RoleBindings for ``namespace`` (``helm template``, ``watchNamespaces={namespace}``,
+    ``chart_values``) are stored, and every operator process runs as that ServiceAccount (its token in a kubeconfig)
+    with the arguments of the chart's Deployment (the watched namespace, the leader-election Lease the chart's Role
+    names). The kubelet fixture is the administrator. On exit the scenario fails if the API server refused the
+    operator anything or an operator log carries a permission warning."""
     async with serving() as (api, url):
+        admin_token = api.enable_rbac()
         for crd in CRD_PATHS:  # every CRD the operator watches
             api.put_object(yaml.safe_load(crd.read_text()))
         # Pod Security admission enforces ``restricted`` here, as a production namespace would
         api.put_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+        rendered = render_chart(namespace, *chart_values)
+        for obj in rendered:
+            if obj["kind"] in RBAC_KINDS:
+                api.put_object(obj)
+        (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
+        pod_spec = deployment["spec"]["template"]["spec"]
+        (container,) = pod_spec["containers"]
+        sa = pod_spec["serviceAccountName"]
+        workdir.mkdir(parents=True, exist_ok=True)
+        operator_kubeconfig = write_kubeconfig(workdir / "operator.kubeconfig", url, namespace,
+                                               api.service_account_token(namespace, sa))
         config = KubeletConfig(workdir=workdir / "kubelet", runtime=runtime,
-                               images=dict(IMAGES) if runtime == "process" else {}, backoff_base=0.5, backoff_cap=4.0)
+                               images=dict(IMAGES) if runtime == "process" else {}, backoff_base=0.5, backoff_cap=4.0,
+                               api_token=admin_token)
         async with Kubelet(url, config) as kubelet:
-            env = Env(api, url, kubelet, workdir, namespace)
+            # the Deployment's own arguments (Env appends its poll interval, health port and log level after them)
+            env = Env(api, url, kubelet, workdir, namespace,
+                      operator_args=["--kubeconfig", str(operator_kubeconfig), *container["args"]])
+            env.admin_token = admin_token
             await env.start_operator()
             try:
                 yield env
             finally:
                 await env.stop_all_operators()
+        refused = operator_refusals(api, workdir, f"system:serviceaccount:{namespace}:{sa}")
+        assert not refused, ("the operator, as the chart's ServiceAccount, was refused or warned about "
+                             "permissions:\n" + "\n".join(refused[:10]))

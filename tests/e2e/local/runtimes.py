@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import aiohttp
+
 from .podspec import ImageSpec
 
 PR_SET_PDEATHSIG = 1
@@ -311,6 +313,46 @@ class PodmanRuntime:
     async def prepare(self) -> None:
         if not shutil.which(self.podman):
             raise RuntimeError("podman is not installed (scripts/install_container_tools.sh)")
+
+    async def pull(self, image: str, policy: str, insecure_registries: tuple[str, ...]) -> tuple[str, str] | None:
+        """Pull ``image`` from its registry when it is one of ``insecure_registries`` (plain-HTTP registries on
+        loopback, as a runtime's ``registries.conf`` marks them), as a container runtime pulls for the kubelet:
+        the tag is resolved to the manifest digest the registry holds now (``Docker-Content-Digest``), the image is
+        pulled by that digest unless that digest is already stored (``IfNotPresent``; ``Always`` pulls anyway), and
+        the container will run ``repository@digest``. Returns ``(run_reference, imageID)``, or ``None`` for an
+        image of any other registry (left to ``image_spec_async``: local images only). ``Never`` pulls nothing:
+        the digest must be stored already."""
+        registry, _, rest = image.partition("/")
+        if registry not in insecure_registries or not rest:
+            return None
+        path, _, digest = rest.partition("@")
+        tag = "latest"
+        if ":" in path.rsplit("/", 1)[-1]:
+            path, tag = path.rsplit(":", 1)
+        repository = f"{registry}/{path}"
+        if not digest:
+            accept = ", ".join(("application/vnd.oci.image.manifest.v1+json",
+                                "application/vnd.docker.distribution.manifest.v2+json",
+                                "application/vnd.oci.image.index.v1+json",
+                                "application/vnd.docker.distribution.manifest.list.v2+json"))
+            try:
+                async with aiohttp.ClientSession() as session, session.head(
+                        f"http://{registry}/v2/{path}/manifests/{tag}", headers={"Accept": accept},
+                        timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                    if resp.status != 200:
+                        raise RuntimeError(f"{image}: the registry answered {resp.status} for tag {tag!r}")
+                    digest = resp.headers.get("Docker-Content-Digest", "")
+            except aiohttp.ClientError as exc:
+                raise RuntimeError(f"{image}: registry {registry} unreachable: {exc}") from exc
+            if not digest.startswith("sha256:"):
+                raise RuntimeError(f"{image}: the registry named no digest for tag {tag!r}")
+        pinned = f"{repository}@{digest}"
+        rc, _ = await self.podman_cmd("image", "exists", pinned, check=False)
+        if policy == "Always" or (policy != "Never" and rc != 0):
+            await self.podman_cmd("pull", "--quiet", "--tls-verify=false", pinned, timeout=600)
+        elif rc != 0:
+            raise RuntimeError(f"{image}: imagePullPolicy Never and {pinned} is not stored")
+        return pinned, pinned
 
     async def image_spec_async(self, image: str) -> ImageSpec | None:
         if image not in self._image_cache:

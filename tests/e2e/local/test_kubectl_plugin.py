@@ -33,7 +33,8 @@ def kubeconfig(env: Env) -> Path:
         "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
         "clusters": [{"name": "emulator", "cluster": {"server": env.url}}],
         "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "u", "namespace": env.ns}}],
-        "users": [{"name": "u", "user": {}}],
+        # the person running the plugin: the administrator (the emulator enforces RBAC)
+        "users": [{"name": "u", "user": {"token": env.admin_token} if env.admin_token else {}}],
     }))
     return path
 
