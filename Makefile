@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
+.PHONY: e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -102,6 +102,9 @@ image: wheels ## build the container image ozone-scm:dev with podman (BASE_IMAGE
 
 e2e-local: env k8s-tools ## the operator's local end-to-end scenarios: the operator process (as the chart's ServiceAccount, RBAC enforced), the emulated API, every Pod a real SCM
 	$(PYTEST) tests/e2e/local -m e2e_local -q
+
+e2e-local-extra: env k8s-tools ## the local end-to-end modules outside the shared scenario list (kubectl plugin, operator upgrade); .ci/run runs the shared list on the real control plane
+	$(PYTEST) tests/e2e/local -m e2e_local -q --ignore=tests/e2e/local/test_operator_scenarios.py
 
 k8s-control-plane: ## kube-apiserver, kube-controller-manager (k8s.io/kubernetes v1.35.4) and etcd built from Go modules into .tools/bin (cached)
 	bash scripts/build_k8s_control_plane.sh
