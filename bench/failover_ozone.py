@@ -144,8 +144,8 @@ async def ours_runs(cluster: HALocalCluster, hadoop_ports: list[int], runs: int,
     try:
         await cluster.wait_healthy_quorum(timeout=120)
         for run in range(runs):
-            leader = await cluster.wait_leader(timeout=30)
             await load.steady()
+            leader = await cluster.wait_leader(timeout=30)  # right before the kill: the SCM leading now
             fault_at = time.monotonic()
             cluster.kill(leader, signal.SIGKILL)
             gap = await gap_after(load, fault_at)
@@ -183,10 +183,13 @@ async def ozone_runs(cluster: ozone_anchor.AnchorCluster, runs: int, clients: in
     load.start()
     gaps: list[float] = []
     restarts: list[float] = []
+    since = time.time()
     try:
         for run in range(runs):
-            leader = await ozone_anchor.probe_leader(cluster)
             await load.steady()
+            # right before the kill: the SCM answering as leader now (under load Ozone's ring sometimes elects
+            # another leader without a fault, so a leader found earlier may no longer be the one serving)
+            leader = await ozone_anchor.probe_leader(cluster)
             fault_at = time.monotonic()
             await asyncio.to_thread(cluster.kill, leader.node_id)
             gap = await gap_after(load, fault_at)
@@ -197,7 +200,11 @@ async def ozone_runs(cluster: ozone_anchor.AnchorCluster, runs: int, clients: in
             restarts.append(await asyncio.to_thread(ozone_anchor.restart_scm, cluster, leader))
     finally:
         await load.stop()
+    elections = ozone_anchor.elections_since(cluster, since)
+    print(f"  Ozone ({label}): {elections} leader elections in the ring during the runs, {runs} of them after a "
+          f"SIGKILL", flush=True)
     return {**summary(gaps), "allocations": len(load.ids), "duplicate_block_ids": check_ids(load, f"Ozone {label}"),
+            "elections": elections,
             "failed_attempts": load.refusals, "restart_to_out_of_safe_mode_s": [round(r, 1) for r in restarts]}
 
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -129,6 +131,24 @@ def restart_scm(cluster: OzoneCluster, scm: ScmNode, timeout: float = 180) -> fl
 
     wait_for(f"{scm.node_id} out of safe mode after its restart", out_of_safe_mode, timeout, interval=0.5)
     return time.monotonic() - t0
+
+
+_BECAME_LEADER = re.compile(rb"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d{3} .*changes role from CANDIDATE to LEADER")
+
+
+def elections_since(cluster: OzoneCluster, since: float) -> int:
+    """Leader elections won in the ring after ``since`` (wall clock), counted in the SCMs' logs (Ratis logs
+    "changes role from CANDIDATE to LEADER" once per won election, in local time to the second)."""
+    count = 0
+    for scm in cluster.scms:
+        path = cluster.base / "logs" / f"{scm.node_id}.log"
+        if not path.exists():
+            continue
+        for line in path.read_bytes().splitlines():
+            m = _BECAME_LEADER.match(line)
+            if m and datetime.datetime.strptime(m.group(1).decode(), "%Y-%m-%d %H:%M:%S").timestamp() >= int(since):
+                count += 1
+    return count
 
 
 def set_election_timeout(cluster: AnchorCluster, value: str) -> None:
