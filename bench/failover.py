@@ -12,7 +12,7 @@
    run in the same quorum, so the two figures are measured side by side (goal: stop within 1.5x of
    kill). Prints median / p90 / p99 / max. Anchor: Ozone's defaults (5 s election timeout, 2 s client
    failover interval: ozone.scm.ha.ratis.leader.election.timeout, hdds.scmclient.failover.retry.interval)
-   give about 5-8 s.
+   give about 5-8 s; bench/failover_ozone.py measures Ozone's own ring beside ours over Hadoop RPC.
 2. **Throughput**: ``scm_server.local.throughput`` (the code behind ``bench/scm_throughput.py`` and
    ``freon stb``): AllocateBlocks (1 per call and batched) and AllocateContainers against a single
    SCM and against the 3-SCM quorum, same client settings; prints the HA/single ratio (goal:
