@@ -44,9 +44,7 @@ from bench import ozone_anchor  # noqa: E402
 from scm_server.client import SCMClient  # noqa: E402
 from scm_server.client.hadoop_rpc import BlockLocationClient, ConnectionLost, RemoteError  # noqa: E402
 from scm_server.local import throughput  # noqa: E402
-from scm_server.local.cluster import SERVICE_ID  # noqa: E402
 from scm_server.local.quorum import HALocalCluster  # noqa: E402
-from scm_server.ports import free_port  # noqa: E402
 
 BLOCK_SIZE = 4096
 # the same sizes on Ozone's ring as bench/failover.py gives ours
@@ -166,9 +164,7 @@ async def ours_runs(cluster: HALocalCluster, hadoop_ports: list[int], runs: int,
 
 def run_ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     cluster = HALocalCluster(tmp / "ours", 3, settings=dict(ha_failover.SETTINGS))
-    hadoop_ports = [free_port() for _ in cluster.scms]
-    for s, port in zip(cluster.scms, hadoop_ports, strict=True):
-        cluster.settings[f"ozone.scm.block.client.hadoop-rpc.port.{SERVICE_ID}.{s.node_id}"] = str(port)
+    hadoop_ports = [s.hadoop_ports["block"] for s in cluster.scms]  # Ozone's ozone.scm.block.client.port
     try:
         cluster.start_quorum()
         return asyncio.run(ours_runs(cluster, hadoop_ports, args.runs, args.clients))
