@@ -39,15 +39,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from scm_server import audit_format as fmt
+from scm_server.client.audit_export_writer import arrow_schema, make_manifest
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-
-from scm_server import audit_format as fmt  # noqa: E402
-from scm_server.client.audit_export_writer import arrow_schema, make_manifest  # noqa: E402
 
 SIZES = {"1M": 1_000_000, "3M": 3_000_000, "10M": 10_000_000}
 DATANODES = {"1M": 100, "3M": 300, "10M": 1000}

@@ -32,16 +32,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.scale import scm_db_dir, seed_containers
+from scm_server.ha.inter_scm_client import download_checkpoint
+from scm_server.local.quorum import HALocalCluster
+from scm_server.metadata.scm_metadata_store import SCMMetadataStore
+from scm_server.metadata.storage_config import SCMStorageConfig
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from scale import scm_db_dir, seed_containers  # noqa: E402
-
-from scm_server.ha.inter_scm_client import download_checkpoint  # noqa: E402
-from scm_server.local.quorum import HALocalCluster  # noqa: E402
-from scm_server.metadata.scm_metadata_store import SCMMetadataStore  # noqa: E402
-from scm_server.metadata.storage_config import SCMStorageConfig  # noqa: E402
 
 SETTINGS = {
     "hdds.scm.replication.thread.interval": "600s",

@@ -36,15 +36,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scm_server.client import SCMClient, SCMClientConfig
+from scm_server.exceptions import SCMError
+from scm_server.local import throughput
+from scm_server.local.cluster import LocalCluster
+from scm_server.local.quorum import HALocalCluster
+from scm_server.proto import hdds_pb2
 
-from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
-from scm_server.exceptions import SCMError  # noqa: E402
-from scm_server.local import throughput  # noqa: E402
-from scm_server.local.cluster import LocalCluster  # noqa: E402
-from scm_server.local.quorum import HALocalCluster  # noqa: E402
-from scm_server.proto import hdds_pb2  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SETTINGS = {
     "hdds.heartbeat.interval": "1s",

@@ -36,15 +36,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench import failover as ha_failover
+from bench import ozone_anchor
+from scm_server.client import SCMClient
+from scm_server.client.hadoop_rpc import BlockLocationClient, ConnectionLost, RemoteError
+from scm_server.local import throughput
+from scm_server.local.quorum import HALocalCluster
 
-from bench import failover as ha_failover  # noqa: E402
-from bench import ozone_anchor  # noqa: E402
-from scm_server.client import SCMClient  # noqa: E402
-from scm_server.client.hadoop_rpc import BlockLocationClient, ConnectionLost, RemoteError  # noqa: E402
-from scm_server.local import throughput  # noqa: E402
-from scm_server.local.quorum import HALocalCluster  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BLOCK_SIZE = 4096
 # the same sizes on Ozone's ring as bench/failover.py gives ours

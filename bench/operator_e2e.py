@@ -32,11 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tests.e2e.local import scm_ring
+from tests.e2e.local.operator_env import FAST_SITE, Env, WorkloadResult, environment
 
-from tests.e2e.local import scm_ring  # noqa: E402
-from tests.e2e.local.operator_env import FAST_SITE, Env, WorkloadResult, environment  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 NAME = "scm"
 

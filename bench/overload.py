@@ -32,13 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scm_server.client import SCMClient, SCMClientConfig
+from scm_server.local import throughput
+from scm_server.local.cluster import LocalCluster
+from scm_server.proto import hdds_pb2
 
-from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
-from scm_server.local import throughput  # noqa: E402
-from scm_server.local.cluster import LocalCluster  # noqa: E402
-from scm_server.proto import hdds_pb2  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BIG = 100_000
 SETTINGS = {

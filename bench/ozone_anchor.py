@@ -19,16 +19,11 @@ import contextlib
 import datetime
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from scm_server.client.hadoop_rpc import BlockLocationClient, ConnectionLost, RemoteError  # noqa: E402
-from tests.ozone_interop.ozone_procs import (  # noqa: E402
+from scm_server.client.hadoop_rpc import BlockLocationClient, ConnectionLost, RemoteError
+from tests.ozone_interop.ozone_procs import (
     OzoneCluster,
     OzoneInteropError,
     ScmNode,

@@ -54,8 +54,6 @@ import aiohttp
 from scm_server.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a script from a checkout: make scm_server importable
-    sys.path.insert(0, str(REPO))
 PYTHON = sys.executable
 VALUE_SIZE = 256
 KEYSPACE = 1000

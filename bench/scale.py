@@ -48,16 +48,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scm_server.client import SCMClient, SCMClientConfig
+from scm_server.client.datanode_client import DatanodeProtocolClient
+from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.local import throughput
+from scm_server.local.quorum import HALocalCluster
+from scm_server.metadata.scm_metadata_store import SCMMetadataStore
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
-from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
-from scm_server.client.datanode_client import DatanodeProtocolClient  # noqa: E402
-from scm_server.datanode_sim import DatanodeSimulator  # noqa: E402
-from scm_server.local import throughput  # noqa: E402
-from scm_server.local.quorum import HALocalCluster  # noqa: E402
-from scm_server.metadata.scm_metadata_store import SCMMetadataStore  # noqa: E402
-from scm_server.proto import hdds_pb2, scm_datanode_pb2  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 GIB = 1 << 30
 SETTINGS = {

@@ -30,13 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scm_server.client import SCMClient, SCMClientConfig, parse_addresses
+from scm_server.local import throughput
+from scm_server.local.cluster import LocalCluster
+from scm_server.proto import hdds_pb2
 
-from scm_server.client import SCMClient, SCMClientConfig, parse_addresses  # noqa: E402
-from scm_server.local import throughput  # noqa: E402
-from scm_server.local.cluster import LocalCluster  # noqa: E402
-from scm_server.proto import hdds_pb2  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BENCH_SETTINGS = {
     # Ozone's stb Javadoc asks for long heartbeat/stale/dead intervals so nothing expires mid-run.

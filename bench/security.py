@@ -47,21 +47,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench import failover as plain_failover
+from scm_server.client import SCMClient
+from scm_server.conf import OzoneConfiguration
+from scm_server.conf.security import SecurityConfig
+from scm_server.local import throughput
+from scm_server.local.quorum import HALocalCluster
+from scm_server.proto import scm_security_pb2
+from scm_server.security.cert_client import SecurityProtocolClient
+from scm_server.security.core import certificates as pki
+from scm_server.security.core import identity as ids
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import failover as plain_failover  # noqa: E402
-
-from scm_server.client import SCMClient  # noqa: E402
-from scm_server.conf import OzoneConfiguration  # noqa: E402
-from scm_server.conf.security import SecurityConfig  # noqa: E402
-from scm_server.local import throughput  # noqa: E402
-from scm_server.local.quorum import HALocalCluster  # noqa: E402
-from scm_server.proto import scm_security_pb2  # noqa: E402
-from scm_server.security.cert_client import SecurityProtocolClient  # noqa: E402
-from scm_server.security.core import certificates as pki  # noqa: E402
-from scm_server.security.core import identity as ids  # noqa: E402
 
 SETTINGS = dict(plain_failover.SETTINGS)
 CLIENT = plain_failover.CLIENT

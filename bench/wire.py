@@ -35,16 +35,15 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench import ozone_anchor
+from scm_server.client import SCMClient, SCMClientConfig
+from scm_server.client.hadoop_rpc import BlockLocationClient
+from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.exceptions import SCMError
+from scm_server.local.quorum import HALocalCluster
+from scm_server.proto import hdds_pb2
 
-from bench import ozone_anchor  # noqa: E402
-from scm_server.client import SCMClient, SCMClientConfig  # noqa: E402
-from scm_server.client.hadoop_rpc import BlockLocationClient  # noqa: E402
-from scm_server.datanode_sim import DatanodeSimulator  # noqa: E402
-from scm_server.exceptions import SCMError  # noqa: E402
-from scm_server.local.quorum import HALocalCluster  # noqa: E402
-from scm_server.proto import hdds_pb2  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SETTINGS = {
     "hdds.heartbeat.interval": "1s",
