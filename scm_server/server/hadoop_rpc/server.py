@@ -99,8 +99,10 @@ class HadoopRpcServer:
         self.metrics = metrics if metrics is not None else HadoopRpcMetrics(None)
 
     async def start(self, host: str, port: int) -> int:
-        """Listen on host:port; returns the bound port (port 0: any free port)."""
-        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        """Listen on host:port; returns the bound port (port 0: any free port). An IPv6 host may be written in
+        brackets, as the address keys write it (``[::]``, ``[::1]``): the socket layer wants it bare."""
+        bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        self._server = await asyncio.start_server(self._accept, bare, port, reuse_address=True)
         sock = self._server.sockets[0]
         return int(sock.getsockname()[1])
 

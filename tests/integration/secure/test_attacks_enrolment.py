@@ -63,6 +63,8 @@ async def quorum(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Secu
     base: Path = tmp_path_factory.mktemp("secure-enrol") / "c"
     settings = {
         **TEST_SETTINGS,
+        # the gRPC security port (enrolment) and Ozone's Hadoop RPC one (certificate reads), both on every address
+        "ozone.scm.security.service.grpc.bind.host": "[::]",
         "ozone.scm.security.service.bind.host": "[::]",
         "ozone.scm.security.enrollment.rate.per.source": str(PER_SOURCE_RATE),
         "ozone.scm.security.enrollment.rate.per.source.burst": str(PER_SOURCE_BURST),

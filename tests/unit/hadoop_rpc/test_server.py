@@ -424,3 +424,17 @@ async def test_the_python_block_client_retries_a_leader_not_ready_on_the_same_sc
     finally:
         await client.close()
     assert answer.success and client.failovers == 0
+
+
+@pytest.mark.parametrize("host", ["[::1]", "::1", "[::]"])
+async def test_an_ipv6_bind_host_in_brackets_or_bare_listens(host: str) -> None:
+    # the address keys write IPv6 in brackets (ozone.scm.security.service.bind.host=[::]); the socket layer wants it
+    # bare ("[::]" once stopped a secure SCM at start: "Name or service not known")
+    server = HadoopRpcServer([BlockLocationTranslator(FakeSCM(), CONF.get, "scm-1-id", "scm1.example")])
+    port = await server.start(host, 0)
+    try:
+        _reader, writer = await asyncio.open_connection("::1", port)
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        await server.stop()
