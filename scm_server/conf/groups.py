@@ -146,8 +146,8 @@ class SCMConfig:
     )
     container_size: int = setting(
         "ozone.scm.container.size", "size",
-        "Size of a container (bytes; units B..PB). Containers are closed when they fill up to "
-        "hdds.container.close.threshold of it; the datanode simulator uses it as its container size.",
+        "Size of a container (bytes; units B..PB): the largest block allocateBlock accepts and the room an "
+        "open container has for blocks; also the datanode simulator's container size.",
         "5GB",
     )
     block_size: int = setting(
