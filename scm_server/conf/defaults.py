@@ -96,7 +96,9 @@ def _port_keys() -> list[KeyInfo]:
     return [
         KeyInfo(
             p.port_key, "port", str(p.default_port),
-            f"Port of the {p.protocol} protocol over {'Hadoop RPC' if p.transport is ports.Transport.HADOOP_RPC else 'gRPC'}.",
+            (f"Port of the {p.protocol} protocol over Hadoop RPC, Ozone's key and number."
+             if p.transport is ports.Transport.HADOOP_RPC
+             else f"Ours: port of the {p.protocol} protocol over gRPC."),
             "ports", True,
         )
         for p in ports.ALL
