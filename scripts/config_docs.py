@@ -67,21 +67,21 @@ def updated(text: str) -> str:
     start = text.find(BEGIN)
     end = text.find(END)
     if start < 0 or end < start:
-        raise SystemExit(f"{DOC}: markers not found; put {BEGIN!r} and {END!r} where the tables go")
+        raise SystemExit(f"docs/operations.md: markers not found; put {BEGIN!r} and {END!r} where the tables go")
     return text[:start] + render() + text[end + len(END):]
 
 
-def main(argv: list[str]) -> int:
-    text = DOC.read_text()
+def main(argv: list[str], doc: Path = DOC) -> int:
+    text = doc.read_text()
     new = updated(text)
     if "--check" in argv:
         if new != text:
-            print(f"{DOC.relative_to(ROOT)}: the key tables differ from scm_server/conf/; run: {FIX}")
+            print(f"{doc.relative_to(ROOT)}: the key tables differ from scm_server/conf/; run: {FIX}")
             return 1
         return 0
     if new != text:
-        DOC.write_text(new)
-        print(f"rewrote the key tables in {DOC.relative_to(ROOT)}")
+        doc.write_text(new)
+        print(f"rewrote the key tables in {doc.relative_to(ROOT)}")
     return 0
 
 

@@ -8,13 +8,10 @@ text around them mentions defaults too (the endpoint table's ``key (9860)``, the
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
+import runpy
 from pathlib import Path
-from types import ModuleType
-
-import pytest
+from types import SimpleNamespace
 
 from scm_server.conf import defaults
 
@@ -22,16 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "config_docs.py"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("config_docs", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["config_docs"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-config_docs = _load()
+config_docs = SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="config_docs"))
 
 
 def test_the_generated_key_tables_match_the_declarations() -> None:
@@ -46,18 +34,18 @@ def test_every_declared_key_is_in_the_generated_tables() -> None:
     assert missing == []
 
 
-def test_a_stale_table_is_detected_and_rewritten(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stale_table_is_detected_and_rewritten() -> None:
     fresh = config_docs.DOC.read_text()
     stale = fresh.replace("| `ozone.scm.container.size` | size | `5GB` |", "| `ozone.scm.container.size` | size | `4GB` |")
     assert stale != fresh
     assert config_docs.updated(stale) == fresh
     written: list[str] = []
-    monkeypatch.setattr(config_docs, "DOC", type("Doc", (), {
+    doc = type("Doc", (), {
         "read_text": lambda self: stale, "write_text": lambda self, t: written.append(t),
         "relative_to": lambda self, root: "docs/operations.md",
-    })())
-    assert config_docs.main(["--check"]) == 1 and written == []
-    assert config_docs.main([]) == 0 and written == [fresh]
+    })()
+    assert config_docs.main(["--check"], doc) == 1 and written == []
+    assert config_docs.main([], doc) == 0 and written == [fresh]
 
 
 _MENTION = re.compile(r"`([a-z][a-z0-9.-]+)` \(([0-9][^),]*)\)")  # the endpoint table: `ozone.scm.client.port` (9860)
