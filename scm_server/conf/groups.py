@@ -1,9 +1,12 @@
 """Typed configuration groups, one frozen dataclass per concern (Ozone's ``@ConfigGroup``).
 
-Each field carries its Ozone key and value kind in dataclass metadata
-(``metadata={"key": "hdds.scm.replication.thread.interval", "kind": "duration"}``); the
-``from_conf`` class methods parse an :class:`OzoneConfiguration` once, at the edge, and the
-objects are passed down to the managers. A malformed value raises ConfigError naming the key.
+Each field is declared once, with :func:`setting`: its Ozone key, its value kind, what it means (Ozone's
+``@Config`` requires a description) and its default **as text**, the way ``ozone-default.xml`` writes it
+(``setting("hdds.scm.replication.thread.interval", "duration", "...", "300s")``). The typed default is parsed
+from that text, the raw default table (:data:`scm_server.conf.defaults.DEFAULTS`) and the key tables of
+docs/operations.md (``make config-docs``) are generated from it, so a default lives in one place. The
+``from_conf`` class methods parse an :class:`OzoneConfiguration` once, at the edge, and the objects are passed
+down to the managers. A malformed value raises ConfigError naming the key.
 
 Groups: :class:`SCMConfig` (storage, sizes, ports), :class:`SafeModeConfig`,
 :class:`NodeManagerConfig`, :class:`PipelineConfig`, :class:`ReplicationManagerConfig`,
@@ -15,27 +18,29 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scm_server.conf import ports
 from scm_server.conf.addresses import check_host, check_name, parse_port, split_host_port
-from scm_server.conf.ozone_configuration import (
-    DEFAULTS,
-    OzoneConfiguration,
-    parse_bool,
-    parse_duration,
-    parse_float,
-    parse_int,
-    parse_size,
-)
+from scm_server.conf.values import parse_bool, parse_duration, parse_float, parse_int, parse_size
 from scm_server.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from scm_server.conf.ozone_configuration import OzoneConfiguration
 
 T = TypeVar("T")
 
 
-def cfg(key: str, kind: str, description: str = "") -> dict[str, str]:
-    """Field metadata: the Ozone key, how to parse it, and what it means."""
-    return {"key": key, "kind": kind, "description": description}
+def cfg(key: str, kind: str, description: str, default: str | None = None) -> dict[str, str | None]:
+    """Field metadata: the Ozone key, how to parse it, what it means, and its default text (None: no default)."""
+    return {"key": key, "kind": kind, "description": description, "default": default}
+
+
+def setting(key: str, kind: str, description: str, default: str | None = None, *, unset: Any = None) -> Any:
+    """A config field declared once: the typed default is ``default`` parsed as ``kind`` (so
+    ``"5GB"`` becomes ``5 << 30``), or ``unset`` when the key has no default (``ozone.scm.db.dirs``)."""
+    value = unset if default is None else _parse(key, kind, default)
+    return dataclasses.field(default=value, metadata=cfg(key, kind, description, default))
 
 
 def _parse(key: str, kind: str, raw: str) -> Any:
@@ -83,12 +88,22 @@ def _for_node(conf: OzoneConfiguration, key: str, service_id: str, node_id: str)
     return None
 
 
-def key_of(cls: type[Any], field_name: str) -> str:
-    """The Ozone key of a field (for messages and docs)."""
+def _field(cls: type[Any], field_name: str) -> dataclasses.Field[Any]:
     for f in dataclasses.fields(cls):
         if f.name == field_name:
-            return str(f.metadata["key"])
+            return f
     raise KeyError(field_name)
+
+
+def key_of(cls: type[Any], field_name: str) -> str:
+    """The Ozone key of a field (for messages and docs)."""
+    return str(_field(cls, field_name).metadata["key"])
+
+
+def _example(cls: type[Any], field_name: str, fallback: str) -> str:
+    """The field's default text for an error's example, else ``fallback``."""
+    default = _field(cls, field_name).metadata.get("default")
+    return fallback if default is None else str(default)
 
 
 def _check_positive(cls: type[Any], obj: Any, *names: str) -> None:
@@ -97,7 +112,7 @@ def _check_positive(cls: type[Any], obj: Any, *names: str) -> None:
         bad = value <= timedelta(0) if isinstance(value, timedelta) else value <= 0
         if bad:
             key = key_of(cls, name)
-            raise ConfigError(f"{key}: value {value} must be positive (e.g. {key}={DEFAULTS.get(key, '1')})")
+            raise ConfigError(f"{key}: value {value} must be positive (e.g. {key}={_example(cls, name, '1')})")
 
 
 def _check_fraction(cls: type[Any], obj: Any, *names: str) -> None:
@@ -105,39 +120,100 @@ def _check_fraction(cls: type[Any], obj: Any, *names: str) -> None:
         value = getattr(obj, name)
         if not 0.0 <= value <= 1.0:
             key = key_of(cls, name)
-            raise ConfigError(f"{key}: value {value} must be between 0 and 1 (e.g. {key}={DEFAULTS.get(key, '0.9')})")
+            raise ConfigError(
+                f"{key}: value {value} must be between 0 and 1 (e.g. {key}={_example(cls, name, '0.9')})"
+            )
+
+
+def _port(p: ports.ServicePort, description: str, kind: str = "port") -> Any:
+    """A port field whose key and default come from the port table (:mod:`scm_server.conf.ports`)."""
+    return setting(p.port_key, kind, description, str(p.default_port))
 
 
 @dataclasses.dataclass(frozen=True)
 class SCMConfig:
     """Storage locations, sizes and the SCM's own service ports."""
 
-    metadata_dirs: str = dataclasses.field(default="", metadata=cfg("ozone.metadata.dirs", "str"))
-    db_dirs: str | None = dataclasses.field(default=None, metadata=cfg("ozone.scm.db.dirs", "str"))
-    container_size: int = dataclasses.field(default=5 << 30, metadata=cfg("ozone.scm.container.size", "size"))
-    block_size: int = dataclasses.field(default=256 << 20, metadata=cfg("ozone.scm.block.size", "size"))
-    container_close_threshold: float = dataclasses.field(
-        default=0.9, metadata=cfg("hdds.container.close.threshold", "float")
+    metadata_dirs: str = setting(
+        "ozone.metadata.dirs", "str",
+        "Directory of the SCM's metadata: scm/current/VERSION, scm.db, the Raft log and certificates unless a more "
+        "specific key says otherwise. Required: the SCM refuses to start without it.",
+        unset="",
     )
-    sequence_id_batch_size: int = dataclasses.field(
-        default=1000, metadata=cfg("ozone.scm.sequence.id.batch.size", "int")
+    db_dirs: str | None = setting(
+        "ozone.scm.db.dirs", "str",
+        "Directory of scm.db and scm/current/VERSION when they should not sit under ozone.metadata.dirs.",
     )
-    max_blocks_per_request: int = dataclasses.field(
-        default=1000, metadata=cfg("ozone.scm.block.max.blocks.per.request", "int")
+    container_size: int = setting(
+        "ozone.scm.container.size", "size",
+        "Size of a container (bytes; units B..PB): the largest block allocateBlock accepts and the room an "
+        "open container has for blocks; also the datanode simulator's container size.",
+        "5GB",
     )
-    scm_names: tuple[str, ...] = dataclasses.field(default=(), metadata=cfg("ozone.scm.names", "list"))
-    client_address: str | None = dataclasses.field(default=None, metadata=cfg("ozone.scm.client.address", "str"))
+    block_size: int = setting(
+        "ozone.scm.block.size", "size",
+        "Ozone's block size (bytes; units B..PB). Checked at start (not above ozone.scm.container.size); the "
+        "size of each block comes with the allocateBlock request, so the SCM itself does not read it further.",
+        "256MB",
+    )
+    container_close_threshold: float = setting(
+        "hdds.container.close.threshold", "float",
+        "Fraction (0..1) of ozone.scm.container.size at which a datanode asks the SCM to close a container. "
+        "Checked at start; the datanode simulator applies Ozone's 0.9 itself.",
+        "0.9",
+    )
+    sequence_id_batch_size: int = setting(
+        "ozone.scm.sequence.id.batch.size", "int",
+        "How many IDs (local IDs, container IDs) the leader takes from the replicated sequence per Raft "
+        "compare-and-swap; hands them out locally until the batch is used.",
+        "1000",
+    )
+    max_blocks_per_request: int = setting(
+        "ozone.scm.block.max.blocks.per.request", "int",
+        "Ours: the most blocks one allocateBlock call may ask for; a larger numBlocks is refused with "
+        "INVALID_REQUEST, so one caller cannot hold the leader for long.",
+        "1000",
+    )
+    scm_names: tuple[str, ...] = setting(
+        "ozone.scm.names", "list",
+        "Comma-separated host[:port] of a single (non-HA) SCM; the CLI's default --scm when no HA service is set.",
+        unset=(),
+    )
+    client_address: str | None = setting(
+        "ozone.scm.client.address", "str",
+        "host or host:port clients use for the location (admin) protocol over Hadoop RPC; per-node suffix "
+        "supported.",
+    )
     # Ozone's port keys serve Hadoop RPC; our gRPC services have keys of their own (scm_server.conf.ports)
-    client_port: int = dataclasses.field(default=9860, metadata=cfg("ozone.scm.client.port", "port"))
-    block_client_port: int = dataclasses.field(default=9863, metadata=cfg("ozone.scm.block.client.port", "port"))
-    datanode_port: int = dataclasses.field(default=9861, metadata=cfg("ozone.scm.datanode.port", "port"))
-    client_grpc_port: int = dataclasses.field(default=19860, metadata=cfg("ozone.scm.client.grpc.port", "port"))
-    block_client_grpc_port: int = dataclasses.field(
-        default=19863, metadata=cfg("ozone.scm.block.client.grpc.port", "port")
+    client_port: int = _port(
+        ports.CLIENT_HADOOP,
+        "Port of the location (admin/client) protocol over Hadoop RPC, Ozone's key (ozone admin, OM).",
     )
-    datanode_grpc_port: int = dataclasses.field(default=19861, metadata=cfg("ozone.scm.datanode.grpc.port", "port"))
-    http_address: str = dataclasses.field(default="0.0.0.0:9876", metadata=cfg("ozone.scm.http-address", "str"))
-    security_enabled: bool = dataclasses.field(default=False, metadata=cfg("ozone.security.enabled", "bool"))
+    block_client_port: int = _port(
+        ports.BLOCK_HADOOP, "Port of the block protocol over Hadoop RPC, Ozone's key (OM's allocateBlock)."
+    )
+    datanode_port: int = _port(
+        ports.DATANODE_HADOOP, "Port of the datanode protocol over Hadoop RPC, Ozone's key (register, heartbeat)."
+    )
+    client_grpc_port: int = _port(
+        ports.CLIENT_GRPC,
+        "Ours: port of the location (admin/client) protocol and the block protocol over gRPC (our CLI, clients).",
+    )
+    block_client_grpc_port: int = _port(ports.BLOCK_GRPC, "Ours: port of the block protocol over gRPC.")
+    datanode_grpc_port: int = _port(
+        ports.DATANODE_GRPC, "Ours: port of the datanode protocol over gRPC (the simulator's gRPC datanodes)."
+    )
+    http_address: str = setting(
+        "ozone.scm.http-address", "str",
+        "host:port of the web listener (status page, /prom, /health, /ready); per-node suffix supported.",
+        "0.0.0.0:9876",
+    )
+    security_enabled: bool = setting(
+        "ozone.security.enabled", "bool",
+        "Certificates: the SCMs run the CA and the security protocol, and members enrol for certificates "
+        "(docs/security.md).",
+        "false",
+    )
 
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> SCMConfig:
@@ -169,23 +245,47 @@ class SCMConfig:
 
 @dataclasses.dataclass(frozen=True)
 class SafeModeConfig:
-    enabled: bool = dataclasses.field(default=True, metadata=cfg("hdds.scm.safemode.enabled", "bool"))
-    min_datanode: int = dataclasses.field(default=1, metadata=cfg("hdds.scm.safemode.min.datanode", "int"))
-    threshold_pct: float = dataclasses.field(default=0.99, metadata=cfg("hdds.scm.safemode.threshold.pct", "float"))
-    healthy_pipeline_pct: float = dataclasses.field(
-        default=0.10, metadata=cfg("hdds.scm.safemode.healthy.pipeline.pct", "float")
+    enabled: bool = setting(
+        "hdds.scm.safemode.enabled", "bool",
+        "Whether the SCM starts in safemode and waits for its exit rules before allocating blocks.",
+        "true",
     )
-    one_replica_pipeline_pct: float = dataclasses.field(
-        default=0.90, metadata=cfg("hdds.scm.safemode.atleast.one.node.reported.pipeline.pct", "float")
+    min_datanode: int = setting(
+        "hdds.scm.safemode.min.datanode", "int",
+        "Safemode exit rule: the number of datanodes that must have registered.",
+        "1",
     )
-    pipeline_creation: bool = dataclasses.field(
-        default=True, metadata=cfg("hdds.scm.safemode.pipeline.creation", "bool")
+    threshold_pct: float = setting(
+        "hdds.scm.safemode.threshold.pct", "float",
+        "Safemode exit rule: the fraction (0..1) of containers with at least one reported replica.",
+        "0.99",
     )
-    rule_refresh_interval: timedelta = dataclasses.field(
-        default=timedelta(seconds=5), metadata=cfg("hdds.scm.safemode.rule.refresh.interval", "duration")
+    healthy_pipeline_pct: float = setting(
+        "hdds.scm.safemode.healthy.pipeline.pct", "float",
+        "Safemode exit rule: the fraction (0..1) of pipelines that must be healthy (all members reported).",
+        "0.10",
     )
-    wait_time_after_exit: timedelta = dataclasses.field(
-        default=timedelta(minutes=5), metadata=cfg("hdds.scm.wait.time.after.safemode.exit", "duration")
+    one_replica_pipeline_pct: float = setting(
+        "hdds.scm.safemode.atleast.one.node.reported.pipeline.pct", "float",
+        "Safemode exit rule: the fraction (0..1) of pipelines with at least one datanode reported.",
+        "0.90",
+    )
+    pipeline_creation: bool = setting(
+        "hdds.scm.safemode.pipeline.creation", "bool",
+        "Whether pipelines are created while in safemode (so the pipeline rules can be met).",
+        "true",
+    )
+    rule_refresh_interval: timedelta = setting(
+        "hdds.scm.safemode.rule.refresh.interval", "duration",
+        "Ozone: how often the safemode rules are re-evaluated (duration; ns/us/ms/s/m/h/d, plain number = ms). "
+        "Accepted and checked; this SCM does not read it further.",
+        "5s",
+    )
+    wait_time_after_exit: timedelta = setting(
+        "hdds.scm.wait.time.after.safemode.exit", "duration",
+        "After leaving safemode, how long the replication manager and background services wait before acting, "
+        "so late reports arrive (duration).",
+        "5m",
     )
 
     @classmethod
@@ -199,17 +299,27 @@ class SafeModeConfig:
 
 @dataclasses.dataclass(frozen=True)
 class NodeManagerConfig:
-    heartbeat_interval: timedelta = dataclasses.field(
-        default=timedelta(seconds=30), metadata=cfg("hdds.heartbeat.interval", "duration")
+    heartbeat_interval: timedelta = setting(
+        "hdds.heartbeat.interval", "duration",
+        "How often a datanode heartbeats (duration); the SCM answers with it and never declares a node stale "
+        "sooner.",
+        "30s",
     )
-    heartbeat_thread_interval: timedelta = dataclasses.field(
-        default=timedelta(seconds=3), metadata=cfg("ozone.scm.heartbeat.thread.interval", "duration")
+    heartbeat_thread_interval: timedelta = setting(
+        "ozone.scm.heartbeat.thread.interval", "duration",
+        "How often the node manager checks heartbeats and moves nodes between HEALTHY, STALE and DEAD (duration).",
+        "3s",
     )
-    stale_node_interval: timedelta = dataclasses.field(
-        default=timedelta(minutes=5), metadata=cfg("ozone.scm.stale.node.interval", "duration")
+    stale_node_interval: timedelta = setting(
+        "ozone.scm.stale.node.interval", "duration",
+        "A datanode silent this long is STALE (duration; at least hdds.heartbeat.interval).",
+        "5m",
     )
-    dead_node_interval: timedelta = dataclasses.field(
-        default=timedelta(minutes=10), metadata=cfg("ozone.scm.dead.node.interval", "duration")
+    dead_node_interval: timedelta = setting(
+        "ozone.scm.dead.node.interval", "duration",
+        "A datanode silent this long is DEAD and its replicas are re-replicated (duration; longer than "
+        "ozone.scm.stale.node.interval).",
+        "10m",
     )
 
     @classmethod
@@ -231,23 +341,35 @@ class NodeManagerConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
-    creation_interval: timedelta = dataclasses.field(
-        default=timedelta(seconds=120), metadata=cfg("ozone.scm.pipeline.creation.interval", "duration")
+    creation_interval: timedelta = setting(
+        "ozone.scm.pipeline.creation.interval", "duration",
+        "How often the background pipeline creator runs on the leader (duration).",
+        "120s",
     )
-    auto_create_factor_one: bool = dataclasses.field(
-        default=True, metadata=cfg("ozone.scm.pipeline.creation.auto.factor.one", "bool")
+    auto_create_factor_one: bool = setting(
+        "ozone.scm.pipeline.creation.auto.factor.one", "bool",
+        "Whether the background creator also makes replication-factor-ONE pipelines.",
+        "true",
     )
-    datanode_pipeline_limit: int = dataclasses.field(
-        default=2, metadata=cfg("ozone.scm.datanode.pipeline.limit", "int")
+    datanode_pipeline_limit: int = setting(
+        "ozone.scm.datanode.pipeline.limit", "int",
+        "The most open factor-THREE pipelines one datanode takes part in.",
+        "2",
     )
-    owner_container_count: int = dataclasses.field(
-        default=3, metadata=cfg("ozone.scm.pipeline.owner.container.count", "int")
+    owner_container_count: int = setting(
+        "ozone.scm.pipeline.owner.container.count", "int",
+        "How many open containers the SCM keeps per pipeline (per owner) for block allocation.",
+        "3",
     )
-    allocated_timeout: timedelta = dataclasses.field(
-        default=timedelta(minutes=5), metadata=cfg("ozone.scm.pipeline.allocated.timeout", "duration")
+    allocated_timeout: timedelta = setting(
+        "ozone.scm.pipeline.allocated.timeout", "duration",
+        "A pipeline still ALLOCATED (not reported open by its datanodes) after this long is scrubbed (duration).",
+        "5m",
     )
-    destroy_timeout: timedelta = dataclasses.field(
-        default=timedelta(seconds=66), metadata=cfg("ozone.scm.pipeline.destroy.timeout", "duration")
+    destroy_timeout: timedelta = setting(
+        "ozone.scm.pipeline.destroy.timeout", "duration",
+        "How long a closed pipeline waits for its containers to close before it is removed (duration).",
+        "66s",
     )
 
     @classmethod
@@ -259,23 +381,36 @@ class PipelineConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ReplicationManagerConfig:
-    interval: timedelta = dataclasses.field(
-        default=timedelta(seconds=300), metadata=cfg("hdds.scm.replication.thread.interval", "duration")
+    interval: timedelta = setting(
+        "hdds.scm.replication.thread.interval", "duration",
+        "How often the replication manager (leader only) checks every container's replicas (duration).",
+        "300s",
     )
-    datanode_replication_limit: int = dataclasses.field(
-        default=20, metadata=cfg("hdds.scm.replication.datanode.replication.limit", "int")
+    datanode_replication_limit: int = setting(
+        "hdds.scm.replication.datanode.replication.limit", "int",
+        "The most replicate commands queued to one datanode at a time.",
+        "20",
     )
-    datanode_delete_limit: int = dataclasses.field(
-        default=40, metadata=cfg("hdds.scm.replication.datanode.delete.container.limit", "int")
+    datanode_delete_limit: int = setting(
+        "hdds.scm.replication.datanode.delete.container.limit", "int",
+        "The most delete-container commands queued to one datanode at a time.",
+        "40",
     )
-    event_timeout: timedelta = dataclasses.field(
-        default=timedelta(minutes=12), metadata=cfg("hdds.scm.replication.event.timeout", "duration")
+    event_timeout: timedelta = setting(
+        "hdds.scm.replication.event.timeout", "duration",
+        "A replicate or delete command not confirmed by a report within this long is considered lost and may be "
+        "sent again (duration).",
+        "12m",
     )
-    maintenance_replica_minimum: int = dataclasses.field(
-        default=2, metadata=cfg("hdds.scm.replication.maintenance.replica.minimum", "int")
+    maintenance_replica_minimum: int = setting(
+        "hdds.scm.replication.maintenance.replica.minimum", "int",
+        "Replicas that must stay on in-service nodes while others are in maintenance.",
+        "2",
     )
-    container_sample_limit: int = dataclasses.field(
-        default=100, metadata=cfg("hdds.scm.replication.container.sample.limit", "int")
+    container_sample_limit: int = setting(
+        "hdds.scm.replication.container.sample.limit", "int",
+        "How many container IDs the ReplicationManagerReport keeps as samples per health state.",
+        "100",
     )
 
     @classmethod
@@ -287,14 +422,20 @@ class ReplicationManagerConfig:
 
 @dataclasses.dataclass(frozen=True)
 class BlockConfig:
-    deleting_service_interval: timedelta = dataclasses.field(
-        default=timedelta(seconds=60), metadata=cfg("ozone.block.deleting.service.interval", "duration")
+    deleting_service_interval: timedelta = setting(
+        "ozone.block.deleting.service.interval", "duration",
+        "How often the leader sends deleted-block transactions to datanodes (duration).",
+        "60s",
     )
-    deletion_per_interval_max: int = dataclasses.field(
-        default=100000, metadata=cfg("hdds.scm.block.deletion.per-interval.max", "int")
+    deletion_per_interval_max: int = setting(
+        "hdds.scm.block.deletion.per-interval.max", "int",
+        "The most deleted-block transactions sent to datanodes in one interval.",
+        "100000",
     )
-    deletion_max_retry: int = dataclasses.field(
-        default=4096, metadata=cfg("ozone.scm.block.deletion.max.retry", "int")
+    deletion_max_retry: int = setting(
+        "ozone.scm.block.deletion.max.retry", "int",
+        "How many times a deleted-block transaction is resent before it is left for an operator.",
+        "4096",
     )
 
     @classmethod
@@ -345,37 +486,65 @@ class SCMNodeDetails:
 class SCMHAConfig:
     """SCM HA service layout (Ozone's SCMHANodeDetails + SCMHAConfiguration)."""
 
-    service_ids: tuple[str, ...] = dataclasses.field(default=(), metadata=cfg("ozone.scm.service.ids", "list"))
-    default_service_id: str | None = dataclasses.field(
-        default=None, metadata=cfg("ozone.scm.default.service.id", "str")
+    service_ids: tuple[str, ...] = setting(
+        "ozone.scm.service.ids", "list",
+        "The SCM HA service id(s); with one, it is the service; with several, ozone.scm.default.service.id "
+        "picks ours.",
+        unset=(),
     )
-    node_id: str | None = dataclasses.field(default=None, metadata=cfg("ozone.scm.node.id", "str"))
-    primordial_node_id: str | None = dataclasses.field(
-        default=None, metadata=cfg("ozone.scm.primordial.node.id", "str")
+    default_service_id: str | None = setting(
+        "ozone.scm.default.service.id", "str",
+        "The SCM service this process belongs to when ozone.scm.service.ids lists several.",
     )
-    skip_bootstrap_validation: bool = dataclasses.field(
-        default=False, metadata=cfg("ozone.scm.skip.bootstrap.validation", "bool")
+    node_id: str | None = setting(
+        "ozone.scm.node.id", "str",
+        "This SCM's node id, one of ozone.scm.nodes.<serviceId>.",
     )
-    leader_election_timeout: timedelta = dataclasses.field(
-        default=timedelta(seconds=1), metadata=cfg("ozone.scm.ha.ratis.leader.election.timeout", "duration")
+    primordial_node_id: str | None = setting(
+        "ozone.scm.primordial.node.id", "str",
+        "Node id or host of the primordial SCM: the one that runs scm --init (creating the cluster id and root "
+        "CA); the others run scm --bootstrap.",
     )
-    request_timeout: timedelta = dataclasses.field(
-        default=timedelta(seconds=30), metadata=cfg("ozone.scm.ha.ratis.request.timeout", "duration")
+    skip_bootstrap_validation: bool = setting(
+        "ozone.scm.skip.bootstrap.validation", "bool",
+        "Whether scm --bootstrap skips checking the cluster id against the running ring.",
+        "false",
     )
-    ratis_storage_dir: str | None = dataclasses.field(
-        default=None, metadata=cfg("ozone.scm.ha.ratis.storage.dir", "str")
+    leader_election_timeout: timedelta = setting(
+        "ozone.scm.ha.ratis.leader.election.timeout", "duration",
+        "Raft election timeout: a follower that hears no leader for a randomised 1-2x this campaigns (duration; "
+        "Ozone ships 5s, ours 1s, docs/ha.md); the client also gives up a silent SCM after it.",
+        "1s",
     )
-    ratis_snapshot_dir: str | None = dataclasses.field(
-        default=None, metadata=cfg("ozone.scm.ha.ratis.snapshot.dir", "str")
+    request_timeout: timedelta = setting(
+        "ozone.scm.ha.ratis.request.timeout", "duration",
+        "How long a replicated request waits to be committed and applied before it fails (duration).",
+        "30s",
     )
-    snapshot_threshold: int = dataclasses.field(
-        default=1000, metadata=cfg("ozone.scm.ha.ratis.snapshot.threshold", "int")
+    ratis_storage_dir: str | None = setting(
+        "ozone.scm.ha.ratis.storage.dir", "str",
+        "Directory of the Raft log; default: under ozone.metadata.dirs.",
     )
-    leader_ready_wait_timeout: timedelta = dataclasses.field(
-        default=timedelta(seconds=60), metadata=cfg("ozone.scm.ha.ratis.leader.ready.wait.timeout", "duration")
+    ratis_snapshot_dir: str | None = setting(
+        "ozone.scm.ha.ratis.snapshot.dir", "str",
+        "Directory of the Raft snapshots (checkpoints); default: under ozone.metadata.dirs.",
     )
-    transaction_buffer_flush_interval: timedelta = dataclasses.field(
-        default=timedelta(seconds=60), metadata=cfg("ozone.scm.ha.dbtransactionbuffer.flush.interval", "duration")
+    snapshot_threshold: int = setting(
+        "ozone.scm.ha.ratis.snapshot.threshold", "int",
+        "Applied entries after which the SCM takes a snapshot and compacts the Raft log.",
+        "1000",
+    )
+    leader_ready_wait_timeout: timedelta = setting(
+        "ozone.scm.ha.ratis.leader.ready.wait.timeout", "duration",
+        "Ozone: how long a new leader waits to become ready (its term's first entry applied) (duration). "
+        "Accepted and checked; this SCM does not read it further.",
+        "60s",
+    )
+    transaction_buffer_flush_interval: timedelta = setting(
+        "ozone.scm.ha.dbtransactionbuffer.flush.interval", "duration",
+        "Ozone: how often the transaction buffer is flushed to scm.db with the applied index (duration). "
+        "Accepted and checked; our state machine flushes once per applied batch of committed entries.",
+        "60s",
     )
     service_id: str | None = None
     nodes: tuple[SCMNodeDetails, ...] = ()

@@ -2,7 +2,8 @@
 
 Sources, lowest precedence first (as Ozone and its docker images do):
 
-1. built-in defaults (:data:`DEFAULTS`, our slice of ``ozone-default.xml``);
+1. built-in defaults (:data:`DEFAULTS`, our slice of ``ozone-default.xml``, generated from the typed groups'
+   field declarations and the port table by :mod:`scm_server.conf.defaults`);
 2. ``ozone-site.xml`` (Hadoop XML: ``<configuration><property><name/><value/></property>``),
    found via an explicit path, ``--conf`` or ``$OZONE_CONF_DIR/ozone-site.xml``;
 3. environment variables ``OZONE-SITE.XML_<key>=<value>`` (the convention of Ozone's images);
@@ -19,172 +20,29 @@ The typed groups in :mod:`scm_server.conf.groups` are what the rest of the code 
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 
-from scm_server.conf.ports import DEFAULT_PORTS
+from scm_server.conf.defaults import DEFAULTS
+from scm_server.conf.values import parse_bool, parse_duration, parse_float, parse_int, parse_size
 from scm_server.exceptions import ConfigError
 
+__all__ = [
+    "DEFAULTS",
+    "ENV_PREFIX",
+    "OzoneConfiguration",
+    "parse_bool",
+    "parse_duration",
+    "parse_float",
+    "parse_int",
+    "parse_size",
+    "read_site_xml",
+]
+
 ENV_PREFIX = "OZONE-SITE.XML_"
-
-# Ozone's defaults for the keys this project reads (ozone-default.xml / ScmConfigKeys).
-DEFAULTS: dict[str, str] = {
-    "ozone.scm.container.size": "5GB",
-    "ozone.scm.block.size": "256MB",
-    "hdds.container.close.threshold": "0.9",
-    "hdds.scm.safemode.enabled": "true",
-    "hdds.scm.safemode.min.datanode": "1",
-    "hdds.scm.safemode.threshold.pct": "0.99",
-    "hdds.scm.safemode.healthy.pipeline.pct": "0.10",
-    "hdds.scm.safemode.atleast.one.node.reported.pipeline.pct": "0.90",
-    "hdds.scm.safemode.pipeline.creation": "true",
-    "hdds.scm.safemode.rule.refresh.interval": "5s",
-    "hdds.scm.wait.time.after.safemode.exit": "5m",
-    "hdds.heartbeat.interval": "30s",
-    "ozone.scm.heartbeat.thread.interval": "3s",
-    "ozone.scm.stale.node.interval": "5m",
-    "ozone.scm.dead.node.interval": "10m",
-    "ozone.scm.pipeline.creation.interval": "120s",
-    "ozone.scm.pipeline.creation.auto.factor.one": "true",
-    "ozone.scm.datanode.pipeline.limit": "2",
-    "ozone.scm.pipeline.owner.container.count": "3",
-    "ozone.scm.pipeline.allocated.timeout": "5m",
-    "ozone.scm.pipeline.destroy.timeout": "66s",
-    "ozone.scm.sequence.id.batch.size": "1000",
-    "ozone.scm.block.max.blocks.per.request": "1000",  # ours: an upper bound on numBlocks per allocateBlock
-    "hdds.scm.replication.thread.interval": "300s",
-    "hdds.scm.replication.datanode.replication.limit": "20",
-    "hdds.scm.replication.datanode.delete.container.limit": "40",
-    "hdds.scm.replication.event.timeout": "12m",
-    "hdds.scm.replication.maintenance.replica.minimum": "2",
-    "hdds.scm.replication.container.sample.limit": "100",
-    "ozone.block.deleting.service.interval": "60s",
-    "hdds.scm.block.deletion.per-interval.max": "100000",
-    "ozone.scm.block.deletion.max.retry": "4096",
-    **DEFAULT_PORTS,  # Ozone's port keys (Hadoop RPC) and our gRPC port keys (scm_server.conf.ports)
-    "ozone.scm.http-address": "0.0.0.0:9876",
-    "ozone.scm.ratis.port": "9894",
-    "ozone.scm.grpc.port": "9895",
-    "ozone.scm.skip.bootstrap.validation": "false",
-    "ozone.scm.ha.ratis.leader.election.timeout": "1s",  # Ozone ships 5s; see docs/ha.md
-    "ozone.scm.ha.ratis.request.timeout": "30s",
-    "ozone.scm.ha.ratis.snapshot.threshold": "1000",
-    "ozone.scm.ha.ratis.leader.ready.wait.timeout": "60s",
-    "ozone.scm.ha.ratis.leader.ready.check.interval": "2s",
-    "ozone.scm.ha.dbtransactionbuffer.flush.interval": "60s",
-    "ozone.security.enabled": "false",
-}
-
-_DURATION_UNITS: dict[str, float] = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-    "d": 86400.0,
-}
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_ISO_RE = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
-
-_SIZE_UNITS: dict[str, int] = {
-    "": 1,
-    "b": 1,
-    "k": 1 << 10,
-    "kb": 1 << 10,
-    "m": 1 << 20,
-    "mb": 1 << 20,
-    "g": 1 << 30,
-    "gb": 1 << 30,
-    "t": 1 << 40,
-    "tb": 1 << 40,
-    "p": 1 << 50,
-    "pb": 1 << 50,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-_TRUE = {"true", "yes", "1", "on"}
-_FALSE = {"false", "no", "0", "off"}
-
-
-def parse_duration(key: str, value: str, default_unit: str = "ms") -> timedelta:
-    """Parse Ozone's TimeDuration syntax: ``30s``, ``5m``, ``1h``, ``100ms``, ``2d``, plain millis,
-    or ISO-8601 ``PT2H`` / ``P1D``. Raises ConfigError naming ``key`` on anything else."""
-    text = value.strip()
-    iso = _ISO_RE.match(text)
-    if iso and text.upper() not in ("P", "PT") and any(iso.groups()):
-        days, hours, minutes, seconds = iso.groups()
-        try:
-            return timedelta(
-                days=int(days or 0),
-                hours=int(hours or 0),
-                minutes=int(minutes or 0),
-                seconds=float(seconds or 0),
-            )
-        except (OverflowError, ValueError):
-            raise _too_large(key, value) from None
-    m = _DURATION_RE.match(text)
-    unit = m.group(2).lower() if m else ""
-    if not m or (unit and unit not in _DURATION_UNITS):
-        raise ConfigError(
-            f"{key}: invalid duration {value!r}; use a number with a unit ns/us/ms/s/m/h/d "
-            f"(e.g. {key}=30s) or plain milliseconds (e.g. 30000)"
-        )
-    seconds_value = float(m.group(1)) * _DURATION_UNITS[unit or default_unit]
-    try:
-        return timedelta(seconds=seconds_value)
-    except (OverflowError, ValueError):
-        raise _too_large(key, value) from None
-
-
-def _too_large(key: str, value: str) -> ConfigError:
-    return ConfigError(f"{key}: duration {value!r} is too large; use at most a few years (e.g. {key}=30s)")
-
-
-def parse_size(key: str, value: str) -> int:
-    """Parse Ozone's StorageSize syntax (``5GB``, ``256MB``, ``0.5GB``, ``1024``) into bytes."""
-    m = _SIZE_RE.match(value)
-    unit = m.group(2).lower() if m else ""
-    if not m or unit not in _SIZE_UNITS:
-        raise ConfigError(
-            f"{key}: invalid size {value!r}; use a number with a unit B/KB/MB/GB/TB/PB "
-            f"(e.g. {key}=5GB) or plain bytes"
-        )
-    size = float(m.group(1)) * _SIZE_UNITS[unit]
-    if math.isinf(size) or size >= 1 << 63:
-        raise ConfigError(f"{key}: size {value!r} is too large; use at most a few PB (e.g. {key}=5GB)")
-    return math.floor(size)
-
-
-def parse_bool(key: str, value: str) -> bool:
-    low = value.strip().lower()
-    if low in _TRUE:
-        return True
-    if low in _FALSE:
-        return False
-    raise ConfigError(f"{key}: invalid boolean {value!r}; use true or false (e.g. {key}=true)")
-
-
-def parse_int(key: str, value: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise ConfigError(f"{key}: invalid integer {value!r}; use a whole number (e.g. {key}=3)") from None
-
-
-def parse_float(key: str, value: str) -> float:
-    try:
-        result = float(value.strip())
-    except ValueError:
-        raise ConfigError(f"{key}: invalid number {value!r}; use a decimal number (e.g. {key}=0.9)") from None
-    if math.isnan(result) or math.isinf(result):
-        raise ConfigError(f"{key}: invalid number {value!r}; use a finite decimal (e.g. {key}=0.9)")
-    return result
 
 
 def read_site_xml(path: Path) -> dict[str, str]:

@@ -31,10 +31,14 @@ import dataclasses
 import enum
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from scm_server.conf.groups import _build, cfg
-from scm_server.conf.ozone_configuration import OzoneConfiguration
+from scm_server.conf import ports
+from scm_server.conf.groups import _build, _port, setting
 from scm_server.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from scm_server.conf.ozone_configuration import OzoneConfiguration
 
 ENROLLMENT_ROLES = ("scm", "datanode", "om")
 _SIGNATURES = {
@@ -63,96 +67,173 @@ def _opt_path(value: str | None) -> Path | None:
 
 @dataclasses.dataclass(frozen=True)
 class SecurityConfig:
-    security_enabled: bool = dataclasses.field(default=False, metadata=cfg("ozone.security.enabled", "bool"))
-    grpc_tls_enabled: bool = dataclasses.field(default=False, metadata=cfg("hdds.grpc.tls.enabled", "bool"))
-    key_algorithm: str = dataclasses.field(default="RSA", metadata=cfg("hdds.key.algo", "str"))
-    key_length: int = dataclasses.field(default=2048, metadata=cfg("hdds.key.len", "int"))
-    signature_algorithm: str = dataclasses.field(
-        default="SHA256withRSA", metadata=cfg("hdds.x509.signature.algorithm", "str")
+    security_enabled: bool = setting(
+        "ozone.security.enabled", "bool",
+        "Certificates: the SCMs run the CA and the security protocol, and members enrol for certificates.",
+        "false",
     )
-    default_duration: timedelta = dataclasses.field(
-        default=timedelta(days=365), metadata=cfg("hdds.x509.default.duration", "duration")
+    grpc_tls_enabled: bool = setting(
+        "hdds.grpc.tls.enabled", "bool",
+        "Mutual TLS on every gRPC port with the certificates security issues (needs ozone.security.enabled).",
+        "false",
     )
-    max_duration: timedelta = dataclasses.field(
-        default=timedelta(days=1865), metadata=cfg("hdds.x509.max.duration", "duration")
+    key_algorithm: str = setting(
+        "hdds.key.algo", "str", "Algorithm of the keys this process generates: RSA or EC.", "RSA"
     )
-    renew_grace_duration: timedelta = dataclasses.field(
-        default=timedelta(days=28), metadata=cfg("hdds.x509.renew.grace.duration", "duration")
+    key_length: int = setting(
+        "hdds.key.len", "int", "Key size in bits: RSA at least 2048; EC 256, 384 or 521.", "2048"
     )
-    renew_check_interval: timedelta = dataclasses.field(
-        default=timedelta(hours=1), metadata=cfg("hdds.x509.renew.check.interval", "duration")
+    signature_algorithm: str = setting(
+        "hdds.x509.signature.algorithm", "str",
+        "Signature of issued certificates; must fit hdds.key.algo (SHA256withRSA..., SHA256withECDSA...).",
+        "SHA256withRSA",
     )
-    x509_dir_name: str = dataclasses.field(default="certs", metadata=cfg("hdds.x509.dir.name", "str"))
-    x509_file_name: str = dataclasses.field(default="certificate.crt", metadata=cfg("hdds.x509.file.name", "str"))
-    key_dir_name: str = dataclasses.field(default="keys", metadata=cfg("hdds.key.dir.name", "str"))
-    private_key_file_name: str = dataclasses.field(
-        default="private.pem", metadata=cfg("hdds.priv.key.file.name", "str")
+    default_duration: timedelta = setting(
+        "hdds.x509.default.duration", "duration",
+        "Lifetime of an issued end-entity certificate (duration; ISO-8601 P365D or 365d).",
+        "P365D",
     )
-    public_key_file_name: str = dataclasses.field(
-        default="public.pem", metadata=cfg("hdds.public.key.file.name", "str")
+    max_duration: timedelta = setting(
+        "hdds.x509.max.duration", "duration",
+        "The longest lifetime the CA issues (duration; the root CA's and sub-CAs' lifetime).",
+        "P1865D",
     )
-    rootca_certificate_file: str | None = dataclasses.field(
-        default=None, metadata=cfg("hdds.x509.rootca.certificate.file", "str")
+    renew_grace_duration: timedelta = setting(
+        "hdds.x509.renew.grace.duration", "duration",
+        "A certificate within this long of its expiry is renewed (duration; shorter than "
+        "hdds.x509.default.duration).",
+        "P28D",
     )
-    rootca_private_key_file: str | None = dataclasses.field(
-        default=None, metadata=cfg("hdds.x509.rootca.private.key.file", "str")
+    renew_check_interval: timedelta = setting(
+        "hdds.x509.renew.check.interval", "duration",
+        "Ours: how often each SCM checks whether its certificate is due for renewal (duration).",
+        "PT1H",
     )
-    rootca_public_key_file: str | None = dataclasses.field(
-        default=None, metadata=cfg("hdds.x509.rootca.public.key.file", "str")
+    x509_dir_name: str = setting(
+        "hdds.x509.dir.name", "str", "Name of the certificate directory under the component's metadata dir.",
+        "certs",
     )
-    rootca_polling_interval: timedelta = dataclasses.field(
-        default=timedelta(hours=2), metadata=cfg("hdds.x509.rootca.certificate.polling.interval", "duration")
+    x509_file_name: str = setting(
+        "hdds.x509.file.name", "str", "File name of the component's own certificate.", "certificate.crt"
     )
-    subca_certificate_file: str | None = dataclasses.field(
-        default=None, metadata=cfg("hdds.x509.subca.certificate.file", "str")
+    key_dir_name: str = setting(
+        "hdds.key.dir.name", "str", "Name of the key directory under the component's metadata dir.", "keys"
     )
-    subca_private_key_file: str | None = dataclasses.field(
-        default=None, metadata=cfg("hdds.x509.subca.private.key.file", "str")
+    private_key_file_name: str = setting(
+        "hdds.priv.key.file.name", "str", "File name of the component's private key (PEM).", "private.pem"
     )
-    subca_reload_interval: timedelta = dataclasses.field(
-        default=timedelta(seconds=30), metadata=cfg("hdds.x509.subca.reload.interval", "duration")
+    public_key_file_name: str = setting(
+        "hdds.public.key.file.name", "str", "File name of the component's public key (PEM).", "public.pem"
     )
-    client_certificate_file: str | None = dataclasses.field(
-        default=None, metadata=cfg("hdds.x509.client.certificate.file", "str")
+    rootca_certificate_file: str | None = setting(
+        "hdds.x509.rootca.certificate.file", "str",
+        "PEM file of a root CA certificate given from outside (CA modes external-root and operator; clients' "
+        "trust anchor).",
     )
-    client_private_key_file: str | None = dataclasses.field(
-        default=None, metadata=cfg("hdds.x509.client.private.key.file", "str")
+    rootca_private_key_file: str | None = setting(
+        "hdds.x509.rootca.private.key.file", "str",
+        "PEM file of that root CA's private key: the primordial SCM signs sub-CAs with it (CA mode external-root).",
     )
-    administrators: tuple[str, ...] = dataclasses.field(default=(), metadata=cfg("ozone.administrators", "list"))
+    rootca_public_key_file: str | None = setting(
+        "hdds.x509.rootca.public.key.file", "str", "PEM file of that root CA's public key (Ozone's key; optional).",
+    )
+    rootca_polling_interval: timedelta = setting(
+        "hdds.x509.rootca.certificate.polling.interval", "duration",
+        "How often clients and members poll the SCMs for a new root CA certificate (duration).",
+        "PT2H",
+    )
+    subca_certificate_file: str | None = setting(
+        "hdds.x509.subca.certificate.file", "str",
+        "Ours: PEM file of a sub-CA certificate issued outside SCM (CA mode operator); needs "
+        "hdds.x509.subca.private.key.file and hdds.x509.rootca.certificate.file.",
+    )
+    subca_private_key_file: str | None = setting(
+        "hdds.x509.subca.private.key.file", "str", "Ours: PEM file of that sub-CA's private key (CA mode operator).",
+    )
+    subca_reload_interval: timedelta = setting(
+        "hdds.x509.subca.reload.interval", "duration",
+        "Ours: how often the SCM checks the sub-CA files for a change and reloads them (duration).",
+        "PT30S",
+    )
+    client_certificate_file: str | None = setting(
+        "hdds.x509.client.certificate.file", "str",
+        "Ours: PEM file of the client certificate the CLI, the operator and tools present under mutual TLS.",
+    )
+    client_private_key_file: str | None = setting(
+        "hdds.x509.client.private.key.file", "str", "Ours: PEM file of that client certificate's private key.",
+    )
+    administrators: tuple[str, ...] = setting(
+        "ozone.administrators", "list",
+        "Comma-separated client certificate CNs allowed the admin calls ('*' for all).",
+        unset=(),
+    )
     # the security protocol over gRPC (TLS); Ozone's ozone.scm.security.service.port serves it over Hadoop RPC
-    security_service_port: int = dataclasses.field(
-        default=19961, metadata=cfg("ozone.scm.security.service.grpc.port", "int")
+    security_service_port: int = _port(
+        ports.SECURITY_GRPC,
+        "Ours: port of the security protocol over gRPC (TLS): enrolment, CA certificates, CRLs; only with "
+        "ozone.security.enabled.",
+        kind="int",
     )
-    admin_csr_files: tuple[str, ...] = dataclasses.field(
-        default=(), metadata=cfg("ozone.scm.security.admin.csr.files", "list")
+    admin_csr_files: tuple[str, ...] = setting(
+        "ozone.scm.security.admin.csr.files", "list",
+        "Ours: comma-separated CSR files the primordial SCM signs at scm --init (admins' client certificates, "
+        "CA mode scm).",
+        unset=(),
     )
-    http_policy: str = dataclasses.field(default="HTTP_ONLY", metadata=cfg("ozone.http.policy", "str"))
+    http_policy: str = setting(
+        "ozone.http.policy", "str",
+        "Where the web pages are served: HTTP_ONLY, HTTPS_ONLY or HTTP_AND_HTTPS (HTTPS needs "
+        "ozone.security.enabled).",
+        "HTTP_ONLY",
+    )
     # ours: clients verify the SCM role name (scm.ozone-scm.invalid) instead of the dialled host. Off only while
     # upgrading a cluster whose certificates predate role-bound identities (docs/security.md)
-    scm_role_check: bool = dataclasses.field(default=True, metadata=cfg("ozone.scm.security.role.check", "bool"))
-    renew_overlap_duration: timedelta = dataclasses.field(
-        default=timedelta(seconds=30), metadata=cfg("hdds.x509.renew.overlap.duration", "duration")
+    scm_role_check: bool = setting(
+        "ozone.scm.security.role.check", "bool",
+        "Ours: an SCM port's certificate must carry the SCM role name scm.ozone-scm.invalid (checked instead of "
+        "the host name); false only while upgrading certificates issued before role names.",
+        "true",
     )
-    enrollment_proof_window: timedelta = dataclasses.field(
-        default=timedelta(minutes=5), metadata=cfg("ozone.scm.security.enrollment.proof.window", "duration")
+    renew_overlap_duration: timedelta = setting(
+        "hdds.x509.renew.overlap.duration", "duration",
+        "Ours: how long a renewed end-entity certificate stays accepted after its successor is issued (duration; "
+        "zero or more).",
+        "PT30S",
     )
-    enrollment_loopback_allowed: bool = dataclasses.field(
-        default=False, metadata=cfg("ozone.scm.security.enrollment.loopback.allowed", "bool")
+    enrollment_proof_window: timedelta = setting(
+        "ozone.scm.security.enrollment.proof.window", "duration",
+        "Ours: how old an enrolment proof may be before the security port refuses it (duration).",
+        "PT5M",
     )
-    enrollment_rate_per_source: float = dataclasses.field(
-        default=5.0, metadata=cfg("ozone.scm.security.enrollment.rate.per.source", "float")
+    enrollment_loopback_allowed: bool = setting(
+        "ozone.scm.security.enrollment.loopback.allowed", "bool",
+        "Ours: whether enrolment from a loopback address is accepted (a whole ring on one machine only).",
+        "false",
     )
-    enrollment_rate_per_source_burst: int = dataclasses.field(
-        default=20, metadata=cfg("ozone.scm.security.enrollment.rate.per.source.burst", "int")
+    enrollment_rate_per_source: float = setting(
+        "ozone.scm.security.enrollment.rate.per.source", "float",
+        "Ours: enrolment requests per second accepted from one source address.",
+        "5.0",
     )
-    enrollment_rate_total: float = dataclasses.field(
-        default=50.0, metadata=cfg("ozone.scm.security.enrollment.rate.total", "float")
+    enrollment_rate_per_source_burst: int = setting(
+        "ozone.scm.security.enrollment.rate.per.source.burst", "int",
+        "Ours: the burst of enrolment requests one source address may send at once (at least 1).",
+        "20",
     )
-    enrollment_rate_total_burst: int = dataclasses.field(
-        default=100, metadata=cfg("ozone.scm.security.enrollment.rate.total.burst", "int")
+    enrollment_rate_total: float = setting(
+        "ozone.scm.security.enrollment.rate.total", "float",
+        "Ours: enrolment requests per second accepted from all sources together.",
+        "50.0",
     )
-    security_max_message_size: int = dataclasses.field(
-        default=64 << 10, metadata=cfg("ozone.scm.security.service.max.message.size", "size")
+    enrollment_rate_total_burst: int = setting(
+        "ozone.scm.security.enrollment.rate.total.burst", "int",
+        "Ours: the burst of enrolment requests from all sources together (at least 1).",
+        "100",
+    )
+    security_max_message_size: int = setting(
+        "ozone.scm.security.service.max.message.size", "size",
+        "Ours: the largest message the anonymous security port accepts (bytes; 4KB..64MB).",
+        "64KB",
     )
     enrollment_secret_files: tuple[tuple[str, str], ...] = ()
 
