@@ -18,18 +18,22 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import random
+from collections.abc import Callable
 from typing import Any
 
 import kopf
 
 from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_PLURAL, PLURAL, naming
-from ozone_scm_operator.effects.kube import ConnectionSettings
+from ozone_scm_operator.backoff import Backoff
+from ozone_scm_operator.effects.kube import ConnectionSettings, KubeError
 from ozone_scm_operator.effects.web import Health
 from ozone_scm_operator.reconciler import Reconciler
 
 LOG = logging.getLogger(__name__)
 
-ERROR_BACKOFF = 5.0
+ERROR_BACKOFF = 5.0  # the wait when a pass names none
+ERROR_BACKOFF_CAP = 30.0  # the longest wait after failed passes in a row
 
 
 @dataclasses.dataclass
@@ -41,6 +45,9 @@ class Runtime:
     health: Health
     watch_timeout: float = 60.0
     wakes: dict[str, asyncio.Event] = dataclasses.field(default_factory=dict)
+    # after a failed pass: growing, jittered waits, never shorter than a 429's Retry-After (backoff.py)
+    backoff: Backoff = dataclasses.field(default_factory=lambda: Backoff(base=1.0, cap=ERROR_BACKOFF_CAP))
+    draw: Callable[[], float] = random.random
 
     def wake(self, namespace: str | None, cluster: str | None) -> None:
         if namespace and cluster:
@@ -53,14 +60,19 @@ class Runtime:
         wake = self.wakes.setdefault(key, asyncio.Event())
         self.health.started(key)
         LOG.info("reconcile loop for %s started", key)
+        failures = 0
         try:
             while not stopped:
                 wake.clear()
                 try:
                     delay = await self.reconciler.reconcile(namespace, name)
-                except Exception:
-                    LOG.exception("reconcile pass for %s failed; retrying in %.0fs", key, ERROR_BACKOFF)
-                    delay = ERROR_BACKOFF
+                    failures = 0
+                except Exception as exc:
+                    failures += 1
+                    retry_after = exc.retry_after if isinstance(exc, KubeError) else None
+                    delay = self.backoff.delay(failures, self.draw(), retry_after)
+                    LOG.exception("reconcile pass for %s failed (%d in a row); retrying in %.1fs%s", key, failures,
+                                  delay, f" (the API server asked for {retry_after:.0f}s)" if retry_after else "")
                 self.health.passed(key)
                 if delay is not None and delay <= 0:
                     continue

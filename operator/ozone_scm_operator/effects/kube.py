@@ -54,10 +54,23 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubeError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.message = message
+        # the server's Retry-After (seconds), sent with 429 Too Many Requests (API Priority and Fairness) or 503
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` header in seconds (the API server sends delta-seconds); None when absent or not a number."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
 
 
 class NotFound(KubeError):
@@ -135,7 +148,7 @@ class KubeClient:
             except (ValueError, AttributeError):
                 message = (data or b"").decode(errors="replace")[:300]
             cls = NotFound if status == 404 else Conflict if status == 409 else KubeError
-            raise cls(status, f"{method} {path}: {message}")
+            raise cls(status, f"{method} {path}: {message}", retry_after_seconds(resp.headers.get("Retry-After")))
         return json.loads(data) if data else None
 
     async def request(
