@@ -1,6 +1,6 @@
 """The contract every replicated state manager of SCM shares (Ozone's ``*StateManagerImpl`` classes behind
 ``@Replicate``): containers, pipelines, deleted blocks, sequence IDs, stateful-service configurations,
-finalization.
+finalization, certificates (the issued and revoked tables).
 
 * Its durable state lives in tables of ``scm.db`` (``_store``). It changes them only while a Raft entry is
   applied, through the transaction ``_buffer``, which is flushed together with the applied index: after a

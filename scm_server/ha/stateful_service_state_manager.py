@@ -125,17 +125,14 @@ class CertificateIndex:
         self.not_after_ms[proto.serialId] = int(cert.not_valid_after_utc.timestamp() * 1000)
 
 
-class CertificateStore:
+class CertificateStore(ReplicatedStateManager):
     def __init__(
         self, store: SCMMetadataStore, buffer: SCMHADBTransactionBuffer, ha_manager: SCMHAManager | None
     ) -> None:
-        self._store = store
-        self._buffer = buffer
-        self.ha_manager = ha_manager
         self._revoked: dict[str, hdds_pb2.RevokedCertificateProto] = {}
         self._listeners: list[Callable[[list[hdds_pb2.RevokedCertificateProto]], None]] = []
         self._index: CertificateIndex | None = None
-        self.reinitialize()
+        super().__init__(store, buffer, ha_manager)
 
     def reinitialize(self) -> None:
         """Reload the in-memory revocation set (certificates are read from the tables directly).
