@@ -17,6 +17,9 @@ from ozone_scm_operator.effects.kube import Conflict, KubeClient, load_configura
 from ozone_scm_operator.effects.lease import LEASE_API, LeaseElector, LeaseSettings
 from tests.e2e.local.apiserver import serving
 
+# every wait below is bounded (a Lease call that hangs must fail the test with what it saw, not stall the suite)
+pytestmark = pytest.mark.timeout(90)
+BOUND = 20.0
 NS = "default"
 NAME = "ozone-scm-operator"
 FAST = election.Timing(lease_duration=3, renew_deadline=2.0, retry_period=0.25)
@@ -52,11 +55,11 @@ async def test_one_holder_takeover_after_expiry_stale_update_refused() -> None:
             assert obj is not None
             return obj
 
-        assert await a.acquire() is True
+        assert await asyncio.wait_for(a.acquire(), BOUND) is True
         spec = lease()["spec"]
         assert spec["holderIdentity"] == "op-a" and spec["leaseTransitions"] == 0
         assert spec["leaseDurationSeconds"] == 3 and spec["renewTime"].endswith("Z")
-        assert isinstance(await b.attempt(), election.Wait)
+        assert isinstance(await asyncio.wait_for(b.attempt(), BOUND), election.Wait)
 
         # the API server refuses an update conditional on an old resourceVersion
         stale = lease()
@@ -64,8 +67,8 @@ async def test_one_holder_takeover_after_expiry_stale_update_refused() -> None:
         await wait_for(lambda: lease()["metadata"]["resourceVersion"] != stale["metadata"]["resourceVersion"], 5,
                        "a renewal")
         with pytest.raises(Conflict):
-            await b.kube.request("PUT", f"/apis/{LEASE_API}/namespaces/{NS}/leases/{NAME}",
-                                 {**stale, "spec": {**stale["spec"], "holderIdentity": "op-b"}})
+            await asyncio.wait_for(b.kube.request("PUT", f"/apis/{LEASE_API}/namespaces/{NS}/leases/{NAME}",
+                                 {**stale, "spec": {**stale["spec"], "holderIdentity": "op-b"}}), BOUND)
 
         # while op-a renews, op-b waits well past the lease duration without taking it
         waiting = asyncio.create_task(b.acquire())
@@ -91,7 +94,7 @@ async def test_one_holder_takeover_after_expiry_stale_update_refused() -> None:
 async def test_a_holder_steps_down_the_moment_another_holds_the_lease() -> None:
     async with serving() as (api, url):
         a = elector(url, "op-a")
-        assert await a.acquire() is True
+        assert await asyncio.wait_for(a.acquire(), BOUND) is True
         holding = asyncio.create_task(a.hold())
         obj = api.get_object(LEASE_API, "Lease", NAME, NS)
         assert obj is not None
@@ -106,9 +109,9 @@ async def test_a_holder_steps_down_the_moment_another_holds_the_lease() -> None:
 async def test_a_released_lease_is_taken_at_once() -> None:
     async with serving() as (api, url):
         a, b = elector(url, "op-a"), elector(url, "op-b")
-        assert await a.acquire() is True
-        assert isinstance(await b.attempt(), election.Wait)
-        await a.release()
+        assert await asyncio.wait_for(a.acquire(), BOUND) is True
+        assert isinstance(await asyncio.wait_for(b.attempt(), BOUND), election.Wait)
+        await asyncio.wait_for(a.release(), BOUND)
         obj = api.get_object(LEASE_API, "Lease", NAME, NS)
         assert obj is not None and obj["spec"]["holderIdentity"] == ""
         started = time.monotonic()
