@@ -59,8 +59,8 @@ browser-test: env browser-tools ## pages in headless Chromium: the SCM status pa
 s3-tools: ## Debian's radosgw with ceph-mon and ceph-osd (apt-get; fails loudly when they cannot be installed)
 	bash scripts/install_s3_server.sh
 
-s3-test: env s3-tools ## backups in object storage against a real radosgw on loopback (mon + memstore OSD + gateway, about 15 s to start): CLI upload/download/delete, restore from a download, the operator's backup Job
-	@start=$$(date +%s); $(PYTEST) tests/s3 -m s3 -q -s --durations=10; rc=$$?; \
+s3-test: env k8s-tools s3-tools ## backups in object storage against a real radosgw (mon + memstore OSD + gateway, about 15 s to start): CLI upload/download/delete, restore from a download, the operator's backup Job, restore and clean-up on the emulated API server
+	@start=$$(date +%s); $(PYTEST) tests/s3 tests/e2e/local/test_operator_s3.py -m s3 -q -s --durations=10; rc=$$?; \
 	  echo "s3-test: $$(( $$(date +%s) - start )) s wall clock (exit $$rc)"; exit $$rc
 
 interop-test: env ## Hadoop's own IPC client (Java, built from proto/ozone at test time) against a real 3-SCM quorum over Hadoop RPC

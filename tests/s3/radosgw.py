@@ -68,7 +68,7 @@ def check_installed() -> None:
         )
 
 
-def _conf(root: Path, fsid: str, mon_port: int, rgw_port: int) -> str:
+def _conf(root: Path, fsid: str, mon_port: int, rgw_host: str, rgw_port: int) -> str:
     return f"""[global]
 fsid = {fsid}
 mon host = v2:127.0.0.1:{mon_port}
@@ -104,9 +104,9 @@ memstore device bytes = 1073741824
 osd max object name len = 256
 osd max object namespace len = 64
 [client.rgw.a]
-rgw frontends = beast endpoint=127.0.0.1:{rgw_port}
+rgw frontends = beast endpoint={rgw_host}:{rgw_port}
 rgw data = {root}/rgw
-rgw dns name = 127.0.0.1
+rgw dns name = {rgw_host}
 rgw enable usage log = false
 """
 
@@ -165,16 +165,18 @@ def _stop(procs: dict[str, subprocess.Popen[bytes]]) -> None:
 
 
 @contextlib.contextmanager
-def radosgw(base: Path | None = None) -> Iterator[S3Server]:
-    """Start mon, OSD and radosgw on free loopback ports under a new temporary directory; yield the server."""
+def radosgw(base: Path | None = None, host: str = "127.0.0.1") -> Iterator[S3Server]:
+    """Start mon, OSD and radosgw on free loopback ports under a new temporary directory; yield the server.
+    ``host``: the address the gateway listens on (default loopback; the operator's end-to-end test gives the
+    test process's address on its own Pod network, the only one its Pods reach)."""
     check_installed()
     root = Path(tempfile.mkdtemp(prefix="radosgw-", dir=base))
     for d in ("run", "log", "crash", "mon/mon.a", "osd/osd.0", "rgw"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    mon_port, rgw_port = free_port(), free_port()
+    mon_port, rgw_port = free_port(), free_port(host)
     fsid = str(uuid.uuid4())
     conf = root / "ceph.conf"
-    conf.write_text(_conf(root, fsid, mon_port, rgw_port))
+    conf.write_text(_conf(root, fsid, mon_port, host, rgw_port))
     c = ["-c", str(conf)]
     procs: dict[str, subprocess.Popen[bytes]] = {}
     started = time.monotonic()
@@ -226,7 +228,7 @@ def radosgw(base: Path | None = None) -> Iterator[S3Server]:
 
         _wait("the OSD is up and in", osd_up, procs, root / "log" / "osd.0.log")
         daemon("rgw", ["radosgw", "-n", "client.rgw.a"])
-        endpoint = f"http://127.0.0.1:{rgw_port}"
+        endpoint = f"http://{host}:{rgw_port}"
         _wait("radosgw answers HTTP", lambda: _http_answers(endpoint + "/"), procs,
               root / "log" / "client.rgw.a.log")
         access, secret = "OZSCM" + secrets.token_hex(8).upper(), secrets.token_hex(20)
