@@ -8,7 +8,8 @@ A backup in object storage is the backup directory (``metadata/backup.py``) file
   **last**: a prefix without a manifest is an upload that did not finish, never a backup;
 * **download** reads the manifest first (none: not a backup), fetches every file it lists into a new or empty
   directory (key files created 0600 before a byte is written), writes the manifest last and runs ``verify_backup``
-  on the result; on any failure it removes what it wrote;
+  on the result; on any failure it removes what it wrote. A directory that already holds this very backup (the
+  same manifest, from an earlier run of the same init container) is only verified again;
 * **delete** removes the manifest **first** (a half-deleted backup is never taken for a whole one), then the rest,
   and only when every object under the prefix is a backup file name (a mistyped prefix removes nothing else).
 
@@ -300,6 +301,14 @@ class BackupStore:
             raise ObjectStoreError(f"{self.url}{MANIFEST} is not a backup manifest ({exc}); the backup is corrupt, "
                                    "use another one") from exc
         rels = [_safe_rel(self.url, str(rel)) for rel in sorted(files)]
+        local = dest / MANIFEST
+        if local.is_file() and local.read_bytes() == raw_manifest:
+            # this very backup was downloaded here before (an init container run again): check it, fetch nothing
+            try:
+                return verify_backup(dest, cluster_id)
+            except BackupError as exc:
+                raise ObjectStoreError(f"{dest} holds this backup from an earlier download, but: {exc}; empty the "
+                                       "directory and download again") from exc
         try:
             prepare_out_dir(dest)
         except BackupError as exc:

@@ -157,6 +157,13 @@ def test_bad_inputs_are_one_line_errors_and_nothing_is_overwritten(
     assert out.startswith("OK")
     assert (good / CHECKPOINT_FILE).read_bytes() == (backup / CHECKPOINT_FILE).read_bytes()
     assert json.loads((good / MANIFEST).read_text()) == raw
+    # run again into the same directory (an init container restarted): this very backup is only verified again;
+    # a directory holding another backup is refused, untouched
+    assert ok(ozone_scm(env, "admin", "scm", "backup", "download", url, str(good)), "download again").startswith("OK")
+    other = tmp_path / "other"
+    fake_backup(other, payload=b"y" * 100)
+    refused(ozone_scm(env, "admin", "scm", "backup", "download", url, str(other)), "not empty")
+    assert (other / MANIFEST).read_bytes() != (good / MANIFEST).read_bytes()
 
     # delete: refused over foreign objects; otherwise everything, manifest first; a second delete finds nothing
     s3_admin.put_object(bucket, "scm/mixed/" + MANIFEST, io.BytesIO(b"{}"), 2)
