@@ -5,6 +5,7 @@ the restore's ``download`` init container before ``scm --restore``; every Pod ad
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from ozone_scm_operator import backup_builders, builders, naming, planner, podsecurity
@@ -165,3 +166,19 @@ def test_a_cluster_from_a_backup_in_s3_downloads_it_first_then_restores() -> Non
     assert later and all(b is not None and len(b["spec"]["initContainers"]) == 1 and
                          b["metadata"]["annotations"][naming.ANN_INIT_MODE] == builders.INIT_MODE_BOOTSTRAP
                          for b in later)
+
+
+def test_scheduled_backups_to_s3_expire_with_their_objects() -> None:
+    w = World({"replicas": 3, "backup": {"s3": S3, "schedule": "0 * * * *", "retention": {"keepLast": 2}}})
+    w.run()
+    for _ in range(4):  # four hours, each one scheduled backup
+        w.now = w.now.replace(minute=0, second=30) + datetime.timedelta(hours=1)
+        w.run(until=lambda w: w.quiet() and not any(
+            b.get("status", {}).get("phase") in (None, "Pending", "Running") or b["metadata"].get("deletionTimestamp")
+            for b in w.backups.values()), max_passes=40)
+    names = sorted(w.backups)
+    assert len(names) == 2
+    # only the kept backups' objects remain; each clean-up Job ran on its backup's own URL
+    assert set(w.s3_backups) == {f"s3://scm-backups/prod/scm/{n}/" for n in names}
+    cleanups = [a for a in w.actions if a.kind == planner.CREATE_JOB and a.target.endswith("-delete")]
+    assert len(cleanups) == 2 and not any(a.target.startswith(tuple(names)) for a in cleanups)
