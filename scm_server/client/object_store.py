@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -154,12 +155,16 @@ def _split_endpoint(endpoint: str) -> tuple[str, bool]:
 
 def make_client(settings: S3Settings) -> Minio:
     netloc, secure = _split_endpoint(settings.endpoint)
+    # urllib3 logs each retry as a warning: the command's error stays one line (the last failure says it all)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     if settings.ca_bundle is not None and not settings.ca_bundle.is_file():
         raise ObjectStoreError(f"CA bundle {settings.ca_bundle} does not exist; give a PEM file of the CA(s) that "
                                "signed the S3 server's certificate")
     http = urllib3.PoolManager(
         timeout=urllib3.Timeout(connect=10.0, read=120.0),
-        retries=urllib3.Retry(total=3, connect=2, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504)),
+        # retried: connections refused or timed out, 5xx answers; never a TLS failure (retrying cannot fix it)
+        retries=urllib3.Retry(total=3, connect=2, read=1, other=0, backoff_factor=0.2,
+                              status_forcelist=(500, 502, 503, 504)),
         cert_reqs="CERT_REQUIRED",
         ca_certs=str(settings.ca_bundle) if settings.ca_bundle else certifi.where(),
     )
@@ -203,12 +208,12 @@ class BackupStore:
         except urllib3.exceptions.MaxRetryError as exc:
             reason = exc.reason
             if isinstance(reason, (urllib3.exceptions.SSLError, ssl.SSLError)):
-                raise ObjectStoreError(f"{what}: TLS with {self.endpoint} failed ({reason}); give the CA that signed "
+                raise ObjectStoreError(f"{what}: TLS with {self.endpoint} failed ({_line(str(reason))}); give the CA that signed "
                                        "its certificate with --ca-bundle (or AWS_CA_BUNDLE)") from exc
-            raise ObjectStoreError(f"{what}: cannot reach the S3 endpoint {self.endpoint} ({reason}); check "
+            raise ObjectStoreError(f"{what}: cannot reach the S3 endpoint {self.endpoint} ({_line(str(reason))}); check "
                                    "--endpoint-url / AWS_ENDPOINT_URL") from exc
         except (urllib3.exceptions.HTTPError, OSError, MinioException) as exc:
-            raise ObjectStoreError(f"{what}: {type(exc).__name__}: {exc} (endpoint {self.endpoint})") from exc
+            raise ObjectStoreError(f"{what}: {type(exc).__name__}: {_line(str(exc))} (endpoint {self.endpoint})") from exc
 
     def _s3_error(self, what: str, exc: S3Error) -> ObjectStoreError:
         code = exc.code or ""
@@ -219,7 +224,7 @@ class BackupStore:
                     "ExpiredToken"):
             return ObjectStoreError(f"{what}: the S3 server refused the request ({code}); check AWS_ACCESS_KEY_ID, "
                                     "AWS_SECRET_ACCESS_KEY and the user's rights on the bucket")
-        return ObjectStoreError(f"{what}: S3 error {code or exc.response.status}: {exc.message}")
+        return ObjectStoreError(f"{what}: S3 error {code or exc.response.status}: {_line(exc.message or '')}")
 
     # ---- primitives ----
 
@@ -373,6 +378,11 @@ class BackupStore:
             key = self.url.key(rel)
             self._call(f"{what} ({rel})", functools.partial(self.client.remove_object, self.url.bucket, key))
         return len(order)
+
+
+def _line(text: str, limit: int = 300) -> str:
+    """A server's text as part of a one-line error."""
+    return " ".join(text.split())[:limit]
 
 
 def _sha256(path: Path) -> str:

@@ -5,7 +5,8 @@ Debian 12's radosgw has no standalone backend, so three processes run, each on f
 
 * ``ceph-mon`` (msgr2 only, on ``127.0.0.1:<port>``; cephx with one keyring in the directory for every daemon);
 * ``ceph-osd`` with ``osd objectstore = memstore`` (objects in memory, no disk; one replica allowed);
-* ``radosgw`` with the beast frontend on ``http://127.0.0.1:<port>``.
+* ``radosgw`` with the beast frontend on ``http://127.0.0.1:<port>`` and, with a certificate from a CA made for the
+  run, on ``https://127.0.0.1:<port>`` (the CA is the ``--ca-bundle`` of the TLS tests).
 
 No ``ceph-mgr``: the pools radosgw creates get a fixed, small PG count (no autoscaler needed). A user is created with
 ``radosgw-admin user create`` with keys this module chooses; :func:`radosgw` yields the endpoint and the keys, and
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
+import ipaddress
 import json
 import os
 import secrets
@@ -31,6 +34,11 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from scm_server.ports import free_port
 
@@ -49,6 +57,8 @@ class S3Server:
     secret_key: str
     region: str  # radosgw accepts any region in a signature; this is the one the tests sign with
     root: Path
+    tls_endpoint: str  # https://<host>:<port>, the same gateway under a certificate of a CA made for this run
+    ca_file: Path  # that CA (PEM): what --ca-bundle is given
 
     def env(self) -> dict[str, str]:
         """The environment a client process (``ozone-scm admin scm backup upload|download``) needs."""
@@ -68,7 +78,38 @@ def check_installed() -> None:
         )
 
 
-def _conf(root: Path, fsid: str, mon_port: int, rgw_host: str, rgw_port: int) -> str:
+def _tls(root: Path, host: str) -> Path:
+    """A CA made for this run and the gateway's certificate from it (IP SAN ``host``); returns the CA's PEM."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "radosgw test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                       data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                       crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])).issuer_name(ca_name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    d = root / "tls"
+    d.mkdir(mode=0o700)
+    (d / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (d / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (d / "server.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                     serialization.PrivateFormat.TraditionalOpenSSL,
+                                                     serialization.NoEncryption()))
+    return d / "ca.pem"
+
+
+def _conf(root: Path, fsid: str, mon_port: int, rgw_host: str, rgw_port: int, tls_port: int) -> str:
     return f"""[global]
 fsid = {fsid}
 mon host = v2:127.0.0.1:{mon_port}
@@ -104,7 +145,7 @@ memstore device bytes = 1073741824
 osd max object name len = 256
 osd max object namespace len = 64
 [client.rgw.a]
-rgw frontends = beast endpoint={rgw_host}:{rgw_port}
+rgw frontends = beast endpoint={rgw_host}:{rgw_port} ssl_endpoint={rgw_host}:{tls_port} ssl_certificate={root}/tls/server.pem ssl_private_key={root}/tls/server.key
 rgw data = {root}/rgw
 rgw dns name = {rgw_host}
 rgw enable usage log = false
@@ -173,10 +214,11 @@ def radosgw(base: Path | None = None, host: str = "127.0.0.1") -> Iterator[S3Ser
     root = Path(tempfile.mkdtemp(prefix="radosgw-", dir=base))
     for d in ("run", "log", "crash", "mon/mon.a", "osd/osd.0", "rgw"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    mon_port, rgw_port = free_port(), free_port(host)
+    mon_port, rgw_port, tls_port = free_port(), free_port(host), free_port(host)
+    ca_file = _tls(root, host)
     fsid = str(uuid.uuid4())
     conf = root / "ceph.conf"
-    conf.write_text(_conf(root, fsid, mon_port, host, rgw_port))
+    conf.write_text(_conf(root, fsid, mon_port, host, rgw_port, tls_port))
     c = ["-c", str(conf)]
     procs: dict[str, subprocess.Popen[bytes]] = {}
     started = time.monotonic()
@@ -235,7 +277,8 @@ def radosgw(base: Path | None = None, host: str = "127.0.0.1") -> Iterator[S3Ser
         _run(["radosgw-admin", *c, "-n", "client.rgw.a", "user", "create", "--uid", "ozone-scm-test",
               "--display-name", "ozone-scm test", "--access-key", access, "--secret", secret],
              "radosgw-admin user create")
-        server = S3Server(endpoint=endpoint, access_key=access, secret_key=secret, region="us-east-1", root=root)
+        server = S3Server(endpoint=endpoint, access_key=access, secret_key=secret, region="us-east-1", root=root,
+                          tls_endpoint=f"https://{host}:{tls_port}", ca_file=ca_file)
         if os.environ.get("S3_TIER_TIMING"):
             print(f"radosgw up at {endpoint} in {time.monotonic() - started:.1f}s", flush=True)
         yield server

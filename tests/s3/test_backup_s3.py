@@ -20,6 +20,7 @@ from minio import Minio
 
 from scm_server.local.quorum import HALocalCluster
 from scm_server.metadata.backup import CHECKPOINT_FILE, MANIFEST, write_backup
+from scm_server.ports import dead_address
 from tests.integration.ha.harness import (
     TEST_SETTINGS,
     Workload,
@@ -110,6 +111,9 @@ def test_bad_inputs_are_one_line_errors_and_nothing_is_overwritten(
     # the server's answers: a missing bucket, wrong keys
     refused(ozone_scm(env, "admin", "scm", "backup", "upload", str(backup), "s3://no-such-bucket-here/p/"),
             "bucket no-such-bucket-here does not exist")
+    dead = {**env, "AWS_ENDPOINT_URL": f"http://{dead_address()}"}
+    refused(ozone_scm(dead, "admin", "scm", "backup", "upload", str(backup), url), "cannot reach the S3 endpoint",
+            "--endpoint-url")
     wrong = {**env, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
     refused(ozone_scm(wrong, "admin", "scm", "backup", "upload", str(backup), url), "refused the request")
     # a local backup that does not verify is not uploaded
@@ -239,3 +243,24 @@ async def test_upload_download_restore_a_one_member_ring(s3_server: S3Server, s3
         if sim is not None:
             await sim.stop()
         cluster.stop_all()
+
+
+def test_https_with_the_servers_ca_and_a_one_line_error_without_it(
+        s3_server: S3Server, s3_admin: Minio, tmp_path: Path) -> None:
+    tls = client_env(s3_server, AWS_ENDPOINT_URL=s3_server.tls_endpoint)
+    backup = tmp_path / "backup"
+    fake_backup(backup)
+    bucket = new_bucket(s3_admin)
+    url = f"s3://{bucket}/tls/b1/"
+    # the system's CAs do not know the gateway's: refused before anything is sent, one line naming the fix
+    refused(ozone_scm(tls, "admin", "scm", "backup", "upload", str(backup), url), "TLS with", "--ca-bundle")
+    assert listing(s3_admin, bucket, "tls/b1/") == {}
+    ok(ozone_scm(tls, "admin", "scm", "backup", "upload", str(backup), url, "--ca-bundle", str(s3_server.ca_file)),
+       "upload over https")
+    assert set(listing(s3_admin, bucket, "tls/b1/")) == {MANIFEST, CHECKPOINT_FILE}
+    # AWS_CA_BUNDLE does the same as the flag; a CA file that does not exist is refused up front
+    with_ca = {**tls, "AWS_CA_BUNDLE": str(s3_server.ca_file)}
+    out = ok(ozone_scm(with_ca, "admin", "scm", "backup", "download", url, str(tmp_path / "got")), "download")
+    assert out.startswith("OK")
+    refused(ozone_scm(tls, "admin", "scm", "backup", "download", url, str(tmp_path / "x"), "--ca-bundle",
+                      str(tmp_path / "missing.pem")), "CA bundle", "does not exist")
