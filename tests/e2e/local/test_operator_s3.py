@@ -1,7 +1,7 @@
 """The operator's backups in object storage end to end: the real operator on the emulated API server, every Pod a real
 process (the backup Job's run by the emulator's Job controller fixture), and a real radosgw (tests/s3/radosgw.py)
 listening on the test process's address of the Pod network -- the only address the Pods reach, inside the network
-namespaces the kubelet fixture made. A ring with ``spec.backup.s3`` is backed up (the objects listed), a new cluster
+namespaces the kubelet fixture made, over HTTPS with the CA in ``caSecret``. A ring with ``spec.backup.s3`` is backed up (the objects listed), a new cluster
 is created from that backup (its first member downloads and verifies it), and deleting the backup deletes the
 objects. Needs radosgw: only ``make s3-test`` selects it (marker ``s3``)."""
 
@@ -31,7 +31,7 @@ async def test_backups_to_radosgw_restore_into_a_new_cluster_and_are_deleted(tmp
         host = env.kubelet.network.host_ip
         started = time.monotonic()
         with radosgw(tmp_path, host=host) as s3:
-            print(f"\nradosgw up at {s3.endpoint} (the Pod network's host address) in "
+            print(f"\nradosgw up at {s3.tls_endpoint} (the Pod network's host address) in "
                   f"{time.monotonic() - started:.1f}s", flush=True)
             admin = make_client(S3Settings.from_env(None, None, s3.env()))
             admin.make_bucket(BUCKET)
@@ -39,8 +39,12 @@ async def test_backups_to_radosgw_restore_into_a_new_cluster_and_are_deleted(tmp
                                 "metadata": {"name": "s3-keys", "namespace": env.ns},
                                 "data": {"AWS_ACCESS_KEY_ID": base64.b64encode(s3.access_key.encode()).decode(),
                                          "AWS_SECRET_ACCESS_KEY": base64.b64encode(s3.secret_key.encode()).decode()}})
-            target = {"s3": {"endpoint": s3.endpoint, "bucket": BUCKET, "prefix": "ozone/scm",
-                             "credentialsSecret": "s3-keys"}}
+            # over HTTPS: the gateway's certificate is from a CA made for the run, given as spec.backup.s3.caSecret
+            env.api.put_object({"apiVersion": "v1", "kind": "Secret",
+                                "metadata": {"name": "s3-ca", "namespace": env.ns},
+                                "data": {"ca.crt": base64.b64encode(s3.ca_file.read_bytes()).decode()}})
+            target = {"s3": {"endpoint": s3.tls_endpoint, "bucket": BUCKET, "prefix": "ozone/scm",
+                             "credentialsSecret": "s3-keys", "caSecret": "s3-ca"}}
 
             await env.create(NAME, {"replicas": 1, "backup": target})
             await env.wait_ready(NAME, timeout=240)
