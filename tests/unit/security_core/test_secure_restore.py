@@ -67,6 +67,18 @@ def test_plan_needs_the_root_key_and_checks_it(tmp_path: Path) -> None:
     plan = sec_restore.plan_secure_restore(CONFIG, backup=good, cluster_id=CLUSTER, scm_certs=records,
                                            root_cert_file=None, root_key_file=None, now=NOW)
     assert plan.root == p.root and plan.install_root_key
+    # the root given apart from the backup (a backup without keys)
+    cert_file, key_file = tmp_path / "ca.crt", tmp_path / "ca.key"
+    cert_file.write_bytes(root_pem)
+    key_file.write_bytes(pki.private_key_pem(p.root_key))
+    key_file.chmod(0o600)
+    given = sec_restore.plan_secure_restore(CONFIG, backup=empty, cluster_id=CLUSTER, scm_certs=records,
+                                            root_cert_file=cert_file, root_key_file=key_file, now=NOW)
+    assert given.root == p.root
+    # a backup of a ring without security records no root
+    with pytest.raises(sec_restore.SecureRestoreError, match="not taken from a secure ring"):
+        sec_restore.plan_secure_restore(CONFIG, backup=empty, cluster_id=CLUSTER, scm_certs=[],
+                                        root_cert_file=cert_file, root_key_file=key_file, now=NOW)
     # the new sub-CA: under the same root, a serial outside the CertificateId sequence, the root key kept
     meta = tmp_path / "meta"
     serial = sec_restore.install_secure_restore(CONFIG, plan, metadata_dir=meta, cluster_id=CLUSTER,
