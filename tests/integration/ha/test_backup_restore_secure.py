@@ -206,8 +206,7 @@ async def test_secure_recover_revokes_the_removed_members(tmp_path: Path) -> Non
         # scm2 and scm3 are lost for good; scm1 survives
         for i in (1, 2, 0):
             cluster.kill(i, signal.SIGKILL)
-        for i in (1, 2):
-            _wipe(cluster, i)
+        lost = {i: _wipe(cluster, i) for i in (1, 2)}
         out = _ok(_scm_cli(cluster, 0, "scm", "--recover"), "scm --recover (secure)")
         assert "only member" in out
         cluster.start_node(0)
@@ -230,6 +229,26 @@ async def test_secure_recover_revokes_the_removed_members(tmp_path: Path) -> Non
         target = cluster.scms[0].client_address
         for i, m in old.items():
             _assert_revoked(await _in_safe_mode_call(target, StaticClientSecurity(m)), f"lost scm{i + 1}'s certificate")
+
+        # lost scm2 comes back on its old data (its old Raft log names the old ring): the recovered ring refuses it
+        scm2_dir = cluster.scms[1].metadata_dir
+        scm2_dir.rmdir()
+        lost[1].rename(scm2_dir)
+        cluster.start(1)
+        serial2 = str(old[1].certificate.serial_number)
+
+        async def scm2_refused() -> bool:
+            text = cluster.scms[0].log_path.read_text(errors="replace")
+            return any(f"certificate serial {serial2} " in line and "has been revoked" in line
+                       for line in text.splitlines())
+
+        await wait_until(scm2_refused, 60, "the recovered SCM refusing the returning scm2")
+        assert await cluster.wait_leader(timeout=30) == 0
+        roles = json.loads(_ok(cli(cluster, "admin", "scm", "--grpc", cluster.scms[0].grpc_address, "roles", "--json"),
+                               "roles"))
+        assert len(roles["peers"]) == 1, roles  # still the survivor alone: the returning member did not get in
+        cluster.kill(1, signal.SIGKILL)
+        _wipe(cluster, 1)
 
         # the ring grows back by bootstrap (fresh identities; the same node ids are not hit by the revocation)
         for i in (1, 2):
