@@ -148,9 +148,10 @@ def scm_restore(
                     )
                 except sec_restore.SecureRestoreError as exc:
                     raise RecoveryFailed(str(exc)) from exc
-                revoked = {k for k, _ in store.revoked_certs.items()}
+                # CA mode operator: the sub-CA this SCM presents (the operator's to give) is not retired with the rest
+                kept = {k for k, _ in store.revoked_certs.items()} | ({plan.operator_serial} - {""})
                 retired = sec_restore.retired_scm_revocations(
-                    scm_certs, revoked, now_ms=now, by=f"restore by scm:{scm_id}")
+                    scm_certs, kept, now_ms=now, by=f"restore by scm:{scm_id}")
             batch = store.new_batch(sync=True)
             for name, value in new_ids.items():
                 store.sequence_id.put_with_batch(batch, name, hdds_pb2.SequenceIdProto(lastId=value))

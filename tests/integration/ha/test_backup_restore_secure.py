@@ -268,3 +268,62 @@ async def test_secure_recover_revokes_the_removed_members(tmp_path: Path) -> Non
         if sim is not None:
             await sim.stop()
         cluster.stop_all()
+
+
+async def test_restore_a_ca_mode_operator_ring(tmp_path: Path) -> None:
+    """CA mode operator: no root key in the cluster, so none in the backup and none needed; the operator issues
+    the restored ring's members fresh sub-CAs from the same root, and the old members' sub-CAs are retired."""
+    cluster = HALocalCluster(tmp_path / "c", 3, settings=SETTINGS, secure=True, ca_mode="operator")
+    sim = None
+    try:
+        cluster.start_quorum()
+        assert cluster.secure is not None and cluster.secure.operator is not None
+        sim = await start_sim(cluster, 3)
+        await cluster.wait_healthy_quorum(timeout=90)
+        await wait_open_pipeline(cluster)
+        sec = cluster.client_security
+        phase1 = Workload(cluster.client_addresses, clients=2, security=sec)
+        await _run(phase1, 80, "phase 1: 80 allocations")
+        backup = tmp_path / "backup"
+        _ok(cli(cluster, "admin", "scm", "backup", "--out", str(backup)), "backup (CA mode operator)")
+        old_subcas = {s.node_id: cluster.secure.subca_dir(str(s.node_id)) / "subca.crt" for s in cluster.scms}
+        old_serials = {str(pki.load_certificates(p.read_bytes())[0].serial_number) for p in old_subcas.values()}
+        old_scm2 = Material(
+            pki.load_private_key((cluster.secure.subca_dir("scm2") / "subca.key").read_bytes()),
+            tuple(pki.load_certificates(old_subcas["scm2"].read_bytes())[:1]),
+            (cluster.secure.operator.root,),
+        )
+        for i in range(3):
+            cluster.kill(i, signal.SIGKILL)
+        for i in range(3):
+            _wipe(cluster, i)
+            shutil.rmtree(cluster.secure.subca_dir(str(cluster.scms[i].node_id)))
+        cluster._prepare_security()  # the operator issues the new ring's sub-CAs from the same root
+        cluster.write_configs()
+        # the root key stays with the operator: giving one is refused
+        _refused(_scm_cli(cluster, 0, "scm", "--restore", str(backup), "--root-ca-cert", str(cluster.secure.root_cert),
+                          "--root-ca-key", str(cluster.secure.operator.root_key_path)), "CA mode operator")
+        out = _ok(_scm_cli(cluster, 0, "scm", "--restore", str(backup)), "scm --restore (CA mode operator)")
+        assert "Revoked the old ring's SCM certificates" in out, out
+        cluster.start_node(0)
+        cluster.wait_serving(0, 90)
+        for i in (1, 2):
+            cluster.start_node(i)
+            cluster.wait_serving(i, 90)
+        await wait_caught_up(cluster, timeout=90)
+        await wait_until(lambda: _datanodes_registered(cluster), 90, "the datanodes re-registered")
+        status = cli(cluster, "admin", "safemode", "status", "--verbose")
+        if "is in safe mode" in status.stdout:
+            _ok(cli(cluster, "admin", "safemode", "exit"), "admin safemode exit")
+        await cluster.wait_healthy_quorum(timeout=120)
+        await wait_open_pipeline(cluster)
+        assert old_serials <= set(_revoked_serials(cluster))
+        target = cluster.scms[await cluster.wait_leader(timeout=30)].client_address
+        _assert_revoked(await _in_safe_mode_call(target, StaticClientSecurity(old_scm2)), "old scm2's sub-CA")
+        phase2 = Workload(cluster.client_addresses, clients=2, security=sec)
+        await _run(phase2, 80, "phase 2: 80 allocations on the restored ring")
+        _assert_no_duplicates([phase1, phase2])
+    finally:
+        if sim is not None:
+            await sim.stop()
+        cluster.stop_all()
