@@ -77,6 +77,9 @@ def _holds_data(local: LocalSCM, storage: SCMStorageConfig) -> list[str]:
         found.append(str(db))
     if local.ratis_dir.is_dir() and any(p for p in local.ratis_dir.rglob("*") if p.is_file()):
         found.append(str(local.ratis_dir))
+    for keystore in (sec_init.sub_ca_dir(local.scm.metadata_dir), sec_init.root_ca_dir(local.scm.metadata_dir)):
+        if keystore.is_dir() and any(p for p in keystore.rglob("*") if p.is_file()):
+            found.append(str(keystore))  # an earlier SCM's keys: a secure restore would write its own there
     return found
 
 

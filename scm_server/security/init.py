@@ -85,12 +85,20 @@ def scm_dir(metadata_dir: Path) -> Path:
     return Path(metadata_dir) / "scm"
 
 
+def sub_ca_dir(metadata_dir: Path) -> Path:
+    return scm_dir(metadata_dir) / "sub-ca"
+
+
+def root_ca_dir(metadata_dir: Path) -> Path:
+    return scm_dir(metadata_dir) / "ca"
+
+
 def sub_ca_store(metadata_dir: Path, config: SecurityConfig) -> KeyStore:
-    return KeyStore(scm_dir(metadata_dir) / "sub-ca", config)
+    return KeyStore(sub_ca_dir(metadata_dir), config)
 
 
 def root_ca_store(metadata_dir: Path, config: SecurityConfig) -> KeyStore:
-    return KeyStore(scm_dir(metadata_dir) / "ca", config)
+    return KeyStore(root_ca_dir(metadata_dir), config)
 
 
 def init_issued_dir(metadata_dir: Path) -> Path:

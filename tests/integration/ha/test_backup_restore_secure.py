@@ -139,6 +139,13 @@ async def test_restore_a_secure_ring(tmp_path: Path) -> None:
         _refused(_scm_cli(cluster, 0, "scm", "--restore", str(plain), "--root-ca-cert", str(cluster.secure.root_cert),
                           "--root-ca-key", str(wrong_key)), "does not match the root CA certificate")
         assert not any(cluster.scms[0].metadata_dir.iterdir()), "a refused restore left files behind"
+        # keys an earlier SCM left in this metadata directory are never overwritten
+        stray = cluster.scms[0].metadata_dir / "scm" / "sub-ca" / "keys" / "private.pem"
+        stray.parent.mkdir(parents=True)
+        stray.write_bytes(b"an earlier SCM's key")
+        _refused(_scm_cli(cluster, 0, "scm", "--restore", str(backup)), "already holds data", "sub-ca")
+        assert stray.read_bytes() == b"an earlier SCM's key"
+        shutil.rmtree(cluster.scms[0].metadata_dir / "scm")
 
         t0 = time.monotonic()
         out = _ok(_scm_cli(cluster, 0, "scm", "--restore", str(backup)), "scm --restore (secure)")
