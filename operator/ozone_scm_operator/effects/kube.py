@@ -330,7 +330,8 @@ class KubeClient:
             body = {
                 "apiVersion": EVENTS_API_VERSION,
                 "kind": "Event",
-                "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                # named as client-go's recorder names them (events.k8s.io/v1 refuses a generateName ending in ".")
+                "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": meta["namespace"]},
                 "eventTime": micro_time(now),
                 "reportingController": REPORTING_CONTROLLER,
                 "reportingInstance": self.instance[:128],

@@ -31,6 +31,7 @@ _RENAMED = (
 )
 _SAME = ("metadata", "eventTime", "series", "reportingInstance", "action", "reason", "related", "type")
 NOTE_LIMIT = 1024  # bytes
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -62,6 +63,13 @@ def from_core(event: Obj) -> Obj:
 def check_create(event: Obj) -> list[am.FieldError]:
     """What ``events.k8s.io/v1`` refuses on create (Kubernetes' ``ValidateEventCreate`` for this version)."""
     errors: list[am.FieldError] = []
+    generate = (event.get("metadata") or {}).get("generateName") or ""
+    if generate and not _DNS_SUBDOMAIN.match(generate[:-1] + "a" if generate.endswith("-") else generate):
+        # a prefix may end in "-" (the random suffix follows), never in "."; a real server says the same
+        errors.append(am.FieldError("metadata.generateName", f"Invalid value: {generate!r}: a lowercase RFC 1123 "
+                                                             "subdomain must consist of lower case alphanumeric "
+                                                             "characters, '-' or '.', and must start and end with "
+                                                             "an alphanumeric character"))
 
     def required(field: str) -> None:
         errors.append(am.FieldError(field, "Required value", "FieldValueRequired"))

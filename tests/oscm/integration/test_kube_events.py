@@ -37,6 +37,7 @@ async def test_events_are_posted_through_events_v1_and_repeats_extend_a_series()
             assert (ev["action"], ev["reason"], ev["note"], ev["type"]) == ("CreatePod", "CreatingPod",
                                                                            "creating Pod scm-0", "Normal")
             assert ev["eventTime"] == "2026-11-27T10:00:00.123456Z" and "series" not in ev
+            assert ev["metadata"]["name"].startswith("scm.")  # <regarding>.<nanoseconds, hex>, as client-go names them
             assert ev["regarding"] == {"apiVersion": "ozone-scm.io/v1alpha1", "kind": "OzoneSCMCluster",
                                        "name": "scm", "namespace": NS, "uid": "u-1"}
             # the same occurrence again, twice: one object, its series counting
