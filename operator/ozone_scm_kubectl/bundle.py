@@ -93,7 +93,7 @@ def files(
     name = (cluster.get("metadata") or {}).get("name", "cluster")
     out: dict[str, bytes] = {
         "cluster.yaml": dump(cluster),
-        "events.yaml": dump(sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))),
+        "events.yaml": dump(sorted(events, key=_event_order)),
         "pods.yaml": dump(list(pods)),
         "pvcs.yaml": dump(list(pvcs)),
         "secrets.yaml": dump([secret_listing(s) for s in secrets]),
@@ -125,3 +125,17 @@ def write_zip(path: Path, contents: Mapping[str, bytes], top: str) -> None:
             z.writestr(f"{top}/{name}", data)
     with open(path, "xb") as f:
         f.write(buf.getvalue())
+
+
+def _event_order(event: Mapping[str, Any]) -> datetime.datetime:
+    """When an Event last happened: ``series.lastObservedTime`` (a repeat posted through events.k8s.io/v1), else
+    ``lastTimestamp`` (core v1 posters such as the kubelet), else ``eventTime``."""
+    for value in ((event.get("series") or {}).get("lastObservedTime"), event.get("lastTimestamp"),
+                  event.get("eventTime")):
+        if isinstance(value, str) and value:
+            try:
+                t = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            return t if t.tzinfo else t.replace(tzinfo=datetime.UTC)
+    return datetime.datetime.min.replace(tzinfo=datetime.UTC)

@@ -137,7 +137,7 @@ def status(obj: Ctx, cluster: str | None, output: str) -> None:
 
 def _event_after(k: Kube, cluster: str, reasons: set[str], since: datetime.datetime) -> dict[str, Any] | None:
     evs = [e for e in k.events({cluster}) if e.get("reason") in reasons
-           and (view.parse_time(e.get("lastTimestamp") or e.get("eventTime") or "") or since) >= since]
+           and (view.event_last_seen(e) or since) >= since]
     if not evs:
         return None
     return max(evs, key=lambda e: int((e.get("metadata") or {}).get("resourceVersion") or 0))

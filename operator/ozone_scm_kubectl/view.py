@@ -38,6 +38,14 @@ def parse_time(v: Any) -> datetime.datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=datetime.UTC)
 
 
+def event_last_seen(event: Mapping[str, Any]) -> datetime.datetime | None:
+    """When an Event (read through core v1) last happened: the operator posts through events.k8s.io/v1, where a
+    repeat moves ``series.lastObservedTime`` and the first occurrence is ``eventTime``; Events posted through core
+    v1 (the kubelet's) carry ``lastTimestamp``."""
+    return parse_time((event.get("series") or {}).get("lastObservedTime")) or parse_time(event.get("lastTimestamp")) \
+        or parse_time(event.get("eventTime"))
+
+
 def format_time(t: datetime.datetime) -> str:
     return t.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

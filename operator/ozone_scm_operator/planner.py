@@ -813,8 +813,10 @@ def _restore_source(p: _Pass) -> tuple[builders.RestoreSource | None, str | None
     if not wanted:
         return None, None
     if p.spec.security.enabled:
-        return None, ("scm --restore does not restore a secure ring yet: create this cluster with security.enabled "
-                      "false, or without spec.bootstrap.fromBackup")
+        return None, ("the operator does not restore a secure ring yet (the new cluster would need the old ring's "
+                      "root CA): restore it by hand with `ozone-scm scm --restore DIR` from a backup taken with "
+                      "--include-keys (docs/operations.md, \"Restoring a secure ring\"), or create this cluster "
+                      "with security.enabled false, or without spec.bootstrap.fromBackup")
     path = p.spec.bootstrap.backup_path
     if path is not None:
         claim = naming.backup_pvc_name(p.ref.name)

@@ -477,18 +477,20 @@ class Reconciler:
         LOG.info("%s/%s: %s %s: %s", namespace, name, action.kind, action.target, action.message)
         if not self._may_act(namespace, name, f"{action.kind} {action.target}"):
             return ACTION_RETRY
-        await self.kube.event(body, action.event_type, action.reason, action.message, obs.now)
+        await self.kube.event(body, action.event_type, action.reason, action.message, obs.now, action=action.kind)
         if action.subject is not None:
             subject = {"apiVersion": action.subject["apiVersion"], "kind": action.subject["kind"],
                        "metadata": {k: action.subject[k] for k in ("name", "namespace", "uid")}}
-            await self.kube.event(subject, action.event_type, action.reason, action.message, obs.now)
+            await self.kube.event(subject, action.event_type, action.reason, action.message, obs.now,
+                                  action=action.kind)
         try:
             await self.act(ref, action, obs, plan.status)
         except Exception as exc:
             self.metrics.action_errors.labels(action.kind).inc()
             LOG.warning("%s/%s: %s %s failed: %s", namespace, name, action.kind, action.target, exc)
             await self.kube.event(
-                body, "Warning", "ActionFailed", f"{action.kind} {action.target} failed: {exc}", self.now()
+                body, "Warning", "ActionFailed", f"{action.kind} {action.target} failed: {exc}", self.now(),
+                action=action.kind,
             )
             return ACTION_RETRY
         self.metrics.actions.labels(action.kind).inc()

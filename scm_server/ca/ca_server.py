@@ -602,7 +602,7 @@ class SCMCertificateServer:
             p.serialId
             for p in self.store.list_certificates(scm_certs=True)
             if p.nodeType == Role.SCM.value
-            and (p.ownerId == scm_id or (node_id and p.nodeId == node_id))
+            and ((scm_id and p.ownerId == scm_id) or (node_id and p.nodeId == node_id))
             and not self.store.is_revoked(p.serialId)
         ]
         if not serials:

@@ -55,6 +55,7 @@ from scm_server.security.tls import CallAuthenticator, ReloadableMaterial, SCMTr
 LOG = logging.getLogger(__name__)
 
 RECORDER_INTERVAL = timedelta(seconds=1)
+RETIRED_REASON = pki.REASON_NAMES["cessationOfOperation"]
 
 
 class SCMSecurity:
@@ -145,6 +146,26 @@ class SCMSecurity:
         # a certificate superseded by a renewal stays accepted for hdds.x509.renew.overlap.duration
         self.authenticator.set_revocation_check(lambda serial: store.is_revoked(serial, now_ms=scm.clock.wall_ms()))
         self.authenticator.on_new_certificate = self.ca.saw_certificate
+        recorded_ok: set[str] = set()  # fingerprints found recorded (records are never removed)
+
+        def is_retired_issuer(serial: str) -> bool:
+            record = store.revocation(serial)
+            return record is not None and record.reason == RETIRED_REASON and record.nodeType == Role.SCM.value
+
+        def is_recorded(cert: x509.Certificate) -> bool:
+            fp = pki.fingerprint(cert)
+            if fp in recorded_ok:
+                return True
+            proto = store.get_certificate(str(cert.serial_number))
+            try:
+                same = proto is not None and pki.fingerprint(pki.load_certificate(proto.x509Certificate)) == fp
+            except pki.PKIError:
+                same = False
+            if same:
+                recorded_ok.add(fp)
+            return same
+
+        self.authenticator.set_retired_issuer_check(is_retired_issuer, is_recorded)
         store.add_revocation_listener(lambda _records: self._refresh_revoked_scms())
         self._refresh_revoked_scms()
         if self.transport is not None:
@@ -220,6 +241,8 @@ class SCMSecurity:
         if ca is None:
             return
         await ca.record_pending()
+        if ca.context.is_leader():
+            await self._revoke_retired_members(ca)
         for cert in sec_init.pending_init_certificates(self.metadata_dir):
             serial = str(cert.serial_number)
             if ca.store.get_certificate(serial) is None:
@@ -230,6 +253,27 @@ class SCMSecurity:
                     False,
                 )
                 LOG.info("recorded the client certificate serial %s signed at --init", serial)
+
+    async def _revoke_retired_members(self, ca: SCMCertificateServer) -> None:
+        """Leader, after ``scm --recover``: revoke (through Raft, cessationOfOperation) the SCM certificates of
+        the members the recovery removed, then forget the note ``--recover`` left (docs/security.md)."""
+        note = sec_init.load_retired_members(self.metadata_dir)
+        if note is None:
+            return
+        members = self._member_ids()
+        by = f"quorum recovery by scm:{self.storage.scm_id}"
+        revoked: list[str] = []
+        for scm_id in note.scm_ids:
+            if scm_id not in members:
+                revoked += await ca.revoke_scm(scm_id, "", by=by)
+        for node_id in note.node_ids:
+            # a node id is reused when the member is bootstrapped afresh: once it is a member again, its
+            # certificates are the new member's (CA mode operator, where the owner is the node id)
+            if node_id not in members:
+                revoked += await ca.revoke_scm("", node_id, by=by)
+        sec_init.clear_retired_members(self.metadata_dir)
+        LOG.warning("quorum recovery: revoked the SCM certificate(s) %s of the removed members %s",
+                    revoked or "(none left valid)", ", ".join((*note.scm_ids, *note.node_ids)))
 
     async def _on_scm_removed(self, scm_id: str, node_id: str) -> None:
         if self.ca is not None:

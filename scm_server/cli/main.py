@@ -64,13 +64,17 @@ def cli(click_ctx: click.Context, conf_dir: Path | None, verbose: int) -> None:
 @click.option("--recover", "do_recover", is_flag=True,
               help="Lost quorum: make this stopped survivor the only member of its ring (keeps its whole log).")
 @click.option("--force", is_flag=True, help="--recover even though a majority of the old ring still answers.")
+@click.option("--root-ca-cert", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="With --restore of a secure ring: the ring's root CA certificate (when the backup holds no keys).")
+@click.option("--root-ca-key", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="With --restore of a secure ring: the root CA private key (mode 0600), with --root-ca-cert.")
 @click.option("--termination-log", type=click.Path(path_type=Path), default=None,
               help="With --bootstrap: a refusal because this volume holds another cluster's data is also written "
                    "here as one line starting 'ForeignVolume:' (e.g. /dev/termination-log).")
 @pass_ctx
 def scm_command(
     ctx: CliContext, do_init: bool, clusterid: str | None, do_bootstrap: bool, restore_dir: Path | None,
-    do_recover: bool, force: bool, termination_log: Path | None,
+    do_recover: bool, force: bool, root_ca_cert: Path | None, root_ca_key: Path | None, termination_log: Path | None,
 ) -> None:
     """Run the SCM daemon in the foreground, or --init / --bootstrap / --restore / --recover its storage."""
     if sum(map(bool, (do_init, do_bootstrap, restore_dir, do_recover))) > 1 and not (do_init and do_bootstrap):
@@ -79,6 +83,8 @@ def scm_command(
         raise click.UsageError("--clusterid only applies to --init (and to --restore, as a check)")
     if force and not do_recover:
         raise click.UsageError("--force only applies to --recover")
+    if (root_ca_cert or root_ca_key) and not restore_dir:
+        raise click.UsageError("--root-ca-cert/--root-ca-key only apply to --restore")
     if termination_log is not None and not do_bootstrap:
         raise click.UsageError("--termination-log only applies to --bootstrap")
     if restore_dir is not None or do_recover:
@@ -86,9 +92,13 @@ def scm_command(
 
         try:
             if restore_dir is not None:
-                r = scm_restore(ctx.conf, restore_dir, cluster_id=clusterid)
+                r = scm_restore(ctx.conf, restore_dir, cluster_id=clusterid, root_cert_file=root_ca_cert,
+                                root_key_file=root_ca_key)
                 click.echo(f"Restored cluster {r.cluster_id} at term {r.term} index {r.index} as a one-member ring "
                            f"(SCM id {r.scm_id}); start this SCM, then add members with `scm --bootstrap`")
+                if r.retired_scm_certificates:
+                    click.echo(f"Revoked the old ring's SCM certificates (cessationOfOperation): "
+                               f"{', '.join(r.retired_scm_certificates)}")
             else:
                 rec = scm_recover(ctx.conf, force=force)
                 click.echo(f"Recovered: SCM {rec.scm_id} is now the only member (removed "

@@ -155,6 +155,7 @@ class BlockLocationClient:
         self._call_ids = itertools.count()
         self._current = 0
         self._connections: dict[str, HadoopRpcConnection] = {}
+        self._connecting = asyncio.Lock()
         self.failovers = 0
 
     async def __aenter__(self) -> BlockLocationClient:
@@ -173,14 +174,17 @@ class BlockLocationClient:
         return self.addresses[self._current]
 
     async def _connection(self, address: str) -> HadoopRpcConnection:
-        conn = self._connections.get(address)
-        if conn is None or not conn.open:
-            if conn is not None:
-                await conn.close()
-            conn = HadoopRpcConnection(address, BLOCK_PROTOCOL, client_id=self.client_id)
-            await conn.connect()
-            self._connections[address] = conn
-        return conn
+        # One connection per SCM: concurrent first calls wait for the one being opened instead of each opening
+        # its own (the extra connections' reader tasks were left pending, never closed).
+        async with self._connecting:
+            conn = self._connections.get(address)
+            if conn is None or not conn.open:
+                if conn is not None:
+                    await conn.close()
+                conn = HadoopRpcConnection(address, BLOCK_PROTOCOL, client_id=self.client_id)
+                await conn.connect()
+                self._connections[address] = conn
+            return conn
 
     def _fail_over(self, to: str | None) -> None:
         self.failovers += 1
@@ -253,6 +257,7 @@ class HadoopDatanodeClient:
         self.address = address
         self.timeout = timeout
         self._conn: HadoopRpcConnection | None = None
+        self._connecting = asyncio.Lock()
         self._call_ids = itertools.count()
 
     async def close(self) -> None:
@@ -260,14 +265,21 @@ class HadoopDatanodeClient:
             await self._conn.close()
             self._conn = None
 
-    async def _submit(self, request: wire_dn.SCMDatanodeRequest) -> wire_dn.SCMDatanodeResponse:
-        try:
+    async def _connection(self) -> HadoopRpcConnection:
+        # Datanodes of one simulator share this client: concurrent first calls wait for the connection being
+        # opened instead of each opening one (the others' reader tasks were left pending, never closed).
+        async with self._connecting:
             if self._conn is None or not self._conn.open:
                 if self._conn is not None:
                     await self._conn.close()
                 self._conn = HadoopRpcConnection(self.address, DATANODE_PROTOCOL)
                 await self._conn.connect(timeout=self.timeout)
-            body = await self._conn.call(
+            return self._conn
+
+    async def _submit(self, request: wire_dn.SCMDatanodeRequest) -> wire_dn.SCMDatanodeResponse:
+        try:
+            conn = await self._connection()
+            body = await conn.call(
                 "submitRequest", request, call_id=next(self._call_ids) & 0x7FFFFFFF, timeout=self.timeout
             )
         except RemoteError as exc:

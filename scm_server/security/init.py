@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import re
 import secrets
@@ -66,6 +67,7 @@ EXTERNAL_SERIAL_FLOOR = pki.EXTERNAL_SERIAL_FLOOR
 ROOT_CA_SERIAL = 1
 PRIMORDIAL_SUB_CA_SERIAL = 2
 INIT_ISSUED_DIR = "init-issued"
+RETIRED_MEMBERS_FILE = "retired-members.json"
 _UUID_RE = re.compile(r"^[0-9a-fA-F-]{36}$")
 
 KeyGenerator = Callable[[pki.KeySpec], pki.PrivateKey]
@@ -83,16 +85,63 @@ def scm_dir(metadata_dir: Path) -> Path:
     return Path(metadata_dir) / "scm"
 
 
+def sub_ca_dir(metadata_dir: Path) -> Path:
+    return scm_dir(metadata_dir) / "sub-ca"
+
+
+def root_ca_dir(metadata_dir: Path) -> Path:
+    return scm_dir(metadata_dir) / "ca"
+
+
 def sub_ca_store(metadata_dir: Path, config: SecurityConfig) -> KeyStore:
-    return KeyStore(scm_dir(metadata_dir) / "sub-ca", config)
+    return KeyStore(sub_ca_dir(metadata_dir), config)
 
 
 def root_ca_store(metadata_dir: Path, config: SecurityConfig) -> KeyStore:
-    return KeyStore(scm_dir(metadata_dir) / "ca", config)
+    return KeyStore(root_ca_dir(metadata_dir), config)
 
 
 def init_issued_dir(metadata_dir: Path) -> Path:
     return scm_dir(metadata_dir) / INIT_ISSUED_DIR
+
+
+def retired_members_path(metadata_dir: Path) -> Path:
+    return scm_dir(metadata_dir) / RETIRED_MEMBERS_FILE
+
+
+@dataclasses.dataclass(frozen=True)
+class RetiredMembers:
+    """SCMs a quorum recovery removed from the ring: their SCM certificates are revoked by the recovered
+    ring's leader (``scm --recover`` writes this note, the leader removes it once it has revoked them)."""
+
+    scm_ids: tuple[str, ...]
+    node_ids: tuple[str, ...]
+
+
+def note_retired_members(metadata_dir: Path, scm_ids: Sequence[str], node_ids: Sequence[str]) -> Path:
+    path = retired_members_path(metadata_dir)
+    earlier = load_retired_members(metadata_dir)  # a second recovery before the first note was acted on
+    scms = list(dict.fromkeys([*(earlier.scm_ids if earlier else ()), *scm_ids]))
+    nodes = list(dict.fromkeys([*(earlier.node_ids if earlier else ()), *node_ids]))
+    atomic_write(path, json.dumps({"scmIds": scms, "nodeIds": nodes}, indent=2).encode("ascii"))
+    return path
+
+
+def load_retired_members(metadata_dir: Path) -> RetiredMembers | None:
+    path = retired_members_path(metadata_dir)
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        LOG.error("%s is unreadable (%s): the removed members' certificates are not revoked; revoke them with "
+                  "`admin cert revoke` and delete the file", path, exc)
+        return None
+    return RetiredMembers(tuple(str(x) for x in raw.get("scmIds", [])), tuple(str(x) for x in raw.get("nodeIds", [])))
+
+
+def clear_retired_members(metadata_dir: Path) -> None:
+    retired_members_path(metadata_dir).unlink(missing_ok=True)
 
 
 def _now() -> datetime:

@@ -312,6 +312,8 @@ class _Peer:
     identity: Identity
     chain_serials: tuple[str, ...]
     not_after: float
+    # the peer's certificate and the non-self-signed ones of its chain (leaf first)
+    chain: tuple[x509.Certificate, ...] = dataclasses.field(default=(), compare=False)
     # method -> None (allowed) or the denial message; the table and ozone.administrators are fixed
     decisions: dict[str, str | None] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -335,10 +337,30 @@ class CallAuthenticator:
         self._clock = clock
         self._cache: collections.OrderedDict[bytes, _Peer] = collections.OrderedDict()
         self.on_new_certificate: Callable[[x509.Certificate], None] | None = None
+        # a retired SCM's sub-CA (revoked for cessationOfOperation: decommissioned, lost in a quorum
+        # recovery, or of the ring a restore replaced) no longer passes as an SCM, but what it issued and
+        # the ring recorded still does; see vouched_by_retired_issuer
+        self.is_retired_issuer: Callable[[str], bool] = lambda _serial: False
+        self.is_recorded: Callable[[x509.Certificate], bool] = lambda _cert: False
         self.refused: collections.Counter[str] = collections.Counter()  # by result code (metrics)
 
     def set_revocation_check(self, is_revoked: Callable[[str], Any]) -> None:
         self.is_revoked = is_revoked
+
+    def set_retired_issuer_check(
+        self, is_retired_issuer: Callable[[str], bool], is_recorded: Callable[[x509.Certificate], bool]
+    ) -> None:
+        self.is_retired_issuer = is_retired_issuer
+        self.is_recorded = is_recorded
+
+    def vouched_by_retired_issuer(self, peer: _Peer, issuer_serial: str) -> bool:
+        """A revoked issuer in the peer's chain does not cut the peer when that issuer is a retired SCM's
+        sub-CA (revoked for cessationOfOperation, not compromise) and every other certificate of the chain
+        is exactly one the ring recorded when it was issued: a key taken from the retired SCM can sign new
+        certificates, but none the ring recorded."""
+        if not self.is_retired_issuer(issuer_serial):
+            return False
+        return all(self.is_recorded(c) for c in peer.chain if str(c.serial_number) != issuer_serial)
 
     def _peer(self, auth: dict[str, list[bytes]]) -> _Peer:
         pems = auth.get("x509_pem_cert")
@@ -357,15 +379,17 @@ class CallAuthenticator:
             raise Denied(grpc.StatusCode.UNAUTHENTICATED, ResultCodes.UNAUTHENTICATED,
                          f"unusable client certificate: {exc}") from exc
         serials = [str(leaf.serial_number)]
+        chain = [leaf]
         chain_pems = auth.get("x509_pem_cert_chain") or []
         for blob in chain_pems:
             try:
                 for c in x509.load_pem_x509_certificates(blob):
                     if c.serial_number != leaf.serial_number and not pki.is_self_signed(c):
                         serials.append(str(c.serial_number))
+                        chain.append(c)
             except ValueError:
                 continue
-        peer = _Peer(identity, tuple(dict.fromkeys(serials)), leaf.not_valid_after_utc.timestamp())
+        peer = _Peer(identity, tuple(dict.fromkeys(serials)), leaf.not_valid_after_utc.timestamp(), tuple(chain))
         self._cache[pem] = peer
         hook = self.on_new_certificate
         if hook is not None:
@@ -381,6 +405,8 @@ class CallAuthenticator:
         """The checks repeated on every message of a stream: revocation, expiry."""
         for serial in peer.chain_serials:
             if self.is_revoked(serial):
+                if serial != peer.identity.serial_id and self.vouched_by_retired_issuer(peer, serial):
+                    continue
                 which = "" if serial == peer.identity.serial_id else f" (its issuer, serial {serial})"
                 raise Denied(
                     grpc.StatusCode.UNAUTHENTICATED,

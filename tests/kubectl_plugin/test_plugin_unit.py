@@ -173,3 +173,18 @@ def test_argument_errors_are_one_line_and_touch_nothing(tmp_path: Path) -> None:
                            "status", "scm"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "cannot reach the API server at http://127.0.0.1:9" in proc.stderr
+
+
+def test_events_are_ordered_by_their_last_occurrence_whichever_api_posted_them() -> None:
+    """The operator posts through events.k8s.io/v1 (read back through core v1: ``eventTime``, a repeat in
+    ``series.lastObservedTime``); the kubelet through core v1 (``lastTimestamp``)."""
+    operator_repeat = {"reason": "SwitchoverRefused", "eventTime": "2026-01-01T00:00:00.000001Z",
+                       "series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:09.000001Z"}}
+    operator_once = {"reason": "ClusterReady", "eventTime": "2026-01-01T00:00:05.000001Z"}
+    kubelet = {"reason": "Started", "lastTimestamp": "2026-01-01T00:00:07Z"}
+    assert view.event_last_seen(operator_repeat) == datetime.datetime(2026, 1, 1, 0, 0, 9, 1, tzinfo=datetime.UTC)
+    assert view.event_last_seen(operator_once) == datetime.datetime(2026, 1, 1, 0, 0, 5, 1, tzinfo=datetime.UTC)
+    files = bundle.files(cluster=cluster(), events=[operator_repeat, kubelet, operator_once], pods=[], pvcs=[],
+                         secrets=[], logs={}, backups=backups(), roles=None, now=NOW, tool="t")
+    assert [e["reason"] for e in yaml.safe_load(files["events.yaml"])] == ["ClusterReady", "Started",
+                                                                         "SwitchoverRefused"]

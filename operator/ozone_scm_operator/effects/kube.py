@@ -4,7 +4,8 @@ Called by the reconciler (observe and act) and by ``main`` (configuration). Buil
 client: it resolves the connection (in-cluster service account, kubeconfig, or an explicit ``--server``) and does
 authentication and TLS; requests go through its ``ApiClient`` with resource paths computed from ``apiVersion`` and
 kind, so one small class covers Pods, volumes, Services, ConfigMaps, Secrets, PodDisruptionBudgets, Events and
-the ``OzoneSCMCluster`` itself. The client is synchronous; every call runs in a worker thread so the event loop
+the ``OzoneSCMCluster`` itself. Events go through ``events.k8s.io/v1`` (``KubeClient.event``): a repeat of a recent
+Event extends its ``series`` (``EventSeries``) instead of creating another object, as Kubernetes' recorder does. The client is synchronous; every call runs in a worker thread so the event loop
 (kopf's watches, the SCM probes) never blocks.
 
 Errors become :class:`KubeError` (with ``status``); 404 and 409 get their own subclasses because the reconciler
@@ -14,11 +15,13 @@ treats "already gone" and "already exists" as success. Nothing here decides anyt
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import datetime
 import json
 import logging
 import socket
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -27,7 +30,7 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.client.exceptions import ApiException
 
-from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, BACKUP_PLURAL, KIND, PLURAL, naming
+from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, BACKUP_PLURAL, KIND, PLURAL
 
 LOG = logging.getLogger(__name__)
 
@@ -112,6 +115,84 @@ def api_version_of(kind: str) -> str:
     return _API_VERSIONS.get(kind, "v1")
 
 
+EVENTS_API_VERSION = "events.k8s.io/v1"
+# the Events' reportingController (a domain-qualified name, as events.k8s.io/v1 requires); reportingInstance is the
+# replica's leader-election identity, the operator Pod's name
+REPORTING_CONTROLLER = f"{API_GROUP}/operator"
+EVENT_ACTION_RECONCILE = "Reconcile"  # the action of Events that report what a pass found rather than a step
+NOTE_LIMIT = 1024  # events.k8s.io/v1 refuses a longer note (bytes)
+# a repeat of an Event this long after its last occurrence starts a new Event instead of extending the series
+# (client-go's events recorder finishes a series after 6 minutes without an occurrence)
+SERIES_FINISH_AFTER = 6 * 60.0
+
+
+def micro_time(now: datetime.datetime) -> str:
+    """A Kubernetes ``MicroTime``: RFC 3339 in UTC with microseconds."""
+    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def truncate_note(message: str) -> str:
+    """The message cut to what ``note`` may hold (1 kB of UTF-8), on a character boundary."""
+    data = message.encode()
+    if len(data) <= NOTE_LIMIT:
+        return message
+    return data[:NOTE_LIMIT - 3].decode(errors="ignore") + "..."
+
+
+@dataclasses.dataclass(frozen=True)
+class EventKey:
+    """What makes two Events the same occurrence repeated: the object, the action, the reason, the type and the
+    note (client-go leaves the note out of its key; here a changed message is news, so it starts a new Event)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    action: str
+    reason: str
+    type: str
+    note: str
+
+
+@dataclasses.dataclass
+class Series:
+    name: str  # the Event object
+    count: int  # occurrences so far (``series.count`` once it is 2 or more)
+    last_seen: float  # monotonic time of the last occurrence
+
+
+class EventSeries:
+    """Which Event each recent occurrence went into, so a repeat extends that Event's ``series`` (count and
+    ``lastObservedTime``) instead of creating a new object, as Kubernetes' own events recorder does. Pure
+    bookkeeping: no I/O, the caller's monotonic clock; bounded (the least recently seen keys are dropped)."""
+
+    def __init__(self, finish_after: float = SERIES_FINISH_AFTER, capacity: int = 4096) -> None:
+        self.finish_after = finish_after
+        self.capacity = capacity
+        self._series: collections.OrderedDict[EventKey, Series] = collections.OrderedDict()
+
+    def observe(self, key: EventKey, now: float) -> Series | None:
+        """A repeat of a recent Event: its series with this occurrence counted; None: post a new Event."""
+        series = self._series.get(key)
+        if series is None or now - series.last_seen > self.finish_after:
+            self._series.pop(key, None)
+            return None
+        series.count += 1
+        series.last_seen = now
+        self._series.move_to_end(key)
+        return series
+
+    def started(self, key: EventKey, name: str, now: float) -> None:
+        self._series[key] = Series(name, 1, now)
+        self._series.move_to_end(key)
+        while len(self._series) > self.capacity:
+            self._series.popitem(last=False)
+
+    def forget(self, key: EventKey) -> None:
+        self._series.pop(key, None)
+
+
 class KubeClient:
     def __init__(self, configuration: kubernetes.client.Configuration, *, timeout: float = 30.0,
                  instance: str | None = None) -> None:
@@ -120,6 +201,7 @@ class KubeClient:
         self.timeout = timeout
         # who posts the Events (``reportingInstance``): the leader-election identity of this replica
         self.instance = instance or socket.gethostname()
+        self.event_series = EventSeries()
 
     def close(self) -> None:
         self.api.close()
@@ -216,34 +298,51 @@ class KubeClient:
     async def patch_cluster_status(self, namespace: str, name: str, status: Body) -> Body:
         return await self.merge_patch(KIND, namespace, name, {"status": status}, subresource="status")
 
-    # ---- Events ----
-    async def event(self, involved: Body, type_: str, reason: str, message: str, now: datetime.datetime) -> None:
+    # ---- Events (events.k8s.io/v1) ----
+    async def event(self, involved: Body, type_: str, reason: str, message: str, now: datetime.datetime, *,
+                    action: str = EVENT_ACTION_RECONCILE) -> None:
+        """Post an ``events.k8s.io/v1`` Event about ``involved``, or count a repeat of one into its ``series``.
+
+        Best effort: a refused or failed post is logged, never raised (no reconcile pass fails over an Event)."""
         meta = involved["metadata"]
-        ts = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": involved.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
-                "kind": involved.get("kind", KIND),
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "reason": reason,
-            "message": message[:1000],
-            "type": type_,
-            "source": {"component": naming.MANAGER, "host": socket.gethostname()},
-            "reportingComponent": naming.MANAGER,
-            "reportingInstance": self.instance,
-            "firstTimestamp": ts,
-            "lastTimestamp": ts,
-            "count": 1,
+        regarding = {
+            "apiVersion": involved.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
+            "kind": involved.get("kind", KIND),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
         }
+        note = truncate_note(message)
+        key = EventKey(regarding["apiVersion"], regarding["kind"], meta["namespace"], meta["name"],
+                       meta.get("uid") or "", action, reason, type_, note)
         try:
-            await self.create(body)
+            series = self.event_series.observe(key, time.monotonic())
+            if series is not None:
+                try:
+                    await self.request(
+                        "PATCH", resource_path(EVENTS_API_VERSION, "Event", meta["namespace"], series.name),
+                        {"series": {"count": series.count, "lastObservedTime": micro_time(now)}},
+                        content_type=MERGE_PATCH,
+                    )
+                    return
+                except NotFound:  # the Event expired (the API server's event TTL) or was deleted: a new one
+                    self.event_series.forget(key)
+            body = {
+                "apiVersion": EVENTS_API_VERSION,
+                "kind": "Event",
+                # named as client-go's recorder names them (events.k8s.io/v1 refuses a generateName ending in ".")
+                "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": meta["namespace"]},
+                "eventTime": micro_time(now),
+                "reportingController": REPORTING_CONTROLLER,
+                "reportingInstance": self.instance[:128],
+                "action": action[:128],
+                "reason": reason[:128],
+                "regarding": regarding,
+                "note": note,
+                "type": type_,
+            }
+            created = await self.request("POST", resource_path(EVENTS_API_VERSION, "Event", meta["namespace"]), body)
+            self.event_series.started(key, created["metadata"]["name"], time.monotonic())
         except KubeError as exc:  # an Event is best effort: never fail a reconcile pass over one
             LOG.warning("could not post Event %s for %s: %s", reason, meta["name"], exc)
 

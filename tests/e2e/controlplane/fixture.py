@@ -78,6 +78,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
     ("v1", "PersistentVolume"): ("persistentvolumes", False),
     ("v1", "Event"): ("events", True),
+    ("events.k8s.io/v1", "Event"): ("events", True),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
     ("batch/v1", "Job"): ("jobs", True),
     ("batch/v1", "CronJob"): ("cronjobs", True),

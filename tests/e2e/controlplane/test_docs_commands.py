@@ -153,7 +153,7 @@ async def test_install_commands_of_the_docs_work_verbatim(docs_cluster: Cluster)
     commands = doc_commands("### With Helm")
     assert commands[0].startswith("helm install ozone-scm-operator charts/ozone-scm-operator -n ozone-scm-system")
     assert any(c.startswith("kubectl describe") and "oscm scm" in c for c in commands), commands
-    described = ""
+    described = listed = ""
     for command in commands:
         if " -w" in command.split("#")[0]:
             lines = await watch_until_ready(cp, command, 600)
@@ -171,6 +171,8 @@ async def test_install_commands_of_the_docs_work_verbatim(docs_cluster: Cluster)
             assert "ozonescmcluster.ozone-scm.io/scm condition met" in out, out
         elif command.startswith("kubectl describe"):
             described = out
+        elif command.startswith("kubectl get events"):
+            listed = out
     status = (admin.get_object("ozone-scm.io/v1alpha1", "OzoneSCMCluster", "scm", OPERATOR_NS) or {})["status"]
     # kubectl describe spells the status's fields out ("clusterID" as "Cluster Id")
     for expected in (r"^Name:\s+scm$", r"^Kind:\s+OzoneSCMCluster$", r"^Status:$", rf"^  Cluster Id:\s+{status['clusterID']}$",
@@ -178,6 +180,14 @@ async def test_install_commands_of_the_docs_work_verbatim(docs_cluster: Cluster)
                      r"^  Phase:\s+Running$", rf"^  Leader:\s+{status['leader']}$", r"^Events:$",
                      r"^  Normal\s+ClusterReady\s", *(rf"^    Name:\s+{m['name']}$" for m in status["members"])):
         assert re.search(expected, described, re.M), f"{expected!r} not in kubectl describe:\n{described}"
+    # the operator posts through events.k8s.io/v1; the real server shows the same Events through core v1 (describe,
+    # get events): each names the operator as reportingController, its replica and the action
+    assert re.search(r"^\S+\s+Normal\s+ClusterReady\s+ozonescmcluster/scm\s", listed, re.M), listed
+    posted = [e for e in admin.list_objects("events.k8s.io/v1", "Event", OPERATOR_NS)
+              if e["regarding"].get("kind") == "OzoneSCMCluster"]
+    assert posted and all(e["reportingController"] == "ozone-scm.io/operator" and e["reportingInstance"]
+                          and e["action"] and e["eventTime"] for e in posted), posted
+    assert {"CreatePod", "Reconcile"} <= {e["action"] for e in posted}, posted
     await docs_cluster.stop_operator()
     helm(cp, "uninstall", "ozone-scm-operator", "-n", OPERATOR_NS)
 

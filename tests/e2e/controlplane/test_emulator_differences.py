@@ -171,11 +171,40 @@ def probe_watch_fractional_timeout(api: RealAPI, ns: str) -> str:
                                     params={"watch": "true", "timeoutSeconds": "1.0"}, raw=True))
 
 
+def _event_v1(ns: str, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "scm.1", "namespace": ns},
+        "eventTime": "2026-11-27T10:00:00.000001Z", "reportingController": "ozone-scm.io/operator",
+        "reportingInstance": "op-0", "action": "CreatePod", "reason": "CreatingPod", "note": "creating Pod scm-0",
+        "type": "Normal", "regarding": {"apiVersion": API, "kind": "OzoneSCMCluster", "name": "scm", "namespace": ns},
+    }
+    body.update(fields)
+    return body
+
+
+def probe_events_v1(api: RealAPI, ns: str) -> str:
+    """What the operator relies on: an events.k8s.io/v1 Event is a core Event too (kubectl describe), its series
+    counted by a merge patch; what the API refuses (the operator's first generateName "scm." among it)."""
+    path = f"/apis/events.k8s.io/v1/namespaces/{ns}/events"
+    api.request("POST", path, _event_v1(ns))
+    api.request("PATCH", f"{path}/scm.1", {"series": {"count": 2, "lastObservedTime": "2026-11-27T10:00:05.000001Z"}},
+                content_type="application/merge-patch+json")
+    core = api.get_object("v1", "Event", "scm.1", ns) or {}
+    seen = (f"core: {core.get('message')} / {(core.get('involvedObject') or {}).get('name')} / "
+            f"{core.get('reportingComponent')} / {core.get('action')} / series {(core.get('series') or {}).get('count')}")
+    note = _err(lambda: api.request("PATCH", f"{path}/scm.1", {"note": "other"},
+                                    content_type="application/merge-patch+json"))
+    prefix = _err(lambda: api.request("POST", path, _event_v1(ns, metadata={"generateName": "scm.", "namespace": ns})))
+    no_action = _err(lambda: api.request("POST", path, _event_v1(ns, metadata={"name": "scm.2", "namespace": ns},
+                                                                 action="")))
+    return f"{seen}; note changed: {note}; generateName 'scm.': {prefix}; no action: {no_action}"
+
+
 PROBES: dict[str, Probe] = {f.__name__.removeprefix("probe_"): f for f in (
     probe_create, probe_duplicate, probe_missing, probe_stale_resource_version, probe_label_selector,
     probe_field_selector, probe_generation, probe_cel, probe_unknown_field, probe_server_side_apply,
     probe_garbage_collection, probe_finalizer, probe_pod_security, probe_rbac, probe_dry_run,
-    probe_pod_status_validation, probe_watch_fractional_timeout)}
+    probe_pod_status_validation, probe_watch_fractional_timeout, probe_events_v1)}
 
 # probe -> what differs (docs/kubernetes.md, "The emulator's known gaps", says the same)
 KNOWN_GAPS: dict[str, str] = {

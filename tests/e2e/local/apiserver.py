@@ -78,7 +78,7 @@ import yaml
 from kmock._internal import rendering  # the Request type kmock hands to _handle()
 
 from . import apimachinery as am
-from . import protowire, rbac
+from . import eventsapi, protowire, rbac
 from .crdschema import CRDVersion, SchemaInvalid, check_crd, crd_versions
 
 # Pod Security admission: the pure checker (stdlib only, imports nothing else of the operator)
@@ -88,6 +88,7 @@ Obj = dict[str, Any]
 
 KUBERNETES_VERSION = "1.35.0"
 CRD_RESOURCE = ("apiextensions.k8s.io", "customresourcedefinitions")
+EVENTS_STORE = ("", "events")
 # Where a node's kubelet serves container logs (the kubelet fixture annotates its Node with it).
 KUBELET_ENDPOINT = "kubelet.local-fixture/endpoint"
 # Resources stored per cluster, not per namespace, for GC and namespace deletion.
@@ -108,6 +109,8 @@ class Resource:
     categories: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
     crd: CRDVersion | None = None
+    # another API's view of a stored resource (events.k8s.io/v1 Events are core Events): the store it shares
+    stored_as: tuple[str, str] | None = None
 
     @property
     def api_version(self) -> str:
@@ -115,7 +118,7 @@ class Resource:
 
     @property
     def store(self) -> tuple[str, str]:
-        return (self.group, self.plural)
+        return self.stored_as or (self.group, self.plural)
 
     @property
     def has_status(self) -> bool:
@@ -242,6 +245,8 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
         data = importlib.resources.files("kmock._internal").joinpath("resources.json.gz").read_bytes()
         for doc in json.loads(gzip.decompress(data)):
             self._register_discovery_doc(doc)
+        # events.k8s.io/v1 serves the core Events (one store, converted on the way in and out: eventsapi.py)
+        self._registry[("events.k8s.io", "v1", "events")].stored_as = EVENTS_STORE
         if self.validate_builtins:
             self._builtin_schemas = _BuiltinSchemas(self.kubernetes_version)
         for ns in self.default_namespaces:
@@ -417,7 +422,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
         res = self.resource_for_kind(api_version, kind)
         if res is None:
             raise KeyError(f"unknown kind {api_version}/{kind}")
-        key = (res.group, res.plural, namespace or "", name)
+        key = (*res.store, namespace or "", name)
         current = self._objects_by_key.get(key)
         if current is None:
             raise am.not_found(res.plural, name, res.group)
@@ -430,14 +435,14 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
         res = self.resource_for_kind(api_version, kind)
         if res is None:
             return None
-        obj = self._objects_by_key.get((res.group, res.plural, namespace or "", name))
-        return copy.deepcopy(obj) if obj is not None else None
+        obj = self._objects_by_key.get((*res.store, namespace or "", name))
+        return self._present(res, obj) if obj is not None else None
 
     def list_objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[Obj]:
         res = self.resource_for_kind(api_version, kind)
         if res is None:
             return []
-        return [copy.deepcopy(o) for (g, p, ns, _n), o in sorted(self._objects_by_key.items())
+        return [self._present(res, o) for (g, p, ns, _n), o in sorted(self._objects_by_key.items())
                 if (g, p) == res.store and (namespace is None or ns == namespace)]
 
     @property
@@ -617,6 +622,8 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
             raise am.ApiError(404, "NotFound", "the server could not find the requested resource")
         dry_run = params.get("dryRun") == "All"
         warnings: list[str] = []
+        if res.stored_as == EVENTS_STORE and method != "GET":
+            return self._write_event_view(request, res, path, params, dry_run, warnings)
         if method == "GET" and params.get("watch") in ("true", "1"):
             return await self._serve_watch_stream(request, res, path, params)
         if method == "GET" and path.name is None:
@@ -655,6 +662,75 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                 request, params), dry_run))
         raise am.ApiError(405, "MethodNotAllowed", f"{method} is not supported on {request.url.path}")
 
+    def _write_event_view(self, request: rendering.Request, res: Resource, path: ApiPath, params: Mapping[str, str],
+                          dry_run: bool, warnings: list[str]) -> aiohttp.web.Response:
+        """Writes through ``events.k8s.io/v1``: checked as that API checks them, converted, stored as core Events."""
+        core = self._resource_of_store(EVENTS_STORE)
+        method = request.method.value
+        if path.subresource is not None:
+            raise am.ApiError(404, "NotFound", "the server could not find the requested resource")
+        if method == "POST" and path.name is None:
+            body = self._body(request)
+            if path.namespace is None:
+                raise am.ApiError(404, "NotFound", "the server could not find the requested resource")
+            body.setdefault("metadata", {}).setdefault("namespace", path.namespace)
+            self._check_event_view(res, body, eventsapi.check_create(body), params, warnings)
+            created = self._create(core, path.namespace, eventsapi.to_core(body), params, dry_run=dry_run,
+                                   warnings=warnings)
+            return self._json(self._present(res, created), 201, warnings)
+        if path.name is None:
+            if method == "DELETE":
+                return self._json(self._delete_collection(res, path.namespace, params, self._delete_options(
+                    request, params), dry_run))
+            raise am.ApiError(405, "MethodNotAllowed", f"{method} is not supported on {request.url.path}")
+        key = (*EVENTS_STORE, path.namespace or "", path.name)
+        if method == "DELETE":
+            return self._json(self._present(res, self._delete(core, path.namespace, path.name, self._delete_options(
+                request, params), dry_run=dry_run)))
+        current = self._objects_by_key.get(key)
+        if current is None:
+            raise am.not_found(res.plural, path.name, res.group)
+        view = eventsapi.from_core(current)
+        ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
+        if method == "PUT":
+            new = self._body(request)
+        elif method == "PATCH" and ctype == "application/json-patch+json":
+            ops = request.data if isinstance(request.data, list) else json.loads(request.text or "[]")
+            try:
+                new = jsonpatch.apply_patch(copy.deepcopy(view), ops)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                raise am.ApiError(422, "Invalid", f"the server rejected our request due to an error in our "
+                                                  f"request: {exc}") from exc
+        elif method == "PATCH" and ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            new = am.merge_patch(copy.deepcopy(view), self._body(request))
+        elif method == "PATCH":
+            raise am.ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: "
+                                                           f"{ctype or 'no Content-Type'}")
+        else:
+            raise am.ApiError(405, "MethodNotAllowed", f"{method} is not supported on {request.url.path}")
+        if not isinstance(new, dict):
+            raise am.ApiError(422, "Invalid", "the patch does not produce an object")
+        new.setdefault("metadata", {})
+        if new["metadata"].get("name") not in (None, path.name):
+            raise am.ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
+        self._check_event_view(res, new, eventsapi.check_update(new, view), params, warnings)
+        precondition = (new.get("metadata") or {}).get("resourceVersion")
+        if method == "PATCH" and precondition == current["metadata"].get("resourceVersion"):
+            precondition = None  # carried over from the stored object, not asked for by the patch
+        stored = eventsapi.to_core(new)
+        updated = self._update(core, key, stored, current, None, params, dry_run, warnings, precondition=precondition)
+        return self._json(self._present(res, updated), 200, warnings)
+
+    def _check_event_view(self, res: Resource, body: Obj, errors: list[am.FieldError], params: Mapping[str, str],
+                          warnings: list[str]) -> None:
+        if body.get("kind") not in (None, "Event") or body.get("apiVersion") not in (None, res.api_version):
+            raise am.ApiError(400, "BadRequest", f"the API version in the data ({body.get('apiVersion')}) and kind "
+                                                 f"({body.get('kind')}) do not match the resource {res.plural}")
+        if errors:
+            raise am.invalid(res.kind, (body.get("metadata") or {}).get("name", ""), res.group, errors)
+        if self._builtin_schemas is not None:
+            self._validate_builtin(res, {**body, "apiVersion": res.api_version, "kind": res.kind}, params, warnings)
+
     @staticmethod
     def _json(body: Any, status: int = 200, warnings: list[str] | None = None) -> aiohttp.web.Response:
         headers = {}
@@ -677,6 +753,8 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
         raise am.ApiError(400, "BadRequest", "the body of the request must be a JSON or YAML object")
 
     def _present(self, res: Resource, obj: Obj) -> Obj:
+        if res.stored_as == EVENTS_STORE:
+            return eventsapi.from_core(obj)
         out = copy.deepcopy(obj)
         out["apiVersion"] = res.api_version
         out["kind"] = res.kind
@@ -687,7 +765,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
 
     def _fetch(self, res: Resource, namespace: str | None, name: str | None) -> Obj:
         assert name is not None
-        obj = self._objects_by_key.get((res.group, res.plural, namespace or "", name))
+        obj = self._objects_by_key.get((*res.store, namespace or "", name))
         if obj is None:
             raise am.not_found(res.plural, name, res.group)
         return obj
@@ -917,7 +995,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                 raise am.invalid(res.kind, "", res.group, [am.FieldError(
                     "metadata.name", "Required value: name or generateName is required", "FieldValueRequired")])
         name = meta["name"]
-        key = (res.group, res.plural, namespace or "", name)
+        key = (*res.store, namespace or "", name)
         if key in self._objects_by_key:
             raise am.already_exists(res.plural, name, res.group)
         for server_field in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
@@ -1106,7 +1184,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
     def _patch(self, res: Resource, path: ApiPath, ctype: str, request: rendering.Request,
                params: Mapping[str, str], dry_run: bool, warnings: list[str]) -> tuple[Obj, int]:
         assert path.name is not None
-        key = (res.group, res.plural, path.namespace or "", path.name)
+        key = (*res.store, path.namespace or "", path.name)
         current = self._objects_by_key.get(key)
         if ctype == "application/apply-patch+yaml":
             manager = params.get("fieldManager")
@@ -1171,7 +1249,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
     def _replace(self, res: Resource, path: ApiPath, body: Obj, params: Mapping[str, str], dry_run: bool,
                  warnings: list[str]) -> Obj:
         assert path.name is not None
-        key = (res.group, res.plural, path.namespace or "", path.name)
+        key = (*res.store, path.namespace or "", path.name)
         current = self._objects_by_key.get(key)
         meta = body.setdefault("metadata", {})
         if meta.get("name") not in (None, path.name):
@@ -1258,7 +1336,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
 
     def _delete(self, res: Resource, namespace: str | None, name: str, options: Mapping[str, Any], *,
                 dry_run: bool = False) -> Obj:
-        key = (res.group, res.plural, namespace or "", name)
+        key = (*res.store, namespace or "", name)
         current = self._objects_by_key.get(key)
         if current is None:
             raise am.not_found(res.plural, name, res.group)
@@ -1311,7 +1389,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                            options: Mapping[str, Any], dry_run: bool) -> Obj:
         items = [copy.deepcopy(o) for o in self._select(res, namespace, params)]
         for obj in items:
-            if (res.group, res.plural, obj["metadata"].get("namespace") or "", obj["metadata"]["name"]) \
+            if (*res.store, obj["metadata"].get("namespace") or "", obj["metadata"]["name"]) \
                     in self._objects_by_key:
                 self._delete(res, obj["metadata"].get("namespace"), obj["metadata"]["name"], options,
                              dry_run=dry_run)
@@ -1319,7 +1397,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                 "metadata": {"resourceVersion": str(self._rv)}, "items": [self._present(res, o) for o in items]}
 
     def _resource_of_store(self, store: tuple[str, str]) -> Resource:
-        candidates = [r for r in self._registry.values() if r.store == store]
+        candidates = [r for r in self._registry.values() if r.store == store and r.stored_as is None]
         candidates.sort(key=lambda r: _version_priority(r.version))
         return candidates[0]
 
@@ -1465,7 +1543,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
         new["spec"]["nodeName"] = target
         new.setdefault("status", {}).setdefault("conditions", []).append(
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": am.rfc3339(self.clock())})
-        key = (res.group, res.plural, path.namespace or "", path.name or "")
+        key = (*res.store, path.namespace or "", path.name or "")
         self._commit(res, key, new, pod, "MODIFIED")
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 

@@ -42,6 +42,7 @@ import yaml
 from scm_server.local.cluster import FAST_SETTINGS
 from scm_server.ports import free_port
 from tests.e2e.local.apiserver import EmulatedAPIServer, serving, write_kubeconfig
+from tests.e2e.local.eventsapi import occurrences
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
 from tests.e2e.local.podspec import ImageSpec
 
@@ -229,10 +230,13 @@ class Env:
         return {c["type"]: c for c in self.status(name).get("conditions") or ()}
 
     def events(self, name: str) -> list[tuple[str, str, str]]:
+        """(type, reason, message) of every occurrence of an Event about ``name``, in the order they happened (a
+        repeat the operator counted into an Event's ``series`` stands once per occurrence: ``eventsapi.occurrences``).
+        Read through core ``v1``, as ``kubectl describe`` reads them: the operator posts them through
+        ``events.k8s.io/v1``, the same objects on a real server and on the emulator."""
         evs = [e for e in self.api.list_objects("v1", "Event", self.ns)
                if (e.get("involvedObject") or {}).get("name") == name]
-        evs.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))  # the order they were posted in
-        return [(e.get("type", ""), e.get("reason", ""), e.get("message", "")) for e in evs]
+        return [(e.get("type", ""), e.get("reason", ""), e.get("message", "")) for e in occurrences(evs)]
 
     # ---- backups ----
     def create_backup(self, name: str, cluster: str) -> None:

@@ -448,3 +448,103 @@ async def test_pod_security_admission_enforces_the_namespace_level(api: tuple[Em
     good["spec"]["containers"][0]["securityContext"] = {"allowPrivilegeEscalation": False,
                                                         "capabilities": {"drop": ["ALL"]}}
     await c.ok("POST", "/api/v1/namespaces/strict/pods", good)
+
+
+EVENTS_V1 = "/apis/events.k8s.io/v1/namespaces/default/events"
+CORE_EVENTS = "/api/v1/namespaces/default/events"
+
+
+def event_v1(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"generateName": "scm-"},
+        "eventTime": "2026-11-27T10:00:00.000001Z", "reportingController": "ozone-scm.io/operator",
+        "reportingInstance": "operator-a", "action": "CreatePod", "reason": "CreatingPod",
+        "regarding": {"apiVersion": "ozone-scm.io/v1alpha1", "kind": "OzoneSCMCluster", "name": "scm",
+                      "namespace": "default", "uid": "u-1"},
+        "note": "creating Pod scm-0", "type": "Normal",
+    }
+    body.update(overrides)
+    return body
+
+
+async def test_events_v1_are_core_events_seen_through_another_api(api: tuple[EmulatedAPIServer, Client]) -> None:
+    """An Event posted through events.k8s.io/v1 is listed and watched through both APIs, converted field by field
+    as a real server converts it (note = message, regarding = involvedObject, reportingController =
+    reportingComponent); a repeat is counted with a merge patch of ``series``."""
+    _, c = api
+    watch = await c.session.get(c.url + EVENTS_V1, params={"watch": "true", "resourceVersion": "1"})
+    created = await c.ok("POST", EVENTS_V1, event_v1())
+    name = created["metadata"]["name"]
+    assert name.startswith("scm-") and created["apiVersion"] == "events.k8s.io/v1" and created["note"] == \
+        "creating Pod scm-0"
+    core = (await c.ok("GET", CORE_EVENTS))["items"]
+    assert len(core) == 1
+    assert core[0]["apiVersion"] == "v1" and core[0]["metadata"]["name"] == name
+    assert core[0]["message"] == "creating Pod scm-0" and core[0]["involvedObject"]["name"] == "scm"
+    assert core[0]["reportingComponent"] == "ozone-scm.io/operator" and core[0]["action"] == "CreatePod"
+    # kubectl describe's query
+    selected = await c.ok("GET", CORE_EVENTS, params={"fieldSelector": "involvedObject.name=scm,involvedObject.uid=u-1"})
+    assert [e["metadata"]["name"] for e in selected["items"]] == [name]
+    patched = await c.ok("PATCH", f"{EVENTS_V1}/{name}",
+                         {"series": {"count": 2, "lastObservedTime": "2026-11-27T10:00:05.000001Z"}}, MERGE)
+    assert patched["series"] == {"count": 2, "lastObservedTime": "2026-11-27T10:00:05.000001Z"}
+    assert patched["note"] == "creating Pod scm-0" and "message" not in patched
+    core_one = await c.ok("GET", f"{CORE_EVENTS}/{name}")
+    assert core_one["series"]["count"] == 2
+    seen = []
+    async with watch:
+        async for line in watch.content:
+            seen.append(json.loads(line))
+            if len(seen) == 2:
+                break
+    assert [(e["type"], e["object"]["apiVersion"], (e["object"].get("series") or {}).get("count")) for e in seen] == \
+        [("ADDED", "events.k8s.io/v1", None), ("MODIFIED", "events.k8s.io/v1", 2)]
+    # and the other way round: a core Event (the kubelet's) through events.k8s.io/v1
+    await c.ok("POST", CORE_EVENTS, {"metadata": {"name": "pod-x.1"}, "involvedObject": {"kind": "Pod", "name": "x"},
+                                     "reason": "Started", "message": "started", "type": "Normal", "count": 1})
+    v1 = await c.ok("GET", f"{EVENTS_V1}/pod-x.1")
+    assert (v1["regarding"], v1["note"], v1["deprecatedCount"]) == ({"kind": "Pod", "name": "x"}, "started", 1)
+
+
+@pytest.mark.parametrize(("overrides", "field"), [
+    ({"action": ""}, "action"),
+    ({"eventTime": None}, "eventTime"),
+    ({"reportingController": "not a name"}, "reportingController"),
+    ({"reportingInstance": ""}, "reportingInstance"),
+    ({"type": "Bad"}, "type"),
+    ({"note": "x" * 1025}, "note"),
+    ({"series": {"count": 1, "lastObservedTime": "2026-11-27T10:00:00.000001Z"}}, "series.count"),
+    # what a real kube-apiserver answered the operator's first events.k8s.io/v1 Events (core v1 took "scm.")
+    ({"metadata": {"generateName": "scm."}}, "metadata.generateName"),
+])
+async def test_events_v1_create_is_validated_as_a_real_server_does(
+        api: tuple[EmulatedAPIServer, Client], overrides: dict[str, Any], field: str) -> None:
+    _, c = api
+    status, body = await c.call("POST", EVENTS_V1, event_v1(**overrides))
+    assert status == 422, body
+    assert field in body["message"], body
+
+
+async def test_events_v1_only_the_series_changes_on_update(api: tuple[EmulatedAPIServer, Client]) -> None:
+    _, c = api
+    name = (await c.ok("POST", EVENTS_V1, event_v1()))["metadata"]["name"]
+    status, body = await c.call("PATCH", f"{EVENTS_V1}/{name}", {"note": "something else"}, MERGE)
+    assert status == 422 and "note: Invalid value: field is immutable" in body["message"], body
+    status, body = await c.call("PATCH", f"{EVENTS_V1}/gone", {"series": {"count": 2}}, MERGE)
+    assert status == 404, body
+
+
+def test_occurrences_stand_once_per_occurrence_in_the_order_they_happened() -> None:
+    from tests.e2e.local.eventsapi import occurrences
+
+    def ev(rv: int, reason: str, first: str, series: tuple[int, str] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"metadata": {"resourceVersion": str(rv)}, "reason": reason, "eventTime": first}
+        if series:
+            body["series"] = {"count": series[0], "lastObservedTime": series[1]}
+        return body
+
+    a = ev(9, "A", "2026-11-27T10:00:00.000001Z", (3, "2026-11-27T10:00:09.000001Z"))
+    b = ev(5, "B", "2026-11-27T10:00:05.000001Z")
+    kubelet = {"metadata": {"resourceVersion": "6"}, "reason": "K", "lastTimestamp": "2026-11-27T10:00:06Z",
+               "firstTimestamp": "2026-11-27T10:00:06Z", "count": 1}
+    assert [e["reason"] for e in occurrences([a, b, kubelet])] == ["A", "A", "B", "K", "A"]

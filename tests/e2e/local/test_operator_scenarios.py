@@ -17,9 +17,11 @@ import pytest
 from cryptography import x509
 
 from ozone_scm_operator import naming, planner
+from ozone_scm_operator.effects.kube import REPORTING_CONTROLLER
 from ozone_scm_operator.spec import DEFAULT_IMAGE
 from scm_server.metadata.backup import verify_backup
 from tests.e2e.local import jobcontroller, scm_ring
+from tests.e2e.local.eventsapi import occurrences
 from tests.e2e.local.operator_env import API, BACKUP_KIND, Env, environment
 
 NAME = "scm"
@@ -598,11 +600,12 @@ def _lease(env: Env) -> dict[str, Any]:
 
 
 def _operator_events(env: Env) -> list[tuple[str, str, str]]:
-    """(reportingInstance, reason, message) of the operator's Events on the cluster, in the order posted."""
+    """(reportingInstance, reason, message) of every occurrence of the operator's Events on the cluster, in the order
+    they happened (a repeat counted into a ``series`` once per occurrence)."""
     evs = [e for e in env.api.list_objects("v1", "Event", env.ns)
-           if (e.get("involvedObject") or {}).get("name") == NAME and e.get("reportingComponent") == "ozone-scm-operator"]
-    evs.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
-    return [(e.get("reportingInstance", ""), e.get("reason", ""), e.get("message", "")) for e in evs]
+           if (e.get("involvedObject") or {}).get("name") == NAME
+           and e.get("reportingComponent") == REPORTING_CONTROLLER]  # events.k8s.io's reportingController
+    return [(e.get("reportingInstance", ""), e.get("reason", ""), e.get("message", "")) for e in occurrences(evs)]
 
 
 def _init_launches(env: Env) -> list[tuple[str, str]]:

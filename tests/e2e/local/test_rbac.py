@@ -316,6 +316,7 @@ OPERATOR_REQUESTS = [
     ("GET", "/apis/batch/v1/namespaces/{ns}/jobs", {}),
     ("POST", "/api/v1/namespaces/{ns}/events", {}),
     ("POST", "/apis/events.k8s.io/v1/namespaces/{ns}/events", {}),
+    ("PATCH", "/apis/events.k8s.io/v1/namespaces/{ns}/events/c.x7k2p", {}),  # a repeat: its series
     ("GET", "/api/v1/namespaces/{ns}", {}),
     ("GET", "/apis/ozone-scm.io/v1alpha1/namespaces/{ns}/ozonescmbackups", {"watch": "true"}),
     # leader election: its own Lease in the release namespace (the watched one here)

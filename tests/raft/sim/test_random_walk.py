@@ -64,8 +64,7 @@ def test_reproducible_across_processes_and_hash_seeds() -> None:
     or the harness, which would make a printed seed useless.
     """
     code = (
-        "import sys; sys.path[:0] = ['tests', '.']\n"
-        "from raft.sim.walk import run_walk\n"
+        "from tests.raft.sim.walk import run_walk\n"
         "print(run_walk(42, 3000, 5, trace=True).trace_digest)\n"
     )
     root = Path(__file__).resolve().parents[3]

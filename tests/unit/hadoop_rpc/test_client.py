@@ -82,6 +82,22 @@ async def test_many_calls_in_flight_on_one_connection(ring: Any) -> None:
     await conn.close()
 
 
+def reader_tasks() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith("hadoop-rpc-read") and not t.done()]
+
+
+async def test_concurrent_first_calls_share_one_connection(ring: Any) -> None:
+    """Many callers at once on a new client open one connection to the SCM, not one each (the extra ones were
+    never closed: their reader tasks stayed pending until the loop was torn down)."""
+    addresses, _, _ = ring
+    client = BlockLocationClient([addresses["scm2"]])
+    answers = await asyncio.gather(*(client.get_scm_info() for _ in range(20)))
+    assert all(a.getScmInfoResponse.clusterId == "CID-x" for a in answers)
+    assert len(reader_tasks()) == 1
+    await client.close()
+    assert reader_tasks() == []
+
+
 async def test_fatal_answer_fails_the_call(ring: Any) -> None:
     addresses, _, _ = ring
     conn = HadoopRpcConnection(addresses["scm2"], BLOCK_PROTOCOL, client_id=b"x" * 3)  # a client id Hadoop never sends

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -167,6 +168,13 @@ async def test_the_simulators_client_round_trips_our_messages(conn: Any) -> None
         assert refused.value.result is ResultCodes.SCM_NOT_INITIALIZED
     finally:
         await client.close()
+    shared = HadoopDatanodeClient(c.address)  # the simulator's datanodes share one client per SCM
+    try:
+        versions = await asyncio.gather(*(shared.get_version() for _ in range(10)))
+        assert len(versions) == 10
+        assert len([t for t in asyncio.all_tasks() if t.get_name() == f"hadoop-rpc-read {c.address}"]) == 2  # c's + one
+    finally:
+        await shared.close()
     gone = HadoopDatanodeClient(f"127.0.0.1:{free_port()}", timeout=2.0)
     with pytest.raises(SCMUnavailableError):
         await gone.get_version()

@@ -22,6 +22,7 @@ from ozone_scm_operator import naming
 from ozone_scm_operator.effects.kube import KubeClient, KubeError, load_configuration
 from ozone_scm_operator.main import OperatorOptions, Running, run_operator
 from tests.e2e.local.apiserver import EmulatedAPIServer, serving
+from tests.e2e.local.eventsapi import occurrences
 
 REPO = Path(__file__).resolve().parents[3]
 API = "ozone-scm.io/v1alpha1"
@@ -85,7 +86,9 @@ def obj(api: EmulatedAPIServer, kind: str, name: str, api_version: str = "v1") -
 
 
 def events(api: EmulatedAPIServer, name: str) -> list[tuple[str, str, str]]:
-    return [(e["type"], e["reason"], e["message"]) for e in api.list_objects("v1", "Event", NS)
+    """Every occurrence (a repeat counted into a ``series`` once per occurrence), through core v1 as kubectl reads
+    them; the operator posts them through events.k8s.io/v1."""
+    return [(e["type"], e["reason"], e["message"]) for e in occurrences(api.list_objects("v1", "Event", NS))
             if e["involvedObject"]["name"] == name]
 
 
@@ -122,6 +125,11 @@ async def test_bootstrap_objects_status_events_and_endpoints(cluster_api: tuple[
     assert all(c["observedGeneration"] == 1 and c["lastTransitionTime"] for c in conds.values())
     reasons = {r for _, r, _ in events(api, "scm")}
     assert {"CreatingPod", "CreatingVolume", "ApplyConfigMap", "ApplyService"} <= reasons
+    # posted through events.k8s.io/v1 (the same objects as the core Events above), each naming its action
+    posted = [e for e in api.list_objects("events.k8s.io/v1", "Event", NS) if e["regarding"]["name"] == "scm"]
+    assert posted and all(e["reportingController"] == "ozone-scm.io/operator" and e["reportingInstance"]
+                          and e["eventTime"] and e["regarding"]["uid"] for e in posted), posted
+    assert any(e["action"] == "CreatePod" and e["reason"] == "CreatingPod" for e in posted), posted
     # /healthz and /metrics
     port = op.running.health_port
     async with aiohttp.ClientSession() as s:

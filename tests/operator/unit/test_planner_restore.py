@@ -80,4 +80,4 @@ def test_a_missing_or_unfinished_backup_or_a_secure_ring_creates_no_pod_and_says
         s.step()
         s.operator_pass()
     deg = s.status.condition("Degraded")
-    assert deg is not None and "does not restore a secure ring yet" in deg.message and not s.pods
+    assert deg is not None and "does not restore a secure ring yet" in deg.message and "scm --restore DIR" in deg.message and not s.pods

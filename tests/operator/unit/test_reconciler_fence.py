@@ -49,7 +49,7 @@ class RecordingKube:
         self.writes.append(("status",))
         self.status = merge(self.status, status)
 
-    async def event(self, involved: Any, type_: str, reason: str, message: str, now: Any) -> None:
+    async def event(self, involved: Any, type_: str, reason: str, message: str, now: Any, *, action: str = "") -> None:
         self.writes.append(("event", reason))
 
     async def create(self, body: dict[str, Any]) -> dict[str, Any]:
