@@ -14,6 +14,13 @@ capability dropped, seccomp ``RuntimeDefault``, no service account token):
   --status-file /dev/termination-log``: the digests of every file checked offline, and a small JSON summary (term,
   index, cluster ID, size) as the termination message, which the operator copies into the backup's status.
 
+With ``spec.backup.s3`` the Pod writes to its own ``/scratch`` (an emptyDir) instead, ``verify`` becomes the second
+init container, and a third container ``upload`` runs ``ozone-scm admin scm backup upload /scratch/B
+s3://<bucket>/<prefix>/B/ --endpoint-url ... --status-file /dev/termination-log`` (the manifest last, so a partial
+upload is never a backup) with the keys of ``spec.backup.s3.credentialsSecret`` as ``AWS_ACCESS_KEY_ID`` /
+``AWS_SECRET_ACCESS_KEY``; no backup volume is created. The clean-up Job then runs ``backup delete s3://...``
+(the manifest first).
+
 ``/backups`` is the backup volume (``<C>-backups``, ``spec.backup.volume``), a PVC owned by nothing: it outlives the
 cluster, like the members' volumes under ``reclaimPolicy: Retain``. ``backoffLimit: 0``: a failed backup is a
 ``Failed`` OzoneSCMBackup (its directory is left for inspection, and deleted with the object); a new object is a new
@@ -28,7 +35,7 @@ from typing import Any
 
 from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, builders, naming
 from ozone_scm_operator.builders import ClusterRef
-from ozone_scm_operator.spec import ClusterSpec
+from ozone_scm_operator.spec import BackupS3, ClusterSpec
 
 Body = dict[str, Any]
 
@@ -54,11 +61,14 @@ def build_backup_pvc(ref: ClusterRef, spec: ClusterSpec) -> Body:
     return body
 
 
-def _pod_spec(ref: ClusterRef, spec: ClusterSpec, init: list[Body], main: list[Body], *, cluster_api: bool) -> Body:
-    volumes: list[Body] = [
-        {"name": "backups", "persistentVolumeClaim": {"claimName": naming.backup_pvc_name(ref.name)}},
-        {"name": "tmp", "emptyDir": {}},
-    ]
+def _pod_spec(ref: ClusterRef, spec: ClusterSpec, init: list[Body], main: list[Body], *, cluster_api: bool,
+              s3: BackupS3 | None = None) -> Body:
+    if s3 is None:
+        volumes: list[Body] = [
+            {"name": "backups", "persistentVolumeClaim": {"claimName": naming.backup_pvc_name(ref.name)}}]
+    else:
+        volumes = [{"name": "scratch", "emptyDir": {}}, *builders.s3_ca_volume(s3)[0]]
+    volumes.append({"name": "tmp", "emptyDir": {}})
     if cluster_api:
         volumes.append({"name": "config", "configMap": {"name": naming.configmap_name(ref.name)}})
         if spec.security.enabled:
@@ -83,12 +93,19 @@ def _pod_spec(ref: ClusterRef, spec: ClusterSpec, init: list[Body], main: list[B
     return pod_spec
 
 
-def _container(spec: ClusterSpec, name: str, command: list[str], *, cluster_api: bool) -> Body:
+def _container(spec: ClusterSpec, name: str, command: list[str], *, cluster_api: bool,
+               s3: BackupS3 | None = None, talks_s3: bool = False) -> Body:
+    """One container of a backup Job. ``s3``: the Pod writes to its scratch emptyDir instead of the backup volume;
+    ``talks_s3``: this container reaches the object storage (its keys and CA mounted)."""
     env: list[Body] = [{"name": "OZONE_CONF_DIR", "value": naming.CONF_DIR}] if cluster_api else []
-    mounts: list[Body] = [
-        {"name": "backups", "mountPath": naming.BACKUP_DIR},
-        {"name": "tmp", "mountPath": builders.TMP_DIR},  # the root filesystem is read-only
-    ]
+    if s3 is None:
+        mounts: list[Body] = [{"name": "backups", "mountPath": naming.BACKUP_DIR}]
+    else:
+        mounts = [{"name": "scratch", "mountPath": naming.SCRATCH_DIR}]
+        if talks_s3:
+            env.extend(builders.s3_env(s3))
+            mounts.extend(builders.s3_ca_volume(s3)[1])
+    mounts.append({"name": "tmp", "mountPath": builders.TMP_DIR})  # the root filesystem is read-only
     if cluster_api:
         mounts.append({"name": "config", "mountPath": naming.CONF_DIR, "readOnly": True})
         if spec.security.enabled:
@@ -127,25 +144,55 @@ def _job(ref: ClusterRef, name: str, backup: str, owner: Body, purpose: str, pod
     }
 
 
+def backup_location(spec: ClusterSpec, backup: str) -> str:
+    """Where a new backup goes: ``s3://<bucket>/<prefix>/<backup>/`` (``spec.backup.s3``), else its directory on
+    the backup volume. Recorded in the backup's status (``location``) before its Job starts."""
+    return spec.backup.s3.url(backup) if spec.backup.s3 is not None else naming.backup_path(backup)
+
+
 def build_backup_job(ref: ClusterRef, spec: ClusterSpec, backup: str, owner: Body, cluster_id: str) -> Body:
-    """The Job that backs the ring up into ``/backups/<backup>`` and verifies what it wrote."""
-    path = naming.backup_path(backup)
-    take = _container(spec, "backup", ["ozone-scm", "admin", "scm", "backup", "--out", path], cluster_api=True)
+    """The Job that backs the ring up into ``/backups/<backup>`` and verifies what it wrote; with
+    ``spec.backup.s3``, into its own ``/scratch/<backup>`` (an emptyDir), verified, then uploaded by a third
+    container (``upload``: the manifest last; its summary is the termination message)."""
+    s3 = spec.backup.s3
+    path = naming.backup_path(backup) if s3 is None else naming.scratch_path(backup)
+    take = _container(spec, "backup", ["ozone-scm", "admin", "scm", "backup", "--out", path], cluster_api=True,
+                      s3=s3)
     verify = _container(
         spec, "verify",
         ["ozone-scm", "admin", "scm", "backup", "verify", path, "--clusterid", cluster_id,
          "--status-file", TERMINATION_LOG],
-        cluster_api=False,
+        cluster_api=False, s3=s3,
     )
-    pod_spec = _pod_spec(ref, spec, [take], [verify], cluster_api=True)
+    if s3 is None:
+        pod_spec = _pod_spec(ref, spec, [take], [verify], cluster_api=True)
+    else:
+        upload = _container(
+            spec, "upload",
+            ["ozone-scm", "admin", "scm", "backup", "upload", path, s3.url(backup), *builders.s3_args(s3),
+             "--status-file", TERMINATION_LOG],
+            cluster_api=False, s3=s3, talks_s3=True,
+        )
+        pod_spec = _pod_spec(ref, spec, [take, verify], [upload], cluster_api=True, s3=s3)
     return _job(ref, naming.backup_job_name(backup), backup, owner, PURPOSE_BACKUP, pod_spec)
 
 
-def build_delete_job(ref: ClusterRef, spec: ClusterSpec, backup: str, owner: Body) -> Body:
-    """The Job that deletes ``/backups/<backup>`` (only a directory that holds a backup manifest, or nothing)."""
-    remove = _container(spec, "delete", ["ozone-scm", "admin", "scm", "backup", "delete",
-                                         naming.backup_path(backup)], cluster_api=False)
-    pod_spec = _pod_spec(ref, spec, [], [remove], cluster_api=False)
+def build_delete_job(ref: ClusterRef, spec: ClusterSpec, backup: str, owner: Body,
+                     location: str | None = None) -> Body:
+    """The Job that deletes the backup's data: ``/backups/<backup>`` (only a directory that holds a backup
+    manifest, or nothing), or, when ``location`` is an ``s3://`` URL, the objects under it (manifest first; the
+    endpoint and keys of ``spec.backup.s3``, which must be set)."""
+    if location is not None and location.startswith("s3://"):
+        s3 = spec.backup.s3
+        if s3 is None:
+            raise ValueError("a backup in object storage is deleted with spec.backup.s3's endpoint and keys")
+        remove = _container(spec, "delete", ["ozone-scm", "admin", "scm", "backup", "delete", location,
+                                             *builders.s3_args(s3)], cluster_api=False, s3=s3, talks_s3=True)
+        pod_spec = _pod_spec(ref, spec, [], [remove], cluster_api=False, s3=s3)
+    else:
+        remove = _container(spec, "delete", ["ozone-scm", "admin", "scm", "backup", "delete",
+                                             naming.backup_path(backup)], cluster_api=False)
+        pod_spec = _pod_spec(ref, spec, [], [remove], cluster_api=False)
     return _job(ref, naming.backup_delete_job_name(backup), backup, owner, PURPOSE_DELETE, pod_spec)
 
 

@@ -5,13 +5,15 @@ Called by the planner once per pass (its ``_backups`` concern), after the member
 (``now`` is passed in), no randomness. At most one step per pass, in this order:
 
 1. **deleted backups** (``deletionTimestamp`` with the ``ozone-scm.io/backup-data`` finalizer): wait for a backup
-   Job still writing, then a clean-up Job deletes ``/backups/<name>`` on the backup volume, then the finalizer is
+   Job still writing, then a clean-up Job deletes ``/backups/<name>`` on the backup volume (or, for a backup whose
+   ``status.location`` is an ``s3://`` URL, the objects under it, manifest first), then the finalizer is
    removed. A backup that never started writing loses its finalizer at once. A failed clean-up keeps the finalizer
    (nothing is removed that was not checked) and says why;
 2. **running backups**: the Job created if missing; when it ends, the object's status says ``Completed`` with
    term, index, cluster ID and size (the verify container's summary), or ``Failed`` with the reason in one line;
-3. **pending backups**, oldest first, one at a time: the backup volume created if missing, then ``Running`` (with
-   ``startedAt``, ``backupPath`` and the finalizer) written into the object before its Job is created. A backup
+3. **pending backups**, oldest first, one at a time: the backup volume created if missing (not with
+   ``spec.backup.s3``), then ``Running`` (with ``startedAt``, ``location``: ``backupPath`` or the ``s3://`` URL, and
+   the finalizer) written into the object before its Job is created. A backup
    waits (``Pending`` with the reason as ``message``) while another one runs, while the ring has not formed or has
    no leader;
 4. **the schedule** (``spec.backup.schedule``, cron in UTC): the latest scheduled time that has passed since the
@@ -194,6 +196,16 @@ def _step(i: Inputs, backups: Sequence[BackupObs], notes: list[tuple[str, str]],
     return _retention(i, live)
 
 
+def location_of(b: BackupObs) -> str:
+    """Where a backup's data is: ``status.location`` (an ``s3://`` URL or a directory), else ``backupPath`` (backups
+    recorded before object storage), else its directory on the backup volume."""
+    for key in ("location", "backupPath"):
+        value = b.status.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return naming.backup_path(b.name)
+
+
 def _deleted(i: Inputs, b: BackupObs, notes: list[tuple[str, str]]) -> tuple[Step | None, str, str] | None:
     if naming.FINALIZER_BACKUP_DATA not in b.finalizers:
         return None
@@ -201,15 +213,25 @@ def _deleted(i: Inputs, b: BackupObs, notes: list[tuple[str, str]]) -> tuple[Ste
     taking = i.jobs.get(naming.backup_job_name(b.name))
     if taking is not None and taking.result is None:
         return (None, "", "")  # the backup still writes: delete its data once it stopped
-    path = naming.backup_path(b.name)
-    if not i.volume_exists or (b.phase in (None, "", Phase.PENDING) and taking is None):
+    path = location_of(b)
+    in_s3 = path.startswith("s3://")
+    where = path if in_s3 else f"{path} on {naming.backup_pvc_name(i.ref.name)}"
+    if (not in_s3 and not i.volume_exists) or (b.phase in (None, "", Phase.PENDING) and taking is None):
         return (UpdateBackup(b, {}, rest), "BackupDeleted",
                 f"backup {b.name} deleted (it wrote no data to the backup volume)")
     cleaning = i.jobs.get(naming.backup_delete_job_name(b.name))
     if cleaning is None:
+        if in_s3 and i.spec.backup.s3 is None:
+            notes.append((
+                "BackupDataNotDeleted",
+                f"the data of deleted backup {b.name} is in object storage ({path}) and spec.backup.s3 is not set: "
+                f"set it (endpoint, credentialsSecret) so that it can be deleted, or remove the finalizer "
+                f"{naming.FINALIZER_BACKUP_DATA} to keep the data",
+            ))
+            return None
         owner = backup_builders.backup_ref(i.ref, b.name, b.uid)
-        return (CreateJob(b, backup_builders.build_delete_job(i.ref, i.spec, b.name, owner)), "DeletingBackupData",
-                f"deleting the data of backup {b.name} ({path} on {naming.backup_pvc_name(i.ref.name)})")
+        body = backup_builders.build_delete_job(i.ref, i.spec, b.name, owner, path if in_s3 else None)
+        return (CreateJob(b, body), "DeletingBackupData", f"deleting the data of backup {b.name} ({where})")
     if cleaning.result == "Succeeded":
         return (UpdateBackup(b, {}, rest), "BackupDeleted", f"backup {b.name} and its data {path} deleted")
     if cleaning.result == "Failed":
@@ -232,7 +254,7 @@ def _running(i: Inputs, b: BackupObs) -> tuple[Step | None, str, str]:
         if not i.admissible(f"the Pod of backup Job {body['metadata']['name']}", body["spec"]["template"]["spec"]):
             return (None, "", "")
         return (CreateJob(b, body), "BackupStarted",
-                f"backing up the ring into {naming.backup_path(b.name)} (Job {body['metadata']['name']})")
+                f"backing up the ring into {location_of(b)} (Job {body['metadata']['name']})")
     if job.result is None:
         return (None, "", "")
     done = format_time(job.finished_at or i.now)
@@ -245,7 +267,7 @@ def _running(i: Inputs, b: BackupObs) -> tuple[Step | None, str, str]:
                              f"{summary['sizeBytes']} bytes"}
             return (UpdateBackup(b, st), "BackupCompleted",
                     f"backup {b.name} completed and verified at term {summary['term']} index {summary['index']} "
-                    f"({summary['sizeBytes']} bytes in {naming.backup_path(b.name)})")
+                    f"({summary['sizeBytes']} bytes in {location_of(b)})")
         why = "the backup Job succeeded but left no summary (backup verify --status-file)"
     else:
         why = _one_line(job.message) or "the backup Job failed"
@@ -269,13 +291,19 @@ def _pending(i: Inputs, b: BackupObs) -> tuple[Step | None, str, str]:
         if _wanted(b, pending):
             return (UpdateBackup(b, pending), "BackupPending", f"backup {b.name} waits: {wait}")
         return (None, "", "")
-    if not i.volume_exists:
+    s3 = i.spec.backup.s3
+    if s3 is None and not i.volume_exists:
         body = backup_builders.build_backup_pvc(i.ref, i.spec)
         return (CreateVolume(body), "CreatingBackupVolume",
                 f"creating the backup volume {body['metadata']['name']} ({i.spec.backup.volume_size})")
-    st: dict[str, Any] = {"phase": Phase.RUNNING.value, "startedAt": format_time(i.now), "backupPath": naming.backup_path(b.name),
-          "message": f"backing up into {naming.backup_path(b.name)} on {naming.backup_pvc_name(i.ref.name)}",
-          "completedAt": None}
+    location = backup_builders.backup_location(i.spec, b.name)
+    st: dict[str, Any] = {"phase": Phase.RUNNING.value, "startedAt": format_time(i.now), "location": location,
+                          "completedAt": None}
+    if s3 is None:
+        st["backupPath"] = location
+        st["message"] = f"backing up into {location} on {naming.backup_pvc_name(i.ref.name)}"
+    else:
+        st["message"] = f"backing up into {location} (at {s3.endpoint})"
     finalizers = (*b.finalizers, naming.FINALIZER_BACKUP_DATA) \
         if naming.FINALIZER_BACKUP_DATA not in b.finalizers else b.finalizers
     return (UpdateBackup(b, st, finalizers), "BackupRunning", f"backup {b.name} of cluster {i.ref.name} starts")

@@ -39,7 +39,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from ozone_scm_operator import API_GROUP, API_VERSION, KIND, naming
-from ozone_scm_operator.spec import ClusterSpec
+from ozone_scm_operator.spec import BackupS3, ClusterSpec
 
 Body = dict[str, Any]
 
@@ -53,11 +53,14 @@ INIT_MODES = (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP, INIT_MODE_RECOVER, INIT_MODE_
 @dataclasses.dataclass(frozen=True)
 class RestoreSource:
     """Where the primordial member restores from: a backup directory (``/backups/...``) on the volume ``claim``
-    (mounted read-only at ``/backups``), checked to belong to ``cluster_id`` when known."""
+    (mounted read-only at ``/backups``), checked to belong to ``cluster_id`` when known. With ``s3`` (the endpoint
+    and keys) ``path`` is an ``s3://`` URL and ``claim`` is empty: an init container ``download`` fetches and
+    verifies the backup into the Pod's ``/scratch`` (an emptyDir) before ``scm --restore`` reads it there."""
 
     claim: str
     path: str
     cluster_id: str | None = None
+    s3: BackupS3 | None = None
 TERMINATION_LOG = "/dev/termination-log"
 
 # TLS file names inside the member certificate Secret (CA mode operator)
@@ -349,6 +352,29 @@ def container_security_context(spec: ClusterSpec) -> Body:
     }
 
 
+def s3_env(s3: BackupS3) -> list[Body]:
+    """The S3 keys of ``spec.backup.s3`` (its credentials Secret) as the standard environment variables
+    ``ozone-scm admin scm backup upload|download|delete`` reads."""
+    return [{"name": k, "valueFrom": {"secretKeyRef": {"name": s3.credentials_secret, "key": k}}}
+            for k in naming.S3_CREDENTIAL_KEYS]
+
+
+def s3_args(s3: BackupS3) -> list[str]:
+    """The endpoint (and CA bundle) flags of ``admin scm backup upload|download|delete``."""
+    args = ["--endpoint-url", s3.endpoint]
+    if s3.ca_secret:
+        args += ["--ca-bundle", f"{naming.S3_CA_DIR}/{naming.S3_CA_KEY}"]
+    return args
+
+
+def s3_ca_volume(s3: BackupS3) -> tuple[list[Body], list[Body]]:
+    """(volumes, mounts) of the CA Secret ``spec.backup.s3.caSecret`` (nothing when unset)."""
+    if not s3.ca_secret:
+        return [], []
+    return ([{"name": "s3-ca", "secret": {"secretName": s3.ca_secret}}],
+            [{"name": "s3-ca", "mountPath": naming.S3_CA_DIR, "readOnly": True}])
+
+
 def client_tls_env() -> list[Body]:
     """The environment that makes ``ozone-scm admin ...`` in a Job's Pod present the operator's client certificate
     (its Secret mounted at ``naming.TLS_DIR``; the operator is an administrator). Not shell identifiers: they reach
@@ -472,7 +498,24 @@ def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, 
     if init_mode == INIT_MODE_BOOTSTRAP:
         init_command += ["--termination-log", TERMINATION_LOG]
     init_mounts = mounts
-    if restore is not None:
+    download: Body | None = None
+    if restore is not None and restore.s3 is not None:
+        local = naming.scratch_path(restore.path.rstrip("/").rsplit("/", 1)[-1])
+        cid = ["--clusterid", restore.cluster_id] if restore.cluster_id else []
+        init_command = ["ozone-scm", "scm", "--restore", local, *cid]
+        scratch = {"name": "restore", "mountPath": naming.SCRATCH_DIR}
+        init_mounts = [*mounts, {**scratch, "readOnly": True}]
+        ca_volumes, ca_mounts = s3_ca_volume(restore.s3)
+        volumes.extend([{"name": "restore", "emptyDir": {}}, *ca_volumes])
+        download = {
+            "name": "download",
+            "command": ["ozone-scm", "admin", "scm", "backup", "download", restore.path, local, *cid,
+                        *s3_args(restore.s3)],
+            **common,
+            "env": [*env, *s3_env(restore.s3)],
+            "volumeMounts": [*mounts, scratch, *ca_mounts],
+        }
+    elif restore is not None:
         init_command = ["ozone-scm", "scm", "--restore", restore.path]
         if restore.cluster_id:
             init_command += ["--clusterid", restore.cluster_id]
@@ -515,6 +558,8 @@ def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, 
     if spec.resources:
         scm_container["resources"] = dict(spec.resources)
         init_container["resources"] = dict(spec.resources)
+        if download is not None:
+            download["resources"] = dict(spec.resources)
     labels = {**spec.pod_labels, **naming.member_labels(ref.name, member)}
     meta = ref.metadata(member, labels)
     meta["annotations"] = {
@@ -530,7 +575,7 @@ def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, 
         "terminationGracePeriodSeconds": 30,
         "securityContext": pod_security_context(spec),
         "automountServiceAccountToken": False,  # an SCM never talks to the Kubernetes API
-        "initContainers": [init_container],
+        "initContainers": [init_container] if download is None else [download, init_container],
         "containers": [scm_container],
         "volumes": volumes,
         "affinity": dict(spec.scheduling.affinity) if spec.scheduling.affinity else _default_affinity(ref),

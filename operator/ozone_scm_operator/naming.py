@@ -61,6 +61,12 @@ ENROLLMENT_SCM = "scm.secret"  # CA mode scm: bootstrapping members enrol their 
 ADMIN_CSR_DIR = "/var/run/ozone-scm/admin-csr"  # CA mode scm: the operator's CSR, signed by the primordial at --init
 ADMIN_CSR_FILE = "operator.csr"
 BACKUP_DIR = "/backups"  # the backup volume inside a backup Job's Pod; one directory per OzoneSCMBackup
+# spec.backup.s3: the Pod's own emptyDir a backup is written to before its upload (and a restore downloads into),
+# and where the Secret spec.backup.s3.caSecret (key ca.crt) is mounted
+SCRATCH_DIR = "/scratch"
+S3_CA_DIR = "/var/run/ozone-scm/s3-ca"
+S3_CA_KEY = "ca.crt"
+S3_CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the keys of spec.backup.s3.credentialsSecret
 AUDIT_DIR = "/audit"  # the audit Pod's scratch/ (emptyDir, the export in scratch/export) and reports/ (the report volume)
 # Port names (at most 15 characters, as Kubernetes wants) -> numbers. Ozone's own port numbers serve Ozone's
 # protocols over Hadoop RPC (what Ozone's OM, datanodes and `ozone admin` speak); our gRPC services (the operator,
@@ -185,6 +191,11 @@ def _bounded(name: str) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{name[:_MAX_JOB_NAME - 9].rstrip('-')}-{digest}"
+
+
+def scratch_path(backup: str) -> str:
+    """Where a backup to object storage is written, verified and uploaded from (or a restore downloads it to)."""
+    return f"{SCRATCH_DIR}/{backup}"
 
 
 def backup_job_name(backup: str) -> str:

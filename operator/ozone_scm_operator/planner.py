@@ -833,8 +833,15 @@ def _restore_source(p: _Pass) -> tuple[builders.RestoreSource | None, str | None
         return None, (f"OzoneSCMBackup {wanted} is {b.phase or 'not started'}, not Completed; the ring is created "
                       "from it once it is")
     cid = b.status.get("clusterID")
-    return builders.RestoreSource(naming.backup_pvc_name(b.cluster), naming.backup_path(b.name),
-                                  cid if isinstance(cid, str) else None), None
+    cluster_id = cid if isinstance(cid, str) else None
+    location = backups.location_of(b)
+    if location.startswith("s3://"):
+        if p.spec.backup.s3 is None:
+            return None, (f"OzoneSCMBackup {wanted} is in object storage ({location}): set spec.backup.s3 (endpoint, "
+                          "credentialsSecret, and caSecret for a private CA) on this cluster so that its first member "
+                          "can download it")
+        return builders.RestoreSource("", location, cluster_id, s3=p.spec.backup.s3), None
+    return builders.RestoreSource(naming.backup_pvc_name(b.cluster), naming.backup_path(b.name), cluster_id), None
 
 
 def _admissible(p: _Pass, what: str, pod_spec: Mapping[str, Any]) -> bool:

@@ -190,15 +190,33 @@ class BackupRetention:
 
 
 @dataclasses.dataclass(frozen=True)
+class BackupS3:
+    """``spec.backup.s3``: backups in S3-compatible object storage, ``s3://<bucket>/<prefix>/<backup>/`` at
+    ``endpoint``; the keys are the Secret ``credentials_secret``'s ``AWS_ACCESS_KEY_ID`` and
+    ``AWS_SECRET_ACCESS_KEY``; ``ca_secret`` (key ``ca.crt``): the CA that signed an HTTPS endpoint's certificate."""
+
+    endpoint: str
+    bucket: str
+    prefix: str  # without leading or trailing slashes
+    credentials_secret: str
+    ca_secret: str | None = None
+
+    def url(self, backup: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}/{backup}/"
+
+
+@dataclasses.dataclass(frozen=True)
 class BackupSpec:
-    """``spec.backup``: the backup volume (a PVC the operator creates, kept when the cluster is deleted), an
-    optional cron schedule (UTC) on which the operator creates ``OzoneSCMBackup`` objects, and their retention."""
+    """``spec.backup``: where backups go -- the backup volume (a PVC the operator creates, kept when the cluster is
+    deleted; the default) or object storage (``s3``; one of the two) --, an optional cron schedule (UTC) on which
+    the operator creates ``OzoneSCMBackup`` objects, and their retention."""
 
     volume_size: str = "10Gi"
     storage_class_name: str | None = None  # None: the members' storage class
     schedule: str | None = None
     retention: BackupRetention = BackupRetention()
     suspend: bool = False  # no new scheduled backups (one-off backups still run)
+    s3: BackupS3 | None = None  # set: backups go to object storage, not to the volume
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +233,10 @@ class BootstrapSpec:
         return self.from_backup if self.from_backup and self.from_backup.startswith("/") else None
 
 
+_S3_ENDPOINT = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$")
+_S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_S3_PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()-]+(/[A-Za-z0-9!_.*'()-]+)*$")
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _BACKUP_REF = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?|/backups/[A-Za-z0-9._-]+)$")
 
 
@@ -487,12 +509,18 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         elif max_age.total_seconds() <= 0:
             ret.problem("maxAge", "must be longer than 0s; write it like 168h, or leave it out")
             max_age = None
+    s3 = _backup_s3(bk)
+    if s3 is not None and bk.raw.get("volume") is not None:
+        bk.problem("s3", "spec.backup takes one target, volume or s3, not both; remove one of them (until then "
+                         "backups go to the volume)")
+        s3 = None
     backup = BackupSpec(
         volume_size=backup_size,
         storage_class_name=vol.opt_str("storageClassName"),
         schedule=schedule,
         retention=BackupRetention(keep_last=keep_last, max_age=max_age),
         suspend=bk.bool("suspend", d.backup.suspend),
+        s3=s3,
     )
 
     bs = r.sub("bootstrap")
@@ -534,6 +562,36 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         paused=r.bool("paused", d.paused),
     )
     return spec, problems
+
+
+def _backup_s3(bk: _Reader) -> BackupS3 | None:
+    """``spec.backup.s3`` read and checked (None: unset, or a problem recorded for every bad field)."""
+    if bk.raw.get("s3") is None:
+        return None
+    s3 = bk.sub("s3")
+    fields: dict[str, str | None] = {}
+    checks = (("endpoint", _S3_ENDPOINT, "the S3 server's base URL, http(s)://host[:port]"),
+              ("bucket", _S3_BUCKET, "a bucket name (3-63 lowercase letters, digits, dots, hyphens)"),
+              ("prefix", _S3_PREFIX, "a key prefix like ozone/scm (no leading, trailing or double slashes)"),
+              ("credentialsSecret", _K8S_NAME, "the name of a Secret in this namespace"),
+              ("caSecret", _K8S_NAME, "the name of a Secret in this namespace"))
+    ok = True
+    for key, pattern, what in checks:
+        value = s3.opt_str(key)
+        if key == "prefix" and value is not None:
+            value = value.strip("/")
+        if value is None and key != "caSecret":
+            s3.problem(key, f"is required: {what}")
+            ok = False
+        elif value is not None and (not pattern.match(value) or (key == "bucket" and ".." in value)):
+            s3.problem(key, f"{value!r} is not {what}")
+            ok = False
+        fields[key] = value
+    if not ok:
+        return None
+    return BackupS3(endpoint=str(fields["endpoint"]).rstrip("/"), bucket=str(fields["bucket"]),
+                    prefix=str(fields["prefix"]), credentials_secret=str(fields["credentialsSecret"]),
+                    ca_secret=fields["caSecret"])
 
 
 _MISSING = object()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -17,6 +18,7 @@ from rich.table import Table
 from scm_server.cli.context import CliContext, pass_ctx
 from scm_server.cli.output import print_json, print_table
 from scm_server.client.ha_admin import HAAdminClient, PeerRole, Roles, run_sync
+from scm_server.client.object_store import ObjectStoreError, is_s3_url, store_for
 from scm_server.conf import SCMHAConfig
 from scm_server.conf.addresses import parse_port, split_host_port
 from scm_server.metadata.backup import (
@@ -225,11 +227,77 @@ def backup_verify_cmd(backup_dir: Path, clusterid: str | None, status_file: Path
                f"{len(m.raw['files'])} file(s) verified")
 
 
-@backup_cmd.command("delete")
+def _s3_options(fn: Any) -> Any:
+    fn = click.option("--ca-bundle", type=click.Path(path_type=Path), default=None, metavar="PEM",
+                      help="CA certificate(s) that signed the S3 server's certificate (default: AWS_CA_BUNDLE, "
+                           "else the system's public CAs).")(fn)
+    fn = click.option("--endpoint-url", default=None, metavar="URL",
+                      help="The S3 server, http(s)://host[:port] (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL). "
+                           "Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN).")(fn)
+    return fn
+
+
+def _write_status(status_file: Path | None, summary: dict[str, Any]) -> None:
+    if status_file is None:
+        return
+    try:
+        status_file.write_text(json.dumps(summary, sort_keys=True) + "\n")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write --status-file {status_file}: {exc.strerror}; give a writable "
+                                   "file") from exc
+
+
+@backup_cmd.command("upload")
 @click.argument("backup_dir", type=click.Path(path_type=Path))
-def backup_delete_cmd(backup_dir: Path) -> None:
-    """Delete a backup directory: only one that holds a backup manifest (or is empty), so a mistyped path never
-    removes other data. A directory that does not exist is already deleted."""
+@click.argument("url", metavar="s3://BUCKET/PREFIX/NAME/")
+@_s3_options
+@click.option("--status-file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Also write the backup's JSON summary (as `backup verify --status-file`) to FILE once uploaded.")
+def backup_upload_cmd(backup_dir: Path, url: str, endpoint_url: str | None, ca_bundle: Path | None,
+                      status_file: Path | None) -> None:
+    """Upload a backup directory to S3-compatible object storage: verified first, every file, the manifest last
+    (a prefix without a manifest is never a backup); refused when the prefix already holds anything."""
+    try:
+        m = store_for(url, endpoint_url, ca_bundle).upload(backup_dir)
+    except ObjectStoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _write_status(status_file, backup_summary(m))
+    click.echo(f"Uploaded backup of cluster {m.cluster_id} at term {m.term} index {m.index} "
+               f"({len(m.raw['files'])} file(s) and the manifest) to {url}")
+
+
+@backup_cmd.command("download")
+@click.argument("url", metavar="s3://BUCKET/PREFIX/NAME/")
+@click.argument("backup_dir", type=click.Path(path_type=Path))
+@_s3_options
+@click.option("--clusterid", default=None, help="Also check the backup belongs to this cluster id.")
+def backup_download_cmd(url: str, backup_dir: Path, endpoint_url: str | None, ca_bundle: Path | None,
+                        clusterid: str | None) -> None:
+    """Download a backup from S3-compatible object storage into a new (or empty) directory and verify it (as
+    `backup verify`); on any failure what was written is removed."""
+    try:
+        m = store_for(url, endpoint_url, ca_bundle).download(backup_dir, clusterid)
+    except ObjectStoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"OK: backup of cluster {m.cluster_id} at term {m.term} index {m.index} downloaded from {url} to "
+               f"{backup_dir}, {len(m.raw['files'])} file(s) verified")
+
+
+@backup_cmd.command("delete")
+@click.argument("backup", metavar="DIR|s3://BUCKET/PREFIX/NAME/")
+@_s3_options
+def backup_delete_cmd(backup: str, endpoint_url: str | None, ca_bundle: Path | None) -> None:
+    """Delete a backup: a directory only when it holds a backup manifest (or is empty), so a mistyped path never
+    removes other data; in object storage the manifest first, then the rest, only when every object under the
+    prefix is a backup file. A backup that does not exist is already deleted."""
+    if is_s3_url(backup):
+        try:
+            n = store_for(backup, endpoint_url, ca_bundle).delete()
+        except ObjectStoreError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"Deleted backup {backup} ({n} object(s))" if n else f"{backup} holds nothing; nothing to delete")
+        return
+    backup_dir = Path(backup)
     try:
         deleted = delete_backup(backup_dir)
     except BackupError as exc:

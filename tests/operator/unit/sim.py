@@ -67,7 +67,8 @@ class SimPod:
     alive: bool = False
     deleting: bool = False
     trouble: str | None = None
-    init_command: tuple[str, ...] = ()
+    init_command: tuple[str, ...] = ()  # the init container of its init mode (the last one)
+    download_command: tuple[str, ...] = ()  # an init container ``download`` before it (a restore from S3)
 
 
 @dataclasses.dataclass
@@ -127,6 +128,8 @@ class World:
         self.held_jobs: set[str] = set()  # Jobs that keep running until released
         self.recover_from: str | None = None  # the ozone-scm.io/recover-from annotation
         self.stored_backups: dict[str, str] = {}  # backup directory (as the Pod sees it) -> its cluster ID
+        self.s3_backups: dict[str, str] = {}  # s3:// URL of a backup in object storage -> its cluster ID
+        self.job_s3_urls: dict[str, str] = {}  # backup or clean-up Job -> the s3:// URL it uploads to or deletes
         self.restore_backup: BackupObs | None = None  # the OzoneSCMBackup spec.bootstrap.fromBackup names
         self.commit_index = 100
 
@@ -159,12 +162,15 @@ class World:
                                                           message=f"Error: {why}")
                     continue
                 self.backup_data.add(job.backup)
+                if name in self.job_s3_urls:
+                    self.s3_backups[self.job_s3_urls[name]] = str(self.cluster_id)
                 summary = {"clusterID": self.cluster_id, "term": self.term, "index": self.commit_index,
                            "createdMs": 1, "sizeBytes": 4096}
                 self.jobs[name] = dataclasses.replace(job, result="Succeeded", finished_at=self.now,
                                                       message=json.dumps(summary))
             else:
                 self.backup_data.discard(job.backup)
+                self.s3_backups.pop(self.job_s3_urls.get(name, ""), None)
                 self.jobs[name] = dataclasses.replace(job, result="Succeeded", finished_at=self.now)
         for name, body in list(self.backups.items()):
             if body["metadata"].get("deletionTimestamp") and not body["metadata"].get("finalizers"):
@@ -252,6 +258,13 @@ class World:
             # scm --restore DIR [--clusterid ID]: a one-member ring of the backup's cluster, on empty storage only
             cmd = list(pod.init_command)
             path = cmd[cmd.index("--restore") + 1]
+            if pod.download_command:
+                # backup download s3://... DIR: the objects' backup lands in the Pod's own scratch directory
+                url, dest = pod.download_command[5], pod.download_command[6]
+                if url not in self.s3_backups:
+                    pod.trouble = f"init container download: {url} holds no manifest.json"
+                    return
+                self.stored_backups[dest] = self.s3_backups[url]
             cid = self.stored_backups.get(path)
             if cid is None:
                 pod.trouble = f"init container restore: {path} holds no backup"
@@ -415,6 +428,10 @@ class World:
                 if any(j.result is None for j in self.jobs.values() if j.backup == backup):
                     raise Unsafe(f"deleting the data of backup {backup} while its Job still writes")
             self.jobs[a.target] = JobObs(name=a.target, backup=backup, purpose=purpose)
+            main = a.body["spec"]["template"]["spec"]["containers"][0]
+            url = next((arg for arg in main["command"] if arg.startswith("s3://")), None)
+            if url is not None:
+                self.job_s3_urls[a.target] = url
         elif k == planner.CREATE_BACKUP:
             assert a.body is not None
             if a.target in self.backups:
@@ -450,7 +467,9 @@ class World:
             self.pods[a.target] = SimPod(
                 a.target, ann[naming.ANN_REVISION], ann[naming.ANN_INIT_MODE],
                 a.body["spec"]["containers"][0]["image"], self.now,
-                init_command=tuple(a.body["spec"]["initContainers"][0]["command"]),
+                init_command=tuple(a.body["spec"]["initContainers"][-1]["command"]),
+                download_command=next((tuple(c["command"]) for c in a.body["spec"]["initContainers"]
+                                       if c["name"] == "download"), ()),
             )
         elif k == planner.DELETE_POD:
             pod = self.pods[a.target]

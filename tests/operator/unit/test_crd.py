@@ -19,6 +19,7 @@ from ozone_scm_operator.model import (
     Operation,
     SecurityStatus,
 )
+from ozone_scm_operator.spec import parse_spec
 from tests.e2e.local.crdschema import CRDVersion, SchemaInvalid, check_crd, crd_versions
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -66,12 +67,30 @@ def test_examples_validate_and_lose_nothing(version: CRDVersion, path: Path) -> 
         ({"membership": {"replaceAfter": "10 minutes"}}, "spec.membership.replaceAfter"),
         ({"audit": {"master": "yarn"}}, "spec.audit.master"),
         ({"service": {"type": "ExternalName"}}, "spec.service.type"),
+        ({"backup": {"volume": {"size": "1Gi"}, "s3": {"endpoint": "http://127.0.0.1:9000", "bucket": "bkt",
+                                                      "prefix": "scm", "credentialsSecret": "k"}}},
+         "spec.backup takes one target: volume (a PersistentVolumeClaim) or s3 (object storage), not both"),
+        ({"backup": {"s3": {"endpoint": "http://127.0.0.1:9000", "bucket": "bkt", "prefix": "scm"}}},
+         "credentialsSecret"),
+        ({"backup": {"s3": {"endpoint": "s3.example.test", "bucket": "bkt", "prefix": "scm",
+                            "credentialsSecret": "k"}}}, "spec.backup.s3.endpoint"),
+        ({"backup": {"s3": {"endpoint": "http://h:1", "bucket": "Bad_Bucket", "prefix": "scm",
+                            "credentialsSecret": "k"}}}, "spec.backup.s3.bucket"),
     ],
 )
 def test_bad_specs_are_refused_with_a_message(version: CRDVersion, spec: dict[str, Any], words: str) -> None:
     with pytest.raises(SchemaInvalid) as exc:
         version.admit(resource(**spec), None, part="main")
     assert words in str(exc.value)
+
+
+def test_an_s3_target_is_admitted_whole_and_read_the_same_by_the_operator(version: CRDVersion) -> None:
+    s3 = {"endpoint": "https://s3.example.test:9000", "bucket": "bkt", "prefix": "ozone/scm/",
+          "credentialsSecret": "keys", "caSecret": "ca"}
+    admitted, pruned = version.admit(resource(backup={"s3": s3, "schedule": "0 3 * * *"}), None, part="main")
+    assert pruned == [] and admitted["spec"]["backup"]["s3"] == s3 and "volume" not in admitted["spec"]["backup"]
+    spec, problems = parse_spec(admitted["spec"])
+    assert problems == [] and spec.backup.s3 is not None and spec.backup.s3.url("b") == "s3://bkt/ozone/scm/b/"
 
 
 @pytest.mark.parametrize(
