@@ -31,6 +31,7 @@ from ozone_scm_operator.effects import web
 from ozone_scm_operator.effects.kube import ConnectionSettings, KubeClient, load_configuration
 from ozone_scm_operator.effects.lease import LeaseElector, LeaseSettings, default_identity, default_namespace
 from ozone_scm_operator.effects.scm import SCMAdmin
+from ozone_scm_operator.effects.store import WatchStore
 from ozone_scm_operator.handlers import Runtime, make_registry
 from ozone_scm_operator.reconciler import Reconciler, ReconcilerSettings
 
@@ -111,6 +112,7 @@ async def run_operator(
         ),
         metrics=metrics,
         fence=elector.leading if elector is not None else None,
+        store=WatchStore(kube),
     )
     rt = Runtime(reconciler=reconciler, connection=ConnectionSettings.of(cfg), health=health,
                  watch_timeout=options.watch_timeout)

@@ -2,12 +2,22 @@
 
 Called by the kopf daemon in ``handlers`` (one loop per cluster) and by tests. The order is the safety argument:
 
-1. **observe** everything fresh: the resource (GET, not kopf's cached body), its Pods, volumes, Secrets,
-   Services, ConfigMap and PDB (by the ``ozone-scm.io/cluster`` label), each running member's own answer
-   (``GetScmInfo`` on its Pod IP), and the leader's view of the ring;
+1. **observe**: the resource itself fresh (GET, not kopf's cached body: it carries the status the last pass
+   wrote), its Pods, volumes, Secrets, Services, ConfigMap, PDB, audit CronJob and Jobs, backups and backup Jobs
+   (by the ``ozone-scm.io/cluster``, audit and backup labels) from the watch-fed store (``effects/store.py``: kopf
+   indexes, no LIST per pass), each running member's own answer (``GetScmInfo`` on its Pod IP), and the leader's
+   view of the ring. The store is at least as new as every write this operator made: an object written since
+   the watch last delivered it is re-read with a GET (the write's resourceVersion is the bar), so an action's
+   effect is always observed by the next pass and no action is repeated for want of it; other changes (the
+   kubelet's, users') arrive in watch order, as a LIST would have shown them a moment later. Without an index
+   (unit tests, a fake client) the pass LISTs as before;
 2. **plan** (pure, ``planner.plan``): the status to record and at most one action;
 3. **write the status first**; if that fails, do nothing (the next pass starts over);
 4. **act**, post an Event for the action, and return how soon the next pass should run.
+
+Objects the operator owns are written by server-side apply under the field manager ``ozone-scm-operator``
+(``KubeClient.apply``), so a field the builders stop setting is removed from the live object; Pods, volumes, Jobs
+and Secrets holding generated keys are created once (``KubeClient.create``).
 
 An operator killed between 3 and 4 finds the intent in status and the world unchanged, and the planner asks
 for the same step again; killed after 4, it finds the step done (observed) and moves on.
@@ -46,6 +56,7 @@ from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.directives import read_directives
 from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
 from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
+from ozone_scm_operator.effects.store import Snapshot, WatchStore
 from ozone_scm_operator.effects.web import Metrics
 from ozone_scm_operator.model import (
     BackupObs,
@@ -283,8 +294,11 @@ class Reconciler:
         keygen: Callable[[], ec.EllipticCurvePrivateKey] = new_key,
         serial: Callable[[], int] = new_serial,
         fence: Callable[[], bool] | None = None,
+        store: WatchStore | None = None,
     ) -> None:
         self.kube = kube
+        # the watch-fed store (kopf's indexes, attached by the handlers); None or not yet attached: LIST per pass
+        self.store = store
         # leader election: false once this replica may no longer act (checked before every write; None: always may)
         self.fence = fence
         self.scm = scm
@@ -323,31 +337,33 @@ class Reconciler:
                       want_size: str | None = None) -> Observed:
         labels = {naming.LABEL_CLUSTER: ref.name}
         ns = ref.namespace
-        pods = {p.name: p for p in map(pod_obs, await self.kube.list("Pod", ns, labels))}
-        pvcs = {p.name: p for p in map(pvc_obs, await self.kube.list("PersistentVolumeClaim", ns, labels))}
-        secrets = {s.name: s for s in map(secret_obs, await self.kube.list("Secret", ns, labels))}
-        root = await self.kube.get("Secret", ns, naming.root_ca_secret_name(ref.name))
+        src: KubeClient | Snapshot = (await self.store.snapshot(ns) if self.store is not None and self.store.ready
+                                      else self.kube)
+        pods = {p.name: p for p in map(pod_obs, await src.list("Pod", ns, labels))}
+        pvcs = {p.name: p for p in map(pvc_obs, await src.list("PersistentVolumeClaim", ns, labels))}
+        secrets = {s.name: s for s in map(secret_obs, await src.list("Secret", ns, labels))}
+        root = await src.get("Secret", ns, naming.root_ca_secret_name(ref.name))
         if root is not None:
             secrets[root["metadata"]["name"]] = secret_obs(root)
         children: dict[tuple[str, str], str | None] = {}
         for kind in ("ConfigMap", "Service", "PodDisruptionBudget"):
-            for obj in await self.kube.list(kind, ns, labels):
+            for obj in await src.list(kind, ns, labels):
                 meta = obj["metadata"]
                 children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
         # the scheduled audit's objects carry the audit label, never LABEL_CLUSTER (see naming.audit_labels)
         audit_labels = {naming.LABEL_AUDIT: ref.name}
-        cronjobs = await self.kube.list("CronJob", ns, audit_labels)
-        for kind, objs in (("CronJob", cronjobs), ("PersistentVolumeClaim", await self.kube.list(
+        cronjobs = await src.list("CronJob", ns, audit_labels)
+        for kind, objs in (("CronJob", cronjobs), ("PersistentVolumeClaim", await src.list(
                 "PersistentVolumeClaim", ns, audit_labels))):
             for obj in objs:
                 meta = obj["metadata"]
                 children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
         audit = None
         if cronjobs or status.audit:
-            jobs = await self.kube.list("Job", ns, audit_labels)
-            audit_pods = await self.kube.list("Pod", ns, audit_labels) if jobs else []
+            jobs = await src.list("Job", ns, audit_labels)
+            audit_pods = await src.list("Pod", ns, audit_labels) if jobs else []
             audit = audit_status.audit_status(cronjobs[0] if cronjobs else None, jobs, audit_pods)
-        backups, backup_jobs = await self._backups(ref, children)
+        backups, backup_jobs = await self._backups(ref, children, src)
         members = {m.name for m in status.members}
         # with no member recorded yet, any running Pod of this cluster's name may be a ring to adopt (planner)
         endpoints = {
@@ -365,20 +381,20 @@ class Reconciler:
         )
 
     async def _backups(
-        self, ref: ClusterRef, children: dict[tuple[str, str], str | None]
+        self, ref: ClusterRef, children: dict[tuple[str, str], str | None], src: KubeClient | Snapshot
     ) -> tuple[dict[str, BackupObs], dict[str, JobObs]]:
         """This cluster's OzoneSCMBackups (``spec.cluster``), their Jobs (with their Pods' termination messages),
         and the backup volume (into ``children``)."""
         ns = ref.namespace
         labels = {naming.LABEL_BACKUP: ref.name}
-        for pvc in await self.kube.list("PersistentVolumeClaim", ns, labels):
+        for pvc in await src.list("PersistentVolumeClaim", ns, labels):
             children[("PersistentVolumeClaim", pvc["metadata"]["name"])] = None
-        raw = [b for b in await self.kube.list(BACKUP_KIND, ns) if (b.get("spec") or {}).get("cluster") == ref.name]
+        raw = [b for b in await src.list(BACKUP_KIND, ns) if (b.get("spec") or {}).get("cluster") == ref.name]
         backups = {b.name: b for b in map(backup_obs, raw)}
         jobs: dict[str, JobObs] = {}
-        raw_jobs = await self.kube.list("Job", ns, labels)
+        raw_jobs = await src.list("Job", ns, labels)
         if raw_jobs:
-            pods = await self.kube.list("Pod", ns, labels)
+            pods = await src.list("Pod", ns, labels)
             for job in raw_jobs:
                 obs = job_obs(job, pods)
                 if obs is not None:
