@@ -1290,7 +1290,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                 meta.get("name", name) != name:
             raise am.ApiError(400, "BadRequest", "the name or namespace of the object cannot be changed")
         for server_field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                             "generation", "resourceVersion", "name", "namespace"):
+                             "generation", "resourceVersion", "name", "namespace", "managedFields"):
             if server_field in old_meta:
                 meta[server_field] = old_meta[server_field]
             else:
