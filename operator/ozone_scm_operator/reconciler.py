@@ -310,11 +310,17 @@ class Reconciler:
         self._security: dict[str, tuple[str, Any]] = {}  # cluster key -> (certificate serial, client security)
 
     # ---- observe ----
-    async def client_security(self, ref: ClusterRef, secure: bool) -> Any:
-        """The operator's TLS identity for this cluster (None without security), from its client Secret."""
+    async def client_security(self, ref: ClusterRef, secure: bool, observed: SecretObs | None = None) -> Any:
+        """The operator's TLS identity for this cluster (None without security), from its client Secret. With the
+        Secret as just observed (``observed``, no payload) carrying the serial of the identity already loaded, that
+        identity without reading the Secret again."""
         key = f"{ref.namespace}/{ref.name}"
         if not secure:
             return None
+        cached = self._security.get(key)
+        if cached is not None and observed is not None and observed.certificate_serial \
+                and cached[0] == observed.certificate_serial:
+            return cached[1]
         secret = await self.kube.get("Secret", ref.namespace, naming.operator_client_secret_name(ref.name))
         data = (secret or {}).get("data") or {}
         serial = ((secret or {}).get("metadata", {}).get("annotations") or {}).get(naming.ANN_CERT_SERIAL, "")
@@ -322,7 +328,6 @@ class Reconciler:
             # not issued yet: CA mode operator starts no SCM before it is; CA mode scm holds only the key until the
             # primordial signed it
             return None
-        cached = self._security.get(key)
         if cached is not None and cached[0] == serial:
             return cached[1]
         chain = x509.load_pem_x509_certificates(base64.b64decode(data[builders.TLS_CERT]))
@@ -370,7 +375,7 @@ class Reconciler:
             n: Endpoint(n, p.pod_ip, ref.host(n)) for n, p in pods.items()
             if p.pod_ip and p.running and (n in members or (not members and naming.member_index(ref.name, n) is not None))
         }
-        security = await self.client_security(ref, secure)
+        security = await self.client_security(ref, secure, secrets.get(naming.operator_client_secret_name(ref.name)))
         scms = await self.scm.probe_all(endpoints, security)
         ring = await self._ring(scms, endpoints, security)
         return Observed(
