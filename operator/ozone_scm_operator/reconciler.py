@@ -9,8 +9,9 @@ Called by the kopf daemon in ``handlers`` (one loop per cluster) and by tests. T
    view of the ring. The store is at least as new as every write this operator made: an object written since
    the watch last delivered it is re-read with a GET (the write's resourceVersion is the bar), so an action's
    effect is always observed by the next pass and no action is repeated for want of it; other changes (the
-   kubelet's, users') arrive in watch order, as a LIST would have shown them a moment later. Without an index
-   (unit tests, a fake client) the pass LISTs as before;
+   kubelet's, users') arrive in watch order, as a LIST would have shown them a moment later. Every
+   ``resync`` seconds (5 min) a pass LISTs instead and hides indexed objects the server no longer has (kopf keeps
+   those deleted while a watch was re-listing). Without an index (unit tests, a fake client) the pass LISTs;
 2. **plan** (pure, ``planner.plan``): the status to record and at most one action;
 3. **write the status first**; if that fails, do nothing (the next pass starts over);
 4. **act**, post an Event for the action, and return how soon the next pass should run.
@@ -56,7 +57,7 @@ from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.directives import read_directives
 from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
 from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
-from ozone_scm_operator.effects.store import Snapshot, WatchStore
+from ozone_scm_operator.effects.store import Resync, Snapshot, WatchStore
 from ozone_scm_operator.effects.web import Metrics
 from ozone_scm_operator.model import (
     BackupObs,
@@ -83,6 +84,9 @@ _KEEP = ("kopf", "audit")  # status keys written by others (kopf's bookkeeping, 
 class ReconcilerSettings:
     cluster_domain: str = "cluster.local"
     poll_interval: float = 5.0
+    # with the watch-fed store: one pass per cluster in this many seconds LISTs as before and corrects the store
+    # (kopf keeps objects deleted while a watch re-lists; effects/store.py)
+    resync: float = 300.0
     # Test failpoint (as etcd-operator's gofail ones): exit the process right before performing this action,
     # (kind, target), after its intent is in status. Set only by tests, through OZONE_SCM_OPERATOR_FAILPOINT.
     crash_before: tuple[str, str] | None = None
@@ -308,6 +312,7 @@ class Reconciler:
         self.keygen = keygen
         self.serial = serial
         self._security: dict[str, tuple[str, Any]] = {}  # cluster key -> (certificate serial, client security)
+        self._resynced: dict[str, float] = {}  # cluster key -> when a pass last LISTed (monotonic)
 
     # ---- observe ----
     async def client_security(self, ref: ClusterRef, secure: bool, observed: SecretObs | None = None) -> Any:
@@ -342,8 +347,14 @@ class Reconciler:
                       want_size: str | None = None) -> Observed:
         labels = {naming.LABEL_CLUSTER: ref.name}
         ns = ref.namespace
-        src: KubeClient | Snapshot = (await self.store.snapshot(ns) if self.store is not None and self.store.ready
-                                      else self.kube)
+        src: KubeClient | Snapshot | Resync = self.kube
+        if self.store is not None and self.store.ready:
+            key, mono = f"{ns}/{ref.name}", time.monotonic()
+            if mono - self._resynced.setdefault(key, mono) >= self.settings.resync:
+                self._resynced[key] = mono
+                src = Resync(self.store)
+            else:
+                src = await self.store.snapshot(ns)
         pods = {p.name: p for p in map(pod_obs, await src.list("Pod", ns, labels))}
         pvcs = {p.name: p for p in map(pvc_obs, await src.list("PersistentVolumeClaim", ns, labels))}
         secrets = {s.name: s for s in map(secret_obs, await src.list("Secret", ns, labels))}
@@ -386,7 +397,7 @@ class Reconciler:
         )
 
     async def _backups(
-        self, ref: ClusterRef, children: dict[tuple[str, str], str | None], src: KubeClient | Snapshot
+        self, ref: ClusterRef, children: dict[tuple[str, str], str | None], src: KubeClient | Snapshot | Resync
     ) -> tuple[dict[str, BackupObs], dict[str, JobObs]]:
         """This cluster's OzoneSCMBackups (``spec.cluster``), their Jobs (with their Pods' termination messages),
         and the backup volume (into ``children``)."""

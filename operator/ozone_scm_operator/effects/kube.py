@@ -32,6 +32,7 @@ from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, BACKUP_PLURA
 LOG = logging.getLogger(__name__)
 
 Body = dict[str, Any]
+Bodies = list[Body]
 
 _PLURALS = {
     "Pod": "pods",
@@ -188,12 +189,17 @@ class KubeClient:
 
     async def list(self, kind: str, namespace: str, labels: Mapping[str, str] | None = None) -> list[Body]:
         """Objects of a kind in a namespace, filtered by labels here (also sent as a selector for real servers)."""
+        return (await self.list_versioned(kind, namespace, labels))[0]
+
+    async def list_versioned(self, kind: str, namespace: str, labels: Mapping[str, str] | None = None
+                             ) -> tuple[Bodies, str]:
+        """``list`` and the list's ``resourceVersion`` (the state it shows)."""
         query = {"labelSelector": ",".join(f"{k}={v}" for k, v in labels.items())} if labels else None
         result = await self.request("GET", resource_path(api_version_of(kind), kind, namespace), query=query)
-        items: list[Body] = result.get("items") or []
+        items: Bodies = result.get("items") or []
         if labels:
             items = [i for i in items if all((i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in labels.items())]
-        return items
+        return items, str((result.get("metadata") or {}).get("resourceVersion") or "")
 
     async def create(self, body: Body) -> Body:
         """POST, under the operator's field manager (for objects created once: Pods, volumes, Jobs, Secrets holding

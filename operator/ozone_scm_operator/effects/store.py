@@ -14,6 +14,11 @@ GET and uses the answer instead of the cached copy; a GET that finds a newer ver
 the operator wrote is always seen at least as new as the write, and everything else as of the watch, which
 delivers each object's changes in order (a snapshot is never older than a previous one for the same object).
 
+kopf does not drop from an index an object that was deleted while its watch was being re-established after a
+``410 Gone`` (the fresh listing only adds). So every ``resync`` seconds a pass of each cluster LISTs as before
+(``Resync``): an indexed object the LIST does not show although the LIST is at least as new is hidden from then on
+(for as long as the index keeps that copy of it).
+
 Nothing here decides anything; with no index attached (unit tests, a fake client) the reconciler LISTs instead.
 """
 
@@ -111,7 +116,7 @@ class Snapshot:
         else:
             raise ValueError(f"the store lists {kind} only by a selector label")
         out = {str(o["metadata"]["name"]): o for o in self._store.lookup(key)
-               if (kind, str(o["metadata"]["name"])) not in self._fresh}
+               if (kind, str(o["metadata"]["name"])) not in self._fresh and not self._store.vanished(kind, o)}
         for (k, name), obj in self._fresh.items():
             if k == kind and obj is not None and (key in index_entries(kind, obj)):
                 out[name] = obj
@@ -125,7 +130,24 @@ class Snapshot:
             obj = self._fresh[(kind, name)]
             return copy.deepcopy(obj) if obj is not None else None
         cached = self._store.cached(kind, namespace, name)
-        return copy.deepcopy(cached) if cached is not None else None
+        return copy.deepcopy(cached) if cached is not None and not self._store.vanished(kind, cached) else None
+
+
+class Resync:
+    """A pass's reads straight from the API server (LIST and GET, as without a store) that also tell the store
+    which indexed objects the server no longer has."""
+
+    def __init__(self, store: WatchStore) -> None:
+        self._store = store
+
+    async def list(self, kind: str, namespace: str, labels: Mapping[str, str] | None = None) -> list[Body]:
+        items, version = await self._store.kube.list_versioned(kind, namespace, labels)
+        if kind in WATCHED:
+            self._store.listed(kind, namespace, labels, items, version)
+        return items
+
+    async def get(self, kind: str, namespace: str, name: str) -> Body | None:
+        return await self._store.kube.get(kind, namespace, name)
 
 
 class WatchStore:
@@ -134,6 +156,8 @@ class WatchStore:
         self.indexes: dict[str, Mapping[Any, Iterable[Body]]] = {}
         self._pending: dict[tuple[str, str, str], _Pending] = {}
         self.fresh_reads = 0  # GETs made because the watch had not caught up with a write (tests, /metrics)
+        # indexed copies a newer LIST did not show: (kind, namespace, name) -> (uid, resourceVersion) of the copy
+        self._vanished: dict[tuple[str, str, str], tuple[str, str]] = {}
         kube.write_listeners.append(self.written)
 
     @property
@@ -162,6 +186,37 @@ class WatchStore:
         if index is None or key not in index:
             return []
         return list(index[key])
+
+    def vanished(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        mark = self._vanished.get(key)
+        if mark is None:
+            return False
+        if mark == (str(meta.get("uid") or ""), _rv(obj)):
+            return True
+        del self._vanished[key]  # the index moved on (a newer copy, another object of the name)
+        return False
+
+    def listed(self, kind: str, namespace: str, labels: Mapping[str, str] | None, items: list[Body],
+               version: str) -> None:
+        """A LIST of ``version`` showed ``items``: indexed objects of that selection it did not show, and not
+        newer than it, are gone."""
+        names = {str((i.get("metadata") or {}).get("name")) for i in items}
+        first = next((k for k in SELECTORS if labels and k in labels), None)
+        if first is not None and labels:
+            key: Key = (kind, namespace, "label", first, labels[first])
+        elif not labels and kind == BACKUP_KIND:
+            key = (kind, namespace, "all")
+        else:
+            return
+        for obj in self.lookup(key):
+            meta = obj.get("metadata") or {}
+            if str(meta.get("name")) in names or not _newer_or_same(version, _rv(obj)):
+                continue
+            if labels and not all((meta.get("labels") or {}).get(k) == v for k, v in labels.items()):
+                continue
+            self._vanished[(kind, namespace, str(meta.get("name")))] = (str(meta.get("uid") or ""), _rv(obj))
 
     def cached(self, kind: str, namespace: str, name: str) -> Body | None:
         found = self.lookup((kind, namespace, "name", name))

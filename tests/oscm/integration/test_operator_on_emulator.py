@@ -31,8 +31,9 @@ NS = "ozone"
 class Operator:
     """The operator running in this event loop against ``url``; ``restart`` stops and starts it again."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, resync: float = 300.0) -> None:
         self.url = url
+        self.resync = resync
         self.task: asyncio.Task[None] | None = None
         self.stop_flag = asyncio.Event()
         self.running = Running()
@@ -40,7 +41,8 @@ class Operator:
     async def start(self) -> None:
         self.stop_flag = asyncio.Event()
         self.running = Running()
-        opts = OperatorOptions(server=self.url, health_host="127.0.0.1", health_port=0, poll_interval=0.5)
+        opts = OperatorOptions(server=self.url, health_host="127.0.0.1", health_port=0, poll_interval=0.5,
+                               resync=self.resync)
         self.task = asyncio.create_task(run_operator(opts, stop_flag=self.stop_flag, running=self.running))
         await wait_for(lambda: self.running.health_port, 20, "operator started")
 
@@ -367,3 +369,18 @@ async def test_a_field_the_operator_stops_setting_is_removed(cluster_api: tuple[
     owners = api.managed_fields("v1", "Service", "scm", NS)
     assert ("ozone-scm-operator", "Apply") in owners
     assert ("metadata", "labels", "team") in owners[("ozone-scm-operator", "Apply")]
+
+
+async def test_a_resync_pass_lists_every_resync_period(cluster_api: tuple[EmulatedAPIServer, str, Operator]) -> None:
+    """With ``--resync-period``, a pass of each cluster LISTs its objects that often (and only then)."""
+    api, _, op = cluster_api
+    await op.stop()
+    op.resync = 3.0
+    await op.start()
+    api.put_object(resource("scm", replicas=1))
+    await wait_for(lambda: obj(api, "Pod", "scm-0"), 30, "primordial Pod")
+    pods, gets = ("list", "pods"), ("get", "ozonescmclusters")
+    lists0, passes0 = api.request_counts.get(pods, 0), api.request_counts.get(gets, 0)
+    await wait_for(lambda: api.request_counts.get(pods, 0) >= lists0 + 2, 15, "two resync passes")
+    lists, passes = api.request_counts[pods] - lists0, api.request_counts[gets] - passes0
+    assert passes >= 2 * lists, (lists, passes)  # not every pass: one in 3 s (passes come every second here)
