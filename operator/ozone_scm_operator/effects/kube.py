@@ -55,8 +55,8 @@ MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply (a JSON body is valid YAML)
 FIELD_MANAGER = naming.MANAGER  # the one field manager every write of the operator names
 
-# Called after every successful write of a namespaced object: (kind, namespace, name, the object the server
-# returned, or None after a delete). The watch-fed store (effects/store.py) uses it to know which objects it must
+# Called after every write of a namespaced object that may have changed it (kind, namespace, name, the object the
+# server returned, or None after a delete, which is reported even when it failed). The watch-fed store (effects/store.py) uses it to know which objects it must
 # not trust its cache for until the watch has caught up with the write.
 WriteListener = Callable[[str, str, str, "dict[str, Any] | None"], None]
 
