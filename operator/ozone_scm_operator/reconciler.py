@@ -21,7 +21,9 @@ Objects the operator owns are written by server-side apply under the field manag
 and Secrets holding generated keys are created once (``KubeClient.create``).
 
 An operator killed between 3 and 4 finds the intent in status and the world unchanged, and the planner asks
-for the same step again; killed after 4, it finds the step done (observed) and moves on.
+for the same step again; killed after 4, it finds the step done (observed) and moves on: a restarted operator, or
+the replica taking over the Lease (a standby runs no kopf), starts from kopf's initial listings, made after its
+predecessor's last write (the predecessor stops writing before its Lease can be taken over).
 """
 
 from __future__ import annotations
