@@ -355,8 +355,11 @@ class Reconciler:
             if mono - self._resynced.setdefault(key, mono) >= self.settings.resync:
                 self._resynced[key] = mono
                 src = Resync(self.store)
+                self.metrics.observation_reads.labels("resync").inc()
             else:
-                src = await self.store.snapshot(ns)
+                src = snapshot = await self.store.snapshot(ns)
+                if snapshot.fresh_reads:
+                    self.metrics.observation_reads.labels("fresh").inc(snapshot.fresh_reads)
         pods = {p.name: p for p in map(pod_obs, await src.list("Pod", ns, labels))}
         pvcs = {p.name: p for p in map(pvc_obs, await src.list("PersistentVolumeClaim", ns, labels))}
         secrets = {s.name: s for s in map(secret_obs, await src.list("Secret", ns, labels))}

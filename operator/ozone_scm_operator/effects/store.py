@@ -104,6 +104,11 @@ class Snapshot:
         self._ns = namespace
         self._fresh = fresh  # (kind, name) -> the object as just read (None: absent)
 
+    @property
+    def fresh_reads(self) -> int:
+        """How many objects this snapshot read with a GET because the watch had not delivered a write yet."""
+        return len(self._fresh)
+
     async def list(self, kind: str, namespace: str, labels: Mapping[str, str] | None = None) -> list[Body]:
         assert namespace == self._ns, "a snapshot covers one namespace"
         if labels:

@@ -384,3 +384,7 @@ async def test_a_resync_pass_lists_every_resync_period(cluster_api: tuple[Emulat
     await wait_for(lambda: api.request_counts.get(pods, 0) >= lists0 + 2, 15, "two resync passes")
     lists, passes = api.request_counts[pods] - lists0, api.request_counts[gets] - passes0
     assert passes >= 2 * lists, (lists, passes)  # not every pass: one in 3 s (passes come every second here)
+    async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{op.running.health_port}/metrics") as r:
+        text = await r.text()
+    resyncs = [line for line in text.splitlines() if line.startswith('ozone_scm_operator_observation_reads_total{reason="resync"}')]
+    assert resyncs and float(resyncs[0].split()[-1]) >= 2, resyncs
