@@ -30,7 +30,7 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.client.exceptions import ApiException
 
-from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, BACKUP_PLURAL, KIND, PLURAL
+from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, BACKUP_PLURAL, KIND, PLURAL, naming
 
 LOG = logging.getLogger(__name__)
 
