@@ -7,6 +7,9 @@ decides anything:
   delay elapses or something relevant changes (``Runtime.wake``);
 * **event handlers** on the cluster resource, on the Pods, volumes and Secrets the operator manages, on
   ``OzoneSCMBackup`` objects (their ``spec.cluster``) and on the backup Jobs wake the owning cluster's loop (level-based: the event only says "look again", never what to do);
+* **indexes** (``@kopf.index``, one per observed kind: Pods, volumes, Secrets, Services, ConfigMaps, PDBs,
+  CronJobs, Jobs, ``OzoneSCMBackup``) feed the reconciler's watch-fed store (``effects/store.py``): the reconcile
+  passes read them instead of listing every kind every pass; kopf starts no daemon before their initial listings;
 * **startup** configures kopf: its own finalizer and progress annotations under ``ozone-scm.io``, no peering
   (one operator replica, ``Recreate``: kopf peering is not leader election);
 * **login** hands kopf the same connection the operator's Kubernetes client uses.
@@ -26,6 +29,7 @@ import kopf
 
 from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_PLURAL, PLURAL, naming
 from ozone_scm_operator.backoff import Backoff
+from ozone_scm_operator.effects import store
 from ozone_scm_operator.effects.kube import ConnectionSettings, KubeError
 from ozone_scm_operator.effects.web import Health
 from ozone_scm_operator.reconciler import Reconciler
@@ -100,6 +104,10 @@ def _owner_cluster(body: Any) -> tuple[str | None, str | None]:
     return meta.get("namespace"), (meta.get("labels") or {}).get(naming.LABEL_CLUSTER)
 
 
+def _index_id(plural: str) -> str:
+    return f"index_{plural}"
+
+
 def make_registry(rt: Runtime) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     managed = {naming.LABEL_MANAGED_BY: naming.MANAGER}
@@ -132,9 +140,21 @@ def make_registry(rt: Runtime) -> kopf.OperatorRegistry:
             certificate_path=c.certificate_path, private_key_path=c.private_key_path,
         )
 
+    def add_index(kind: str, group: str, version: str, plural: str) -> None:
+        @kopf.index(group, version, plural, registry=registry, id=_index_id(plural))
+        def index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+            return store.index_entries(kind, body)
+
+    for kind, (group, version, plural) in store.WATCHED.items():
+        add_index(kind, group, version, plural)
+
     @kopf.daemon(API_GROUP, API_VERSION, PLURAL, registry=registry, id="reconcile", cancellation_timeout=10.0)
-    async def reconcile(name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any) -> None:
+    async def reconcile(name: str, namespace: str | None, stopped: kopf.DaemonStopped, **kwargs: Any) -> None:
         assert namespace is not None  # OzoneSCMCluster is namespaced
+        watched = rt.reconciler.store
+        if watched is not None:
+            for kind, (_g, _v, plural) in store.WATCHED.items():
+                watched.attach(kind, kwargs[_index_id(plural)])
         await rt.loop(namespace, name, stopped)
 
     @kopf.on.event(API_GROUP, API_VERSION, PLURAL, registry=registry)

@@ -31,6 +31,7 @@ from ozone_scm_operator.effects import web
 from ozone_scm_operator.effects.kube import ConnectionSettings, KubeClient, load_configuration
 from ozone_scm_operator.effects.lease import LeaseElector, LeaseSettings, default_identity, default_namespace
 from ozone_scm_operator.effects.scm import SCMAdmin
+from ozone_scm_operator.effects.store import WatchStore
 from ozone_scm_operator.handlers import Runtime, make_registry
 from ozone_scm_operator.reconciler import Reconciler, ReconcilerSettings
 
@@ -62,6 +63,7 @@ class OperatorOptions:
     kubeconfig: str | None = None
     cluster_domain: str = "cluster.local"
     poll_interval: float = 5.0
+    resync: float = 300.0
     health_host: str = "0.0.0.0"
     health_port: int = 8080
     stall_after: float = 300.0
@@ -106,11 +108,12 @@ async def run_operator(
         kube,
         SCMAdmin(probe_timeout=options.probe_timeout),
         settings=ReconcilerSettings(
-            cluster_domain=options.cluster_domain, poll_interval=options.poll_interval,
+            cluster_domain=options.cluster_domain, poll_interval=options.poll_interval, resync=options.resync,
             crash_before=options.crash_before, pause_before=options.pause_before,
         ),
         metrics=metrics,
         fence=elector.leading if elector is not None else None,
+        store=WatchStore(kube),
     )
     rt = Runtime(reconciler=reconciler, connection=ConnectionSettings.of(cfg), health=health,
                  watch_timeout=options.watch_timeout)
@@ -195,6 +198,8 @@ async def _hold(elector: LeaseElector, metrics: web.Metrics, on_lost: Callable[[
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
 @click.option("--cluster-domain", default="cluster.local", show_default=True, help="DNS domain of the Kubernetes cluster.")
 @click.option("--poll-interval", default=5.0, show_default=True, type=float, help="Seconds between passes of a steady cluster.")
+@click.option("--resync-period", default=300.0, show_default=True, type=float,
+              help="Seconds between a cluster's passes that LIST its objects instead of reading kopf's watches.")
 @click.option("--health-port", default=8080, show_default=True, type=int, help="Port of /healthz and /metrics.")
 @click.option("--health-host", default="0.0.0.0", show_default=True, help="Address of /healthz and /metrics.")
 @click.option("--log-level", default="INFO", show_default=True, type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
@@ -215,7 +220,7 @@ async def _hold(elector: LeaseElector, metrics: web.Metrics, on_lost: Callable[[
               help="Seconds between attempts to acquire or renew the Lease.")
 def main(
     namespaces: tuple[str, ...], server: str | None, kubeconfig: str | None, cluster_domain: str, poll_interval: float,
-    health_port: int, health_host: str, log_level: str, leader_elect: bool, leader_elect_resource_name: str,
+    resync_period: float, health_port: int, health_host: str, log_level: str, leader_elect: bool, leader_elect_resource_name: str,
     leader_elect_resource_namespace: str | None, leader_elect_identity: str | None, leader_elect_lease_duration: int,
     leader_elect_renew_deadline: float, leader_elect_retry_period: float,
 ) -> None:
@@ -223,6 +228,8 @@ def main(
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if poll_interval <= 0:
         raise click.BadParameter("must be positive", param_hint="--poll-interval")
+    if resync_period <= 0:
+        raise click.BadParameter("must be positive", param_hint="--resync-period")
     lease = None
     if leader_elect:
         timing = election.Timing(leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period)
@@ -236,7 +243,7 @@ def main(
     failpoint = _failpoint(os.environ.get(FAILPOINT_ENV, ""))
     options = OperatorOptions(
         namespaces=namespaces, server=server, kubeconfig=kubeconfig, cluster_domain=cluster_domain,
-        poll_interval=poll_interval, health_host=health_host, health_port=health_port,
+        poll_interval=poll_interval, resync=resync_period, health_host=health_host, health_port=health_port,
         crash_before=failpoint[:2] if failpoint is not None and failpoint[2] == "exit" else None,
         pause_before=failpoint[:2] if failpoint is not None and failpoint[2] == "pause" else None,
         leader_election=lease,

@@ -2,15 +2,28 @@
 
 Called by the kopf daemon in ``handlers`` (one loop per cluster) and by tests. The order is the safety argument:
 
-1. **observe** everything fresh: the resource (GET, not kopf's cached body), its Pods, volumes, Secrets,
-   Services, ConfigMap and PDB (by the ``ozone-scm.io/cluster`` label), each running member's own answer
-   (``GetScmInfo`` on its Pod IP), and the leader's view of the ring;
+1. **observe**: the resource itself fresh (GET, not kopf's cached body: it carries the status the last pass
+   wrote), its Pods, volumes, Secrets, Services, ConfigMap, PDB, audit CronJob and Jobs, backups and backup Jobs
+   (by the ``ozone-scm.io/cluster``, audit and backup labels) from the watch-fed store (``effects/store.py``: kopf
+   indexes, no LIST per pass), each running member's own answer (``GetScmInfo`` on its Pod IP), and the leader's
+   view of the ring. The store is at least as new as every write this operator made: an object written since
+   the watch last delivered it is re-read with a GET (the write's resourceVersion is the bar), so an action's
+   effect is always observed by the next pass and no action is repeated for want of it; other changes (the
+   kubelet's, users') arrive in watch order, as a LIST would have shown them a moment later. Every
+   ``resync`` seconds (5 min) a pass LISTs instead and hides indexed objects the server no longer has (kopf keeps
+   those deleted while a watch was re-listing). Without an index (unit tests, a fake client) the pass LISTs;
 2. **plan** (pure, ``planner.plan``): the status to record and at most one action;
 3. **write the status first**; if that fails, do nothing (the next pass starts over);
 4. **act**, post an Event for the action, and return how soon the next pass should run.
 
+Objects the operator owns are written by server-side apply under the field manager ``ozone-scm-operator``
+(``KubeClient.apply``), so a field the builders stop setting is removed from the live object; Pods, volumes, Jobs
+and Secrets holding generated keys are created once (``KubeClient.create``).
+
 An operator killed between 3 and 4 finds the intent in status and the world unchanged, and the planner asks
-for the same step again; killed after 4, it finds the step done (observed) and moves on.
+for the same step again; killed after 4, it finds the step done (observed) and moves on: a restarted operator, or
+the replica taking over the Lease (a standby runs no kopf), starts from kopf's initial listings, made after its
+predecessor's last write (the predecessor stops writing before its Lease can be taken over).
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.directives import read_directives
 from ozone_scm_operator.effects.kube import Body, KubeClient, KubeError
 from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
+from ozone_scm_operator.effects.store import Resync, Snapshot, WatchStore
 from ozone_scm_operator.effects.web import Metrics
 from ozone_scm_operator.model import (
     BackupObs,
@@ -73,6 +87,9 @@ _KEEP = ("kopf", "audit")  # status keys written by others (kopf's bookkeeping, 
 class ReconcilerSettings:
     cluster_domain: str = "cluster.local"
     poll_interval: float = 5.0
+    # with the watch-fed store: one pass per cluster in this many seconds LISTs as before and corrects the store
+    # (kopf keeps objects deleted while a watch re-lists; effects/store.py)
+    resync: float = 300.0
     # Test failpoint (as etcd-operator's gofail ones): exit the process right before performing this action,
     # (kind, target), after its intent is in status. Set only by tests, through OZONE_SCM_OPERATOR_FAILPOINT.
     crash_before: tuple[str, str] | None = None
@@ -308,8 +325,11 @@ class Reconciler:
         keygen: Callable[[], ec.EllipticCurvePrivateKey] = new_key,
         serial: Callable[[], int] = new_serial,
         fence: Callable[[], bool] | None = None,
+        store: WatchStore | None = None,
     ) -> None:
         self.kube = kube
+        # the watch-fed store (kopf's indexes, attached by the handlers); None or not yet attached: LIST per pass
+        self.store = store
         # leader election: false once this replica may no longer act (checked before every write; None: always may)
         self.fence = fence
         self.scm = scm
@@ -319,13 +339,20 @@ class Reconciler:
         self.keygen = keygen
         self.serial = serial
         self._security: dict[str, tuple[str, Any]] = {}  # cluster key -> (certificate serial, client security)
+        self._resynced: dict[str, float] = {}  # cluster key -> when a pass last LISTed (monotonic)
 
     # ---- observe ----
-    async def client_security(self, ref: ClusterRef, secure: bool) -> Any:
-        """The operator's TLS identity for this cluster (None without security), from its client Secret."""
+    async def client_security(self, ref: ClusterRef, secure: bool, observed: SecretObs | None = None) -> Any:
+        """The operator's TLS identity for this cluster (None without security), from its client Secret. With the
+        Secret as just observed (``observed``, no payload) carrying the serial of the identity already loaded, that
+        identity without reading the Secret again."""
         key = f"{ref.namespace}/{ref.name}"
         if not secure:
             return None
+        cached = self._security.get(key)
+        if cached is not None and observed is not None and observed.certificate_serial \
+                and cached[0] == observed.certificate_serial:
+            return cached[1]
         secret = await self.kube.get("Secret", ref.namespace, naming.operator_client_secret_name(ref.name))
         data = (secret or {}).get("data") or {}
         serial = ((secret or {}).get("metadata", {}).get("annotations") or {}).get(naming.ANN_CERT_SERIAL, "")
@@ -333,7 +360,6 @@ class Reconciler:
             # not issued yet: CA mode operator starts no SCM before it is; CA mode scm holds only the key until the
             # primordial signed it
             return None
-        cached = self._security.get(key)
         if cached is not None and cached[0] == serial:
             return cached[1]
         chain = x509.load_pem_x509_certificates(base64.b64decode(data[builders.TLS_CERT]))
@@ -348,38 +374,49 @@ class Reconciler:
                       want_size: str | None = None) -> Observed:
         labels = {naming.LABEL_CLUSTER: ref.name}
         ns = ref.namespace
-        pods = {p.name: p for p in map(pod_obs, await self.kube.list("Pod", ns, labels))}
-        pvcs = {p.name: p for p in map(pvc_obs, await self.kube.list("PersistentVolumeClaim", ns, labels))}
-        secrets = {s.name: s for s in map(secret_obs, await self.kube.list("Secret", ns, labels))}
-        root = await self.kube.get("Secret", ns, naming.root_ca_secret_name(ref.name))
+        src: KubeClient | Snapshot | Resync = self.kube
+        if self.store is not None and self.store.ready:
+            key, mono = f"{ns}/{ref.name}", time.monotonic()
+            if mono - self._resynced.setdefault(key, mono) >= self.settings.resync:
+                self._resynced[key] = mono
+                src = Resync(self.store)
+                self.metrics.observation_reads.labels("resync").inc()
+            else:
+                src = snapshot = await self.store.snapshot(ns)
+                if snapshot.fresh_reads:
+                    self.metrics.observation_reads.labels("fresh").inc(snapshot.fresh_reads)
+        pods = {p.name: p for p in map(pod_obs, await src.list("Pod", ns, labels))}
+        pvcs = {p.name: p for p in map(pvc_obs, await src.list("PersistentVolumeClaim", ns, labels))}
+        secrets = {s.name: s for s in map(secret_obs, await src.list("Secret", ns, labels))}
+        root = await src.get("Secret", ns, naming.root_ca_secret_name(ref.name))
         if root is not None:
             secrets[root["metadata"]["name"]] = secret_obs(root)
         children: dict[tuple[str, str], str | None] = {}
         for kind in ("ConfigMap", "Service", "PodDisruptionBudget"):
-            for obj in await self.kube.list(kind, ns, labels):
+            for obj in await src.list(kind, ns, labels):
                 meta = obj["metadata"]
                 children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
         # the scheduled audit's objects carry the audit label, never LABEL_CLUSTER (see naming.audit_labels)
         audit_labels = {naming.LABEL_AUDIT: ref.name}
-        cronjobs = await self.kube.list("CronJob", ns, audit_labels)
-        for kind, objs in (("CronJob", cronjobs), ("PersistentVolumeClaim", await self.kube.list(
+        cronjobs = await src.list("CronJob", ns, audit_labels)
+        for kind, objs in (("CronJob", cronjobs), ("PersistentVolumeClaim", await src.list(
                 "PersistentVolumeClaim", ns, audit_labels))):
             for obj in objs:
                 meta = obj["metadata"]
                 children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
         audit = None
         if cronjobs or status.audit:
-            jobs = await self.kube.list("Job", ns, audit_labels)
-            audit_pods = await self.kube.list("Pod", ns, audit_labels) if jobs else []
+            jobs = await src.list("Job", ns, audit_labels)
+            audit_pods = await src.list("Pod", ns, audit_labels) if jobs else []
             audit = audit_status.audit_status(cronjobs[0] if cronjobs else None, jobs, audit_pods)
-        backups, backup_jobs = await self._backups(ref, children)
+        backups, backup_jobs = await self._backups(ref, children, src)
         members = {m.name for m in status.members}
         # with no member recorded yet, any running Pod of this cluster's name may be a ring to adopt (planner)
         endpoints = {
             n: Endpoint(n, p.pod_ip, ref.host(n)) for n, p in pods.items()
             if p.pod_ip and p.running and (n in members or (not members and naming.member_index(ref.name, n) is not None))
         }
-        security = await self.client_security(ref, secure)
+        security = await self.client_security(ref, secure, secrets.get(naming.operator_client_secret_name(ref.name)))
         scms = await self.scm.probe_all(endpoints, security)
         ring = await self._ring(scms, endpoints, security)
         return Observed(
@@ -390,20 +427,20 @@ class Reconciler:
         )
 
     async def _backups(
-        self, ref: ClusterRef, children: dict[tuple[str, str], str | None]
+        self, ref: ClusterRef, children: dict[tuple[str, str], str | None], src: KubeClient | Snapshot | Resync
     ) -> tuple[dict[str, BackupObs], dict[str, JobObs]]:
         """This cluster's OzoneSCMBackups (``spec.cluster``), their Jobs (with their Pods' termination messages),
         and the backup volume (into ``children``)."""
         ns = ref.namespace
         labels = {naming.LABEL_BACKUP: ref.name}
-        for pvc in await self.kube.list("PersistentVolumeClaim", ns, labels):
+        for pvc in await src.list("PersistentVolumeClaim", ns, labels):
             children[("PersistentVolumeClaim", pvc["metadata"]["name"])] = None
-        raw = [b for b in await self.kube.list(BACKUP_KIND, ns) if (b.get("spec") or {}).get("cluster") == ref.name]
+        raw = [b for b in await src.list(BACKUP_KIND, ns) if (b.get("spec") or {}).get("cluster") == ref.name]
         backups = {b.name: b for b in map(backup_obs, raw)}
         jobs: dict[str, JobObs] = {}
-        raw_jobs = await self.kube.list("Job", ns, labels)
+        raw_jobs = await src.list("Job", ns, labels)
         if raw_jobs:
-            pods = await self.kube.list("Pod", ns, labels)
+            pods = await src.list("Pod", ns, labels)
             for job in raw_jobs:
                 obs = job_obs(job, pods)
                 if obs is not None:

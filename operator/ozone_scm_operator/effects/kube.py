@@ -22,7 +22,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -30,11 +30,12 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.client.exceptions import ApiException
 
-from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, BACKUP_PLURAL, KIND, PLURAL
+from ozone_scm_operator import API_GROUP, API_VERSION, BACKUP_KIND, BACKUP_PLURAL, KIND, PLURAL, naming
 
 LOG = logging.getLogger(__name__)
 
 Body = dict[str, Any]
+Bodies = list[Body]
 
 _PLURALS = {
     "Pod": "pods",
@@ -54,6 +55,13 @@ _PLURALS = {
 _API_VERSIONS = {"StorageClass": "storage.k8s.io/v1", "PodDisruptionBudget": "policy/v1", "CronJob": "batch/v1", "Job": "batch/v1", KIND: f"{API_GROUP}/{API_VERSION}",
                  BACKUP_KIND: f"{API_GROUP}/{API_VERSION}"}
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply (a JSON body is valid YAML)
+FIELD_MANAGER = naming.MANAGER  # the one field manager every write of the operator names
+
+# Called after every write of a namespaced object that may have changed it (kind, namespace, name, the object the
+# server returned, or None after a delete, which is reported even when it failed). The watch-fed store (effects/store.py) uses it to know which objects it must
+# not trust its cache for until the watch has caught up with the write.
+WriteListener = Callable[[str, str, str, "dict[str, Any] | None"], None]
 
 
 class KubeError(Exception):
@@ -202,6 +210,13 @@ class KubeClient:
         # who posts the Events (``reportingInstance``): the leader-election identity of this replica
         self.instance = instance or socket.gethostname()
         self.event_series = EventSeries()
+        self.write_listeners: list[WriteListener] = []
+
+    def _written(self, kind: str, namespace: str | None, name: str, obj: Body | None) -> None:
+        if not namespace:
+            return
+        for listener in self.write_listeners:
+            listener(kind, namespace, name, obj)
 
     def close(self) -> None:
         self.api.close()
@@ -256,22 +271,33 @@ class KubeClient:
 
     async def list(self, kind: str, namespace: str, labels: Mapping[str, str] | None = None) -> list[Body]:
         """Objects of a kind in a namespace, filtered by labels here (also sent as a selector for real servers)."""
+        return (await self.list_versioned(kind, namespace, labels))[0]
+
+    async def list_versioned(self, kind: str, namespace: str, labels: Mapping[str, str] | None = None
+                             ) -> tuple[Bodies, str]:
+        """``list`` and the list's ``resourceVersion`` (the state it shows)."""
         query = {"labelSelector": ",".join(f"{k}={v}" for k, v in labels.items())} if labels else None
         result = await self.request("GET", resource_path(api_version_of(kind), kind, namespace), query=query)
-        items: list[Body] = result.get("items") or []
+        items: Bodies = result.get("items") or []
         if labels:
             items = [i for i in items if all((i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in labels.items())]
-        return items
+        return items, str((result.get("metadata") or {}).get("resourceVersion") or "")
 
     async def create(self, body: Body) -> Body:
+        """POST, under the operator's field manager (for objects created once: Pods, volumes, Jobs, Secrets holding
+        generated keys; 409 Conflict when the object exists)."""
         meta = body["metadata"]
         path = resource_path(body["apiVersion"], body["kind"], meta.get("namespace"))
-        result: Body = await self.request("POST", path, body)
+        result: Body = await self.request("POST", path, body, query={"fieldManager": FIELD_MANAGER})
+        if body["kind"] != "Event":
+            self._written(body["kind"], meta.get("namespace"), (result or {}).get("metadata", {}).get("name", meta.get("name", "")), result)
         return result
 
     async def merge_patch(self, kind: str, namespace: str, name: str, patch: Body, *, subresource: str | None = None) -> Body:
         path = resource_path(api_version_of(kind), kind, namespace, name, subresource)
-        result: Body = await self.request("PATCH", path, patch, content_type=MERGE_PATCH)
+        result: Body = await self.request("PATCH", path, patch, content_type=MERGE_PATCH,
+                                          query={"fieldManager": FIELD_MANAGER})
+        self._written(kind, namespace, name, result)
         return result
 
     async def delete(self, kind: str, namespace: str, name: str) -> bool:
@@ -280,16 +306,23 @@ class KubeClient:
             await self.request("DELETE", resource_path(api_version_of(kind), kind, namespace, name))
         except NotFound:
             return False
+        finally:
+            self._written(kind, namespace, name, None)
         return True
 
     async def apply(self, body: Body) -> Body:
-        """Create, or merge-patch the fields we own into the existing object (never a blind replace: a Service's
-        clusterIP and fields set by other controllers are kept)."""
-        try:
-            return await self.create(body)
-        except Conflict:
-            meta = body["metadata"]
-            return await self.merge_patch(body["kind"], meta["namespace"], meta["name"], body)
+        """Server-side apply of a complete intent (apiVersion, kind, metadata with labels and ownerReferences, and
+        every field the operator sets): ``PATCH`` with ``application/apply-patch+yaml`` under the field manager
+        ``ozone-scm-operator``, ``force=true`` (the operator's intent wins over a field another manager changed).
+        Creates the object when absent. A field this manager applied before and leaves out now is removed by the
+        API server, unless another manager also owns it; fields only others own (a Service's clusterIP, labels a
+        user added) are kept."""
+        meta = body["metadata"]
+        path = resource_path(body["apiVersion"], body["kind"], meta["namespace"], meta["name"])
+        result: Body = await self.request("PATCH", path, body, content_type=APPLY_PATCH,
+                                          query={"fieldManager": FIELD_MANAGER, "force": "true"})
+        self._written(body["kind"], meta["namespace"], meta["name"], result)
+        return result
 
     # ---- the OzoneSCMCluster ----
     async def get_cluster(self, namespace: str, name: str) -> Body | None:

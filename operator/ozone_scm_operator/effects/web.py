@@ -32,6 +32,7 @@ class Metrics:
     reconcile_seconds: Histogram
     actions: Counter
     action_errors: Counter
+    observation_reads: Counter
     cluster_ready: Gauge
     members_ready: Gauge
     members_desired: Gauge
@@ -55,6 +56,11 @@ class Metrics:
             ),
             actions=Counter("ozone_scm_operator_actions", "Actions taken, by kind", ["kind"], registry=r),
             action_errors=Counter("ozone_scm_operator_action_errors", "Actions that failed, by kind", ["kind"], registry=r),
+            observation_reads=Counter(
+                "ozone_scm_operator_observation_reads",
+                "Reads a pass made past the watch-fed store: 'fresh' (an object written since the watch last "
+                "delivered it, one GET each), 'resync' (a pass that LISTed, every --resync-period)", ["reason"],
+                registry=r),
             cluster_ready=Gauge("ozone_scm_operator_cluster_ready", "1 if the cluster's Ready condition is True", labels,
                                 registry=r),
             members_ready=Gauge("ozone_scm_operator_members_ready", "Ready, caught-up members", labels, registry=r),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -590,3 +591,109 @@ def strip_for_compare(obj: Mapping[str, Any], *, keep_status: bool) -> Obj:
     """The object without the fields whose change must not bump ``metadata.generation``."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")
             and (keep_status or k != "status")}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Server-side apply: field sets and ownership
+
+# A field path: map keys, and for an item of an associative list (one with a merge key, ``MERGE_KEYS``) the pair
+# ("k", '{"<key>": <value>}') naming the item, as the k: elements of the API server's FieldsV1. Lists without a
+# merge key are atomic: the whole list is one leaf, owned as a unit.
+FieldPath = tuple[Any, ...]
+# Not owned by anyone: identity and server-set metadata, and status (the operator never applies status).
+_UNOWNED_META = {"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
+                 "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink", "generateName"}
+
+
+def _item_key(field: str, items: list[Any], associative: bool) -> str | None:
+    if not associative or not items or field in MERGE_PRIMITIVE_LISTS:
+        return None
+    key = _merge_key_for(field, items)
+    if key is None or not all(isinstance(i, Mapping) and key in i for i in items):
+        return None
+    return key
+
+
+def leaf_fields(obj: Mapping[str, Any], *, associative: bool = True) -> dict[FieldPath, Any]:
+    """Every owned leaf of an object with its value: the field set server-side apply tracks per manager."""
+    out: dict[FieldPath, Any] = {}
+
+    def walk(value: Any, path: FieldPath, field: str) -> None:
+        if isinstance(value, Mapping) and value:
+            for k, v in value.items():
+                walk(v, (*path, k), k)
+        elif isinstance(value, list) and (key := _item_key(field, value, associative)) is not None:
+            for item in value:
+                walk(item, (*path, ("k", json.dumps({key: item[key]}, sort_keys=True))), field)
+        else:
+            out[path] = value
+
+    for k, v in obj.items():
+        if k in ("apiVersion", "kind", "status"):
+            continue
+        if k == "metadata" and isinstance(v, Mapping):
+            for mk, mv in v.items():
+                if mk not in _UNOWNED_META:
+                    walk(mv, ("metadata", mk), mk)
+            continue
+        walk(v, (k,), k)
+    return out
+
+
+def _child(container: Any, step: Any) -> Any:
+    if isinstance(step, tuple) and isinstance(container, list):
+        want = json.loads(step[1])
+        return next((i for i in container if isinstance(i, Mapping) and all(i.get(k) == v for k, v in want.items())),
+                    None)
+    if isinstance(container, Mapping):
+        return container.get(step)
+    return None
+
+
+def remove_fields(obj: JSON, paths: Iterable[FieldPath]) -> JSON:
+    """``obj`` without the given leaves; maps and associative-list items left empty by a removal go too (an item
+    whose merge key was removed is removed whole)."""
+    for path in sorted(paths, key=len, reverse=True):
+        parents = [obj]
+        for step in path[:-1]:
+            nxt = _child(parents[-1], step)
+            if nxt is None:
+                break
+            parents.append(nxt)
+        else:
+            last = path[-1]
+            holder = parents[-1]
+            if isinstance(last, tuple) and isinstance(holder, list):
+                item = _child(holder, last)
+                if item is not None:
+                    holder.remove(item)
+            elif isinstance(holder, Mapping):
+                holder.pop(last, None)  # type: ignore[attr-defined]
+                if isinstance(path[-2] if len(path) > 1 else None, tuple) and isinstance(parents[-2], list):
+                    key = next(iter(json.loads(path[-2][1])))
+                    if key == last:
+                        parents[-2].remove(holder)
+            # prune what the removal emptied, innermost first
+            for depth in range(len(parents) - 1, 0, -1):
+                node, parent, step = parents[depth], parents[depth - 1], path[depth - 1]
+                if node:
+                    break
+                if isinstance(parent, list):
+                    if node in parent:
+                        parent.remove(node)
+                elif isinstance(parent, dict):
+                    parent.pop(step, None)
+    return obj
+
+
+def fields_v1(paths: Iterable[FieldPath]) -> Obj:
+    """A field set in the API server's FieldsV1 form (``f:<key>``, ``k:{...}`` and ``.`` for an item itself)."""
+    root: dict[str, Any] = {}
+    for path in paths:
+        node = root
+        for step in path:
+            name = f"k:{step[1]}" if isinstance(step, tuple) else f"f:{step}"
+            node = node.setdefault(name, {})
+            if isinstance(step, tuple):
+                node.setdefault(".", {})
+    return root

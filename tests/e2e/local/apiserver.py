@@ -16,8 +16,14 @@ behaviour clients depend on:
 - ``metadata.generation`` increments on changes outside metadata and status; the ``status`` subresource writes
   only status and main-resource writes never touch status;
 - PATCH as JSON patch, merge patch, strategic-merge patch (built-in kinds; 415 for custom resources, as the real
-  server) and server-side apply (``application/apply-patch+yaml``, creating absent objects; fields a manager
-  stops applying are removed); PUT replaces; ``dryRun=All`` validates without storing;
+  server) and server-side apply (``application/apply-patch+yaml``, creating absent objects); PUT replaces;
+  ``dryRun=All`` validates without storing;
+- server-side apply's field ownership: every write records which fields its manager (``fieldManager``, else the
+  user agent's first word; operation ``Apply`` or ``Update``) set or changed, taking them from other managers, and
+  responses carry it as ``metadata.managedFields`` (FieldsV1); an apply removes the fields its manager applied
+  before and leaves out now unless another manager owns them too, and is refused with 409 when it would change a
+  field another manager owns, unless ``force=true`` (then the field changes hands). Fields are map keys, items of
+  lists with a merge key (containers, ports, volumes... by name or port) and other lists whole (atomic);
 - lists and watches honour label and field selectors, ``limit``/``continue``; lists carry ``kind``/``apiVersion``
   and the list ``resourceVersion``; watches resume from a ``resourceVersion`` (410 Gone once it is compacted),
   honour ``timeoutSeconds``, send bookmarks and the initial-events-end bookmark of ``sendInitialEvents``; an object
@@ -44,8 +50,8 @@ With ``enable_rbac()``, requests are authenticated by bearer token (tokens the s
 against the stored Roles, ClusterRoles and bindings (``rbac.py``), refused with 403 and the API server's message.
 
 What it still does not do: RBAC unless enabled (then every request is admitted), admission webhooks, API
-aggregation, OpenAPI documents (kubectl therefore needs ``--validate=false``), managedFields conflicts of
-server-side apply, Service cluster IPs and Endpoints, the scheduler and the kubelet (``kubelet.py`` plays both).
+aggregation, OpenAPI documents (kubectl therefore needs ``--validate=false``), the schema's list types of custom
+resources in server-side apply (their lists are atomic), ownership of status fields, Service cluster IPs and Endpoints, the scheduler and the kubelet (``kubelet.py`` plays both).
 """
 
 from __future__ import annotations
@@ -226,7 +232,14 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
     _logs: dict[tuple[str, str], deque[WatchEvent]] = attrs.field(factory=dict, init=False)
     _compacted: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False)
     _watchers: dict[tuple[str, str], set[asyncio.Queue[WatchEvent | None]]] = attrs.field(factory=dict, init=False)
-    _applied: dict[tuple[str, str, str, str, str], Obj] = attrs.field(factory=dict, init=False)
+    # server-side apply: per object, the fields each (manager, operation) owns (``_own``)
+    _managed: dict[tuple[str, str, str, str], dict[tuple[str, str], set[am.FieldPath]]] = attrs.field(
+        factory=dict, init=False)
+    # the manager of the write in progress: (fieldManager, "Update") for HTTP writes, ("emulator", "Update") for the
+    # fixtures' direct writes and the emulated controllers; None while an apply assigns ownership itself
+    _writer: tuple[str, str] | None = attrs.field(default=("emulator", "Update"), init=False)
+    # requests served, by (verb, resource) -- e.g. ("list", "pods"), ("patch", "services"); the scale bench reads it
+    request_counts: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False)
     _builtin_schemas: _BuiltinSchemas | None = attrs.field(default=None, init=False)
     _rng: random.Random = attrs.field(factory=lambda: random.Random(0), init=False)
     _waiters: set[asyncio.Future[None]] = attrs.field(factory=set, init=False)
@@ -622,6 +635,21 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
             raise am.ApiError(404, "NotFound", "the server could not find the requested resource")
         dry_run = params.get("dryRun") == "All"
         warnings: list[str] = []
+        verb = {"GET": "watch" if params.get("watch") in ("true", "1") else "get" if path.name else "list",
+                "POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(method, method.lower())
+        counted = (verb, res.plural + (f"/{path.subresource}" if path.subresource else ""))
+        self.request_counts[counted] = self.request_counts.get(counted, 0) + 1
+        if method == "GET":
+            return await self._dispatch_verb(request, res, path, params, method, dry_run, warnings)
+        # writes run without awaiting (no other request interleaves), so the writer is this request's
+        self._writer = (params.get("fieldManager") or _default_manager(request.headers.get("User-Agent")), "Update")
+        try:
+            return await self._dispatch_verb(request, res, path, params, method, dry_run, warnings)
+        finally:
+            self._writer = ("emulator", "Update")
+
+    async def _dispatch_verb(self, request: rendering.Request, res: Resource, path: ApiPath, params: dict[str, str],
+                             method: str, dry_run: bool, warnings: list[str]) -> aiohttp.web.StreamResponse:
         if res.stored_as == EVENTS_STORE and method != "GET":
             return self._write_event_view(request, res, path, params, dry_run, warnings)
         if method == "GET" and params.get("watch") in ("true", "1"):
@@ -758,7 +786,40 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
         out = copy.deepcopy(obj)
         out["apiVersion"] = res.api_version
         out["kind"] = res.kind
+        meta = out.get("metadata") or {}
+        owners = self._managed.get((res.group, res.plural, meta.get("namespace") or "", meta.get("name") or ""))
+        if owners:
+            meta["managedFields"] = [
+                {"manager": manager, "operation": op, "apiVersion": res.api_version, "fieldsType": "FieldsV1",
+                 "fieldsV1": am.fields_v1(paths)}
+                for (manager, op), paths in sorted(owners.items()) if paths]
         return out
+
+    def managed_fields(self, api_version: str, kind: str, name: str, namespace: str | None = None
+                       ) -> dict[tuple[str, str], set[am.FieldPath]]:
+        """Who owns which fields of an object (server-side apply's bookkeeping), by (manager, operation)."""
+        res = self.resource_for_kind(api_version, kind)
+        assert res is not None
+        return {k: set(v) for k, v in self._managed.get((res.group, res.plural, namespace or "", name), {}).items()}
+
+    def _own(self, res: Resource, key: tuple[str, str, str, str], new: Obj | None, old: Obj | None) -> None:
+        """Field ownership after a committed write: the writer owns every field the write changed and nobody else
+        does any more (an apply's manager owns exactly what it applied, set by ``_patch``); fields that are gone
+        are owned by no one."""
+        if new is None:
+            self._managed.pop(key, None)
+            return
+        associative = res.crd is None
+        now = am.leaf_fields(new, associative=associative)
+        before = am.leaf_fields(old, associative=associative) if old is not None else {}
+        changed = {p for p, v in now.items() if p not in before or before[p] != v}
+        owners = self._managed.setdefault(key, {})
+        for entry in list(owners):
+            owners[entry] = {p for p in owners[entry] if p in now and p not in changed}
+        if self._writer is not None:
+            owners.setdefault(self._writer, set()).update(changed)
+        for entry in [e for e, paths in owners.items() if not paths]:
+            del owners[entry]
 
     # ---------------------------------------------------------------------------------------------------------------
     # Reads
@@ -930,6 +991,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
 
     def _commit(self, res: Resource, key: tuple[str, str, str, str], new: Obj | None, old: Obj | None,
                 etype: str) -> Obj | None:
+        self._own(res, key, new, old)
         self._rv += 1
         if new is not None:
             new["metadata"]["resourceVersion"] = str(self._rv)
@@ -1196,23 +1258,42 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
             if applied["metadata"].get("name") not in (None, path.name):
                 raise am.ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
             applied["metadata"]["name"] = path.name
-            akey = (*key, manager)
+            entry = (manager, "Apply")
+            associative = res.crd is None
+            fields = am.leaf_fields(applied, associative=associative)
             if current is None:
                 if path.subresource:
                     raise am.not_found(res.plural, path.name, res.group)
+                self._writer = None
                 created = self._create(res, path.namespace, copy.deepcopy(applied), params, dry_run=dry_run,
                                        warnings=warnings)
                 if not dry_run:
-                    self._applied[akey] = applied
+                    self._managed.setdefault(key, {})[entry] = set(fields)
                 return created, 201
-            previous = self._applied.get(akey, {})
+            owners = self._managed.get(key, {})
+            others: dict[am.FieldPath, list[str]] = {}
+            for (other, op), paths in owners.items():
+                if (other, op) != entry:
+                    for p in paths:
+                        others.setdefault(p, []).append(other)
+            live = am.leaf_fields(current, associative=associative)
+            conflicts = sorted((p, m) for p, v in fields.items() if p in others and live.get(p) != v
+                               for m in others[p])
+            if conflicts and params.get("force") not in ("true", "1"):
+                raise am.ApiError(409, "Conflict", "Apply failed with {} conflict{}: {}".format(
+                    len(conflicts), "s" if len(conflicts) > 1 else "",
+                    "; ".join(f'conflict with "{m}": .{".".join(str(s[1] if isinstance(s, tuple) else s) for s in p)}'
+                              for p, m in conflicts)), {"causes": [{"reason": "FieldManagerConflict"}]})
+            # fields this manager applied before and leaves out now go, unless another manager owns them too
+            dropped = owners.get(entry, set()) - fields.keys() - others.keys()
             merge = am.strategic_merge_patch if not res.crd else am.merge_patch
-            base = am.merge_patch(copy.deepcopy(current), am.apply_deletions(previous, applied))
+            base = am.remove_fields(copy.deepcopy(current), dropped)
             patched = merge(base, applied)
+            self._writer = entry
             updated = self._update(res, key, patched, current, path.subresource, params, dry_run, warnings,
                                    precondition=applied["metadata"].get("resourceVersion"))
-            if not dry_run:
-                self._applied[akey] = applied
+            if not dry_run and key in self._objects_by_key:
+                self._managed.setdefault(key, {})[entry] = set(fields)
             return updated, 200
         if current is None:
             raise am.not_found(res.plural, path.name, res.group)
@@ -1287,7 +1368,7 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                 meta.get("name", name) != name:
             raise am.ApiError(400, "BadRequest", "the name or namespace of the object cannot be changed")
         for server_field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                             "generation", "resourceVersion", "name", "namespace"):
+                             "generation", "resourceVersion", "name", "namespace", "managedFields"):
             if server_field in old_meta:
                 meta[server_field] = old_meta[server_field]
             else:
@@ -1634,6 +1715,12 @@ class EmulatedAPIServer(kmock.KubernetesEmulator):
                 new = copy.deepcopy(pdb)
                 new["status"] = status
                 self._commit(self._resource_of_store(key[:2]), key, new, pdb, "MODIFIED")
+
+
+def _default_manager(user_agent: str | None) -> str:
+    """The manager of a write that names no ``fieldManager``: the client's user agent up to the first '/', as the
+    API server does."""
+    return (user_agent or "unknown").split("/")[0] or "unknown"
 
 
 def _same(a: Obj, b: Obj) -> bool:

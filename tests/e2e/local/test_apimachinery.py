@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
+from typing import Any
 
 import pytest
 
@@ -148,3 +150,18 @@ def test_status_bodies() -> None:
     assert body["code"] == 422 and body["reason"] == "Invalid"
     assert body["message"] == 'OzoneSCMCluster.ozone.apache.org "c" is invalid: spec.replicas: Unsupported value: 2'
     assert body["details"]["causes"][0]["field"] == "spec.replicas"
+
+
+def test_leaf_fields_and_remove_fields() -> None:
+    svc: dict[str, Any] = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "labels": {"a": "1"}},
+           "spec": {"ports": [{"port": 80, "name": "x"}, {"port": 81}], "selector": {"k": "v"}, "x": []}}
+    fields = am.leaf_fields(svc)
+    assert fields[("spec", "ports", ("k", '{"port": 80}'), "name")] == "x"
+    assert ("metadata", "name") not in fields and ("spec", "x") in fields
+    assert ("spec", "ports") not in am.leaf_fields(svc, associative=True)
+    assert am.leaf_fields(svc, associative=False)[("spec", "ports")] == svc["spec"]["ports"]
+    out = am.remove_fields(copy.deepcopy(svc), [("metadata", "labels", "a"), ("spec", "ports", ("k", '{"port": 81}'), "port"),
+                                                 ("spec", "selector", "k")])
+    assert out["metadata"] == {"name": "s"} and out["spec"] == {"ports": [{"port": 80, "name": "x"}], "x": []}
+    assert am.fields_v1([("spec", "ports", ("k", '{"port": 80}'), "name")]) == {
+        "f:spec": {"f:ports": {'k:{"port": 80}': {".": {}, "f:name": {}}}}}

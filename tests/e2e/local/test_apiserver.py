@@ -548,3 +548,54 @@ def test_occurrences_stand_once_per_occurrence_in_the_order_they_happened() -> N
     kubelet = {"metadata": {"resourceVersion": "6"}, "reason": "K", "lastTimestamp": "2026-11-27T10:00:06Z",
                "firstTimestamp": "2026-11-27T10:00:06Z", "count": 1}
     assert [e["reason"] for e in occurrences([a, b, kubelet])] == ["A", "A", "B", "K", "A"]
+
+
+SVC = "/api/v1/namespaces/default/services"
+
+
+def svc_intent(ports: list[int], labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "labels": labels},
+            "spec": {"selector": {"app": "a"}, "ports": [{"name": f"p{p}", "port": p} for p in ports]}}
+
+
+async def test_server_side_apply_field_ownership(api: tuple[EmulatedAPIServer, Client]) -> None:
+    """A manager's dropped fields go (a label, a Service port: an item of an associative list), fields another
+    manager owns stay, shared fields stay while the other owner keeps them, and managedFields says who owns what."""
+    emu, c = api
+    op = {"fieldManager": "op", "force": "true"}
+    await c.ok("PATCH", f"{SVC}/s", svc_intent([80, 81], {"a": "1", "b": "2"}), APPLY, op)
+    # another manager adds a label and a port of its own, and sets label a to the same value (co-owned)
+    await c.ok("PATCH", f"{SVC}/s", {"metadata": {"labels": {"user": "x"}}}, MERGE, {"fieldManager": "kubectl"})
+    await c.ok("PATCH", f"{SVC}/s", svc_intent([9000], {"a": "1"}) | {"spec": {"ports": [{"name": "m", "port": 9000}]}},
+               APPLY, {"fieldManager": "mon"})
+    out = await c.ok("PATCH", f"{SVC}/s", svc_intent([80], {"a": "1"}), APPLY, op)
+    assert out["metadata"]["labels"] == {"a": "1", "user": "x"}  # b dropped; user (kubectl's) kept
+    assert sorted(p["port"] for p in out["spec"]["ports"]) == [80, 9000]  # 81 dropped, mon's 9000 kept
+    owners = {m["manager"]: m for m in out["metadata"]["managedFields"]}
+    assert set(owners) == {"op", "kubectl", "mon"}
+    assert owners["op"]["operation"] == "Apply" and owners["kubectl"]["operation"] == "Update"
+    assert "k:{\"port\": 80}" in owners["op"]["fieldsV1"]["f:spec"]["f:ports"]
+    assert "f:user" in owners["kubectl"]["fieldsV1"]["f:metadata"]["f:labels"]
+    # label a is co-owned by op and mon: op dropping it keeps it (mon still applies it)
+    out = await c.ok("PATCH", f"{SVC}/s", svc_intent([80], {}), APPLY, op)
+    assert out["metadata"]["labels"] == {"a": "1", "user": "x"}
+    assert ("mon", "Apply") in emu.managed_fields("v1", "Service", "s", "default")
+    # the same again changes nothing (no new resourceVersion)
+    again = await c.ok("PATCH", f"{SVC}/s", svc_intent([80], {}), APPLY, op)
+    assert again["metadata"]["resourceVersion"] == out["metadata"]["resourceVersion"]
+
+
+async def test_server_side_apply_conflicts_unless_forced(api: tuple[EmulatedAPIServer, Client]) -> None:
+    _emu, c = api
+    await c.ok("PATCH", f"{SVC}/s", svc_intent([80], {"a": "1"}), APPLY, {"fieldManager": "op"})
+    await c.ok("PATCH", f"{SVC}/s", {"metadata": {"labels": {"a": "2"}}}, MERGE, {"fieldManager": "kubectl"})
+    status, body = await c.call("PATCH", f"{SVC}/s", svc_intent([80], {"a": "1"}), APPLY, {"fieldManager": "op"})
+    assert status == 409 and 'conflict with "kubectl": .metadata.labels.a' in body["message"], body
+    out = await c.ok("PATCH", f"{SVC}/s", svc_intent([80], {"a": "1"}), APPLY, {"fieldManager": "op", "force": "true"})
+    assert out["metadata"]["labels"] == {"a": "1"}
+    # the field changed hands: kubectl no longer owns it, so op dropping it removes it
+    out = await c.ok("PATCH", f"{SVC}/s", svc_intent([80], {}), APPLY, {"fieldManager": "op", "force": "true"})
+    assert "labels" not in out["metadata"] or out["metadata"]["labels"] == {}
+    # applying the same value another manager set is no conflict (shared ownership)
+    await c.ok("PATCH", f"{SVC}/s", {"metadata": {"labels": {"c": "3"}}}, MERGE, {"fieldManager": "kubectl"})
+    await c.ok("PATCH", f"{SVC}/s", svc_intent([80], {"c": "3"}), APPLY, {"fieldManager": "op"})

@@ -96,6 +96,19 @@ async def test_one_member_cluster(tmp_path: Path) -> None:
         pdb = env.api.get_object("policy/v1", "PodDisruptionBudget", NAME, env.ns)
         assert pdb is not None and pdb["spec"]["maxUnavailable"] == 0
 
+        # children are written by server-side apply (field manager ozone-scm-operator): a label dropped from
+        # spec.service.labels leaves the Service, a label someone else put there stays
+        def labels() -> dict[str, str]:
+            return dict(((env.api.get_object("v1", "Service", NAME, env.ns) or {}).get("metadata") or {})
+                        .get("labels") or {})
+
+        env.patch_spec(NAME, {"service": {"labels": {"team": "a", "tier": "x"}}})
+        await env.wait_for(lambda: labels().get("tier") == "x", 30, "the Service labels applied")
+        env.api.patch_object("v1", "Service", NAME, env.ns, {"metadata": {"labels": {"mine": "y"}}})
+        env.patch_spec(NAME, {"service": {"labels": {"tier": None}}})
+        await env.wait_for(lambda: "tier" not in labels(), 30, "the dropped label removed")
+        assert labels()["team"] == "a" and labels()["mine"] == "y"
+
 
 @HEAVY
 async def test_operator_killed_in_the_middle_of_bootstrap_and_of_scaling(tmp_path: Path) -> None:
