@@ -904,34 +904,36 @@ async def test_a_secure_cluster_created_from_a_backup_keeps_the_old_root_ca_and_
         assert env.api.get_object("v1", "Secret", f"{NAME}-root-ca", env.ns) is not None  # never owned: kept
 
         # a root CA of another ring: Degraded with the reason, an Event, and nothing created
-        await env.create("other", {"replicas": 1, "security": {"enabled": True}})
-        await env.wait_ready("other", timeout=240)
+        await env.create("alt", {"replicas": 1, "security": {"enabled": True}})
+        await env.wait_ready("alt", timeout=240)
         spec = {"replicas": 3, "security": {"enabled": True},
-                "bootstrap": {"fromBackup": "b1", "rootCASecret": "other-root-ca"}}
-        await env.create("restored", spec)
+                "bootstrap": {"fromBackup": "b1", "rootCASecret": "alt-root-ca"}}
+        # short names: the member's sub-CA CN (scm-sub@<member>.<name>-headless.<namespace>.svc.cluster.local) must
+        # fit in 64 characters, and the real control plane's namespaces are longer than the emulator's
+        await env.create("new", spec)
 
         def refused() -> bool:
-            deg = env.conditions("restored").get("Degraded") or {}
+            deg = env.conditions("new").get("Degraded") or {}
             return deg.get("reason") == "RestoreSource" and f"not the root CA {old_root}" in deg.get("message", "")
 
         await env.wait_for(refused, 60, "RestoreSource: another root CA")
-        await env.wait_for(lambda: any(r == "RestoreSource" for _, r, _ in env.events("restored")), 30,
+        await env.wait_for(lambda: any(r == "RestoreSource" for _, r, _ in env.events("new")), 30,
                            "the RestoreSource Event")
         # no root CA taken, no Pod started (the primordial's empty volume may already exist, as for any refusal)
-        assert not env.pods("restored")
-        assert env.api.get_object("v1", "Secret", "restored-root-ca", env.ns) is None
+        assert not env.pods("new")
+        assert env.api.get_object("v1", "Secret", "new-root-ca", env.ns) is None
 
-        env.patch_spec("restored", {"bootstrap": {"rootCASecret": f"{NAME}-root-ca"}})
-        await env.wait_ready("restored", timeout=360, replicas=3)
-        st = env.status("restored")
+        env.patch_spec("new", {"bootstrap": {"rootCASecret": f"{NAME}-root-ca"}})
+        await env.wait_ready("new", timeout=360, replicas=3)
+        st = env.status("new")
         assert st["clusterID"] == cid and st["security"]["rootCAFingerprint"] == old_root
-        reasons = [r for _, r, _ in env.events("restored")]
+        reasons = [r for _, r, _ in env.events("new")]
         assert "TakingRootCA" in reasons and "RestartingRestoredMember" in reasons, reasons
-        await env.verify_consistent("restored")
+        await env.verify_consistent("new")
         # the old ring's administrator certificate (issued under the kept root) works against the new ring
-        assert backed_up <= await env.containers("restored", client=old_admin)
+        assert backed_up <= await env.containers("new", client=old_admin)
 
-        out = env.start_workload("restored", name="workload-restored", secure=True)
+        out = env.start_workload("new", name="workload-new", secure=True)
         await env.workload_ready(out)
         new = await env.stop_workload(out)
         assert new.block_ids and not new.failures, new.failures[:3]
