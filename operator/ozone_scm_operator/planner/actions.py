@@ -1,7 +1,7 @@
 """The operator's steps: one frozen dataclass per kind of action, ``Action`` their union.
 
 The planner returns at most one of them per pass; the reconciler performs it (``Reconciler.act``) and the unit tier's
-simulated world plays it (``tests/oscm/unit/sim.py``), both with a ``match`` over these classes that ends in
+simulated world plays it (``tests/operator/unit/sim.py``), both with a ``match`` over these classes that ends in
 ``assert_never``, so a step added here and not handled there fails type checking (mypy, ``make lint``).
 
 Every step carries what its Event and log line need: ``target`` (the object it acts on, by name), ``reason`` and
@@ -44,7 +44,7 @@ class Step:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Apply(Step):
-    """Create or replace a Service, ConfigMap, PodDisruptionBudget or CronJob (server-side apply of ``body``)."""
+    """Server-side apply of ``body``: a Service, the ConfigMap, the PodDisruptionBudget or the audit CronJob."""
 
     body: Body
 
