@@ -78,10 +78,10 @@ from ozone_scm_operator.spec import (
 )
 from ozone_scm_operator.status import Event, Facts, derive_conditions
 
+# the public surface; every step class of ``actions`` is reachable as ``planner.<Kind>`` too (the star import)
 __all__ = ["Action", "Plan", "Settings", "actions", "majority", "plan"]
 
 RETRY_SOON = 1.0  # seconds until the next pass while an operation waits for something to happen
-
 
 
 @dataclasses.dataclass(frozen=True)
