@@ -18,7 +18,7 @@ def completed(name: str = "b1", cluster: str = "old") -> BackupObs:
 
 
 def pod_bodies(w: World, member: str) -> list[dict[str, object]]:
-    return [a.body for a in w.actions if a.kind == planner.CREATE_POD and a.target == member and a.body is not None]
+    return [a.body for a in w.actions if isinstance(a, planner.CreatePod) and a.target == member and a.body is not None]
 
 
 def test_a_cluster_from_a_named_backup_restores_on_the_primordial_and_bootstraps_the_others() -> None:
