@@ -41,12 +41,13 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from scm_server.local.cluster import wait_for
 from tests.e2e.local.apiserver import ThreadedAPIServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,17 +55,6 @@ API = "ozone-scm.io/v1alpha1"
 NS = "bench"
 # the last operator that LISTed every kind each pass and wrote by create-then-merge-patch (before issue 22 item 5)
 BEFORE_REF = "5efcd20"
-
-
-def wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not reached within {timeout:.0f}s")
-        time.sleep(0.01)
 
 
 @contextlib.contextmanager
@@ -129,7 +119,8 @@ def run_variant(label: str, tree: Path, size: int, args: argparse.Namespace, wor
             t0 = time.monotonic()
             for n in names:
                 emu.put_object(cluster(n))
-            wait(lambda: proc.poll() is not None or settled(emu, names), args.timeout, f"{size} clusters created")
+            wait_for(lambda: proc.poll() is not None or settled(emu, names), args.timeout, f"{size} clusters created",
+                     interval=0.01)
             if proc.poll() is not None:
                 raise RuntimeError(f"the {label} operator exited ({proc.returncode}); see {log}")
             created = time.monotonic() - t0
@@ -171,7 +162,7 @@ def measure_latency(emu: ThreadedAPIServer, name: str, value: int, timeout: floa
         return ((svc.get("metadata") or {}).get("labels") or {}).get("bench") == str(value) and \
             (res.get("status") or {}).get("observedGeneration") == generation
 
-    wait(lambda: emu.call(done), timeout, f"{name}: spec change applied")
+    wait_for(lambda: emu.call(done), timeout, f"{name}: spec change applied", interval=0.01)
     return time.monotonic() - t0
 
 

@@ -38,7 +38,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, assert_never
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -597,6 +597,7 @@ class Reconciler:
 
     # ---- act ----
     async def act(self, ref: ClusterRef, a: planner.Action, obs: Observed, st: ClusterStatus) -> None:
+        """Perform one step, by its class (``planner.actions``); a step not handled here fails type checking."""
         ns = ref.namespace
         k = a.kind
         if self.settings.crash_before == (k, a.target):
@@ -608,148 +609,142 @@ class Reconciler:
             await asyncio.Event().wait()
         if not self._may_act(ref.namespace, ref.name, f"{k} {a.target}"):
             raise RuntimeError("this replica no longer holds the leader-election Lease")
-        if k == planner.APPLY:
-            assert a.body is not None
-            await self.kube.apply(a.body)
-        elif k in (planner.CREATE_POD, planner.CREATE_PVC, planner.CREATE_JOB, planner.CREATE_BACKUP):
-            assert a.body is not None
-            await self._create(a.body)
-        elif k == planner.DELETE_OBJECT:
-            assert a.body is not None
-            await self.kube.delete(a.body["kind"], ns, a.body["metadata"]["name"])
-        elif k == planner.DELETE_POD:
-            await self.kube.delete("Pod", ns, a.target)
-        elif k == planner.DELETE_PVC:
-            await self.kube.delete("PersistentVolumeClaim", ns, a.target)
-        elif k == planner.RETAIN_PVC:
-            await self.kube.merge_patch(
-                "PersistentVolumeClaim", ns, a.target,
-                {"metadata": {
-                    "ownerReferences": None,
-                    "labels": {naming.LABEL_CLUSTER: None, f"{naming.LABEL_CLUSTER}-retained": ref.name},
-                    "annotations": {f"{naming.LABEL_CLUSTER}-retained-at": obs.now.strftime("%Y-%m-%dT%H:%M:%SZ")},
-                }},
-            )
-        elif k == planner.RELEASE_PVC:
-            obj = await self.kube.get("PersistentVolumeClaim", ns, a.target)
-            if obj is None:
-                raise RuntimeError(f"PersistentVolumeClaim {a.target} is gone")
-            refs = [r for r in obj["metadata"].get("ownerReferences") or () if r.get("uid") != ref.uid]
-            await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target, {"metadata": {
-                "ownerReferences": refs or None,
-                "resourceVersion": obj["metadata"].get("resourceVersion"),
-            }})
-        elif k == planner.LABEL_PVC:
-            await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target,
-                                        {"metadata": {"labels": {naming.LABEL_CLUSTER_ID: a.params["cluster_id"]}}})
-        elif k == planner.EXPAND_PVC:
-            await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target,
-                                        {"spec": {"resources": {"requests": {"storage": a.params["size"]}}}})
-        elif k == planner.ADOPT:
-            kind = a.params["kind"]
-            obj = await self.kube.get(kind, ns, a.target)
-            if obj is None:
-                raise RuntimeError(f"{kind} {a.target} is gone")
-            refs = [r for r in obj["metadata"].get("ownerReferences") or () if not r.get("controller")]
-            await self.kube.merge_patch(kind, ns, a.target, {"metadata": {
-                "ownerReferences": [*refs, ref.owner_reference()],
-                "resourceVersion": obj["metadata"].get("resourceVersion"),
-            }})
-        elif k == planner.DELETE_SECRET:
-            await self.kube.delete("Secret", ns, a.target)
-        elif k == planner.CLEAR_ANNOTATION:
-            await self.kube.merge_patch(KIND, ns, ref.name, {"metadata": {"annotations": {a.params["key"]: None}}})
-        elif k == planner.CREATE_ROOT_CA and a.params.get("copyFrom"):
-            # a secure restore: the old cluster's root CA, the one the backup records (checked again here)
-            source = await self.kube.get("Secret", ns, a.params["copyFrom"])
-            data: dict[str, Any] = (source or {}).get("data") or {}
-            root = certs.load_pair(base64.b64decode(data[certs.ROOT_CERT]), base64.b64decode(data[certs.ROOT_KEY]))
-            if root.fingerprint != a.params["fingerprint"]:
-                raise RuntimeError(f"Secret {a.params['copyFrom']} changed under the restore (root CA "
-                                   f"{root.fingerprint}, expected {a.params['fingerprint']})")
-            await self._create(certs.root_ca_secret(ref, root))
-        elif k == planner.CREATE_ROOT_CA:
-            root = certs.create_root_ca(
-                self.keygen(), cluster=ref.name, namespace=ns, now=self.now(),
-                duration=datetime.timedelta(seconds=a.params["duration"]), serial=self.serial(),
-            )
-            await self._create(certs.root_ca_secret(ref, root))
-        elif k in (planner.ISSUE_MEMBER_CERT, planner.ISSUE_CLIENT_CERT):
-            root = await self._root_pair(ref)
-            duration = datetime.timedelta(seconds=a.params["duration"])
-            if k == planner.ISSUE_MEMBER_CERT:
-                pair = certs.issue_member_certificate(
-                    root, self.keygen(), ref=ref, member=a.params["member"], now=self.now(), duration=duration,
+        match a:
+            case planner.Apply(body=body):
+                await self.kube.apply(body)
+            case (planner.CreatePod(body=body) | planner.CreatePVC(body=body) | planner.CreateJob(body=body)
+                  | planner.CreateBackup(body=body)):
+                await self._create(body)
+            case planner.DeleteObject(object_kind=kind):
+                await self.kube.delete(kind, ns, a.target)
+            case planner.DeletePod():
+                await self.kube.delete("Pod", ns, a.target)
+            case planner.DeletePVC():
+                await self.kube.delete("PersistentVolumeClaim", ns, a.target)
+            case planner.RetainPVC():
+                await self.kube.merge_patch(
+                    "PersistentVolumeClaim", ns, a.target,
+                    {"metadata": {
+                        "ownerReferences": None,
+                        "labels": {naming.LABEL_CLUSTER: None, f"{naming.LABEL_CLUSTER}-retained": ref.name},
+                        "annotations": {f"{naming.LABEL_CLUSTER}-retained-at": obs.now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+                    }},
+                )
+            case planner.ReleasePVC():
+                obj = await self.kube.get("PersistentVolumeClaim", ns, a.target)
+                if obj is None:
+                    raise RuntimeError(f"PersistentVolumeClaim {a.target} is gone")
+                refs = [r for r in obj["metadata"].get("ownerReferences") or () if r.get("uid") != ref.uid]
+                await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target, {"metadata": {
+                    "ownerReferences": refs or None,
+                    "resourceVersion": obj["metadata"].get("resourceVersion"),
+                }})
+            case planner.LabelPVC(cluster_id=cluster_id):
+                await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target,
+                                            {"metadata": {"labels": {naming.LABEL_CLUSTER_ID: cluster_id}}})
+            case planner.ExpandPVC(size=size):
+                await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target,
+                                            {"spec": {"resources": {"requests": {"storage": size}}}})
+            case planner.Adopt(object_kind=kind):
+                obj = await self.kube.get(kind, ns, a.target)
+                if obj is None:
+                    raise RuntimeError(f"{kind} {a.target} is gone")
+                refs = [r for r in obj["metadata"].get("ownerReferences") or () if not r.get("controller")]
+                await self.kube.merge_patch(kind, ns, a.target, {"metadata": {
+                    "ownerReferences": [*refs, ref.owner_reference()],
+                    "resourceVersion": obj["metadata"].get("resourceVersion"),
+                }})
+            case planner.DeleteSecret():
+                await self.kube.delete("Secret", ns, a.target)
+            case planner.ClearAnnotation(key=annotation) | planner.RemoveAnnotation(key=annotation):
+                await self.kube.merge_patch(KIND, ns, ref.name, {"metadata": {"annotations": {annotation: None}}})
+            case planner.CreateRootCA(copy_from=source_name, fingerprint=fingerprint) if source_name:
+                # a secure restore: the old cluster's root CA, the one the backup records (checked again here)
+                source = await self.kube.get("Secret", ns, source_name)
+                data: dict[str, Any] = (source or {}).get("data") or {}
+                if certs.ROOT_CERT not in data or certs.ROOT_KEY not in data:
+                    raise RuntimeError(f"Secret {source_name} has no root CA ({certs.ROOT_CERT}, {certs.ROOT_KEY})")
+                root = certs.load_pair(base64.b64decode(data[certs.ROOT_CERT]), base64.b64decode(data[certs.ROOT_KEY]))
+                if root.fingerprint != fingerprint:
+                    raise RuntimeError(f"Secret {source_name} changed under the restore (root CA {root.fingerprint}, "
+                                       f"expected {fingerprint})")
+                await self._create(certs.root_ca_secret(ref, root))
+            case planner.CreateRootCA(duration=duration):
+                root = certs.create_root_ca(
+                    self.keygen(), cluster=ref.name, namespace=ns, now=self.now(), duration=duration,
                     serial=self.serial(),
                 )
-                await self.kube.apply(certs.member_tls_secret(ref, a.params["member"], pair, root.certificate))
-            else:
+                await self._create(certs.root_ca_secret(ref, root))
+            case planner.IssueMemberCertificate(member=member, duration=duration):
+                root = await self._root_pair(ref)
+                pair = certs.issue_member_certificate(
+                    root, self.keygen(), ref=ref, member=member, now=self.now(), duration=duration,
+                    serial=self.serial(),
+                )
+                await self.kube.apply(certs.member_tls_secret(ref, member, pair, root.certificate))
+            case planner.IssueClientCertificate(duration=duration):
+                root = await self._root_pair(ref)
                 pair = certs.issue_client_certificate(
                     root, self.keygen(), ref=ref, now=self.now(), duration=duration, serial=self.serial()
                 )
                 await self.kube.apply(certs.client_tls_secret(ref, pair, root.certificate))
-        elif k == planner.CREATE_ENROLLMENT_SECRET:
-            scm_secret = secrets.token_hex(32) if a.params.get("scm") else None
-            await self._create(builders.build_enrollment_secret(ref, secrets.token_hex(32), scm_secret))
-        elif k == planner.CREATE_CLIENT_KEY:
-            await self._create(certs.client_key_secret(ref, self.keygen()))
-        elif k == planner.CREATE_ADMIN_CSR:
-            key = await self._client_key(ref)
-            await self._create(certs.admin_csr_secret(ref, certs.client_csr(key)))
-        elif k == planner.FETCH_CLIENT_CERT:
-            key = await self._client_key(ref)
-            member = a.params["member"]
-            pod = obs.pods.get(member)
-            if pod is None or not pod.pod_ip:
-                raise RuntimeError(f"Pod {member} has no IP yet")
-            enrollment = await self.kube.get("Secret", ns, naming.enrollment_secret_name(ref.name))
-            proof_secret = certs.decode_secret_field((enrollment or {}).get("data"), naming.ENROLLMENT_SCM)
-            if proof_secret is None:
-                raise RuntimeError(f"Secret {naming.enrollment_secret_name(ref.name)} has no {naming.ENROLLMENT_SCM}")
-            chain, scm_root = await self.scm.fetch_client_certificate(
-                Endpoint(member, pod.pod_ip, ref.host(member)), proof_secret, certs.public_key_sha256(key)
-            )
-            await self.kube.apply(certs.client_tls_secret_from_scm(ref, key, chain, scm_root))
-        elif k == planner.RENEW_CLIENT_CERT:
-            security = await self.client_security(ref, True)
-            key = self.keygen()
-            csr_pem = certs.client_csr(key).public_bytes(serialization.Encoding.PEM).decode("ascii")
-            chain, scm_root = await self.scm.renew_client_certificate(self._endpoints(ref, obs, st), csr_pem, security)
-            await self.kube.apply(certs.client_tls_secret_from_scm(ref, key, chain, scm_root))
-        elif k == planner.TRANSFER_LEADERSHIP:
-            security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
-            await self.scm.transfer(self._endpoints(ref, obs, st), a.params["to_scm_id"], security)
-        elif k == planner.DECOMMISSION:
-            security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
-            await self.scm.decommission(self._endpoints(ref, obs, st), a.params["scm_id"], security)
-        elif k == planner.REVOKE_CERTIFICATE:
-            security = await self.client_security(ref, True)
-            await self.scm.revoke(
-                self._endpoints(ref, obs, st), [a.params["serial"]], a.params["reason"], security
-            )
-            # the observed proof that this step is done (a pass that finds it moves on to deleting the Secret)
-            await self.kube.merge_patch(
-                "Secret", ns, a.target, {"metadata": {"annotations": {naming.ANN_CERT_REVOKED: "true"}}}
-            )
-        elif k == planner.UPDATE_BACKUP:
-            finalizers = a.params.get("finalizers")
-            if finalizers is not None:
-                obj = await self.kube.get(BACKUP_KIND, ns, a.target)
-                if obj is None:
-                    raise RuntimeError(f"{BACKUP_KIND} {a.target} is gone")
-                await self.kube.merge_patch(BACKUP_KIND, ns, a.target, {"metadata": {
-                    "finalizers": list(finalizers) or None,
-                    "resourceVersion": obj["metadata"].get("resourceVersion"),
-                }})
-            if a.params.get("status"):
-                await self.kube.merge_patch(BACKUP_KIND, ns, a.target, {"status": a.params["status"]},
-                                            subresource="status")
-        elif k == planner.REMOVE_ANNOTATION:
-            await self.kube.merge_patch(KIND, ns, ref.name, {"metadata": {"annotations": {a.params["key"]: None}}})
-        elif k == planner.DELETE_BACKUP:
-            await self.kube.delete(BACKUP_KIND, ns, a.target)
-        else:
-            raise ValueError(f"unknown action {k}")
+            case planner.CreateEnrollmentSecret(scm=scm):
+                scm_secret = secrets.token_hex(32) if scm else None
+                await self._create(builders.build_enrollment_secret(ref, secrets.token_hex(32), scm_secret))
+            case planner.CreateClientKey():
+                await self._create(certs.client_key_secret(ref, self.keygen()))
+            case planner.CreateAdminCSR():
+                key = await self._client_key(ref)
+                await self._create(certs.admin_csr_secret(ref, certs.client_csr(key)))
+            case planner.FetchClientCertificate(member=member):
+                key = await self._client_key(ref)
+                pod = obs.pods.get(member)
+                if pod is None or not pod.pod_ip:
+                    raise RuntimeError(f"Pod {member} has no IP yet")
+                enrollment = await self.kube.get("Secret", ns, naming.enrollment_secret_name(ref.name))
+                proof_secret = certs.decode_secret_field((enrollment or {}).get("data"), naming.ENROLLMENT_SCM)
+                if proof_secret is None:
+                    raise RuntimeError(f"Secret {naming.enrollment_secret_name(ref.name)} has no {naming.ENROLLMENT_SCM}")
+                chain, scm_root = await self.scm.fetch_client_certificate(
+                    Endpoint(member, pod.pod_ip, ref.host(member)), proof_secret, certs.public_key_sha256(key)
+                )
+                await self.kube.apply(certs.client_tls_secret_from_scm(ref, key, chain, scm_root))
+            case planner.RenewClientCertificate():
+                security = await self.client_security(ref, True)
+                key = self.keygen()
+                csr_pem = certs.client_csr(key).public_bytes(serialization.Encoding.PEM).decode("ascii")
+                chain, scm_root = await self.scm.renew_client_certificate(self._endpoints(ref, obs, st), csr_pem, security)
+                await self.kube.apply(certs.client_tls_secret_from_scm(ref, key, chain, scm_root))
+            case planner.TransferLeadership(to_scm_id=to_scm_id):
+                if to_scm_id is None:
+                    raise RuntimeError(f"{a.to} has no scmId to transfer leadership to")
+                security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
+                await self.scm.transfer(self._endpoints(ref, obs, st), to_scm_id, security)
+            case planner.Decommission(scm_id=scm_id):
+                security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
+                await self.scm.decommission(self._endpoints(ref, obs, st), scm_id, security)
+            case planner.RevokeCertificate(serial=serial, revocation_reason=reason):
+                security = await self.client_security(ref, True)
+                await self.scm.revoke(self._endpoints(ref, obs, st), [serial], reason, security)
+                # the observed proof that this step is done (a pass that finds it moves on to deleting the Secret)
+                await self.kube.merge_patch(
+                    "Secret", ns, a.target, {"metadata": {"annotations": {naming.ANN_CERT_REVOKED: "true"}}}
+                )
+            case planner.UpdateBackup(status=status, finalizers=finalizers):
+                if finalizers is not None:
+                    obj = await self.kube.get(BACKUP_KIND, ns, a.target)
+                    if obj is None:
+                        raise RuntimeError(f"{BACKUP_KIND} {a.target} is gone")
+                    await self.kube.merge_patch(BACKUP_KIND, ns, a.target, {"metadata": {
+                        "finalizers": list(finalizers) or None,
+                        "resourceVersion": obj["metadata"].get("resourceVersion"),
+                    }})
+                if status:
+                    await self.kube.merge_patch(BACKUP_KIND, ns, a.target, {"status": status}, subresource="status")
+            case planner.DeleteBackup():
+                await self.kube.delete(BACKUP_KIND, ns, a.target)
+            case _:
+                assert_never(a)
 
     async def _create(self, body: Body) -> None:
         try:

@@ -26,8 +26,7 @@ from tests.integration.ha.harness import (
     Workload,
     cli,
     containers_on,
-    start_sim,
-    wait_open_pipeline,
+    start_serving,
     wait_until,
 )
 from tests.s3.radosgw import S3Server
@@ -191,10 +190,7 @@ async def test_upload_download_restore_a_one_member_ring(s3_server: S3Server, s3
     cluster = HALocalCluster(tmp_path / "c", 1, settings=TEST_SETTINGS)
     sim = None
     try:
-        cluster.start_quorum()
-        sim = await start_sim(cluster, 3)
-        await cluster.wait_healthy_quorum(timeout=90)
-        await wait_open_pipeline(cluster)
+        sim = await start_serving(cluster)
         work = Workload(cluster.client_addresses, clients=2)
         work.start()
 

@@ -115,7 +115,7 @@ async def test_operator_killed_in_the_middle_of_bootstrap_and_of_scaling(tmp_pat
     async with environment(tmp_path) as env:
         await env.stop_operator()
         # killed right after recording that scm-1 is joining and before creating its Pod
-        await env.start_operator(crash_before=(planner.CREATE_POD, "scm-1"))
+        await env.start_operator(crash_before=(planner.CreatePod.kind, "scm-1"))
         await env.create(NAME, {"replicas": 3})
         assert await env.operator_exited() == 86, env.operator_output()[-2000:]
         st = env.status(NAME)
@@ -129,7 +129,7 @@ async def test_operator_killed_in_the_middle_of_bootstrap_and_of_scaling(tmp_pat
         # killed after the intent to decommission a member and before the RemoveSCM call
         await env.stop_operator()
         env.patch_spec(NAME, {"replicas": 1})
-        await env.start_operator(crash_before=(planner.DECOMMISSION, "scm-2"))
+        await env.start_operator(crash_before=(planner.Decommission.kind, "scm-2"))
         assert await env.operator_exited() == 86, env.operator_output()[-2000:]
         assert env.status(NAME)["currentOperation"]["type"] == "RemoveMember"
         await env.start_operator()
@@ -312,7 +312,7 @@ async def _stop_before_restarting(env: Env, member: str) -> None:
     """Restart the operator armed to exit right after recording the roll's restart of ``member`` (its intent is in
     status), before deleting its Pod: the moment "just before the next roll step"."""
     await env.stop_operator()
-    await env.start_operator(crash_before=(planner.DELETE_POD, member))
+    await env.start_operator(crash_before=(planner.DeletePod.kind, member))
 
 
 def _events_after(env: Env, n: int) -> list[tuple[str, str]]:
@@ -380,7 +380,7 @@ async def test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll(tmp
         assert await env.operator_exited(180) == 86, env.operator_output()[-2000:]
         if not _rolled(env, a, image):  # b came first: let it be rolled, stop before a instead
             a, b = b, a
-            await env.start_operator(crash_before=(planner.DELETE_POD, b))
+            await env.start_operator(crash_before=(planner.DeletePod.kind, b))
             assert await env.operator_exited(180) == 86, env.operator_output()[-2000:]
         assert _rolled(env, a, image) and not _rolled(env, b, image)
         assert env.status(NAME)["currentOperation"]["member"] == b
@@ -643,7 +643,7 @@ async def test_two_operators_one_active_and_the_standby_finishes_after_a_sigkill
         await env.stop_operator()  # the environment's single operator (it releases its Lease)
         args = (*HA_TIMING, "--leader-elect-resource-namespace", env.ns)
         await env.start_operator(identity="operator-a", args=args,
-                                 pause_before=(planner.DELETE_PVC, naming.pvc_name("scm-2")))
+                                 pause_before=(planner.DeletePVC.kind, naming.pvc_name("scm-2")))
         await env.wait_for(lambda: _lease(env).get("holderIdentity") == "operator-a", 30, "operator-a holds the Lease")
         await env.start_operator(identity="operator-b", args=args)
         b_log = env.operator_logs["operator-b"]

@@ -145,6 +145,20 @@ async def start_sim(cluster: HALocalCluster, count: int = 3) -> DatanodeSimulato
     return sim
 
 
+async def start_serving(cluster: HALocalCluster, datanodes: int = 3) -> DatanodeSimulator:
+    """Start the quorum and ``datanodes`` simulated datanodes, and wait until the quorum is healthy and a pipeline
+    is open (allocations can succeed). The datanodes are stopped again if the wait fails."""
+    cluster.start_quorum()
+    sim = await start_sim(cluster, datanodes)
+    try:
+        await cluster.wait_healthy_quorum(timeout=90)
+        await wait_open_pipeline(cluster)
+    except BaseException:
+        await sim.stop()
+        raise
+    return sim
+
+
 async def wait_open_pipeline(cluster: HALocalCluster, timeout: float = 60) -> None:
     async def ok() -> bool:
         try:

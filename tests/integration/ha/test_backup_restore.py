@@ -20,7 +20,7 @@ from .harness import (
     Workload,
     cli,
     containers_on,
-    start_sim,
+    start_serving,
     wait_caught_up,
     wait_open_pipeline,
     wait_until,
@@ -86,10 +86,7 @@ async def test_backup_restore_no_duplicate_ids(tmp_path: Path) -> None:
     cluster = HALocalCluster(tmp_path / "c", 3, settings=SETTINGS)
     sim = None
     try:
-        cluster.start_quorum()
-        sim = await start_sim(cluster, 3)
-        await cluster.wait_healthy_quorum(timeout=90)
-        await wait_open_pipeline(cluster)
+        sim = await start_serving(cluster)
         sec = cluster.client_security
 
         phase1 = Workload(cluster.client_addresses, clients=2, security=sec)
@@ -170,10 +167,7 @@ async def test_recover_from_lost_quorum(tmp_path: Path) -> None:
     cluster = HALocalCluster(tmp_path / "c", 3, settings=SETTINGS)
     sim = None
     try:
-        cluster.start_quorum()
-        sim = await start_sim(cluster, 3)
-        await cluster.wait_healthy_quorum(timeout=90)
-        await wait_open_pipeline(cluster)
+        sim = await start_serving(cluster)
         phase1 = Workload(cluster.client_addresses, clients=2)
         await _run(phase1, 150, "150 committed allocations")
         committed = phase1.acknowledged_containers()

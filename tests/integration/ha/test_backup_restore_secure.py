@@ -25,7 +25,16 @@ from scm_server.security.init import sub_ca_store
 from scm_server.security.keystore import Material
 from scm_server.security.tls import FileClientSecurity, StaticClientSecurity, make_channel
 
-from .harness import TEST_SETTINGS, Workload, cli, start_sim, wait_caught_up, wait_open_pipeline, wait_until
+from .harness import (
+    TEST_SETTINGS,
+    Workload,
+    cli,
+    start_serving,
+    start_sim,
+    wait_caught_up,
+    wait_open_pipeline,
+    wait_until,
+)
 from .test_backup_restore import (
     SETTINGS,
     _assert_no_duplicates,
@@ -84,10 +93,7 @@ async def test_restore_a_secure_ring(tmp_path: Path) -> None:
     cluster = HALocalCluster(tmp_path / "c", 3, settings=SETTINGS, secure=True)
     sim = None
     try:
-        cluster.start_quorum()
-        sim = await start_sim(cluster, 3)
-        await cluster.wait_healthy_quorum(timeout=90)
-        await wait_open_pipeline(cluster)
+        sim = await start_serving(cluster)
         sec = cluster.client_security
         assert cluster.secure is not None and sec is not None
         bob, bob_serial = _client_cert(cluster, tmp_path, "bob")
@@ -207,10 +213,7 @@ async def test_secure_recover_revokes_the_removed_members(tmp_path: Path) -> Non
     cluster = HALocalCluster(tmp_path / "c", 3, settings=TEST_SETTINGS, secure=True)
     sim = None
     try:
-        cluster.start_quorum()
-        sim = await start_sim(cluster, 3)
-        await cluster.wait_healthy_quorum(timeout=90)
-        await wait_open_pipeline(cluster)
+        sim = await start_serving(cluster)
         sec = cluster.client_security
         phase1 = Workload(cluster.client_addresses, clients=2, security=sec)
         await _run(phase1, 100, "100 committed allocations")

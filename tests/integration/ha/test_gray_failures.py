@@ -34,9 +34,8 @@ from .harness import (
     TEST_SETTINGS,
     Workload,
     containers_on,
-    start_sim,
+    start_serving,
     wait_caught_up,
-    wait_open_pipeline,
     wait_until,
 )
 
@@ -66,10 +65,7 @@ async def test_frozen_leader_costs_clients_seconds_not_the_freeze(tmp_path: Path
     sim = None
     frozen = None
     try:
-        cluster.start_quorum()
-        sim = await start_sim(cluster, 3)
-        await cluster.wait_healthy_quorum(timeout=90)
-        await wait_open_pipeline(cluster)
+        sim = await start_serving(cluster)
         leader = await cluster.wait_leader(timeout=30)
         work = Workload(cluster.client_addresses, clients=4, config=LOAD_CLIENT)
         work.start()
@@ -261,10 +257,7 @@ async def test_leadership_is_checked_before_safemode(tmp_path: Path) -> None:
     cluster = HALocalCluster(tmp_path / "c", 3, settings=settings)
     sim = None
     try:
-        cluster.start_quorum()
-        sim = await start_sim(cluster, 3)
-        await cluster.wait_healthy_quorum(timeout=90)
-        await wait_open_pipeline(cluster)
+        sim = await start_serving(cluster)
         await _admin_reads_come_from_the_leader(cluster)
         await _retry_on_the_next_leader_is_applied_once(cluster)
         leader = await cluster.wait_leader(timeout=30)

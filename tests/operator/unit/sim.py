@@ -22,7 +22,7 @@ import dataclasses
 import datetime
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_never
 
 from ozone_scm_operator import backup_builders, builders, naming, planner, podsecurity
 from ozone_scm_operator.builders import ClusterRef
@@ -180,8 +180,8 @@ class World:
         for name, body in list(self.backups.items()):
             if body["metadata"].get("deletionTimestamp") and not body["metadata"].get("finalizers"):
                 del self.backups[name]
-                for job in [j for j, o in self.jobs.items() if o.backup == name]:
-                    del self.jobs[job]  # owned by the backup: the garbage collector removes them
+                for job_name in [j for j, o in self.jobs.items() if o.backup == name]:
+                    del self.jobs[job_name]  # owned by the backup: the garbage collector removes them
 
     # ---- identities ----
     def _new_id(self, prefix: str) -> str:
@@ -224,16 +224,16 @@ class World:
         for pod in self.pods.values():
             if not pod.alive:
                 continue
-            pvc = self.pvcs.get(naming.pvc_name(pod.name))
-            if pvc is None or pvc.scm_id is None:
+            vol = self.pvcs.get(naming.pvc_name(pod.name))
+            if vol is None or vol.scm_id is None:
                 continue
-            sid = pvc.scm_id
+            sid = vol.scm_id
             if sid in self.learners:
                 self.learners.discard(sid)
                 self.voters.add(sid)
-            elif sid not in self.voters and not pvc.has_conf and self.leader is not None and self.alive_scm(self.leader):
+            elif sid not in self.voters and not vol.has_conf and self.leader is not None and self.alive_scm(self.leader):
                 self.learners.add(sid)  # AddSCM on first start
-                pvc.has_conf = True
+                vol.has_conf = True
         if self.leader is not None and (not self.alive_scm(self.leader) or self.leader not in self.voters):
             self.leader = None
         if self.leader is not None and sum(1 for v in self.voters if self.alive_scm(v)) < len(self.voters) // 2 + 1:
@@ -333,7 +333,7 @@ class World:
 
     # ---- observation ----
     def observe(self) -> Observed:
-        pods = {}
+        pods: dict[str, PodObs] = {}
         for p in self.pods.values():
             containers: tuple[ContainerObs, ...] = ()
             if p.trouble and p.trouble.startswith(FOREIGN_VOLUME_PREFIX):
@@ -393,212 +393,206 @@ class World:
 
     # ---- the operator's actions ----
     def apply(self, a: planner.Action) -> None:
+        """Play one step, by its class (``planner.actions``); a step not handled here fails type checking."""
         self.actions.append(a)
-        k = a.kind
-        if k == planner.APPLY:
-            assert a.body is not None
-            self.children[(a.body["kind"], a.body["metadata"]["name"])] = a.body["metadata"]["annotations"][
-                naming.ANN_CONTENT_HASH
-            ]
-        elif k == planner.DELETE_OBJECT:
-            assert a.body is not None
-            self.children.pop((a.body["kind"], a.body["metadata"]["name"]), None)
-        elif k == planner.CREATE_PVC and a.body is not None and naming.LABEL_BACKUP in a.body["metadata"]["labels"]:
-            key = ("PersistentVolumeClaim", a.target)
-            if key in self.children:
-                raise Unsafe(f"PVC {a.target} created twice")
-            if a.body["metadata"].get("ownerReferences"):
-                raise Unsafe(f"the backup volume {a.target} is owned: deleting the cluster would delete the backups")
-            self.children[key] = None
-        elif k == planner.UPDATE_BACKUP:
-            body = self.backups[a.target]
-            if a.params.get("finalizers") is not None:
-                body["metadata"]["finalizers"] = list(a.params["finalizers"])
-            st = body.setdefault("status", {})
-            for key, value in (a.params.get("status") or {}).items():
-                if value is None:
-                    st.pop(key, None)
+        match a:
+            case planner.Apply(body=body):
+                self.children[(body["kind"], body["metadata"]["name"])] = body["metadata"]["annotations"][
+                    naming.ANN_CONTENT_HASH
+                ]
+            case planner.DeleteObject(object_kind=kind):
+                self.children.pop((kind, a.target), None)
+            case planner.CreatePVC(body=body) if naming.LABEL_BACKUP in body["metadata"]["labels"]:
+                key = ("PersistentVolumeClaim", a.target)
+                if key in self.children:
+                    raise Unsafe(f"PVC {a.target} created twice")
+                if body["metadata"].get("ownerReferences"):
+                    raise Unsafe(f"the backup volume {a.target} is owned: deleting the cluster would delete the backups")
+                self.children[key] = None
+            case planner.CreatePVC(body=body) if naming.LABEL_AUDIT in body["metadata"]["labels"]:
+                key = ("PersistentVolumeClaim", a.target)
+                if key in self.children:
+                    raise Unsafe(f"PVC {a.target} created twice")
+                self.children[key] = None  # the audit's report volume: listed by its audit label, not as a member's
+            case planner.CreatePVC(body=body):
+                if a.target in self.pvcs:
+                    raise Unsafe(f"PVC {a.target} created twice")
+                owners = body["metadata"].get("ownerReferences") or []
+                self.pvcs[a.target] = SimPVC(a.target, owner=owners[0]["uid"] if owners else None,
+                                             size=body["spec"]["resources"]["requests"]["storage"])
+            case planner.UpdateBackup(status=status, finalizers=finalizers):
+                backup = self.backups[a.target]
+                if finalizers is not None:
+                    backup["metadata"]["finalizers"] = list(finalizers)
+                st = backup.setdefault("status", {})
+                for name, value in (status or {}).items():
+                    if value is None:
+                        st.pop(name, None)
+                    else:
+                        st[name] = value
+            case planner.CreateJob(body=body):
+                if a.target in self.jobs:
+                    raise Unsafe(f"Job {a.target} created twice")
+                refused = podsecurity.check(body["spec"]["template"]["spec"], self.pod_security or "restricted")
+                if refused:
+                    raise Unsafe(f"Job {a.target} refused by Pod Security admission: {refused}")
+                labels = body["metadata"]["labels"]
+                purpose, of = labels[backup_builders.LABEL_PURPOSE], labels[naming.LABEL_BACKUP_NAME]
+                running = [j for j in self.jobs.values() if j.result is None and j.purpose == purpose]
+                if purpose == backup_builders.PURPOSE_BACKUP and running:
+                    raise Unsafe(f"backup Job {a.target} while {running[0].name} still runs")
+                if purpose == backup_builders.PURPOSE_DELETE:
+                    if not self.backups[of]["metadata"].get("deletionTimestamp"):
+                        raise Unsafe(f"deleting the data of backup {of}, which is not being deleted")
+                    if any(j.result is None for j in self.jobs.values() if j.backup == of):
+                        raise Unsafe(f"deleting the data of backup {of} while its Job still writes")
+                self.jobs[a.target] = JobObs(name=a.target, backup=of, purpose=purpose)
+                main = body["spec"]["template"]["spec"]["containers"][0]
+                url = next((arg for arg in main["command"] if arg.startswith("s3://")), None)
+                if url is not None:
+                    self.job_s3_urls[a.target] = url
+            case planner.CreateBackup(body=body):
+                if a.target in self.backups:
+                    raise Unsafe(f"OzoneSCMBackup {a.target} created twice")
+                copy = json.loads(json.dumps(body))
+                copy["metadata"].update(uid=f"uid-{a.target}", creationTimestamp=_ts(self.now))
+                self.backups[a.target] = copy
+            case planner.DeleteBackup():
+                self.delete_backup(a.target)
+            case planner.RemoveAnnotation(key=annotation):
+                assert annotation == naming.ANN_RECOVER_FROM
+                self.recover_from = None
+            case planner.CreatePod(body=body):
+                if a.target in self.pods:
+                    raise Unsafe(f"Pod {a.target} created twice")
+                refused = podsecurity.check(body["spec"], self.pod_security) if self.pod_security else []
+                if refused:
+                    raise Unsafe(f"Pod {a.target} refused by Pod Security admission: {refused}")
+                ann = body["metadata"]["annotations"]
+                self.pods[a.target] = SimPod(
+                    a.target, ann[naming.ANN_REVISION], ann[naming.ANN_INIT_MODE],
+                    body["spec"]["containers"][0]["image"], self.now,
+                    init_command=tuple(body["spec"]["initContainers"][-1]["command"]),
+                    download_command=next((tuple(c["command"]) for c in body["spec"]["initContainers"]
+                                           if c["name"] == "download"), ()),
+                )
+            case planner.DeletePod():
+                pod = self.pods[a.target]
+                sid = self.scm_of(a.target)
+                healthy = self.healthy_voters()
+                # (a one-member ring has no majority to keep: restarting it is an outage the operator may cause;
+                # hibernation stops the whole ring on purpose: every committed entry stays on the volumes)
+                hibernating = a.reason == "Hibernating"
+                if (not hibernating and sid in healthy and len(self.voters) > 1
+                        and len(healthy) - 1 < len(self.voters) // 2 + 1):
+                    raise Unsafe(f"deleting Pod {a.target} leaves no caught-up majority ({healthy})")
+                if not hibernating and sid is not None and sid == self.leader and len(self.voters) > 1:
+                    raise Unsafe(f"deleting the leader's Pod {a.target} without a leadership transfer")
+                pod.deleting = True
+                pod.alive = False
+                self.pod_deletions.append(a.target)
+            case planner.DeletePVC() | planner.RetainPVC():
+                pvc = self.pvcs[a.target]
+                if pvc.scm_id in self.voters | self.learners:
+                    raise Unsafe(f"{a.kind} {a.target}: its SCM {pvc.scm_id} is still in the ring")
+                if isinstance(a, planner.DeletePVC):
+                    pvc.deleting = True
                 else:
-                    st[key] = value
-        elif k == planner.CREATE_JOB:
-            assert a.body is not None
-            if a.target in self.jobs:
-                raise Unsafe(f"Job {a.target} created twice")
-            refused = podsecurity.check(a.body["spec"]["template"]["spec"], self.pod_security or "restricted")
-            if refused:
-                raise Unsafe(f"Job {a.target} refused by Pod Security admission: {refused}")
-            labels = a.body["metadata"]["labels"]
-            purpose, backup = labels[backup_builders.LABEL_PURPOSE], labels[naming.LABEL_BACKUP_NAME]
-            running = [j for j in self.jobs.values() if j.result is None and j.purpose == purpose]
-            if purpose == backup_builders.PURPOSE_BACKUP and running:
-                raise Unsafe(f"backup Job {a.target} while {running[0].name} still runs")
-            if purpose == backup_builders.PURPOSE_DELETE:
-                if not self.backups[backup]["metadata"].get("deletionTimestamp"):
-                    raise Unsafe(f"deleting the data of backup {backup}, which is not being deleted")
-                if any(j.result is None for j in self.jobs.values() if j.backup == backup):
-                    raise Unsafe(f"deleting the data of backup {backup} while its Job still writes")
-            self.jobs[a.target] = JobObs(name=a.target, backup=backup, purpose=purpose)
-            main = a.body["spec"]["template"]["spec"]["containers"][0]
-            url = next((arg for arg in main["command"] if arg.startswith("s3://")), None)
-            if url is not None:
-                self.job_s3_urls[a.target] = url
-        elif k == planner.CREATE_BACKUP:
-            assert a.body is not None
-            if a.target in self.backups:
-                raise Unsafe(f"OzoneSCMBackup {a.target} created twice")
-            body = json.loads(json.dumps(a.body))
-            body["metadata"].update(uid=f"uid-{a.target}", creationTimestamp=_ts(self.now))
-            self.backups[a.target] = body
-        elif k == planner.DELETE_BACKUP:
-            self.delete_backup(a.target)
-        elif k == planner.REMOVE_ANNOTATION:
-            assert a.params["key"] == naming.ANN_RECOVER_FROM
-            self.recover_from = None
-        elif k == planner.CREATE_PVC and a.body is not None and naming.LABEL_AUDIT in a.body["metadata"]["labels"]:
-            key = ("PersistentVolumeClaim", a.target)
-            if key in self.children:
-                raise Unsafe(f"PVC {a.target} created twice")
-            self.children[key] = None  # the audit's report volume: listed by its audit label, not as a member's
-        elif k == planner.CREATE_PVC:
-            if a.target in self.pvcs:
-                raise Unsafe(f"PVC {a.target} created twice")
-            assert a.body is not None
-            owners = a.body["metadata"].get("ownerReferences") or []
-            self.pvcs[a.target] = SimPVC(a.target, owner=owners[0]["uid"] if owners else None,
-                                         size=a.body["spec"]["resources"]["requests"]["storage"])
-        elif k == planner.CREATE_POD:
-            assert a.body is not None
-            if a.target in self.pods:
-                raise Unsafe(f"Pod {a.target} created twice")
-            refused = podsecurity.check(a.body["spec"], self.pod_security) if self.pod_security else []
-            if refused:
-                raise Unsafe(f"Pod {a.target} refused by Pod Security admission: {refused}")
-            ann = a.body["metadata"]["annotations"]
-            self.pods[a.target] = SimPod(
-                a.target, ann[naming.ANN_REVISION], ann[naming.ANN_INIT_MODE],
-                a.body["spec"]["containers"][0]["image"], self.now,
-                init_command=tuple(a.body["spec"]["initContainers"][-1]["command"]),
-                download_command=next((tuple(c["command"]) for c in a.body["spec"]["initContainers"]
-                                       if c["name"] == "download"), ()),
-            )
-        elif k == planner.DELETE_POD:
-            pod = self.pods[a.target]
-            sid = self.scm_of(a.target)
-            healthy = self.healthy_voters()
-            # (a one-member ring has no majority to keep: restarting it is an outage the operator may cause;
-            # hibernation stops the whole ring on purpose: every committed entry stays on the volumes)
-            hibernating = a.reason == "Hibernating"
-            if (not hibernating and sid in healthy and len(self.voters) > 1
-                    and len(healthy) - 1 < len(self.voters) // 2 + 1):
-                raise Unsafe(f"deleting Pod {a.target} leaves no caught-up majority ({healthy})")
-            if not hibernating and sid is not None and sid == self.leader and len(self.voters) > 1:
-                raise Unsafe(f"deleting the leader's Pod {a.target} without a leadership transfer")
-            pod.deleting = True
-            pod.alive = False
-            self.pod_deletions.append(a.target)
-        elif k in (planner.DELETE_PVC, planner.RETAIN_PVC):
-            pvc = self.pvcs[a.target]
-            if pvc.scm_id in self.voters | self.learners:
-                raise Unsafe(f"{k} {a.target}: its SCM {pvc.scm_id} is still in the ring")
-            if k == planner.DELETE_PVC:
-                pvc.deleting = True
-            else:
-                pvc.owned = False
-                del self.pvcs[a.target]  # no longer the cluster's: out of the operator's view
-        elif k == planner.DECOMMISSION:
-            sid = a.params["scm_id"]
-            if sid == self.leader:
-                raise Unsafe(f"decommissioning the leader {sid}")
-            healthy = self.healthy_voters()
-            if sid in healthy and len(healthy) - 1 < (len(self.voters) - 1) // 2 + 1:
-                raise Unsafe(f"decommissioning {sid} leaves no caught-up majority")
-            self.voters.discard(sid)
-            self.learners.discard(sid)
-        elif k == planner.TRANSFER_LEADERSHIP:
-            to = a.params["to_scm_id"]
-            if to in self.voters and self.alive_scm(to):
-                self.leader = to
-                self.term += 1
-                self.leaders_history.append(to)
-        elif k == planner.CREATE_ROOT_CA:
-            if a.params.get("copyFrom"):
-                src = self.restore_root_ca
-                if src is None or src.name != a.params["copyFrom"] or src.fingerprint != a.params["fingerprint"]:
-                    raise Unsafe(f"root CA taken from {a.params['copyFrom']}, which is not what the planner checked")
-            self.secrets[a.target] = SecretObs(a.target, root_fingerprint=a.params.get("fingerprint", "fp-root"),
-                                               certificate_not_after=self.now + datetime.timedelta(days=3650))
-        elif k in (planner.ISSUE_MEMBER_CERT, planner.ISSUE_CLIENT_CERT):
-            self._ids += 1
-            root = self.secrets.get(naming.root_ca_secret_name(self.ref.name))
-            self.secrets[a.target] = SecretObs(
-                a.target, certificate_serial=format(self._ids, "x"),
-                root_fingerprint=root.root_fingerprint if root is not None else "fp-root",
-                certificate_not_after=self.now + datetime.timedelta(seconds=a.params["duration"]), role_bound=True,
-            )
-        elif k == planner.CREATE_CLIENT_KEY:
-            if a.target in self.secrets:
-                raise Unsafe(f"a new key in {a.target} would orphan the CSR the primordial signs")
-            self._ids += 1
-            self.secrets[a.target] = SecretObs(a.target, public_key=f"pk-{self._ids}")
-        elif k == planner.CREATE_ADMIN_CSR:
-            client = self.secrets.get(naming.operator_client_secret_name(self.ref.name))
-            if client is None:
-                raise Unsafe("a CSR without the operator's key")
-            self.secrets[a.target] = SecretObs(a.target, public_key=client.public_key)
-        elif k in (planner.FETCH_CLIENT_CERT, planner.RENEW_CLIENT_CERT):
-            if k == planner.FETCH_CLIENT_CERT:
-                pod = self.pods.get(a.params["member"])
-                if pod is None or pod.init_mode != "init" or not pod.alive or self.leader != self.scm_of(pod.name):
-                    raise Unsafe(f"fetching the --init certificate from {a.params['member']}, not a leading primordial")
-                client = self.secrets[a.target]
-                if client.public_key not in self.signed_keys:
-                    raise Unsafe(f"fetching a certificate for key {client.public_key}, which SCM never signed")
-            elif self.leader is None:
-                raise Unsafe("renewing with no leader to sign")
-            self._ids += 1
-            self.secrets[a.target] = SecretObs(
-                a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-scm-root",
-                certificate_not_after=self.now + self.scm_cert_lifetime, certificate_not_before=self.now,
-                public_key=self.secrets[a.target].public_key,
-            )
-        elif k == planner.CREATE_ENROLLMENT_SECRET:
-            self.secrets[a.target] = SecretObs(a.target)
-        elif k == planner.REVOKE_CERTIFICATE:
-            secret = self.secrets[a.target]
-            if int(secret.certificate_serial or "0", 16) != int(a.params["serial"]):
-                raise Unsafe(f"revoking serial {a.params['serial']}, not the certificate in {a.target}")
-            owner = a.target.removesuffix("-tls")
-            if self.scm_of(owner) in self.voters | self.learners:
-                raise Unsafe(f"revoking the certificate of {owner} while it is still in the ring")
-            self.revoked.append(a.params["serial"])
-            self.secrets[a.target] = dataclasses.replace(secret, revoked=True)
-        elif k == planner.DELETE_SECRET:
-            self.secrets.pop(a.target, None)
-        elif k == planner.ADOPT:
-            if a.params["kind"] == "PersistentVolumeClaim":
-                if self.pvcs[a.target].owner is not None and a.target not in self.orphaned:
-                    raise Unsafe(f"adopting PersistentVolumeClaim {a.target}, which is owned")
-                self.pvcs[a.target].owner = self.ref.uid
-            elif a.target not in self.orphaned:
-                raise Unsafe(f"adopting {a.params['kind']} {a.target}, which is owned")
-            self.orphaned.discard(a.target)
-        elif k == planner.RELEASE_PVC:
-            self.pvcs[a.target].owner = None
-        elif k == planner.LABEL_PVC:
-            pvc = self.pvcs[a.target]
-            if pvc.cluster_id != a.params["cluster_id"]:
-                raise Unsafe(f"labelling {a.target} with {a.params['cluster_id']}: it holds {pvc.cluster_id}")
-            pvc.label_cid = a.params["cluster_id"]
-        elif k == planner.CLEAR_ANNOTATION:
-            self.annotations.pop(a.params["key"], None)
-        elif k == planner.EXPAND_PVC:
-            if not self.volume_expansion:
-                raise Unsafe(f"expanding {a.target}: the StorageClass does not allow it (the API server refuses)")
-            if spec_bytes(a.params["size"]) < spec_bytes(self.pvcs[a.target].size):
-                raise Unsafe(f"shrinking {a.target}")
-            self.pvcs[a.target].size = a.params["size"]
-        else:
-            raise AssertionError(f"unknown action {k}")
+                    pvc.owned = False
+                    del self.pvcs[a.target]  # no longer the cluster's: out of the operator's view
+            case planner.Decommission(scm_id=sid):
+                if sid == self.leader:
+                    raise Unsafe(f"decommissioning the leader {sid}")
+                healthy = self.healthy_voters()
+                if sid in healthy and len(healthy) - 1 < (len(self.voters) - 1) // 2 + 1:
+                    raise Unsafe(f"decommissioning {sid} leaves no caught-up majority")
+                self.voters.discard(sid)
+                self.learners.discard(sid)
+            case planner.TransferLeadership(to_scm_id=to):
+                if to in self.voters and self.alive_scm(to):
+                    self.leader = to
+                    self.term += 1
+                    self.leaders_history.append(to)
+            case planner.CreateRootCA(copy_from=copy_from, fingerprint=fingerprint):
+                if copy_from:
+                    src = self.restore_root_ca
+                    if src is None or src.name != copy_from or src.fingerprint != fingerprint:
+                        raise Unsafe(f"root CA taken from {copy_from}, which is not what the planner checked")
+                self.secrets[a.target] = SecretObs(a.target, root_fingerprint=fingerprint or "fp-root",
+                                                   certificate_not_after=self.now + datetime.timedelta(days=3650))
+            case planner.IssueMemberCertificate(duration=duration) | planner.IssueClientCertificate(duration=duration):
+                self._ids += 1
+                root = self.secrets.get(naming.root_ca_secret_name(self.ref.name))
+                self.secrets[a.target] = SecretObs(
+                    a.target, certificate_serial=format(self._ids, "x"),
+                    root_fingerprint=root.root_fingerprint if root is not None else "fp-root",
+                    certificate_not_after=self.now + duration, role_bound=True,
+                )
+            case planner.CreateClientKey():
+                if a.target in self.secrets:
+                    raise Unsafe(f"a new key in {a.target} would orphan the CSR the primordial signs")
+                self._ids += 1
+                self.secrets[a.target] = SecretObs(a.target, public_key=f"pk-{self._ids}")
+            case planner.CreateAdminCSR():
+                client = self.secrets.get(naming.operator_client_secret_name(self.ref.name))
+                if client is None:
+                    raise Unsafe("a CSR without the operator's key")
+                self.secrets[a.target] = SecretObs(a.target, public_key=client.public_key)
+            case planner.FetchClientCertificate() | planner.RenewClientCertificate():
+                if isinstance(a, planner.FetchClientCertificate):
+                    primordial = self.pods.get(a.member)
+                    if (primordial is None or primordial.init_mode != "init" or not primordial.alive
+                            or self.leader != self.scm_of(primordial.name)):
+                        raise Unsafe(f"fetching the --init certificate from {a.member}, not a leading primordial")
+                    client = self.secrets[a.target]
+                    if client.public_key not in self.signed_keys:
+                        raise Unsafe(f"fetching a certificate for key {client.public_key}, which SCM never signed")
+                elif self.leader is None:
+                    raise Unsafe("renewing with no leader to sign")
+                self._ids += 1
+                self.secrets[a.target] = SecretObs(
+                    a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-scm-root",
+                    certificate_not_after=self.now + self.scm_cert_lifetime, certificate_not_before=self.now,
+                    public_key=self.secrets[a.target].public_key,
+                )
+            case planner.CreateEnrollmentSecret():
+                self.secrets[a.target] = SecretObs(a.target)
+            case planner.RevokeCertificate(serial=serial):
+                secret = self.secrets[a.target]
+                if int(secret.certificate_serial or "0", 16) != int(serial):
+                    raise Unsafe(f"revoking serial {serial}, not the certificate in {a.target}")
+                owner = a.target.removesuffix("-tls")
+                if self.scm_of(owner) in self.voters | self.learners:
+                    raise Unsafe(f"revoking the certificate of {owner} while it is still in the ring")
+                self.revoked.append(serial)
+                self.secrets[a.target] = dataclasses.replace(secret, revoked=True)
+            case planner.DeleteSecret():
+                self.secrets.pop(a.target, None)
+            case planner.Adopt(object_kind=kind):
+                if kind == "PersistentVolumeClaim":
+                    if self.pvcs[a.target].owner is not None and a.target not in self.orphaned:
+                        raise Unsafe(f"adopting PersistentVolumeClaim {a.target}, which is owned")
+                    self.pvcs[a.target].owner = self.ref.uid
+                elif a.target not in self.orphaned:
+                    raise Unsafe(f"adopting {kind} {a.target}, which is owned")
+                self.orphaned.discard(a.target)
+            case planner.ReleasePVC():
+                self.pvcs[a.target].owner = None
+            case planner.LabelPVC(cluster_id=cid):
+                pvc = self.pvcs[a.target]
+                if pvc.cluster_id != cid:
+                    raise Unsafe(f"labelling {a.target} with {cid}: it holds {pvc.cluster_id}")
+                pvc.label_cid = cid
+            case planner.ClearAnnotation(key=annotation):
+                self.annotations.pop(annotation, None)
+            case planner.ExpandPVC(size=size):
+                if not self.volume_expansion:
+                    raise Unsafe(f"expanding {a.target}: the StorageClass does not allow it (the API server refuses)")
+                if spec_bytes(size) < spec_bytes(self.pvcs[a.target].size):
+                    raise Unsafe(f"shrinking {a.target}")
+                self.pvcs[a.target].size = size
+            case _:
+                assert_never(a)
 
     # ---- one operator pass ----
     def plan(self) -> planner.Plan:

@@ -23,9 +23,9 @@ def test_a_recreated_resource_adopts_the_orphaned_ring_and_owns_it() -> None:
     assert {m.name: m.scm_id for m in st.members} == ids and st.next_member_index == 3
     # every Pod, volume and Secret the old resource owned is now owned by the new one (a later delete cleans up)
     assert w.orphaned == set()
-    adopted = sorted(a.target for a in w.actions if a.kind == planner.ADOPT)
+    adopted = sorted(a.target for a in w.actions if isinstance(a, planner.Adopt))
     assert adopted == sorted(["scm-0", "scm-0-data", "scm-1", "scm-1-data", "scm-2", "scm-2-data"])
-    assert not any(a.kind in (planner.CREATE_POD, planner.CREATE_PVC, planner.DELETE_POD) for a in w.actions)
+    assert not any(isinstance(a, (planner.CreatePod, planner.CreatePVC, planner.DeletePod)) for a in w.actions)
     init = st.condition("Initialized")
     assert init is not None and init.reason == "ClusterAdopted"
     assert init.message.startswith(f"adopted the existing ring of cluster {cid} (members scm-0, scm-1, scm-2")
@@ -42,7 +42,7 @@ def test_under_retain_the_adopted_ring_s_pods_are_owned_but_its_volumes_never() 
     w.run()
     w.orphan_and_recreate()
     w.run()
-    adopted = sorted(a.target for a in w.actions if a.kind == planner.ADOPT)
+    adopted = sorted(a.target for a in w.actions if isinstance(a, planner.Adopt))
     assert adopted == ["scm-0", "scm-1", "scm-2"]
     assert w.orphaned == {"scm-0-data", "scm-1-data", "scm-2-data"}  # kept when this resource is deleted
 
@@ -72,7 +72,7 @@ def test_adoption_waits_for_a_leader_and_never_bootstraps_over_existing_volumes(
         pod.alive = False  # no SCM answers
     for _ in range(3):
         w.operator_pass()
-    assert [a for a in w.actions if a.kind in (planner.CREATE_POD, planner.CREATE_PVC)] == []
+    assert [a for a in w.actions if isinstance(a, (planner.CreatePod, planner.CreatePVC))] == []
     assert w.status.members == () and w.status.phase != "Initializing"
     deg = w.status.condition("Degraded")
     assert deg is not None and "waiting for one of its SCMs to lead" in deg.message
@@ -91,7 +91,7 @@ def test_a_foreign_volume_is_reported_at_once_from_the_fixed_termination_message
     assert deg is not None and deg.reason == "ForeignVolume", deg
     assert "member scm-1 cannot start: this volume holds cluster CID-someone-else" in deg.message
     assert "scm-1-data is kept" in deg.message
-    assert not any(a.kind in (planner.DELETE_PVC, planner.RETAIN_PVC) for a in w.actions)
+    assert not any(isinstance(a, (planner.DeletePVC, planner.RetainPVC)) for a in w.actions)
 
 
 def test_the_refusal_is_read_from_the_termination_message_not_a_log_tail() -> None:

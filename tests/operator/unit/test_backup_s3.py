@@ -90,13 +90,13 @@ def test_a_backup_to_s3_needs_no_volume_records_its_url_and_completes() -> None:
     w = s3_world()
     w.create_backup("b1")
     settle(w, "b1")
-    kinds = [(a.kind, a.target) for a in w.actions if a.target in ("b1", "scm-backups", "b1-backup")]
-    assert kinds == [(planner.UPDATE_BACKUP, "b1"), (planner.CREATE_JOB, "b1-backup"), (planner.UPDATE_BACKUP, "b1")]
+    kinds = [(type(a), a.target) for a in w.actions if a.target in ("b1", "scm-backups", "b1-backup")]
+    assert kinds == [(planner.UpdateBackup, "b1"), (planner.CreateJob, "b1-backup"), (planner.UpdateBackup, "b1")]
     assert ("PersistentVolumeClaim", "scm-backups") not in w.children
     st = w.backups["b1"]["status"]
     assert st["phase"] == "Completed" and st["location"] == URL and "backupPath" not in st
     assert st["clusterID"] == w.cluster_id and w.s3_backups == {URL: w.cluster_id}
-    started = next(a for a in w.actions if a.kind == planner.CREATE_JOB)
+    started = next(a for a in w.actions if isinstance(a, planner.CreateJob))
     assert URL in started.message
     spec, _ = parse_spec(w.spec_raw)
     owner = backup_builders.backup_ref(w.ref, "b1", "uid-b1")
@@ -107,7 +107,7 @@ def test_a_backup_to_s3_needs_no_volume_records_its_url_and_completes() -> None:
     w.run(until=lambda w: "b1" not in w.backups, max_passes=20)
     assert w.s3_backups == {}
     cleanup = next(a for a in w.actions if a.target == "b1-delete")
-    assert cleanup.kind == planner.CREATE_JOB and URL in cleanup.body["spec"]["template"]["spec"]["containers"][0][
+    assert isinstance(cleanup, planner.CreateJob) and URL in cleanup.body["spec"]["template"]["spec"]["containers"][0][
         "command"]  # type: ignore[index]
 
 
@@ -146,7 +146,7 @@ def test_a_cluster_from_a_backup_in_s3_downloads_it_first_then_restores() -> Non
     w.run(max_passes=200)
     assert w.status.cluster_id == old.cluster_id and w.clusters_created == 0
     assert w.member_names() == ["scm-0", "scm-1", "scm-2"] and len(w.voters) == 3
-    first = next(a.body for a in w.actions if a.kind == planner.CREATE_POD and a.target == "scm-0")
+    first = next(a.body for a in w.actions if isinstance(a, planner.CreatePod) and a.target == "scm-0")
     assert first is not None
     pod = first["spec"]
     _restricted(pod)
@@ -162,7 +162,7 @@ def test_a_cluster_from_a_backup_in_s3_downloads_it_first_then_restores() -> Non
     assert not any("valueFrom" in e and "secretKeyRef" in e["valueFrom"] for e in restore["env"])
     assert pod["containers"][0]["name"] == "scm"
     # the member's later Pods (its restart after it leads, the others) never download or restore again
-    later = [a.body for a in w.actions if a.kind == planner.CREATE_POD and a.body is not first]
+    later = [a.body for a in w.actions if isinstance(a, planner.CreatePod) and a.body is not first]
     assert later and all(b is not None and len(b["spec"]["initContainers"]) == 1 and
                          b["metadata"]["annotations"][naming.ANN_INIT_MODE] == builders.INIT_MODE_BOOTSTRAP
                          for b in later)
@@ -180,5 +180,5 @@ def test_scheduled_backups_to_s3_expire_with_their_objects() -> None:
     assert len(names) == 2
     # only the kept backups' objects remain; each clean-up Job ran on its backup's own URL
     assert set(w.s3_backups) == {f"s3://scm-backups/prod/scm/{n}/" for n in names}
-    cleanups = [a for a in w.actions if a.kind == planner.CREATE_JOB and a.target.endswith("-delete")]
+    cleanups = [a for a in w.actions if isinstance(a, planner.CreateJob) and a.target.endswith("-delete")]
     assert len(cleanups) == 2 and not any(a.target.startswith(tuple(names)) for a in cleanups)

@@ -17,7 +17,7 @@ def cronjob(w: World) -> dict[str, Any] | None:
     """The CronJob as the operator last wrote it (None: never written, or deleted since)."""
     if ("CronJob", "scm-audit") not in w.children:
         return None
-    applied = [a for a in w.actions if a.kind == planner.APPLY and a.target == "scm-audit"]
+    applied = [a for a in w.actions if isinstance(a, planner.Apply) and a.target == "scm-audit"]
     return applied[-1].body
 
 
@@ -29,7 +29,7 @@ def suspended(w: World) -> bool | None:
 def test_enabled_audit_gets_its_volume_then_a_running_cronjob_built_by_the_builder() -> None:
     w = World({"replicas": 3, "audit": AUDIT})
     w.run()
-    creates = [a.target for a in w.actions if a.kind == planner.CREATE_PVC]
+    creates = [a.target for a in w.actions if isinstance(a, planner.CreatePVC)]
     assert "scm-audit-reports" in creates and "scm-audit-reports" not in w.pvcs  # not taken for a member's volume
     first_cj = next(i for i, a in enumerate(w.actions) if a.target == "scm-audit")
     assert next(i for i, a in enumerate(w.actions) if a.target == "scm-audit-reports") < first_cj
@@ -90,6 +90,6 @@ def test_user_suspend_and_schedule_changes_rewrite_the_cronjob_and_disable_delet
     w.spec_raw = {"replicas": 1, "audit": {**AUDIT, "enabled": False}}
     w.run()
     assert ("CronJob", "scm-audit") not in w.children
-    deleted = [a for a in w.actions if a.kind == planner.DELETE_OBJECT and a.target == "scm-audit"]
+    deleted = [a for a in w.actions if isinstance(a, planner.DeleteObject) and a.target == "scm-audit"]
     assert len(deleted) == 1 and "report volume is kept" in deleted[0].message
     assert ("PersistentVolumeClaim", naming.audit_pvc_name("scm")) in w.children  # the reports (trends) stay

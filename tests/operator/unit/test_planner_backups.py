@@ -34,12 +34,12 @@ def test_one_off_backup_creates_the_volume_then_runs_a_verified_job_and_complete
     w = ready_world()
     w.create_backup("b1")
     settle(w, "b1")
-    kinds = [(a.kind, a.target) for a in w.actions if a.target in ("b1", "scm-backups", "b1-backup")]
+    kinds = [(type(a), a.target) for a in w.actions if a.target in ("b1", "scm-backups", "b1-backup")]
     assert kinds == [
-        (planner.CREATE_PVC, "scm-backups"),
-        (planner.UPDATE_BACKUP, "b1"),  # Running, with the finalizer, before the Job exists
-        (planner.CREATE_JOB, "b1-backup"),
-        (planner.UPDATE_BACKUP, "b1"),  # Completed
+        (planner.CreatePVC, "scm-backups"),
+        (planner.UpdateBackup, "b1"),  # Running, with the finalizer, before the Job exists
+        (planner.CreateJob, "b1-backup"),
+        (planner.UpdateBackup, "b1"),  # Completed
     ]
     st = w.backups["b1"]["status"]
     assert st["phase"] == "Completed" and st["backupPath"] == "/backups/b1"
@@ -48,7 +48,7 @@ def test_one_off_backup_creates_the_volume_then_runs_a_verified_job_and_complete
     assert w.backups["b1"]["metadata"]["finalizers"] == [naming.FINALIZER_BACKUP_DATA]
     assert "b1" in w.backup_data
     # the Job is the builder's: the SCM image, the backup then the verify against this cluster ID
-    job = next(a.body for a in w.actions if a.kind == planner.CREATE_JOB)
+    job = next(a.body for a in w.actions if isinstance(a, planner.CreateJob))
     spec, _ = parse_spec(w.spec_raw)
     owner = backup_builders.backup_ref(w.ref, "b1", "uid-b1")
     assert job == backup_builders.build_backup_job(w.ref, spec, "b1", owner, w.cluster_id or "")
@@ -57,7 +57,7 @@ def test_one_off_backup_creates_the_volume_then_runs_a_verified_job_and_complete
     assert pod["containers"][0]["command"][4:] == ["verify", "/backups/b1", "--clusterid", w.cluster_id,
                                                    "--status-file", "/dev/termination-log"]
     # each step's Event is about the backup too, and the cluster's status names the last backup
-    assert next(a for a in w.actions if a.kind == planner.CREATE_JOB).subject == owner
+    assert next(a for a in w.actions if isinstance(a, planner.CreateJob)).subject == owner
     assert w.status.backup is not None and w.status.backup["lastBackup"] == "b1"
     assert w.status.backup["lastBackupIndex"] == 100 and "deadline" not in w.status.backup  # no schedule
 
@@ -70,7 +70,7 @@ def test_a_failed_backup_says_why_in_one_line_and_is_not_retried() -> None:
     st = w.backups["b1"]["status"]
     assert st["phase"] == "Failed"
     assert st["message"] == "the ring is in safemode; retry with --allow-safemode"
-    assert sum(1 for a in w.actions if a.kind == planner.CREATE_JOB) == 1
+    assert sum(1 for a in w.actions if isinstance(a, planner.CreateJob)) == 1
     assert w.status.backup is None or "lastBackup" not in w.status.backup
 
 
@@ -93,7 +93,7 @@ def test_a_backup_waits_for_a_leader_and_for_a_ring_that_has_formed() -> None:
     formed: list[bool] = []
     w.hooks.append(lambda w: formed.append(w.status.cluster_id is not None))
     w.run(until=lambda w: w.backup_phase("early") == "Completed", max_passes=60)
-    job_at = next(i for i, a in enumerate(w.actions) if a.kind == planner.CREATE_JOB)
+    job_at = next(i for i, a in enumerate(w.actions) if isinstance(a, planner.CreateJob))
     assert w.actions[job_at].body is not None and w.status.cluster_id is not None
     assert formed[0] is False  # the backup existed before the ring did, and its Job came only after
 
@@ -122,8 +122,8 @@ def test_deleting_a_backup_deletes_its_data_then_the_object() -> None:
     assert "b1" in w.backups  # held by the finalizer
     w.run(until=lambda w: "b1" not in w.backups, max_passes=20)
     assert "b1" not in w.backup_data
-    kinds = [a.kind for a in w.actions if a.target in ("b1-delete", "b1")][-2:]
-    assert kinds == [planner.CREATE_JOB, planner.UPDATE_BACKUP]
+    kinds = [type(a) for a in w.actions if a.target in ("b1-delete", "b1")][-2:]
+    assert kinds == [planner.CreateJob, planner.UpdateBackup]
 
 
 def test_a_backup_deleted_before_it_ran_goes_at_once() -> None:
@@ -146,7 +146,7 @@ def test_the_schedule_creates_backups_and_retention_deletes_the_oldest_with_thei
     names = sorted(w.backups)
     assert len(names) == 2 and all(n.startswith("scm-2026") for n in names)
     assert w.backup_data == set(names)  # the expired ones' data went with them
-    created = [a.target for a in w.actions if a.kind == planner.CREATE_BACKUP]
+    created = [a.target for a in w.actions if isinstance(a, planner.CreateBackup)]
     assert len(created) == 4 and sorted(created)[-2:] == names
     st = w.status.backup
     assert st["lastBackup"] == names[-1] and st["schedule"] == "0 * * * *"

@@ -53,8 +53,8 @@ def test_switchover_moves_leadership_to_the_named_follower_then_clears_the_annot
     # the intent (a Switchover operation) is in the status written before the transfer
     assert p.status.current_operation is not None and p.status.current_operation.type == OP_SWITCHOVER
     assert p.status.phase == "SwitchingOver"
-    assert p.action is not None and p.action.kind == planner.TRANSFER_LEADERSHIP
-    assert p.action.params["to"] == target
+    assert p.action is not None and isinstance(p.action, planner.TransferLeadership)
+    assert p.action.to == target
     w.run(until=lambda w: ANN_SWITCHOVER_TO not in w.annotations)
     assert w.leader_member() == target and w.status.leader == target
     assert any(e.startswith(f"Normal SwitchoverDone: {target} is the leader") for e in w.action_events), w.action_events
@@ -69,18 +69,18 @@ def test_switchover_survives_operator_crashes_between_intent_and_action() -> Non
     w = ready_world()
     target = follower(w)
     w.annotations[ANN_SWITCHOVER_TO] = target
-    crashed: set[str] = set()
+    crashed: set[type] = set()
 
     def crash(_: int) -> bool:
         p = w.plan()
-        kind = p.action.kind if p.action is not None else None
-        if kind in (planner.TRANSFER_LEADERSHIP, planner.CLEAR_ANNOTATION) and kind not in crashed:
+        kind = type(p.action) if p.action is not None else None
+        if kind in (planner.TransferLeadership, planner.ClearAnnotation) and kind not in crashed:
             crashed.add(kind)
             return True
         return False
 
     w.run(until=lambda w: ANN_SWITCHOVER_TO not in w.annotations, crash=crash)
-    assert crashed == {planner.TRANSFER_LEADERSHIP, planner.CLEAR_ANNOTATION}
+    assert crashed == {planner.TransferLeadership, planner.ClearAnnotation}
     assert w.leader_member() == target and w.status.current_operation is None
     assert sum(e.startswith("Normal SwitchoverDone") for e in w.action_events) == 1
 
@@ -91,7 +91,7 @@ def test_switchover_to_the_leader_is_done_at_once() -> None:
     assert leader is not None
     w.annotations[ANN_SWITCHOVER_TO] = leader
     p = w.operator_pass()
-    assert p.action is not None and p.action.kind == planner.CLEAR_ANNOTATION and p.action.reason == "SwitchoverDone"
+    assert p.action is not None and isinstance(p.action, planner.ClearAnnotation) and p.action.reason == "SwitchoverDone"
     assert ANN_SWITCHOVER_TO not in w.annotations and w.leader_member() == leader
 
 
@@ -111,7 +111,7 @@ def test_switchover_refused_for_a_stranger_and_for_a_member_that_is_not_caught_u
     w.run(max_passes=10, until=lambda w: ANN_SWITCHOVER_TO not in w.annotations)
     assert any(e.startswith(f"Warning SwitchoverRefused: switchover to {target} refused: {target} is not a "
                             "caught-up voter") for e in w.action_events), w.action_events
-    assert w.leader_member() == leader and not any(a.kind == planner.TRANSFER_LEADERSHIP for a in w.actions)
+    assert w.leader_member() == leader and not any(isinstance(a, planner.TransferLeadership) for a in w.actions)
 
 
 def test_restart_annotation_rolls_every_member_leader_last_and_only_once() -> None:
@@ -123,8 +123,8 @@ def test_restart_annotation_rolls_every_member_leader_last_and_only_once() -> No
     w.run()
     assert sorted(w.pod_deletions) == sorted(w.member_names())
     assert w.pod_deletions[-1] == leader  # the leader last, after a transfer (sim.World.apply checks the transfer)
-    kinds = [a.kind for a in w.actions[n:]]
-    assert kinds.index(planner.TRANSFER_LEADERSHIP) < len(kinds) - 1 - kinds[::-1].index(planner.DELETE_POD)
+    kinds = [type(a) for a in w.actions[n:]]
+    assert kinds.index(planner.TransferLeadership) < len(kinds) - 1 - kinds[::-1].index(planner.DeletePod)
     assert {n: p.image for n, p in w.pods.items()} == images  # nothing but the revision changed
     revision = w.status.revision
     assert all(p.revision == revision for p in w.pods.values())
@@ -152,7 +152,7 @@ def test_restart_of_one_member_restarts_only_it_and_moves_leadership_first_when_
     n = len(w.actions)
     w.run()
     assert w.pod_deletions == [target, leader] and w.leader_member() != leader
-    assert [a.kind for a in w.actions[n:]].count(planner.TRANSFER_LEADERSHIP) == 1
+    assert [type(a) for a in w.actions[n:]].count(planner.TransferLeadership) == 1
 
 
 def test_hibernation_removes_the_pods_keeps_the_volumes_and_wakes_the_same_ring() -> None:
@@ -179,7 +179,7 @@ def test_hibernation_removes_the_pods_keeps_the_volumes_and_wakes_the_same_ring(
         w.step()
         w.operator_pass()
         w.now += datetime.timedelta(hours=1)
-    assert [a for a in w.actions[n:] if a.kind != planner.APPLY] == [] and w.pods == {}
+    assert [a for a in w.actions[n:] if not isinstance(a, planner.Apply)] == [] and w.pods == {}
     assert all(m.out_of_quorum_since is None for m in w.status.members)
     # a switchover asked while it sleeps is refused, not kept for later
     w.annotations[ANN_SWITCHOVER_TO] = "scm-1"

@@ -15,7 +15,7 @@ from .sim import World
 
 
 def deletions(w: World, since: int = 0) -> list[str]:
-    return [a.target for a in w.actions[since:] if a.kind == planner.DELETE_POD]
+    return [a.target for a in w.actions[since:] if isinstance(a, planner.DeletePod)]
 
 
 def rolling(member: str):  # type: ignore[no-untyped-def]
@@ -88,7 +88,7 @@ def test_a_scale_down_never_decommissions_a_member_when_the_rest_are_not_a_live_
     n = len(w.actions)
     w.frozen.add("scm-1")  # before the decommission of scm-2, the only other follower stops answering
     passes(w, 10)
-    assert [a for a in w.actions[n:] if a.kind == planner.DECOMMISSION] == []
+    assert [a for a in w.actions[n:] if isinstance(a, planner.Decommission)] == []
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.reason == "WaitingForQuorum" and "removing scm-2" in deg.message
     w.frozen.discard("scm-1")
@@ -127,7 +127,7 @@ def test_never_ready_while_a_member_runs_an_outdated_revision() -> None:
     w.run()
     w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0", "service": {"annotations": {"a": "b"}}}
     p = w.plan()
-    assert p.action is not None and p.action.kind == planner.APPLY and p.status.current_operation is None
+    assert p.action is not None and isinstance(p.action, planner.Apply) and p.status.current_operation is None
     ready = p.status.condition("Ready")
     assert ready is not None and ready.status == "False" and ready.reason == "MembersOutdated", ready
     assert "scm-0, scm-1, scm-2 still run an older revision" in ready.message

@@ -32,20 +32,20 @@ def test_recovery_from_the_survivor_brings_the_ring_back_to_three_with_its_ident
     assert w.recover_from is None  # the operator removed the annotation
     assert w.member_names() == ["scm-0", "scm-3", "scm-4"] and len(w.voters) == 3
     assert w.scm_of("scm-0") == survivor_scm and w.cluster_id == cid and w.clusters_created == 1
-    kinds = [(a.kind, a.target) for a in w.actions if a.kind in (planner.DELETE_POD, planner.CREATE_POD,
-                                                                  planner.REMOVE_ANNOTATION)]
-    first = kinds.index((planner.DELETE_POD, "scm-0"))
+    kinds = [(type(a), a.target) for a in w.actions if isinstance(a, (planner.DeletePod, planner.CreatePod,
+                                                                  planner.RemoveAnnotation))]
+    first = kinds.index((planner.DeletePod, "scm-0"))
     assert kinds[first:first + 5] == [
-        (planner.DELETE_POD, "scm-0"),  # stopped, to run scm --recover on its data
-        (planner.CREATE_POD, "scm-0"),  # ... with the recover init container
-        (planner.DELETE_POD, "scm-0"),  # leads alone: restarted with --bootstrap
-        (planner.CREATE_POD, "scm-0"),
-        (planner.REMOVE_ANNOTATION, "scm"),
+        (planner.DeletePod, "scm-0"),  # stopped, to run scm --recover on its data
+        (planner.CreatePod, "scm-0"),  # ... with the recover init container
+        (planner.DeletePod, "scm-0"),  # leads alone: restarted with --bootstrap
+        (planner.CreatePod, "scm-0"),
+        (planner.RemoveAnnotation, "scm"),
     ]
     modes = [a.body["metadata"]["annotations"][naming.ANN_INIT_MODE] for a in w.actions
-             if a.kind == planner.CREATE_POD and a.target == "scm-0" and a.body is not None]
+             if isinstance(a, planner.CreatePod) and a.target == "scm-0" and a.body is not None]
     assert modes[-2:] == [builders.INIT_MODE_RECOVER, builders.INIT_MODE_BOOTSTRAP]
-    recover_pod = next(a.body for a in w.actions if a.kind == planner.CREATE_POD and a.body is not None
+    recover_pod = next(a.body for a in w.actions if isinstance(a, planner.CreatePod) and a.body is not None
                        and a.body["metadata"]["annotations"][naming.ANN_INIT_MODE] == builders.INIT_MODE_RECOVER)
     assert recover_pod["spec"]["initContainers"][0]["command"] == ["ozone-scm", "scm", "--recover"]
     assert any("RecoverQuorum" in e or "Recovering" in e for e in w.events) or w.status.phase == "Running"
@@ -61,10 +61,10 @@ def test_lost_members_with_volumes_left_are_stopped_and_their_volumes_kept_not_d
     w.run(until=lambda w: w.leader is None and {"scm-1", "scm-2"} <= set(w.pods), max_passes=20)
     w.recover_from = "scm-0"
     w.run(until=lambda w: w.recover_from is None and w.status.current_operation is None, max_passes=100)
-    retained = [a.target for a in w.actions if a.kind == planner.RETAIN_PVC]
+    retained = [a.target for a in w.actions if isinstance(a, planner.RetainPVC)]
     assert sorted(retained) == ["scm-1-data", "scm-2-data"]
-    assert not any(a.kind == planner.DELETE_PVC for a in w.actions)
-    deleted = [a.target for a in w.actions if a.kind == planner.DELETE_POD]
+    assert not any(isinstance(a, planner.DeletePVC) for a in w.actions)
+    deleted = [a.target for a in w.actions if isinstance(a, planner.DeletePod)]
     assert deleted.index("scm-1") < deleted.index("scm-0") and deleted.index("scm-2") < deleted.index("scm-0")
     w.broken_pods.clear()
     w.run()
@@ -100,4 +100,4 @@ def test_refused_for_a_majority_ready_a_stranger_or_a_member_without_its_volume(
     w.operator_pass()
     deg = w.status.condition("Degraded")
     assert deg is not None and "the volume of scm-1 is gone" in deg.message
-    assert w.status.current_operation is None and not any(a.kind == planner.DELETE_POD for a in w.actions[-3:])
+    assert w.status.current_operation is None and not any(isinstance(a, planner.DeletePod) for a in w.actions[-3:])

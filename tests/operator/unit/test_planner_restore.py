@@ -18,7 +18,7 @@ def completed(name: str = "b1", cluster: str = "old") -> BackupObs:
 
 
 def pod_bodies(w: World, member: str) -> list[dict[str, object]]:
-    return [a.body for a in w.actions if a.kind == planner.CREATE_POD and a.target == member and a.body is not None]
+    return [a.body for a in w.actions if isinstance(a, planner.CreatePod) and a.target == member and a.body is not None]
 
 
 def test_a_cluster_from_a_named_backup_restores_on_the_primordial_and_bootstraps_the_others() -> None:
@@ -112,9 +112,9 @@ def test_a_secure_cluster_from_a_backup_takes_the_old_root_ca_and_restores_under
     w.run(max_passes=300)  # the sim raises Unsafe on a restore under another root than the backup's
     assert w.status.cluster_id == CID and w.clusters_created == 0
     assert w.member_names() == ["scm-0", "scm-1", "scm-2"] and len(w.voters) == 3
-    taken = [a for a in w.actions if a.kind == planner.CREATE_ROOT_CA]
+    taken = [a for a in w.actions if isinstance(a, planner.CreateRootCA)]
     assert len(taken) == 1 and taken[0].target == "scm-root-ca" and taken[0].reason == "TakingRootCA"
-    assert taken[0].params == {"copyFrom": "old-root-ca", "fingerprint": OLD_ROOT}
+    assert (taken[0].copy_from, taken[0].fingerprint) == ("old-root-ca", OLD_ROOT)
     assert w.status.security.root_ca_fingerprint == OLD_ROOT
     for m in ("scm-0", "scm-1", "scm-2"):  # every member's sub-CA comes from the old root
         assert w.secrets[naming.member_tls_secret_name(m)].root_fingerprint == OLD_ROOT
@@ -126,7 +126,7 @@ def test_a_cluster_created_again_under_the_old_name_keeps_its_retained_root_ca()
     w = secure_world()
     w.secrets["scm-root-ca"] = SecretObs("scm-root-ca", root_fingerprint=OLD_ROOT)  # left by the deleted cluster
     w.run(max_passes=300)
-    assert w.status.cluster_id == CID and not any(a.kind == planner.CREATE_ROOT_CA for a in w.actions)
+    assert w.status.cluster_id == CID and not any(isinstance(a, planner.CreateRootCA) for a in w.actions)
     assert w.status.security.root_ca_fingerprint == OLD_ROOT
 
 

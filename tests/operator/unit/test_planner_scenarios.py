@@ -16,12 +16,12 @@ from ozone_scm_operator.spec import parse_spec
 from .sim import World
 
 
-def kinds(w: World, *wanted: str) -> list[tuple[str, str]]:
-    return [(a.kind, a.target) for a in w.actions if not wanted or a.kind in wanted]
+def kinds(w: World, *wanted: type[planner.Action]) -> list[tuple[type[planner.Action], str]]:
+    return [(type(a), a.target) for a in w.actions if not wanted or isinstance(a, wanted)]
 
 
-def index_of(w: World, kind: str, target: str) -> int:
-    return next(i for i, a in enumerate(w.actions) if a.kind == kind and a.target == target)
+def index_of(w: World, kind: type[planner.Action], target: str) -> int:
+    return next(i for i, a in enumerate(w.actions) if isinstance(a, kind) and a.target == target)
 
 
 def test_bootstrap_primordial_first_then_one_joiner_at_a_time() -> None:
@@ -30,14 +30,14 @@ def test_bootstrap_primordial_first_then_one_joiner_at_a_time() -> None:
     st_ = w.status
     assert [m.name for m in st_.members] == ["scm-0", "scm-1", "scm-2"]
     assert st_.primordial_member == "scm-0" and st_.cluster_id == "CID-1" and w.clusters_created == 1
-    pods = [a for a in w.actions if a.kind == planner.CREATE_POD]
+    pods = [a for a in w.actions if isinstance(a, planner.CreatePod)]
     assert [(a.target, a.body["metadata"]["annotations"][naming.ANN_INIT_MODE]) for a in pods] == [  # type: ignore[index]
         ("scm-0", "init"), ("scm-1", "bootstrap"), ("scm-2", "bootstrap"),
     ]
     # the ConfigMap names each joiner before the joiner's Pod exists (HDDS-16172: push config first)
     for joiner in ("scm-1", "scm-2"):
-        pod_at = index_of(w, planner.CREATE_POD, joiner)
-        cms = [a for a in w.actions[:pod_at] if a.kind == planner.APPLY and a.target == "scm-config"]
+        pod_at = index_of(w, planner.CreatePod, joiner)
+        cms = [a for a in w.actions[:pod_at] if isinstance(a, planner.Apply) and a.target == "scm-config"]
         assert joiner in cms[-1].body["data"]["ozone-site.xml"]  # type: ignore[index]
     assert {m.state for m in st_.members} == {"Joined"}
     assert w.condition("Initialized") == "True" and w.condition("ConsistentClusterID") == "True"
@@ -51,7 +51,7 @@ def test_a_joiner_is_started_only_after_the_previous_one_caught_up() -> None:
     apply = w.apply
 
     def watching_apply(a: planner.Action) -> None:
-        if a.kind == planner.CREATE_POD:
+        if isinstance(a, planner.CreatePod):
             voters_when_created[a.target] = len(w.voters)
         apply(a)
 
@@ -65,7 +65,7 @@ def test_one_member_cluster() -> None:
     w = World({"replicas": 1})
     w.run()
     assert w.member_names() == ["scm-0"] and w.condition("Ready") == "True"
-    pdb = [a for a in w.actions if a.kind == planner.APPLY and a.body and a.body["kind"] == "PodDisruptionBudget"]
+    pdb = [a for a in w.actions if isinstance(a, planner.Apply) and a.body and a.body["kind"] == "PodDisruptionBudget"]
     assert pdb[-1].body["spec"]["maxUnavailable"] == 0  # type: ignore[index]
 
 
@@ -76,8 +76,8 @@ def test_killed_member_pod_is_recreated_with_the_same_identity() -> None:
     w.kill_pod("scm-1")
     w.run()
     assert {m.name: m.scm_id for m in w.status.members} == before
-    assert kinds(w, planner.DECOMMISSION) == []
-    recreated = [a for a in w.actions if a.kind == planner.CREATE_POD and a.target == "scm-1"]
+    assert kinds(w, planner.Decommission) == []
+    recreated = [a for a in w.actions if isinstance(a, planner.CreatePod) and a.target == "scm-1"]
     assert len(recreated) == 2 and recreated[-1].body["metadata"]["annotations"][naming.ANN_INIT_MODE] == "bootstrap"  # type: ignore[index]
 
 
@@ -87,7 +87,7 @@ def test_killed_primordial_pod_restarts_with_bootstrap_never_init() -> None:
     w.kill_pod("scm-0")
     w.run()
     assert w.clusters_created == 1
-    last = [a for a in w.actions if a.kind == planner.CREATE_POD and a.target == "scm-0"][-1]
+    last = [a for a in w.actions if isinstance(a, planner.CreatePod) and a.target == "scm-0"][-1]
     assert last.body["metadata"]["annotations"][naming.ANN_INIT_MODE] == "bootstrap"  # type: ignore[index]
 
 
@@ -100,12 +100,12 @@ def test_lost_volume_means_a_new_identity(victim: str) -> None:
     w.run()
     names = w.member_names()
     assert victim not in names and "scm-3" in names and len(names) == 3
-    assert (planner.DECOMMISSION, victim) in kinds(w)
+    assert (planner.Decommission, victim) in kinds(w)
     assert old_id not in w.voters and len(w.voters) == 3
     assert w.clusters_created == 1
     if victim == "scm-0":
         assert w.status.primordial_member in ("scm-1", "scm-2")
-        cm = [a for a in w.actions if a.kind == planner.APPLY and a.target == "scm-config"][-1]
+        cm = [a for a in w.actions if isinstance(a, planner.Apply) and a.target == "scm-config"][-1]
         assert f"<value>{w.status.primordial_member}</value>" in cm.body["data"]["ozone-site.xml"]  # type: ignore[index]
     assert w.status.next_member_index == 4
 
@@ -118,9 +118,9 @@ def test_member_out_of_quorum_too_long_is_replaced_and_its_volume_kept() -> None
     w.broken_pods.add("scm-2")
     w.run(until=lambda x: x.condition("Degraded") == "True")
     assert w.status.phase == "Degraded" and "scm-2" in (w.status.condition("Degraded").message)  # type: ignore[union-attr]
-    assert kinds(w, planner.DECOMMISSION) == []
+    assert kinds(w, planner.Decommission) == []
     w.run()
-    assert (planner.RETAIN_PVC, "scm-2-data") in kinds(w) and (planner.DELETE_PVC, "scm-2-data") not in kinds(w)
+    assert (planner.RetainPVC, "scm-2-data") in kinds(w) and (planner.DeletePVC, "scm-2-data") not in kinds(w)
     assert w.member_names() == ["scm-0", "scm-1", "scm-3"]
 
 
@@ -133,7 +133,7 @@ def test_no_replacement_before_replace_after_or_when_disabled() -> None:
         w.step()
         w.operator_pass()
         w.now += datetime.timedelta(seconds=30)
-    assert "scm-2" in w.member_names() and kinds(w, planner.DECOMMISSION) == []
+    assert "scm-2" in w.member_names() and kinds(w, planner.Decommission) == []
 
 
 def test_scale_3_to_5_to_3() -> None:
@@ -145,10 +145,10 @@ def test_scale_3_to_5_to_3() -> None:
     w.spec_raw = {"replicas": 3}
     w.run()
     assert len(w.voters) == 3 and len(w.member_names()) == 3
-    removed = [t for k, t in kinds(w, planner.DECOMMISSION)]
+    removed = [t for k, t in kinds(w, planner.Decommission)]
     assert len(removed) == 2 and "scm-0" not in removed  # the primordial member stays
-    assert {a.target for a in w.actions if a.kind == planner.DELETE_PVC} == {f"{n}-data" for n in removed}
-    assert {a.target for a in w.actions if a.kind == planner.DELETE_SECRET} == set()  # no security: no certificates
+    assert {a.target for a in w.actions if isinstance(a, planner.DeletePVC)} == {f"{n}-data" for n in removed}
+    assert {a.target for a in w.actions if isinstance(a, planner.DeleteSecret)} == set()  # no security: no certificates
 
 
 def test_scale_down_moves_leadership_off_the_member_first() -> None:
@@ -160,8 +160,8 @@ def test_scale_down_moves_leadership_off_the_member_first() -> None:
     w.run()
     assert w.member_names() == ["scm-0"]
     k = kinds(w)
-    t = k.index((planner.TRANSFER_LEADERSHIP, "scm-2"))
-    assert t < k.index((planner.DECOMMISSION, "scm-2"))
+    t = k.index((planner.TransferLeadership, "scm-2"))
+    assert t < k.index((planner.Decommission, "scm-2"))
 
 
 def test_rolling_image_change_followers_first_leader_last_after_transfer() -> None:
@@ -170,10 +170,10 @@ def test_rolling_image_change_followers_first_leader_last_after_transfer() -> No
     leader = w.leader_member()
     w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
     w.run()
-    rolled = [t for k, t in kinds(w, planner.DELETE_POD)]
+    rolled = [t for k, t in kinds(w, planner.DeletePod)]
     assert len(rolled) == 3 and rolled[-1] == leader
     k = kinds(w)
-    assert k.index((planner.TRANSFER_LEADERSHIP, leader)) < k.index((planner.DELETE_POD, leader))  # type: ignore[arg-type]
+    assert k.index((planner.TransferLeadership, leader)) < k.index((planner.DeletePod, leader))  # type: ignore[arg-type]
     assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
     assert w.status.phase == "Running"
 
@@ -183,10 +183,10 @@ def test_config_change_rolls_but_scaling_does_not() -> None:
     w.run()
     w.spec_raw = {"replicas": 5}
     w.run()
-    assert kinds(w, planner.DELETE_POD) == []
+    assert kinds(w, planner.DeletePod) == []
     w.spec_raw = {"replicas": 5, "ozoneSite": {"hdds.scm.safemode.min.datanode": "3"}}
     w.run()
-    assert len(kinds(w, planner.DELETE_POD)) == 5
+    assert len(kinds(w, planner.DeletePod)) == 5
 
 
 def test_image_that_never_becomes_ready_stops_the_roll_and_keeps_the_quorum() -> None:
@@ -199,7 +199,7 @@ def test_image_that_never_becomes_ready_stops_the_roll_and_keeps_the_quorum() ->
         w.step()
         w.operator_pass()
         w.now += datetime.timedelta(seconds=5)
-    assert len(kinds(w, planner.DELETE_POD)) == 1  # only the first follower
+    assert len(kinds(w, planner.DeletePod)) == 1  # only the first follower
     assert len(w.healthy_voters()) == 2 and w.leader is not None
     msg = w.status.condition("Degraded").message  # type: ignore[union-attr]
     assert "did not become ready" in msg and "ImagePullBackOff" in msg and "bad:1" in msg
@@ -219,7 +219,7 @@ def test_even_replicas_on_a_running_cluster_change_nothing(replicas: int) -> Non
     for _ in range(20):
         w.step()
         w.operator_pass()
-    assert w.actions[n:] == [] or all(a.kind == planner.APPLY for a in w.actions[n:])
+    assert w.actions[n:] == [] or all(isinstance(a, planner.Apply) for a in w.actions[n:])
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.status == "True" and deg.reason == "InvalidSpec"
     assert f"must be 1, 3 or 5, got {replicas}" in deg.message
@@ -243,11 +243,11 @@ def test_changed_storage_class_or_security_mode_is_refused_and_pinned() -> None:
     w.spec_raw["replicas"] = 5
     w.run()
     assert len(w.voters) == 5  # other changes still apply
-    new_pvcs = [a for a in w.actions if a.kind == planner.CREATE_PVC][-1]
+    new_pvcs = [a for a in w.actions if isinstance(a, planner.CreatePVC)][-1]
     assert new_pvcs.body["spec"]["storageClassName"] == "fast"  # type: ignore[index]
     msg = w.status.condition("Degraded").message  # type: ignore[union-attr]
     assert "storage.storageClassName: is immutable" in msg and "security.enabled: is immutable" in msg
-    assert not any(a.kind == planner.CREATE_ROOT_CA for a in w.actions)
+    assert not any(isinstance(a, planner.CreateRootCA) for a in w.actions)
 
 
 def test_split_brain_stops_every_action() -> None:
@@ -292,7 +292,7 @@ def test_foreign_volume_is_reported_and_never_deleted() -> None:
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.reason == "ForeignVolume"
     assert "member scm-1 cannot start: this volume holds cluster CID-someone-else" in deg.message
-    assert not any(a.kind in (planner.DELETE_PVC, planner.RETAIN_PVC) for a in w.actions)
+    assert not any(isinstance(a, (planner.DeletePVC, planner.RetainPVC)) for a in w.actions)
     assert len(w.healthy_voters()) == 2  # still serving
 
 
@@ -369,7 +369,7 @@ def test_pdb_allows_no_disruption_while_a_member_is_down() -> None:
     w.run()
 
     def pdb_max() -> int:
-        body = [a for a in w.actions if a.kind == planner.APPLY and a.body and a.body["kind"] == "PodDisruptionBudget"]
+        body = [a for a in w.actions if isinstance(a, planner.Apply) and a.body and a.body["kind"] == "PodDisruptionBudget"]
         return int(body[-1].body["spec"]["maxUnavailable"])  # type: ignore[index]
 
     assert pdb_max() == 1
@@ -391,7 +391,7 @@ def test_builders_are_what_the_planner_creates() -> None:
     w = World({"replicas": 1})
     w.run()
     spec, _ = parse_spec(w.spec_raw)
-    pod = next(a for a in w.actions if a.kind == planner.CREATE_POD)
+    pod = next(a for a in w.actions if isinstance(a, planner.CreatePod))
     assert pod.body == builders.build_pod(w.ref, spec, "scm-0", "init")
 
 
@@ -407,13 +407,13 @@ def test_leadership_is_never_moved_to_a_member_in_safemode() -> None:
         w.step()
         w.operator_pass()
     # a restarted follower must leave safemode before the roll goes on; leadership never moves to one in safemode
-    assert not any(a.kind == planner.TRANSFER_LEADERSHIP for a in w.actions)
+    assert not any(isinstance(a, planner.TransferLeadership) for a in w.actions)
     assert w.leader_member() == leader
     op = w.status.current_operation
     assert op is not None and op.type == "RollMember" and op.member in others and op.step == "WaitForReady"
     w.in_safe_mode = set()
     w.run()
-    assert any(a.kind == planner.TRANSFER_LEADERSHIP for a in w.actions)
+    assert any(isinstance(a, planner.TransferLeadership) for a in w.actions)
     assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
 
 
@@ -422,9 +422,9 @@ def test_operator_killed_around_a_revocation_revokes_once_more_and_moves_on() ->
     w.run()
     serial = w.status.member("scm-2").certificate_serial  # type: ignore[union-attr]
     w.spec_raw = {"replicas": 1, "security": {"enabled": True}}
-    w.run(until=lambda w: w.plan().action is not None and w.plan().action.kind == planner.REVOKE_CERTIFICATE)  # type: ignore[union-attr]
+    w.run(until=lambda w: isinstance(w.plan().action, planner.RevokeCertificate))
     p = w.operator_pass(crash_before_action=True)  # the intent is in status, SCM never got the call
-    assert p.action is not None and p.action.kind == planner.REVOKE_CERTIFICATE
+    assert p.action is not None and isinstance(p.action, planner.RevokeCertificate)
     op = w.status.current_operation
     assert op is not None and op.step == "RevokeCertificate" and op.member == "scm-2"
     assert "scm-2-tls" in w.secrets and not w.secrets["scm-2-tls"].revoked
@@ -444,39 +444,40 @@ def test_ca_mode_scm_enrols_the_operator_through_the_primordial_then_bootstraps(
     w.run()
     k = kinds(w)
     assert k[:3] == [
-        (planner.CREATE_ENROLLMENT_SECRET, "scm-enrollment"),
-        (planner.CREATE_CLIENT_KEY, "scm-operator-client"),
-        (planner.CREATE_ADMIN_CSR, "scm-admin-csr"),
+        (planner.CreateEnrollmentSecret, "scm-enrollment"),
+        (planner.CreateClientKey, "scm-operator-client"),
+        (planner.CreateAdminCSR, "scm-admin-csr"),
     ]
-    assert w.actions[0].params == {"scm": True}  # the scm enrolment secret too
-    fetch = k.index((planner.FETCH_CLIENT_CERT, "scm-operator-client"))
+    enrollment = w.actions[0]
+    assert isinstance(enrollment, planner.CreateEnrollmentSecret) and enrollment.scm is True  # the scm secret too
+    fetch = k.index((planner.FetchClientCertificate, "scm-operator-client"))
     # the primordial first (it signs the CSR at --init), the certificate next, only then the joiners
-    assert k.index((planner.CREATE_POD, "scm-0")) < fetch < k.index((planner.CREATE_POD, "scm-1"))
-    assert w.actions[fetch].params == {"member": "scm-0"}
-    assert not any(a.kind in (planner.CREATE_ROOT_CA, planner.ISSUE_MEMBER_CERT, planner.ISSUE_CLIENT_CERT)
+    assert k.index((planner.CreatePod, "scm-0")) < fetch < k.index((planner.CreatePod, "scm-1"))
+    assert isinstance(w.actions[fetch], planner.FetchClientCertificate) and w.actions[fetch].member == "scm-0"
+    assert not any(isinstance(a, (planner.CreateRootCA, planner.IssueMemberCertificate, planner.IssueClientCertificate))
                    for a in w.actions)  # SCM is the CA: no root, no member certificate from the operator
     assert w.member_names() == ["scm-0", "scm-1", "scm-2"] and w.condition("Ready") == "True"
     assert w.status.security.root_ca_fingerprint == "fp-scm-root"
     # renewal through SCM before expiry, without restarting anyone
     w.now += datetime.timedelta(days=365) - datetime.timedelta(hours=100)  # inside renewBefore (168h)
-    w.run(until=lambda w: any(a.kind == planner.RENEW_CLIENT_CERT for a in w.actions))
+    w.run(until=lambda w: any(isinstance(a, planner.RenewClientCertificate) for a in w.actions))
     w.run()
-    assert len([a for a in w.actions if a.kind == planner.RENEW_CLIENT_CERT]) == 1
-    assert kinds(w, planner.DELETE_POD) == []
+    assert len([a for a in w.actions if isinstance(a, planner.RenewClientCertificate)]) == 1
+    assert kinds(w, planner.DeletePod) == []
 
 
 def test_ca_mode_scm_short_scm_lifetime_renews_once_per_lifetime_not_every_pass() -> None:
     w = World({"replicas": 1, "security": SCM_CA})
     w.scm_cert_lifetime = datetime.timedelta(hours=24)  # shorter than renewBefore (168h)
     w.run()
-    fetched = [a for a in w.actions if a.kind == planner.FETCH_CLIENT_CERT]
-    assert len(fetched) == 1 and not any(a.kind == planner.RENEW_CLIENT_CERT for a in w.actions)
+    fetched = [a for a in w.actions if isinstance(a, planner.FetchClientCertificate)]
+    assert len(fetched) == 1 and not any(isinstance(a, planner.RenewClientCertificate) for a in w.actions)
     w.now += datetime.timedelta(hours=17)  # past two thirds of 24h
-    w.run(until=lambda w: any(a.kind == planner.RENEW_CLIENT_CERT for a in w.actions))
+    w.run(until=lambda w: any(isinstance(a, planner.RenewClientCertificate) for a in w.actions))
     for _ in range(50):
         w.step()
         w.operator_pass()
-    assert len([a for a in w.actions if a.kind == planner.RENEW_CLIENT_CERT]) == 1
+    assert len([a for a in w.actions if isinstance(a, planner.RenewClientCertificate)]) == 1
 
 
 def test_ca_mode_scm_lost_client_key_gets_a_new_request() -> None:
@@ -485,10 +486,10 @@ def test_ca_mode_scm_lost_client_key_gets_a_new_request() -> None:
     del w.secrets["scm-operator-client"]  # lost before the primordial signed anything
     w.run()
     k = kinds(w)
-    assert k.count((planner.CREATE_CLIENT_KEY, "scm-operator-client")) == 2
-    replaced = k.index((planner.DELETE_SECRET, "scm-admin-csr"))
-    assert k[replaced + 1] == (planner.CREATE_ADMIN_CSR, "scm-admin-csr")
-    assert k.index((planner.CREATE_POD, "scm-0")) > replaced  # the primordial signs the request for the new key
+    assert k.count((planner.CreateClientKey, "scm-operator-client")) == 2
+    replaced = k.index((planner.DeleteSecret, "scm-admin-csr"))
+    assert k[replaced + 1] == (planner.CreateAdminCSR, "scm-admin-csr")
+    assert k.index((planner.CreatePod, "scm-0")) > replaced  # the primordial signs the request for the new key
     assert w.condition("Ready") == "True"
 
 
@@ -511,8 +512,8 @@ def test_certificates_are_issued_before_pods_and_renewed_before_expiry() -> None
     w.run()
     k = kinds(w)
     for m in ("scm-0", "scm-1", "scm-2"):
-        assert k.index((planner.ISSUE_MEMBER_CERT, f"{m}-tls")) < k.index((planner.CREATE_POD, m))
-    assert k.index((planner.CREATE_ROOT_CA, "scm-root-ca")) < k.index((planner.ISSUE_CLIENT_CERT, "scm-operator-client"))
+        assert k.index((planner.IssueMemberCertificate, f"{m}-tls")) < k.index((planner.CreatePod, m))
+    assert k.index((planner.CreateRootCA, "scm-root-ca")) < k.index((planner.IssueClientCertificate, "scm-operator-client"))
     first = {m.name: m.certificate_serial for m in w.status.members}
     assert all(first.values())
     w.now += datetime.timedelta(minutes=95)  # inside the renewal window of every certificate
@@ -521,8 +522,8 @@ def test_certificates_are_issued_before_pods_and_renewed_before_expiry() -> None
     w.operator_pass()  # the status records what the last pass observed
     renewed = {m.name: m.certificate_serial for m in w.status.members}
     assert all(renewed[n] != first[n] for n in first)
-    assert len([a for a in w.actions if a.kind == planner.ISSUE_CLIENT_CERT]) == 2
-    assert kinds(w, planner.DELETE_POD) == []  # renewal is a reload, not a restart
+    assert len([a for a in w.actions if isinstance(a, planner.IssueClientCertificate)]) == 2
+    assert kinds(w, planner.DeletePod) == []  # renewal is a reload, not a restart
 
 
 def test_member_certificates_without_role_names_are_reissued_once() -> None:
@@ -532,16 +533,16 @@ def test_member_certificates_without_role_names_are_reissued_once() -> None:
     w.run()
     first = {m.name: m.certificate_serial for m in w.status.members}
     w.secrets["scm-1-tls"] = dataclasses.replace(w.secrets["scm-1-tls"], role_bound=False)
-    before = len(kinds(w, planner.ISSUE_MEMBER_CERT))
+    before = len(kinds(w, planner.IssueMemberCertificate))
     w.run()
     w.step()
     w.operator_pass()
-    reissued = [t for _, t in kinds(w, planner.ISSUE_MEMBER_CERT)][before:]
+    reissued = [t for _, t in kinds(w, planner.IssueMemberCertificate)][before:]
     assert reissued == ["scm-1-tls"]
     assert w.secrets["scm-1-tls"].role_bound
     after = {m.name: m.certificate_serial for m in w.status.members}
     assert after["scm-1"] != first["scm-1"] and after["scm-0"] == first["scm-0"]
-    assert kinds(w, planner.DELETE_POD) == []
+    assert kinds(w, planner.DeletePod) == []
 
 
 def test_secure_scale_down_revokes_the_removed_members_certificates() -> None:
@@ -555,14 +556,14 @@ def test_secure_scale_down_revokes_the_removed_members_certificates() -> None:
     for m in ("scm-1", "scm-2"):
         # decommissioned first, then the certificate revoked in SCM, then its Secret deleted
         assert (
-            k.index((planner.DECOMMISSION, m))
-            < k.index((planner.REVOKE_CERTIFICATE, f"{m}-tls"))
-            < k.index((planner.DELETE_SECRET, f"{m}-tls"))
+            k.index((planner.Decommission, m))
+            < k.index((planner.RevokeCertificate, f"{m}-tls"))
+            < k.index((planner.DeleteSecret, f"{m}-tls"))
         )
         assert f"{m}-tls" not in w.secrets
-    revokes = [a for a in w.actions if a.kind == planner.REVOKE_CERTIFICATE]
-    assert [a.params for a in revokes] == [  # SCM's decimal form of the serial the Secret carried, once each
-        {"serial": str(int(serials[m] or "", 16)), "reason": 5} for m in ("scm-2", "scm-1")
+    revokes = [a for a in w.actions if isinstance(a, planner.RevokeCertificate)]
+    assert [(a.serial, a.revocation_reason) for a in revokes] == [  # SCM's decimal form of the serial the Secret
+        (str(int(serials[m] or "", 16)), 5) for m in ("scm-2", "scm-1")  # carried, once each
     ]
     assert set(w.status.security.revoked_serials) == {serials["scm-1"], serials["scm-2"]}
     assert "scm-0-tls" in w.secrets and serials["scm-0"] not in w.status.security.revoked_serials

@@ -128,7 +128,7 @@ def test_an_override_the_namespace_refuses_creates_no_pod_and_degrades() -> None
     w = World({"replicas": 3, **BAD_OVERRIDE})
     w.pod_security = "restricted"
     w.run(until=lambda w: w.condition("Degraded") == "True", max_passes=30)
-    assert not w.pods and not [a for a in w.actions if a.kind == planner.CREATE_POD]
+    assert not w.pods and not [a for a in w.actions if isinstance(a, planner.CreatePod)]
     cond = w.status.condition("Degraded")
     assert cond is not None and cond.reason == "PodSecurity"
     assert "allowPrivilegeEscalation" in cond.message and "spec.containerSecurityContext" in cond.message
@@ -150,7 +150,7 @@ def test_a_running_ring_is_not_rolled_onto_pods_the_namespace_refuses() -> None:
     for _ in range(20):
         w.step()
         w.operator_pass()
-    assert not [a for a in w.actions if a.kind in (planner.DELETE_POD, planner.CREATE_POD)]
+    assert not [a for a in w.actions if isinstance(a, (planner.DeletePod, planner.CreatePod))]
     assert {n: p.revision for n, p in w.pods.items()} == before
     cond = w.status.condition("Degraded")
     assert cond is not None and cond.reason == "PodSecurity"
@@ -158,4 +158,4 @@ def test_a_running_ring_is_not_rolled_onto_pods_the_namespace_refuses() -> None:
     w.spec_raw = {"replicas": 3, "containerSecurityContext": {"runAsUser": 1001}}
     w.run()
     assert w.condition("Degraded") == "False"
-    assert len([a for a in w.actions if a.kind == planner.DELETE_POD]) == 3
+    assert len([a for a in w.actions if isinstance(a, planner.DeletePod)]) == 3

@@ -110,8 +110,8 @@ async def test_a_claim_that_ends_after_the_intent_stops_before_the_action() -> N
 
 async def test_act_refuses_without_the_lease() -> None:
     r, kube = reconciler(lambda: False)
-    action = planner.Action(planner.CREATE_PVC, "scm-0-data", "CreatingVolume", "",
-                            body={"kind": "PersistentVolumeClaim", "metadata": {"name": "scm-0-data"}})
+    action = planner.CreatePVC(target="scm-0-data", reason="CreatingVolume", message="",
+                              body={"kind": "PersistentVolumeClaim", "metadata": {"name": "scm-0-data"}})
     with pytest.raises(RuntimeError, match="no longer holds the leader-election Lease"):
         await r.act(ClusterRef(name="scm", namespace="ns", uid="u"), action, Observed(now=utcnow()),
                     ClusterStatus.from_raw({}))

@@ -100,18 +100,18 @@ async def test_ca_mode_scm_key_csr_fetch_and_renew() -> None:
     r = Reconciler(kube, scm)  # type: ignore[arg-type]
     st = ClusterStatus.from_raw({"primordialMember": "scm-0"})
     pod = PodObs(name="scm-0", phase="Running", ready=True, pod_ip="10.0.0.7")
-    await r.act(REF, planner.Action(planner.CREATE_ENROLLMENT_SECRET, "scm-enrollment", "", "", params={"scm": True}),
+    await r.act(REF, planner.CreateEnrollmentSecret(target="scm-enrollment", reason="", message="", scm=True),
                 _obs({}), st)
     assert len(_secret_data(kube, "scm-enrollment")[naming.ENROLLMENT_SCM]) == 64
-    await r.act(REF, planner.Action(planner.CREATE_CLIENT_KEY, "scm-operator-client", "", ""), _obs({}), st)
+    await r.act(REF, planner.CreateClientKey(target="scm-operator-client", reason="", message=""), _obs({}), st)
     assert set(_secret_data(kube, "scm-operator-client")) == {builders.TLS_KEY}  # the key only
     assert await r.client_security(REF, True) is None  # no certificate yet: the operator cannot call any SCM
-    await r.act(REF, planner.Action(planner.CREATE_ADMIN_CSR, "scm-admin-csr", "", ""), _obs({}), st)
+    await r.act(REF, planner.CreateAdminCSR(target="scm-admin-csr", reason="", message=""), _obs({}), st)
     csr = x509.load_pem_x509_csr(_secret_data(kube, "scm-admin-csr")[naming.ADMIN_CSR_FILE])
     key_obs = secret_obs(kube.objects[("Secret", "scm-operator-client")])
     assert secret_obs(kube.objects[("Secret", "scm-admin-csr")]).public_key == key_obs.public_key is not None
     first = scm.sign(csr)  # what the primordial does at --init
-    await r.act(REF, planner.Action(planner.FETCH_CLIENT_CERT, "scm-operator-client", "", "", params={"member": "scm-0"}),
+    await r.act(REF, planner.FetchClientCertificate(target="scm-operator-client", reason="", message="", member="scm-0"),
                 _obs({"scm-0": pod}), st)
     ep, proof_secret = scm.calls[-1][1]
     assert ep == Endpoint("scm-0", "10.0.0.7", REF.host("scm-0"))
@@ -124,7 +124,7 @@ async def test_ca_mode_scm_key_csr_fetch_and_renew() -> None:
     assert fetched.certificate_not_before == first.not_valid_before_utc.replace(microsecond=0)
     assert await r.client_security(REF, True) is not None  # now it can
     # renewal: a new key, signed by SCM while the operator presents the current certificate
-    await r.act(REF, planner.Action(planner.RENEW_CLIENT_CERT, "scm-operator-client", "", ""),
+    await r.act(REF, planner.RenewClientCertificate(target="scm-operator-client", reason="", message=""),
                 _obs({"scm-0": pod}, {"scm-0": SCMObs("scm-0", "CID", "s0", "s0", 1)}), st)
     assert scm.calls[-1][0] == "renew" and scm.calls[-1][1] is not None
     renewed = x509.load_pem_x509_certificates(_secret_data(kube, "scm-operator-client")[builders.TLS_CERT])[0]
@@ -147,8 +147,8 @@ async def test_revocation_sends_scms_decimal_serial_then_marks_the_secret() -> N
     st = ClusterStatus.from_raw({"leader": "scm-0"})
     pods = {"scm-0": PodObs(name="scm-0", phase="Running", ready=True, pod_ip="10.0.0.1")}
     obs = _obs(pods, {"scm-0": SCMObs("scm-0", "CID", "s0", "s0", 1)})
-    action = planner.Action(planner.REVOKE_CERTIFICATE, "scm-2-tls", "", "",
-                            params={"serial": str(member.certificate.serial_number), "reason": 5})
+    action = planner.RevokeCertificate(target="scm-2-tls", reason="", message="",
+                                       serial=str(member.certificate.serial_number), revocation_reason=5)
     await r.act(REF, action, obs, st)
     assert scm.calls == [("revoke", ([str(member.certificate.serial_number)], 5, True, ["scm-0"]))]
     assert secret_obs(kube.objects[("Secret", "scm-2-tls")]).revoked

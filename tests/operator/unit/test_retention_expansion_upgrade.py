@@ -36,11 +36,11 @@ def test_retained_volumes_are_labelled_and_survive_deletion_then_adopted_by_clus
     st = w.status
     assert w.clusters_created == 1 and st.cluster_id == cid
     assert {m.name: m.scm_id for m in st.members} == ids
-    creates = [a for a in w.actions if a.kind == planner.CREATE_POD]
+    creates = [a for a in w.actions if isinstance(a, planner.CreatePod)]
     assert sorted(a.target for a in creates) == sorted(ids)
     assert all(a.body is not None and a.body["metadata"]["annotations"][naming.ANN_INIT_MODE] == "bootstrap"
                for a in creates)  # never scm --init over retained data
-    assert not [a for a in w.actions if a.kind in (planner.CREATE_PVC, planner.DELETE_PVC)]
+    assert not [a for a in w.actions if isinstance(a, (planner.CreatePVC, planner.DeletePVC))]
     init = st.condition("Initialized")
     assert init is not None and init.reason == "ClusterAdopted"
 
@@ -52,7 +52,7 @@ def test_without_adopt_cluster_id_retained_volumes_are_left_alone_and_the_messag
     for _ in range(5):
         w.step()
         w.operator_pass()
-    assert not [a for a in w.actions if a.kind in (planner.CREATE_POD, planner.CREATE_PVC, planner.DELETE_PVC)]
+    assert not [a for a in w.actions if isinstance(a, (planner.CreatePod, planner.CreatePVC, planner.DeletePVC))]
     deg = w.status.condition("Degraded")
     assert deg is not None and "spec.storage.adoptClusterID" in deg.message
 
@@ -67,7 +67,7 @@ def test_a_retained_volume_of_another_cluster_refuses_the_adoption(foreign: str 
     for _ in range(5):
         w.step()
         w.operator_pass()
-    assert not [a for a in w.actions if a.kind in (planner.CREATE_POD, planner.CREATE_PVC, planner.DELETE_PVC)]
+    assert not [a for a in w.actions if isinstance(a, (planner.CreatePod, planner.CreatePVC, planner.DeletePVC))]
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.reason == "ForeignVolume" and "scm-1-data" in deg.message
     assert w.status.members == ()
@@ -87,7 +87,7 @@ def test_switching_to_retain_releases_the_volumes() -> None:
     w.run()
     w.spec_raw = {"replicas": 3}
     w.run()
-    assert sorted(a.target for a in w.actions if a.kind == planner.RELEASE_PVC) == sorted(w.pvcs)
+    assert sorted(a.target for a in w.actions if isinstance(a, planner.ReleasePVC)) == sorted(w.pvcs)
     assert all(v.owner is None for v in w.pvcs.values())
 
 
@@ -97,9 +97,9 @@ def test_growing_storage_expands_every_volume_without_a_roll() -> None:
     w.actions = []
     w.spec_raw = {"replicas": 3, "storage": {"size": "20Gi"}}
     w.run()
-    assert sorted(a.target for a in w.actions if a.kind == planner.EXPAND_PVC) == sorted(w.pvcs)
+    assert sorted(a.target for a in w.actions if isinstance(a, planner.ExpandPVC)) == sorted(w.pvcs)
     assert {v.size for v in w.pvcs.values()} == {"20Gi"}
-    assert not [a for a in w.actions if a.kind == planner.DELETE_POD]
+    assert not [a for a in w.actions if isinstance(a, planner.DeletePod)]
     assert w.status.immutable_spec["storageSize"] == "20Gi"  # type: ignore[index]
     # a member created later gets the grown size
     w.spec_raw = {"replicas": 5, "storage": {"size": "20Gi"}}
@@ -113,7 +113,7 @@ def test_shrinking_is_refused_and_changes_nothing() -> None:
     w.actions = []
     w.spec_raw = {"replicas": 3, "storage": {"size": "5Gi"}}
     w.run(until=lambda w: w.condition("Degraded") == "True", max_passes=10)
-    assert not [a for a in w.actions if a.kind in (planner.EXPAND_PVC, planner.DELETE_PVC, planner.DELETE_POD)]
+    assert not [a for a in w.actions if isinstance(a, (planner.ExpandPVC, planner.DeletePVC, planner.DeletePod))]
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.reason == "InvalidSpec" and "cannot shrink" in deg.message
 
@@ -128,7 +128,7 @@ def test_a_storage_class_without_expansion_gives_degraded_and_nothing_deleted() 
     for _ in range(5):
         w.step()
         w.operator_pass()
-    assert not [a for a in w.actions if a.kind in (planner.EXPAND_PVC, planner.DELETE_PVC, planner.DELETE_POD)]
+    assert not [a for a in w.actions if isinstance(a, (planner.ExpandPVC, planner.DeletePVC, planner.DeletePod))]
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.reason == "VolumeExpansion" and "allowVolumeExpansion" in deg.message
     assert any("VolumeExpansion" in e for e in w.events)
@@ -148,7 +148,7 @@ def test_a_builder_change_rolls_every_member_once_followers_first_leader_last(
     w.actions = []
     # nothing changed: another operator pass (a restarted operator of the same version) rolls nothing
     w.run()
-    assert [a for a in w.actions if a.kind == planner.DELETE_POD] == []
+    assert [a for a in w.actions if isinstance(a, planner.DeletePod)] == []
     # a new operator version that builds other Pods (here: one more environment variable in every container)
     original = builders._build_pod
 
@@ -160,12 +160,12 @@ def test_a_builder_change_rolls_every_member_once_followers_first_leader_last(
 
     monkeypatch.setattr(builders, "_build_pod", new_builder)
     w.run()
-    rolled = [a.target for a in w.actions if a.kind == planner.DELETE_POD]
+    rolled = [a.target for a in w.actions if isinstance(a, planner.DeletePod)]
     assert sorted(rolled) == sorted(w.member_names()) and len(set(rolled)) == len(rolled)  # each once
     assert rolled[-1] == leader
-    k = [(a.kind, a.target) for a in w.actions]
-    assert k.index((planner.TRANSFER_LEADERSHIP, leader)) < k.index((planner.DELETE_POD, leader))
+    k = [(type(a), a.target) for a in w.actions]
+    assert k.index((planner.TransferLeadership, leader)) < k.index((planner.DeletePod, leader))
     assert len({p.revision for p in w.pods.values()}) == 1
     w.actions = []
     w.run()
-    assert [a for a in w.actions if a.kind == planner.DELETE_POD] == []
+    assert [a for a in w.actions if isinstance(a, planner.DeletePod)] == []

@@ -12,8 +12,8 @@ from ozone_scm_operator.spec import read_spec
 from .sim import World
 
 
-def kinds(w: World, *wanted: str) -> list[tuple[str, str]]:
-    return [(a.kind, a.target) for a in w.actions if not wanted or a.kind in wanted]
+def kinds(w: World, *wanted: type[planner.Action]) -> list[tuple[type[planner.Action], str]]:
+    return [(type(a), a.target) for a in w.actions if not wanted or isinstance(a, wanted)]
 
 
 def test_an_empty_image_keeps_the_recorded_image_not_the_default() -> None:
@@ -74,7 +74,7 @@ def test_out_of_range_replicas_keep_the_running_ring_and_say_so(replicas: int) -
     assert deg is not None and deg.reason == "InvalidSpec"
     assert f"spec.replicas: must be 1, 3 or 5, got {replicas}" in deg.message
     assert "keeping the ring at its last valid size, 3" in deg.message
-    assert len(w.voters) == 3 and kinds(w, planner.DECOMMISSION) == []
+    assert len(w.voters) == 3 and kinds(w, planner.Decommission) == []
 
 
 def test_an_empty_image_never_rolls_the_ring_back_to_the_default() -> None:
@@ -86,7 +86,7 @@ def test_an_empty_image_never_rolls_the_ring_back_to_the_default() -> None:
     for _ in range(20):
         w.step()
         w.operator_pass()
-    assert [a for a in w.actions[n:] if a.kind == planner.DELETE_POD] == []
+    assert [a for a in w.actions[n:] if isinstance(a, planner.DeletePod)] == []
     assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values())
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.reason == "InvalidSpec" and "spec.image" in deg.message
