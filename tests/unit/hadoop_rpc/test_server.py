@@ -362,6 +362,36 @@ async def test_idle_connection_is_closed_and_pings_are_ignored(served: Any) -> N
     assert server.stats["idle_closed"] == 1
 
 
+async def test_a_call_running_past_the_idle_timeout_keeps_its_connection(served: Any) -> None:
+    """Idle means no read and nothing in flight: a call slower than the idle timeout is answered on its open
+    connection, which is closed only after a whole idle period with nothing in flight; traffic in between moves
+    the timeout on (one timer per connection, not one per read)."""
+    scm = SlowSCM()
+    server, port = await served(scm, idle_timeout=0.3)
+    c = await Client.connect(port)
+    c.send(1, block_request("GetScmInfo"))
+    await asyncio.sleep(0.7)  # two idle periods with the call in flight
+    assert server.stats["idle_closed"] == 0
+    scm.gate.set()
+    assert block_response(await c.receive()).getScmInfoResponse.clusterId
+    c.writer.write(codec.encode_ping(c.client_id))
+    for _ in range(6):  # reads every 0.1 s, well inside the idle period, for twice its length
+        await asyncio.sleep(0.1)
+        c.writer.write(codec.encode_ping(c.client_id))
+    assert server.stats["idle_closed"] == 0
+    assert await c.closed_by_server()
+    assert server.stats["idle_closed"] == 1
+
+
+async def test_stopping_the_server_ends_connections_without_counting_them_idle(served: Any) -> None:
+    server, port = await served(FakeSCM(), idle_timeout=30)
+    c = await Client.connect(port)
+    assert block_response(await c.call(1, allocate())).success
+    await server.stop()
+    assert await c.closed_by_server()
+    assert server.stats["idle_closed"] == 0
+
+
 async def test_sasl_client_is_refused_clearly(served: Any) -> None:
     _, port = await served(FakeSCM())
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
