@@ -38,21 +38,48 @@ def field_bytes(number: int, payload: bytes) -> bytes:
 
 def allocate_response_bytes(resp: scm_client_pb2.AllocateScmBlockResponseProto) -> bytes:
     """The serialized Ozone ``AllocateScmBlockResponseProto`` of our answer, written field by field: the
-    blocks of one answer share a few pipelines, each converted and serialized once (a 100-block answer
-    would otherwise convert, copy and serialize its pipeline 100 times)."""
+    blocks of one answer share a few pipelines, each looked up once (a 100-block answer would otherwise
+    convert, copy and serialize its pipeline 100 times), and a pipeline's Ozone bytes are kept across answers
+    (:func:`pipeline_field`); each block's ``ContainerBlockID`` is written by hand."""
     pipelines: dict[str, bytes] = {}
-    out = bytearray()
+    parts: list[bytes] = []
     for block in resp.blocks:
         pid = block.pipeline.id.id
         pipeline = pipelines.get(pid)
         if pipeline is None:
-            pipeline = pipelines[pid] = pipeline_to_wire(block.pipeline).SerializeToString()
-        cbid = wire.ContainerBlockID(
-            containerID=block.containerBlockID.containerID, localID=block.containerBlockID.localID
-        ).SerializeToString()
+            pipeline = pipelines[pid] = pipeline_field(block.pipeline)
+        bid = block.containerBlockID
+        # ContainerBlockID { containerID = 1, localID = 2 } (int64 varints, wire type 0)
+        cbid = b"\x08" + _int64(bid.containerID) + b"\x10" + _int64(bid.localID)
         # AllocateScmBlockResponseProto.blocks = 3 { containerBlockID = 1, pipeline = 2 }
-        out += field_bytes(3, field_bytes(1, cbid) + field_bytes(2, pipeline))
-    return bytes(out)
+        inner = b"\x0a" + encode_varint(len(cbid)) + cbid + pipeline
+        parts.append(b"\x1a" + encode_varint(len(inner)) + inner)
+    return b"".join(parts)
+
+
+# Ozone's bytes of our pipelines, by the bytes of our pipeline message: a pipeline keeps its content for many
+# answers (its state, leader or members changing make a new entry), so most answers convert none
+_PIPELINE_FIELDS: dict[bytes, bytes] = {}
+PIPELINE_FIELDS_MAX = 1024  # entries; the table is emptied when it grows past this
+
+
+def pipeline_field(pipeline: hdds_pb2.Pipeline) -> bytes:
+    """``AllocateBlockResponse.pipeline`` (field 2) holding Ozone's message of ``pipeline``, serialized."""
+    key = pipeline.SerializeToString(deterministic=True)
+    field = _PIPELINE_FIELDS.get(key)
+    if field is None:
+        if len(_PIPELINE_FIELDS) >= PIPELINE_FIELDS_MAX:
+            _PIPELINE_FIELDS.clear()
+        field = _PIPELINE_FIELDS[key] = field_bytes(2, pipeline_to_wire(pipeline).SerializeToString())
+    return field
+
+
+_INT64 = 1 << 64
+
+
+def _int64(value: int) -> bytes:
+    """An int64 field's varint: a negative value as its 64-bit two's complement (ten bytes), as protobuf does."""
+    return encode_varint(value + _INT64 if value < 0 else value)
 
 
 def key_blocks_from_wire(kb: wire_block.KeyBlocks) -> scm_client_pb2.KeyBlocks:
