@@ -136,14 +136,14 @@ class BlockLocationTranslator:
         if factor is None:
             factor = 3  # THREE, Ozone's default replication
         exclude = convert.exclude_list_from_wire(req.excludeList) if req.HasField("excludeList") else None
-        resp = await self.scm.allocate_block_response(req.size, req.numBlocks, rtype, factor, req.owner, exclude)
-        if len(resp.blocks) < req.numBlocks:
+        blocks = await self.scm.allocate_blocks(req.size, req.numBlocks, rtype, factor, req.owner, exclude)
+        if len(blocks) < req.numBlocks:
             raise SCMException(
                 ResultCodes.FAILED_TO_ALLOCATE_ENOUGH_BLOCKS,
-                f"Allocated {len(resp.blocks)} blocks. Requested {req.numBlocks} blocks",
+                f"Allocated {len(blocks)} blocks. Requested {req.numBlocks} blocks",
             )
-        # SCMBlockLocationResponse.allocateScmBlockResponse = 11, written directly (see allocate_response_bytes)
-        return convert.field_bytes(11, convert.allocate_response_bytes(resp))
+        # SCMBlockLocationResponse.allocateScmBlockResponse = 11, written directly (see allocated_blocks_bytes)
+        return convert.field_bytes(11, convert.allocated_blocks_bytes(blocks))
 
     async def _delete(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
         blocks = [convert.key_blocks_from_wire(kb) for kb in request.deleteScmKeyBlocksRequest.keyBlocks]

@@ -37,20 +37,27 @@ def field_bytes(number: int, payload: bytes) -> bytes:
 
 
 def allocate_response_bytes(resp: scm_client_pb2.AllocateScmBlockResponseProto) -> bytes:
-    """The serialized Ozone ``AllocateScmBlockResponseProto`` of our answer, written field by field: the
-    blocks of one answer share a few pipelines, each looked up once (a 100-block answer would otherwise
-    convert, copy and serialize its pipeline 100 times), and a pipeline's Ozone bytes are kept across answers
-    (:func:`pipeline_field`); each block's ``ContainerBlockID`` is written by hand."""
-    pipelines: dict[str, bytes] = {}
+    """The serialized Ozone ``AllocateScmBlockResponseProto`` of our answer (see :func:`allocated_blocks_bytes`)."""
+    return allocated_blocks_bytes(
+        [(b.containerBlockID.containerID, b.containerBlockID.localID, b.pipeline) for b in resp.blocks]
+    )
+
+
+def allocated_blocks_bytes(blocks: list[tuple[int, int, hdds_pb2.Pipeline]]) -> bytes:
+    """The serialized Ozone ``AllocateScmBlockResponseProto`` of allocated (containerID, localID, pipeline)
+    blocks, written field by field: blocks on the same pipeline message share its bytes, and a pipeline's
+    Ozone bytes are kept across answers (:func:`pipeline_field`), so most answers convert and serialize no
+    pipeline (a 100-block answer once converted, copied and serialized it 100 times); each block's
+    ``ContainerBlockID`` is written by hand."""
+    # by the identity of the pipeline message: ``blocks`` holds every one of them, so no id is reused meanwhile
+    pipelines: dict[int, bytes] = {}
     parts: list[bytes] = []
-    for block in resp.blocks:
-        pid = block.pipeline.id.id
-        pipeline = pipelines.get(pid)
+    for container_id, local_id, p in blocks:
+        pipeline = pipelines.get(id(p))
         if pipeline is None:
-            pipeline = pipelines[pid] = pipeline_field(block.pipeline)
-        bid = block.containerBlockID
+            pipeline = pipelines[id(p)] = pipeline_field(p)
         # ContainerBlockID { containerID = 1, localID = 2 } (int64 varints, wire type 0)
-        cbid = b"\x08" + _int64(bid.containerID) + b"\x10" + _int64(bid.localID)
+        cbid = b"\x08" + _int64(container_id) + b"\x10" + _int64(local_id)
         # AllocateScmBlockResponseProto.blocks = 3 { containerBlockID = 1, pipeline = 2 }
         inner = b"\x0a" + encode_varint(len(cbid)) + cbid + pipeline
         parts.append(b"\x1a" + encode_varint(len(inner)) + inner)

@@ -248,7 +248,7 @@ async def test_safemode_answers_safe_mode_exception(served: Any) -> None:
     async def in_safemode(*args: Any) -> Any:
         raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "SCM is in safe mode; block allocation is not allowed")
 
-    scm.allocate_block_response = in_safemode  # type: ignore[method-assign]
+    scm.allocate_blocks = in_safemode  # type: ignore[method-assign]
     _, port = await served(scm)
     c = await Client.connect(port)
     resp = block_response(await c.call(1, allocate()))
