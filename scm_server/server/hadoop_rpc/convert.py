@@ -3,6 +3,8 @@ and the datanode and pipeline conversions live in :mod:`scm_server.ozone_wire`).
 
 from __future__ import annotations
 
+import array
+
 from scm_server.exceptions import ResultCodes
 from scm_server.hadoop_ipc import encode_varint
 from scm_server.ozone_wire import datanode_to_wire, enum_by_name, pipeline_id_from_wire, pipeline_to_wire
@@ -45,21 +47,42 @@ def allocate_response_bytes(resp: scm_client_pb2.AllocateScmBlockResponseProto) 
 
 def allocated_blocks_bytes(blocks: list[tuple[int, int, hdds_pb2.Pipeline]]) -> bytes:
     """The serialized Ozone ``AllocateScmBlockResponseProto`` of allocated (containerID, localID, pipeline)
-    blocks, written field by field: blocks on the same pipeline message share its bytes, and a pipeline's
-    Ozone bytes are kept across answers (:func:`pipeline_field`), so most answers convert and serialize no
-    pipeline (a 100-block answer once converted, copied and serialized it 100 times); each block's
-    ``ContainerBlockID`` is written by hand."""
+    blocks (:func:`blocks_bytes`)."""
+    return blocks_bytes(*split_blocks(blocks))
+
+
+def split_blocks(
+    blocks: list[tuple[int, int, hdds_pb2.Pipeline]],
+) -> tuple[array.array[int], array.array[int], list[bytes]]:
+    """Allocated blocks as (containerID, localID pairs; the index of each block's pipeline; each distinct
+    pipeline's Ozone bytes): blocks on the same pipeline message share its bytes, and a pipeline's bytes are
+    kept across answers (:func:`pipeline_field`), so most answers convert and serialize no pipeline (a
+    100-block answer once converted, copied and serialized it 100 times)."""
     # by the identity of the pipeline message: ``blocks`` holds every one of them, so no id is reused meanwhile
-    pipelines: dict[int, bytes] = {}
-    parts: list[bytes] = []
+    index: dict[int, int] = {}
+    fields: list[bytes] = []
+    ids = array.array("q")
+    which = array.array("I")
     for container_id, local_id, p in blocks:
-        pipeline = pipelines.get(id(p))
-        if pipeline is None:
-            pipeline = pipelines[id(p)] = pipeline_field(p)
+        i = index.get(id(p))
+        if i is None:
+            i = index[id(p)] = len(fields)
+            fields.append(pipeline_field(p))
+        ids.append(container_id)
+        ids.append(local_id)
+        which.append(i)
+    return ids, which, fields
+
+
+def blocks_bytes(ids: array.array[int], which: array.array[int], fields: list[bytes]) -> bytes:
+    """The serialized ``AllocateScmBlockResponseProto`` of :func:`split_blocks`' parts, written field by field;
+    each block's ``ContainerBlockID`` by hand."""
+    parts: list[bytes] = []
+    for n, i in enumerate(which):
         # ContainerBlockID { containerID = 1, localID = 2 } (int64 varints, wire type 0)
-        cbid = b"\x08" + _int64(container_id) + b"\x10" + _int64(local_id)
+        cbid = b"\x08" + _int64(ids[2 * n]) + b"\x10" + _int64(ids[2 * n + 1])
         # AllocateScmBlockResponseProto.blocks = 3 { containerBlockID = 1, pipeline = 2 }
-        inner = b"\x0a" + encode_varint(len(cbid)) + cbid + pipeline
+        inner = b"\x0a" + encode_varint(len(cbid)) + cbid + fields[i]
         parts.append(b"\x1a" + encode_varint(len(inner)) + inner)
     return b"".join(parts)
 

@@ -292,6 +292,42 @@ async def test_retry_with_same_client_and_call_id_gets_the_first_blocks(served: 
     assert ids(block_response(await d.call(7, allocate(num=2)))) == [5, 6]
 
 
+async def test_a_retried_large_allocation_gets_the_same_bytes_from_a_compact_cache_entry(served: Any) -> None:
+    """A 100-block answer is kept as its ids and its pipelines' bytes (not compressed) and written again on a
+    retry: byte for byte the first answer, and smaller in the cache than the answer."""
+    import uuid
+
+    from scm_server.proto import hdds_pb2
+    from scm_server.server.hadoop_rpc.block_translator import KeptAllocation
+
+    pipelines = [hdds_pb2.Pipeline(
+        id=hdds_pb2.PipelineID(id=str(uuid.uuid4())), state=hdds_pb2.PIPELINE_OPEN, type=hdds_pb2.RATIS,
+        factor=hdds_pb2.THREE, members=[hdds_pb2.DatanodeDetailsProto(
+            uuid=str(uuid.uuid4()), ipAddress="10.0.0.1", hostName=f"dn{i}",
+            ports=[hdds_pb2.Port(name="RATIS", value=9858)]) for i in range(3)],
+    ) for _ in range(2)]
+    asked: list[int] = []
+
+    async def allocate_blocks(size: int, num: int, *args: Any) -> list[tuple[int, int, Any]]:
+        asked.append(num)
+        return [(1 + n // 20, 1000 + n, pipelines[n % 2]) for n in range(num)]  # round robin, as ours
+
+    scm = FakeSCM()
+    scm.allocate_blocks = allocate_blocks  # type: ignore[method-assign]
+    server, port = await served(scm)
+    translator = server.handlers[PROTOCOL]
+    c = await Client.connect(port)
+    first = await c.call(9, allocate(num=100))
+    again = await c.call(9, allocate(num=100), retry=1)
+    assert first.body == again.body and asked == [100]
+    blocks = block_response(first).allocateScmBlockResponse.blocks
+    assert [b.containerBlockID.localID for b in blocks] == list(range(1000, 1100))
+    assert [b.pipeline.id.id for b in blocks[:2]] == [p.id.id for p in pipelines]
+    (kept,) = [v for _, v in translator.responses._done.values()]
+    assert isinstance(kept, KeptAllocation)
+    assert first.body is not None and 0 < translator.responses.bytes == kept.weight < len(first.body)
+
+
 async def test_calls_in_flight_are_answered_out_of_order(served: Any) -> None:
     scm = SlowSCM()
     _, port = await served(scm)
