@@ -79,17 +79,21 @@ GRPC_ON_HADOOP_PORT = (
 
 def encode_varint(value: int) -> bytes:
     """Protobuf base-128 varint of a non-negative ``value``."""
-    if value < 0:
-        raise ValueError(f"varint of a negative number: {value}")
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
+    if value < 0x80:
+        if value < 0:
+            raise ValueError(f"varint of a negative number: {value}")
+        return _ONE_BYTE[value]
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    out = []
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
         value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    out.append(value)
+    return bytes(out)
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 
 
 class FrameError(Exception):

@@ -542,7 +542,15 @@ class SCMHAManagerImpl:
 
     # ---- roles ----
     def peer_roles(self) -> list[str]:
-        return list(self.roles_proto().roles)
+        """``roles_proto().roles`` (``host:port:ROLE:peerId`` per member) from Raft's published view alone, without
+        the rest of that answer: GetScmInfo, the no-op call of both transports, asks for it on every call. Empty
+        before Raft starts (its view has no members yet), as roles_proto's is."""
+        raft = self.raft
+        if raft is None:
+            return []
+        conf = raft.conf
+        leader = raft.leader_id
+        return [_peer_role(conf.address_of(peer), _role_of(peer, leader, conf.learners), peer) for peer in conf.members()]
 
     def roles_proto(self) -> scm_ha_pb2.ScmRatisRolesResponseProto:
         raft = self.raft
@@ -571,12 +579,7 @@ class SCMHAManagerImpl:
         for peer in st.conf.members():
             address = st.conf.address_of(peer)
             host, _, port = address.rpartition(":")
-            if peer == st.leader_id:
-                role = "LEADER"
-            elif peer in st.conf.learners:
-                role = "LEARNER"
-            else:
-                role = "FOLLOWER"
+            role = _role_of(peer, st.leader_id, st.conf.learners)
             node = self.node_of_peer(peer)
             p = scm_ha_pb2.ScmPeerRoleProto(
                 host=host, ratisPort=int(port or 0), role=role, peerId=peer, nodeId=node.node_id if node else ""
@@ -593,7 +596,7 @@ class SCMHAManagerImpl:
             if peer in st.last_contact:
                 p.lastContactMs = round(st.last_contact[peer] * 1000)
             resp.peers.append(p)
-            resp.roles.append(f"{host}:{port}:{role}:{peer}")
+            resp.roles.append(_peer_role(address, role, peer))
         return resp
 
     # ---- snapshot install support ----
@@ -632,3 +635,15 @@ class SCMHAManagerImpl:
             ResultCodes.IO_EXCEPTION,
             f"could not download a checkpoint at index >= {meta.index} from {', '.join(addresses)}: {'; '.join(errors)}",
         )
+
+
+def _role_of(peer: str, leader_id: str, learners: Any) -> str:
+    if peer == leader_id:
+        return "LEADER"
+    return "LEARNER" if peer in learners else "FOLLOWER"
+
+
+def _peer_role(address: str, role: str, peer: str) -> str:
+    """One of GetScmInfo's peerRoles: ``host:port:ROLE:peerId`` (the Raft address split at its last colon)."""
+    host, _, port = address.rpartition(":")
+    return f"{host}:{port}:{role}:{peer}"

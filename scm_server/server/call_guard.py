@@ -194,19 +194,44 @@ class _Packed:
 PACK_FROM = 1024  # smaller answers are kept as they are
 
 
+class CompactAnswer:
+    """An answer that knows a smaller form of itself to keep (:meth:`kept`) than its serialized bytes, cheaper to
+    make than compressing them; the cache holds that form and gives back :meth:`Kept.answer` on a retry."""
+
+    def kept(self) -> Kept | bytes:
+        raise NotImplementedError
+
+
+class Kept:
+    """The kept form of a :class:`CompactAnswer`: ``weight`` bytes towards the cache's bound."""
+
+    weight: int
+
+    def answer(self) -> Any:
+        raise NotImplementedError
+
+
 def _pack(result: Any) -> Any:
-    if isinstance(result, bytes) and len(result) >= PACK_FROM:
-        return _Packed(zlib.compress(result, 1))
+    if isinstance(result, bytes):
+        return _Packed(zlib.compress(result, 1)) if len(result) >= PACK_FROM else result
+    if isinstance(result, CompactAnswer):
+        return result.kept()
     return result
 
 
 def _unpack(kept: Any) -> Any:
-    return zlib.decompress(kept.data) if isinstance(kept, _Packed) else kept
+    if isinstance(kept, _Packed):
+        return zlib.decompress(kept.data)
+    if isinstance(kept, Kept):
+        return kept.answer()
+    return kept
 
 
 def _weight(kept: Any) -> int:
     if isinstance(kept, _Packed):
         return len(kept.data)
+    if isinstance(kept, Kept):
+        return kept.weight
     return len(kept) if isinstance(kept, bytes) else 0
 
 

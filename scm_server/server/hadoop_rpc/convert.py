@@ -3,6 +3,8 @@ and the datanode and pipeline conversions live in :mod:`scm_server.ozone_wire`).
 
 from __future__ import annotations
 
+import array
+
 from scm_server.exceptions import ResultCodes
 from scm_server.hadoop_ipc import encode_varint
 from scm_server.ozone_wire import datanode_to_wire, enum_by_name, pipeline_id_from_wire, pipeline_to_wire
@@ -37,22 +39,77 @@ def field_bytes(number: int, payload: bytes) -> bytes:
 
 
 def allocate_response_bytes(resp: scm_client_pb2.AllocateScmBlockResponseProto) -> bytes:
-    """The serialized Ozone ``AllocateScmBlockResponseProto`` of our answer, written field by field: the
-    blocks of one answer share a few pipelines, each converted and serialized once (a 100-block answer
-    would otherwise convert, copy and serialize its pipeline 100 times)."""
-    pipelines: dict[str, bytes] = {}
-    out = bytearray()
-    for block in resp.blocks:
-        pid = block.pipeline.id.id
-        pipeline = pipelines.get(pid)
-        if pipeline is None:
-            pipeline = pipelines[pid] = pipeline_to_wire(block.pipeline).SerializeToString()
-        cbid = wire.ContainerBlockID(
-            containerID=block.containerBlockID.containerID, localID=block.containerBlockID.localID
-        ).SerializeToString()
+    """The serialized Ozone ``AllocateScmBlockResponseProto`` of our answer (see :func:`allocated_blocks_bytes`)."""
+    return allocated_blocks_bytes(
+        [(b.containerBlockID.containerID, b.containerBlockID.localID, b.pipeline) for b in resp.blocks]
+    )
+
+
+def allocated_blocks_bytes(blocks: list[tuple[int, int, hdds_pb2.Pipeline]]) -> bytes:
+    """The serialized Ozone ``AllocateScmBlockResponseProto`` of allocated (containerID, localID, pipeline)
+    blocks (:func:`blocks_bytes`)."""
+    return blocks_bytes(*split_blocks(blocks))
+
+
+def split_blocks(
+    blocks: list[tuple[int, int, hdds_pb2.Pipeline]],
+) -> tuple[array.array[int], array.array[int], list[bytes]]:
+    """Allocated blocks as (containerID, localID pairs; the index of each block's pipeline; each distinct
+    pipeline's Ozone bytes): blocks on the same pipeline message share its bytes, and a pipeline's bytes are
+    kept across answers (:func:`pipeline_field`), so most answers convert and serialize no pipeline (a
+    100-block answer once converted, copied and serialized it 100 times)."""
+    # by the identity of the pipeline message: ``blocks`` holds every one of them, so no id is reused meanwhile
+    index: dict[int, int] = {}
+    fields: list[bytes] = []
+    ids = array.array("q")
+    which = array.array("I")
+    for container_id, local_id, p in blocks:
+        i = index.get(id(p))
+        if i is None:
+            i = index[id(p)] = len(fields)
+            fields.append(pipeline_field(p))
+        ids.append(container_id)
+        ids.append(local_id)
+        which.append(i)
+    return ids, which, fields
+
+
+def blocks_bytes(ids: array.array[int], which: array.array[int], fields: list[bytes]) -> bytes:
+    """The serialized ``AllocateScmBlockResponseProto`` of :func:`split_blocks`' parts, written field by field;
+    each block's ``ContainerBlockID`` by hand."""
+    parts: list[bytes] = []
+    for n, i in enumerate(which):
+        # ContainerBlockID { containerID = 1, localID = 2 } (int64 varints, wire type 0)
+        cbid = b"\x08" + _int64(ids[2 * n]) + b"\x10" + _int64(ids[2 * n + 1])
         # AllocateScmBlockResponseProto.blocks = 3 { containerBlockID = 1, pipeline = 2 }
-        out += field_bytes(3, field_bytes(1, cbid) + field_bytes(2, pipeline))
-    return bytes(out)
+        inner = b"\x0a" + encode_varint(len(cbid)) + cbid + fields[i]
+        parts.append(b"\x1a" + encode_varint(len(inner)) + inner)
+    return b"".join(parts)
+
+
+# Ozone's bytes of our pipelines, by the bytes of our pipeline message: a pipeline keeps its content for many
+# answers (its state, leader or members changing make a new entry), so most answers convert none
+_PIPELINE_FIELDS: dict[bytes, bytes] = {}
+PIPELINE_FIELDS_MAX = 1024  # entries; the table is emptied when it grows past this
+
+
+def pipeline_field(pipeline: hdds_pb2.Pipeline) -> bytes:
+    """``AllocateBlockResponse.pipeline`` (field 2) holding Ozone's message of ``pipeline``, serialized."""
+    key = pipeline.SerializeToString(deterministic=True)
+    field = _PIPELINE_FIELDS.get(key)
+    if field is None:
+        if len(_PIPELINE_FIELDS) >= PIPELINE_FIELDS_MAX:
+            _PIPELINE_FIELDS.clear()
+        field = _PIPELINE_FIELDS[key] = field_bytes(2, pipeline_to_wire(pipeline).SerializeToString())
+    return field
+
+
+_INT64 = 1 << 64
+
+
+def _int64(value: int) -> bytes:
+    """An int64 field's varint: a negative value as its 64-bit two's complement (ten bytes), as protobuf does."""
+    return encode_varint(value + _INT64 if value < 0 else value)
 
 
 def key_blocks_from_wire(kb: wire_block.KeyBlocks) -> scm_client_pb2.KeyBlocks:

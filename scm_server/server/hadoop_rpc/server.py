@@ -55,6 +55,20 @@ class HadoopRpcMetrics:
             "scm_hadoop_rpc_fatal", "Hadoop RPC connections closed with a FATAL answer (bad preamble, frame, "
             "header or authentication)", registry=registry,
         )
+        # the labelled children, looked up once per label set (``labels()`` costs a lock and a tuple per call)
+        self._answered: dict[tuple[str, str, str], Any] = {}
+        self._timed: dict[tuple[str, str], Any] = {}
+
+    def answered(self, protocol: str, method: str, answer: str, seconds: float) -> None:
+        """One call answered: counted by (protocol, method, answer), its handling time by (protocol, method)."""
+        counter = self._answered.get((protocol, method, answer))
+        if counter is None:
+            counter = self._answered[(protocol, method, answer)] = self.requests.labels(protocol, method, answer)
+        timer = self._timed.get((protocol, method))
+        if timer is None:
+            timer = self._timed[(protocol, method)] = self.latency.labels(protocol, method)
+        counter.inc()
+        timer.observe(seconds)
 
 
 class RpcCallError(Exception):
@@ -147,18 +161,21 @@ class HadoopRpcServer:
         decoder = codec.ConnectionDecoder(self.max_frame)
         calls: set[asyncio.Task[None]] = set()
         slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        watch = _IdleWatch(self.idle_timeout, calls)
         try:
             while not decoder.closed:
                 try:
-                    data = await asyncio.wait_for(reader.read(READ_CHUNK), self.idle_timeout)
-                except TimeoutError:
-                    if calls:
-                        continue  # idle only when nothing is in flight either
+                    data = await reader.read(READ_CHUNK)
+                except asyncio.CancelledError:
+                    if not watch.expired:
+                        raise
+                    watch.uncancel()
                     self.stats["idle_closed"] += 1
                     LOG.debug("%s: closing connection from %s idle for %.1fs", self.name, peer, self.idle_timeout)
                     return
                 if not data:
                     return
+                watch.last_read = watch.loop.time()
                 for event in decoder.feed(data):
                     if isinstance(event, codec.Call):
                         await slots.acquire()
@@ -187,6 +204,7 @@ class HadoopRpcServer:
                         LOG.info("%s: %s opened a connection for unserved protocol %s", self.name, peer, event.protocol)
                     # Preamble, Ping: nothing to answer; CloseRequested ends the loop (decoder.closed)
         finally:
+            watch.stop()
             for task in calls:
                 task.cancel()
 
@@ -214,8 +232,7 @@ class HadoopRpcServer:
                     call, codec.SERVER_EXCEPTION, f"{type(exc).__name__}: {exc}", ErrorCode.ERROR_RPC_SERVER
                 )
             finally:
-                self.metrics.requests.labels(protocol, method, result).inc()
-                self.metrics.latency.labels(protocol, method).observe(time.perf_counter() - started)
+                self.metrics.answered(protocol, method, result, time.perf_counter() - started)
             if writer.is_closing():
                 return
             writer.write(answer)
@@ -246,3 +263,45 @@ class HadoopRpcServer:
                 ErrorCode.ERROR_NO_SUCH_METHOD,
             )
         return await handler.call(call.method, call)
+
+
+class _IdleWatch:
+    """The idle timeout of one connection, without a timer per read: ``asyncio.wait_for`` around every read
+    costs a task, a future and a timer handle per read. One timer instead fires ``idle`` seconds after the
+    last read it knows of; a read since moves it on, a call in flight starts a new idle period (as
+    ``wait_for`` timing out with calls in flight did), and when neither happened the connection's task is
+    cancelled with :attr:`expired` set, so its read loop tells this apart from a stop of the server."""
+
+    def __init__(self, idle: float, calls: set[asyncio.Task[None]]) -> None:
+        self.loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.idle = idle
+        self.calls = calls
+        self.last_read = self.loop.time()
+        self.expired = False
+        self._handle: asyncio.TimerHandle | None = self.loop.call_at(self.last_read + idle, self._check)
+
+    def _check(self) -> None:
+        now = self.loop.time()
+        due = self.last_read + self.idle
+        if now < due:  # read since: wait for the rest of the period
+            self._handle = self.loop.call_at(due, self._check)
+            return
+        if self.calls:  # idle only when nothing is in flight either: a new period
+            self.last_read = now
+            self._handle = self.loop.call_at(now + self.idle, self._check)
+            return
+        self._handle = None
+        self.expired = True
+        self.task.cancel()
+
+    def uncancel(self) -> None:
+        """The cancellation was ours (the connection expired), not the server's stop."""
+        self.task.uncancel()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None

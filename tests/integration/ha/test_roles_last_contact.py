@@ -31,6 +31,10 @@ async def test_leader_publishes_last_contact_per_follower(tmp_path: Path) -> Non
         await wait_for(lambda: all((c := view()[i]) is not None and c < election for i in ids), 10,
                        "both followers heard within an election timeout")
         assert view()[leader.ha.peer_id] is None  # the leader has no contact with itself to report
+        # GetScmInfo's peerRoles (from Raft's published view alone) are the roles of the whole answer, everywhere
+        await wait_for(lambda: all(h.ha.peer_roles() == list(h.ha.roles_proto().roles) for h in hosts), 10,
+                       "peerRoles equal to GetScmRatisRoles' roles")
+        assert sorted(r.split(":")[2] for r in leader.ha.peer_roles()) == ["FOLLOWER", "FOLLOWER", "LEADER"]
         # a follower's answer does not come from the follower: it has no leader's view to give
         assert all(not p.HasField("lastContactMs") for p in followers[0].ha.roles_proto().peers)
 

@@ -53,6 +53,26 @@ async def test_allocation_reuses_containers_and_ids_are_unique(tmp_path: Path) -
     await scm.stop()
 
 
+async def test_the_hadoop_edge_gets_the_stored_pipelines_without_a_copy_per_block(tmp_path: Path) -> None:
+    # allocate_blocks hands out (container, local id, the stored pipeline message itself): the Hadoop RPC edge
+    # writes Ozone's answer from them, equal block for block to what the gRPC answer would carry
+    from scm_server import ozone_wire
+    from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
+    from scm_server.server.hadoop_rpc import convert
+
+    scm = await make_scm(tmp_path)
+    await bring_up(scm, make_datanodes(6))
+    blocks = await scm.allocate_blocks(MB, 40, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    stored = {id(p) for p in scm.pipeline_manager.open_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)}
+    assert len(blocks) == 40 and {id(p) for _, _, p in blocks} == stored  # round robin, no copies
+    assert len({local_id for _, local_id, _ in blocks}) == 40
+    answer = wire_block.AllocateScmBlockResponseProto.FromString(convert.allocated_blocks_bytes(blocks))
+    assert [(b.containerBlockID.containerID, b.containerBlockID.localID, b.pipeline) for b in answer.blocks] == [
+        (c, local_id, ozone_wire.pipeline_to_wire(p)) for c, local_id, p in blocks
+    ]
+    await scm.stop()
+
+
 async def test_the_protocol_answer_carries_each_block_with_its_whole_pipeline(tmp_path: Path) -> None:
     # The gRPC edge sends allocate_block_response as it is: every block must carry its container, a
     # fresh local id, and a complete copy of the OPEN pipeline it was placed on (a client writes to it).

@@ -50,6 +50,11 @@ class FakeSCM:
         blocks = await self.allocate_block(size, num, rtype, rfactor, owner, exclude)
         return scm_client_pb2.AllocateScmBlockResponseProto(blocks=blocks)
 
+    async def allocate_blocks(self, size: int, num: int, rtype: int, rfactor: int, owner: str,
+                              exclude: Any = None) -> list[tuple[int, int, hdds_pb2.Pipeline]]:
+        blocks = await self.allocate_block(size, num, rtype, rfactor, owner, exclude)
+        return [(b.containerBlockID.containerID, b.containerBlockID.localID, b.pipeline) for b in blocks]
+
     async def allocate_block(self, size: int, num: int, rtype: int, rfactor: int, owner: str,
                              exclude: Any = None) -> list[hdds_pb2.AllocatedBlock]:
         self.calls.append("allocate_block")

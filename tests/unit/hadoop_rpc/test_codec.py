@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+from google.protobuf.internal.encoder import _VarintBytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +34,12 @@ def feed_all(decoder: codec.ConnectionDecoder, data: bytes, chunk: int | None = 
 def test_varint_round_trip(value: int) -> None:
     encoded = codec.encode_varint(value)
     assert codec.decode_varint(encoded + b"tail", 0) == (value, len(encoded))
+    assert encoded == _VarintBytes(value)  # protobuf's own bytes (one, two and more bytes take other paths)
+
+
+@pytest.mark.parametrize("value", [0, 1, 0x7F, 0x80, 0x3FFF, 0x4000, 0x1FFFFF, (1 << 64) - 1])
+def test_varint_edges_are_protobufs_bytes(value: int) -> None:
+    assert codec.encode_varint(value) == _VarintBytes(value)
 
 
 def test_varint_refuses_negative_and_overlong() -> None:

@@ -51,7 +51,7 @@ def _pipeline(pid: str, members: int) -> hdds_pb2.Pipeline:
 
 
 @settings(max_examples=50)
-@given(st.lists(st.tuples(st.integers(1, 2**40), st.integers(1, 2**62), st.sampled_from(
+@given(st.lists(st.tuples(st.integers(-2**63, 2**63 - 1), st.integers(-2**63, 2**63 - 1), st.sampled_from(
     [str(uuid.UUID(int=1)), str(uuid.UUID(int=2)), "not-a-uuid"])), max_size=20))
 def test_allocate_response_bytes_equal_the_plain_message(blocks: list[tuple[int, int, str]]) -> None:
     resp = scm_client_pb2.AllocateScmBlockResponseProto(blocks=[
@@ -67,6 +67,25 @@ def test_allocate_response_bytes_equal_the_plain_message(blocks: list[tuple[int,
         item.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(block.pipeline))
     assert convert.allocate_response_to_wire(resp) == plain
     assert convert.allocate_response_bytes(resp) == plain.SerializeToString()
+
+
+def test_a_pipeline_changed_since_an_earlier_answer_is_converted_again() -> None:
+    """Ozone's bytes of a pipeline are kept across answers, by the whole content of our message: the same
+    pipeline id with another state, leader or member list is another entry, never the old bytes."""
+    def answer(p: hdds_pb2.Pipeline) -> wire_block.AllocateScmBlockResponseProto:
+        resp = scm_client_pb2.AllocateScmBlockResponseProto(blocks=[hdds_pb2.AllocatedBlock(
+            containerBlockID=hdds_pb2.ContainerBlockID(containerID=1, localID=2), pipeline=p)])
+        return wire_block.AllocateScmBlockResponseProto.FromString(convert.allocate_response_bytes(resp))
+
+    pid = str(uuid.UUID(int=5))
+    p = _pipeline(pid, 3)
+    assert answer(p).blocks[0].pipeline.state == wire.PIPELINE_OPEN
+    p.state = hdds_pb2.PIPELINE_DORMANT
+    p.leaderID = str(uuid.UUID(int=9))
+    del p.members[2]
+    again = answer(p).blocks[0].pipeline
+    assert again.state == wire.PIPELINE_DORMANT and again.leaderID == str(uuid.UUID(int=9))
+    assert len(again.members) == 2 and again == ozone_wire.pipeline_to_wire(p)
 
 
 def test_close_container_command_id_is_the_container_id_on_the_wire() -> None:

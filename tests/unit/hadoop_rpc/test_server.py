@@ -248,7 +248,7 @@ async def test_safemode_answers_safe_mode_exception(served: Any) -> None:
     async def in_safemode(*args: Any) -> Any:
         raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "SCM is in safe mode; block allocation is not allowed")
 
-    scm.allocate_block_response = in_safemode  # type: ignore[method-assign]
+    scm.allocate_blocks = in_safemode  # type: ignore[method-assign]
     _, port = await served(scm)
     c = await Client.connect(port)
     resp = block_response(await c.call(1, allocate()))
@@ -290,6 +290,42 @@ async def test_retry_with_same_client_and_call_id_gets_the_first_blocks(served: 
     # another client (another connection, another client id) with the same call id is another call
     d = await Client.connect(port)
     assert ids(block_response(await d.call(7, allocate(num=2)))) == [5, 6]
+
+
+async def test_a_retried_large_allocation_gets_the_same_bytes_from_a_compact_cache_entry(served: Any) -> None:
+    """A 100-block answer is kept as its ids and its pipelines' bytes (not compressed) and written again on a
+    retry: byte for byte the first answer, and smaller in the cache than the answer."""
+    import uuid
+
+    from scm_server.proto import hdds_pb2
+    from scm_server.server.hadoop_rpc.block_translator import KeptAllocation
+
+    pipelines = [hdds_pb2.Pipeline(
+        id=hdds_pb2.PipelineID(id=str(uuid.uuid4())), state=hdds_pb2.PIPELINE_OPEN, type=hdds_pb2.RATIS,
+        factor=hdds_pb2.THREE, members=[hdds_pb2.DatanodeDetailsProto(
+            uuid=str(uuid.uuid4()), ipAddress="10.0.0.1", hostName=f"dn{i}",
+            ports=[hdds_pb2.Port(name="RATIS", value=9858)]) for i in range(3)],
+    ) for _ in range(2)]
+    asked: list[int] = []
+
+    async def allocate_blocks(size: int, num: int, *args: Any) -> list[tuple[int, int, Any]]:
+        asked.append(num)
+        return [(1 + n // 20, 1000 + n, pipelines[n % 2]) for n in range(num)]  # round robin, as ours
+
+    scm = FakeSCM()
+    scm.allocate_blocks = allocate_blocks  # type: ignore[method-assign]
+    server, port = await served(scm)
+    translator = server.handlers[PROTOCOL]
+    c = await Client.connect(port)
+    first = await c.call(9, allocate(num=100))
+    again = await c.call(9, allocate(num=100), retry=1)
+    assert first.body == again.body and asked == [100]
+    blocks = block_response(first).allocateScmBlockResponse.blocks
+    assert [b.containerBlockID.localID for b in blocks] == list(range(1000, 1100))
+    assert [b.pipeline.id.id for b in blocks[:2]] == [p.id.id for p in pipelines]
+    (kept,) = [v for _, v in translator.responses._done.values()]
+    assert isinstance(kept, KeptAllocation)
+    assert first.body is not None and 0 < translator.responses.bytes == kept.weight < len(first.body)
 
 
 async def test_calls_in_flight_are_answered_out_of_order(served: Any) -> None:
@@ -360,6 +396,36 @@ async def test_idle_connection_is_closed_and_pings_are_ignored(served: Any) -> N
     assert block_response(await c.call(1, allocate())).success  # the ping got no answer of its own
     assert await c.closed_by_server()
     assert server.stats["idle_closed"] == 1
+
+
+async def test_a_call_running_past_the_idle_timeout_keeps_its_connection(served: Any) -> None:
+    """Idle means no read and nothing in flight: a call slower than the idle timeout is answered on its open
+    connection, which is closed only after a whole idle period with nothing in flight; traffic in between moves
+    the timeout on (one timer per connection, not one per read)."""
+    scm = SlowSCM()
+    server, port = await served(scm, idle_timeout=0.3)
+    c = await Client.connect(port)
+    c.send(1, block_request("GetScmInfo"))
+    await asyncio.sleep(0.7)  # two idle periods with the call in flight
+    assert server.stats["idle_closed"] == 0
+    scm.gate.set()
+    assert block_response(await c.receive()).getScmInfoResponse.clusterId
+    c.writer.write(codec.encode_ping(c.client_id))
+    for _ in range(6):  # reads every 0.1 s, well inside the idle period, for twice its length
+        await asyncio.sleep(0.1)
+        c.writer.write(codec.encode_ping(c.client_id))
+    assert server.stats["idle_closed"] == 0
+    assert await c.closed_by_server()
+    assert server.stats["idle_closed"] == 1
+
+
+async def test_stopping_the_server_ends_connections_without_counting_them_idle(served: Any) -> None:
+    server, port = await served(FakeSCM(), idle_timeout=30)
+    c = await Client.connect(port)
+    assert block_response(await c.call(1, allocate())).success
+    await server.stop()
+    assert await c.closed_by_server()
+    assert server.stats["idle_closed"] == 0
 
 
 async def test_sasl_client_is_refused_clearly(served: Any) -> None:
