@@ -265,6 +265,9 @@ def _running(i: Inputs, b: BackupObs) -> tuple[Step | None, str, str]:
                   "index": summary["index"], "clusterID": summary["clusterID"], "sizeBytes": summary["sizeBytes"],
                   "message": f"backup verified: term {summary['term']}, index {summary['index']}, "
                              f"{summary['sizeBytes']} bytes"}
+            if isinstance(summary.get("rootCAFingerprint"), str):
+                st["rootCAFingerprint"] = summary["rootCAFingerprint"]
+                st["includesRootKey"] = bool(summary.get("includesRootKey"))
             return (UpdateBackup(b, st), "BackupCompleted",
                     f"backup {b.name} completed and verified at term {summary['term']} index {summary['index']} "
                     f"({summary['sizeBytes']} bytes in {location_of(b)})")

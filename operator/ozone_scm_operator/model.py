@@ -473,6 +473,17 @@ class BackupObs:
 
 
 @dataclasses.dataclass(frozen=True)
+class RootCAObs:
+    """A Secret offered as the root CA of a secure restore: its name, the SHA-256 fingerprint of the certificate
+    in ``ca.crt`` (None: none readable), whether it holds ``ca.key``, and why the pair is unusable (None: usable)."""
+
+    name: str
+    fingerprint: str | None = None
+    has_key: bool = False
+    problem: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class JobObs:
     """A backup or clean-up Job of this cluster: which backup it is for, and how it ended (None: still running)."""
 
@@ -505,5 +516,7 @@ class Observed:
     recover_from: str | None = None
     # the OzoneSCMBackup spec.bootstrap.fromBackup names, while the ring is being created (None: absent or not read)
     restore_backup: BackupObs | None = None
+    # secure restore: the root CA Secret spec.bootstrap.rootCASecret names (else <name>-root-ca), as read
+    restore_root_ca: RootCAObs | None = None
     backups: Mapping[str, BackupObs] = dataclasses.field(default_factory=dict)  # this cluster's OzoneSCMBackups
     backup_jobs: Mapping[str, JobObs] = dataclasses.field(default_factory=dict)  # their Jobs, by Job name

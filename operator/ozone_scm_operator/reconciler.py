@@ -70,6 +70,7 @@ from ozone_scm_operator.model import (
     PodObs,
     PVCObs,
     RingObs,
+    RootCAObs,
     SCMObs,
     SecretObs,
     parse_time,
@@ -189,6 +190,30 @@ def secret_obs(secret: Body) -> SecretObs:
         role_bound=ann.get(naming.ANN_ROLE_BOUND) == "true",
         controller_uid=controller_uid(meta),
     )
+
+
+def root_ca_obs(name: str, secret: Body | None) -> RootCAObs | None:
+    """The root CA a secure restore would take from Secret ``name`` (None: no such Secret): the fingerprint of its
+    certificate as read from ``ca.crt`` (not from an annotation), and whether its key matches it."""
+    if secret is None:
+        return None
+    data = secret.get("data") or {}
+    cert_pem = certs.decode_secret_field(data, certs.ROOT_CERT)
+    key_pem = certs.decode_secret_field(data, certs.ROOT_KEY)
+    if cert_pem is None:
+        return RootCAObs(name, problem=f"it has no {certs.ROOT_CERT}")
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError:
+        return RootCAObs(name, problem=f"its {certs.ROOT_CERT} is not a PEM certificate")
+    fp = certs.fingerprint(cert)
+    if key_pem is None:
+        return RootCAObs(name, fp, problem=f"it has no {certs.ROOT_KEY} (the root CA's private key)")
+    try:
+        certs.load_pair(cert_pem, key_pem)
+    except ValueError as exc:
+        return RootCAObs(name, fp, has_key=True, problem=str(exc))
+    return RootCAObs(name, fp, has_key=True)
 
 
 def backup_obs(body: Body) -> BackupObs:
@@ -494,6 +519,11 @@ class Reconciler:
             raw = await self.kube.get(BACKUP_KIND, namespace, source)
             if raw is not None:
                 obs = dataclasses.replace(obs, restore_backup=backup_obs(raw))
+        if source and status.cluster_id is None and spec.security.operator_ca:
+            root_name = spec.bootstrap.root_ca_secret or naming.root_ca_secret_name(name)
+            obs = dataclasses.replace(
+                obs, restore_root_ca=root_ca_obs(root_name, await self.kube.get("Secret", namespace, root_name))
+            )
         plan = planner.plan(
             ref, spec, problems, meta.get("generation"), status, obs,
             planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,
@@ -628,6 +658,17 @@ class Reconciler:
                 await self.kube.delete("Secret", ns, a.target)
             case planner.ClearAnnotation(key=annotation) | planner.RemoveAnnotation(key=annotation):
                 await self.kube.merge_patch(KIND, ns, ref.name, {"metadata": {"annotations": {annotation: None}}})
+            case planner.CreateRootCA(copy_from=source_name, fingerprint=fingerprint) if source_name:
+                # a secure restore: the old cluster's root CA, the one the backup records (checked again here)
+                source = await self.kube.get("Secret", ns, source_name)
+                data: dict[str, Any] = (source or {}).get("data") or {}
+                if certs.ROOT_CERT not in data or certs.ROOT_KEY not in data:
+                    raise RuntimeError(f"Secret {source_name} has no root CA ({certs.ROOT_CERT}, {certs.ROOT_KEY})")
+                root = certs.load_pair(base64.b64decode(data[certs.ROOT_CERT]), base64.b64decode(data[certs.ROOT_KEY]))
+                if root.fingerprint != fingerprint:
+                    raise RuntimeError(f"Secret {source_name} changed under the restore (root CA {root.fingerprint}, "
+                                       f"expected {fingerprint})")
+                await self._create(certs.root_ca_secret(ref, root))
             case planner.CreateRootCA(duration=duration):
                 root = certs.create_root_ca(
                     self.keygen(), cluster=ref.name, namespace=ns, now=self.now(), duration=duration,

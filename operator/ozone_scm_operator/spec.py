@@ -226,6 +226,9 @@ class BootstrapSpec:
     own backup volume (a path under ``/backups/``); None: ``scm --init``. Read only while the ring is created."""
 
     from_backup: str | None = None
+    # secure rings: the Secret holding the root CA (``ca.crt``, ``ca.key``) the restored ring keeps -- in CA mode
+    # operator the old cluster's retained ``<old>-root-ca``; None: this cluster's own ``<name>-root-ca``
+    root_ca_secret: str | None = None
 
     @property
     def backup_path(self) -> str | None:
@@ -529,7 +532,11 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         bs.problem("fromBackup", f"{from_backup!r} is neither the name of an OzoneSCMBackup nor a directory "
                                  "/backups/<dir> on this cluster's backup volume")
         from_backup = None
-    bootstrap = BootstrapSpec(from_backup=from_backup)
+    root_ca_secret = bs.opt_str("rootCASecret")
+    if root_ca_secret is not None and not _K8S_NAME.match(root_ca_secret):
+        bs.problem("rootCASecret", f"{root_ca_secret!r} is not the name of a Secret")
+        root_ca_secret = None
+    bootstrap = BootstrapSpec(from_backup=from_backup, root_ca_secret=root_ca_secret)
 
     pull_secrets = []
     for i, item in enumerate(r.obj_list("imagePullSecrets")):

@@ -79,9 +79,31 @@ def _backup_contents(db_path: Path) -> dict[str, Any]:
         counts = {}
         for cf in SCMDBDefinition.column_families():
             counts[cf.name] = sum(1 for _ in store.db.iterator(prefix=cf.prefix, include_value=False))
-        return {"sequenceIds": seq, "tableCounts": counts}
+        out: dict[str, Any] = {"sequenceIds": seq, "tableCounts": counts}
+        root = _recorded_root_fingerprint(store)
+        if root is not None:
+            out["rootCAFingerprint"] = root
+        return out
     finally:
         store.stop()
+
+
+def _recorded_root_fingerprint(store: Any) -> str | None:
+    """SHA-256 (hex, of the DER) of the root CA a secure ring recorded in ``validSCMCerts``: the root a restore
+    from this checkpoint must keep (``scm --restore`` checks it; the operator checks it before it starts one)."""
+    from cryptography.hazmat.primitives import hashes
+
+    from scm_server.security.core import certificates as pki
+    from scm_server.security.core import identity as ids
+
+    for proto in store.valid_scm_certs.values():
+        if proto.nodeType != ids.Role.ROOT_CA.value:
+            continue
+        try:
+            return pki.load_certificate(proto.x509Certificate).fingerprint(hashes.SHA256()).hex()
+        except pki.PKIError:
+            continue
+    return None
 
 
 def table_digests(store: Any) -> list[scm_ha_pb2.TableDigestProto]:

@@ -231,14 +231,20 @@ def verify_backup(backup: Path, cluster_id: str | None = None) -> Manifest:
 
 def backup_summary(m: Manifest) -> dict[str, Any]:
     """A backup in a few fields (what ``backup verify --status-file`` writes): cluster ID, term, index, when it was
-    taken and its size in bytes (the files the manifest lists)."""
-    return {
+    taken and its size in bytes (the files the manifest lists); for a secure ring the SHA-256 fingerprint of its
+    root CA and whether the backup holds the root key."""
+    out: dict[str, Any] = {
         "clusterID": m.cluster_id,
         "term": m.term,
         "index": m.index,
         "createdMs": m.created_ms,
         "sizeBytes": sum(int(f["size"]) for f in m.raw["files"].values()),
     }
+    if m.raw.get("rootCAFingerprint"):
+        # a secure ring: the root a restore keeps, and whether the backup holds its key (--include-keys)
+        out["rootCAFingerprint"] = str(m.raw["rootCAFingerprint"])
+        out["includesRootKey"] = f"{KEYS_DIR}/root-ca-private.pem" in m.raw["files"]
+    return out
 
 
 def delete_backup(backup: Path) -> bool:

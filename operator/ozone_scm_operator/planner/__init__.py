@@ -37,6 +37,8 @@ The package, one module per concern (each pure: no I/O, no clock, no randomness)
 - ``security``: concern 3 (``_security``, ``_scm_ca_client``);
 - ``children``: concerns 4 and 5 (``_children``, ``_ownership``, ``_volumes``, ``_repairs``), and adopting a ring or
   retained volumes found in place (``_found_existing``);
+- ``restore``: creating a ring from a backup (``_restore_source``; a secure ring's root CA, ``_restored_root_ca``),
+  shared by ``security`` and ``children``'s repairs;
 - ``operations``: concerns 6 and 8 (``_continue``, ``_new_operation``); ``recovery``: ``RecoverQuorum``
   (``_recovery_request``, ``_continue_recover``); ``switchover``: concern 7 (``_hibernation``, ``_start_switchover``);
 - ``backups_audit``: the scheduled audit (``_audit``) and backups (``_backups``), after the members' own work;

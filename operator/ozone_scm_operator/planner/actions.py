@@ -145,9 +145,12 @@ class CreateEnrollmentSecret(Step):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CreateRootCA(Step):
-    """CA mode operator: create the root CA (valid for ``duration``) in its Secret."""
+    """CA mode operator: create the root CA (valid for ``duration``) in its Secret; a secure restore: copy the root
+    CA of Secret ``copy_from`` instead, whose certificate has SHA-256 ``fingerprint`` (the backup's root)."""
 
     duration: datetime.timedelta
+    copy_from: str = ""
+    fingerprint: str = ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

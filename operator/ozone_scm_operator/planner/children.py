@@ -5,7 +5,7 @@ volumes released, labelled and expanded as ``spec.storage`` wants; a recorded me
 
 from __future__ import annotations
 
-from ozone_scm_operator import backups, builders, naming
+from ozone_scm_operator import builders, naming
 from ozone_scm_operator.builders import Body
 from ozone_scm_operator.model import (
     CREATING,
@@ -28,6 +28,7 @@ from ozone_scm_operator.planner.actions import (
     ReleasePVC,
 )
 from ozone_scm_operator.planner.passes import _admissible, _Pass
+from ozone_scm_operator.planner.restore import _restore_source
 from ozone_scm_operator.spec import (
     quantity_bytes,
 )
@@ -267,43 +268,6 @@ def _init_mode(p: _Pass, m: MemberStatus) -> str:
     if not first_start:
         return builders.INIT_MODE_BOOTSTRAP
     return builders.INIT_MODE_RESTORE if p.spec.bootstrap.from_backup else builders.INIT_MODE_INIT
-
-
-def _restore_source(p: _Pass) -> tuple[builders.RestoreSource | None, str | None]:
-    """Where ``spec.bootstrap.fromBackup`` restores from, or why it cannot (yet)."""
-    wanted = p.spec.bootstrap.from_backup
-    if not wanted:
-        return None, None
-    if p.spec.security.enabled:
-        return None, ("the operator does not restore a secure ring yet (the new cluster would need the old ring's "
-                      "root CA): restore it by hand with `ozone-scm scm --restore DIR` from a backup taken with "
-                      "--include-keys (docs/operations.md, \"Restoring a secure ring\"), or create this cluster "
-                      "with security.enabled false, or without spec.bootstrap.fromBackup")
-    path = p.spec.bootstrap.backup_path
-    if path is not None:
-        claim = naming.backup_pvc_name(p.ref.name)
-        if ("PersistentVolumeClaim", claim) not in p.obs.children:
-            return None, (f"spec.bootstrap.fromBackup is {path} on this cluster's backup volume {claim}, which does "
-                          "not exist: create it (spec.backup.volume) and copy the backup there, or name an "
-                          "OzoneSCMBackup")
-        return builders.RestoreSource(claim, path), None
-    b = p.obs.restore_backup
-    if b is None:
-        return None, (f"spec.bootstrap.fromBackup names OzoneSCMBackup {wanted}, which does not exist in namespace "
-                      f"{p.ref.namespace} (kubectl get ozonescmbackups); nothing is created until it does")
-    if b.phase != backups.Phase.COMPLETED or not b.cluster:
-        return None, (f"OzoneSCMBackup {wanted} is {b.phase or 'not started'}, not Completed; the ring is created "
-                      "from it once it is")
-    cid = b.status.get("clusterID")
-    cluster_id = cid if isinstance(cid, str) else None
-    location = backups.location_of(b)
-    if location.startswith("s3://"):
-        if p.spec.backup.s3 is None:
-            return None, (f"OzoneSCMBackup {wanted} is in object storage ({location}): set spec.backup.s3 (endpoint, "
-                          "credentialsSecret, and caSecret for a private CA) on this cluster so that its first member "
-                          "can download it")
-        return builders.RestoreSource("", location, cluster_id, s3=p.spec.backup.s3), None
-    return builders.RestoreSource(naming.backup_pvc_name(b.cluster), naming.backup_path(b.name), cluster_id), None
 
 
 def _repairs(p: _Pass) -> Action | None:

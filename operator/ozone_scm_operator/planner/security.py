@@ -27,6 +27,7 @@ from ozone_scm_operator.planner.actions import (
     RenewClientCertificate,
 )
 from ozone_scm_operator.planner.passes import _Pass
+from ozone_scm_operator.planner.restore import _restored_root_ca
 
 
 def _security(p: _Pass) -> Action | None:
@@ -49,6 +50,8 @@ def _security(p: _Pass) -> Action | None:
     root = p.obs.secrets.get(root_name)
     recorded = p.status.security
     if root is None:
+        if recorded.root_ca_fingerprint is None and p.spec.bootstrap.from_backup and p.status.cluster_id is None:
+            return _restored_root_ca(p, root_name)  # a secure restore keeps the old ring's root CA
         if recorded.root_ca_fingerprint is None:
             return CreateRootCA(
                 target=root_name,

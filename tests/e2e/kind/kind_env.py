@@ -41,7 +41,7 @@ from ozone_scm_operator.spec import DEFAULT_IMAGE
 from tests.e2e.controlplane.env import install_operator_chart, permission_warnings
 from tests.e2e.controlplane.fixture import RESTRICTED, ApiError, RealAPI, kubeconfig, wait_until
 from tests.e2e.local.kubelet import LaunchRecord
-from tests.e2e.local.operator_env import Env
+from tests.e2e.local.operator_env import Env, workload_security
 
 REPO = Path(__file__).resolve().parents[3]
 WORKLOAD_SOURCE = REPO / "tests" / "e2e" / "local" / "scm_workload.py"
@@ -131,8 +131,9 @@ class KindEnv(Env):
 
     kind: KindCluster
 
-    def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload") -> Path:
+    def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload", secure: bool = False) -> Path:
         source = f"{name}-source"
+        mounts, volumes, env = workload_security(cluster, secure)
         out = self.kind.volumes / f"{self.ns}-{name}"
         out.mkdir(parents=True, exist_ok=True)
         os.chmod(out, 0o777)
@@ -160,12 +161,13 @@ class KindEnv(Env):
                                 "--datanodes", str(datanodes)],
                     "volumeMounts": [{"name": "config", "mountPath": "/etc/ozone"},
                                      {"name": "source", "mountPath": "/workload"},
-                                     {"name": "out", "mountPath": "/out"}],
+                                     {"name": "out", "mountPath": "/out"}, *mounts],
+                    "env": env,
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 }],
                 "volumes": [{"name": "config", "configMap": {"name": f"{cluster}-config"}},
                             {"name": "source", "configMap": {"name": source}},
-                            {"name": "out", "persistentVolumeClaim": {"claimName": f"{name}-out"}}],
+                            {"name": "out", "persistentVolumeClaim": {"claimName": f"{name}-out"}}, *volumes],
             },
         })
         return out

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import aiohttp
 import yaml
 
+from ozone_scm_operator import naming
 from scm_server.local.cluster import FAST_SETTINGS
 from scm_server.ports import free_port
 from tests.e2e.local.apiserver import EmulatedAPIServer, serving, write_kubeconfig
@@ -339,15 +340,19 @@ class Env:
             (tls / k).write_bytes(base64.b64decode(v))
         return await self.scm_check(name, "--revoked-tls-dir", str(tls))
 
-    async def scm_check(self, name: str, *extra: str) -> dict[str, Any]:
-        """``tests.e2e.local.scm_check`` against the members, as the operator's client certificate if there is one."""
+    async def scm_check(self, name: str, *extra: str, client: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``tests.e2e.local.scm_check`` against the members, as the operator's client certificate if there is one
+        (``client``: as the certificate of that Secret instead, e.g. one kept from a deleted cluster)."""
         ips = self.member_ips(name)
         assert set(ips) == set(self.members(name)), f"members without a Pod IP: {set(self.members(name)) - set(ips)}"
         domain = f"{name}-headless.{self.ns}.svc.cluster.local"
         argv = [sys.executable, "-m", "tests.e2e.local.scm_check", *(f"{m}={ip}={m}.{domain}" for m, ip in ips.items())]
-        client = self.api.get_object("v1", "Secret", f"{name}-operator-client", self.ns)
+        tls = self.workdir / f"{name}-client-tls"
         if client is not None:
-            tls = self.workdir / f"{name}-client-tls"
+            tls = self.workdir / f"{name}-given-client-tls"
+        else:
+            client = self.api.get_object("v1", "Secret", f"{name}-operator-client", self.ns)
+        if client is not None:
             tls.mkdir(exist_ok=True)
             for k, v in client["data"].items():
                 (tls / k).write_bytes(base64.b64decode(v))
@@ -367,9 +372,9 @@ class Env:
             assert resp.status == 200, resp.status
             return await resp.text()
 
-    async def containers(self, name: str) -> set[int]:
-        """The container IDs the ring holds (asked through its leader)."""
-        return set((await self.scm_check(name, "--containers"))["containers"])
+    async def containers(self, name: str, client: Mapping[str, Any] | None = None) -> set[int]:
+        """The container IDs the ring holds (asked through its leader; as ``client``'s certificate if given)."""
+        return set((await self.scm_check(name, "--containers", client=client))["containers"])
 
     def annotate(self, name: str, key: str, value: str | None) -> None:
         """``kubectl annotate oscm <name> key=value`` (``key-`` with None)."""
@@ -410,9 +415,15 @@ class Env:
         await self.wait_for(lambda: self.status(name).get("leader") == to, 60, f"{to} leads (in status)")
 
     # ---- the workload Pod ----
-    def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload") -> Path:
+    def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload", secure: bool = False) -> Path:
         """The workload Pod, admissible under Pod Security ``restricted`` (non-root, seccomp, no privilege, its
-        output on an ``emptyDir`` that the test reads through the kubelet fixture)."""
+        output on an ``emptyDir`` that the test reads through the kubelet fixture). ``secure``: it mounts the
+        operator's client Secret where a member mounts its own (the ConfigMap's root CA path) and presents it, and
+        its datanodes enrol with the cluster's datanode enrolment secret."""
+        mounts, volumes, env = workload_security(cluster, secure)
+        mounts = [{"name": "config", "mountPath": "/etc/ozone"}, {"name": "out", "mountPath": "/out"}, *mounts]
+        volumes = [{"name": "config", "configMap": {"name": f"{cluster}-config"}}, {"name": "out", "emptyDir": {}},
+                   *volumes]
         pod = self.api.put_object({
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.ns},
             "spec": {
@@ -423,11 +434,10 @@ class Env:
                 "containers": [{
                     "name": "workload", "image": "scm-workload:test",
                     "args": ["--conf", "/etc/ozone", "--out", "/out", "--datanodes", str(datanodes)],
-                    "volumeMounts": [{"name": "config", "mountPath": "/etc/ozone"}, {"name": "out", "mountPath": "/out"}],
+                    "volumeMounts": mounts, "env": env,
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                 }],
-                "volumes": [{"name": "config", "configMap": {"name": f"{cluster}-config"}},
-                            {"name": "out", "emptyDir": {}}],
+                "volumes": volumes,
             },
         })
         out = self.kubelet.volume_dir(self.ns, name, pod["metadata"]["uid"], "out")
@@ -448,6 +458,22 @@ class Env:
         await self.wait_for(lambda: (out / "done").exists(), timeout, "workload done")
         calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines() if line.strip()]
         return WorkloadResult(calls)
+
+
+def workload_security(cluster: str, secure: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                            list[dict[str, str]]]:
+    """The mounts, volumes and environment of a workload Pod against a secure ring (none otherwise): the operator's
+    client Secret where a member mounts its own (the ConfigMap's root CA path), presented as the client certificate
+    (``hdds.x509.client.*``), and the cluster's enrolment Secret for its datanodes."""
+    if not secure:
+        return [], [], []
+    mounts = [{"name": "tls", "mountPath": naming.TLS_DIR, "readOnly": True},
+              {"name": "enrollment", "mountPath": naming.ENROLLMENT_DIR, "readOnly": True}]
+    volumes = [{"name": "tls", "secret": {"secretName": naming.operator_client_secret_name(cluster)}},
+               {"name": "enrollment", "secret": {"secretName": naming.enrollment_secret_name(cluster)}}]
+    env = [{"name": "OZONE-SITE.XML_hdds.x509.client.certificate.file", "value": f"{naming.TLS_DIR}/tls.crt"},
+           {"name": "OZONE-SITE.XML_hdds.x509.client.private.key.file", "value": f"{naming.TLS_DIR}/tls.key"}]
+    return mounts, volumes, env
 
 
 CHART = REPO / "charts" / "ozone-scm-operator"

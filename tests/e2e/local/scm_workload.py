@@ -6,7 +6,7 @@ ConfigMap, so it finds the SCMs the way Ozone clients and datanodes do: by the m
 Pod restarts (a restarted Pod gets a new address; gRPC re-resolves names on reconnect).
 
 It starts ``--datanodes`` simulated datanodes reporting to every SCM, waits for an open RATIS/THREE pipeline (forcing
-the SCM out of safemode once all datanodes registered), writes ``ready`` into ``--out``, then allocates one block
+the SCM out of safemode once all datanodes registered; on a secure ring they enrol first), writes ``ready`` into ``--out``, then allocates one block
 at a time until the file ``stop`` appears there (or ``--duration`` passes), appending one JSON line per call to
 ``calls.jsonl``: start and end (wall clock), ``ok``, the block ID or the error. The test reads that file: a failed
 call, a duplicate block ID, or the longest gap between successful calls are what it judges. Test support only.
@@ -24,8 +24,11 @@ from pathlib import Path
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.scm_client import SCMClient
 from scm_server.conf import OzoneConfiguration
+from scm_server.conf.security import SecurityConfig
+from scm_server.datanode_sim.security import DatanodeSecurity
 from scm_server.local.throughput import prepare_cluster
 from scm_server.proto import hdds_pb2
+from scm_server.security.tls import client_security_from_config
 from scm_server.server import endpoints
 
 
@@ -37,8 +40,13 @@ async def run(conf_dir: Path, out: Path, datanodes: int, duration: float, pause:
     # Generous failover: a call may span an election (about 1-2 s) but must not fail.
     cfg = SCMClientConfig(max_retries=200, retry_interval=0.1, rpc_timeout=5.0)
     out.mkdir(parents=True, exist_ok=True)
-    async with SCMClient(clients, cfg) as admin:
-        sim = await prepare_cluster(admin, dns, datanodes, heartbeat_interval=0.5, timeout=120)
+    # a secure ring: the client certificate of hdds.x509.client.* (the Pod's environment names the operator's
+    # client Secret mounted like a member's), and datanodes that enrol with the datanode enrolment secret first
+    security = client_security_from_config(SecurityConfig.from_conf(conf))
+    dn_security = DatanodeSecurity.from_conf(
+        conf, out / "datanodes", endpoints.protocol_addresses(get, endpoints.Protocol.SECURITY))
+    async with SCMClient(clients, cfg, security=security) as admin:
+        sim = await prepare_cluster(admin, dns, datanodes, heartbeat_interval=0.5, timeout=120, security=dn_security)
         try:
             (out / "ready").write_text(json.dumps({"clients": clients, "datanodes": dns}))
             deadline = time.monotonic() + duration if duration > 0 else float("inf")

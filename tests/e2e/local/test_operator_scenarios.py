@@ -872,6 +872,75 @@ async def test_a_cluster_created_from_a_backup_has_its_containers_and_hands_out_
 
 
 @HEAVY
+async def test_a_secure_cluster_created_from_a_backup_keeps_the_old_root_ca_and_its_certificates(
+        tmp_path: Path) -> None:
+    """Issue 23 item 4, CA mode operator: a backup of a secure ring, the ring deleted (Retain keeps its root CA
+    Secret), a new cluster from the backup naming that root CA Secret. Refused first with a root of another ring
+    (no root CA taken, no Pod); then the new ring restores under the old root: the old ring's administrator certificate is
+    accepted by it, every container of the backup is there, and new block IDs are above the old ring's."""
+    async with environment(tmp_path) as env, _job_controller(env):
+        st = await _create_ready(env, replicas=1, security={"enabled": True})
+        cid, old_root = st["clusterID"], st["security"]["rootCAFingerprint"]
+        out = env.start_workload(NAME, secure=True)
+        await env.workload_ready(out)
+        first = await env.stop_workload(out)
+        assert first.block_ids and not first.failures, first.failures[:3]
+        backed_up = await env.containers(NAME)
+        env.create_backup("b1", NAME)
+        b1 = await env.wait_backup_done("b1")
+        assert b1["phase"] == "Completed", b1
+        assert b1["rootCAFingerprint"] == old_root and b1["includesRootKey"] is False
+        out = env.start_workload(NAME, name="workload-after", secure=True)
+        await env.workload_ready(out)
+        after = await env.stop_workload(out)
+        assert after.block_ids and not after.failures, after.failures[:3]
+        old_ids = {local for _, local in first.block_ids + after.block_ids}
+        old_admin = env.api.get_object("v1", "Secret", f"{NAME}-operator-client", env.ns)
+        assert old_admin is not None
+
+        env.delete_cluster(NAME)
+        await env.wait_for(lambda: env.api.get_object(API, "OzoneSCMCluster", NAME, env.ns) is None
+                           and not env.pods(NAME), 120, "the old cluster and its Pods gone")
+        assert env.api.get_object("v1", "Secret", f"{NAME}-root-ca", env.ns) is not None  # never owned: kept
+
+        # a root CA of another ring: Degraded with the reason, an Event, and nothing created
+        await env.create("alt", {"replicas": 1, "security": {"enabled": True}})
+        await env.wait_ready("alt", timeout=240)
+        spec = {"replicas": 3, "security": {"enabled": True},
+                "bootstrap": {"fromBackup": "b1", "rootCASecret": "alt-root-ca"}}
+        # short names: the member's sub-CA CN (scm-sub@<member>.<name>-headless.<namespace>.svc.cluster.local) must
+        # fit in 64 characters, and the real control plane's namespaces are longer than the emulator's
+        await env.create("new", spec)
+
+        def refused() -> bool:
+            deg = env.conditions("new").get("Degraded") or {}
+            return deg.get("reason") == "RestoreSource" and f"not the root CA {old_root}" in deg.get("message", "")
+
+        await env.wait_for(refused, 60, "RestoreSource: another root CA")
+        await env.wait_for(lambda: any(r == "RestoreSource" for _, r, _ in env.events("new")), 30,
+                           "the RestoreSource Event")
+        # no root CA taken, no Pod started (the primordial's empty volume may already exist, as for any refusal)
+        assert not env.pods("new")
+        assert env.api.get_object("v1", "Secret", "new-root-ca", env.ns) is None
+
+        env.patch_spec("new", {"bootstrap": {"rootCASecret": f"{NAME}-root-ca"}})
+        await env.wait_ready("new", timeout=360, replicas=3)
+        st = env.status("new")
+        assert st["clusterID"] == cid and st["security"]["rootCAFingerprint"] == old_root
+        reasons = [r for _, r, _ in env.events("new")]
+        assert "TakingRootCA" in reasons and "RestartingRestoredMember" in reasons, reasons
+        await env.verify_consistent("new")
+        # the old ring's administrator certificate (issued under the kept root) works against the new ring
+        assert backed_up <= await env.containers("new", client=old_admin)
+
+        out = env.start_workload("new", name="workload-new", secure=True)
+        await env.workload_ready(out)
+        new = await env.stop_workload(out)
+        assert new.block_ids and not new.failures, new.failures[:3]
+        assert min(local for _, local in new.block_ids) > max(old_ids)
+
+
+@HEAVY
 async def test_scheduled_backups_keep_the_newest_and_export_the_deadline(tmp_path: Path) -> None:
     async with environment(tmp_path) as env, _job_controller(env):
         await _create_ready(env, replicas=1, backup={"schedule": "* * * * *", "retention": {"keepLast": 1}})

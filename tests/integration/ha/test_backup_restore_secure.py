@@ -14,9 +14,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cryptography.hazmat.primitives import hashes
 
 from scm_server.conf.security import SecurityConfig
 from scm_server.local.quorum import HALocalCluster
+from scm_server.metadata.backup import backup_summary, load_manifest
 from scm_server.proto import scm_client_pb2, scm_client_pb2_grpc
 from scm_server.security.core import certificates as pki
 from scm_server.security.init import sub_ca_store
@@ -115,6 +117,11 @@ async def test_restore_a_secure_ring(tmp_path: Path) -> None:
         backup = tmp_path / "backup"
         _ok(cli(cluster, "admin", "scm", "backup", "--out", str(backup), "--include-keys"), "backup --include-keys")
         assert (backup / "keys" / "root-ca-private.pem").is_file()
+        # the summary (backup verify --status-file, the operator's backup status) names the root and the root key
+        root_fp = pki.load_certificate(cluster.secure.root_cert.read_bytes()).fingerprint(hashes.SHA256()).hex()
+        for taken, with_root_key in ((plain, False), (backup, True)):
+            summary = backup_summary(load_manifest(taken))
+            assert summary["rootCAFingerprint"] == root_fp and summary["includesRootKey"] is with_root_key
         old_scm_serials = {str(sub_ca_store(s.metadata_dir, SecurityConfig()).load().certificate.serial_number)
                            for s in cluster.scms}
 
@@ -296,6 +303,9 @@ async def test_restore_a_ca_mode_operator_ring(tmp_path: Path) -> None:
         await _run(phase1, 80, "phase 1: 80 allocations")
         backup = tmp_path / "backup"
         _ok(cli(cluster, "admin", "scm", "backup", "--out", str(backup)), "backup (CA mode operator)")
+        summary = backup_summary(load_manifest(backup))  # the operator's root, which a restore must keep
+        assert summary["rootCAFingerprint"] == cluster.secure.operator.root.fingerprint(hashes.SHA256()).hex()
+        assert summary["includesRootKey"] is False
         old_subcas = {s.node_id: cluster.secure.subca_dir(str(s.node_id)) / "subca.crt" for s in cluster.scms}
         old_serials = {str(pki.load_certificates(p.read_bytes())[0].serial_number) for p in old_subcas.values()}
         old_scm2 = Material(

@@ -38,6 +38,7 @@ from ozone_scm_operator.model import (
     PodObs,
     PVCObs,
     RingObs,
+    RootCAObs,
     SCMObs,
     SecretObs,
 )
@@ -131,6 +132,7 @@ class World:
         self.s3_backups: dict[str, str] = {}  # s3:// URL of a backup in object storage -> its cluster ID
         self.job_s3_urls: dict[str, str] = {}  # backup or clean-up Job -> the s3:// URL it uploads to or deletes
         self.restore_backup: BackupObs | None = None  # the OzoneSCMBackup spec.bootstrap.fromBackup names
+        self.restore_root_ca: RootCAObs | None = None  # the Secret spec.bootstrap.rootCASecret names, as read
         self.commit_index = 100
 
     # ---- backups ----
@@ -166,6 +168,9 @@ class World:
                     self.s3_backups[self.job_s3_urls[name]] = str(self.cluster_id)
                 summary = {"clusterID": self.cluster_id, "term": self.term, "index": self.commit_index,
                            "createdMs": 1, "sizeBytes": 4096}
+                root = self.secrets.get(naming.root_ca_secret_name(self.ref.name))
+                if root is not None:  # a secure ring records its root CA (backup verify's summary says so)
+                    summary |= {"rootCAFingerprint": root.root_fingerprint, "includesRootKey": False}
                 self.jobs[name] = dataclasses.replace(job, result="Succeeded", finished_at=self.now,
                                                       message=json.dumps(summary))
             else:
@@ -273,6 +278,10 @@ class World:
                 raise Unsafe(f"--clusterid {cmd[cmd.index('--clusterid') + 1]} for a backup of {cid}")
             if pvc.cluster_id is not None:
                 raise Unsafe(f"scm --restore over {pod.name}'s own data (a restarted restored member)")
+            want_root = (self.restore_backup.status.get("rootCAFingerprint") if self.restore_backup else None)
+            root = self.secrets.get(naming.root_ca_secret_name(self.ref.name))
+            if want_root and (root is None or root.root_fingerprint != want_root):
+                raise Unsafe("scm --restore of a secure ring under another root CA than the backup's")
             pvc.cluster_id = self.cluster_id = cid
             pvc.scm_id = self._new_id("scm")
             self.voters, self.learners = {pvc.scm_id}, set()
@@ -362,7 +371,8 @@ class World:
         if secure and (client is None or client.certificate_not_after is None):
             # mutual TLS: without its client certificate the operator gets no answer from any SCM
             return Observed(now=self.now, pods=pods, pvcs=pvcs, scms={}, ring=None, children=dict(self.children),
-                            secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion)
+                            secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
+                            restore_backup=self.restore_backup, restore_root_ca=self.restore_root_ca)
         if self.leader is not None:
             peers = [
                 PeerObs(scm_id=s, role="LEADER" if s == self.leader else "FOLLOWER", node_id=self.member_of(s) or "",
@@ -376,7 +386,7 @@ class World:
         return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
                         secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
                         backups=self._backup_obs(), backup_jobs=dict(self.jobs), recover_from=self.recover_from,
-                        restore_backup=self.restore_backup)
+                        restore_backup=self.restore_backup, restore_root_ca=self.restore_root_ca)
 
     def _backup_obs(self) -> dict[str, Any]:
         return {n: backup_obs(b) for n, b in self.backups.items() if b["spec"]["cluster"] == self.ref.name}
@@ -503,13 +513,19 @@ class World:
                     self.leader = to
                     self.term += 1
                     self.leaders_history.append(to)
-            case planner.CreateRootCA():
-                self.secrets[a.target] = SecretObs(a.target, root_fingerprint="fp-root",
+            case planner.CreateRootCA(copy_from=copy_from, fingerprint=fingerprint):
+                if copy_from:
+                    src = self.restore_root_ca
+                    if src is None or src.name != copy_from or src.fingerprint != fingerprint:
+                        raise Unsafe(f"root CA taken from {copy_from}, which is not what the planner checked")
+                self.secrets[a.target] = SecretObs(a.target, root_fingerprint=fingerprint or "fp-root",
                                                    certificate_not_after=self.now + datetime.timedelta(days=3650))
             case planner.IssueMemberCertificate(duration=duration) | planner.IssueClientCertificate(duration=duration):
                 self._ids += 1
+                root = self.secrets.get(naming.root_ca_secret_name(self.ref.name))
                 self.secrets[a.target] = SecretObs(
-                    a.target, certificate_serial=format(self._ids, "x"), root_fingerprint="fp-root",
+                    a.target, certificate_serial=format(self._ids, "x"),
+                    root_fingerprint=root.root_fingerprint if root is not None else "fp-root",
                     certificate_not_after=self.now + duration, role_bound=True,
                 )
             case planner.CreateClientKey():

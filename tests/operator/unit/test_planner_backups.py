@@ -186,3 +186,16 @@ def test_the_summary_is_read_only_from_the_verify_containers_json() -> None:
     assert backups.summary_of('{"clusterID": "c", "term": 1, "index": 2, "sizeBytes": 3}') is not None
     assert backups.summary_of("Error: no leader") is None
     assert backups.summary_of('{"term": 1}') is None
+
+
+def test_a_backup_of_a_secure_ring_records_its_root_ca() -> None:
+    w = ready_world({"security": {"enabled": True}})
+    w.create_backup("b1")
+    settle(w, "b1")
+    st = w.backups["b1"]["status"]
+    assert st["phase"] == "Completed" and st["rootCAFingerprint"] == w.status.security.root_ca_fingerprint
+    assert st["includesRootKey"] is False
+    plain = ready_world()
+    plain.create_backup("b1")
+    settle(plain, "b1")
+    assert "rootCAFingerprint" not in plain.backups["b1"]["status"]

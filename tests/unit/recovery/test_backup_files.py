@@ -15,6 +15,7 @@ from scm_server.metadata.backup import (
     RATE_PER_MS,
     SAFETY_BATCHES,
     BackupError,
+    backup_summary,
     prepare_out_dir,
     restored_last_ids,
     verify_backup,
@@ -155,3 +156,18 @@ def test_verify_writes_a_status_file_and_delete_removes_only_backups(tmp_path: P
     assert res.exit_code == 0 and not out.exists()
     res = runner.invoke(cli, ["admin", "scm", "backup", "delete", str(out)])
     assert res.exit_code == 0 and "nothing to delete" in res.output
+
+
+def test_the_summary_of_a_secure_backup_names_its_root_ca_and_whether_it_holds_the_root_key(tmp_path: Path) -> None:
+    assert "rootCAFingerprint" not in backup_summary(verify_backup(_backup(tmp_path), CID))
+    info = {"clusterId": CID, "term": 3, "index": 41, "members": [], "sequenceIds": {"localId": 5000},
+            "rootCAFingerprint": "ab" * 32}
+    plain_keys = tmp_path / "k1"
+    prepare_out_dir(plain_keys)
+    write_backup(plain_keys, _tar(), info, created_ms=1000, keys={"sub-ca-private.pem": b"k"})
+    summary = backup_summary(verify_backup(plain_keys, CID))
+    assert summary["rootCAFingerprint"] == "ab" * 32 and summary["includesRootKey"] is False
+    with_root = tmp_path / "k2"
+    prepare_out_dir(with_root)
+    write_backup(with_root, _tar(), info, created_ms=1000, keys={"root-ca-private.pem": b"k", "sub-ca-private.pem": b"k"})
+    assert backup_summary(verify_backup(with_root, CID))["includesRootKey"] is True
