@@ -141,6 +141,8 @@ class _Pass:
         if ring is None:
             return f"no leader reports the ring, so stopping {m.name} cannot be judged safe"
         voters = ring.voters
+        if leaves_ring and all(v.scm_id != m.scm_id for v in voters):
+            return None  # a learner (or an identity already gone) leaving takes no vote from the quorum
         remaining = [v for v in voters if v.scm_id != m.scm_id]
         size = len(remaining) if leaves_ring else len(voters)
         if size == 0:
