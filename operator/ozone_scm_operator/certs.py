@@ -39,7 +39,7 @@ from ozone_scm_operator.builders import TLS_CA, TLS_CERT, TLS_KEY, Body, Cluster
 PrivateKey = ec.EllipticCurvePrivateKey
 ROOT_CERT = "ca.crt"
 ROOT_KEY = "ca.key"
-SCM_SUB_CA_PREFIX = "scm-sub@"  # Ozone's subject prefix of an SCM sub-CA
+SCM_SUB_CA_PREFIX = naming.SUB_CA_PREFIX  # Ozone's subject prefix of an SCM sub-CA
 EXTERNAL_SERIAL_FLOOR = 1 << 63  # SCM's own serials are a sequence below this; external ones are random above
 # The role SANs SCM's CA writes (scm_server.security.core.identity: SCM_ROLE_NAME, role_uri), spelled here because
 # this pure layer imports nothing of scm_server; tests/unit/operator keeps the two equal.

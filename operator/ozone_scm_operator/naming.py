@@ -248,6 +248,24 @@ def member_labels(cluster: str, member: str) -> dict[str, str]:
     return {**common_labels(cluster), LABEL_MEMBER: member}
 
 
+SUB_CA_PREFIX = "scm-sub@"  # Ozone's subject prefix of an SCM sub-CA: CN=scm-sub@<the member's host name>
+MAX_COMMON_NAME = 64  # X.509's upper bound on a common name (RFC 5280, ub-common-name)
+
+
+def check_certificate_name(member: str, cluster: str, namespace: str, cluster_domain: str) -> str | None:
+    """None if ``member``'s sub-CA certificate can be named (``CN=scm-sub@<its DNS name>`` within X.509's 64
+    characters), else a one-line reason saying what to shorten."""
+    cn = SUB_CA_PREFIX + member_host(member, cluster, namespace, cluster_domain)
+    if len(cn) <= MAX_COMMON_NAME:
+        return None
+    over = len(cn) - MAX_COMMON_NAME
+    return (
+        f"member {member}'s sub-CA certificate would be named {cn} ({len(cn)} characters; X.509 allows "
+        f"{MAX_COMMON_NAME}): with security enabled, shorten the namespace by {over} characters or metadata.name "
+        f"by {(over + 1) // 2} (it appears twice)"
+    )
+
+
 def check_cluster_name(name: str) -> str | None:
     """None if ``name`` can name a cluster, else a one-line reason."""
     if not _DNS_LABEL.match(name):

@@ -177,6 +177,12 @@ def plan(
 
 def _decide(p: _Pass) -> Action | None:
     bad_name = naming.check_cluster_name(p.ref.name)
+    if bad_name is None and p.spec.security.enabled:
+        # every member's sub-CA certificate names its DNS name: refuse before any member exists, not at its Secret
+        newest = f"{p.ref.name}-{p.status.next_member_index}"
+        for member in dict.fromkeys([*(m.name for m in p.members()), newest]):
+            bad_name = bad_name or naming.check_certificate_name(member, p.ref.name, p.ref.namespace,
+                                                                 p.ref.cluster_domain)
     if bad_name:
         p.note("InvalidName", bad_name)
         return None
