@@ -403,15 +403,17 @@ async def test_a_call_running_past_the_idle_timeout_keeps_its_connection(served:
     connection, which is closed only after a whole idle period with nothing in flight; traffic in between moves
     the timeout on (one timer per connection, not one per read)."""
     scm = SlowSCM()
-    server, port = await served(scm, idle_timeout=0.3)
+    # an idle period ten times the gap between the pings below: a loaded machine's scheduling delay between two
+    # pings must not look like an idle period
+    server, port = await served(scm, idle_timeout=1.0)
     c = await Client.connect(port)
     c.send(1, block_request("GetScmInfo"))
-    await asyncio.sleep(0.7)  # two idle periods with the call in flight
+    await asyncio.sleep(2.1)  # two idle periods with the call in flight
     assert server.stats["idle_closed"] == 0
     scm.gate.set()
     assert block_response(await c.receive()).getScmInfoResponse.clusterId
     c.writer.write(codec.encode_ping(c.client_id))
-    for _ in range(6):  # reads every 0.1 s, well inside the idle period, for twice its length
+    for _ in range(20):  # reads every 0.1 s, well inside the idle period, for twice its length
         await asyncio.sleep(0.1)
         c.writer.write(codec.encode_ping(c.client_id))
     assert server.stats["idle_closed"] == 0
