@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: s3-tools s3-test config-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
+.PHONY: test-clock s3-tools s3-test config-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -80,6 +80,9 @@ ozone-interop: env ozone-jars ## Apache Ozone's 3 datanodes, OM, ozone sh/admin 
 
 test-unit: env ## unit tests only
 	$(PYTEST) tests/unit -q
+
+test-clock: env ## tests/unit and tests/operator/unit under Debian's faketime at +365d and +1095d (nothing may depend on today's date)
+	bash scripts/test_clock.sh
 
 run: env ## main job: local SCM HA quorum with simulated datanodes and a block workload
 	$(BIN)/ozone-scm local run

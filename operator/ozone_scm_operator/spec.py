@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from ozone_scm_operator import naming
 
@@ -243,12 +243,20 @@ _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _BACKUP_REF = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?|/backups/[A-Za-z0-9._-]+)$")
 
 
+_CRON_PROBE_START = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
+
+
 def cron_problem(expression: str) -> str | None:
     """Why ``expression`` is not a five-field cron schedule, or None."""
     if len(expression.split()) != 5:
         return f"{expression!r} is not a cron schedule: it needs five fields (minute hour day month weekday), e.g. '0 3 * * *'"
     if not croniter.is_valid(expression):
         return f"{expression!r} is not a valid cron schedule; write it like '0 3 * * *' (every day at 03:00 UTC)"
+    try:  # from a fixed date, not the clock (this module is pure); croniter searches 50 years ahead
+        croniter(expression, _CRON_PROBE_START).get_next(datetime.datetime)
+    except CroniterBadDateError:
+        return (f"{expression!r} never fires: no date matches its day and month fields (e.g. February 30); "
+                "write a day that exists, like '0 3 28 2 *'")
     return None
 
 

@@ -65,6 +65,7 @@ class SCMSecurity:
         config: SecurityConfig,
         storage: SCMStorageConfig,
         loaded: sec_init.SCMCAMaterial,
+        clock: Clock | None = None,
     ) -> None:
         self.conf = conf
         self.config = config
@@ -73,17 +74,20 @@ class SCMSecurity:
         self.material = ReloadableMaterial(loaded.material, scm_role_check=config.scm_role_check)
         self.root_key = loaded.root_key
         self.cluster_id = storage.cluster_id or ""
+        # the clock every check reads: the given one until attach() hands over the facade's (the same
+        # clock, so a peer's expiry is judged by the time the SCM keeps, not a second reading of the wall)
+        self.clock: Clock = clock or SystemClock()
         self.authenticator = CallAuthenticator(
             cluster_id=lambda: self.cluster_id,
             is_revoked=lambda _serial: False,
             administrators=config.administrators,
+            clock=lambda: self.clock.wall_ms() / 1000.0,
         )
         self.transport: SCMTransportSecurity | None = (
             SCMTransportSecurity(self.material, self.authenticator) if config.tls else None
         )
         self.ca: SCMCertificateServer | None = None
         self.scm: Any = None
-        self.clock: Clock = SystemClock()
         self._tasks: list[asyncio.Task[None]] = []
         self._revoked_scm_ids: frozenset[str] = frozenset()
         self._file_signature = self._watched_signature()
@@ -92,11 +96,17 @@ class SCMSecurity:
 
     # ---- construction ----
     @classmethod
-    def load(cls, conf: OzoneConfiguration, storage: SCMStorageConfig) -> SCMSecurity | None:
+    def load(
+        cls, conf: OzoneConfiguration, storage: SCMStorageConfig, clock: Clock | None = None
+    ) -> SCMSecurity | None:
         config = SecurityConfig.from_conf(conf)
         if not config.security_enabled:
             return None
-        loaded = sec_init.load_scm_material(config, SCMConfig.from_conf(conf).metadata_dir, storage.cluster_id)
+        clock = clock or SystemClock()
+        loaded = sec_init.load_scm_material(
+            config, SCMConfig.from_conf(conf).metadata_dir, storage.cluster_id,
+            now=datetime.fromtimestamp(clock.wall_ms() / 1000.0, UTC),
+        )
         LOG.info(
             "security on (CA mode %s, mutual TLS %s): sub-CA %s, root CA %s%s",
             config.ca_mode.value,
@@ -105,7 +115,7 @@ class SCMSecurity:
             pki.describe(loaded.material.roots[0]),
             ", holding the root key" if loaded.root_key is not None else "",
         )
-        security = cls(conf, config, storage, loaded)
+        security = cls(conf, config, storage, loaded, clock)
         if storage.scm_cert_serial_id and storage.scm_cert_serial_id != loaded.material.serial_id:
             security._note_serial(loaded.material)  # re-issued at load (role names)
         return security

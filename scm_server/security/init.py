@@ -270,9 +270,11 @@ def _check_external_serial(cert: x509.Certificate, what: str) -> None:
         )
 
 
-def load_scm_material(config: SecurityConfig, metadata_dir: Path, cluster_id: str | None) -> SCMCAMaterial:
-    """This SCM's CA material as it starts (clear errors naming the files or keys to fix)."""
-    now = _now()
+def load_scm_material(
+    config: SecurityConfig, metadata_dir: Path, cluster_id: str | None, *, now: datetime
+) -> SCMCAMaterial:
+    """This SCM's CA material as it starts (clear errors naming the files or keys to fix). ``now`` is the
+    caller's clock (the daemon's): an external sub-CA is checked for expiry at it, a re-issue is stamped with it."""
     if config.ca_mode is CAMode.OPERATOR:
         return SCMCAMaterial(load_operator_sub_ca(config, cluster_id=cluster_id, now=now), None)
     store = sub_ca_store(metadata_dir, config)
@@ -524,11 +526,13 @@ def initialize_bootstrap(
     peers: Sequence[SCMNodeDetails],
     rounds: int = 10,
     key_generator: KeyGenerator = pki.generate_key,
+    now: Callable[[], datetime] = _now,
 ) -> str:
     """A bootstrapping SCM's sub-CA: validate operator files, or CSR -> leader. Returns the serial.
-    ``conf`` gives the peers' security ports, ``config`` the command's parsed security configuration."""
+    ``conf`` gives the peers' security ports, ``config`` the command's parsed security configuration;
+    ``now`` is read when a chain is checked (after the leader answered, which can take a while)."""
     if config.ca_mode is CAMode.OPERATOR:
-        material = load_operator_sub_ca(config, cluster_id=cluster_id, now=_now())
+        material = load_operator_sub_ca(config, cluster_id=cluster_id, now=now())
         LOG.info("security: using the externally issued sub-CA %s", pki.describe(material.certificate))
         return material.serial_id
     store = sub_ca_store(metadata_dir, config)
@@ -571,7 +575,7 @@ def initialize_bootstrap(
     chain, root = parse_issued(response)
     if not pki.key_matches(chain[0], key):
         raise SecurityInitError("the leader returned a certificate for another key")
-    pki.verify_ca_chain(chain, [root], _now())
+    pki.verify_ca_chain(chain, [root], now())
     store.save(key, chain, [root])
     LOG.info("security: sub-CA %s signed by %s", pki.describe(chain[0]), chain[0].issuer.rfc4514_string())
     return str(chain[0].serial_number)

@@ -92,6 +92,8 @@ def test_full_example_parses_without_problems() -> None:
         ({"paused": "yes"}, "paused", "must be true or false"),
         ({"backup": {"schedule": "0 3 * *"}}, "backup.schedule", "needs five fields"),
         ({"backup": {"schedule": "0 25 * * *"}}, "backup.schedule", "not a valid cron schedule"),
+        ({"backup": {"schedule": "0 3 30 2 *"}}, "backup.schedule", "never fires"),  # else CroniterBadDateError
+        ({"backup": {"schedule": "0 3 31 4,6 *"}}, "backup.schedule", "never fires"),  # every pass of the planner
         ({"backup": {"retention": {"keepLast": 0}}}, "backup.retention.keepLast", "must be at least 1"),
         ({"backup": {"retention": {"maxAge": "a week"}}}, "backup.retention.maxAge", "is not a duration"),
         ({"backup": {"volume": {"size": "big"}}}, "backup.volume.size", "not a Kubernetes quantity"),

@@ -48,7 +48,7 @@ def test_scm_mode_creates_root_serial_1_and_sub_ca_serial_2_and_is_idempotent(tm
     conf = _conf(tmp_path)
     assert _init(conf, tmp_path) == "2"
     config = SecurityConfig.from_conf(conf)
-    loaded = sec_init.load_scm_material(config, tmp_path / "meta", CLUSTER)
+    loaded = sec_init.load_scm_material(config, tmp_path / "meta", CLUSTER, now=NOW)
     root, sub = loaded.material.roots[0], loaded.material.certificate
     assert root.serial_number == 1 and sub.serial_number == 2
     assert ids.identity_of(root).common_name == "scm-root@scm1.example.com"
@@ -61,9 +61,9 @@ def test_scm_mode_creates_root_serial_1_and_sub_ca_serial_2_and_is_idempotent(tm
     assert root.not_valid_after_utc == NOW + timedelta(days=1865)
     assert sub.not_valid_after_utc == NOW + timedelta(days=365)
     assert _init(conf, tmp_path) == "2"  # re-running --init changes nothing
-    assert sec_init.load_scm_material(config, tmp_path / "meta", CLUSTER).material.certificate == sub
+    assert sec_init.load_scm_material(config, tmp_path / "meta", CLUSTER, now=NOW).material.certificate == sub
     with pytest.raises(ConfigError, match="is for cluster"):
-        sec_init.load_scm_material(config, tmp_path / "meta", "CID-" + str(uuid.uuid4()))
+        sec_init.load_scm_material(config, tmp_path / "meta", "CID-" + str(uuid.uuid4()), now=NOW)
 
 
 def test_admin_csrs_are_signed_at_init_with_random_external_serials(tmp_path: Path) -> None:
@@ -98,7 +98,7 @@ def test_external_root_is_used_and_its_key_stays_in_its_file(tmp_path: Path) -> 
     conf = _conf(tmp_path, **{"hdds.x509.rootca.certificate.file": str(cert_file),
                               "hdds.x509.rootca.private.key.file": str(key_file)})
     _init(conf, tmp_path)
-    loaded = sec_init.load_scm_material(SecurityConfig.from_conf(conf), tmp_path / "meta", CLUSTER)
+    loaded = sec_init.load_scm_material(SecurityConfig.from_conf(conf), tmp_path / "meta", CLUSTER, now=NOW)
     assert loaded.material.certificate.issuer == root.subject and loaded.material.roots[0] == root
     assert loaded.root_key is not None and pki.key_matches(root, loaded.root_key)
     assert not sec_init.root_ca_store(tmp_path / "meta", SecurityConfig()).exists()  # nothing copied
@@ -144,7 +144,7 @@ def test_operator_mode_validates_the_external_sub_ca_and_needs_no_root_key(tmp_p
         hostname="scm2", now=NOW,
     )
     assert serial == str(BIG + 1)
-    loaded = sec_init.load_scm_material(SecurityConfig.from_conf(conf), tmp_path / "meta", CLUSTER)
+    loaded = sec_init.load_scm_material(SecurityConfig.from_conf(conf), tmp_path / "meta", CLUSTER, now=NOW)
     assert loaded.root_key is None and isinstance(loaded.material, Material)
     assert not sec_init.sub_ca_store(tmp_path / "meta", SecurityConfig()).exists()  # served from the given files
 
@@ -182,7 +182,7 @@ def test_operator_mode_errors(tmp_path: Path, problem: str, match: str) -> None:
 
 def test_daemon_without_material_gets_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="run `ozone-scm scm --init`"):
-        sec_init.load_scm_material(SecurityConfig.from_conf(_conf(tmp_path)), tmp_path / "meta", CLUSTER)
+        sec_init.load_scm_material(SecurityConfig.from_conf(_conf(tmp_path)), tmp_path / "meta", CLUSTER, now=NOW)
 
 
 def test_interrupted_bootstrap_keeps_its_identity(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from scm_server.security.cert_client import NodeCertificateClient, SecurityProto
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
 from scm_server.security.keystore import KeyStore
+from scm_server.security.tls import Denied, _Peer
 from scm_server.server import endpoints
 from scm_server.server.grpc_services import RpcMetrics
 from scm_server.server.security_services import SecurityAdminService, SecurityProtocolService
@@ -204,3 +205,23 @@ async def test_datanode_enrols_and_renews_over_real_sockets(harness: Harness, tm
     finally:
         await client_port.stop(0)
         await security_port.stop(0)
+
+
+async def test_peer_expiry_is_judged_by_the_scms_clock(harness: Harness) -> None:
+    """Every call's certificate check (CallAuthenticator.check_peer) reads the clock the facade keeps, not a
+    second, real wall clock: a datanode certificate is refused exactly when that clock passes its notAfter."""
+    h = harness
+    sub = h.security.material.current
+    start = datetime.fromtimestamp(h.clock.wall_ms() / 1000, UTC)
+    dn = pki.issue_certificate(ids.datanode_subject("127.0.0.1", "dn-1", h.security.cluster_id),
+                               pki.generate_key(EC).public_key(), issuer=sub.certificate, issuer_key=sub.key,
+                               serial=1000, now=start, lifetime=timedelta(days=30), profile=pki.Profile.END_ENTITY,
+                               spec=EC)
+    peer = _Peer(ids.identity_of(dn), ("1000", str(sub.certificate.serial_number)), dn.not_valid_after_utc.timestamp(),
+                 (dn, sub.certificate))
+    auth = h.security.authenticator
+    h.clock.advance((dn.not_valid_after_utc - start).total_seconds() - 1)
+    auth.check_peer(peer)  # one second left
+    h.clock.advance(1)
+    with pytest.raises(Denied, match="certificate serial 1000 of datanode:dn-1 has expired"):
+        auth.check_peer(peer)

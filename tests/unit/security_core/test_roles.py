@@ -178,12 +178,13 @@ def test_a_legacy_sub_ca_is_reissued_at_start_by_the_root_holder_and_refused_els
     old = _make_legacy(tmp_path, config, scm_id)
     # with the upgrade switch off the SCM starts on it (and renews it at its first check)
     off = dataclasses.replace(config, scm_role_check=False)
-    assert sec_init.load_scm_material(off, tmp_path / "meta", CLUSTER).material.certificate == old
+    assert sec_init.load_scm_material(off, tmp_path / "meta", CLUSTER, now=NOW).material.certificate == old
     # the root holder re-issues it: same key and subject, now with the role SANs, stored for the next start
-    loaded = sec_init.load_scm_material(config, tmp_path / "meta", CLUSTER)
+    loaded = sec_init.load_scm_material(config, tmp_path / "meta", CLUSTER, now=NOW)
     new = loaded.material.certificate
     assert ids.has_scm_role_name(new) and new.subject == old.subject and new.public_key() == old.public_key()
     assert new.serial_number >= pki.EXTERNAL_SERIAL_FLOOR
+    assert new.not_valid_after_utc == old.not_valid_after_utc  # the rest of its lifetime, counted from the given now
     assert _sans(new)[0] == ["scm1.example.com", ids.SCM_ROLE_NAME]
     assert sec_init.sub_ca_store(tmp_path / "meta", config).load().certificate == new
     # without the root key: a one-line error naming the cause and the fix
@@ -191,6 +192,6 @@ def test_a_legacy_sub_ca_is_reissued_at_start_by_the_root_holder_and_refused_els
     root_dir = sec_init.root_ca_store(tmp_path / "meta", config).base
     root_dir.rename(root_dir.with_name("moved"))
     with pytest.raises(ConfigError, match="predates role-bound identities") as info:
-        sec_init.load_scm_material(config, tmp_path / "meta", CLUSTER)
+        sec_init.load_scm_material(config, tmp_path / "meta", CLUSTER, now=NOW)
     message = str(info.value)
     assert "\n" not in message and ids.SCM_ROLE_NAME in message and "ozone.scm.security.role.check=false" in message

@@ -110,7 +110,8 @@ def test_a_retired_issuer_vouches_only_for_recorded_certificates() -> None:
     dn, _ = p.datanode(serial=3)
     recorded = {pki.fingerprint(c) for c in (dn, p.sub)}
     revoked = {"2": 5}
-    auth = CallAuthenticator(cluster_id=lambda: CLUSTER, is_revoked=lambda s: s in revoked, administrators=())
+    auth = CallAuthenticator(cluster_id=lambda: CLUSTER, is_revoked=lambda s: s in revoked, administrators=(),
+                             clock=lambda: NOW.timestamp())  # the fixture PKI's time, not today's
     auth.set_retired_issuer_check(lambda s: revoked.get(s) == 5, lambda c: pki.fingerprint(c) in recorded)
     auth.check_peer(_peer([dn, p.sub]))  # issued by scm1 before it was retired: still accepted
     # a certificate minted later with the retired key is not recorded: refused
