@@ -266,6 +266,19 @@ def check_certificate_name(member: str, cluster: str, namespace: str, cluster_do
     )
 
 
+def check_client_certificate_name(cluster: str) -> str | None:
+    """None unless the cluster's client Service would bear the name of the operator's own client certificate
+    (``CN=ozone-scm-operator``, no DNS name: a TLS client checking host names reads the CN as one). No certificate
+    but an SCM's may carry a name of the ring (docs/security.md), and SCM refuses to sign one (CA mode scm)."""
+    if client_service_name(cluster) != MANAGER:
+        return None
+    return (
+        f"metadata.name {cluster!r}: with security enabled the cluster's client Service would be named {cluster}, "
+        f"the name of the operator's own client certificate (CN={MANAGER}), which a client checking host names "
+        "would take for an SCM; choose another name"
+    )
+
+
 def check_cluster_name(name: str) -> str | None:
     """None if ``name`` can name a cluster, else a one-line reason."""
     if not _DNS_LABEL.match(name):

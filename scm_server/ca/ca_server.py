@@ -26,6 +26,8 @@ certificates; CRLs are built on request for the CAs whose keys this SCM holds.
 Enrolment checks (issue 19): the proof covers the whole request and a time window, and a nonce is
 accepted once (:mod:`scm_server.security.core.enrollment`); datanode/OM host names and IPs are
 validated and a uuid that is enrolled cannot be enrolled again (:mod:`scm_server.security.core.requests`).
+No datanode, OM or client certificate (issued, signed for an administrator or renewed) may carry a name of
+the ring's members (issue 29, :mod:`scm_server.security.core.member_names`, :meth:`SCMCertificateServer.host_policy`).
 Duplicate checks and the supersession of a renewed certificate run under the issuing lock against
 the replicated tables, so concurrent requests for one identity yield one certificate.
 """
@@ -49,6 +51,7 @@ from scm_server.ha.stateful_service_state_manager import CertificateStore
 from scm_server.proto import hdds_pb2, scm_security_pb2
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import enrollment
+from scm_server.security.core import member_names as members
 from scm_server.security.core import requests as reqs
 from scm_server.security.core import serials as serial_ids
 from scm_server.security.core.identity import Identity, Role, hostname_of, identity_of
@@ -126,6 +129,7 @@ class SCMCertificateServer:
         self.spec = pki.KeySpec(config.key_algorithm.upper(), config.key_length, config.signature_algorithm)
         self._lock = asyncio.Lock()
         self._sightings: dict[str, x509.Certificate] = {}  # SCM certificates seen on calls, to record
+        self._parsed_scm: dict[str, x509.Certificate] = {}  # serial -> recorded SCM certificate (parsed once)
         self.issued_count = 0
 
     # ---- helpers ----
@@ -150,6 +154,47 @@ class SCMCertificateServer:
             except (ConfigError, OSError) as exc:
                 LOG.warning("cannot re-read the SCM node list (using the one loaded at start): %s", exc)
         return {n.node_id: n.host for n in nodes}
+
+    def member_names(self, configured: dict[str, str] | None = None) -> members.MemberNames:
+        """The names of the ring's members, which no datanode, OM or client certificate may carry: the configured
+        hosts (the site file re-read) and the names in every valid (not revoked, not expired) SCM certificate, the
+        recorded ones and this SCM's own."""
+        now = self.now()
+        certs: dict[str, x509.Certificate] = {}
+        for proto in self.store.list_certificates(scm_certs=True):
+            if proto.nodeType != Role.SCM.value or self.store.is_revoked(proto.serialId):
+                continue
+            cert = self._parsed_scm.get(proto.serialId)
+            if cert is None:
+                try:
+                    cert = pki.load_certificate(proto.x509Certificate)
+                except pki.PKIError:
+                    continue
+                self._parsed_scm[proto.serialId] = cert
+            certs[proto.serialId] = cert
+        m = self.material.current
+        for cert in (m.certificate, *m.chain):
+            if pki.is_ca(cert) and not pki.is_self_signed(cert):
+                certs.setdefault(str(cert.serial_number), cert)
+        valid: list[tuple[str, x509.Certificate]] = []
+        for serial, cert in sorted(certs.items()):
+            if cert.not_valid_after_utc <= now or self.store.is_revoked(serial):
+                continue
+            try:
+                ident = identity_of(cert)
+            except pki.PKIError:
+                continue  # not an identity any port accepts
+            valid.append((self.node_id_of(ident) or ident.owner_id or f"serial {serial}", cert))
+        return members.member_names(self.configured_hosts() if configured is None else configured, valid)
+
+    def host_policy(self) -> reqs.HostPolicy:
+        """What names a datanode, OM or client certificate may carry (docs/security.md, "Enrolment")."""
+        configured = self.configured_hosts()
+        return reqs.HostPolicy(
+            allow_loopback=self.config.enrollment_loopback_allowed,
+            scm_hosts=frozenset(configured.values()),
+            members=self.member_names(configured),
+        )
 
     def node_id_of_host(self, host: str) -> str:
         """The configured node at ``host``, if exactly one is there (several SCMs may share a host)."""
@@ -380,10 +425,7 @@ class SCMCertificateServer:
             role.value.lower(), csr, request.enrollmentProof, cluster_id=d.clusterId, node_id="", owner_id=d.uuid,
             host=d.hostName, ip=d.ipAddress, time_ms=request.enrollmentTimeMs, nonce=request.enrollmentNonce,
         )
-        policy = reqs.HostPolicy(
-            allow_loopback=self.config.enrollment_loopback_allowed,
-            scm_hosts=frozenset(self.configured_hosts().values()),
-        )
+        policy = self.host_policy()
         try:
             approved = reqs.approve_node_request(
                 csr,
@@ -412,7 +454,7 @@ class SCMCertificateServer:
         """An administrator asks for a client certificate (a new admin, a tool)."""
         csr = self._load_csr(csr_pem)
         try:
-            approved = reqs.approve_client_request(csr, cluster_id=self.cluster_id)
+            approved = reqs.approve_client_request(csr, cluster_id=self.cluster_id, policy=self.host_policy())
         except reqs.RequestRejected as exc:
             raise _rejected(exc) from exc
         LOG.info("%s asks for a client certificate for %s", caller.name, approved.owner_id)
@@ -431,7 +473,10 @@ class SCMCertificateServer:
         its renewal: it is still the issuer of live certificates; it expires."""
         csr = self._load_csr(csr_pem)
         try:
-            approved = reqs.approve_renewal(csr, current=current, identity=caller, cluster_id=self.cluster_id)
+            approved = reqs.approve_renewal(
+                csr, current=current, identity=caller, cluster_id=self.cluster_id,
+                policy=None if caller.role is Role.SCM else self.host_policy(),
+            )
         except reqs.RequestRejected as exc:
             raise _rejected(exc) from exc
         if caller.role is Role.SCM:

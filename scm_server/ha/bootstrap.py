@@ -259,7 +259,7 @@ def _init_security_primordial(
     try:
         return initialize_primordial(
             security, metadata_dir=local.scm.metadata_dir, cluster_id=cluster_id, scm_id=scm_id,
-            hostname=_hostname(local),
+            hostname=_hostname(local), member_hosts={n.node_id: n.host for n in local.ha.nodes},
         )
     except (ConfigError, ValueError) as exc:
         raise BootstrapError(f"SCM init failed: security: {exc}") from exc

@@ -38,7 +38,7 @@ import json
 import logging
 import re
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -51,6 +51,7 @@ from scm_server.proto import scm_security_pb2
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
 from scm_server.security.core import requests as reqs
+from scm_server.security.core.member_names import member_names
 from scm_server.security.keystore import (
     KeyStore,
     Material,
@@ -321,8 +322,10 @@ def initialize_primordial(
     hostname: str,
     now: datetime | None = None,
     key_generator: KeyGenerator = pki.generate_key,
+    member_hosts: Mapping[str, str] | None = None,
 ) -> str:
-    """Create (or validate) the primordial SCM's CA material; returns its ``scmCertSerialId``."""
+    """Create (or validate) the primordial SCM's CA material; returns its ``scmCertSerialId``. ``member_hosts``:
+    the configured SCMs (node id -> host), whose names no administrator's certificate signed here may carry."""
     now = now or _now()
     if config.ca_mode is CAMode.OPERATOR:
         material = load_operator_sub_ca(config, cluster_id=cluster_id, now=now)
@@ -379,7 +382,8 @@ def initialize_primordial(
     )
     store.save(sub_key, [sub], [root])
     LOG.info("security initialised: root CA %s, sub-CA %s", pki.describe(root), pki.describe(sub))
-    sign_init_csrs(config, metadata_dir=metadata_dir, cluster_id=cluster_id, issuer=sub, issuer_key=sub_key, now=now)
+    sign_init_csrs(config, metadata_dir=metadata_dir, cluster_id=cluster_id, issuer=sub, issuer_key=sub_key, now=now,
+                   member_hosts=member_hosts)
     return str(sub.serial_number)
 
 
@@ -391,10 +395,17 @@ def sign_init_csrs(
     issuer: x509.Certificate,
     issuer_key: pki.PrivateKey,
     now: datetime,
+    member_hosts: Mapping[str, str] | None = None,
 ) -> list[x509.Certificate]:
-    """Sign ``ozone.scm.security.admin.csr.files`` (client certificates of administrators)."""
+    """Sign ``ozone.scm.security.admin.csr.files`` (client certificates of administrators), none named as an SCM
+    (``member_hosts``, node id -> host, and the names of the issuing sub-CA)."""
     out = []
     spec = key_spec(config)
+    owner = ids.identity_of(issuer).owner_id
+    policy = reqs.HostPolicy(
+        allow_loopback=config.enrollment_loopback_allowed,
+        members=member_names(member_hosts or {}, [(owner, issuer)]),
+    )
     for path in config.admin_csr_files:
         try:
             csr = pki.load_csr(Path(path).read_bytes())
@@ -403,7 +414,7 @@ def sign_init_csrs(
         except pki.PKIError as exc:
             raise ConfigError(f"ozone.scm.security.admin.csr.files: {path}: {exc}") from exc
         try:
-            approved = reqs.approve_client_request(csr, cluster_id=cluster_id)
+            approved = reqs.approve_client_request(csr, cluster_id=cluster_id, policy=policy)
         except reqs.RequestRejected as exc:
             raise ConfigError(f"ozone.scm.security.admin.csr.files: {path}: {exc}") from exc
         serial = EXTERNAL_SERIAL_FLOOR + secrets.randbits(126)

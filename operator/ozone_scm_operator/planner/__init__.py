@@ -178,6 +178,8 @@ def plan(
 def _decide(p: _Pass) -> Action | None:
     bad_name = naming.check_cluster_name(p.ref.name)
     if bad_name is None and p.spec.security.enabled:
+        # the operator's client certificate (CN=ozone-scm-operator) may not bear a name of the ring (its client Service)
+        bad_name = naming.check_client_certificate_name(p.ref.name)
         # every member's sub-CA certificate names its DNS name: refuse before any member exists, not at its Secret
         newest = f"{p.ref.name}-{p.status.next_member_index}"
         for member in dict.fromkeys([*(m.name for m in p.members()), newest]):

@@ -40,6 +40,7 @@ from scm_server.security.core.identity import (
     role_bound,
     scm_subject,
 )
+from scm_server.security.core.member_names import MemberNames
 
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -128,10 +129,13 @@ class HostPolicy:
 
     ``allow_loopback``: loopback addresses and ``localhost`` are accepted (a one-machine cluster,
     ``ozone.scm.security.enrollment.loopback.allowed=true``, set by ``ozone-scm local up``);
-    ``scm_hosts``: the SCMs' configured host names, which no datanode or OM may claim."""
+    ``scm_hosts``: the SCMs' configured host names, which no datanode or OM may claim;
+    ``members``: every name of the ring's members and whose it is (:mod:`~scm_server.security.core.member_names`),
+    which no certificate of another role may carry (host names, IPs, a client's CN)."""
 
     allow_loopback: bool = False
     scm_hosts: frozenset[str] = frozenset()
+    members: MemberNames = dataclasses.field(default_factory=MemberNames)
 
 
 def _norm(host: str) -> str:
@@ -182,13 +186,39 @@ def check_node_host(value: str, *, field: str, what: str, policy: HostPolicy, ip
             raise RequestRejected(
                 "INVALID_REQUEST", f"{field} {value!r} names the loopback interface" + local_hint
             )
+    check_not_member_name(value, field=field, what=what, policy=policy)
     scm_hosts = {_norm(h) for h in policy.scm_hosts}
-    loopback = (addr is not None and addr.is_loopback) or _norm(value) == "localhost"
-    if _norm(value) in scm_hosts and not (loopback and policy.allow_loopback):
+    if _norm(value) in scm_hosts and not (_is_loopback(value) and policy.allow_loopback):
         raise RequestRejected(
             "PERMISSION_DENIED",
             f"{field} {value!r} is the configured host of an SCM of this cluster; a {what} certificate cannot name it",
         )
+
+
+def _is_loopback(value: str) -> bool:
+    name = _norm(value)
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        addr = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return bool((mapped if mapped is not None else addr).is_loopback)
+
+
+def check_not_member_name(value: str, *, field: str, what: str, policy: HostPolicy) -> None:
+    """Refuse a name of the SCM ring's members (``policy.members``) in a certificate of another role: a client that
+    checks host names (a browser, curl, Prometheus) would take that certificate for the SCM's. A loopback name is
+    exempt where loopback is allowed (one machine: every SCM and datanode is 127.0.0.1)."""
+    whose = policy.members.owner_of(value)
+    if whose is None or (policy.allow_loopback and _is_loopback(value)):
+        return
+    raise RequestRejected(
+        "PERMISSION_DENIED",
+        f"{field} {value!r} belongs to {whose}: a {what} certificate cannot carry a name of the SCM ring (a client "
+        f"that checks host names would take it for that SCM); use the {what}'s own name",
+    )
 
 
 def check_not_enrolled(
@@ -325,8 +355,12 @@ def approve_node_request(
     return Approved(subject, key, Profile.END_ENTITY, role, owner_id)
 
 
-def approve_client_request(csr: x509.CertificateSigningRequest, *, cluster_id: str) -> Approved:
-    """A user's client certificate (signed when an administrator asks, or at ``--init``)."""
+def approve_client_request(
+    csr: x509.CertificateSigningRequest, *, cluster_id: str, policy: HostPolicy | None = None
+) -> Approved:
+    """A user's client certificate (signed when an administrator asks, or at ``--init``). The user name (the CN)
+    may not be a name of the SCM ring (``policy.members``): a client certificate has no DNS name, so a TLS client
+    checking host names reads its CN as one."""
     key = _public_key(csr)
     if requests_ca(csr):
         raise RequestRejected("PERMISSION_DENIED", "a client certificate request may not ask for CA rights")
@@ -335,6 +369,7 @@ def approve_client_request(csr: x509.CertificateSigningRequest, *, cluster_id: s
         subject = client_subject(user, cluster_id)
     except PKIError as exc:
         raise RequestRejected("INVALID_CSR", str(exc)) from exc
+    check_not_member_name(user, field="user name (CN)", what="client", policy=policy or HostPolicy())
     in_csr = _csr_attr(csr, NameOID.ORGANIZATION_NAME)
     if in_csr and in_csr != cluster_id:
         raise RequestRejected("INVALID_CLUSTER_ID", f"the CSR names cluster {in_csr}, this SCM is in {cluster_id}")
@@ -342,9 +377,16 @@ def approve_client_request(csr: x509.CertificateSigningRequest, *, cluster_id: s
 
 
 def approve_renewal(
-    csr: x509.CertificateSigningRequest, *, current: x509.Certificate, identity: Identity, cluster_id: str
+    csr: x509.CertificateSigningRequest,
+    *,
+    current: x509.Certificate,
+    identity: Identity,
+    cluster_id: str,
+    policy: HostPolicy | None = None,
 ) -> Approved:
-    """A renewal for the caller's own identity: same subject and host names, a (new) key from the CSR."""
+    """A renewal for the caller's own identity: same subject and host names, a (new) key from the CSR. A datanode,
+    OM or client certificate naming what is now a name of the SCM ring (``policy.members``: an SCM added at a
+    host a datanode had) is not renewed with it."""
     key = _public_key(csr)
     if identity.role is Role.ROOT_CA:
         raise RequestRejected("PERMISSION_DENIED", "the root CA is not renewed through SCM")
@@ -363,6 +405,22 @@ def approve_renewal(
     if not hosts and identity.role is not Role.CLIENT:
         host = hostname_of(identity.common_name)
         hosts = (host,) if host else ()
+    if identity.role is not Role.SCM:
+        what = {Role.DATANODE: "datanode", Role.OM: "OM"}.get(identity.role, "client")
+        names = (*hosts, identity.common_name) if identity.role is Role.CLIENT else hosts
+        for name in names:
+            try:
+                check_not_member_name(name, field="the name", what=what, policy=policy or HostPolicy())
+            except RequestRejected as exc:
+                fix = (
+                    "an administrator signs a certificate under another user name (`ozone-scm admin cert sign`)"
+                    if identity.role is Role.CLIENT
+                    else f"enrol again under the {what}'s own name (an administrator revokes serial "
+                    f"{current.serial_number} first)"
+                )
+                raise RequestRejected(
+                    exc.code, f"certificate serial {current.serial_number} cannot be renewed: {exc}; {fix}"
+                ) from exc
     # the role SANs are re-derived from the role (a certificate issued before them gains them here)
     subject = role_bound(
         SubjectInfo(identity.common_name, identity.owner_id, cluster_id if identity.cluster_id else "", hosts),
