@@ -498,7 +498,9 @@ class JobObs:
 @dataclasses.dataclass(frozen=True)
 class Observed:
     """Everything one reconcile pass saw. ``children`` maps (kind, name) to the content hash annotation of
-    Services, the ConfigMap and the PDB (None: exists without one)."""
+    Services, the ConfigMap and the PDB, the audit's CronJob and report volume and the backup volume (None: exists
+    without one); ``child_owners`` maps the same keys to the uid of the object's controller owner (None: owned by
+    nothing)."""
 
     now: datetime.datetime
     pods: Mapping[str, PodObs] = dataclasses.field(default_factory=dict)
@@ -506,6 +508,7 @@ class Observed:
     scms: Mapping[str, SCMObs] = dataclasses.field(default_factory=dict)
     ring: RingObs | None = None
     children: Mapping[tuple[str, str], str | None] = dataclasses.field(default_factory=dict)
+    child_owners: Mapping[tuple[str, str], str | None] = dataclasses.field(default_factory=dict)
     secrets: Mapping[str, SecretObs] = dataclasses.field(default_factory=dict)
     audit: Mapping[str, Any] | None = None  # status.audit as derived from the audit's CronJob, Jobs and Pods
     # the Pod Security level the namespace enforces (its pod-security.kubernetes.io/enforce label; None: not read)

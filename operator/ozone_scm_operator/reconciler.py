@@ -392,10 +392,12 @@ class Reconciler:
         if root is not None:
             secrets[root["metadata"]["name"]] = secret_obs(root)
         children: dict[tuple[str, str], str | None] = {}
+        owners: dict[tuple[str, str], str | None] = {}
         for kind in ("ConfigMap", "Service", "PodDisruptionBudget"):
             for obj in await src.list(kind, ns, labels):
                 meta = obj["metadata"]
                 children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
+                owners[(kind, meta["name"])] = controller_uid(meta)
         # the scheduled audit's objects carry the audit label, never LABEL_CLUSTER (see naming.audit_labels)
         audit_labels = {naming.LABEL_AUDIT: ref.name}
         cronjobs = await src.list("CronJob", ns, audit_labels)
@@ -404,12 +406,13 @@ class Reconciler:
             for obj in objs:
                 meta = obj["metadata"]
                 children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
+                owners[(kind, meta["name"])] = controller_uid(meta)
         audit = None
         if cronjobs or status.audit:
             jobs = await src.list("Job", ns, audit_labels)
             audit_pods = await src.list("Pod", ns, audit_labels) if jobs else []
             audit = audit_status.audit_status(cronjobs[0] if cronjobs else None, jobs, audit_pods)
-        backups, backup_jobs = await self._backups(ref, children, src)
+        backups, backup_jobs = await self._backups(ref, children, owners, src)
         members = {m.name for m in status.members}
         # with no member recorded yet, any running Pod of this cluster's name may be a ring to adopt (planner)
         endpoints = {
@@ -420,21 +423,24 @@ class Reconciler:
         scms = await self.scm.probe_all(endpoints, security)
         ring = await self._ring(scms, endpoints, security)
         return Observed(
-            now=self.now(), pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=children, secrets=secrets,
+            now=self.now(), pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=children, child_owners=owners,
+            secrets=secrets,
             audit=audit, pod_security=await self._pod_security(ns),
             volume_expansion=await self._volume_expansion(pvcs, want_size),
             backups=backups, backup_jobs=backup_jobs,
         )
 
     async def _backups(
-        self, ref: ClusterRef, children: dict[tuple[str, str], str | None], src: KubeClient | Snapshot | Resync
+        self, ref: ClusterRef, children: dict[tuple[str, str], str | None], owners: dict[tuple[str, str], str | None],
+        src: KubeClient | Snapshot | Resync,
     ) -> tuple[dict[str, BackupObs], dict[str, JobObs]]:
         """This cluster's OzoneSCMBackups (``spec.cluster``), their Jobs (with their Pods' termination messages),
-        and the backup volume (into ``children``)."""
+        and the backup volume (into ``children`` and ``owners``)."""
         ns = ref.namespace
         labels = {naming.LABEL_BACKUP: ref.name}
         for pvc in await src.list("PersistentVolumeClaim", ns, labels):
             children[("PersistentVolumeClaim", pvc["metadata"]["name"])] = None
+            owners[("PersistentVolumeClaim", pvc["metadata"]["name"])] = controller_uid(pvc["metadata"])
         raw = [b for b in await src.list(BACKUP_KIND, ns) if (b.get("spec") or {}).get("cluster") == ref.name]
         backups = {b.name: b for b in map(backup_obs, raw)}
         jobs: dict[str, JobObs] = {}

@@ -93,6 +93,9 @@ class Facts:
     outdated: tuple[str, ...] = ()  # joined members whose Pod runs another revision than the spec's (a roll is due)
     hibernate: bool = False  # hibernation is on (ozone-scm.io/hibernation)
     pods_left: tuple[str, ...] = ()  # members whose Pod still exists
+    # objects this resource should control that do not carry its controller owner reference ("<kind> <name>"):
+    # left by a resource deleted with --cascade=orphan, until they are adopted
+    unowned: tuple[str, ...] = ()
 
 
 def _cond(type_: str, ok: bool | None, reason: str, message: str) -> Condition:
@@ -200,6 +203,10 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         ready = _cond(READY, False, "MembersOutdated",
                       f"{', '.join(facts.outdated)} still run{'s' if len(facts.outdated) == 1 else ''} an older "
                       f"revision than {new.revision}; the roll goes on")
+    elif facts.unowned:
+        # adopted in place (after kubectl delete --cascade=orphan): a delete now would leave these behind
+        ready = _cond(READY, False, "Adopting",
+                      f"not yet owned by this resource: {', '.join(facts.unowned)}; the operator adopts them")
     else:
         ready = _cond(
             READY, True, "AllMembersReady", f"{len(ready_members)}/{want} members ready and caught up, leader {leader}"
@@ -219,6 +226,8 @@ def derive_conditions(old: ClusterStatus, new: ClusterStatus, facts: Facts) -> t
         phase = "Initializing"
     elif degraded.status == "True":
         phase = "Degraded"
+    elif ready.reason == "Adopting":
+        phase = "Adopting"
     else:
         phase = "Running"
 

@@ -35,8 +35,9 @@ The package, one module per concern (each pure: no I/O, no clock, no randomness)
   concern shares (health, caught up, live majority, Pod Security admissibility), the status refreshed from
   observations (``_refresh_members``, ``_cluster_ids``);
 - ``security``: concern 3 (``_security``, ``_scm_ca_client``);
-- ``children``: concerns 4 and 5 (``_children``, ``_ownership``, ``_volumes``, ``_repairs``), and adopting a ring or
-  retained volumes found in place (``_found_existing``);
+- ``children``: concerns 4 and 5 (``_children``, ``_ownership``, ``_volumes``, ``_repairs``), adopting a ring or
+  retained volumes found in place (``_found_existing``), and what this resource does not control yet (``_unowned``:
+  not Ready until nothing is left);
 - ``restore``: creating a ring from a backup (``_restore_source``; a secure ring's root CA, ``_restored_root_ca``),
   shared by ``security`` and ``children``'s repairs;
 - ``operations``: concerns 6 and 8 (``_continue``, ``_new_operation``); ``recovery``: ``RecoverQuorum``
@@ -59,7 +60,14 @@ from ozone_scm_operator.planner import actions
 from ozone_scm_operator.planner.actions import *  # noqa: F403  (every step, as planner.<Kind>)
 from ozone_scm_operator.planner.actions import Action
 from ozone_scm_operator.planner.backups_audit import _audit, _backups
-from ozone_scm_operator.planner.children import _children, _found_existing, _ownership, _repairs, _volumes
+from ozone_scm_operator.planner.children import (
+    _children,
+    _found_existing,
+    _ownership,
+    _repairs,
+    _unowned,
+    _volumes,
+)
 from ozone_scm_operator.planner.operations import _continue, _new_operation
 from ozone_scm_operator.planner.passes import _cluster_ids, _Pass, _refresh_members, majority
 from ozone_scm_operator.planner.recovery import _recovery_request
@@ -164,6 +172,7 @@ def plan(
         ),
         hibernate=p.hibernate,
         pods_left=tuple(sorted(m.name for m in p.status.members if m.name in p.obs.pods)),
+        unowned=tuple(_unowned(p)),
     )
     new_status, events = derive_conditions(status, p.status, facts)
     if action is not None:

@@ -51,8 +51,8 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
     body = audit_builders.build_audit_cronjob(p.ref, p.spec, suspend=suspend)
     want = body["metadata"]["annotations"][naming.ANN_CONTENT_HASH]
     have = p.obs.children.get(key, "<absent>")
-    if have == want:
-        return None
+    if have == want and p.obs.child_owners.get(key) == p.ref.uid:
+        return None  # as wanted, and this resource its controller (else applied again with the owner reference)
     if not _admissible(p, f"the audit CronJob's Pods ({key[1]})",
                        body["spec"]["jobTemplate"]["spec"]["template"]["spec"]):
         return None

@@ -58,7 +58,9 @@ def _children(p: _Pass) -> Action | None:
         key = (body["kind"], body["metadata"]["name"])
         want = body["metadata"]["annotations"][naming.ANN_CONTENT_HASH]
         have = p.obs.children.get(key, "<absent>")
-        if have != want:
+        # applied again also when its content is right but this resource is not its controller (its owner reference
+        # removed): the applied body carries it
+        if have != want or p.obs.child_owners.get(key) != p.ref.uid:
             verb = "creating" if have == "<absent>" else "updating"
             return Apply(
                 target=key[1],
@@ -169,10 +171,12 @@ def _adopt_retained(p: _Pass, found: set[str]) -> bool:
 
 
 def _ownership(p: _Pass) -> Action | None:
-    """Objects of recorded members (Pods, volumes) and the cluster's Secrets that nothing owns -- left by a deleted
-    resource with ``--cascade=orphan`` and adopted -- get this resource as their controller owner, so deleting it
-    later removes them: a member's once its SCM answered with the recorded cluster ID (a volume holding another
-    cluster's data is never owned, so never deleted with the resource); the root CA Secret deliberately never."""
+    """Objects of recorded members (Pods, volumes), the cluster's Secrets and the audit's report volume that nothing
+    owns -- left by a deleted resource with ``--cascade=orphan`` and adopted -- get this resource as their controller
+    owner, so deleting it later removes them: a member's once its SCM answered with the recorded cluster ID (a volume
+    holding another cluster's data is never owned, so never deleted with the resource); the root CA Secret
+    deliberately never. (The ConfigMap, Services, PDB and audit CronJob are applied again with the owner reference
+    by ``_children`` and ``_audit``.) Until all of them are owned the cluster is not Ready (``_unowned``)."""
     uid = p.ref.uid
     for m in p.status.members:
         scm = p.obs.scms.get(m.name)
@@ -204,7 +208,40 @@ def _ownership(p: _Pass) -> Action | None:
                 message=f"adopting Secret {secret.name} (owned by nothing)",
                 object_kind="Secret",
             )
+    report = ("PersistentVolumeClaim", naming.audit_pvc_name(p.ref.name))
+    if report in p.obs.children and p.obs.child_owners.get(report) is None and uid:
+        return Adopt(
+            target=report[1],
+            reason="AdoptingVolume",
+            message=f"adopting PersistentVolumeClaim {report[1]}, the audit's report volume (owned by nothing)",
+            object_kind="PersistentVolumeClaim",
+        )
     return None
+
+
+def _unowned(p: _Pass) -> list[str]:
+    """The objects this resource should control that do not carry its controller owner reference (``kind name``,
+    in a fixed order): the Pod of every recorded member, its volume under ``storage.reclaimPolicy: Delete``, the
+    cluster's Secrets but the root CA, the ConfigMap, Services, PDB and the audit's CronJob and report volume (not
+    the backup volume, which outlives the cluster). Objects being deleted do not count. While any is left the cluster
+    is not Ready: deleting the resource then would leave it behind (``_ownership`` and ``_children`` adopt them)."""
+    uid = p.ref.uid
+    out: list[str] = []
+    for m in p.status.members:
+        pod = p.obs.pods.get(m.name)
+        if pod is not None and not pod.deleting and pod.controller_uid != uid:
+            out.append(f"Pod {pod.name}")
+        pvc = p.obs.pvcs.get(naming.pvc_name(m.name))
+        if (pvc is not None and not pvc.deleting and p.spec.storage.reclaim_policy == "Delete"
+                and pvc.controller_uid != uid):
+            out.append(f"PersistentVolumeClaim {pvc.name}")
+    root = naming.root_ca_secret_name(p.ref.name)
+    out += [f"Secret {s.name}" for s in sorted(p.obs.secrets.values(), key=lambda s: s.name)
+            if s.name != root and s.controller_uid != uid]
+    backup = ("PersistentVolumeClaim", naming.backup_pvc_name(p.ref.name))
+    out += [f"{kind} {name}" for kind, name in sorted(p.obs.children)
+            if (kind, name) != backup and p.obs.child_owners.get((kind, name)) != uid]
+    return out
 
 
 def _volumes(p: _Pass) -> Action | None:

@@ -421,20 +421,80 @@ async def test_a_member_frozen_just_before_the_next_roll_step_holds_the_roll(tmp
         await env.verify_consistent(NAME)
 
 
+# what a cluster owns (besides its member Pods and volumes), each with the cluster's label
+_OWNED_KINDS = (("v1", "ConfigMap"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget"))
+
+
+def _controllers(env: Env) -> dict[str, str | None]:
+    """``kind name`` -> the uid of its controller owner (None: owned by nothing), for the cluster's Pods, volumes,
+    ConfigMap, Services and PDB."""
+    objs = [("Pod", p) for p in env.pods(NAME).values()] + [("PersistentVolumeClaim", p)
+                                                               for p in env.pvcs(NAME).values()]
+    objs += [(kind, o) for api, kind in _OWNED_KINDS for o in env.api.list_objects(api, kind, env.ns)
+             if (o["metadata"].get("labels") or {}).get("ozone-scm.io/cluster") == NAME]
+    return {f"{kind} {o['metadata']['name']}": next(
+        (r.get("uid") for r in o["metadata"].get("ownerReferences") or () if r.get("controller")), None)
+        for kind, o in objs}
+
+
+def _not_owned(env: Env, uid: str) -> list[str]:
+    return sorted(name for name, owner in _controllers(env).items() if owner != uid)
+
+
+async def _orphan(env: Env) -> None:
+    """``kubectl delete oscm --cascade=orphan``: the resource goes, what it owned stays, owned by nothing."""
+    env.delete_cluster(NAME, "Orphan")
+    await env.wait_for(lambda: env.api.get_object(API, "OzoneSCMCluster", NAME, env.ns) is None, 60, "deleted")
+    await env.wait_for(lambda: not any(_controllers(env).values()), 60, "orphans")
+
+
 @HEAVY
 async def test_a_recreated_resource_adopts_and_owns_the_orphaned_ring(tmp_path: Path) -> None:
-    """Item 10: ``kubectl delete --cascade=orphan``, one volume swapped for another cluster's, the resource created
-    again: the ring is adopted (same cluster ID and identities, nothing restarted), owned (a later delete removes it),
-    the Event says it was adopted, and the foreign volume is reported at once and never owned or deleted."""
+    """Item 10: ``kubectl delete --cascade=orphan``, the resource created again: Ready only once it owns every Pod,
+    volume, ConfigMap, Service and PDB of the ring (issue 29 item 5: it was Ready about 70 ms before the last Pod was
+    adopted, and a delete in that window left the Pod behind). Then again with one volume swapped for another
+    cluster's: the ring is adopted (same cluster ID and identities, nothing restarted), owned (a later delete removes
+    it), the Event says it was adopted, and the foreign volume is reported at once and never owned or deleted."""
     async with environment(tmp_path) as env:
         st = await _create_ready(env)
-        cid, old_uid = st["clusterID"], env.cluster(NAME)["metadata"]["uid"]
+        cid = st["clusterID"]
         ids = {m["name"]: m["scmId"] for m in st["members"]}
+
+        await _orphan(env)
+        started, n = time.monotonic(), len(env.events(NAME))
+        await env.create(NAME, {"replicas": 3, "storage": {"reclaimPolicy": "Delete"}})
+        uid = env.cluster(NAME)["metadata"]["uid"]
+        left_at_ready: list[list[str]] = []
+
+        def ready() -> bool:
+            if (env.conditions(NAME).get("Ready") or {}).get("status") != "True":
+                return False
+            left_at_ready.append(_not_owned(env, uid))
+            return True
+
+        await env.wait_for(ready, 120, "the re-created resource Ready", poll=0.05)
+        took = time.monotonic() - started
+        assert left_at_ready == [[]], left_at_ready
+        st = env.status(NAME)
+        assert st["clusterID"] == cid and {m["name"]: m["scmId"] for m in st["members"]} == ids
+        # the exact order, whatever the polling saw: every object's adoption step (AdoptingPod/AdoptingVolume, or
+        # Apply<Kind> with the owner reference) has its Event before the first ClusterReady (each is posted before
+        # its step acts, and Ready is decided in a later pass, from what that pass observed)
+        await env.wait_for(lambda: any(r == "ClusterReady" for r, _ in _events_after(env, n)), 30,
+                           "the ClusterReady Event (posted just after the status that says Ready)")
+        reasons = _events_after(env, n)
+        ready_at = next(i for i, (r, _) in enumerate(reasons) if r == "ClusterReady")
+        # "adopting Pod scm-0 (owned by nothing)", "updating ConfigMap scm-config": the object is words 2-3
+        adopted = {" ".join(m.split()[1:3]) for r, m in reasons[:ready_at] if r.startswith(("Adopting", "Apply"))}
+        assert adopted == set(_controllers(env)) and len(adopted) == 10, reasons  # 3 Pods, 3 volumes, CM, 2 Svc, PDB
+        assert not any(r.startswith("Adopting") for r, _ in reasons[ready_at:]), reasons
+        print(f"issue 29 item 5: Ready {took:.1f}s after the resource was created, after {len(adopted)} objects were "
+              "adopted")
+
+        st = env.status(NAME)
+        old_uid = uid
         victim = next(m for m in env.members(NAME) if m not in (st["leader"], st["primordialMember"]))
-        env.delete_cluster(NAME, "Orphan")
-        await env.wait_for(lambda: env.api.get_object(API, "OzoneSCMCluster", NAME, env.ns) is None, 60, "deleted")
-        await env.wait_for(lambda: all(not p["metadata"].get("ownerReferences") for p in env.pods(NAME).values()),
-                           60, "orphans")
+        await _orphan(env)
         assert set(env.pods(NAME)) == set(ids) and len(env.pvcs(NAME)) == 3
 
         version = env.kubelet.pvc_dir(env.pvcs(NAME)[f"{victim}-data"]) / "metadata" / "scm" / "current" / "VERSION"

@@ -42,7 +42,7 @@ from ozone_scm_operator.model import (
     SCMObs,
     SecretObs,
 )
-from ozone_scm_operator.reconciler import backup_obs
+from ozone_scm_operator.reconciler import backup_obs, controller_uid
 from ozone_scm_operator.spec import quantity_bytes as spec_bytes
 from ozone_scm_operator.spec import read_spec
 
@@ -96,6 +96,7 @@ class World:
         self.pods: dict[str, SimPod] = {}
         self.pvcs: dict[str, SimPVC] = {}
         self.children: dict[tuple[str, str], str | None] = {}
+        self.child_owners: dict[tuple[str, str], str | None] = {}  # the uid of each child's controller owner
         self.secrets: dict[str, SecretObs] = {}
         self.voters: set[str] = set()
         self.learners: set[str] = set()
@@ -371,7 +372,7 @@ class World:
         if secure and (client is None or client.certificate_not_after is None):
             # mutual TLS: without its client certificate the operator gets no answer from any SCM
             return Observed(now=self.now, pods=pods, pvcs=pvcs, scms={}, ring=None, children=dict(self.children),
-                            secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
+                            child_owners=self._child_owners(), secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
                             restore_backup=self.restore_backup, restore_root_ca=self.restore_root_ca)
         if self.leader is not None:
             peers = [
@@ -384,9 +385,12 @@ class World:
             ring = RingObs(leader_scm_id=self.leader, term=self.term, commit_index=100, peers=tuple(peers),
                            election_timeout=1.0)
         return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
-                        secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
+                        child_owners=self._child_owners(), secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
                         backups=self._backup_obs(), backup_jobs=dict(self.jobs), recover_from=self.recover_from,
                         restore_backup=self.restore_backup, restore_root_ca=self.restore_root_ca)
+
+    def _child_owners(self) -> dict[tuple[str, str], str | None]:
+        return {key: self.child_owners.get(key) for key in self.children}
 
     def _backup_obs(self) -> dict[str, Any]:
         return {n: backup_obs(b) for n, b in self.backups.items() if b["spec"]["cluster"] == self.ref.name}
@@ -397,11 +401,12 @@ class World:
         self.actions.append(a)
         match a:
             case planner.Apply(body=body):
-                self.children[(body["kind"], body["metadata"]["name"])] = body["metadata"]["annotations"][
-                    naming.ANN_CONTENT_HASH
-                ]
+                key = (body["kind"], body["metadata"]["name"])
+                self.children[key] = body["metadata"]["annotations"][naming.ANN_CONTENT_HASH]
+                self.child_owners[key] = controller_uid(body["metadata"])
             case planner.DeleteObject(object_kind=kind):
                 self.children.pop((kind, a.target), None)
+                self.child_owners.pop((kind, a.target), None)
             case planner.CreatePVC(body=body) if naming.LABEL_BACKUP in body["metadata"]["labels"]:
                 key = ("PersistentVolumeClaim", a.target)
                 if key in self.children:
@@ -414,6 +419,7 @@ class World:
                 if key in self.children:
                     raise Unsafe(f"PVC {a.target} created twice")
                 self.children[key] = None  # the audit's report volume: listed by its audit label, not as a member's
+                self.child_owners[key] = controller_uid(body["metadata"])
             case planner.CreatePVC(body=body):
                 if a.target in self.pvcs:
                     raise Unsafe(f"PVC {a.target} created twice")
@@ -568,6 +574,10 @@ class World:
                 self.secrets[a.target] = dataclasses.replace(secret, revoked=True)
             case planner.DeleteSecret():
                 self.secrets.pop(a.target, None)
+            case planner.Adopt(object_kind=kind) if (kind, a.target) in self.children:
+                if self.child_owners.get((kind, a.target)) is not None:
+                    raise Unsafe(f"adopting {kind} {a.target}, which is owned")
+                self.child_owners[(kind, a.target)] = self.ref.uid
             case planner.Adopt(object_kind=kind):
                 if kind == "PersistentVolumeClaim":
                     if self.pvcs[a.target].owner is not None and a.target not in self.orphaned:
@@ -655,6 +665,7 @@ class World:
         """``kubectl delete oscm --cascade=orphan`` then the same resource created again: everything stays (Pods,
         volumes, Secrets, the running ring) but owned by nothing, and the new resource has a new uid and no status."""
         self.orphaned = set(self.pods) | set(self.pvcs) | set(self.secrets)
+        self.child_owners = {key: None for key in self.child_owners}  # the garbage collector removes the references
         self.ref = dataclasses.replace(self.ref, uid=self.ref.uid + "-new")
         self.status_raw = {}
         self.events = []
@@ -669,6 +680,8 @@ class World:
             if v.owner == self.ref.uid and n not in self.orphaned:
                 del self.pvcs[n]
         self.secrets = {n: v for n, v in self.secrets.items() if n == naming.root_ca_secret_name(self.ref.name)}
+        for key in [k for k, owner in self.child_owners.items() if owner == self.ref.uid]:
+            del self.children[key], self.child_owners[key]
         self.ref = dataclasses.replace(self.ref, uid=self.ref.uid + "-new")
         self.spec_raw = spec
         self.status_raw = {}

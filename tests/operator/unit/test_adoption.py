@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from ozone_scm_operator import planner
+from ozone_scm_operator import naming, planner
 from ozone_scm_operator.reconciler import pod_obs
 
 from .sim import World
@@ -113,3 +113,78 @@ def test_the_refusal_is_read_from_the_termination_message_not_a_log_tail() -> No
     # a log tail (FallbackToLogsOnError) that happens to mention it is not the signal
     pod["status"]["initContainerStatuses"][0]["lastState"]["terminated"]["message"] = "...\nForeignVolume: x"  # type: ignore[index]
     assert pod_obs(pod).foreign_volume() is None
+
+
+def _owned_everything(w: World) -> list[str]:
+    """What the resource does not control yet, as the world holds it (empty: everything is owned)."""
+    left = sorted(w.orphaned)  # Pods, volumes, Secrets
+    backup = ("PersistentVolumeClaim", naming.backup_pvc_name(w.ref.name))
+    left += [f"{k} {n}" for (k, n), owner in sorted(w.child_owners.items()) if owner != w.ref.uid and (k, n) != backup]
+    return left
+
+
+def test_an_unadopted_pod_keeps_a_running_cluster_from_ready_until_it_is_owned() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    assert w.condition("Ready") == "True" and w.status.phase == "Running"
+    w.orphaned.add("scm-1")  # its owner reference removed (as by kubectl delete --cascade=orphan)
+    w.step()
+    p = w.operator_pass()
+    ready = p.status.condition("Ready")
+    assert ready is not None and (ready.status, ready.reason) == ("False", "Adopting"), ready
+    assert ready.message == "not yet owned by this resource: Pod scm-1; the operator adopts them"
+    assert p.status.phase == "Adopting"
+    assert isinstance(p.action, planner.Adopt) and p.action.target == "scm-1"
+    assert w.orphaned == set()
+    w.step()
+    p = w.operator_pass()
+    assert p.status.condition("Ready").status == "True" and p.status.phase == "Running"  # type: ignore[union-attr]
+    assert p.action is None
+
+
+def test_a_configmap_with_the_right_content_but_no_owner_is_applied_again_and_keeps_ready_false_until_then() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    key = ("ConfigMap", naming.configmap_name("scm"))
+    w.child_owners[key] = None  # ownerReferences removed by hand; the content hash annotation left as it was
+    w.step()
+    p = w.operator_pass()
+    assert p.status.condition("Ready").reason == "Adopting"  # type: ignore[union-attr]
+    assert isinstance(p.action, planner.Apply) and p.action.target == key[1]
+    assert w.child_owners[key] == w.ref.uid
+    w.step()
+    assert w.operator_pass().status.condition("Ready").status == "True"  # type: ignore[union-attr]
+
+
+def test_a_recreated_resource_is_ready_only_once_it_owns_every_object_of_the_orphaned_ring() -> None:
+    """Issue 29 item 5: Ready (and the ClusterReady Event) came in the adoption pass, before the Pods, volumes,
+    Secrets, ConfigMap, Services, PDB and audit objects were owned; a delete then would have left them behind."""
+    w = World({"replicas": 3, "storage": {"reclaimPolicy": "Delete"},
+               "audit": {"enabled": True, "schedule": "0 4 * * *"}})
+    w.run()
+    w.orphan_and_recreate()
+    assert _owned_everything(w) == [
+        "scm-0", "scm-0-data", "scm-1", "scm-1-data", "scm-2", "scm-2-data", "ConfigMap scm-config",
+        "CronJob scm-audit", "PersistentVolumeClaim scm-audit-reports", "PodDisruptionBudget scm",
+        "Service scm", "Service scm-headless"]
+    ready_at = None
+    for i in range(60):
+        before = _owned_everything(w)
+        w.step()
+        p = w.operator_pass()
+        w.now += datetime.timedelta(seconds=1)
+        if p.status.condition("Ready").status == "True":  # type: ignore[union-attr]
+            assert before == [], f"Ready in pass {i} while {before} were not owned"
+            ready_at = i
+            break
+        assert p.status.phase == "Adopting", (i, p.status.phase)  # never Running while something is not owned
+    assert ready_at is not None and ready_at > 0
+    assert sum(" ClusterReady:" in e for e in w.events) == 1 and " ClusterReady:" in w.events[-1]
+    kinds = {a.object_kind for a in w.actions if isinstance(a, planner.Adopt)}
+    assert kinds == {"Pod", "PersistentVolumeClaim"}
+    assert {a.target for a in w.actions if isinstance(a, planner.Adopt)} >= {naming.audit_pvc_name("scm")}
+    assert {a.target for a in w.actions if isinstance(a, planner.Apply)} >= {
+        naming.configmap_name("scm"), "scm-audit", naming.pdb_name("scm")}
+    assert _owned_everything(w) == []
+    w.run()
+    assert _owned_everything(w) == []
