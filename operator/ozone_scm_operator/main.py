@@ -36,23 +36,25 @@ from ozone_scm_operator.handlers import Runtime, make_registry
 from ozone_scm_operator.reconciler import Reconciler, ReconcilerSettings
 
 LOG = logging.getLogger("ozone_scm_operator")
-# tests only: "<ActionKind>:<target>" exits before that action, "<ActionKind>:<target>:pause" blocks before it
+# tests only: "<ActionKind>:<target>" exits before that action, "<ActionKind>:<target>:pause" blocks before it,
+# "<ActionKind>:<target or *>:gate=<file>" waits for <file> to exist (and removes it) after the plan's check, before
+# the step's re-check
 FAILPOINT_ENV = "OZONE_SCM_OPERATOR_FAILPOINT"
 EXIT_LEASE_LOST = 3  # the process's exit status when it loses the leader-election Lease
 
 
 def _failpoint(value: str) -> tuple[str, str, str] | None:
-    """(kind, target, "exit" | "pause") or None."""
+    """(kind, target, "exit" | "pause" | "gate=<file>") or None."""
     if not value:
         return None
-    parts = value.split(":")
+    parts = value.split(":", 2)
     mode = parts.pop() if len(parts) == 3 else "exit"
-    if len(parts) != 2 or not all(parts) or mode not in ("exit", "pause"):
-        raise click.BadParameter(f"{FAILPOINT_ENV}={value!r}: expected <ActionKind>:<target>[:pause], e.g. "
-                                 "CreatePod:scm-1")
+    if len(parts) != 2 or not all(parts) or not (mode in ("exit", "pause") or mode.startswith("gate=/")):
+        raise click.BadParameter(f"{FAILPOINT_ENV}={value!r}: expected <ActionKind>:<target>[:pause|:gate=<absolute "
+                                 "file>], e.g. CreatePod:scm-1")
     kind, target = parts
-    LOG.warning("failpoint armed: the operator %s before %s %s", "exits" if mode == "exit" else "blocks", kind,
-                target)
+    what = {"exit": "exits", "pause": "blocks"}.get(mode, f"waits for {mode[5:]}")
+    LOG.warning("failpoint armed: the operator %s before %s %s", what, kind, target)
     return kind, target, mode
 
 
@@ -71,6 +73,7 @@ class OperatorOptions:
     probe_timeout: float = 2.0
     crash_before: tuple[str, str] | None = None  # test failpoint, see ReconcilerSettings
     pause_before: tuple[str, str] | None = None  # test failpoint, see ReconcilerSettings
+    gate_before: tuple[str, str, str] | None = None  # test failpoint, see ReconcilerSettings
     leader_election: LeaseSettings | None = None  # None: act at once, as the only replica
 
 
@@ -109,7 +112,7 @@ async def run_operator(
         SCMAdmin(probe_timeout=options.probe_timeout),
         settings=ReconcilerSettings(
             cluster_domain=options.cluster_domain, poll_interval=options.poll_interval, resync=options.resync,
-            crash_before=options.crash_before, pause_before=options.pause_before,
+            crash_before=options.crash_before, pause_before=options.pause_before, gate_before=options.gate_before,
         ),
         metrics=metrics,
         fence=elector.leading if elector is not None else None,
@@ -246,6 +249,8 @@ def main(
         poll_interval=poll_interval, resync=resync_period, health_host=health_host, health_port=health_port,
         crash_before=failpoint[:2] if failpoint is not None and failpoint[2] == "exit" else None,
         pause_before=failpoint[:2] if failpoint is not None and failpoint[2] == "pause" else None,
+        gate_before=((failpoint[0], failpoint[1], failpoint[2][5:]) if failpoint is not None
+                     and failpoint[2].startswith("gate=") else None),
         leader_election=lease,
     )
     asyncio.run(run_operator(options))

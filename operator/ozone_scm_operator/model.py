@@ -408,6 +408,12 @@ class PeerObs:
     node_id: str = ""  # its ozone.scm.node.id (= member name) as the leader knows it
 
 
+# A follower counts as live for a disruptive step only if it answered the leader within this many of the ring's
+# heartbeat intervals (0.3 s with the default 100 ms tick): one that misses a few heartbeats is already suspect,
+# well before an election timeout (1 s) would call it lost.
+LIVE_HEARTBEATS = 3
+
+
 @dataclasses.dataclass(frozen=True)
 class RingObs:
     """The leader's view of the ring (GetScmRatisRoles answered by the leader)."""
@@ -417,6 +423,7 @@ class RingObs:
     commit_index: int
     peers: tuple[PeerObs, ...]
     election_timeout: float | None = None  # seconds, the leader's own (None: it did not publish one)
+    heartbeat_interval: float | None = None  # seconds between the leader's heartbeats (None: not published)
 
     def peer(self, scm_id: str | None) -> PeerObs | None:
         if not scm_id:
@@ -427,16 +434,35 @@ class RingObs:
     def voters(self) -> tuple[PeerObs, ...]:
         return tuple(p for p in self.peers if p.role in ("LEADER", "FOLLOWER"))
 
+    @property
+    def live_bound(self) -> float | None:
+        """How recently a follower must have answered the leader to count as live for a disruptive step:
+        ``LIVE_HEARTBEATS`` heartbeat intervals, never more than the election timeout; the election timeout from a
+        leader that publishes no heartbeat interval (an older SCM); None when it publishes neither."""
+        if self.heartbeat_interval is not None and self.heartbeat_interval > 0:
+            bound = LIVE_HEARTBEATS * self.heartbeat_interval
+            return bound if self.election_timeout is None else min(bound, self.election_timeout)
+        return self.election_timeout
+
+    def answered_within(self, peer: PeerObs, seconds: float | None) -> bool:
+        """The leader itself, or a peer that answered the leader within ``seconds`` (None: no contact times are
+        published, e.g. an SCM older than the field in the middle of a roll from such an image: lag and Pod
+        readiness alone judge, as before)."""
+        if peer.scm_id == self.leader_scm_id or seconds is None:
+            return True
+        return peer.last_contact is not None and peer.last_contact <= seconds
+
     def live(self, peer: PeerObs) -> bool:
-        """The leader itself, or a peer that answered the leader within one election timeout (a crashed,
-        partitioned or frozen SCM stops answering at once; its Pod readiness and lag in entries show it later)."""
-        if peer.scm_id == self.leader_scm_id:
-            return True
-        if self.election_timeout is None:
-            # a leader that publishes no contact times (an SCM older than the field, e.g. in the middle of a roll
-            # from such an image): lag and Pod readiness alone judge, as before
-            return True
-        return peer.last_contact is not None and peer.last_contact <= self.election_timeout
+        """Counted live for a disruptive step: it answered the leader within ``live_bound`` (a few heartbeat
+        intervals). A crashed, partitioned or frozen SCM stops answering at once; its Pod readiness and lag in
+        entries show it only seconds later."""
+        return self.answered_within(peer, self.live_bound)
+
+    def answering(self, peer: PeerObs) -> bool:
+        """Counted as answering for the member's status (caught up, ready): it answered within one election
+        timeout, the bound after which the ring itself would call the leader lost. Looser than ``live``, so that a
+        few late heartbeats on a loaded node do not make the status flap."""
+        return self.answered_within(peer, self.election_timeout)
 
 
 @dataclasses.dataclass(frozen=True)

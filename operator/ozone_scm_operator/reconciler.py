@@ -37,7 +37,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, assert_never
 
 from cryptography import x509
@@ -62,6 +62,7 @@ from ozone_scm_operator.effects.scm import Endpoint, SCMAdmin, client_security
 from ozone_scm_operator.effects.store import Resync, Snapshot, WatchStore
 from ozone_scm_operator.effects.web import Metrics
 from ozone_scm_operator.model import (
+    LIVE_HEARTBEATS,
     BackupObs,
     ClusterStatus,
     ContainerObs,
@@ -96,6 +97,13 @@ class ReconcilerSettings:
     # Test failpoint: block (forever, the lease still renewed) right before this action, after its intent is in status
     # and its Event is posted, so a test can SIGKILL the operator in the middle of an operation.
     pause_before: tuple[str, str] | None = None
+    # Test failpoint: (kind, target or "*", path) wait until the file ``path`` exists (then remove it) right after the
+    # plan's check and before the step's re-check (``Reconciler.recheck``), so a test can freeze a member in between.
+    gate_before: tuple[str, str, str] | None = None
+
+
+class StepHeld(Exception):
+    """A step that stops a member was not performed: the leader's fresh view no longer shows a live majority."""
 
 
 def utcnow() -> datetime.datetime:
@@ -322,6 +330,8 @@ class Reconciler:
         settings: ReconcilerSettings = ReconcilerSettings(),
         metrics: Metrics | None = None,
         now: Callable[[], datetime.datetime] = utcnow,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         keygen: Callable[[], ec.EllipticCurvePrivateKey] = new_key,
         serial: Callable[[], int] = new_serial,
         fence: Callable[[], bool] | None = None,
@@ -336,6 +346,8 @@ class Reconciler:
         self.settings = settings
         self.metrics = metrics or Metrics.create()
         self.now = now
+        self.monotonic = monotonic
+        self.sleep = sleep
         self.keygen = keygen
         self.serial = serial
         self._security: dict[str, tuple[str, Any]] = {}  # cluster key -> (certificate serial, client security)
@@ -550,6 +562,13 @@ class Reconciler:
         LOG.info("%s/%s: %s %s: %s", namespace, name, action.kind, action.target, action.message)
         if not self._may_act(namespace, name, f"{action.kind} {action.target}"):
             return ACTION_RETRY
+        try:
+            await self.recheck(ref, action, obs, plan.status)
+        except StepHeld as held:
+            LOG.warning("%s/%s: %s %s held: %s", namespace, name, action.kind, action.target, held)
+            await self.kube.event(body, "Warning", "WaitingForQuorum", f"{action.kind} {action.target} held: {held}",
+                                  self.now(), action=action.kind)
+            return ACTION_RETRY
         await self.kube.event(body, action.event_type, action.reason, action.message, obs.now, action=action.kind)
         if action.subject is not None:
             subject = {"apiVersion": action.subject["apiVersion"], "kind": action.subject["kind"],
@@ -602,6 +621,39 @@ class Reconciler:
                 m.backup_deadline.remove(*labels)
 
     # ---- act ----
+    async def recheck(self, ref: ClusterRef, a: planner.Action, obs: Observed, st: ClusterStatus) -> None:
+        """Right before a step that stops a member or takes it out of the ring (a roll's restart, a decommission),
+        check its ``guard`` again on fresh reads of the leader's view, not on the pass's observation: poll the
+        leader (every half heartbeat interval, for at most the guard's live bound, a few heartbeat intervals) until
+        the voters the plan counted have answered it since this re-check began. Raises ``StepHeld`` when they have
+        not (a member frozen, crashed or cut off after the plan's check), when the leader does not answer or no
+        longer leads; the step is then not performed and the next pass plans again."""
+        gate = self.settings.gate_before
+        if gate is not None and gate[0] == a.kind and gate[1] in ("*", a.target):
+            LOG.error("failpoint: waiting for %s before re-checking %s %s", gate[2], a.kind, a.target)
+            while not os.path.exists(gate[2]):
+                await self.sleep(0.01)
+            os.remove(gate[2])  # one step per file: the next such step waits for the file again
+        guard = a.guard if isinstance(a, planner.DeletePod | planner.Decommission) else None
+        if guard is None:
+            return
+        pod = obs.pods.get(guard.leader)
+        if pod is None or not pod.pod_ip:
+            raise StepHeld(f"the leader {guard.leader} has no Pod IP to read the ring from")
+        leader = Endpoint(guard.leader, pod.pod_ip, ref.host(guard.leader))
+        security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
+        bound = guard.live_bound or 0.0
+        start = self.monotonic()
+        while True:
+            sent = self.monotonic()
+            ring = await self.scm.ring(leader, security)
+            why = guard.why_not(ring, sent - start)
+            if why is None:
+                return
+            if ring is None or ring.leader_scm_id != guard.leader_scm_id or self.monotonic() - start >= bound:
+                raise StepHeld(why)
+            await self.sleep(bound / (2 * LIVE_HEARTBEATS))
+
     async def act(self, ref: ClusterRef, a: planner.Action, obs: Observed, st: ClusterStatus) -> None:
         """Perform one step, by its class (``planner.actions``); a step not handled here fails type checking."""
         ns = ref.namespace
@@ -623,7 +675,7 @@ class Reconciler:
                 await self._create(body)
             case planner.DeleteObject(object_kind=kind):
                 await self.kube.delete(kind, ns, a.target)
-            case planner.DeletePod():
+            case planner.DeletePod():  # a roll's restart was re-checked right before (recheck)
                 await self.kube.delete("Pod", ns, a.target)
             case planner.DeletePVC():
                 await self.kube.delete("PersistentVolumeClaim", ns, a.target)

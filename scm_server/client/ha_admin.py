@@ -68,6 +68,7 @@ class Roles:
     asked: int = 0  # how many SCMs were asked
     answers: int = 0  # how many answered in time
     election_timeout: float | None = None  # seconds, as the SCM whose view is used reported it
+    heartbeat_interval: float | None = None  # seconds between the leader's heartbeats, as that SCM reported it
 
     @property
     def leader(self) -> PeerRole | None:
@@ -90,6 +91,7 @@ class Roles:
             "asked": self.asked,
             "answers": self.answers,
             "electionTimeout": self.election_timeout,
+            "heartbeatInterval": self.heartbeat_interval,
             "peers": [dataclasses.asdict(p) | {"line": p.line} for p in self.peers],
         }
 
@@ -120,6 +122,7 @@ def roles_from_proto(p: scm_ha_pb2.ScmRatisRolesResponseProto) -> Roles:
         asked=1,
         answers=1,
         election_timeout=p.electionTimeoutMs / 1000 if p.HasField("electionTimeoutMs") else None,
+        heartbeat_interval=p.heartbeatIntervalMs / 1000 if p.HasField("heartbeatIntervalMs") else None,
     )
 
 
@@ -209,6 +212,7 @@ def combine_views(
         asked=len(asked),
         answers=len(views),
         election_timeout=base.electionTimeoutMs / 1000 if base.HasField("electionTimeoutMs") else None,
+        heartbeat_interval=base.heartbeatIntervalMs / 1000 if base.HasField("heartbeatIntervalMs") else None,
     )
 
 

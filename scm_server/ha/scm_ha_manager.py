@@ -576,6 +576,7 @@ class SCMHAManagerImpl:
             with contextlib.suppress(CompactedError, UnavailableError):
                 resp.lastTerm = raft.storage.term(st.last_index)
         resp.electionTimeoutMs = round(self.raft_config.election_tick * self.raft_config.tick_interval * 1000)
+        resp.heartbeatIntervalMs = round(self.raft_config.heartbeat_tick * self.raft_config.tick_interval * 1000)
         for peer in st.conf.members():
             address = st.conf.address_of(peer)
             host, _, port = address.rpartition(":")

@@ -12,7 +12,7 @@ a short deadline: an SCM that does not answer quickly is simply not observed thi
   is in safemode (``InSafeMode`` on its client port as a per-SCM read, ``local_read``: leadership is never moved to an SCM in safemode, which would
   refuse every block allocation);
 * ``ring``: the leader's view of the ring (``GetScmRatisRoles`` answered by the leader: role, lag and last contact
-  per peer, and the leader's election timeout);
+  per peer, and the leader's election timeout and heartbeat interval);
 * ``transfer`` and ``decommission``: leadership transfer and RemoveSCM, sent to the members in the given order
   (leader first); the client follows NotLeader hints by itself;
 * CA mode scm, the operator's own certificate: ``fetch_client_certificate`` (security port, no client certificate:
@@ -148,6 +148,7 @@ class SCMAdmin:
                 for p in roles.peers
             ),
             election_timeout=roles.election_timeout,
+            heartbeat_interval=roles.heartbeat_interval,
         )
 
     async def transfer(

@@ -19,6 +19,7 @@ import datetime
 from typing import Any, ClassVar, TypeAlias, get_args
 
 from ozone_scm_operator.builders import Body
+from ozone_scm_operator.model import RingObs
 
 REASON_CESSATION_OF_OPERATION = 5  # RFC 5280 CRLReason of a member that left the ring
 
@@ -59,6 +60,50 @@ class DeleteObject(Step):
 # ---- members: Pods and volumes ----
 
 
+@dataclasses.dataclass(frozen=True)
+class QuorumGuard:
+    """What must still hold right before a step that stops a member or takes it out of the ring, checked again by
+    the effect on a fresh read of the leader's view (the plan's check may be a pass old): the leader the plan read
+    still leads, and at least ``need`` of ``voters`` -- the members the plan counted live, caught up and ready --
+    are still voters within ``max_lag`` that answered the leader *after* the re-check began. A member frozen,
+    crashed or cut off between the plan's check and the step has not, and the step is held."""
+
+    stopping: str  # the member the step stops or removes (for the message)
+    leader: str  # the leader's member name, whose view is read again
+    leader_scm_id: str
+    voters: tuple[tuple[str, str], ...]  # (member, scmId) counted by the plan
+    need: int
+    max_lag: int
+    live_bound: float | None  # seconds (ring.live_bound): how long the re-check may wait for every answer
+
+    def why_not(self, ring: RingObs | None, answered_within: float) -> str | None:
+        """Why the step must be held on this fresh view (None: it may go on). ``answered_within``: seconds since
+        the re-check began; a counted voter must have answered the leader since then (ignored when the leader
+        publishes no contact times)."""
+        if ring is None:
+            return f"the leader {self.leader} did not answer a fresh read of the ring"
+        if ring.leader_scm_id != self.leader_scm_id:
+            return f"{self.leader} no longer leads the ring"
+        within = answered_within if ring.live_bound is not None else None
+        good: list[str] = []
+        bad: list[str] = []
+        for name, scm_id in self.voters:
+            peer = ring.peer(scm_id)
+            if peer is None or peer.role not in ("LEADER", "FOLLOWER"):
+                bad.append(f"{name} is no longer a voter")
+            elif not ring.answered_within(peer, within):
+                silent = "not since its term began" if peer.last_contact is None else f"{peer.last_contact:.3g}s ago"
+                bad.append(f"{name} has not answered the leader since the check (last answer {silent})")
+            elif peer.scm_id != ring.leader_scm_id and (peer.lag is None or peer.lag > self.max_lag):
+                bad.append(f"{name} fell behind ({peer.lag} entries, more than {self.max_lag})")
+            else:
+                good.append(name)
+        if len(good) >= self.need:
+            return None
+        return (f"stopping {self.stopping} now would leave {len(good)} live, caught-up voter"
+                f"{'s' if len(good) != 1 else ''} of the {self.need} needed: {'; '.join(bad)}")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CreatePVC(Step):
     """Create a PersistentVolumeClaim: a member's volume, the backup volume or the audit report volume (``body``)."""
@@ -75,7 +120,10 @@ class CreatePod(Step):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DeletePod(Step):
-    """Delete a member's Pod: a roll's restart, a member leaving or lost, hibernation."""
+    """Delete a member's Pod: a roll's restart (its ``guard`` checked again on a fresh read of the leader right
+    before), a member leaving or lost, hibernation."""
+
+    guard: QuorumGuard | None = None  # a roll's restart: re-checked on a fresh read of the leader right before
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -128,9 +176,10 @@ class TransferLeadership(Step):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Decommission(Step):
-    """RemoveSCM on the leader: take ``scm_id`` out of the ring."""
+    """RemoveSCM on the leader: take ``scm_id`` out of the ring (a voter's ``guard`` checked again right before)."""
 
     scm_id: str
+    guard: QuorumGuard | None = None  # re-checked on a fresh read of the leader right before (a voter leaving)
 
 
 # ---- certificates and Secrets ----

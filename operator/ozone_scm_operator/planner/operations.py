@@ -172,7 +172,8 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
             return None
     for sid in in_ring:
         p.set_op(op.at_step("Decommission", p.now))
-        why = p.live_majority(dataclasses.replace(m, scm_id=sid), leaves_ring=True)
+        leaving = dataclasses.replace(m, scm_id=sid)
+        why = p.live_majority(leaving, leaves_ring=True)
         if why is not None:
             p.note("WaitingForQuorum", why)
             return None
@@ -181,6 +182,7 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
             reason="DecommissioningMember",
             message=f"decommissioning SCM {m.name} (scmId {sid}) from the ring ({op.reason or op.type})",
             scm_id=sid,
+            guard=p.removal_guard(leaving),
         )
     pod = p.obs.pods.get(m.name)
     if pod is not None:
@@ -276,7 +278,7 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
             return None
         if p.is_leader(m) and len(p.members(JOINED)) > 1:
             return _transfer(p, op, m)
-        why = p.restart_blocked(m) if len(p.members(JOINED)) > 1 else None
+        why, guard = p.restart_blocked(m) if len(p.members(JOINED)) > 1 else (None, None)
         if why is not None:
             # nothing of this step has happened yet: give the roll up for now, so that a replacement of a lost
             # member can go first; the roll starts again (same order) once a live majority allows it
@@ -292,6 +294,7 @@ def _continue_roll(p: _Pass, op: Operation) -> Action | None:
             target=m.name,
             reason="RollingMember",
             message=f"restarting {m.name} with revision {revision} (was {pod.revision})",
+            guard=guard,
         )
     leader = p.leader()
     if p.healthy(m) and (leader is None or not _serving(p, leader) or _serving(p, m)):
@@ -389,7 +392,7 @@ def _new_operation(p: _Pass) -> Action | None:
     if stale:
         stale.sort(key=lambda m: (p.healthy(m), p.is_leader(m), -(m.lag or 0), m.index))
         m = stale[0]
-        why = p.restart_blocked(m) if len(joined) > 1 else None
+        why = p.restart_blocked(m)[0] if len(joined) > 1 else None
         if why is not None:
             p.note("WaitingForQuorum", f"before rolling {m.name}: {why}")
             return None

@@ -19,11 +19,15 @@ from ozone_scm_operator.model import (
     CREATING,
     JOINED,
     JOINING,
+    LIVE_HEARTBEATS,
     ClusterStatus,
     MemberStatus,
     Observed,
     Operation,
+    PeerObs,
+    RingObs,
 )
+from ozone_scm_operator.planner.actions import QuorumGuard
 from ozone_scm_operator.spec import (
     ClusterSpec,
     SpecProblem,
@@ -79,7 +83,7 @@ class _Pass:
             peer.role == "FOLLOWER"
             and peer.lag is not None
             and peer.lag <= self.spec.membership.max_catch_up_lag
-            and ring.live(peer)
+            and ring.answering(peer)
         )
 
     def healthy(self, m: MemberStatus) -> bool:
@@ -128,18 +132,13 @@ class _Pass:
         started = op.step_started_at or op.started_at
         return self.now - started > self.spec.membership.operation_timeout
 
-    def live_majority(self, m: MemberStatus, *, leaves_ring: bool) -> str | None:
-        """Why stopping or removing ``m`` now would break the quorum, or None when it is safe.
-
-        Checked before every step that stops a member (a roll's restart) or takes it out of the ring (decommission in
-        a scale-down or replacement), from the leader's own view: the voters that remain -- all but ``m`` -- must
-        include a majority of the voting configuration in force during the step (the whole ring for a restart, the
-        ring without ``m`` for a removal) that are live (answered the leader within an election timeout), caught up
-        (lag at most maxCatchUpLag) and whose Pods are ready. Pod readiness alone is not enough: a frozen or
-        partitioned SCM keeps a ready Pod for seconds."""
+    def _quorum_count(
+        self, m: MemberStatus, *, leaves_ring: bool
+    ) -> tuple[int, int, list[tuple[str, str]], list[str]] | None:
+        """(size of the voting configuration in force during the step, votes needed, the voters that remain counted live, caught up and ready as (member, scmId), why each
+        other one is not), or None when the step takes no vote from the quorum. Needs the leader's view."""
         ring = self.obs.ring
-        if ring is None:
-            return f"no leader reports the ring, so stopping {m.name} cannot be judged safe"
+        assert ring is not None
         voters = ring.voters
         if leaves_ring and all(v.scm_id != m.scm_id for v in voters):
             return None  # a learner (or an identity already gone) leaving takes no vote from the quorum
@@ -147,35 +146,66 @@ class _Pass:
         size = len(remaining) if leaves_ring else len(voters)
         if size == 0:
             return None
-        need = majority(size)
         by_id = {x.scm_id: x for x in self.status.members if x.scm_id}
-        good: list[str] = []
+        good: list[tuple[str, str]] = []
         bad: list[str] = []
         for v in remaining:
             member = by_id.get(v.scm_id)
             name = member.name if member is not None else f"scmId {v.scm_id}"
             if member is None:
                 bad.append(f"{name} is not a recorded member")
-            elif v.scm_id != ring.leader_scm_id and not ring.live(v):
-                bad.append(
-                    f"{name} has not answered the leader for {v.last_contact:.1f}s (election timeout "
-                    f"{ring.election_timeout or 0:g}s)" if v.last_contact is not None
-                    else f"{name} has not answered the leader in its term"
-                )
+            elif not ring.live(v):
+                bad.append(_silence(ring, name, v))
             elif not self.healthy(member):
                 bad.append(f"{name}: {self.pod_trouble(name)}")
             else:
-                good.append(name)
+                good.append((name, v.scm_id))
+        return size, majority(size), good, bad
+
+    def _guard(self, m: MemberStatus, voters: list[tuple[str, str]], need: int) -> QuorumGuard | None:
+        ring = self.obs.ring
+        leader = self.leader()
+        if ring is None or leader is None or not voters:
+            return None
+        return QuorumGuard(
+            stopping=m.name, leader=leader.name, leader_scm_id=ring.leader_scm_id, voters=tuple(voters), need=need,
+            max_lag=self.spec.membership.max_catch_up_lag, live_bound=ring.live_bound,
+        )
+
+    def live_majority(self, m: MemberStatus, *, leaves_ring: bool) -> str | None:
+        """Why stopping or removing ``m`` now would break the quorum, or None when it is safe.
+
+        Checked before every step that stops a member (a roll's restart) or takes it out of the ring (decommission in
+        a scale-down or replacement), from the leader's own view: the voters that remain -- all but ``m`` -- must
+        include a majority of the voting configuration in force during the step (the whole ring for a restart, the
+        ring without ``m`` for a removal) that are live (answered the leader within a few heartbeat intervals,
+        ``RingObs.live``), caught up (lag at most maxCatchUpLag) and whose Pods are ready. Pod readiness alone is
+        not enough: a frozen or partitioned SCM keeps a ready Pod for seconds."""
+        if self.obs.ring is None:
+            return f"no leader reports the ring, so stopping {m.name} cannot be judged safe"
+        counted = self._quorum_count(m, leaves_ring=leaves_ring)
+        if counted is None:
+            return None
+        size, need, good, bad = counted
         if len(good) >= need:
             return None
         verb = "removing" if leaves_ring else "restarting"
+        names = [n for n, _ in good]
         return (
             f"{verb} {m.name} now would leave {len(good)} live, caught-up voter{'s' if len(good) != 1 else ''} "
-            f"({', '.join(good) or 'none'}) where the ring needs {need} of {size}: {'; '.join(bad)}; waiting"
+            f"({', '.join(names) or 'none'}) where the ring needs {need} of {size}: {'; '.join(bad)}; waiting"
         )
 
-    def restart_blocked(self, m: MemberStatus) -> str | None:
-        """Why a roll must not restart ``m`` now, or None when it may.
+    def removal_guard(self, m: MemberStatus) -> QuorumGuard | None:
+        """What the effect checks again right before decommissioning ``m`` (after ``live_majority`` allowed it)."""
+        if self.obs.ring is None:
+            return None
+        counted = self._quorum_count(m, leaves_ring=True)
+        return None if counted is None else self._guard(m, counted[2], counted[1])
+
+    def restart_blocked(self, m: MemberStatus) -> tuple[str | None, QuorumGuard | None]:
+        """Why a roll must not restart ``m`` now (None when it may), and what the effect checks again right before
+        the restart (None: nothing to re-check).
 
         A restart needs the voters that remain to be a live, caught-up majority (``live_majority``). The one
         exception is a member that is itself not live and caught up while every other member is: it adds nothing to
@@ -185,22 +215,27 @@ class _Pass:
         that would leave no quorum. Without a leader's view, an unhealthy member may be restarted only when no other
         member has a ready Pod (no quorum serves anyway: a ring whose every member crashes on a bad image)."""
         why = self.live_majority(m, leaves_ring=False)
-        if why is None or self.healthy(m):
-            return why
         ring = self.obs.ring
+        if why is None:
+            counted = self._quorum_count(m, leaves_ring=False) if ring is not None else None
+            return None, (None if counted is None else self._guard(m, counted[2], counted[1]))
+        if self.healthy(m):
+            return why, None
         others = [x for x in self.status.members if x.name != m.name and x.state == JOINED]
         if ring is None:
             ready = [x.name for x in others if (pod := self.obs.pods.get(x.name)) is not None and pod.ready
                      and not pod.deleting]
-            return why if ready else None
+            return (why if ready else None), None
         by_id = {x.scm_id: x for x in self.status.members if x.scm_id}
+        kept: list[tuple[str, str]] = []
         for v in ring.voters:
             if v.scm_id == m.scm_id:
                 continue
             x = by_id.get(v.scm_id)
-            if x is None or (v.scm_id != ring.leader_scm_id and not ring.live(v)) or not self.healthy(x):
-                return why  # another voter is not live too: restarting m as well leaves even less
-        return None
+            if x is None or not ring.live(v) or not self.healthy(x):
+                return why, None  # another voter is not live too: restarting m as well leaves even less
+            kept.append((x.name, v.scm_id))
+        return None, self._guard(m, kept, len(kept))  # every other voter must still answer right before
 
     def pod_trouble(self, name: str) -> str:
         pod = self.obs.pods.get(name)
@@ -212,6 +247,17 @@ class _Pass:
         if not pod.ready:
             return f"its Pod is {pod.phase} and not ready"
         return "it is not caught up with the leader"
+
+
+def _silence(ring: RingObs, name: str, v: PeerObs) -> str:
+    """Why voter ``v`` (member ``name``) does not count as live, for a WaitingForQuorum message."""
+    if v.last_contact is None:
+        return f"{name} has not answered the leader in its term"
+    bound = ring.live_bound or 0
+    how = (f"{LIVE_HEARTBEATS} heartbeat intervals of {ring.heartbeat_interval:g}s"
+           if ring.heartbeat_interval is not None and bound < (ring.election_timeout or bound + 1)
+           else "one election timeout")
+    return f"{name} has not answered the leader for {v.last_contact:.3g}s (a live member answers within {bound:g}s, {how})"
 
 
 def _refresh_members(p: _Pass) -> None:

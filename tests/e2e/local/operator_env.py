@@ -147,9 +147,12 @@ class Env:
     # also forks every Pod's processes) ----
     async def start_operator(self, crash_before: tuple[str, str] | None = None, *, identity: str = "",
                              pause_before: tuple[str, str] | None = None, args: tuple[str, ...] = (),
-                             extra_env: Mapping[str, str] | None = None) -> None:
+                             extra_env: Mapping[str, str] | None = None,
+                             gate_before: tuple[str, str, Path] | None = None) -> None:
         """Start an operator process. ``identity`` names a replica (its leader-election identity); several may run
         at once, each under its own identity. ``pause_before`` blocks it before that action (it keeps its Lease).
+        ``gate_before=(kind, target or "*", file)`` makes it wait after the plan's check of each such step, before
+        the step's re-check, until ``file`` exists (``gate_reached``, then ``open_gate``).
         ``extra_env`` is added to its environment (e.g. ``PYTHONPATH`` naming another build of the operator)."""
         assert identity not in self._operators, f"operator {identity or '(default)'} is already running"
         self.operator_starts += 1
@@ -160,6 +163,8 @@ class Env:
             env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{crash_before[0]}:{crash_before[1]}"
         if pause_before is not None:
             env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{pause_before[0]}:{pause_before[1]}:pause"
+        if gate_before is not None:
+            env["OZONE_SCM_OPERATOR_FAILPOINT"] = f"{gate_before[0]}:{gate_before[1]}:gate={gate_before[2]}"
         env.update(extra_env or {})
         log_path = self.workdir / f"operator-{self.operator_starts}{'-' + identity if identity else ''}.log"
         self.operator_log = log_path
@@ -201,6 +206,23 @@ class Env:
         if proc is not None and proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+    async def gate_reached(self, n: int, timeout: float = 180) -> str:
+        """Wait until the operator (started with ``gate_before``) waits at its ``n``-th gated step (1-based): the
+        plan has checked the step, which is not re-checked nor performed yet. Returns the step's target."""
+        marker = "failpoint: waiting for "
+
+        def targets() -> list[str]:
+            log = self.operator_log.read_text(errors="replace") if self.operator_log else ""
+            return [line.rsplit(" ", 1)[-1] for line in log.splitlines() if marker in line]
+
+        await self.wait_for(lambda: len(targets()) >= n, timeout, f"the operator at gate {n}", poll=0.02)
+        return targets()[n - 1]
+
+    @staticmethod
+    def open_gate(gate: Path) -> None:
+        """Let the operator waiting at a gate go on (it removes the file: the next gated step waits again)."""
+        gate.write_text("go")
 
     def operator_running(self, identity: str = "") -> bool:
         proc = self._operators.get(identity)

@@ -1,5 +1,6 @@
 """The leader publishes, per follower, how long ago that follower last answered it (``lastContactMs`` in
-GetScmRatisRoles) and its own election timeout (``electionTimeoutMs``): what an operator needs to tell a live,
+GetScmRatisRoles), its own election timeout (``electionTimeoutMs``) and heartbeat interval
+(``heartbeatIntervalMs``): what an operator needs to tell a live,
 caught-up follower from one that stopped answering (crashed, partitioned or frozen) before its Pod readiness or
 its lag in entries shows it."""
 
@@ -28,6 +29,10 @@ async def test_leader_publishes_last_contact_per_follower(tmp_path: Path) -> Non
         ids = [f.ha.peer_id for f in followers]
         election = roles_from_proto(leader.ha.roles_proto()).election_timeout
         assert election is not None
+        # the heartbeat interval is the configured one (heartbeat ticks x tick interval), well below the timeout
+        heartbeat = roles_from_proto(leader.ha.roles_proto()).heartbeat_interval
+        cfg = leader.ha.raft_config
+        assert heartbeat == round(cfg.heartbeat_tick * cfg.tick_interval * 1000) / 1000 and 0 < heartbeat < election
         await wait_for(lambda: all((c := view()[i]) is not None and c < election for i in ids), 10,
                        "both followers heard within an election timeout")
         assert view()[leader.ha.peer_id] is None  # the leader has no contact with itself to report

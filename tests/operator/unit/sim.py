@@ -111,6 +111,10 @@ class World:
         # members whose SCM process is frozen (SIGSTOP): its Pod still looks ready and its lag small, but it answers
         # nobody, so the leader's last contact with it grows
         self.frozen: set[str] = set()
+        # called with the planned step after the plan's check and before the reconciler's re-check (a member frozen
+        # in between); the steps the re-check held, with why
+        self.before_recheck: Callable[[planner.Action], None] | None = None
+        self.held: list[tuple[planner.Action, str]] = []
         self.volume_expansion: bool | None = True  # the StorageClass's allowVolumeExpansion
         self.pod_security: str | None = None  # the level the namespace enforces (Pod Security admission)
         self.orphaned: set[str] = set()  # Pods, volumes and Secrets nothing owns (after kubectl delete --cascade=orphan)
@@ -374,7 +378,7 @@ class World:
             return Observed(now=self.now, pods=pods, pvcs=pvcs, scms={}, ring=None, children=dict(self.children),
                             child_owners=self._child_owners(), secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
                             restore_backup=self.restore_backup, restore_root_ca=self.restore_root_ca)
-        if self.leader is not None:
+        if self.leader is not None and self.member_of(self.leader) not in self.frozen:  # a frozen leader answers nobody
             peers = [
                 PeerObs(scm_id=s, role="LEADER" if s == self.leader else "FOLLOWER", node_id=self.member_of(s) or "",
                         # a frozen SCM's lag still looks small: only its silence gives it away
@@ -383,7 +387,7 @@ class World:
                 for s in sorted(self.voters)
             ] + [PeerObs(scm_id=s, role="LEARNER", lag=10, last_contact=0.1) for s in sorted(self.learners)]
             ring = RingObs(leader_scm_id=self.leader, term=self.term, commit_index=100, peers=tuple(peers),
-                           election_timeout=1.0)
+                           election_timeout=1.0, heartbeat_interval=0.1)
         return Observed(now=self.now, pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=dict(self.children),
                         child_owners=self._child_owners(), secrets=secrets, pod_security=self.pod_security, volume_expansion=self.volume_expansion,
                         backups=self._backup_obs(), backup_jobs=dict(self.jobs), recover_from=self.recover_from,
@@ -617,9 +621,24 @@ class World:
         self.status_raw = json.loads(json.dumps(p.status.to_raw()))
         self.events.extend(f"{e.type} {e.reason}: {e.message}" for e in p.events)
         if p.action is not None and not crash_before_action:
+            if self.before_recheck is not None:
+                self.before_recheck(p.action)
+            why = self.recheck(p.action)
+            if why is not None:
+                self.held.append((p.action, why))
+                self.events.append(f"Warning WaitingForQuorum: {p.action.kind} {p.action.target} held: {why}")
+                return p
             self.action_events.append(f"{p.action.event_type} {p.action.reason}: {p.action.message}")
             self.apply(p.action)
         return p
+
+    def recheck(self, a: planner.Action) -> str | None:
+        """As ``Reconciler.recheck``: a guarded step is checked again on a fresh view of the leader, as its last
+        poll would see it (every counted voter must have answered within the live bound)."""
+        guard = a.guard if isinstance(a, planner.DeletePod | planner.Decommission) else None
+        if guard is None:
+            return None
+        return guard.why_not(self.observe().ring, guard.live_bound or 0.0)
 
     @property
     def status(self) -> ClusterStatus:

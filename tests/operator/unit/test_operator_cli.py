@@ -27,6 +27,7 @@ def test_failpoints() -> None:
     assert _failpoint("") is None
     assert _failpoint("CreatePod:scm-1") == ("CreatePod", "scm-1", "exit")
     assert _failpoint("DeletePVC:scm-2-data:pause") == ("DeletePVC", "scm-2-data", "pause")
-    for bad in ("CreatePod", "CreatePod:", "a:b:sometimes", "a:b:c:d"):
+    assert _failpoint("DeletePod:scm-1:gate=/tmp/a:b/go") == ("DeletePod", "scm-1", "gate=/tmp/a:b/go")
+    for bad in ("CreatePod", "CreatePod:", "a:b:sometimes", "a:b:c:d", "a:b:gate=", "a:b:gate=relative"):
         with pytest.raises(click.BadParameter, match="expected <ActionKind>:<target>"):
             _failpoint(bad)

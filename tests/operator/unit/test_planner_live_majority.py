@@ -68,7 +68,8 @@ def test_a_frozen_member_is_not_taken_for_healthy() -> None:
     assert deletions(w, n) == []  # neither scm-2 nor (after a transfer) scm-0
     deg = w.status.condition("Degraded")
     assert deg is not None and deg.reason == "WaitingForQuorum", deg
-    assert "scm-1 has not answered the leader for 30.0s (election timeout 1s)" in deg.message
+    assert ("scm-1 has not answered the leader for 30s (a live member answers within 0.3s, 3 heartbeat intervals of "
+            "0.1s)") in deg.message
     assert w.status.member("scm-1").ready is False  # type: ignore[union-attr]
     w.frozen.discard("scm-1")
     w.run()
@@ -195,3 +196,147 @@ def test_an_unhealthy_member_alone_is_still_rolled() -> None:
     w.observe = unready  # type: ignore[method-assign]
     passes(w, 3)
     assert "scm-2" in deletions(w, n)
+
+
+# ---- issue 29 item 4: live on a few heartbeat intervals, re-checked right before the step ----
+
+
+def _ring(**last_contact: float | None) -> RingObs:
+    """A leader ``L`` with followers named by keyword, each with that last contact; 100 ms heartbeats, 1 s timeout."""
+    peers = (PeerObs("L", "LEADER", 0), *(PeerObs(n, "FOLLOWER", 0, last_contact=c) for n, c in last_contact.items()))
+    return RingObs("L", 2, 100, peers, election_timeout=1.0, heartbeat_interval=0.1)
+
+
+def test_a_follower_that_missed_a_few_heartbeats_is_not_live_for_a_disruption() -> None:
+    ring = _ring(a=0.25, b=0.5, c=1.5)
+    a, b, c = (ring.peer(x) for x in "abc")
+    assert a is not None and b is not None and c is not None
+    assert ring.live_bound == 3 * 0.1
+    # b missed a few heartbeats: suspect for a disruption, though within an election timeout for its status
+    assert ring.live(a) and not ring.live(b) and not ring.live(c)
+    assert ring.answering(a) and ring.answering(b) and not ring.answering(c)
+    # the bound never exceeds the election timeout (a ring configured with slow heartbeats)
+    slow = dataclasses.replace(ring, heartbeat_interval=0.5)
+    assert slow.live_bound == 1.0 and slow.live(b) and not slow.live(c)
+    # a leader that publishes no heartbeat interval (an older SCM): one election timeout, as before
+    older = dataclasses.replace(ring, heartbeat_interval=None)
+    assert older.live_bound == 1.0 and older.live(b)
+
+
+def test_a_roll_holds_while_a_follower_misses_a_few_heartbeats_and_its_status_does_not_flap() -> None:
+    """scm-2 answers the leader only every 0.5 s (a few heartbeats missed, not yet an election timeout): restarting
+    scm-1 would leave the ring on a suspect member. The roll holds; scm-2 still reads ready in the status."""
+    w = World({"replicas": 3})
+    w.run()
+    observe = w.observe
+    scm2 = w.scm_of("scm-2")
+
+    def slow() -> Observed:
+        obs = observe()
+        if obs.ring is None:
+            return obs
+        ring = dataclasses.replace(obs.ring, peers=tuple(
+            dataclasses.replace(p, last_contact=0.5) if p.scm_id == scm2 else p for p in obs.ring.peers))
+        return dataclasses.replace(obs, ring=ring)
+
+    w.observe = slow  # type: ignore[method-assign]
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
+    n = len(w.actions)
+    passes(w, 10)
+    assert deletions(w, n) == []
+    deg = w.status.condition("Degraded")
+    assert deg is not None and deg.reason == "WaitingForQuorum", deg
+    assert "scm-2 has not answered the leader for 0.5s (a live member answers within 0.3s" in deg.message
+    assert w.status.member("scm-2").ready is True  # type: ignore[union-attr]
+    w.observe = observe  # type: ignore[method-assign]
+    w.run()
+    assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values()) and w.condition("Ready") == "True"
+
+
+def _freeze_before_recheck(w: World, member: str, kind: type[planner.Action], target: str) -> None:
+    def hook(a: planner.Action) -> None:
+        if isinstance(a, kind) and a.target == target:
+            w.frozen.add(member)
+            w.before_recheck = None
+
+    w.before_recheck = hook
+
+
+def test_a_follower_frozen_after_the_check_at_the_start_of_the_roll_is_caught_by_the_recheck() -> None:
+    """The not-yet-rolled scm-2 is frozen after the plan allowed restarting scm-1 and before the step: the plan's
+    view still shows it live, the fresh read before the delete does not. Without the re-check the simulated world
+    raises Unsafe (scm-1 restarting and scm-2 frozen leave the leader without a quorum)."""
+    w = World({"replicas": 3})
+    w.run()
+    assert w.leader_member() == "scm-0"
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
+    n = len(w.actions)
+    _freeze_before_recheck(w, "scm-2", planner.DeletePod, "scm-1")
+    passes(w, 20)
+    (held, why), = w.held
+    assert isinstance(held, planner.DeletePod) and held.target == "scm-1" and held.guard is not None
+    assert "scm-2 has not answered the leader since the check" in why, why
+    assert any("WaitingForQuorum: DeletePod scm-1 held:" in e for e in w.events)
+    # scm-1 is never restarted while scm-2 is frozen (sim.World raises Unsafe); the next passes see scm-2 silent
+    # and may restart scm-2 itself, which takes nothing from the quorum
+    assert "scm-1" not in deletions(w, n) and set(deletions(w, n)) <= {"scm-2"}
+    w.frozen.discard("scm-2")
+    w.run()
+    assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values()) and w.condition("Ready") == "True"
+
+
+def test_a_leader_frozen_after_the_first_member_rolled_holds_the_next_restart() -> None:
+    """The leader is frozen after scm-1 rolled, between the check for restarting scm-2 and the step: the fresh read
+    goes to a leader that answers nobody, so scm-2 is not restarted (the ring elects a new leader with scm-1 and
+    scm-2; the operator must not take one of them away meanwhile)."""
+    w = World({"replicas": 3})
+    w.run()
+    w.spec_raw = {"replicas": 3, "image": "ozone-scm:0.2.0"}
+    w.run(until=rolling("scm-2"))
+    assert w.pods["scm-1"].image == "ozone-scm:0.2.0"
+    n = len(w.actions)
+    _freeze_before_recheck(w, "scm-0", planner.DeletePod, "scm-2")
+    passes(w, 10)
+    assert w.held and "the leader scm-0 did not answer a fresh read of the ring" in w.held[0][1]
+    # scm-2 is not restarted while scm-0 is frozen; once scm-1 and scm-2 elected a leader, the frozen scm-0 (not
+    # live, so restarting it takes nothing away) may be
+    assert set(deletions(w, n)) <= {"scm-0"}
+    w.frozen.discard("scm-0")
+    w.run()
+    assert all(p.image == "ozone-scm:0.2.0" for p in w.pods.values()) and w.condition("Ready") == "True"
+
+
+def test_a_follower_frozen_after_the_check_of_a_decommission_is_caught_by_the_recheck() -> None:
+    w = World({"replicas": 3})
+    w.run()
+    w.spec_raw = {"replicas": 1}
+    n = len(w.actions)
+    _freeze_before_recheck(w, "scm-1", planner.Decommission, "scm-2")
+    passes(w, 10)
+    assert [a for a in w.actions[n:] if isinstance(a, planner.Decommission)] == []
+    assert w.held and "scm-1 has not answered the leader since the check" in w.held[0][1]
+    w.frozen.discard("scm-1")
+    w.run()
+    assert w.member_names() == ["scm-0"]
+
+
+def test_the_guard_counts_only_voters_that_answered_since_the_recheck_began() -> None:
+    guard = planner.QuorumGuard(stopping="m", leader="l", leader_scm_id="L", voters=(("l", "L"), ("a", "a")),
+                                need=2, max_lag=10, live_bound=0.3)
+    assert guard.why_not(_ring(a=0.01, m=0.0), answered_within=0.05) is None
+    why = guard.why_not(_ring(a=0.08, m=0.0), answered_within=0.05)  # its last answer came before the re-check
+    assert why == ("stopping m now would leave 1 live, caught-up voter of the 2 needed: a has not answered the "
+                   "leader since the check (last answer 0.08s ago)")
+    assert "a has not answered the leader since the check (last answer not since its term began)" in (
+        guard.why_not(_ring(a=None), 0.2) or "")
+    assert guard.why_not(None, 0.1) == "the leader l did not answer a fresh read of the ring"
+    moved = dataclasses.replace(_ring(a=0.0), leader_scm_id="a")
+    assert guard.why_not(moved, 0.1) == "l no longer leads the ring"
+    behind = _ring(a=0.0)
+    behind = dataclasses.replace(behind, peers=tuple(dataclasses.replace(p, lag=50) for p in behind.peers))
+    assert "a fell behind (50 entries, more than 10)" in (guard.why_not(behind, 0.1) or "")
+    learner = dataclasses.replace(behind, peers=(PeerObs("L", "LEADER", 0), PeerObs("a", "LEARNER", 0, last_contact=0)))
+    assert "a is no longer a voter" in (guard.why_not(learner, 0.1) or "")
+    # a leader that publishes no contact times: lag and roles alone, as the plan judged
+    older = RingObs("L", 2, 100, (PeerObs("L", "LEADER", 0), PeerObs("a", "FOLLOWER", 0)))
+    assert guard.why_not(older, 0.0) is None
