@@ -11,7 +11,8 @@ inter-SCM and HA-admin call on this one service so an operator and the CLI use t
 * ``AddSCM`` / ``RemoveSCM`` / ``TransferLeadership``: leader only (NotLeader with the leader's
   address on this port otherwise); both membership calls check the cluster id, and RemoveSCM
   refuses the leader ("Cannot remove current leader"), as Ozone's ``removePeerFromHARing``;
-* ``GetScmRatisRoles``: ``host:port:ROLE:peerId`` lines plus term, commit/applied index and lag;
+* ``GetScmRatisRoles``: a ``ScmPeerRoleProto`` per member and the ``host:port:ROLE:peerId:ip`` lines of
+  GetScmInfo's peerRoles, plus term, commit/applied index and lag;
 * ``Backup`` (leader, admin only): the ``Download`` checkpoint plus a JSON header a restore needs
   (membership, VERSION, sequence-id ceilings at the checkpoint's index, safemode, leader clock);
   refused in safemode unless ``allowSafemode``;

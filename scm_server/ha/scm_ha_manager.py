@@ -49,12 +49,14 @@ import grpc
 import grpc.aio
 
 from scm_server import grpc_options
+from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMNodeDetails
 from scm_server.exceptions import ConfigError, NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_decode import DecodeGuard
 from scm_server.ha.bootstrap import LocalSCM, resolve_local_scm
 from scm_server.ha.inter_scm_client import DownloadedCheckpoint, add_scm, download_checkpoint, get_roles
 from scm_server.ha.inter_scm_service import InterSCMService
+from scm_server.ha.peer_addresses import PeerAddresses, host_of, peer_role, resolve_host
 from scm_server.ha.scm_ha_manager_api import SCMHAHost
 from scm_server.ha.scm_state_machine import SCMStateMachine, Terminate, terminate_process
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
@@ -142,6 +144,8 @@ class SCMHAManagerImpl:
         terminate: Terminate = terminate_process,
         join_attempts: int = 30,
         security: Any = None,
+        clock: Clock | None = None,
+        resolve: Callable[[str], str] = resolve_host,
         **_: Any,
     ) -> None:
         if storage_config.cluster_id is None or storage_config.scm_id is None:
@@ -177,6 +181,9 @@ class SCMHAManagerImpl:
         self._join_attempts = join_attempts
         self._target_leader: str | None = None  # leader whose commit index we captured
         self._running = False
+        # the IP address each peer's host resolves to, the last field of GetScmInfo's peerRoles
+        self.peer_addresses = PeerAddresses(clock or SystemClock(), resolve)
+        self._address_refresh: asyncio.Task[None] | None = None
 
     # ---- wiring ----
     def attach(self, scm: SCMHAHost) -> None:
@@ -224,9 +231,13 @@ class SCMHAManagerImpl:
         self._tasks.append(loop.create_task(self._monitor(), name=f"scm-ha-monitor-{self.node_id}"))
         if not self.raft.conf.members():
             await self._join_ring()
+        self._refresh_addresses_soon()  # the peers' IP addresses looked up before anyone asks for the roles
 
     async def stop(self) -> None:
         self._running = False
+        if self._address_refresh is not None:
+            self._tasks.append(self._address_refresh)
+            self._address_refresh = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -391,6 +402,7 @@ class SCMHAManagerImpl:
 
     def on_configuration_changed(self, conf: ConfState) -> None:
         LOG.info("SCM %s: Raft configuration voters=%s learners=%s", self.node_id, conf.voters, conf.learners)
+        self._refresh_addresses_soon()
 
     def on_state_machine_ready(self) -> None:
         hook = getattr(self._host, "on_state_machine_ready", None)
@@ -542,15 +554,43 @@ class SCMHAManagerImpl:
 
     # ---- roles ----
     def peer_roles(self) -> list[str]:
-        """``roles_proto().roles`` (``host:port:ROLE:peerId`` per member) from Raft's published view alone, without
-        the rest of that answer: GetScmInfo, the no-op call of both transports, asks for it on every call. Empty
-        before Raft starts (its view has no members yet), as roles_proto's is."""
+        """``roles_proto().roles`` (``host:port:ROLE:peerId:ip`` per member, as Ozone 2.2.0 answers; see
+        :mod:`scm_server.ha.peer_addresses`) from Raft's published view alone, without the rest of that answer:
+        GetScmInfo, the no-op call of both transports, asks for it on every call, so the IP addresses come from
+        memory (a stale one is looked up in the background). Empty before Raft starts (its view has no members
+        yet), as roles_proto's is."""
         raft = self.raft
         if raft is None:
             return []
         conf = raft.conf
         leader = raft.leader_id
-        return [_peer_role(conf.address_of(peer), _role_of(peer, leader, conf.learners), peer) for peer in conf.members()]
+        self._refresh_addresses_soon()
+        return [self._peer_role(conf.address_of(peer), _role_of(peer, leader, conf.learners), peer)
+                for peer in conf.members()]
+
+    def _peer_role(self, address: str, role: str, peer: str) -> str:
+        return peer_role(address, role, peer, self.peer_addresses.ip_of(host_of(address)))
+
+    def _peer_hosts(self) -> list[str]:
+        raft = self.raft
+        if raft is None:
+            return []
+        conf = raft.conf
+        return [host_of(conf.address_of(peer)) for peer in conf.members()]
+
+    def _refresh_addresses_soon(self) -> None:
+        """Look up the peers' stale host names in the background (one lookup round at a time; none without a
+        running event loop): the caller answers with what is known now."""
+        if self._address_refresh is not None and not self._address_refresh.done():
+            return
+        hosts = self._peer_hosts()
+        if not self.peer_addresses.stale(hosts):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._address_refresh = loop.create_task(self.peer_addresses.refresh(hosts), name=f"scm-peer-addresses-{self.node_id}")
 
     def roles_proto(self) -> scm_ha_pb2.ScmRatisRolesResponseProto:
         raft = self.raft
@@ -597,7 +637,7 @@ class SCMHAManagerImpl:
             if peer in st.last_contact:
                 p.lastContactMs = round(st.last_contact[peer] * 1000)
             resp.peers.append(p)
-            resp.roles.append(_peer_role(address, role, peer))
+            resp.roles.append(self._peer_role(address, role, peer))
         return resp
 
     # ---- snapshot install support ----
@@ -643,8 +683,3 @@ def _role_of(peer: str, leader_id: str, learners: Any) -> str:
         return "LEADER"
     return "LEARNER" if peer in learners else "FOLLOWER"
 
-
-def _peer_role(address: str, role: str, peer: str) -> str:
-    """One of GetScmInfo's peerRoles: ``host:port:ROLE:peerId`` (the Raft address split at its last colon)."""
-    host, _, port = address.rpartition(":")
-    return f"{host}:{port}:{role}:{peer}"

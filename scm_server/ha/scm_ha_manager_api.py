@@ -88,5 +88,6 @@ class SCMHAManager(Protocol):
         ...
 
     def peer_roles(self) -> list[str]:
-        """Ozone's ``host:port:ROLE:peerId:ip`` strings (GetScmInfo.peerRoles, `admin scm roles`)."""
+        """GetScmInfo.peerRoles as Ozone 2.2.0 answers them: ``host:port:ROLE:peerId:ip``, five fields with the IP
+        address of the member's host last (``ozone admin scm roles --table`` needs all five)."""
         ...

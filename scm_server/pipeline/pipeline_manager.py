@@ -148,6 +148,8 @@ class PipelineManager:
             )
         count = factor_count(rfactor)
         if nodes is None:
+            if rfactor == ONE:
+                self._check_a_datanode_without_ratis_one()
             load, limit = self._placement_limits(rfactor)
             chosen = self.placement.choose_datanodes(self.node_manager.all_nodes(), count, load, limit)
             member_ids = [n.uuid for n in chosen]
@@ -191,6 +193,22 @@ class PipelineManager:
         # Members that already reported it (e.g. a re-created id) may open it at once.
         await self._maybe_open(pipeline.id.id)
         return self.get_pipeline(pipeline.id.id)
+
+    def _check_a_datanode_without_ratis_one(self) -> None:
+        """Ozone's PipelineProvider.pickAllNodesNotUsed for RATIS/ONE, administrator's request or background
+        creator alike: only a healthy in-service datanode in no ALLOCATED, OPEN or DORMANT RATIS/ONE pipeline may
+        host a new one; refused with Ozone's counts otherwise (Ozone 2.2.0's own ring answers `ozone admin pipeline
+        create -t RATIS -f ONE` the same when every datanode has its RATIS/ONE pipeline: docs/ozone-interop.md)."""
+        used = {m.uuid for p in self.get_pipelines(RATIS, ONE, {ALLOCATED, OPEN, DORMANT}) for m in p.members}
+        healthy = [n for n in self.node_manager.all_nodes() if n.is_healthy_in_service()]
+        unused = [n for n in healthy if n.uuid not in used]
+        if not unused:
+            raise SCMException(
+                ResultCodes.FAILED_TO_FIND_SUITABLE_NODE,
+                f"Cannot create pipeline RATIS/ONE using {len(unused)} nodes. Used {len(used)} nodes. Healthy nodes "
+                f"{len(healthy)}: a datanode hosts one RATIS/ONE pipeline (as in Ozone) and each healthy in-service "
+                "datanode has one; close one (`ozone admin pipeline close <id>`) or add a datanode",
+            )
 
     def _duplicate_of_existing(self, member_ids: list[str], rfactor: int) -> bool:
         wanted = set(member_ids)

@@ -40,6 +40,8 @@ async def test_leader_publishes_last_contact_per_follower(tmp_path: Path) -> Non
         await wait_for(lambda: all(h.ha.peer_roles() == list(h.ha.roles_proto().roles) for h in hosts), 10,
                        "peerRoles equal to GetScmRatisRoles' roles")
         assert sorted(r.split(":")[2] for r in leader.ha.peer_roles()) == ["FOLLOWER", "FOLLOWER", "LEADER"]
+        # Ozone 2.2.0's five fields, the IP address of the member's host last (here an IP literal already)
+        assert [r.split(":")[4] for r in leader.ha.peer_roles()] == ["127.0.0.1"] * 3
         # a follower's answer does not come from the follower: it has no leader's view to give
         assert all(not p.HasField("lastContactMs") for p in followers[0].ha.roles_proto().peers)
 

@@ -192,3 +192,33 @@ async def test_create_pipeline_command_carries_one_priority_per_member(tmp_path:
         assert list(wire.commands[0].createPipelineCommandProto.priority) == [1, 0, 0]
         assert wire.commands[0].createPipelineCommandProto.cmdId == cmd.cmdId
     await scm.stop()
+
+
+async def test_administrators_ratis_one_pipeline_as_ozone_answers_it(tmp_path: Path) -> None:
+    """`ozone admin pipeline create -t RATIS -f ONE` (AllocatePipeline), issue 29 item 7. Ozone 2.2.0's SCM picks a
+    healthy datanode in no ALLOCATED/OPEN/DORMANT RATIS/ONE pipeline (pickAllNodesNotUsed), for an administrator as
+    for its background creator: with every datanode already hosting one, its own ring refuses with "Cannot create
+    pipeline RATIS/ONE using 0 nodes. Used 4 nodes. Healthy nodes 4" (seen on Ozone's ring, docs/ozone-interop.md);
+    ours answers with Ozone's counts and says what to do, and creates the pipeline once a datanode is free."""
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(4)
+    await bring_up(scm, dns)
+    pm = scm.pipeline_manager
+    ones = pm.get_pipelines(hdds_pb2.RATIS, hdds_pb2.ONE)
+    assert len(ones) == 4 and all(p.state == hdds_pb2.PIPELINE_OPEN for p in ones)
+
+    with pytest.raises(SCMException) as err:
+        await scm.create_pipeline(hdds_pb2.RATIS, hdds_pb2.ONE)
+    assert err.value.result is ResultCodes.FAILED_TO_FIND_SUITABLE_NODE
+    assert "Cannot create pipeline RATIS/ONE using 0 nodes. Used 4 nodes. Healthy nodes 4" in err.value.message
+    assert "ozone admin pipeline close" in err.value.message
+
+    # a datanode whose RATIS/ONE pipeline was closed is free again: the administrator's pipeline lands on it
+    freed = ones[0].members[0].uuid
+    await scm.close_pipeline(ones[0].id.id)
+    created = await scm.create_pipeline(hdds_pb2.RATIS, hdds_pb2.ONE)
+    assert [m.uuid for m in created.members] == [freed]
+    assert created.state == hdds_pb2.PIPELINE_ALLOCATED
+    assert any(c.createPipelineCommandProto.pipelineID.id == created.id.id
+               for c in scm.node_manager.queued_commands(freed, T.createPipelineCommand))
+    await scm.stop()
