@@ -38,8 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient, Roles
+from scm_server.client.retryable import is_transient
 from scm_server.client.scm_client import SCMClient
 from scm_server.conf import ports
+from scm_server.exceptions import NotLeaderException, SCMError
 from scm_server.local.cluster import (
     HADOOP_RPC_KEYS,
     SERVICE_ID,
@@ -266,7 +268,9 @@ class HALocalCluster(LocalCluster):
                 async with HAAdminClient([s.grpc_address], rounds=1, timeout=3, security=self.client_security) as c:
                     info = await c.scm_info()
                     roles = await c._any(lambda st: st.GetScmRatisRoles(_roles_req(), timeout=3))
-            except Exception as exc:
+            except Exception as exc:  # that SCM's refusal or absence is its view; a harness error is raised
+                if not (is_transient(exc) or isinstance(exc, SCMError)):
+                    raise
                 out.append({"index": i, "node": s.node_id, "error": str(exc)})
                 continue
             out.append({
@@ -320,7 +324,9 @@ class HALocalCluster(LocalCluster):
                     last = {"views": views, "in_safe_mode": safe}
                 else:
                     last = views
-            except Exception as exc:
+            except Exception as exc:  # an SCM not answering yet; anything else is raised at once
+                if not is_transient(exc):
+                    raise
                 last = exc
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the SCM quorum did not become healthy within {timeout}s; last: {last}")
@@ -457,10 +463,13 @@ def describe_transports(cluster: HALocalCluster, transports: Mapping[str, list[s
 async def _wait_open_pipelines(admin: SCMClient, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        with contextlib.suppress(Exception):
+        try:
             pipelines = await admin.list_pipelines()
             if any(p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE for p in pipelines):
                 return
+        except Exception as exc:  # no SCM answering, or an election under way: ask again
+            if not (is_transient(exc) or isinstance(exc, NotLeaderException)):
+                raise
         if time.monotonic() > deadline:
             raise TimeoutError("no OPEN RATIS/THREE pipeline in time")
         await asyncio.sleep(0.3)
@@ -478,7 +487,9 @@ async def scm_certificates(security_addresses: list[str], root_file: Path) -> li
         client = SecurityProtocolClient([address], roots=roots, rounds=1, rpc_timeout=3.0)
         try:
             info = await client.scm_info(address)
-        except Exception as exc:
+        except Exception as exc:  # that SCM's refusal or absence is reported; a harness error is raised
+            if not (is_transient(exc) or isinstance(exc, SCMError)):
+                raise
             out.append({"address": address, "error": str(exc)})
             continue
         out.append({
