@@ -22,6 +22,7 @@ import aiohttp
 import grpc
 
 from scm_server.client.errors import SCMUnavailableError
+from scm_server.exceptions import SCMException
 
 RETRYABLE_GRPC_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 RETRYABLE_HTTP_STATUS = frozenset({502, 503, 504})  # bad gateway, service unavailable (not ready), gateway timeout
@@ -51,3 +52,9 @@ def is_transient(exc: BaseException) -> bool:
         return exc.errno in NETWORK_ERRNOS
     return False
 
+
+
+def is_answer_or_transient(exc: BaseException) -> bool:
+    """For a loop that polls a peer until it agrees: the peer's absence (:func:`is_transient`) or any answer it gave
+    (an SCM's result code, NotLeader included; any gRPC status it sent). Only the caller's own errors are raised."""
+    return is_transient(exc) or isinstance(exc, (SCMException, grpc.RpcError))

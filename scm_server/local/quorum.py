@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient, Roles
-from scm_server.client.retryable import is_transient
+from scm_server.client.retryable import is_answer_or_transient, is_transient
 from scm_server.client.scm_client import SCMClient
 from scm_server.conf import ports
-from scm_server.exceptions import NotLeaderException, SCMError
+from scm_server.exceptions import NotLeaderException
 from scm_server.local.cluster import (
     HADOOP_RPC_KEYS,
     SERVICE_ID,
@@ -269,7 +269,7 @@ class HALocalCluster(LocalCluster):
                     info = await c.scm_info()
                     roles = await c._any(lambda st: st.GetScmRatisRoles(_roles_req(), timeout=3))
             except Exception as exc:  # that SCM's refusal or absence is its view; a harness error is raised
-                if not (is_transient(exc) or isinstance(exc, SCMError)):
+                if not is_answer_or_transient(exc):
                     raise
                 out.append({"index": i, "node": s.node_id, "error": str(exc)})
                 continue
@@ -488,7 +488,7 @@ async def scm_certificates(security_addresses: list[str], root_file: Path) -> li
         try:
             info = await client.scm_info(address)
         except Exception as exc:  # that SCM's refusal or absence is reported; a harness error is raised
-            if not (is_transient(exc) or isinstance(exc, SCMError)):
+            if not is_answer_or_transient(exc):
                 raise
             out.append({"address": address, "error": str(exc)})
             continue

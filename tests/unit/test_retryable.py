@@ -26,7 +26,7 @@ WAITED_OUT: list[BaseException] = [
     ConnectionRefusedError(errno.ECONNREFUSED, "refused"),
     ConnectionResetError(errno.ECONNRESET, "reset"),
     TimeoutError("timed out"),
-    asyncio.TimeoutError(),
+    asyncio.TimeoutError(),  # noqa: UP041 - what asyncio.wait_for raises, by its own name
     OSError(errno.EHOSTUNREACH, "no route to host"),
     rpc_error(grpc.StatusCode.UNAVAILABLE),
     rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED),
@@ -63,3 +63,19 @@ def test_a_retry_loop_waits_out_the_network(exc: BaseException) -> None:
 @pytest.mark.parametrize("exc", RAISED, ids=lambda e: type(e).__name__)
 def test_anything_else_is_raised(exc: BaseException) -> None:
     assert not is_transient(exc)
+
+
+def test_a_loop_polling_a_peer_also_waits_out_its_answers() -> None:
+    """``is_answer_or_transient``: what a peer said (an SCM's result code, NotLeader, any gRPC status it sent) is
+    retried too; the caller's own errors are not."""
+    from scm_server.client.arguments import InvalidArgumentError
+    from scm_server.client.retryable import is_answer_or_transient
+    from scm_server.exceptions import ConfigError
+
+    for answer in (NotLeaderException("not the leader"), SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "in safemode"),
+                   rpc_error(grpc.StatusCode.FAILED_PRECONDITION), *WAITED_OUT):
+        assert is_answer_or_transient(answer), answer
+    for own in (ModuleNotFoundError("No module named 'bench'"), TypeError("x"), KeyError("scms"),
+                InvalidArgumentError("allocate_block: numBlocks=0 must be at least 1"),
+                ConfigError("ozone.scm.client.port: invalid port 'x'")):
+        assert not is_answer_or_transient(own), own

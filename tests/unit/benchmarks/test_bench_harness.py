@@ -61,7 +61,7 @@ async def test_a_broken_import_in_the_leader_probe_surfaces_at_once(tmp_path: Pa
     monkeypatch.setattr(etcd, "alive", lambda: [0, 1, 2])  # three members "running"; nothing is started
     monkeypatch.setitem(sys.modules, "bench.anchors.etcd_grpc", None)  # import of it now fails
     started = time.monotonic()
-    with pytest.raises(ImportError, match="bench.anchors.etcd_grpc"):
+    with pytest.raises(ImportError, match=r"bench\.anchors\.etcd_grpc"):
         await raft_bench.wait_until(etcd.healthy, 30, "etcd cluster to elect a leader")
     assert time.monotonic() - started < 10
 
