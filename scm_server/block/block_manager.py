@@ -27,7 +27,7 @@ import itertools
 import logging
 
 from scm_server.block.deleted_block_log import DeletedBlockLog
-from scm_server.block.requests import num_blocks_problem
+from scm_server.block_requests import num_blocks_problem
 from scm_server.conf import SCMConfig
 from scm_server.container.container_manager import ContainerManager
 from scm_server.exceptions import ResultCodes, SCMException

@@ -8,7 +8,7 @@ The rules mirror the request fields' protobuf types (``proto/scm_client.proto``)
 what it cannot encode (a negative unsigned, an overflow, an unknown enum value, a string where a
 list belongs); what a value means (a block size of 0, a container that does not exist) is the
 SCM's to judge, and it answers with Ozone's result codes as before. The one exception is a rule both
-ends share word for word (``scm_server.block.requests``: ``numBlocks`` of at least 1), checked here
+ends share word for word (``scm_server.block_requests``: ``numBlocks`` of at least 1), checked here
 too so that the call fails before it is sent, with the SCM's own message.
 """
 
@@ -19,7 +19,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from scm_server.block.requests import num_blocks_problem
+from scm_server.block_requests import num_blocks_problem
 from scm_server.exceptions import SCMError
 from scm_server.proto import hdds_pb2
 

@@ -1,6 +1,7 @@
 """The rules of an allocateBlock request that both ends apply, worded once.
 
-Called by ``scm_server.block.block_manager`` (the SCM refuses the request with INVALID_REQUEST) and by
+Outside ``scm_server.block`` so the client (and the datanode simulator through it) never imports a manager
+package. Called by ``scm_server.block.block_manager`` (the SCM refuses the request with INVALID_REQUEST) and by
 ``scm_server.client.arguments`` (the client refuses it before sending, with the same words), so a caller
 sees one rule and one message whichever side catches it. Pure: no imports beyond the standard library.
 """
