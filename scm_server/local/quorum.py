@@ -174,7 +174,7 @@ class HALocalCluster(LocalCluster):
                 continue
             for protocol, address in (r.get("hadoop_rpc") or {}).items():
                 s.hadoop_ports[protocol] = int(address.rsplit(":", 1)[1])
-            for attr, port in r["ports"].items():
+            for attr, port in recorded_ports(r["ports"]).items():
                 if attr == "security_port":
                     self.security_ports[str(s.node_id)] = int(port)
                 else:
@@ -342,10 +342,15 @@ class HALocalCluster(LocalCluster):
                     "metadata_dir": str(s.metadata_dir),
                     "client": s.client_address, "datanode": s.datanode_address, "http": s.http_url,
                     "grpc": s.grpc_address, "ratis": s.ratis_address, "log": str(s.log_path),
+                    # every port by transport and Ozone's protocol name: "grpc" are our gRPC services
+                    # (ozone.scm.<x>.grpc.port), "hadoop_rpc" Ozone's protocols on Ozone's keys (ozone.scm.<x>.port),
+                    # "inter_scm_grpc" ozone.scm.grpc.port (format 1 said client_port/block_port/datanode_port for
+                    # the gRPC ports, Ozone's words for its Hadoop RPC ports)
                     "ports": {
-                        **{a: getattr(s, a) for a in ("client_port", "block_port", "datanode_port", "http_port",
-                                                      "ratis_port", "grpc_port")},
-                        "security_port": self.security_port(s.node_id),
+                        "grpc": {"client": s.client_port, "block": s.block_port, "datanode": s.datanode_port,
+                                 "security": self.security_port(s.node_id)},
+                        "hadoop_rpc": dict(s.hadoop_ports),
+                        "http": s.http_port, "ratis": s.ratis_port, "inter_scm_grpc": s.grpc_port,
                     },
                     "security": f"{s.host}:{self.security_port(s.node_id)}" if self.secure is not None else "",
                     "hadoop_rpc": {protocol: f"{s.host}:{port}" for protocol, port in s.hadoop_ports.items()},
@@ -360,6 +365,24 @@ class HALocalCluster(LocalCluster):
         path = self.base_dir / STATE_FILE
         path.write_text(json.dumps(state, indent=2))
         return path
+
+
+_GRPC_ATTRS = {"client": "client_port", "block": "block_port", "datanode": "datanode_port", "security": "security_port"}
+_FORMAT1_ATTRS = ("client_port", "block_port", "datanode_port", "http_port", "ratis_port", "grpc_port", "security_port")
+
+
+def recorded_ports(ports_record: Mapping[str, Any]) -> dict[str, int]:
+    """The ``ports`` of one SCM in cluster.json as ScmProcessInfo attributes (and ``security_port``): the current
+    layout (``grpc``/``hadoop_rpc`` by protocol, ``http``, ``ratis``, ``inter_scm_grpc``) or format 1's flat
+    ``client_port``... (gRPC ports under Ozone's Hadoop RPC words), so a data dir kept from before still restarts
+    on its ports. The Hadoop RPC ports are read from ``hadoop_rpc`` beside it."""
+    if "grpc" not in ports_record:
+        return {a: int(ports_record[a]) for a in _FORMAT1_ATTRS if a in ports_record}
+    out = {_GRPC_ATTRS[p]: int(v) for p, v in ports_record["grpc"].items() if p in _GRPC_ATTRS}
+    for key, attr in (("http", "http_port"), ("ratis", "ratis_port"), ("inter_scm_grpc", "grpc_port")):
+        if key in ports_record:
+            out[attr] = int(ports_record[key])
+    return out
 
 
 def _roles_req() -> Any:
