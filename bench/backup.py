@@ -32,6 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `python bench/backup.py`: import bench.* and tests.* from this checkout, as `python -m` does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench.scale import scm_db_dir, seed_containers
 from scm_server.ha.inter_scm_client import download_checkpoint
 from scm_server.local.quorum import HALocalCluster

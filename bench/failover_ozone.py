@@ -36,6 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `python bench/failover_ozone.py`: import bench.* and tests.* from this checkout, as `python -m` does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench import failover as ha_failover
 from bench import ozone_anchor
 from scm_server.client import SCMClient

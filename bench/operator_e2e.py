@@ -32,6 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `python bench/operator_e2e.py`: import bench.* and tests.* from this checkout, as `python -m` does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from tests.e2e.local import scm_ring
 from tests.e2e.local.operator_env import FAST_SITE, Env, WorkloadResult, environment
 

@@ -45,6 +45,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `python bench/operator_scale.py`: import bench.* and tests.* from this checkout, as `python -m` does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import yaml
 
 from scm_server.local.cluster import wait_for

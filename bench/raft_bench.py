@@ -49,9 +49,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `python bench/raft_bench.py`: import bench.* and tests.* from this checkout, as `python -m` does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import aiohttp
 
+from scm_server.client.retryable import is_transient
 from scm_server.ports import free_port
+from scm_server.raft.errors import RaftError
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -71,7 +76,20 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 
+class PutRefused(Exception):
+    """A system answered a put with a refusal (not the leader, no quorum yet): a write loop counts it and retries."""
+
+
+def put_failed(exc: BaseException) -> bool:
+    """What a write loop counts as a failed put and retries: the network (refused, reset, timed out, gRPC UNAVAILABLE
+    or DEADLINE_EXCEEDED: what etcd answers while it has no leader) or a system's refusal (our KvClient's errors,
+    PutRefused). Anything else is a broken harness and ends the cell with its error."""
+    return is_transient(exc) or isinstance(exc, (PutRefused, RaftError))
+
+
 async def wait_until(cond: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.05) -> None:
+    """Poll ``cond`` until true; only the errors a retry loop expects (``is_transient``) are waited out, any other
+    (a harness that cannot import its client, a bug) is raised at once instead of timing out as "last error: None"."""
     deadline = time.monotonic() + timeout
     last_exc: BaseException | None = None
     while time.monotonic() < deadline:
@@ -79,6 +97,8 @@ async def wait_until(cond: Callable[[], Awaitable[bool]], timeout: float, what: 
             if await cond():
                 return
         except Exception as exc:
+            if not is_transient(exc):
+                raise
             last_exc = exc
         await asyncio.sleep(interval)
     raise TimeoutError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc!r})")
@@ -246,7 +266,7 @@ class EtcdGatewayWriter(Writer):
             async with self.session.post(f"{url}/v3/kv/put", json=body, timeout=self.timeout) as resp:
                 data = await resp.json(content_type=None)
                 if resp.status != 200 or "header" not in data:
-                    raise RuntimeError(f"etcd put failed: HTTP {resp.status} {data}")
+                    raise PutRefused(f"etcd put failed: HTTP {resp.status} {data}")
         except Exception:
             self.n += 1  # next try goes to another member
             raise
@@ -308,7 +328,9 @@ class EtcdCluster(Cluster):
         for i in self.alive():
             try:
                 st = await self.grpc(i).status(timeout=1.0)
-            except Exception:
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
                 continue
             if st.leader and st.leader == st.member_id:
                 return i
@@ -317,8 +339,11 @@ class EtcdCluster(Cluster):
     async def term(self) -> int:
         terms = []
         for i in self.alive():
-            with contextlib.suppress(Exception):
+            try:
                 terms.append((await self.grpc(i).status(timeout=1.0)).raft_term)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
         if not terms:
             raise RuntimeError("no etcd member answered Status")
         return max(terms)
@@ -408,7 +433,7 @@ class LineWriter(Writer):
             line = await asyncio.wait_for(reader.readline(), self.timeout)
             parts = line.decode().split()
             if not parts or parts[0] != "OK" or parts[1] != str(self.rid):
-                raise RuntimeError(f"pysyncobj put failed: {line!r}")
+                raise PutRefused(f"pysyncobj put failed: {line!r}")
         except BaseException:
             await self._drop()
             raise
@@ -452,7 +477,9 @@ class PySyncObjCluster(Cluster):
         for i in self.alive():
             try:
                 st = await self._status(i)
-            except Exception:
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
                 continue
             if st and st[0] == "S" and st[2] == st[3]:
                 return i
@@ -547,8 +574,11 @@ class OursCluster(Cluster):
     async def term(self) -> int:
         terms = []
         for i in self.kv.alive():
-            with contextlib.suppress(Exception):
+            try:
                 terms.append(int((await self.kv.status(i, timeout=1.0)).term))
+            except Exception as exc:
+                if not put_failed(exc):
+                    raise
         if not terms:
             raise RuntimeError("no member answered Status")
         return max(terms)
@@ -584,7 +614,9 @@ async def run_cell(cluster: Cluster, clients: int, duration: float, warmup: floa
                 cpu_at_measure.append(cpu_seconds(pids))
             try:
                 await w.put(f"k{(wid * 7919 + n) % KEYSPACE:04d}", value)
-            except Exception:
+            except Exception as exc:
+                if not put_failed(exc):
+                    raise
                 if t0 >= t_measure:
                     errors += 1
                 await asyncio.sleep(0.01)
@@ -634,7 +666,9 @@ async def measure_failover(cluster: Cluster, repeats: int) -> list[float]:
                 await w.put(f"failover-{r}-{n}", value)
                 done = time.perf_counter()
                 break
-            except Exception:
+            except Exception as exc:
+                if not put_failed(exc):
+                    raise
                 n += 1
                 await asyncio.sleep(0.005)
         await w.close()
@@ -668,7 +702,9 @@ async def measure_stability(cluster: Cluster, seconds: float, clients: int, paus
             try:
                 await w.put(f"k{(wid * 7919 + n) % KEYSPACE:04d}", value)
                 done += 1
-            except Exception:
+            except Exception as exc:
+                if not put_failed(exc):
+                    raise
                 errors += 1
                 await asyncio.sleep(0.01)
 
@@ -691,10 +727,9 @@ async def measure_stability(cluster: Cluster, seconds: float, clients: int, paus
     async def watch() -> None:
         while loop.time() < t_end:
             await asyncio.sleep(0.1)
-            with contextlib.suppress(Exception):
-                li = await cluster.leader()
-                if li is not None and li != leaders[-1]:
-                    leaders.append(li)
+            li = await cluster.leader()  # waits out the network itself; anything else is a broken harness
+            if li is not None and li != leaders[-1]:
+                leaders.append(li)
 
     tasks = [loop.create_task(work(w, i)) for i, w in enumerate(writers)]
     watcher = loop.create_task(watch())

@@ -50,6 +50,7 @@ from typing import Any
 
 from scm_server.client import SCMClient, SCMClientConfig
 from scm_server.client.datanode_client import DatanodeProtocolClient
+from scm_server.client.retryable import is_answer_or_transient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.local import throughput
 from scm_server.local.quorum import HALocalCluster
@@ -224,7 +225,9 @@ class AllocLoop:
                 t0 = time.monotonic()
                 try:
                     await c.allocate_block(4096, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "bench-scale-join")
-                except Exception:
+                except Exception as exc:  # the ring's refusal or absence is counted; a harness error ends the run
+                    if not is_answer_or_transient(exc):
+                        raise
                     self.errors += 1
                     await asyncio.sleep(0.05)
                     continue
@@ -261,6 +264,8 @@ async def wait_joined(cluster: HALocalCluster, index: int, timeout: float) -> di
                     return {"applied": mine["applied"], "leader_commit_at_promotion": target}
                 last = {"mine": mine, "voter": voter}
         except Exception as exc:  # the new SCM is not serving yet
+            if not is_answer_or_transient(exc):
+                raise
             last = repr(exc)
         await asyncio.sleep(0.1)
     raise TimeoutError(f"SCM #{index} did not join within {timeout:.0f}s; last: {last}")

@@ -47,6 +47,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `python bench/security.py`: import bench.* and tests.* from this checkout, as `python -m` does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench import failover as plain_failover
 from scm_server.client import SCMClient
 from scm_server.conf import OzoneConfiguration

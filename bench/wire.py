@@ -35,6 +35,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # `python bench/wire.py`: import bench.* and tests.* from this checkout, as `python -m` does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench import ozone_anchor
 from scm_server.client import SCMClient, SCMClientConfig
 from scm_server.client.hadoop_rpc import BlockLocationClient

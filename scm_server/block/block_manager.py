@@ -27,6 +27,7 @@ import itertools
 import logging
 
 from scm_server.block.deleted_block_log import DeletedBlockLog
+from scm_server.block_requests import num_blocks_problem
 from scm_server.conf import SCMConfig
 from scm_server.container.container_manager import ContainerManager
 from scm_server.exceptions import ResultCodes, SCMException
@@ -37,7 +38,6 @@ from scm_server.proto import hdds_pb2, scm_client_pb2
 
 log = logging.getLogger(__name__)
 DeleteResult = scm_client_pb2.DeleteScmBlockResult
-MAX_BLOCKS_KEY = "ozone.scm.block.max.blocks.per.request"
 # Blocks allocated between two yields to the event loop: about 0.3 ms of work (10 us per block). A yield
 # is a whole event-loop turn (an epoll call, then every ready task): every 8 blocks it cost about a tenth
 # of the allocation time.
@@ -126,13 +126,9 @@ class BlockManager:
                 ResultCodes.INVALID_BLOCK_SIZE,
                 f"block size {size} must be > 0 and <= ozone.scm.container.size ({self.config.container_size})",
             )
-        limit = self.config.max_blocks_per_request
-        if num_blocks <= 0 or num_blocks > limit:
-            raise SCMException(
-                ResultCodes.INVALID_REQUEST,
-                f"numBlocks={num_blocks} must be between 1 and {MAX_BLOCKS_KEY}={limit}; "
-                "ask for fewer blocks per call (several calls) or raise the limit on the SCMs",
-            )
+        problem = num_blocks_problem(num_blocks, self.config.max_blocks_per_request)
+        if problem is not None:
+            raise SCMException(ResultCodes.INVALID_REQUEST, problem)
         exclude = exclude_list or hdds_pb2.ExcludeListProto()
         excluded_containers = set(exclude.containerIds)
         limits: dict[str, int] = {}  # open container limit per pipeline, once per call

@@ -15,6 +15,7 @@ from scm_server.client.config import SCMClientConfig
 from scm_server.client.scm_client import parse_addresses
 from scm_server.client.sync import SyncSCMClient
 from scm_server.conf import OzoneConfiguration
+from scm_server.conf.addresses import check_endpoint_keys
 from scm_server.conf.security import SecurityConfig
 from scm_server.security.tls import FileClientSecurity, client_security_from_config
 from scm_server.server import endpoints
@@ -29,6 +30,15 @@ class CliContext:
 
     @property
     def conf(self) -> OzoneConfiguration:
+        conf = self.unchecked_conf
+        # every port and address key, not only those this command reads: one line naming a malformed one
+        check_endpoint_keys(conf)
+        return conf
+
+    @property
+    def unchecked_conf(self) -> OzoneConfiguration:
+        """The configuration as loaded, for the daemon, whose own check (``check_daemon_config``, the same port
+        rule among others) logs the line a daemon's log must carry."""
         if self._conf is None:
             self._conf = OzoneConfiguration.load(self.conf_dir)
         return self._conf

@@ -128,7 +128,7 @@ def scm_command(
     from scm_server.server import daemon
 
     logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
-    code = daemon.run(ctx.conf)
+    code = daemon.run(ctx.unchecked_conf)
     if code:
         sys.exit(code)
 

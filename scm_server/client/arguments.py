@@ -7,7 +7,9 @@ negative count or an unknown enum value surfaced as protobuf's ``ValueError: Val
 The rules mirror the request fields' protobuf types (``proto/scm_client.proto``): the client refuses
 what it cannot encode (a negative unsigned, an overflow, an unknown enum value, a string where a
 list belongs); what a value means (a block size of 0, a container that does not exist) is the
-SCM's to judge, and it answers with Ozone's result codes as before.
+SCM's to judge, and it answers with Ozone's result codes as before. The one exception is a rule both
+ends share word for word (``scm_server.block_requests``: ``numBlocks`` of at least 1), checked here
+too so that the call fails before it is sent, with the SCM's own message.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from scm_server.block_requests import num_blocks_problem
 from scm_server.exceptions import SCMError
 from scm_server.proto import hdds_pb2
 
@@ -41,6 +44,18 @@ def integer(lo: int, hi: int) -> Check:
     def check(method: str, name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             _fail(method, name, value, f"use an integer from {lo} to {hi}")
+    return check
+
+
+def num_blocks() -> Check:
+    """``numBlocks``: a uint32 the SCM accepts only from 1 (its upper limit is the SCM's setting)."""
+    encodable = integer(0, UINT32_MAX)
+
+    def check(method: str, name: str, value: Any) -> None:
+        encodable(method, name, value)
+        problem = num_blocks_problem(value)
+        if problem is not None:
+            raise InvalidArgumentError(f"{method}: {problem}")
     return check
 
 
@@ -84,7 +99,7 @@ REPLICATION_FACTOR = enum(hdds_pb2.ReplicationFactor)
 
 RULES: dict[str, dict[str, Check]] = {
     "allocate_block": {
-        "size": integer(0, UINT64_MAX), "num_blocks": integer(0, UINT32_MAX),
+        "size": integer(0, UINT64_MAX), "num_blocks": num_blocks(),
         "replication_type": REPLICATION_TYPE, "replication_factor": REPLICATION_FACTOR, "owner": text(empty=True),
     },
     "allocate_container": {

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 
+from scm_server.conf import ports
 from scm_server.exceptions import ConfigError
 
 # RFC 1123 labels, plus '_' (seen in container and Kubernetes names); a trailing dot is allowed.
@@ -76,3 +78,39 @@ def split_host_port(key: str, value: str, *, default_port: int | None = None) ->
     if port_text is None:
         return host, default_port
     return host, parse_port(key, port_text)
+
+
+# The SCM's endpoint keys, each also taken with Ozone's per-node suffix (``.<serviceId>.<nodeId>``)
+PORT_KEYS: tuple[str, ...] = (*(p.port_key for p in ports.ALL), "ozone.scm.ratis.port", "ozone.scm.grpc.port")
+ADDRESS_KEYS: tuple[str, ...] = (*(p.address_key for p in ports.ALL), "ozone.scm.http-address",
+                                 "ozone.scm.https-address", "ozone.scm.address", "ozone.scm.names")
+
+
+def _base_of(key: str, bases: tuple[str, ...]) -> str | None:
+    """The base key ``key`` is, plain or with a suffix (``.<serviceId>``, ``.<serviceId>.<nodeId>``), else None."""
+    for base in bases:
+        if key == base or key.startswith(base + "."):
+            return base
+    return None
+
+
+def check_endpoint_keys(conf: Mapping[str, str]) -> None:
+    """Parse every SCM port and address key set in ``conf``, plain or per node, whether or not the caller reads it.
+
+    The admin CLI reads only the gRPC client ports, so a malformed ``ozone.scm.client.port`` (Hadoop RPC) used to
+    pass it silently; the daemon, the CLI, the simulator and freon all call this first, so any malformed port
+    stops them with one line naming the key (in key order, so the same configuration always names the same key).
+    Port keys (``ozone.scm.<x>.port``, ``ozone.scm.<x>.grpc.port``, ``ozone.scm.ratis.port``,
+    ``ozone.scm.grpc.port``) take a port; address keys (``ozone.scm.<x>.address``, ``ozone.scm.<x>.grpc.address``,
+    ``ozone.scm.http-address``, ``ozone.scm.https-address``, ``ozone.scm.address.<svc>.<node>``, and each item of
+    ``ozone.scm.names``) take ``host`` or ``host:port``. An empty value is unset, as every reader takes it."""
+    for key in sorted(conf):
+        value = conf[key]
+        if not value.strip():
+            continue
+        if _base_of(key, PORT_KEYS) is not None:
+            parse_port(key, value)
+        elif _base_of(key, ADDRESS_KEYS) is not None:
+            for item in value.split(",") if key.startswith("ozone.scm.names") else [value]:
+                if item.strip():
+                    split_host_port(key, item)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from scm_server.client.ha_admin import HAAdminClient
+from scm_server.client.retryable import is_answer_or_transient
 from scm_server.local import procs as local_procs
 from scm_server.local.cluster import child_env, configured_web_url, tail, web_ok
 from scm_server.security.tls import FileClientSecurity
@@ -182,7 +183,9 @@ def status(data_dir: Path) -> dict[str, Any]:
         try:
             async with HAAdminClient(addresses, rounds=2, timeout=5, security=state.security) as c:
                 return await c.roles()
-        except Exception as exc:
+        except Exception as exc:  # shown as "roles unavailable: ..."; a harness error is raised, not shown as a role
+            if not is_answer_or_transient(exc):
+                raise
             return str(exc)
 
     return {

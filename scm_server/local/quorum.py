@@ -38,8 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from scm_server.client.config import SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient, Roles
+from scm_server.client.retryable import is_answer_or_transient, is_transient
 from scm_server.client.scm_client import SCMClient
 from scm_server.conf import ports
+from scm_server.exceptions import NotLeaderException
 from scm_server.local.cluster import (
     HADOOP_RPC_KEYS,
     SERVICE_ID,
@@ -172,7 +174,7 @@ class HALocalCluster(LocalCluster):
                 continue
             for protocol, address in (r.get("hadoop_rpc") or {}).items():
                 s.hadoop_ports[protocol] = int(address.rsplit(":", 1)[1])
-            for attr, port in r["ports"].items():
+            for attr, port in recorded_ports(r["ports"]).items():
                 if attr == "security_port":
                     self.security_ports[str(s.node_id)] = int(port)
                 else:
@@ -266,7 +268,9 @@ class HALocalCluster(LocalCluster):
                 async with HAAdminClient([s.grpc_address], rounds=1, timeout=3, security=self.client_security) as c:
                     info = await c.scm_info()
                     roles = await c._any(lambda st: st.GetScmRatisRoles(_roles_req(), timeout=3))
-            except Exception as exc:
+            except Exception as exc:  # that SCM's refusal or absence is its view; a harness error is raised
+                if not is_answer_or_transient(exc):
+                    raise
                 out.append({"index": i, "node": s.node_id, "error": str(exc)})
                 continue
             out.append({
@@ -320,7 +324,9 @@ class HALocalCluster(LocalCluster):
                     last = {"views": views, "in_safe_mode": safe}
                 else:
                     last = views
-            except Exception as exc:
+            except Exception as exc:  # an SCM not answering yet; anything else is raised at once
+                if not is_transient(exc):
+                    raise
                 last = exc
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the SCM quorum did not become healthy within {timeout}s; last: {last}")
@@ -336,10 +342,15 @@ class HALocalCluster(LocalCluster):
                     "metadata_dir": str(s.metadata_dir),
                     "client": s.client_address, "datanode": s.datanode_address, "http": s.http_url,
                     "grpc": s.grpc_address, "ratis": s.ratis_address, "log": str(s.log_path),
+                    # every port by transport and Ozone's protocol name: "grpc" are our gRPC services
+                    # (ozone.scm.<x>.grpc.port), "hadoop_rpc" Ozone's protocols on Ozone's keys (ozone.scm.<x>.port),
+                    # "inter_scm_grpc" ozone.scm.grpc.port (format 1 said client_port/block_port/datanode_port for
+                    # the gRPC ports, Ozone's words for its Hadoop RPC ports)
                     "ports": {
-                        **{a: getattr(s, a) for a in ("client_port", "block_port", "datanode_port", "http_port",
-                                                      "ratis_port", "grpc_port")},
-                        "security_port": self.security_port(s.node_id),
+                        "grpc": {"client": s.client_port, "block": s.block_port, "datanode": s.datanode_port,
+                                 "security": self.security_port(s.node_id)},
+                        "hadoop_rpc": dict(s.hadoop_ports),
+                        "http": s.http_port, "ratis": s.ratis_port, "inter_scm_grpc": s.grpc_port,
                     },
                     "security": f"{s.host}:{self.security_port(s.node_id)}" if self.secure is not None else "",
                     "hadoop_rpc": {protocol: f"{s.host}:{port}" for protocol, port in s.hadoop_ports.items()},
@@ -354,6 +365,24 @@ class HALocalCluster(LocalCluster):
         path = self.base_dir / STATE_FILE
         path.write_text(json.dumps(state, indent=2))
         return path
+
+
+_GRPC_ATTRS = {"client": "client_port", "block": "block_port", "datanode": "datanode_port", "security": "security_port"}
+_FORMAT1_ATTRS = ("client_port", "block_port", "datanode_port", "http_port", "ratis_port", "grpc_port", "security_port")
+
+
+def recorded_ports(ports_record: Mapping[str, Any]) -> dict[str, int]:
+    """The ``ports`` of one SCM in cluster.json as ScmProcessInfo attributes (and ``security_port``): the current
+    layout (``grpc``/``hadoop_rpc`` by protocol, ``http``, ``ratis``, ``inter_scm_grpc``) or format 1's flat
+    ``client_port``... (gRPC ports under Ozone's Hadoop RPC words), so a data dir kept from before still restarts
+    on its ports. The Hadoop RPC ports are read from ``hadoop_rpc`` beside it."""
+    if "grpc" not in ports_record:
+        return {a: int(ports_record[a]) for a in _FORMAT1_ATTRS if a in ports_record}
+    out = {_GRPC_ATTRS[p]: int(v) for p, v in ports_record["grpc"].items() if p in _GRPC_ATTRS}
+    for key, attr in (("http", "http_port"), ("ratis", "ratis_port"), ("inter_scm_grpc", "grpc_port")):
+        if key in ports_record:
+            out[attr] = int(ports_record[key])
+    return out
 
 
 def _roles_req() -> Any:
@@ -457,10 +486,13 @@ def describe_transports(cluster: HALocalCluster, transports: Mapping[str, list[s
 async def _wait_open_pipelines(admin: SCMClient, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        with contextlib.suppress(Exception):
+        try:
             pipelines = await admin.list_pipelines()
             if any(p.state == hdds_pb2.PIPELINE_OPEN and p.factor == hdds_pb2.THREE for p in pipelines):
                 return
+        except Exception as exc:  # no SCM answering, or an election under way: ask again
+            if not (is_transient(exc) or isinstance(exc, NotLeaderException)):
+                raise
         if time.monotonic() > deadline:
             raise TimeoutError("no OPEN RATIS/THREE pipeline in time")
         await asyncio.sleep(0.3)
@@ -478,7 +510,9 @@ async def scm_certificates(security_addresses: list[str], root_file: Path) -> li
         client = SecurityProtocolClient([address], roots=roots, rounds=1, rpc_timeout=3.0)
         try:
             info = await client.scm_info(address)
-        except Exception as exc:
+        except Exception as exc:  # that SCM's refusal or absence is reported; a harness error is raised
+            if not is_answer_or_transient(exc):
+                raise
             out.append({"address": address, "error": str(exc)})
             continue
         out.append({

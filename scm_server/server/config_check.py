@@ -10,6 +10,7 @@ names up, as the daemon itself does).
 from __future__ import annotations
 
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMConfigurations
+from scm_server.conf.addresses import check_endpoint_keys
 from scm_server.server import endpoints
 
 
@@ -19,6 +20,7 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     from scm_server.ha.bootstrap import resolve_local_scm
     from scm_server.ha.scm_ha_manager import GRPC_BIND_HOST_KEY, bind_address, raft_config_from_conf
 
+    check_endpoint_keys(conf)  # every port and address key set, the peers' and the unused transports' too
     scm = SCMConfig.from_conf(conf)
     SecurityConfig.from_conf(conf)
     SCMConfigurations.from_conf(conf)

@@ -143,9 +143,45 @@ _env = jinja2.Environment(
 )
 
 
+# What each listener the daemon records (``daemon.Listening``) serves: Ozone's protocol name and the transport
+_LISTENERS: dict[str, tuple[str, str]] = {
+    "client": ("StorageContainerLocationProtocol (admin client)", "gRPC"),
+    "block": ("ScmBlockLocationProtocol (block client)", "gRPC"),
+    "datanode": ("StorageContainerDatanodeProtocol (datanodes)", "gRPC"),
+    "security": ("SCMSecurityProtocol (certificates)", "gRPC"),
+    "client_hadoop": ("StorageContainerLocationProtocol (admin client)", "Hadoop RPC"),
+    "block_hadoop": ("ScmBlockLocationProtocol (block client)", "Hadoop RPC"),
+    "datanode_hadoop": ("StorageContainerDatanodeProtocol (datanodes)", "Hadoop RPC"),
+    "security_hadoop": ("SCMSecurityProtocol (certificates)", "Hadoop RPC"),
+    "http": ("web UI, /prom, /health, /ready", "HTTP"),
+    "https": ("web UI, /prom, /health, /ready", "HTTPS"),
+}
+
+
+def endpoint_rows(listening: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(protocol, transport, address) of every listener this SCM runs, in the daemon's order; a listener it does
+    not run (no address: security off, Hadoop RPC left out, HTTPS only) is left out rather than shown empty."""
+    return [(*_LISTENERS.get(name, (name, "")), str(address)) for name, address in listening.items() if address]
+
+
+def replication_rows(rm: dict[str, Any]) -> tuple[list[tuple[str, Any, str]], bool]:
+    """The ReplicationManager table: (health state, containers, sample container ids) per state, and whether any row
+    has samples (the samples column is shown only then). HEALTHY has none to show; at most 20 ids per state."""
+    samples = rm.get("samples") or {}
+    rows = []
+    for state, count in (rm.get("stats") or {}).items():
+        ids = [] if state == "HEALTHY" else list(samples.get(state) or [])[:20]
+        rows.append((str(state), count, ", ".join(map(str, ids))))
+    return rows, any(ids for _, _, ids in rows)
+
+
 async def index(request: web.Request) -> web.Response:
     data = summary(request.app[SCM_KEY], request.app[INFO_KEY])
-    html = _env.get_template("status.html.j2").render(s=data)
+    rm = data.get("replication_manager")
+    rm_rows, rm_samples = replication_rows(rm if isinstance(rm, dict) else {})
+    html = _env.get_template("status.html.j2").render(
+        s=data, endpoints=endpoint_rows(request.app[INFO_KEY]), rm_rows=rm_rows, rm_samples=rm_samples,
+    )
     return web.Response(text=html, content_type="text/html")
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from scm_server.client.retryable import is_transient
 from scm_server.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 async def wait_for(
     cond: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.05
 ) -> None:
-    """Poll ``cond`` until it is true; raise TimeoutError naming ``what`` after ``timeout`` s."""
+    """Poll ``cond`` until it is true; raise TimeoutError naming ``what`` after ``timeout`` s. Only the errors of a
+    node that is down or not ready (``is_transient``) are waited out; any other is raised at once."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
     while True:
@@ -48,6 +50,8 @@ async def wait_for(
             if await cond():
                 return
         except Exception as exc:  # a node may be down while we poll
+            if not is_transient(exc):
+                raise
             last = exc
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout:.1f}s waiting for {what} (last error: {last!r})")
@@ -240,7 +244,9 @@ class KvCluster:
         for i in self.reachable():
             try:
                 st = await self.status(i, timeout=0.5)
-            except Exception:
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
                 continue
             if st.role == "LEADER" and (best is None or st.term > best[0]):
                 best = (st.term, i)
@@ -273,7 +279,9 @@ class KvCluster:
                 reply = await getattr(self._admin(li), method)(
                     make_req(), timeout=max(1.0, min(deadline - time.monotonic(), 30.0) + 1.0)
                 )
-            except Exception as exc:
+            except Exception as exc:  # any answer of the ring (or none) is retried; a harness error is not
+                if not (isinstance(exc, grpc.RpcError) or is_transient(exc)):
+                    raise
                 code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else ""
                 last = f"{self.ids[li]}: {type(exc).__name__} {code}".strip()
                 await asyncio.sleep(0.1)
@@ -444,7 +452,9 @@ class KvTestClient:
                 reply = await getattr(self._stub(i), method)(
                     make_req(min(remaining, 2.0)), timeout=min(remaining, 2.5)
                 )
-            except Exception:
+            except Exception as exc:  # any answer of the ring (or none) is retried; a harness error is not
+                if not (isinstance(exc, grpc.RpcError) or is_transient(exc)):
+                    raise
                 self._target = (i + 1) % self.cluster.size
                 await asyncio.sleep(min(0.02, max(deadline - time.monotonic(), 0)))
                 continue

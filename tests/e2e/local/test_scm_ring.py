@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from scm_server.client.ha_admin import HAAdminClient
+from scm_server.client.retryable import is_answer_or_transient
 from scm_server.client.scm_client import SCMClient
 from tests.e2e.local import scm_ring
 from tests.e2e.local.apiserver import EmulatedAPIServer, serving
@@ -63,7 +64,9 @@ async def eventually(fn: Any, timeout: float, what: str) -> Any:
             value = await fn()
             if value:
                 return value
-        except Exception as exc:  # retried until the deadline
+        except Exception as exc:  # an SCM down or refusing is retried until the deadline; a harness error raises
+            if not is_answer_or_transient(exc):
+                raise
             last = exc
         await asyncio.sleep(0.25)
     raise AssertionError(f"{what} did not happen within {timeout}s (last error: {last!r})")

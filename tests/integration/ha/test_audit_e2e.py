@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from scm_server.client.config import SCMClientConfig
+from scm_server.client.retryable import is_answer_or_transient
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.datanode_sim.simulator import RState, SimDatanode
@@ -176,7 +177,9 @@ async def test_audit_finds_exactly_the_injected_faults(tmp_path: Path) -> None:
         async def everyone_agrees() -> bool:
             try:
                 views = [await replicas_seen(s.client_address, cids) for s in cluster.scms]
-            except Exception:
+            except Exception as exc:
+                if not is_answer_or_transient(exc):
+                    raise
                 return False
             return all(v == expected for v in views)
 

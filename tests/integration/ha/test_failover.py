@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from scm_server.client.retryable import is_answer_or_transient
 from scm_server.client.scm_client import SCMClient
 from scm_server.local.quorum import HALocalCluster
 from scm_server.proto import raft_pb2, raft_pb2_grpc
@@ -253,14 +254,18 @@ async def _true(value: bool) -> bool:
 async def _leader_is(cluster: HALocalCluster, peer_id: str) -> bool:
     try:
         return (await cluster.roles()).leader_id == peer_id
-    except Exception:
+    except Exception as exc:
+        if not is_answer_or_transient(exc):
+            raise
         return False
 
 
 async def _members(cluster: HALocalCluster, n: int):  # type: ignore[no-untyped-def]
     try:
         roles = await cluster.roles()
-    except Exception:
+    except Exception as exc:
+        if not is_answer_or_transient(exc):
+            raise
         return None
     return roles if len(roles.peers) == n else None
 

@@ -27,6 +27,7 @@ import pytest
 
 from scm_server.client import SCMClient, SCMClientConfig
 from scm_server.client.ha_admin import HAAdminClient
+from scm_server.client.retryable import is_answer_or_transient
 from scm_server.proto import hdds_pb2
 
 from .harness import TEST_SETTINGS, wait_caught_up, wait_until
@@ -42,7 +43,9 @@ async def _registered_on(cluster: NamedHACluster, index: int, count: int) -> boo
     try:
         async with SCMClient([cluster.scms[index].client_address], config, local_read=True) as c:
             nodes = await c.query_nodes()
-    except Exception:
+    except Exception as exc:
+        if not is_answer_or_transient(exc):
+            raise
         return False
     return sum(hdds_pb2.HEALTHY in n.nodeStates for n in nodes) >= count
 
@@ -50,7 +53,9 @@ async def _registered_on(cluster: NamedHACluster, index: int, count: int) -> boo
 async def _out_of_safemode(cluster: NamedHACluster, index: int) -> bool:
     try:
         return not await cluster.safe_mode_of(index)
-    except Exception:
+    except Exception as exc:
+        if not is_answer_or_transient(exc):
+            raise
         return False
 
 

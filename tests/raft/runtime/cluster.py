@@ -16,7 +16,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+from scm_server.client.retryable import is_answer_or_transient
 from scm_server.ports import free_port
+from scm_server.raft.errors import RaftError
 from scm_server.raft.kv_client import KvClient, RaftAdminClient, RaftNodeStatus
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,7 +36,9 @@ async def wait_for(pred: Callable[[], Awaitable[T | None]], timeout: float, what
             value = await pred()
             if value:
                 return value
-        except Exception as exc:
+        except Exception as exc:  # a member down or refusing (any gRPC status, a KV error); a harness error raises
+            if not (is_answer_or_transient(exc) or isinstance(exc, RaftError)):
+                raise
             last_exc = exc
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc!r})")
@@ -174,7 +178,9 @@ class KvCluster:
                     continue
                 try:
                     st = await p.status_once()
-                except Exception:
+                except Exception as exc:
+                    if not (is_answer_or_transient(exc) or isinstance(exc, RaftError)):
+                        raise
                     continue
                 if st.role == "LEADER" and (best is None or st.term > best[0]):
                     best = (st.term, p)

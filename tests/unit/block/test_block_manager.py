@@ -31,8 +31,25 @@ async def test_rejected_in_safe_mode_and_bad_sizes(tmp_path: Path) -> None:
     with pytest.raises(SCMException) as err:
         await scm.allocate_block(MB, 0, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
     assert err.value.result is ResultCodes.INVALID_REQUEST
+    server_says = err.value.message
+    assert server_says == "numBlocks=0 must be at least 1: ask for one block or more per call"
     assert scm.block_manager.blocks_allocated == 0
     await scm.stop()
+
+    # the client applies the same rule before sending, in the same words: an address nobody serves is never
+    # dialled (without the check the call would end in SCMUnavailableError after its connection attempts)
+    from scm_server.client import SCMClient, SCMClientConfig
+    from scm_server.client.arguments import InvalidArgumentError
+    from scm_server.ports import free_port
+
+    config = SCMClientConfig(max_retries=0, retry_interval=0.01, rpc_timeout=1)
+    async with SCMClient([f"127.0.0.1:{free_port()}"], config) as client:
+        with pytest.raises(InvalidArgumentError) as refused:
+            await client.allocate_block(MB, 0)
+        assert str(refused.value) == f"allocate_block: {server_says}"
+        with pytest.raises(InvalidArgumentError) as refused:  # what no uint32 can carry keeps its own words
+            await client.allocate_block(MB, -1)
+        assert str(refused.value) == "allocate_block: num_blocks=-1 is invalid; use an integer from 0 to 4294967295"
 
 
 async def test_allocation_reuses_containers_and_ids_are_unique(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ from scm_server.cli import admin_scm, datanode_sim_cmd, freon
 from scm_server.cli import feedback as cli_feedback
 from scm_server.cli.main import main
 from scm_server.conf import OzoneConfiguration
+from scm_server.conf.addresses import ADDRESS_KEYS, PORT_KEYS
 from scm_server.local.cluster import site_xml
 
 SVC = "scmservice"
@@ -259,3 +260,30 @@ def test_the_reported_example_is_one_line(tmp_path: Path, capsys: pytest.Capture
     assert kind == "error"
     assert line == (f"Error: ozone.scm.client.grpc.port.{SVC}.scm2: invalid port 'notaport'; use a number from 1 to "
                     f"65535 (e.g. ozone.scm.client.grpc.port.{SVC}.scm2=9860)")
+
+
+def endpoint_keys(shape: str) -> list[tuple[str, str]]:
+    """(key, malformed value) for every SCM port and address key: plain, and for HA also a peer's per-node form."""
+    suffixes = [""] + ([f".{SVC}.scm2"] if shape == "ha" else [])
+    out = [(key + sfx, "notaport") for key in PORT_KEYS for sfx in suffixes]
+    out += [(key + sfx, "127.0.0.1:notaport") for key in ADDRESS_KEYS if key != "ozone.scm.address"
+            for sfx in suffixes]
+    if shape == "ha":
+        out.append((f"ozone.scm.address.{SVC}.scm2", "127.0.0.1:notaport"))
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_every_port_key_is_checked_whether_or_not_the_path_reads_it(
+    path: str, conf_dir: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 29 item 8: the admin CLI reads only the gRPC client ports, and a malformed ``ozone.scm.client.port``
+    (Hadoop RPC) passed it with exit 0. Every port and address key, of any transport and any member, set to a
+    malformed port, stops every path with one line naming that key."""
+    runner = Runner(path, conf_dir, capsys, caplog)
+    keys = endpoint_keys("ha" if "ha" in conf_dir.parent.name else "single")
+    assert len(keys) >= 14
+    for key, value in keys:
+        kind, line = runner.run(key, value)
+        assert kind == "error", f"{path}: {key}={value!r} was accepted"
+        assert f"{key}: invalid port 'notaport'" in line, line
