@@ -86,7 +86,7 @@ def _security(p: _Pass) -> Action | None:
     fp = p.status.security.root_ca_fingerprint
     client_name = naming.operator_client_secret_name(p.ref.name)
     client = p.obs.secrets.get(client_name)
-    if client is None or client.root_fingerprint != fp or _due(client.certificate_not_after, p):
+    if client is None or client.root_fingerprint != fp or _due(client.certificate_not_after, p, root.certificate_not_after):
         return IssueClientCertificate(
             target=client_name,
             reason="IssuingCertificate",
@@ -101,7 +101,7 @@ def _security(p: _Pass) -> Action | None:
             why = "issuing" if m.certificate_serial is None else "re-issuing (its Secret was deleted)"
         elif s.root_fingerprint != fp:
             why = "re-issuing (signed by another root CA)"
-        elif _due(s.certificate_not_after, p):
+        elif _due(s.certificate_not_after, p, root.certificate_not_after):
             why = "renewing (expires " + (s.certificate_not_after.isoformat() if s.certificate_not_after else "?") + ")"
         elif not s.role_bound:
             why = "re-issuing with its role names (issued before role-bound identities)"
@@ -179,5 +179,13 @@ def _scm_ca_client(p: _Pass) -> Action | None:
     return None
 
 
-def _due(not_after: datetime.datetime | None, p: _Pass) -> bool:
-    return not_after is None or not_after - p.spec.security.renew_before <= p.now
+def _due(not_after: datetime.datetime | None, p: _Pass, root_not_after: datetime.datetime | None) -> bool:
+    """Whether a certificate the operator issued is to be renewed: within ``renewBefore`` of its end, unless it
+    already ends with the root CA. Every certificate is capped at the root's end (``certs._issue``), so once the
+    root has less than ``renewBefore`` left a renewal could not last longer, and would itself be due at once: the
+    operator would re-issue on every pass (a short ``rootCADuration`` reaches that within its first year)."""
+    if not_after is None:
+        return True
+    if root_not_after is not None and not_after >= root_not_after:
+        return False
+    return not_after - p.spec.security.renew_before <= p.now

@@ -523,20 +523,23 @@ class World:
                     self.leader = to
                     self.term += 1
                     self.leaders_history.append(to)
-            case planner.CreateRootCA(copy_from=copy_from, fingerprint=fingerprint):
+            case planner.CreateRootCA(copy_from=copy_from, fingerprint=fingerprint, duration=root_duration):
                 if copy_from:
                     src = self.restore_root_ca
                     if src is None or src.name != copy_from or src.fingerprint != fingerprint:
                         raise Unsafe(f"root CA taken from {copy_from}, which is not what the planner checked")
                 self.secrets[a.target] = SecretObs(a.target, root_fingerprint=fingerprint or "fp-root",
-                                                   certificate_not_after=self.now + datetime.timedelta(days=3650))
+                                                   certificate_not_after=self.now + root_duration)
             case planner.IssueMemberCertificate(duration=duration) | planner.IssueClientCertificate(duration=duration):
                 self._ids += 1
                 root = self.secrets.get(naming.root_ca_secret_name(self.ref.name))
                 self.secrets[a.target] = SecretObs(
                     a.target, certificate_serial=format(self._ids, "x"),
                     root_fingerprint=root.root_fingerprint if root is not None else "fp-root",
-                    certificate_not_after=self.now + duration, role_bound=True,
+                    # as certs._issue does: never past the root CA's own end
+                    certificate_not_after=min(self.now + duration, root.certificate_not_after)
+                    if root is not None and root.certificate_not_after is not None else self.now + duration,
+                    role_bound=True,
                 )
             case planner.CreateClientKey():
                 if a.target in self.secrets:

@@ -589,3 +589,22 @@ def test_a_secure_cluster_whose_certificate_names_would_not_fit_is_refused_befor
     plain.ref = dataclasses.replace(plain.ref, namespace="e2e-operator-scenarios-7")
     plain.run()
     assert plain.settled() and len(plain.voters) == 3
+
+
+def test_certificates_near_the_root_cas_end_are_renewed_once_not_on_every_pass() -> None:
+    """Every certificate ends no later than the root CA. Once the root has less than renewBefore left, a renewal
+    cannot outlast it: each certificate is renewed once (up to the root's end) and then left alone, where the
+    operator used to re-issue every certificate on every pass (found by make test-clock's review: a rootCADuration
+    of a year reaches that window within the year)."""
+    sec = {"enabled": True, "rootCADuration": "10h", "certificateDuration": "2h", "renewBefore": "30m"}
+    w = World({"replicas": 3, "security": sec})
+    w.run()
+    w.now += datetime.timedelta(hours=9, minutes=45)  # the root (and every certificate) ends within renewBefore
+    before = len(w.actions)
+    for _ in range(60):
+        w.step()
+        w.operator_pass()
+    renewals = [a.target for a in w.actions[before:]
+                if isinstance(a, planner.IssueMemberCertificate | planner.IssueClientCertificate)]
+    assert sorted(renewals) == ["scm-0-tls", "scm-1-tls", "scm-2-tls", "scm-operator-client"], renewals  # once each
+    assert kinds(w, planner.DeletePod) == []
