@@ -16,6 +16,7 @@ lookup 10 s, as the JVM caches names by default (``networkaddress.cache.ttl``,
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable
@@ -38,8 +39,10 @@ def host_of(address: str) -> str:
     return address.rpartition(":")[0].strip("[]")
 
 
+@functools.lru_cache(maxsize=256)
 def ip_literal(host: str) -> str | None:
-    """``host`` normalised if it is an IPv4 or IPv6 address, else None (a name to look up)."""
+    """``host`` normalised if it is an IPv4 or IPv6 address, else None (a name to look up). Cached: GetScmInfo asks
+    for every member's host on every call, and a name fails ``ip_address`` by raising."""
     try:
         return str(ipaddress.ip_address(host.strip("[]")))
     except ValueError:

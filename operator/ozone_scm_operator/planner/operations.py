@@ -173,7 +173,7 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
     for sid in in_ring:
         p.set_op(op.at_step("Decommission", p.now))
         leaving = dataclasses.replace(m, scm_id=sid)
-        why = p.live_majority(leaving, leaves_ring=True)
+        why, guard = p.quorum_check(leaving, leaves_ring=True)
         if why is not None:
             p.note("WaitingForQuorum", why)
             return None
@@ -182,7 +182,7 @@ def _continue_remove(p: _Pass, op: Operation) -> Action | None:
             reason="DecommissioningMember",
             message=f"decommissioning SCM {m.name} (scmId {sid}) from the ring ({op.reason or op.type})",
             scm_id=sid,
-            guard=p.removal_guard(leaving),
+            guard=guard,
         )
     pod = p.obs.pods.get(m.name)
     if pod is not None:

@@ -172,8 +172,9 @@ class _Pass:
             max_lag=self.spec.membership.max_catch_up_lag, live_bound=ring.live_bound,
         )
 
-    def live_majority(self, m: MemberStatus, *, leaves_ring: bool) -> str | None:
-        """Why stopping or removing ``m`` now would break the quorum, or None when it is safe.
+    def quorum_check(self, m: MemberStatus, *, leaves_ring: bool) -> tuple[str | None, QuorumGuard | None]:
+        """Why stopping or removing ``m`` now would break the quorum (None when it is safe), and what the effect
+        checks again right before the step (None: nothing to re-check; the voters counted here, from one count).
 
         Checked before every step that stops a member (a roll's restart) or takes it out of the ring (decommission in
         a scale-down or replacement), from the leader's own view: the voters that remain -- all but ``m`` -- must
@@ -182,43 +183,39 @@ class _Pass:
         ``RingObs.live``), caught up (lag at most maxCatchUpLag) and whose Pods are ready. Pod readiness alone is
         not enough: a frozen or partitioned SCM keeps a ready Pod for seconds."""
         if self.obs.ring is None:
-            return f"no leader reports the ring, so stopping {m.name} cannot be judged safe"
+            return f"no leader reports the ring, so stopping {m.name} cannot be judged safe", None
         counted = self._quorum_count(m, leaves_ring=leaves_ring)
         if counted is None:
-            return None
+            return None, None
         size, need, good, bad = counted
         if len(good) >= need:
-            return None
+            return None, self._guard(m, good, need)
         verb = "removing" if leaves_ring else "restarting"
         names = [n for n, _ in good]
         return (
             f"{verb} {m.name} now would leave {len(good)} live, caught-up voter{'s' if len(good) != 1 else ''} "
             f"({', '.join(names) or 'none'}) where the ring needs {need} of {size}: {'; '.join(bad)}; waiting"
-        )
+        ), None
 
-    def removal_guard(self, m: MemberStatus) -> QuorumGuard | None:
-        """What the effect checks again right before decommissioning ``m`` (after ``live_majority`` allowed it)."""
-        if self.obs.ring is None:
-            return None
-        counted = self._quorum_count(m, leaves_ring=True)
-        return None if counted is None else self._guard(m, counted[2], counted[1])
+    def live_majority(self, m: MemberStatus, *, leaves_ring: bool) -> str | None:
+        """``quorum_check``'s reason alone."""
+        return self.quorum_check(m, leaves_ring=leaves_ring)[0]
 
     def restart_blocked(self, m: MemberStatus) -> tuple[str | None, QuorumGuard | None]:
         """Why a roll must not restart ``m`` now (None when it may), and what the effect checks again right before
         the restart (None: nothing to re-check).
 
-        A restart needs the voters that remain to be a live, caught-up majority (``live_majority``). The one
+        A restart needs the voters that remain to be a live, caught-up majority (``quorum_check``). The one
         exception is a member that is itself not live and caught up while every other member is: it adds nothing to
         the quorum, and restarting it is how a broken revision is repaired (in a two-voter ring the others alone are
         never a majority). A member that merely looks unhealthy for a moment -- lagging under load, its Pod briefly
         unready, a leader view not yet read -- is NOT a licence to restart it while another voter is frozen or lost:
         that would leave no quorum. Without a leader's view, an unhealthy member may be restarted only when no other
         member has a ready Pod (no quorum serves anyway: a ring whose every member crashes on a bad image)."""
-        why = self.live_majority(m, leaves_ring=False)
+        why, guard = self.quorum_check(m, leaves_ring=False)
         ring = self.obs.ring
         if why is None:
-            counted = self._quorum_count(m, leaves_ring=False) if ring is not None else None
-            return None, (None if counted is None else self._guard(m, counted[2], counted[1]))
+            return None, guard
         if self.healthy(m):
             return why, None
         others = [x for x in self.status.members if x.name != m.name and x.state == JOINED]

@@ -40,7 +40,7 @@ from scm_server.security.core.identity import (
     role_bound,
     scm_subject,
 )
-from scm_server.security.core.member_names import MemberNames
+from scm_server.security.core.member_names import MemberNames, canonical_name
 
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -196,15 +196,13 @@ def check_node_host(value: str, *, field: str, what: str, policy: HostPolicy, ip
 
 
 def _is_loopback(value: str) -> bool:
-    name = _norm(value)
+    name = canonical_name(value)  # an IPv4-mapped IPv6 address as its IPv4 one
     if name == "localhost" or name.endswith(".localhost"):
         return True
     try:
-        addr = ipaddress.ip_address(name)
+        return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
-    mapped = getattr(addr, "ipv4_mapped", None)
-    return bool((mapped if mapped is not None else addr).is_loopback)
 
 
 def check_not_member_name(value: str, *, field: str, what: str, policy: HostPolicy) -> None:

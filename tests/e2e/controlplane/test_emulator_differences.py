@@ -125,11 +125,11 @@ def probe_server_side_apply_ownership(api: RealAPI, ns: str) -> str:
         return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": ns, "labels": labels},
                 "spec": {"selector": {"app": "x"}, "ports": [{"name": f"p{p}", "port": p} for p in ports]}}
 
-    apply(svc({"a": "1", "b": "2", "shared": "s"}, [80, 81]), "op")
+    apply(svc({"a": "1", "b": "2", "both": "s"}, [80, 81]), "op")
     api.request("PATCH", api.path("v1", "Service", ns, "s"), json.dumps({"metadata": {"labels": {"user": "u"}}}).encode(),
                 content_type="application/merge-patch+json", params={"fieldManager": "kubectl"})
     apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": ns,
-                                                                 "labels": {"shared": "s"}}}, "other")
+                                                                 "labels": {"both": "s"}}}, "other")
     out = apply(svc({"a": "1"}, [80]), "op")
     managers = sorted({(m["manager"], m["operation"]) for m in out["metadata"].get("managedFields") or ()})
     return (f"labels {sorted(out['metadata']['labels'])}, ports {[p['port'] for p in out['spec']['ports']]}, "

@@ -22,7 +22,7 @@ from ozone_scm_operator.spec import DEFAULT_IMAGE
 from scm_server.metadata.backup import verify_backup
 from tests.e2e.local import jobcontroller, scm_ring
 from tests.e2e.local.eventsapi import occurrences
-from tests.e2e.local.operator_env import API, BACKUP_KIND, Env, environment
+from tests.e2e.local.operator_env import API, BACKUP_KIND, Env, WorkloadResult, environment
 
 NAME = "scm"
 # Together these take about 4-5 minutes on 2 cores (more under load), plus about 1 minute for the two operator-HA
@@ -470,6 +470,25 @@ async def _roll_behind_gates(env: Env, gate: Path, image: str) -> tuple[str, Pat
     return leader, out
 
 
+async def _finish_gated_roll(env: Env, gate: Path, next_gate: int, out: Path, image: str,
+                             what: str) -> WorkloadResult:
+    """Open every further gate until the roll is done, then check the workload: every member rolled, more than 100
+    calls and none failed, no duplicate block ID, the ring consistent. Returns the workload's result."""
+    opener = asyncio.create_task(_open_gates(env, gate, next_gate))
+    try:
+        await env.wait_ready(NAME, timeout=300)
+    finally:
+        opener.cancel()
+    result = await env.stop_workload(out, timeout=180)  # the machine may be loaded: done, not fast
+    print(f"issue 29 item 4, {what}: {len(result.calls)} calls, {len(result.failures)} failed, longest gap "
+          f"{result.longest_gap:.3f}s")
+    assert all(_rolled(env, m, image) for m in env.members(NAME)), _diagnose(env)
+    assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
+    assert result.duplicates == set()
+    await env.verify_consistent(NAME)
+    return result
+
+
 def _held(env: Env, since: int, step: str, why: str) -> bool:
     return any(r == "WaitingForQuorum" and f"DeletePod {step} held: " in msg and why in msg
                for r, msg in _events_after(env, since))
@@ -499,19 +518,9 @@ async def test_a_follower_frozen_after_the_check_at_the_start_of_a_roll_costs_no
             assert pod["metadata"]["uid"] == pending and not pod["metadata"].get("deletionTimestamp"), _diagnose(env)
         finally:
             await env.thaw(other)
-        opener = asyncio.create_task(_open_gates(env, gate, 2))
-        try:
-            await env.wait_ready(NAME, timeout=300)
-        finally:
-            opener.cancel()
-        result = await env.stop_workload(out, timeout=180)  # the machine may be loaded: done, not fast
-        print(f"issue 29 item 4, follower {other} frozen after the check of {first}'s restart: {len(result.calls)} "
-              f"calls, {len(result.failures)} failed, longest gap {result.longest_gap:.3f}s")
-        assert all(_rolled(env, m, image) for m in env.members(NAME)), _diagnose(env)
-        assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
+        result = await _finish_gated_roll(env, gate, 2, out, image,
+                                          f"follower {other} frozen after the check of {first}'s restart")
         assert result.longest_gap < 1.0, result.longest_gap
-        assert result.duplicates == set()
-        await env.verify_consistent(NAME)
 
 
 @HEAVY
@@ -540,18 +549,7 @@ async def test_a_leader_frozen_after_the_first_member_rolled_gets_no_restart_fro
             await env.wait_for(lambda: env.status(NAME).get("leader") in (first, second), 60, "a new leader")
         finally:
             await env.thaw(leader)
-        opener = asyncio.create_task(_open_gates(env, gate, 3))
-        try:
-            await env.wait_ready(NAME, timeout=300)
-        finally:
-            opener.cancel()
-        result = await env.stop_workload(out, timeout=180)  # the machine may be loaded: done, not fast
-        print(f"issue 29 item 4, leader {leader} frozen after the check of {second}'s restart: {len(result.calls)} "
-              f"calls, {len(result.failures)} failed, longest gap {result.longest_gap:.3f}s")
-        assert all(_rolled(env, m, image) for m in env.members(NAME)), _diagnose(env)
-        assert len(result.calls) > 100 and result.failures == [], result.failures[:5]
-        assert result.duplicates == set()
-        await env.verify_consistent(NAME)
+        await _finish_gated_roll(env, gate, 3, out, image, f"leader {leader} frozen after the check of {second}'s restart")
 
 
 @HEAVY

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from cryptography import x509
 
+from scm_server.conf import OzoneConfiguration
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
 
@@ -14,6 +16,26 @@ NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 EC = pki.KeySpec("EC", 256, "SHA256withECDSA")
 CLUSTER = "CID-5f0d4a8e-1111-4222-8333-944455556666"
 SCM1 = "0b5c4c2e-0000-4000-8000-000000000001"
+
+
+def secure_scm_conf(tmp: Path, datanode_secret: bytes, **extra: str) -> OzoneConfiguration:
+    """A one-SCM secure configuration under ``tmp`` (EC keys, mutual TLS, ``admin`` the administrator, no datanode
+    needed to leave safemode) with the datanode enrolment secret written to ``tmp/dn.secret``; ``extra`` keys
+    (dotted names as keyword arguments through ``**{...}``) are added."""
+    secret = tmp / "dn.secret"
+    secret.write_bytes(datanode_secret)
+    return OzoneConfiguration({
+        "ozone.metadata.dirs": str(tmp / "meta"),
+        "ozone.security.enabled": "true",
+        "hdds.grpc.tls.enabled": "true",
+        "hdds.key.algo": "EC",
+        "hdds.key.len": "256",
+        "hdds.x509.signature.algorithm": "SHA256withECDSA",
+        "ozone.administrators": "admin",
+        "ozone.scm.security.enrollment.datanode.secret.file": str(secret),
+        "hdds.scm.safemode.min.datanode": "0",
+        **extra,
+    })
 
 
 @dataclasses.dataclass

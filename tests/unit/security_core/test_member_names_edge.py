@@ -17,7 +17,6 @@ import pytest_asyncio
 
 from scm_server.ca.scm_security import SCMSecurity
 from scm_server.clock import FakeClock
-from scm_server.conf import OzoneConfiguration
 from scm_server.conf.security import SecurityConfig
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.metadata import SCMStorageConfig
@@ -31,6 +30,8 @@ from scm_server.server import endpoints
 from scm_server.server.grpc_services import RpcMetrics
 from scm_server.server.security_services import SecurityProtocolService
 
+from .pki_helpers import secure_scm_conf
+
 EC = pki.KeySpec("EC", 256, "SHA256withECDSA")
 HOST = "scm-0.scm-headless.ozone.svc.cluster.local"
 SECRET = b"d" * 40
@@ -38,19 +39,7 @@ SECRET = b"d" * 40
 
 @pytest_asyncio.fixture
 async def scm_and_port(tmp_path: Path) -> AsyncIterator[tuple[SCMSecurity, SecurityProtocolClient]]:
-    secret = tmp_path / "dn.secret"
-    secret.write_bytes(SECRET)
-    conf = OzoneConfiguration({
-        "ozone.metadata.dirs": str(tmp_path / "meta"),
-        "ozone.security.enabled": "true",
-        "hdds.grpc.tls.enabled": "true",
-        "hdds.key.algo": "EC",
-        "hdds.key.len": "256",
-        "hdds.x509.signature.algorithm": "SHA256withECDSA",
-        "ozone.administrators": "admin",
-        "ozone.scm.security.enrollment.datanode.secret.file": str(secret),
-        "hdds.scm.safemode.min.datanode": "0",
-    })
+    conf = secure_scm_conf(tmp_path, SECRET)
     cluster_id, scm_id = "CID-" + str(uuid.uuid4()), str(uuid.uuid4())
     serial = sec_init.initialize_primordial(SecurityConfig.from_conf(conf), metadata_dir=tmp_path / "meta",
                                             cluster_id=cluster_id, scm_id=scm_id, hostname=HOST)

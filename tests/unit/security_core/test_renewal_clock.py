@@ -35,24 +35,13 @@ from scm_server.server import endpoints
 from scm_server.server.grpc_services import RpcMetrics
 from scm_server.server.security_services import SecurityAdminService, SecurityProtocolService
 
+from .pki_helpers import secure_scm_conf
+
 EC = pki.KeySpec("EC", 256, "SHA256withECDSA")
 
 
 def _conf(tmp: Path) -> OzoneConfiguration:
-    secret = tmp / "dn.secret"
-    secret.write_text("d" * 40)
-    return OzoneConfiguration({
-        "ozone.metadata.dirs": str(tmp / "meta"),
-        "ozone.security.enabled": "true",
-        "hdds.grpc.tls.enabled": "true",
-        "hdds.key.algo": "EC",
-        "hdds.key.len": "256",
-        "hdds.x509.signature.algorithm": "SHA256withECDSA",
-        "ozone.administrators": "admin",
-        "ozone.scm.security.enrollment.datanode.secret.file": str(secret),
-        "ozone.scm.security.enrollment.loopback.allowed": "true",
-        "hdds.scm.safemode.min.datanode": "0",
-    })
+    return secure_scm_conf(tmp, b"d" * 40, **{"ozone.scm.security.enrollment.loopback.allowed": "true"})
 
 
 class Harness:
