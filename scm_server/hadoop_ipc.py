@@ -170,7 +170,12 @@ class ConnectionContext:
 
 @dataclasses.dataclass(frozen=True)
 class Call:
-    """One call: who (client id, call id, retry count), what (protocol, method, version) and its body."""
+    """One call: who (client id, call id, retry count), what (protocol, method, version) and its body.
+
+    ``user`` is the caller every authorization check judges: the SASL-authenticated principal on a
+    secure connection, else the effective user of the connection context (empty before one arrived).
+    ``authenticated`` says which of the two it is.
+    """
 
     call_id: int
     client_id: bytes
@@ -179,6 +184,8 @@ class Call:
     method: str
     client_version: int
     body: bytes
+    user: str = ""
+    authenticated: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -394,6 +401,7 @@ class ConnectionDecoder:
             method=req.methodName,
             client_version=req.clientProtocolVersion,
             body=body,
+            user=self.context.effective_user if self.context is not None else "",
         )
 
 

@@ -69,6 +69,8 @@ def test_calls_decode_whatever_the_chunking(calls: list[tuple[int, bytes, int]],
     got = [e for e in events[2:] if isinstance(e, codec.Call)]
     assert [(c.call_id, c.body, c.retry_count) for c in got] == calls
     assert all(c.client_id == CLIENT and c.protocol == PROTO and c.method == "send" and c.client_version == 1 for c in got)
+    # the caller of each call is the connection's effective user (not authenticated: SIMPLE)
+    assert all(c.user == "alice" and not c.authenticated for c in got)
     assert sum(isinstance(e, codec.Ping) for e in events) == len(calls)
 
 
