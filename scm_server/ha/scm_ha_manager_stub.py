@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from scm_server.conf import SCMNodeDetails
 from scm_server.exceptions import SCMException, SCMFatalError
 from scm_server.ha.scm_ha_manager_api import SCMHAHost
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
@@ -79,6 +80,15 @@ class SCMHAManagerStub:
     def get_leader(self) -> tuple[str, str] | None:
         scm_id = self.host.storage_config.scm_id or ""
         return (scm_id, socket.gethostname())
+
+    def leader_peer_id(self) -> str | None:
+        return None  # no Raft: no peer ids
+
+    def node_of_peer(self, peer_id: str) -> SCMNodeDetails | None:
+        return None  # no ring configured
+
+    def dn_reports_ready(self) -> bool:
+        return True  # nothing to catch up with
 
     def peer_roles(self) -> list[str]:
         scm_id = self.host.storage_config.scm_id or ""

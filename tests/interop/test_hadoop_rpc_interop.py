@@ -423,17 +423,9 @@ async def test_a_leader_not_ready_yet_is_retried_in_place_by_hadoops_client() ->
     from scm_server.server.hadoop_rpc.server import HadoopRpcServer
     from tests.unit.edges.fakes import FakeSCM
 
-    class Context:
-        def __init__(self) -> None:
-            self.refusals = 3
-
-        def is_leader_ready(self) -> bool:
-            self.refusals -= 1
-            return self.refusals < 0
-
     classpath = await asyncio.to_thread(build_java)
     scm = FakeSCM()
-    scm.scm_context = Context()  # type: ignore[attr-defined]
+    scm.not_ready_for = 3
     follower = FakeSCM(leader=False, leader_id="")
     servers = [HadoopRpcServer([BlockLocationTranslator(f, {}.get, "scm-1-id", "127.0.0.1")]) for f in (scm, follower)]
     try:
