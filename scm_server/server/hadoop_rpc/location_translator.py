@@ -161,15 +161,18 @@ class LocationTranslator:
             if key is None:
                 return await self._answer(handler, request)
             scope = client_call(key[0], key[1]) if (PROTOCOL, command) in call_guard.HADOOP_RAFT_CLIENT_CALLS else None
+            answer: bytes  # the retry cache gives back what the call answered
             if scope is None:
-                return await self.responses.run(key, lambda: self._answer(handler, request))
+                answer = await self.responses.run(key, lambda: self._answer(handler, request))
+                return answer
 
             async def in_scope() -> bytes:
                 assert scope is not None
                 with scope:
                     return await self._answer(handler, request)
 
-            return await self.responses.run(key, in_scope)
+            answer = await self.responses.run(key, in_scope)
+            return answer
         except NotLeaderException as exc:
             raise self.leadership.error(exc) from exc
         except SCMException as exc:

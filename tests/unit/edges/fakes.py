@@ -16,6 +16,7 @@ from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
 from scm_server.protocols import BlockAllocation
 
 PIPELINE = hdds_pb2.Pipeline(id=hdds_pb2.PipelineID(id="p1"), state=hdds_pb2.PIPELINE_OPEN)
+REGISTERED = scm_datanode_pb2.SCMRegisteredResponseProto.ErrorCode
 DATANODE = hdds_pb2.DatanodeDetailsProto(uuid="u1", hostName="dn1", ipAddress="10.0.0.1")
 
 
@@ -79,7 +80,7 @@ class FakeSCM:
     ) -> scm_datanode_pb2.SCMRegisteredResponseProto:
         ok = request.clusterID == self.cluster_id
         return scm_datanode_pb2.SCMRegisteredResponseProto(
-            errorCode=1 if ok else 2, datanodeUUID=request.datanodeDetails.uuid, clusterID=self.cluster_id,
+            errorCode=REGISTERED.success if ok else REGISTERED.errorNodeNotPermitted, datanodeUUID=request.datanodeDetails.uuid, clusterID=self.cluster_id,
             errorMessage="" if ok else "wrong cluster",
         )
 
@@ -138,7 +139,9 @@ class FakeSCM:
         self._check_leader()
         cid = max(self.containers) + 1
         self.containers[cid] = hdds_pb2.ContainerInfoProto(
-            containerID=cid, state=hdds_pb2.OPEN, owner=owner, replicationType=rtype, replicationFactor=rfactor,
+            containerID=cid, state=hdds_pb2.OPEN, owner=owner,
+            replicationType=hdds_pb2.ReplicationType.ValueType(rtype),
+            replicationFactor=hdds_pb2.ReplicationFactor.ValueType(rfactor),
             pipelineID=PIPELINE.id,
         )
         return hdds_pb2.ContainerWithPipeline(containerInfo=self.containers[cid], pipeline=PIPELINE)
@@ -178,7 +181,7 @@ class FakeSCM:
         self._check_leader()
         pipeline = hdds_pb2.Pipeline(
             id=hdds_pb2.PipelineID(id=f"p{len(self.pipelines) + 1}"), state=hdds_pb2.PIPELINE_ALLOCATED,
-            type=rtype, factor=rfactor,
+            type=hdds_pb2.ReplicationType.ValueType(rtype), factor=hdds_pb2.ReplicationFactor.ValueType(rfactor),
         )
         self.pipelines.append(pipeline)
         return pipeline
