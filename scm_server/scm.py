@@ -347,9 +347,8 @@ class StorageContainerManager:
         without a hint on a leader whose lease expired (it was frozen or cut off from its peers: a new
         leader may exist that it has not heard of yet, so it must not hand out IDs from memory)."""
         self._scm_context.check_leader()
-        lease = getattr(self.ha_manager, "leader_lease_remaining", None)
-        if self._scm_context.is_ratis() and callable(lease):
-            left = lease()
+        if self._scm_context.is_ratis():
+            left = self.ha_manager.leader_lease_remaining()
             if left <= 0:
                 raise NotLeaderException(
                     f"SCM {self.node_id or self.storage_config.scm_id} has not heard from a majority of its peers "
@@ -402,10 +401,8 @@ class StorageContainerManager:
     def _check_dn_traffic_allowed(self) -> None:
         """HA (HDDS-14989): refuse datanode calls (a retriable error: the datanode keeps its reports)
         until this SCM has caught up with the leader's commit index; Ozone does not even start the
-        datanode server until then. The stub (non-Raft) has no such check."""
-        check = getattr(self.ha_manager, "check_dn_reports_allowed", None)
-        if check is not None:
-            check()
+        datanode server until then. The stub (non-Raft) never refuses."""
+        self.ha_manager.check_dn_reports_allowed()
 
     async def register_datanode(
         self, request: scm_datanode_pb2.SCMRegisterRequestProto

@@ -100,6 +100,14 @@ class SCMHAManager(Protocol):
         """This member has caught up with the leader, so it may take datanode reports (HDDS-14989)."""
         ...
 
+    def check_dn_reports_allowed(self) -> None:
+        """Raise a retriable error (the datanode keeps its reports) until :meth:`dn_reports_ready`."""
+        ...
+
+    def leader_lease_remaining(self) -> float:
+        """Seconds left of this leader's lease (negative: expired)."""
+        ...
+
     def peer_roles(self) -> list[str]:
         """GetScmInfo.peerRoles as Ozone 2.2.0 answers them: ``host:port:ROLE:peerId:ip``, five fields with the IP
         address of the member's host last (``ozone admin scm roles --table`` needs all five)."""

@@ -8,6 +8,7 @@ call returns. A fatal apply error discards the unflushed batch and raises SCMFat
 
 from __future__ import annotations
 
+import math
 import socket
 from typing import Any
 
@@ -89,6 +90,12 @@ class SCMHAManagerStub:
 
     def dn_reports_ready(self) -> bool:
         return True  # nothing to catch up with
+
+    def check_dn_reports_allowed(self) -> None:
+        return None  # nothing to catch up with
+
+    def leader_lease_remaining(self) -> float:
+        return math.inf  # no peers to lose: the lease never runs out
 
     def peer_roles(self) -> list[str]:
         scm_id = self.host.storage_config.scm_id or ""

@@ -204,8 +204,9 @@ async def test_every_location_command_from_hadoops_client(quorum: Quorum) -> Non
               "GetReplicationManagerStatus", "GetReplicationManagerReport", "DecommissionNodes",
               "StartMaintenanceNodes", "RecommissionNodes", "SingleNodeQuery"}
     from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
+    from tests.unit.edges.fakes import FakeSCM
 
-    assert served == set(LocationTranslator(None, {}.get, "x", "h").handlers), "the Java client covers every served cmdType"
+    assert served == set(LocationTranslator(FakeSCM(), {}.get, "x", "h").handlers), "the Java client covers every served cmdType"
     # every datanode of the ring may already be at its pipeline limit: then AllocatePipeline is refused by the
     # facade (the success path is checked in the unit tests) and the pipeline commands act on a RATIS/ONE one
     assert one["AllocatePipeline"].startswith(("OK success members=1", "ERROR org.apache.hadoop.hdds.scm.exceptions"
