@@ -3,17 +3,19 @@
 Called by :class:`scm_server.server.grpc_services._ServiceBase` for each gRPC call, after the request was
 parsed, and by the Hadoop RPC translators (:mod:`scm_server.server.hadoop_rpc`) for each command. The rules
 live in one table (:data:`RULES`, by Ozone protocol and command), keyed for each transport by its own names:
-(gRPC service, method) and (Hadoop RPC protocol, ``cmdType``). It must not hold SCM state beyond the response cache, and knows the facade only through
-two small methods (``require_leader`` and ``answer_label``).
+(gRPC service, method) and (Hadoop RPC protocol, ``cmdType``). It holds no SCM state beyond the response cache,
+and its callers ask the facade through :class:`scm_server.protocols.LeaderRole`.
 
-* **Who may answer** (:data:`ACCESS`, :data:`HADOOP_ACCESS`). As in Ozone, only the leader answers the client and admin
-  protocols, so a follower refuses with SCM_NOT_LEADER and a leader hint, and the client follows
+* **Who may answer** (:data:`ACCESS`, :data:`HADOOP_ACCESS`). As in Ozone, only the leader answers the client and
+  admin protocols, so a follower refuses with SCM_NOT_LEADER and a leader hint, and the client follows
   it; reads from a follower's soft state went stale after a leadership change. Three admin
   commands are meant for every SCM (Ozone's ``ADMIN_COMMAND_TYPE``: ForceExitSafeMode,
   Start/StopReplicationManager), and GetScmInfo is answered by any SCM (the cluster id never
   changes). A read may be answered by a follower only when the caller asks for that SCM's own
   view (``x-scm-read: local``); the answer then carries who answered and its role, so a per-SCM
-  view is always explicit and labelled. Datanodes talk to every SCM (not guarded here).
+  view is always explicit and labelled. Over Hadoop RPC no caller can ask that, so there Ozone's
+  ``FOLLOWER_READABLE_COMMAND_TYPES`` (InSafeMode, GetSafeModeRuleStatuses) are answered by every SCM, and
+  every other read by the leader. Datanodes talk to every SCM (not guarded here).
 * **Exactly-once retries** (:class:`ResponseCache`). Non-idempotent calls carrying a client id and
   call id (:mod:`scm_server.call_metadata`) are remembered for ``expiry`` seconds: a retry of a call
   still running joins it, a retry of a finished call gets the first answer. The answers are kept
