@@ -65,6 +65,7 @@ from scm_server.pipeline.pipeline_manager import BackgroundPipelineCreator, Pipe
 from scm_server.pipeline.pipeline_state_manager import CLOSED as PIPELINE_CLOSED
 from scm_server.pipeline.pipeline_state_manager import PipelineStateManager
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
+from scm_server.protocols import BlockAllocation
 from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
 
 log = logging.getLogger(__name__)
@@ -346,15 +347,32 @@ class StorageContainerManager:
         without a hint on a leader whose lease expired (it was frozen or cut off from its peers: a new
         leader may exist that it has not heard of yet, so it must not hand out IDs from memory)."""
         self._scm_context.check_leader()
-        lease = getattr(self.ha_manager, "leader_lease_remaining", None)
-        if self._scm_context.is_ratis() and callable(lease):
-            left = lease()
+        if self._scm_context.is_ratis():
+            left = self.ha_manager.leader_lease_remaining()
             if left <= 0:
                 raise NotLeaderException(
                     f"SCM {self.node_id or self.storage_config.scm_id} has not heard from a majority of its peers "
                     f"for longer than the election timeout ({-left:.1f}s past its leader lease); another SCM may "
                     "lead now",
                 )
+
+    def is_leader_ready(self) -> bool:
+        return self._scm_context.is_leader_ready()
+
+    def dn_reports_ready(self) -> bool:
+        return self.ha_manager.dn_reports_ready()
+
+    def node_id_of_peer(self, peer_id: str) -> str:
+        node = self.ha_manager.node_of_peer(peer_id)
+        return node.node_id if node is not None and node.node_id else peer_id
+
+    def leader_peer_id(self) -> str | None:
+        return self.ha_manager.leader_peer_id()
+
+    def leader_node_id(self) -> str | None:
+        leader = self.ha_manager.leader_peer_id()
+        node = self.ha_manager.node_of_peer(leader) if leader else None
+        return node.node_id if node is not None else None
 
     def answer_label(self) -> tuple[str, str, str]:
         """(who answers, its Raft role, the leader it follows) for a per-SCM view."""
@@ -383,10 +401,8 @@ class StorageContainerManager:
     def _check_dn_traffic_allowed(self) -> None:
         """HA (HDDS-14989): refuse datanode calls (a retriable error: the datanode keeps its reports)
         until this SCM has caught up with the leader's commit index; Ozone does not even start the
-        datanode server until then. The stub (non-Raft) has no such check."""
-        check = getattr(self.ha_manager, "check_dn_reports_allowed", None)
-        if check is not None:
-            check()
+        datanode server until then. The stub (non-Raft) never refuses."""
+        self.ha_manager.check_dn_reports_allowed()
 
     async def register_datanode(
         self, request: scm_datanode_pb2.SCMRegisterRequestProto
@@ -482,37 +498,10 @@ class StorageContainerManager:
         replication_factor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
-    ) -> list[hdds_pb2.AllocatedBlock]:
+    ) -> list[BlockAllocation]:
+        """Ozone's allocateBlock: (containerID, localID, shared read-only pipeline) per block; each edge writes
+        its own answer from them (see :class:`scm_server.protocols.BlockAllocation`)."""
         return await self.block_manager.allocate_block(
-            size, num_blocks, replication_type, replication_factor, owner, exclude_list
-        )
-
-    async def allocate_block_response(
-        self,
-        size: int,
-        num_blocks: int,
-        replication_type: int,
-        replication_factor: int,
-        owner: str,
-        exclude_list: hdds_pb2.ExcludeListProto | None = None,
-    ) -> scm_client_pb2.AllocateScmBlockResponseProto:
-        """:meth:`allocate_block` as the block protocol's answer (what the gRPC edge sends)."""
-        return await self.block_manager.allocate_block_response(
-            size, num_blocks, replication_type, replication_factor, owner, exclude_list
-        )
-
-    async def allocate_blocks(
-        self,
-        size: int,
-        num_blocks: int,
-        replication_type: int,
-        replication_factor: int,
-        owner: str,
-        exclude_list: hdds_pb2.ExcludeListProto | None = None,
-    ) -> list[tuple[int, int, hdds_pb2.Pipeline]]:
-        """:meth:`allocate_block` as (containerID, localID, shared read-only pipeline) per block: what the
-        Hadoop RPC edge turns into Ozone's answer (BlockManager.allocate_blocks)."""
-        return await self.block_manager.allocate_blocks(
             size, num_blocks, replication_type, replication_factor, owner, exclude_list
         )
 
@@ -756,7 +745,7 @@ class SCMCollector(Collector):
             "1 if this SCM knows a current Raft leader (itself or a peer); 1 without Raft",
             value=int(_leader_known(scm.ha_manager)),
         )
-        served = getattr(scm, "last_backup_served", None)
+        served = scm.last_backup_served
         if served is not None:
             yield GaugeMetricFamily(
                 "scm_backup_last_served_timestamp_seconds",

@@ -34,7 +34,7 @@ import dataclasses
 import logging
 import signal
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
@@ -53,8 +53,12 @@ from scm_server.server.grpc_services import (
     DatanodeProtocolService,
     LocationProtocolService,
     RpcMetrics,
+    _ServiceBase,
 )
 from scm_server.server.web import INFO_KEY, make_app
+
+if TYPE_CHECKING:
+    from scm_server.scm import StorageContainerManager
 
 LOG = logging.getLogger("scm_server.daemon")
 
@@ -114,7 +118,7 @@ def local_node(conf: OzoneConfiguration) -> endpoints.ScmNode:
 
 async def create_scm(
     conf: OzoneConfiguration, storage: SCMStorageConfig, node: endpoints.ScmNode, security: Any = None
-) -> Any:
+) -> StorageContainerManager:
     """Open scm.db, build the HA manager (``build_ha_manager``: Raft or stub) and the facade."""
     from scm_server.ha.factory import build_ha_manager
     from scm_server.metadata import SCMMetadataStore
@@ -141,7 +145,7 @@ class SCMDaemon:
 
     def __init__(self, conf: OzoneConfiguration) -> None:
         self.conf = conf
-        self.scm: Any = None
+        self.scm: StorageContainerManager | None = None
         self.node = local_node(conf)
         self.grpc_servers: list[grpc.aio.Server] = []
         self.hadoop_servers: list[Any] = []
@@ -152,25 +156,29 @@ class SCMDaemon:
     async def start(self) -> None:
         storage = check_storage(self.conf)
         self.security = load_security(self.conf, storage)
-        self.scm = await create_scm(self.conf, storage, self.node, security=self.security)
+        self.scm = scm = await create_scm(self.conf, storage, self.node, security=self.security)
         if self.security is not None:
-            self.security.attach(self.scm)
-        await self.scm.start()
+            self.security.attach(scm)
+        await scm.start()
         if self.security is not None:
             await self.security.start()
         get = self.conf.get_str
-        metrics = RpcMetrics(getattr(self.scm, "metrics_registry", None))
+        metrics = RpcMetrics(scm.metrics_registry)
         P = endpoints.Protocol
-        layout: list[tuple[endpoints.Protocol, list[Any]]] = [
-            (P.DATANODE, [DatanodeProtocolService]),
-            (P.BLOCK, [BlockProtocolService]),
-            (P.CLIENT, [LocationProtocolService, BlockProtocolService, AuditExportService]),
+        layout: list[tuple[endpoints.Protocol, list[_ServiceBase[Any]]]] = [
+            (P.DATANODE, [DatanodeProtocolService(scm, P.DATANODE, get, metrics)]),
+            (P.BLOCK, [BlockProtocolService(scm, P.BLOCK, get, metrics)]),
+            (P.CLIENT, [
+                LocationProtocolService(scm, P.CLIENT, get, metrics),
+                BlockProtocolService(scm, P.CLIENT, get, metrics),
+                AuditExportService(scm, P.CLIENT, get, metrics),
+            ]),
         ]
         if self.security is not None:
             from scm_server.server.security_services import SecurityAdminService, SecurityProtocolService
 
-            layout[2][1].append(SecurityAdminService)
-            layout.append((P.SECURITY, [SecurityProtocolService]))
+            layout[2][1].append(SecurityAdminService(scm, P.CLIENT, get, metrics, self.security))
+            layout.append((P.SECURITY, [SecurityProtocolService(scm, P.SECURITY, get, metrics, self.security)]))
         for protocol, services in layout:
             transport = self.security.transport if self.security is not None else None
             mtls = transport is not None and protocol is not P.SECURITY
@@ -184,7 +192,7 @@ class SCMDaemon:
                 options=options,
                 interceptors=list(transport.server_interceptors()) if transport is not None and mtls else None,
             )
-            server.add_generic_rpc_handlers(tuple(self._servicer(cls, protocol, get, metrics) for cls in services))
+            server.add_generic_rpc_handlers(tuple(service.generic_handler() for service in services))
             host = endpoints.bind_host(get, protocol, self.node)
             port = endpoints.port_of(get, protocol, self.node)
             try:
@@ -213,11 +221,11 @@ class SCMDaemon:
                 " (TLS)" if protocol is P.SECURITY else " (mutual TLS)" if mtls else "",
                 protocol.port_key,
             )
-        await self._start_hadoop_rpc(get)
-        await self._start_web(get)
+        await self._start_hadoop_rpc(scm, get)
+        await self._start_web(scm, get)
         LOG.info("SCM started: cluster %s, scm id %s", storage.cluster_id, storage.scm_id)
 
-    async def _start_hadoop_rpc(self, get: endpoints.Getter) -> None:
+    async def _start_hadoop_rpc(self, scm: StorageContainerManager, get: endpoints.Getter) -> None:
         """Ozone's protocols over Hadoop RPC (SIMPLE authentication) on Ozone's own port keys: the block
         protocol (``ozone.scm.block.client.port``, 9863), the datanode protocol (``ozone.scm.datanode.port``,
         9861), the location (admin) protocol (``ozone.scm.client.port``, 9860) and the security protocol's read
@@ -234,18 +242,18 @@ class SCMDaemon:
         if left_out is not None:
             LOG.info("%s", left_out)
         settings = HadoopRpcSettings.from_conf(self.conf)
-        metrics = HadoopRpcMetrics(getattr(self.scm, "metrics_registry", None))
-        storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""
+        metrics = HadoopRpcMetrics(scm.metrics_registry)
+        storage_id = scm.storage_config.scm_id or self.node.node_id or ""
         for protocol in wanted:
             translator: Any
             if protocol is P.BLOCK_HADOOP:
-                translator = BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
+                translator = BlockLocationTranslator(scm, get, storage_id, self.node.host)
             elif protocol is P.CLIENT_HADOOP:
-                translator = LocationTranslator(self.scm, get, storage_id, self.node.host)
+                translator = LocationTranslator(scm, get, storage_id, self.node.host)
             elif protocol is P.SECURITY_HADOOP:
                 translator = SecurityTranslator(SecurityReader(self.security) if self.security is not None else None)
             else:
-                translator = DatanodeTranslator(self.scm)
+                translator = DatanodeTranslator(scm)
             server = HadoopRpcServer(
                 [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
                 name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics,
@@ -261,16 +269,11 @@ class SCMDaemon:
             LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s (%s)", translator.protocol, host, bound,
                      protocol.port_key)
 
-    def _servicer(self, cls: Any, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics) -> Any:
-        if getattr(cls, "MODULE", None) is not None and cls.MODULE.__name__.endswith("scm_security_pb2"):
-            return cls(self.scm, protocol, get, metrics, self.security).generic_handler()
-        return cls(self.scm, protocol, get, metrics).generic_handler()
-
-    async def _start_web(self, get: endpoints.Getter) -> None:
+    async def _start_web(self, scm: StorageContainerManager, get: endpoints.Getter) -> None:
         """HTTP and/or HTTPS (``ozone.http.policy``) serving the same app."""
         policy = self.security.config.https.value if self.security is not None else "HTTP_ONLY"
         http_host, http_port = endpoints.http_address(get, self.node)
-        app = make_app(self.scm, self.listening.as_dict())
+        app = make_app(scm, self.listening.as_dict())
         self.web_runner = web.AppRunner(app, access_log=None)
         await self.web_runner.setup()
         sites: list[tuple[str, str, int, Any]] = []

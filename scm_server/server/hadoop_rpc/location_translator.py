@@ -32,34 +32,23 @@ from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
+from scm_server.protocols import StorageContainerLocationProtocol
 from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import convert
 from scm_server.server.hadoop_rpc.leadership import Leadership
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
-PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol"
+PROTOCOL = call_guard.LOCATION.hadoop_protocol  # org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol
 VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
 IO_EXCEPTION = "java.io.IOException"
 LOG = logging.getLogger(__name__)
-GRPC_SERVICE = "StorageContainerLocationProtocolService"  # the call rules are shared with the gRPC servicer
 
 Type = wire_loc.Type
 Response = wire_loc.ScmContainerLocationResponse
 Request = wire_loc.ScmContainerLocationRequest
 
-# Ozone's StorageContainerLocationProtocol.ADMIN_COMMAND_TYPE and FOLLOWER_READABLE_COMMAND_TYPES, plus
-# GetScmInfo (answered by every SCM on both of our transports): these need no leader.
-ANY_SCM = frozenset(
-    {"StartReplicationManager", "StopReplicationManager", "ForceExitSafeMode", "InSafeMode",
-     "GetSafeModeRuleStatuses", "GetScmInfo"}
-)
-
 Handler = Callable[[Request, Response], Awaitable[None]]
-
-
-async def _maybe(value: Any) -> Any:
-    return await value if hasattr(value, "__await__") else value
 
 
 def replica_to_wire(info: hdds_pb2.ContainerReplicaInfo) -> wire.SCMContainerReplicaProto:
@@ -105,7 +94,9 @@ class LocationTranslator:
     version = VERSION
     methods = frozenset({"submitRequest"})
 
-    def __init__(self, scm: Any, get: endpoints.Getter, self_name: str, hostname: str) -> None:
+    def __init__(
+        self, scm: StorageContainerLocationProtocol, get: endpoints.Getter, self_name: str, hostname: str
+    ) -> None:
         self.scm = scm
         self.leadership = Leadership(scm, get, endpoints.Protocol.CLIENT_HADOOP, self_name, hostname)
         self.responses = call_guard.ResponseCache()
@@ -164,21 +155,24 @@ class LocationTranslator:
                 f"serves {', '.join(self.supported)})",
             )
         try:
-            if command not in ANY_SCM:
+            if call_guard.hadoop_access_of(PROTOCOL, command) is not call_guard.Access.ANY:
                 self.leadership.require_leader()
             key = self._cache_key(call, command)
             if key is None:
                 return await self._answer(handler, request)
-            scope = client_call(key[0], key[1]) if (GRPC_SERVICE, command) in call_guard.RAFT_CLIENT_CALLS else None
+            scope = client_call(key[0], key[1]) if (PROTOCOL, command) in call_guard.HADOOP_RAFT_CLIENT_CALLS else None
+            answer: bytes  # the retry cache gives back what the call answered
             if scope is None:
-                return await self.responses.run(key, lambda: self._answer(handler, request))
+                answer = await self.responses.run(key, lambda: self._answer(handler, request))
+                return answer
 
             async def in_scope() -> bytes:
                 assert scope is not None
                 with scope:
                     return await self._answer(handler, request)
 
-            return await self.responses.run(key, in_scope)
+            answer = await self.responses.run(key, in_scope)
+            return answer
         except NotLeaderException as exc:
             raise self.leadership.error(exc) from exc
         except SCMException as exc:
@@ -196,9 +190,7 @@ class LocationTranslator:
 
     @staticmethod
     def _cache_key(call: Call, command: str) -> tuple[str, int, str] | None:
-        if (GRPC_SERVICE, command) not in call_guard.NON_IDEMPOTENT or not call.client_id:
-            return None
-        return f"hrpc:{call.client_id.hex()}", call.call_id, f"{PROTOCOL}/{command}"
+        return call_guard.hadoop_cache_key(call.client_id, call.call_id, PROTOCOL, command)
 
     # ---- containers ----
 
@@ -218,11 +210,11 @@ class LocationTranslator:
         response.containerResponse.containerWithPipeline.CopyFrom(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
 
     async def _get_container(self, request: Request, response: Response) -> None:
-        info = await _maybe(self.scm.get_container(request.getContainerRequest.containerID))
+        info = self.scm.get_container(request.getContainerRequest.containerID)
         response.getContainerResponse.containerInfo.CopyFrom(ozone_wire.by_name(info, wire.ContainerInfoProto))
 
     async def _get_container_with_pipeline(self, request: Request, response: Response) -> None:
-        cwp, _ = await _maybe(self.scm.get_container_with_pipeline(request.getContainerWithPipelineRequest.containerID))
+        cwp, _ = self.scm.get_container_with_pipeline(request.getContainerWithPipelineRequest.containerID)
         response.getContainerWithPipelineResponse.containerWithPipeline.CopyFrom(
             ozone_wire.by_name(cwp, wire.ContainerWithPipeline)
         )
@@ -233,7 +225,7 @@ class LocationTranslator:
         out = response.getContainerWithPipelineBatchResponse
         out.SetInParent()
         for cid in request.getContainerWithPipelineBatchRequest.containerIDs:
-            cwp, _ = await _maybe(self.scm.get_container_with_pipeline(cid))
+            cwp, _ = self.scm.get_container_with_pipeline(cid)
             out.containerWithPipelines.append(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
 
     async def _get_exist_container_with_pipelines_in_batch(self, request: Request, response: Response) -> None:
@@ -242,14 +234,14 @@ class LocationTranslator:
         out.SetInParent()
         for cid in request.getExistContainerWithPipelinesInBatchRequest.containerIDs:
             try:
-                cwp, _ = await _maybe(self.scm.get_container_with_pipeline(cid))
+                cwp, _ = self.scm.get_container_with_pipeline(cid)
             except SCMException as exc:
                 LOG.info("GetExistContainerWithPipelinesInBatch leaves out container %d: %s", cid, exc)
                 continue
             out.containerWithPipelines.append(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
 
     async def _get_container_replicas(self, request: Request, response: Response) -> None:
-        _, replicas = await _maybe(self.scm.get_container_with_pipeline(request.getContainerReplicasRequest.containerID))
+        _, replicas = self.scm.get_container_with_pipeline(request.getContainerReplicasRequest.containerID)
         response.getContainerReplicasResponse.SetInParent()
         response.getContainerReplicasResponse.containerReplica.extend(replica_to_wire(r) for r in replicas)
 
@@ -268,9 +260,7 @@ class LocationTranslator:
     async def _list_container(self, request: Request, response: Response) -> None:
         req = request.scmListContainerRequest
         state, rtype, factor = self._list_filters(req)
-        containers, total = await _maybe(
-            self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor)
-        )
+        containers, total = self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor)
         out = response.scmListContainerResponse
         out.SetInParent()
         out.containers.extend(ozone_wire.by_name(c, wire.ContainerInfoProto) for c in containers)
@@ -279,7 +269,7 @@ class LocationTranslator:
     async def _get_container_count(self, request: Request, response: Response) -> None:
         req = request.getContainerCountRequest
         state = _enum(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
-        _, total = await _maybe(self.scm.list_containers(0, 0, state))
+        _, total = self.scm.list_containers(0, 0, state)
         response.getContainerCountResponse.containerCount = total
 
     async def _close_container(self, request: Request, response: Response) -> None:
@@ -295,14 +285,14 @@ class LocationTranslator:
             _enum(req.opState, wire.NodeOperationalState, hdds_pb2.NodeOperationalState, "operational state")
             if req.HasField("opState") else None
         )
-        nodes = await _maybe(self.scm.query_nodes(state, op_state))
+        nodes = self.scm.query_nodes(state, op_state)
         response.nodeQueryResponse.SetInParent()
         response.nodeQueryResponse.datanodes.extend(ozone_wire.by_name(n, wire.Node) for n in nodes)
 
     async def _single_node(self, request: Request, response: Response) -> None:
         """`ozone admin datanode list --node-id`: one datanode by its 128-bit uuid."""
         wanted = ozone_wire.uuid_text(request.singleNodeQueryRequest.uuid)
-        for node in await _maybe(self.scm.query_nodes()):
+        for node in self.scm.query_nodes():
             if node.nodeID.uuid == wanted:
                 response.singleNodeQueryResponse.datanode.CopyFrom(ozone_wire.by_name(node, wire.Node))
                 return
@@ -347,13 +337,13 @@ class LocationTranslator:
         response.pipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(pipeline))
 
     async def _list_pipelines(self, request: Request, response: Response) -> None:
-        pipelines = await _maybe(self.scm.list_pipelines())
+        pipelines = self.scm.list_pipelines()
         response.listPipelineResponse.SetInParent()
         response.listPipelineResponse.pipelines.extend(ozone_wire.pipeline_to_wire(p) for p in pipelines)
 
     async def _get_pipeline(self, request: Request, response: Response) -> None:
         wanted = ozone_wire.pipeline_id_from_wire(request.getPipelineRequest.pipelineID).id
-        for p in await _maybe(self.scm.list_pipelines()):
+        for p in self.scm.list_pipelines():
             if p.id.id == wanted:
                 response.getPipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(p))
                 return
@@ -381,18 +371,18 @@ class LocationTranslator:
     # ---- SCM, safe mode, replication manager ----
 
     async def _get_scm_info(self, request: Request, response: Response) -> None:
-        info = await _maybe(self.scm.get_scm_info())
+        info = self.scm.get_scm_info()
         response.getScmInfoResponse.CopyFrom(convert.scm_info_to_wire(info))
 
     async def _in_safe_mode(self, request: Request, response: Response) -> None:
-        in_safe_mode, _ = await _maybe(self.scm.in_safe_mode())
+        in_safe_mode, _ = self.scm.in_safe_mode()
         response.inSafeModeResponse.inSafeMode = bool(in_safe_mode)
 
     async def _force_exit_safe_mode(self, request: Request, response: Response) -> None:
-        response.forceExitSafeModeResponse.exitedSafeMode = bool(await _maybe(self.scm.force_exit_safe_mode()))
+        response.forceExitSafeModeResponse.exitedSafeMode = bool(self.scm.force_exit_safe_mode())
 
     async def _safe_mode_rules(self, request: Request, response: Response) -> None:
-        statuses = await _maybe(self.scm.safe_mode_rule_statuses())
+        statuses = self.scm.safe_mode_rule_statuses()
         response.getSafeModeRuleStatusesResponse.SetInParent()
         response.getSafeModeRuleStatusesResponse.safeModeRuleStatusesProto.extend(
             wire_loc.SafeModeRuleStatusProto(ruleName=s.ruleName, validate=s.validate, statusText=s.statusText)
@@ -400,17 +390,17 @@ class LocationTranslator:
         )
 
     async def _start_rm(self, request: Request, response: Response) -> None:
-        await _maybe(self.scm.start_replication_manager())
+        self.scm.start_replication_manager()
         response.startReplicationManagerResponse.SetInParent()
 
     async def _stop_rm(self, request: Request, response: Response) -> None:
-        await _maybe(self.scm.stop_replication_manager())
+        self.scm.stop_replication_manager()
         response.stopReplicationManagerResponse.SetInParent()
 
     async def _rm_status(self, request: Request, response: Response) -> None:
-        running = await _maybe(self.scm.replication_manager_status())
+        running = self.scm.replication_manager_status()
         response.replicationManagerStatusResponse.isRunning = bool(running)
 
     async def _rm_report(self, request: Request, response: Response) -> None:
-        report = await _maybe(self.scm.replication_manager_report())
+        report = self.scm.replication_manager_report()
         response.getReplicationManagerReportResponse.report.CopyFrom(report_to_wire(report))
