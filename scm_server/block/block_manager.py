@@ -38,9 +38,9 @@ from scm_server.proto import hdds_pb2, scm_client_pb2
 
 log = logging.getLogger(__name__)
 DeleteResult = scm_client_pb2.DeleteScmBlockResult
-# Blocks allocated between two yields to the event loop: about 0.3 ms of work (10 us per block). A yield
-# is a whole event-loop turn (an epoll call, then every ready task): every 8 blocks it cost about a tenth
-# of the allocation time.
+# Blocks allocated between two yields to the event loop: a fraction of a millisecond of work. A yield is a whole
+# event-loop turn (an epoll call, then every ready task), so yielding much more often costs a visible share of
+# the allocation time (docs/performance.md, "Figures behind choices in the code").
 YIELD_EVERY = 32
 
 
@@ -92,8 +92,7 @@ class BlockManager:
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
     ) -> scm_client_pb2.AllocateScmBlockResponseProto:
         """allocateBlock, its blocks written straight into the protocol's answer: the pipeline is copied
-        once per block (building AllocatedBlocks first and then the answer copied it twice, 3.3 against
-        1.4 us per block)."""
+        once per block (building AllocatedBlocks first and then the answer copied it twice)."""
         response = scm_client_pb2.AllocateScmBlockResponseProto()
         blocks = response.blocks
         for container_id, local_id, pipeline in await self.allocate_blocks(
