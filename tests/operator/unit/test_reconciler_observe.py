@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ozone_scm_operator import naming
+from ozone_scm_operator import naming, planner
 from ozone_scm_operator.reconciler import Reconciler
 
 BODY = {"apiVersion": "ozone-scm.io/v1alpha1", "kind": "OzoneSCMCluster",
@@ -85,3 +85,31 @@ async def test_a_resource_being_deleted_is_not_observed() -> None:
     r = Reconciler(kube, NoSCM())  # type: ignore[arg-type]
     kube.body["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert await r.observe("ns", "scm") is None
+
+
+class PatchingKube(SlimKube):
+    def __init__(self) -> None:
+        super().__init__()
+        self.patches: list[tuple[str, str, dict[str, Any], str | None]] = []
+
+    async def merge_patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any], *,
+                          subresource: str | None = None) -> dict[str, Any]:
+        self.patches.append((kind, name, patch, subresource))
+        return patch
+
+
+async def test_a_step_patches_from_the_observation_and_reads_nothing_more() -> None:
+    kube = PatchingKube()
+    kube.objects[("PersistentVolumeClaim", "scm-0-data")] = {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "scm-0-data", "namespace": "ns", "resourceVersion": "31",
+                     "labels": {naming.LABEL_CLUSTER: "scm"},
+                     "ownerReferences": [{"uid": "u", "controller": True}, {"uid": "keep"}]}}
+    r = Reconciler(kube, NoSCM())  # type: ignore[arg-type]
+    seen = await r.observe("ns", "scm")
+    assert seen is not None
+    kube.gets.clear()
+    await r.act(seen.ref, planner.ReleasePVC(target="scm-0-data", reason="", message=""), seen)
+    assert kube.gets == []  # act reads nothing: observe did
+    assert kube.patches == [("PersistentVolumeClaim", "scm-0-data",
+                             {"metadata": {"ownerReferences": [{"uid": "keep"}], "resourceVersion": "31"}}, None)]
