@@ -39,9 +39,9 @@ from scm_server.protocols import BlockAllocation
 
 log = logging.getLogger(__name__)
 DeleteResult = scm_client_pb2.DeleteScmBlockResult
-# Blocks allocated between two yields to the event loop: about 0.3 ms of work (10 us per block). A yield
-# is a whole event-loop turn (an epoll call, then every ready task): every 8 blocks it cost about a tenth
-# of the allocation time.
+# Blocks allocated between two yields to the event loop: a fraction of a millisecond of work. A yield is a whole
+# event-loop turn (an epoll call, then every ready task), so yielding much more often costs a visible share of
+# the allocation time (docs/performance.md, "Figures behind choices in the code").
 YIELD_EVERY = 32
 
 

@@ -242,9 +242,9 @@ class ResponseCache:
 
 class _Packed:
     """A serialized answer kept compressed. A 100-block AllocateScmBlock answer repeats its pipeline
-    (three datanodes with their ports) in every block: 78 KB that zlib's fastest level turns into
-    about 1 KB in about 80 us, so the cache holds 20,000 answers (its count bound, about half a
-    minute at full speed) in some 20 MB instead of 64 MiB holding about 3 s of them."""
+    (three datanodes with their ports) in every block, which zlib's fastest level packs cheaply to
+    a small fraction of its size, so the cache holds its count bound of answers in far less memory
+    than the raw bytes would take (the figures: docs/performance.md, "Figures behind choices in the code")."""
 
     __slots__ = ("data",)
 

@@ -196,8 +196,9 @@ class BlockLocationTranslator:
 class AllocateAnswer(call_guard.CompactAnswer):
     """An AllocateScmBlock answer: ``data``, the serialized ``allocateScmBlockResponse`` field of the response, and
     what the retry cache keeps of it instead of compressing ``data`` (a 100-block answer repeats its pipeline in
-    every block: 74 KB that zlib took about 80 us to pack, 9 % of the leader's time in that row): the ids and
-    each block's pipeline index in arrays, the distinct pipelines' bytes (shared with the pipeline cache)."""
+    every block, and packing it was a visible share of the leader's time: docs/performance.md, "Figures behind
+    choices in the code"): the ids and each block's pipeline index in arrays, the distinct pipelines' bytes
+    (shared with the pipeline cache)."""
 
     __slots__ = ("_parts", "data")
 
