@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -60,7 +61,15 @@ from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.metadata.enums import enum_name
 from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager
-from scm_server.node.node_manager import SCMNodeManager
+from scm_server.node.node_manager import (
+    DECOMMISSIONING,
+    ENTERING_MAINTENANCE,
+    HEALTHY,
+    IN_SERVICE,
+    DatanodeInfo,
+    SCMNodeManager,
+)
+from scm_server.node.usage_info import DatanodeUsageInfo, most_or_least_used, usage_of
 from scm_server.pipeline.pipeline_manager import BackgroundPipelineCreator, PipelineManager
 from scm_server.pipeline.pipeline_state_manager import CLOSED as PIPELINE_CLOSED
 from scm_server.pipeline.pipeline_state_manager import PipelineStateManager
@@ -73,6 +82,14 @@ SOFTWARE_VERSION = 1
 ADMIN_MONITOR_INTERVAL_S = 30.0
 CommandType = scm_datanode_pb2.SCMCommandProto.Type
 RegisteredError = scm_datanode_pb2.SCMRegisteredResponseProto.ErrorCode
+
+
+@dataclass(frozen=True)
+class DeletedBlocksSummary:
+    """The deleted-block log in Ozone's DeletedBlocksTransactionSummary terms (block sizes are not kept)."""
+
+    transactions: int
+    blocks: int
 
 
 class StorageContainerManager:
@@ -644,6 +661,83 @@ class StorageContainerManager:
 
     async def recommission_nodes(self, hosts: list[str]) -> list[scm_client_pb2.DatanodeAdminError]:
         return await self.decommission_manager.recommission(hosts)
+
+    def datanode_usage_info(self, address: str = "", uuid: str = "") -> list[DatanodeUsageInfo]:
+        """``ozone admin datanode usageinfo --uuid|--address``: the named datanode (by uuid), or every datanode
+        at the address (IP address or host name), as Ozone's ``getDatanodeUsageInfo(address, uuid)``."""
+        if uuid:
+            nodes = [self.node_manager.get_node(uuid)]
+            if nodes[0] is None:
+                raise SCMException(ResultCodes.NO_SUCH_DATANODE, f"no datanode {uuid} is registered")
+        elif address:
+            nodes = [n for n in self.node_manager.all_nodes() if address in (n.details.ipAddress, n.details.hostName)]
+        else:
+            raise SCMException(ResultCodes.INVALID_REQUEST, "Could not get datanode with the specified parameters.")
+        return [self._usage_of(n) for n in nodes if n is not None]
+
+    def most_or_least_used_datanodes(self, most_used: bool, count: int) -> list[DatanodeUsageInfo]:
+        """``ozone admin datanode usageinfo --most-used|--least-used --count N``: healthy in-service datanodes
+        ranked by utilization (Ozone's ``getMostOrLeastUsedDatanodes``)."""
+        if count < 1:
+            raise SCMException(
+                ResultCodes.INVALID_REQUEST, "The specified parameter count must be an integer greater than zero."
+            )
+        usages = [self._usage_of(n) for n in self.node_manager.get_nodes(HEALTHY, IN_SERVICE)]
+        return most_or_least_used(usages, most_used, count)
+
+    def _usage_of(self, node: DatanodeInfo) -> DatanodeUsageInfo:
+        return usage_of(
+            node, self.container_manager.container_count_on(node.uuid), self.pipeline_manager.pipeline_count_of(node.uuid)
+        )
+
+    def containers_on_decom_node(self, dn_uuid: str) -> dict[str, list[int]]:
+        """``ozone admin datanode status decommission``: the containers still holding a decommissioning (or
+        entering-maintenance) datanode back, as Ozone's ``getContainersPendingReplication``: ``UnClosed`` (not
+        CLOSED or QUASI_CLOSED yet) and ``UnderReplicated`` (too few replicas on other healthy in-service
+        datanodes). A datanode not leaving has none (an empty answer, as Ozone's monitor tracks only those)."""
+        node = self.node_manager.get_node(dn_uuid)
+        if node is None:
+            raise SCMException(
+                ResultCodes.NO_SUCH_DATANODE, "Failed to get containers list. Unable to find required node"
+            )
+        if node.op_state not in (DECOMMISSIONING, ENTERING_MAINTENANCE):
+            return {}
+        maintenance = node.op_state == ENTERING_MAINTENANCE
+        under, unclosed = [], []
+        for cid in sorted(self.container_manager.containers_on(dn_uuid)):
+            if not self.container_manager.exists(cid):
+                continue
+            if self.container_manager.get_container(cid).state not in (hdds_pb2.CLOSED, hdds_pb2.QUASI_CLOSED):
+                unclosed.append(cid)
+            elif not self.decommission_manager.replicated_elsewhere(cid, dn_uuid, maintenance):
+                under.append(cid)
+        return {"UnderReplicated": under, "UnClosed": unclosed}
+
+    # ---- admin: the SCM ring ----
+    async def transfer_leadership(self, new_leader_id: str) -> str:
+        """``ozone admin scm transfer``: Raft leadership to the member ``new_leader_id`` (any other member when
+        empty, as Ozone picks the first peer that is not the leader); returns the new leader's id."""
+        return await self.ha_manager.transfer_leadership(new_leader_id or None)
+
+    async def decommission_scm(self, scm_id: str) -> str:
+        """``ozone admin scm decommission``: remove the member ``scm_id`` from the ring (never the leader)."""
+        return await self.ha_manager.remove_scm(scm_id)
+
+    # ---- admin: deleted blocks, upgrades ----
+    def deleted_blocks_summary(self) -> DeletedBlocksSummary:
+        """``ozone admin scm deletedBlocksTxn summary``: the deleted-block log's transactions and blocks."""
+        transactions = self.deleted_block_log_state_manager.transactions()
+        return DeletedBlocksSummary(len(transactions), sum(len(t.localID) for t in transactions))
+
+    def upgrade_finalization_status(self) -> tuple[str, list[str]]:
+        """The upgrade finalization status Ozone's ``UpgradeFinalizationStatus`` names, with its messages:
+        ``ALREADY_FINALIZED`` (no messages) when the metadata layout version is the software's."""
+        fsm = self.finalization_state_manager
+        if fsm.is_finalizing():
+            return "FINALIZATION_IN_PROGRESS", []
+        if fsm.metadata_layout_version < fsm.software_layout_version:
+            return "FINALIZATION_REQUIRED", ["Finalization required"]
+        return "ALREADY_FINALIZED", []
 
     # ---- web ----
     def status_summary(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from scm_server.exceptions import SCMException, SCMFatalError
+from scm_server.exceptions import ResultCodes, SCMException, SCMFatalError
 from scm_server.ha.scm_ha_manager_api import SCMHAHost
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore
@@ -79,6 +79,18 @@ class SCMHAManagerStub:
     def get_leader(self) -> tuple[str, str] | None:
         scm_id = self.host.storage_config.scm_id or ""
         return (scm_id, socket.gethostname())
+
+    async def transfer_leadership(self, target: str | None) -> str:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            "this SCM runs without Raft (a single SCM): there is no other member to transfer leadership to",
+        )
+
+    async def remove_scm(self, scm_id: str) -> str:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            f"this SCM runs without Raft (a single SCM): there is no ring to remove SCM {scm_id} from",
+        )
 
     def peer_roles(self) -> list[str]:
         scm_id = self.host.storage_config.scm_id or ""

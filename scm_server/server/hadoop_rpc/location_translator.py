@@ -29,6 +29,7 @@ from scm_server import ozone_wire
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.ha.client_call import client_call
 from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.node.usage_info import DatanodeUsageInfo
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
@@ -43,6 +44,10 @@ SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
 IO_EXCEPTION = "java.io.IOException"
 LOG = logging.getLogger(__name__)
 GRPC_SERVICE = "StorageContainerLocationProtocolService"  # the call rules are shared with the gRPC servicer
+BALANCER_ABSENT = (
+    "ContainerBalancer is not available on this SCM: it runs no balancer yet (status answers not running; "
+    "move containers with the replication manager or by decommissioning)"
+)
 
 Type = wire_loc.Type
 Response = wire_loc.ScmContainerLocationResponse
@@ -89,6 +94,19 @@ def report_to_wire(report: hdds_pb2.ReplicationManagerReportProto) -> wire.Repli
     for sample in report.statSample:
         out.statSample.add(key=sample.key, container=[wire.ContainerID(id=c) for c in sample.containerIds])
     return out
+
+
+def usage_to_wire(usage: DatanodeUsageInfo) -> wire.DatanodeUsageInfoProto:
+    """A datanode's usage as Ozone's DatanodeUsageInfoProto (``ozone admin datanode usageinfo``)."""
+    return wire.DatanodeUsageInfoProto(
+        capacity=usage.capacity,
+        used=usage.used,
+        remaining=usage.remaining,
+        committed=usage.committed,
+        node=ozone_wire.datanode_to_wire(usage.details),
+        containerCount=usage.container_count,
+        pipelineCount=usage.pipeline_count,
+    )
 
 
 def _enum(value: int, source: Any, target: Any, what: str) -> int:
@@ -138,6 +156,21 @@ class LocationTranslator:
             "DecommissionNodes": self._decommission,
             "RecommissionNodes": self._recommission,
             "StartMaintenanceNodes": self._maintenance,
+            "GetClosedContainerCount": self._get_closed_container_count,
+            "ListContainerIDs": self._list_container_ids,
+            "DatanodeUsageInfo": self._datanode_usage_info,
+            "GetContainersOnDecomNode": self._containers_on_decom_node,
+            "TransferLeadership": self._transfer_leadership,
+            "DecommissionScm": self._decommission_scm,
+            "GetFailedDeletedBlocksTransaction": self._failed_deleted_blocks,
+            "ResetDeletedBlockRetryCount": self._reset_deleted_block_retry_count,
+            "GetDeletedBlocksTransactionSummary": self._deleted_blocks_summary,
+            "FinalizeScmUpgrade": self._finalize_upgrade,
+            "QueryUpgradeFinalizationProgress": self._finalization_progress,
+            "StartContainerBalancer": self._start_balancer,
+            "StopContainerBalancer": self._stop_balancer,
+            "GetContainerBalancerStatus": self._balancer_status,
+            "GetContainerBalancerStatusInfo": self._balancer_status_info,
         }
 
     @property
@@ -268,6 +301,11 @@ class LocationTranslator:
     async def _list_container(self, request: Request, response: Response) -> None:
         req = request.scmListContainerRequest
         state, rtype, factor = self._list_filters(req)
+        if req.HasField("ecReplicationConfig"):
+            raise SCMException(ResultCodes.INVALID_REQUEST, "EC containers are not served (RATIS and STAND_ALONE are)")
+        if req.suppressed:  # suppressed=true lists only suppressed containers: this SCM suppresses none
+            response.scmListContainerResponse.containerCount = 0
+            return
         containers, total = await _maybe(
             self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor)
         )
@@ -282,6 +320,19 @@ class LocationTranslator:
         _, total = await _maybe(self.scm.list_containers(0, 0, state))
         response.getContainerCountResponse.containerCount = total
 
+    async def _get_closed_container_count(self, request: Request, response: Response) -> None:
+        """As Ozone: the number of CLOSED containers (the request's state field is not read)."""
+        _, total = await _maybe(self.scm.list_containers(0, 0, hdds_pb2.CLOSED))
+        response.getContainerCountResponse.containerCount = total
+
+    async def _list_container_ids(self, request: Request, response: Response) -> None:
+        """Container ids from ``startContainerID`` (inclusive), at most ``count``, optionally in one state."""
+        req = request.scmListContainerIDsRequest
+        state = _enum(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
+        containers, _ = await _maybe(self.scm.list_containers(req.startContainerID.id, req.count, state))
+        response.scmListContainerIDsResponse.SetInParent()
+        response.scmListContainerIDsResponse.containerIDs.extend(wire.ContainerID(id=c.containerID) for c in containers)
+
     async def _close_container(self, request: Request, response: Response) -> None:
         await self.scm.close_container(request.scmCloseContainerRequest.containerID)
         response.scmCloseContainerResponse.status = wire_loc.SCMCloseContainerResponseProto.OK
@@ -290,6 +341,8 @@ class LocationTranslator:
 
     async def _query_node(self, request: Request, response: Response) -> None:
         req = request.nodeQueryRequest
+        if req.scope == wire.QueryScope.POOL:  # Ozone: IllegalArgumentException("Not Supported yet")
+            raise RpcCallError("java.lang.IllegalArgumentException", "Not Supported yet")
         state = _enum(req.state, wire.NodeState, hdds_pb2.NodeState, "node state") if req.HasField("state") else None
         op_state = (
             _enum(req.opState, wire.NodeOperationalState, hdds_pb2.NodeOperationalState, "operational state")
@@ -330,6 +383,25 @@ class LocationTranslator:
         response.startMaintenanceNodesResponse.failedHosts.extend(
             wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors
         )
+
+    async def _datanode_usage_info(self, request: Request, response: Response) -> None:
+        """By uuid or address when either is given, else the ``count`` most (or least) used, as Ozone."""
+        req = request.DatanodeUsageInfoRequest
+        if req.HasField("uuid") or req.HasField("ipaddress"):
+            usages = await _maybe(self.scm.datanode_usage_info(req.ipaddress, req.uuid))
+        else:
+            usages = await _maybe(self.scm.most_or_least_used_datanodes(req.mostUsed, req.count))
+        response.DatanodeUsageInfoResponse.SetInParent()
+        response.DatanodeUsageInfoResponse.info.extend(usage_to_wire(u) for u in usages)
+
+    async def _containers_on_decom_node(self, request: Request, response: Response) -> None:
+        details = request.getContainersOnDecomNodeRequest.datanodeDetails
+        uuid = ozone_wire.uuid_text(details.uuid128) if details.HasField("uuid128") else details.uuid
+        pending = await _maybe(self.scm.containers_on_decom_node(uuid))
+        out = response.getContainersOnDecomNodeResponse
+        out.SetInParent()
+        for name, ids in pending.items():
+            out.containersOnDecomNode.add(name=name, id=[wire.ContainerID(id=c) for c in ids])
 
     # ---- pipelines ----
 
@@ -414,3 +486,70 @@ class LocationTranslator:
     async def _rm_report(self, request: Request, response: Response) -> None:
         report = await _maybe(self.scm.replication_manager_report())
         response.getReplicationManagerReportResponse.report.CopyFrom(report_to_wire(report))
+
+    # ---- the SCM ring ----
+
+    async def _transfer_leadership(self, request: Request, response: Response) -> None:
+        await self.scm.transfer_leadership(request.transferScmLeadershipRequest.newLeaderId)
+        response.transferScmLeadershipResponse.SetInParent()
+
+    async def _decommission_scm(self, request: Request, response: Response) -> None:
+        """As Ozone: a refusal is ``success=false`` with the reason, not an RPC error."""
+        out = response.decommissionScmResponse
+        try:
+            await self.scm.decommission_scm(request.decommissionScmRequest.scmId)
+        except SCMException as exc:
+            out.success = False
+            out.errorMsg = exc.message
+            return
+        out.success = True
+
+    # ---- deleted blocks ----
+
+    async def _failed_deleted_blocks(self, request: Request, response: Response) -> None:
+        """Deprecated in Ozone 2.2.0, which answers an empty list (transactions are no longer failed for good)."""
+        response.getFailedDeletedBlocksTxnResponse.SetInParent()
+
+    async def _reset_deleted_block_retry_count(self, request: Request, response: Response) -> None:
+        """Deprecated in Ozone 2.2.0, which resets nothing and answers 0."""
+        response.resetDeletedBlockRetryCountResponse.resetCount = 0
+
+    async def _deleted_blocks_summary(self, request: Request, response: Response) -> None:
+        summary = await _maybe(self.scm.deleted_blocks_summary())
+        out = response.getDeletedBlocksTxnSummaryResponse.summary
+        out.totalTransactionCount = summary.transactions
+        out.totalBlockCount = summary.blocks
+
+    # ---- upgrade finalization ----
+
+    async def _finalize_upgrade(self, request: Request, response: Response) -> None:
+        status, messages = await _maybe(self.scm.upgrade_finalization_status())
+        if status == "FINALIZATION_REQUIRED":
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "finalizing an older layout version is not served yet")
+        out = response.finalizeScmUpgradeResponse.status
+        out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
+        out.messages.extend(messages)
+
+    async def _finalization_progress(self, request: Request, response: Response) -> None:
+        status, messages = await _maybe(self.scm.upgrade_finalization_status())
+        out = response.queryUpgradeFinalizationProgressResponse.status
+        out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
+        out.messages.extend(messages)
+
+    # ---- the container balancer (none runs in this SCM) ----
+
+    async def _start_balancer(self, request: Request, response: Response) -> None:
+        """Ozone answers a balancer that cannot start with ``start=false`` and the reason."""
+        response.startContainerBalancerResponse.start = False
+        response.startContainerBalancerResponse.message = BALANCER_ABSENT
+
+    async def _stop_balancer(self, request: Request, response: Response) -> None:
+        """Ozone's answer to stopping a balancer that is not running (an IOException)."""
+        raise RpcCallError(IO_EXCEPTION, "Expect ContainerBalancer as running state, but running state is actually STOPPED")
+
+    async def _balancer_status(self, request: Request, response: Response) -> None:
+        response.containerBalancerStatusResponse.isRunning = False
+
+    async def _balancer_status_info(self, request: Request, response: Response) -> None:
+        """Ozone's answer when no balancer task exists: ``isRunning=false`` and no status info."""
+        response.containerBalancerStatusInfoResponse.isRunning = False
