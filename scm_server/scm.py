@@ -61,6 +61,7 @@ from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.metadata.enums import enum_name
 from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager
+from scm_server.node.decommission_metrics import NodeDecommissionProgress, node_decommission_bean, query_beans
 from scm_server.node.node_manager import (
     DECOMMISSIONING,
     ENTERING_MAINTENANCE,
@@ -702,16 +703,39 @@ class StorageContainerManager:
             )
         if node.op_state not in (DECOMMISSIONING, ENTERING_MAINTENANCE):
             return {}
+        progress = self._decommission_progress(node)
+        return {"UnderReplicated": list(progress.under_replicated), "UnClosed": list(progress.unclosed)}
+
+    def _decommission_progress(self, node: DatanodeInfo) -> NodeDecommissionProgress:
         maintenance = node.op_state == ENTERING_MAINTENANCE
-        under, unclosed = [], []
-        for cid in sorted(self.container_manager.containers_on(dn_uuid)):
+        under, unclosed, sufficient = [], [], 0
+        for cid in sorted(self.container_manager.containers_on(node.uuid)):
             if not self.container_manager.exists(cid):
                 continue
             if self.container_manager.get_container(cid).state not in (hdds_pb2.CLOSED, hdds_pb2.QUASI_CLOSED):
                 unclosed.append(cid)
-            elif not self.decommission_manager.replicated_elsewhere(cid, dn_uuid, maintenance):
+            elif self.decommission_manager.replicated_elsewhere(cid, node.uuid, maintenance):
+                sufficient += 1
+            else:
                 under.append(cid)
-        return {"UnderReplicated": under, "UnClosed": unclosed}
+        return NodeDecommissionProgress(
+            host=node.host,
+            pipelines_waiting_to_close=self.pipeline_manager.pipeline_count_of(node.uuid),
+            under_replicated=tuple(under),
+            unclosed=tuple(unclosed),
+            sufficiently_replicated=sufficient,
+            start_time_ms=node.op_state_since_ms,
+        )
+
+    def get_metrics(self, query: str) -> str:
+        """Ozone's ``getMetrics``: the JMX beans matching ``query`` as the JMX servlet's JSON. Served: the
+        NodeDecommissionMetrics bean (what ``ozone admin datanode status decommission`` reads); any other
+        query matches no bean here (``{"beans": []}``)."""
+        leaving = [
+            n for n in self.node_manager.all_nodes() if n.op_state in (DECOMMISSIONING, ENTERING_MAINTENANCE)
+        ]
+        bean = node_decommission_bean([self._decommission_progress(n) for n in leaving])
+        return query_beans(query, [bean])
 
     # ---- admin: the SCM ring ----
     async def transfer_leadership(self, new_leader_id: str) -> str:

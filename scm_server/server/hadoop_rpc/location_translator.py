@@ -160,6 +160,7 @@ class LocationTranslator:
             "ListContainerIDs": self._list_container_ids,
             "DatanodeUsageInfo": self._datanode_usage_info,
             "GetContainersOnDecomNode": self._containers_on_decom_node,
+            "GetMetrics": self._get_metrics,
             "TransferLeadership": self._transfer_leadership,
             "DecommissionScm": self._decommission_scm,
             "GetFailedDeletedBlocksTransaction": self._failed_deleted_blocks,
@@ -402,6 +403,10 @@ class LocationTranslator:
         out.SetInParent()
         for name, ids in pending.items():
             out.containersOnDecomNode.add(name=name, id=[wire.ContainerID(id=c) for c in ids])
+
+    async def _get_metrics(self, request: Request, response: Response) -> None:
+        metrics = await _maybe(self.scm.get_metrics(request.getMetricsRequest.query))
+        response.getMetricsResponse.metricsJson = metrics
 
     # ---- pipelines ----
 

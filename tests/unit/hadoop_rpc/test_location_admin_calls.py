@@ -5,6 +5,7 @@ behind our Hadoop RPC server, called with our Hadoop RPC client over loopback.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from scm_server import ozone_wire
 from scm_server.client.hadoop_rpc import RemoteError
 from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.node.decommission_metrics import BEAN_NAME
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
@@ -76,6 +78,16 @@ async def test_containers_on_a_decommissioning_node(admin: Any) -> None:
     held = await call(wire_loc.GetContainersOnDecomNode, getContainersOnDecomNodeRequest={"datanodeDetails": node})
     got = {e.name: [i.id for i in e.id] for e in held.getContainersOnDecomNodeResponse.containersOnDecomNode}
     assert got == {"UnderReplicated": [], "UnClosed": [cid]}
+    # what `ozone admin datanode status decommission` reads: the bean's first entry, the node count, then the
+    # record whose tag.datanode.<i> is the host (DecommissionUtils.getCountsMap)
+    metrics = await call(wire_loc.GetMetrics, getMetricsRequest={"query": BEAN_NAME})
+    bean = json.loads(metrics.getMetricsResponse.metricsJson)["beans"][0]
+    assert bean["DecommissioningMaintenanceNodesTotal"] == 1 and bean["tag.datanode.1"] == dns[0].host
+    assert (bean["UnclosedContainersDN.1"], bean["UnderReplicatedDN.1"]) == (1, 0)
+    assert bean["StartTimeDN.1"] == scm.clock.wall_ms()  # the fake clock has not moved since the decommission
+    assert bean["PipelinesWaitingToCloseDN.1"] == scm.pipeline_manager.pipeline_count_of(dns[0].uuid)
+    other = await call(wire_loc.GetMetrics, getMetricsRequest={"query": "Hadoop:service=OzoneManager,name=*"})
+    assert json.loads(other.getMetricsResponse.metricsJson) == {"beans": []}
     unknown = wire.DatanodeDetailsProto(uuid="00000000-0000-0000-0000-00000000dead", ipAddress="x", hostName="x")
     with pytest.raises(RemoteError, match="Unable to find required node"):
         await call(wire_loc.GetContainersOnDecomNode, getContainersOnDecomNodeRequest={"datanodeDetails": unknown})
