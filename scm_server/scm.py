@@ -743,6 +743,17 @@ class StorageContainerManager:
         empty, as Ozone picks the first peer that is not the leader); returns the new leader's id."""
         return await self.ha_manager.transfer_leadership(new_leader_id or None)
 
+    async def add_scm(self, cluster_id: str, scm_id: str, ratis_address: str) -> str:
+        """Ozone's ``addSCM`` (block protocol): the SCM ``scm_id`` whose Raft listens at ``ratis_address`` joins
+        the ring, if it belongs to this cluster."""
+        ours = self.storage_config.cluster_id or ""
+        if cluster_id != ours:
+            raise SCMException(
+                ResultCodes.INVALID_CLUSTER_ID,
+                f"SCM {scm_id} with addr {ratis_address} has cluster Id {cluster_id} but leader SCM cluster id is {ours}",
+            )
+        return await self.ha_manager.add_scm(scm_id, ratis_address)
+
     async def decommission_scm(self, scm_id: str) -> str:
         """``ozone admin scm decommission``: remove the member ``scm_id`` from the ring (never the leader)."""
         return await self.ha_manager.remove_scm(scm_id)

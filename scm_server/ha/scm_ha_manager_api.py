@@ -92,6 +92,10 @@ class SCMHAManager(Protocol):
         SCMException (INVALID_REQUEST, TIMEOUT) or NotLeaderException when it cannot."""
         ...
 
+    async def add_scm(self, scm_id: str, ratis_address: str, node_id: str = "") -> str:
+        """Add the SCM ``scm_id`` whose Raft listens at ``ratis_address`` to the ring; a one-line outcome."""
+        ...
+
     async def remove_scm(self, scm_id: str) -> str:
         """Remove the member ``scm_id`` from the ring (never the leader); a one-line outcome."""
         ...

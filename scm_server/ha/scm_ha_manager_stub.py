@@ -86,6 +86,12 @@ class SCMHAManagerStub:
             "this SCM runs without Raft (a single SCM): there is no other member to transfer leadership to",
         )
 
+    async def add_scm(self, scm_id: str, ratis_address: str, node_id: str = "") -> str:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            f"this SCM runs without Raft (a single SCM): SCM {scm_id} cannot join it; start the SCMs with HA",
+        )
+
     async def remove_scm(self, scm_id: str) -> str:
         raise SCMException(
             ResultCodes.INVALID_REQUEST,

@@ -211,3 +211,23 @@ async def test_scm_ring_calls_reach_the_ha_manager(admin: Any, monkeypatch: pyte
     assert not no.decommissionScmResponse.success
     assert no.decommissionScmResponse.errorMsg == "Cannot remove current leader leader"
     assert asked == [("transfer", "scm2"), ("transfer", None), ("remove", "scm3"), ("remove", "leader")]
+
+
+async def test_add_scm_checks_the_cluster_before_the_membership_change(
+    admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _call, scm, _dns = admin
+    with pytest.raises(SCMException) as err:
+        await scm.add_scm("CID-00000000-0000-0000-0000-000000000000", "scm-4", "scm4:9894")
+    assert err.value.result is ResultCodes.INVALID_CLUSTER_ID
+    with pytest.raises(SCMException, match="without Raft"):
+        await scm.add_scm(scm.storage_config.cluster_id, "scm-4", "scm4:9894")
+    added: list[tuple[str, str]] = []
+
+    async def add(scm_id: str, ratis_address: str, node_id: str = "") -> str:
+        added.append((scm_id, ratis_address))
+        return f"SCM {scm_id} added"
+
+    monkeypatch.setattr(scm.ha_manager, "add_scm", add)
+    assert await scm.add_scm(scm.storage_config.cluster_id, "scm-4", "scm4:9894") == "SCM scm-4 added"
+    assert added == [("scm-4", "scm4:9894")]
