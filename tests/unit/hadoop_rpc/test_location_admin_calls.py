@@ -231,3 +231,12 @@ async def test_add_scm_checks_the_cluster_before_the_membership_change(
     monkeypatch.setattr(scm.ha_manager, "add_scm", add)
     assert await scm.add_scm(scm.storage_config.cluster_id, "scm-4", "scm4:9894") == "SCM scm-4 added"
     assert added == [("scm-4", "scm4:9894")]
+
+
+async def test_delete_container_answers_as_ozone_which_does_not_serve_it(admin: Any) -> None:
+    call, _scm, _dns = admin
+    with pytest.raises(RemoteError) as err:
+        await call(wire_loc.DeleteContainer, scmDeleteContainerRequest={"containerID": 1})
+    assert err.value.exception_class == "java.lang.IllegalArgumentException"
+    assert err.value.message == "Unknown command type: DeleteContainer"
+    assert (await call(wire_loc.InSafeMode, inSafeModeRequest={})).HasField("inSafeModeResponse")
