@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from scm_server.block.deleted_block_log import (
 )
 from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfigurations
+from scm_server.conf.groups import ReplicationManagerConfig
+from scm_server.conf.reconfiguration import RECONFIGURABLE, PropertyChange, reconfigured_group
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import ContainerStateManager
 from scm_server.container.replication.replication_manager import ReplicationManager
@@ -773,6 +776,26 @@ class StorageContainerManager:
         if fsm.metadata_layout_version < fsm.software_layout_version:
             return "FINALIZATION_REQUIRED", ["Finalization required"]
         return "ALREADY_FINALIZED", []
+
+    # ---- run-time reconfiguration (Ozone's ReconfigurationHandler) ----
+    def reconfigurable_properties(self) -> list[str]:
+        """The keys this SCM applies without a restart (``ozone admin reconfig properties``), sorted."""
+        return sorted(RECONFIGURABLE)
+
+    def reconfigure_property(self, change: PropertyChange) -> None:
+        """Apply one changed key to the running managers; ConfigError (nothing changed) when its group refuses
+        the value. A removed key goes back to its default."""
+        group = reconfigured_group(self.conf, change)
+        if isinstance(group, ReplicationManagerConfig):
+            self.replication_manager.config = group
+            self.replication_manager.interval = group.interval
+            self.decommission_manager.config = group
+            self.config = dataclasses.replace(self.config, replication=group)  # a new interval: after the current wait
+        else:
+            self.deleted_block_log.config = group
+            self.config = dataclasses.replace(self.config, block=group)
+        self.conf.set_site_value(change.prop, change.new_value)
+        log.info("reconfigured %s: %r -> %r", change.prop, change.old_value, change.new_value)
 
     # ---- web ----
     def status_summary(self) -> dict[str, Any]:

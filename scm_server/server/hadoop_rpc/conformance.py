@@ -29,6 +29,7 @@ from scm_server.server.hadoop_rpc import (
     block_translator,
     datanode_translator,
     location_translator,
+    reconfigure_translator,
     security_translator,
 )
 
@@ -77,6 +78,7 @@ class Protocol:
     notes: Mapping[str, Note]
     refusals: Mapping[str, Refusal]
     absent: str = ""  # the row written while the module does not exist
+    service: str = ""  # a protocol of one Hadoop RPC method per call: its proto service lists the commands
 
     def proto(self) -> ModuleType | None:
         if importlib.util.find_spec(self.module) is None:
@@ -406,12 +408,36 @@ SECURITY_REFUSALS: Mapping[str, Refusal] = {
     ),
 }
 
+RECONFIGURE_NOTES: Mapping[str, Note] = {
+    "getServerName": Note("every SCM; `SCM`, as Ozone's", "U"),
+    "getReconfigureStatus": Note(
+        "every SCM; the last task's start time (0 before any), and once it ended its end time and each applied "
+        "change: name, old value (`\"\"` when unset), new value (left out when the key was removed), error "
+        "(left out when it took effect), as Hadoop's ReconfigurableBase answers",
+        "U",
+    ),
+    "startReconfigure": Note(
+        "every SCM; a background task reads ozone-site.xml again and applies each changed reconfigurable key "
+        "through the facade to the running managers (a value the key's group refuses: its error recorded, "
+        "nothing applied); other changed keys wait for a restart; a second start while one runs: "
+        "`java.io.IOException` \"Another reconfiguration task is running.\"",
+        "U",
+    ),
+    "listReconfigureProperties": Note(
+        "every SCM; sorted: the `hdds.scm.replication.*` keys this SCM declares and "
+        "`hdds.scm.block.deletion.per-interval.max`. Not listed (Ozone 2.2.0 lists them): "
+        "`ozone.administrators`, `ozone.readonly.administrators`, `hdds.scm.safemode.log.interval`, the "
+        "tracing and EC pipeline keys, which this SCM lacks or reads once",
+        "U",
+    ),
+}
+
 SECRET_KEY_NOTES: Mapping[str, Note] = {}
 SECRET_KEY_REFUSALS: Mapping[str, Refusal] = {}
 
 
 def protocols() -> list[Protocol]:
-    """The five SCM protocols of Ozone 2.2.0, in the document's order."""
+    """The five SCM protocols of Ozone 2.2.0 and its ReconfigureProtocol, in the document's order."""
     return [
         Protocol("block", "ScmBlockLocationProtocol", "scm_server.proto.ozone.ScmServerProtocol_pb2", frozenset(block_translator.SUPPORTED),
                  BLOCK_NOTES, BLOCK_REFUSALS),
@@ -426,14 +452,20 @@ def protocols() -> list[Protocol]:
                  absent="its wire proto (`ScmSecretKeyProtocol.proto`: GetCurrentSecretKey, GetSecretKey, "
                         "GetAllSecretKeys, CheckAndRotate) is not in `proto/ozone` yet, so no listener serves it; "
                         "it comes with the secure cluster work"),
+        Protocol("reconfigure", "ReconfigureProtocol", "scm_server.proto.ozone.ReconfigureProtocol_pb2",
+                 reconfigure_translator.ReconfigureTranslator.methods, RECONFIGURE_NOTES, {},
+                 service="ReconfigureProtocolService"),
     ]
 
 
 def commands(protocol: Protocol) -> list[tuple[str, int]] | None:
-    """(name, number) of every command of the protocol's ``Type`` enum, in enum order; None without its proto."""
+    """(name, number) of every command of the protocol's ``Type`` enum, in enum order (for a protocol of one
+    method per call: its service's methods, numbered 0); None without its proto."""
     module = protocol.proto()
     if module is None:
         return None
+    if protocol.service:
+        return [(m.name, 0) for m in module.DESCRIPTOR.services_by_name[protocol.service].methods]
     enum = module.DESCRIPTOR.enum_types_by_name["Type"]
     return [(v.name, v.number) for v in enum.values]
 
@@ -453,7 +485,7 @@ def table_rows(protocol: Protocol) -> list[Row]:
         if name in protocol.served and name in protocol.refusals:
             problems.append(f"{name} is served: drop its Refusal from conformance.{protocol.key.upper()}_REFUSALS")
     for name in sorted((set(protocol.notes) | set(protocol.refusals) | protocol.served) - names):
-        problems.append(f"{name} is not a command of {protocol.module.rsplit('.', 1)[-1]}'s Type enum")
+        problems.append(f"{name} is not a command of {protocol.module.rsplit('.', 1)[-1]}")
     for name, refusal in protocol.refusals.items():
         if refusal.status not in STATUSES:
             problems.append(f"{name}: refusal status {refusal.status!r} is not one of {', '.join(STATUSES)}")
@@ -476,12 +508,13 @@ def _cell(text: str) -> str:
 
 def render_table(protocol: Protocol) -> str:
     """The protocol's markdown table (or its one row while its proto is absent)."""
-    out = ["| cmdType | status | notes | checked |", "|---|---|---|---|"]
+    out = [f"| {'method' if protocol.service else 'cmdType'} | status | notes | checked |", "|---|---|---|---|"]
     rows = table_rows(protocol)
     if not rows:
         out.append(f"| (all) | not yet | {_cell(protocol.absent)} | — |")
     for r in rows:
-        out.append(f"| `{r.command}` ({r.number}) | {r.status} | {_cell(r.note)} | {r.checked} |")
+        number = f" ({r.number})" if r.number else ""
+        out.append(f"| `{r.command}`{number} | {r.status} | {_cell(r.note)} | {r.checked} |")
     return "\n".join(out)
 
 
