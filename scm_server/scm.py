@@ -40,6 +40,7 @@ from scm_server.conf.groups import ReplicationManagerConfig
 from scm_server.conf.reconfiguration import RECONFIGURABLE, PropertyChange, reconfigured_group
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import ContainerStateManager
+from scm_server.container.reconciliation import REFUSAL_CODES, Eligibility, eligibility, reconcile_commands
 from scm_server.container.replication.replication_manager import ReplicationManager
 from scm_server.container.report_handlers import (
     ContainerActionsHandler,
@@ -592,6 +593,22 @@ class StorageContainerManager:
             raise SCMException(ResultCodes.INVALID_REQUEST, f"count must be >= 0, got {count}")
         page, total = self.container_manager.state_manager.list_containers(start_id, count, state, rtype, rfactor)
         return [self.container_manager.get_container(c.containerID) for c in page], total
+
+    def reconcile_container(self, container_id: int) -> None:
+        """``ozone admin container reconcile``: Ozone's eligibility rules (refused with its result codes and
+        messages), then one ``reconcileContainerCommand`` per replica's datanode naming the other replicas'
+        datanodes as peers (leader only; stamped with its term)."""
+        self._scm_context.check_leader()
+        exists = self.container_manager.exists(container_id)
+        info = self.container_manager.get_container(container_id) if exists else None
+        replicas = self.container_manager.get_replicas(container_id) if exists else []
+        result = eligibility(container_id, info, [r.state for r in replicas])
+        if result.result is not Eligibility.OK:
+            raise SCMException(REFUSAL_CODES[result.result], result.message)
+        holders = [n.details for r in replicas if (n := self.node_manager.get_node(r.datanode_uuid)) is not None]
+        for uuid, command in reconcile_commands(container_id, holders):
+            self.node_manager.add_command(uuid, command)
+        log.info("reconciling container %d on %d datanodes", container_id, len(holders))
 
     async def close_container(self, container_id: int) -> None:
         self._scm_context.check_leader()

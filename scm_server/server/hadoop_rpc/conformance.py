@@ -139,6 +139,13 @@ DATANODE_REFUSALS: Mapping[str, Refusal] = {
 }
 
 LOCATION_NOTES: Mapping[str, Note] = {
+    'ReconcileContainer': Note(
+        "leader; Ozone's eligibility rules and messages (CLOSED or QUASI_CLOSED, replicas CLOSED, QUASI_CLOSED or "
+        "UNHEALTHY, RATIS with more than one replica; refused with `CONTAINER_NOT_FOUND`, "
+        "`UNEXPECTED_CONTAINER_STATE` or `UNSUPPORTED_OPERATION`), then a `reconcileContainerCommand` to each "
+        "replica's datanode naming the others as peers, as Ozone's ReconcileContainerEventHandler",
+        'C, U',
+    ),
     'AllocateContainer': Note(
         "leader; RATIS/STAND_ALONE (EC refused naming it); `errorCode=success`; retry cache and the client's ids on the replicated write, as the gRPC path",
         'C, U, J',
@@ -326,11 +333,6 @@ LOCATION_REFUSALS: Mapping[str, Refusal] = {
         'not yet',
         "served with the secure cluster work (container tokens exist only with `ozone.security.enabled`, signed with the SCM's secret keys); now an ERROR `SCMException` naming the command and listing the served ones",
         'C, U, J',
-    ),
-    'ReconcileContainer': Refusal(
-        'not yet',
-        'needs the reconcile command to datanodes (container checksums); now an ERROR `SCMException` naming the command and listing the served ones',
-        'C, U',
     ),
     'SuppressContainer': Refusal(
         'not yet',

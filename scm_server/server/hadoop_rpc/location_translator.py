@@ -163,6 +163,7 @@ class LocationTranslator:
             "DatanodeUsageInfo": self._datanode_usage_info,
             "GetContainersOnDecomNode": self._containers_on_decom_node,
             "GetMetrics": self._get_metrics,
+            "ReconcileContainer": self._reconcile_container,
             "TransferLeadership": self._transfer_leadership,
             "DecommissionScm": self._decommission_scm,
             "GetFailedDeletedBlocksTransaction": self._failed_deleted_blocks,
@@ -337,6 +338,10 @@ class LocationTranslator:
         containers, _ = await _maybe(self.scm.list_containers(req.startContainerID.id, req.count, state))
         response.scmListContainerIDsResponse.SetInParent()
         response.scmListContainerIDsResponse.containerIDs.extend(wire.ContainerID(id=c.containerID) for c in containers)
+
+    async def _reconcile_container(self, request: Request, response: Response) -> None:
+        await _maybe(self.scm.reconcile_container(request.reconcileContainerRequest.containerID))
+        response.reconcileContainerResponse.SetInParent()
 
     async def _close_container(self, request: Request, response: Response) -> None:
         await self.scm.close_container(request.scmCloseContainerRequest.containerID)

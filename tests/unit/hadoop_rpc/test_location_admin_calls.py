@@ -240,3 +240,33 @@ async def test_delete_container_answers_as_ozone_which_does_not_serve_it(admin: 
     assert err.value.exception_class == "java.lang.IllegalArgumentException"
     assert err.value.message == "Unknown command type: DeleteContainer"
     assert (await call(wire_loc.InSafeMode, inSafeModeRequest={})).HasField("inSafeModeResponse")
+
+
+async def test_reconcile_container_sends_each_replica_its_peers(admin: Any) -> None:
+    call, scm, dns = admin
+    await call(wire_loc.ForceExitSafeMode, forceExitSafeModeRequest={})
+    created = await call(wire_loc.AllocateContainer, containerRequest={
+        "replicationType": wire.RATIS, "replicationFactor": wire.THREE, "owner": "admin"})
+    cid = created.containerResponse.containerWithPipeline.containerInfo.containerID
+    with pytest.raises(RemoteError, match=f"UNEXPECTED_CONTAINER_STATE: Cannot reconcile container {cid} in state OPEN"):
+        await call(wire_loc.ReconcileContainer, reconcileContainerRequest={"containerID": cid})
+    with pytest.raises(RemoteError, match="CONTAINER_NOT_FOUND: Container #424242 not found for reconciliation"):
+        await call(wire_loc.ReconcileContainer, reconcileContainerRequest={"containerID": 424242})
+    await call(wire_loc.CloseContainer, scmCloseContainerRequest={"containerID": cid})
+    for dn in dns:
+        dn.replicas[cid] = hdds_pb2.ContainerReplicaProto(
+            containerID=cid, state=hdds_pb2.ContainerReplicaProto.CLOSED, blockCommitSequenceId=1)
+        await dn.heartbeat(scm)
+    assert scm.get_container(cid).state == hdds_pb2.CLOSED
+    await call(wire_loc.ReconcileContainer, reconcileContainerRequest={"containerID": cid})
+    T = scm_datanode_pb2.SCMCommandProto
+    for dn in dns:
+        (command,) = scm.node_manager.queued_commands(dn.uuid, T.reconcileContainerCommand)
+        assert command.reconcileContainerCommandProto.containerID == cid and command.term == scm.scm_context.term
+        assert sorted(p.uuid for p in command.reconcileContainerCommandProto.peers) == sorted(
+            d.uuid for d in dns if d is not dn)
+        # what an Ozone datanode receives in its heartbeat answer
+        theirs = ozone_wire.heartbeat_response_to_wire(scm_datanode_pb2.SCMHeartbeatResponseProto(
+            datanodeUUID=dn.uuid, commands=[command]))
+        assert theirs.commands[0].reconcileContainerCommandProto.containerID == cid
+        assert len(theirs.commands[0].reconcileContainerCommandProto.peers) == 2
