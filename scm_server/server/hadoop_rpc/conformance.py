@@ -251,8 +251,11 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U',
     ),
     'StopContainerBalancer': Note(
-        'leader; Ozone\'s answer for a balancer that is not running: an RPC ERROR `java.io.IOException` "Expect ContainerBalancer as running state, but running state is actually STOPPED"',
-        'C, U',
+        "leader; Ozone's message for a balancer that is not running, \"Expect ContainerBalancer as running "
+        "state, but running state is actually STOPPED\", as an RPC ERROR `SCMException` (**differs**: Ozone sends "
+        "a plain `java.io.IOException`, which its client's failover policy retries on every SCM until its retries "
+        "run out; an `SCMException` is not retried, so `containerbalancer stop` fails at once with the same text)",
+        'C, U, O',
     ),
     'GetContainerBalancerStatus': Note(
         'leader; `isRunning=false` (no balancer runs here)',

@@ -558,8 +558,10 @@ class LocationTranslator:
         response.startContainerBalancerResponse.message = BALANCER_ABSENT
 
     async def _stop_balancer(self, request: Request, response: Response) -> None:
-        """Ozone's answer to stopping a balancer that is not running (an IOException)."""
-        raise RpcCallError(IO_EXCEPTION, "Expect ContainerBalancer as running state, but running state is actually STOPPED")
+        """Ozone's message for stopping a balancer that is not running, as an SCMException: Ozone sends it as a
+        plain IOException, which its client's failover policy retries on every SCM until its retries run out;
+        an SCMException fails the command at once with the same text."""
+        raise RpcCallError(SCM_EXCEPTION, "Expect ContainerBalancer as running state, but running state is actually STOPPED")
 
     async def _balancer_status(self, request: Request, response: Response) -> None:
         response.containerBalancerStatusResponse.isRunning = False

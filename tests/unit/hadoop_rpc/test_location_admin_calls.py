@@ -174,7 +174,7 @@ async def test_balancer_answers_not_running(admin: Any) -> None:
     assert not info.containerBalancerStatusInfoResponse.HasField("containerBalancerStatusInfo")
     with pytest.raises(RemoteError) as err:
         await call(wire_loc.StopContainerBalancer, stopContainerBalancerRequest={})
-    assert err.value.exception_class == "java.io.IOException" and "STOPPED" in err.value.message
+    assert err.value.exception_class == SCM_EXCEPTION and "STOPPED" in err.value.message
 
 
 async def test_scm_ring_calls_reach_the_ha_manager(admin: Any, monkeypatch: pytest.MonkeyPatch) -> None:
