@@ -220,7 +220,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'GetContainerWithPipelineBatch': Note(
         "leader; every id in order; one id that fails fails the call (Ozone's `getContainerWithPipelineBatch`). A real OM sends it on `ozone sh key get` to refresh the blocks' pipelines",
-        'C, U, O',
+        'C, U, J, O',
     ),
     'GetSafeModeRuleStatuses': Note(
         "any SCM (follower-readable); `statusText` always set (required in Ozone's message)",
@@ -244,7 +244,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'GetExistContainerWithPipelinesInBatch': Note(
         "leader; an id that cannot be answered is left out, the others answered (Ozone's lenient batch)",
-        'C, U',
+        'C, U, J',
     ),
     'StartContainerBalancer': Note(
         "leader; **no balancer runs in this SCM**: `start=false` with a message saying so (Ozone's form for a balancer that cannot start)",
