@@ -144,7 +144,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         "UNHEALTHY, RATIS with more than one replica; refused with `CONTAINER_NOT_FOUND`, "
         "`UNEXPECTED_CONTAINER_STATE` or `UNSUPPORTED_OPERATION`), then a `reconcileContainerCommand` to each "
         "replica's datanode naming the others as peers, as Ozone's ReconcileContainerEventHandler",
-        'C, U',
+        'C, U, O',
     ),
     'AllocateContainer': Note(
         "leader; RATIS/STAND_ALONE (EC refused naming it); `errorCode=success`; retry cache and the client's ids on the replicated write, as the gRPC path",
@@ -160,11 +160,11 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'ListContainer': Note(
         'leader; state/type/factor filters by name, `containerCount` = all matching; `suppressed=true` lists none (no container is suppressed here), `false` all; an EC `ecReplicationConfig` refused naming it',
-        'C, U, J',
+        'C, U, J, O',
     ),
     'QueryNode': Note(
         'leader; state and opState filters (enums by name); scope `POOL`: `java.lang.IllegalArgumentException` "Not Supported yet", as Ozone; `poolName` not read (nor by Ozone)',
-        'C, U, J',
+        'C, U, J, O',
     ),
     'CloseContainer': Note(
         'leader; `status=OK`',
@@ -180,11 +180,11 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'ActivatePipeline': Note(
         'leader',
-        'C, U, J',
+        'C, U, J, O',
     ),
     'DeactivatePipeline': Note(
         'leader',
-        'C, U, J',
+        'C, U, J, O',
     ),
     'ClosePipeline': Note(
         'leader',
@@ -240,7 +240,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'DatanodeUsageInfo': Note(
         "leader; by `uuid` or `ipaddress` (IP address or host name: every datanode there), else the `count` most or least used healthy in-service datanodes by Ozone's utilization `(capacity - remaining) / capacity`; `count` < 1: an error saying it must be greater than zero; capacity, used, remaining, committed from the last node report's healthy volumes, container and pipeline counts; `freeSpaceToSpare`, `reserved`, `fsCapacity`, `fsAvailable` not kept",
-        'C, U',
+        'C, U, O',
     ),
     'GetExistContainerWithPipelinesInBatch': Note(
         "leader; an id that cannot be answered is left out, the others answered (Ozone's lenient batch)",
@@ -248,7 +248,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'StartContainerBalancer': Note(
         "leader; **no balancer runs in this SCM**: `start=false` with a message saying so (Ozone's form for a balancer that cannot start)",
-        'C, U',
+        'C, U, O',
     ),
     'StopContainerBalancer': Note(
         "leader; Ozone's message for a balancer that is not running, \"Expect ContainerBalancer as running "
@@ -259,15 +259,15 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'GetContainerBalancerStatus': Note(
         'leader; `isRunning=false` (no balancer runs here)',
-        'C, U',
+        'C, U, O',
     ),
     'FinalizeScmUpgrade': Note(
         "leader; `ALREADY_FINALIZED` with no messages when the metadata layout version is the software's, as Ozone answers on a fresh 2.2.0 cluster (this SCM has one layout version); finalizing an older layout is not served yet (`INTERNAL_ERROR` saying so)",
-        'C, U',
+        'C, U, O',
     ),
     'QueryUpgradeFinalizationProgress': Note(
         "leader; `ALREADY_FINALIZED` (no messages), `FINALIZATION_IN_PROGRESS` while the replicated `#FINALIZING` mark is set, `FINALIZATION_REQUIRED` when the metadata layout is older than the software's",
-        'C, U',
+        'C, U, O',
     ),
     'GetContainerCount': Note(
         'leader; optional state filter',
@@ -279,7 +279,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'GetReplicationManagerReport': Note(
         'leader; counters as `KeyIntValue`, samples as `ContainerID` lists',
-        'C, U, J',
+        'C, U, J, O',
     ),
     'ResetDeletedBlockRetryCount': Note(
         '`resetCount=0`, nothing reset, as Ozone 2.2.0 answers (deprecated there)',
@@ -291,7 +291,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'TransferLeadership': Note(
         "leader; Raft leadership moves to `newLeaderId` (any other member when empty, as Ozone picks the first non-leader peer) through our Raft's leadership transfer (the one the operator's roll uses); an unknown member: `INVALID_REQUEST`; not done in time: `TIMEOUT`; a single SCM without Raft refuses it",
-        'C, U',
+        'C, U, O, I',
     ),
     'GetFailedDeletedBlocksTransaction': Note(
         'an empty list, as Ozone 2.2.0 answers (deprecated there: a transaction is no longer failed for good)',
@@ -299,7 +299,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'DecommissionScm': Note(
         'leader; the member leaves the ring through our Raft membership change (as `ozone-scm admin scm decommission`); a refusal is `success=false` with `errorMsg` (the leader itself: "Cannot remove current leader ..."; not a member; a single SCM), as Ozone answers; on a secure ring its certificates are revoked',
-        'C, U',
+        'C, U, I',
     ),
     'SingleNodeQuery': Note(
         'leader; `ozone admin datanode list --node-id`: the datanode by its 128-bit uuid; unknown: `NO_SUCH_DATANODE`',
@@ -311,7 +311,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'GetMetrics': Note(
         'leader; the JMX servlet\'s JSON `{"beans": [...]}` for the query\'s object-name pattern: Ozone\'s `NodeDecommissionMetrics` bean (the totals, each leaving datanode\'s `tag.datanode.<i>`, `PipelinesWaitingToCloseDN.<i>`, `UnderReplicatedDN.<i>`, `SufficientlyReplicatedDN.<i>`, `UnclosedContainersDN.<i>`, `StartTimeDN.<i>`: what `datanode status decommission` reads); any other query matches no bean (`{"beans": []}`)',
-        'C, U',
+        'C, U, O',
     ),
     'GetContainerBalancerStatusInfo': Note(
         "leader; `isRunning=false` without status info, Ozone's answer when no balancer task exists",
@@ -319,7 +319,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
     ),
     'GetDeletedBlocksTransactionSummary': Note(
         'leader; `totalTransactionCount` and `totalBlockCount` of the deleted-block log; `totalBlockSize` and `totalBlockReplicatedSize` left out (block sizes are not kept in the log)',
-        'C, U',
+        'C, U, O',
     ),
     'ListContainerIDs': Note(
         'leader; ids from `startContainerID` (inclusive), at most `count`, optional state filter',
@@ -414,26 +414,26 @@ SECURITY_REFUSALS: Mapping[str, Refusal] = {
 }
 
 RECONFIGURE_NOTES: Mapping[str, Note] = {
-    "getServerName": Note("every SCM; `SCM`, as Ozone's", "U"),
+    "getServerName": Note("every SCM; `SCM`, as Ozone's", "U, O"),
     "getReconfigureStatus": Note(
         "every SCM; the last task's start time (0 before any), and once it ended its end time and each applied "
         "change: name, old value (`\"\"` when unset), new value (left out when the key was removed), error "
         "(left out when it took effect), as Hadoop's ReconfigurableBase answers",
-        "U",
+        "U, O",
     ),
     "startReconfigure": Note(
         "every SCM; a background task reads ozone-site.xml again and applies each changed reconfigurable key "
         "through the facade to the running managers (a value the key's group refuses: its error recorded, "
         "nothing applied); other changed keys wait for a restart; a second start while one runs: "
         "`java.io.IOException` \"Another reconfiguration task is running.\"",
-        "U",
+        "U, O",
     ),
     "listReconfigureProperties": Note(
         "every SCM; sorted: the `hdds.scm.replication.*` keys this SCM declares and "
         "`hdds.scm.block.deletion.per-interval.max`. Not listed (Ozone 2.2.0 lists them): "
         "`ozone.administrators`, `ozone.readonly.administrators`, `hdds.scm.safemode.log.interval`, the "
         "tracing and EC pipeline keys, which this SCM lacks or reads once",
-        "U",
+        "U, O",
     ),
 }
 
