@@ -270,7 +270,8 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, O',
     ),
     'GetContainerCount': Note(
-        'leader; optional state filter',
+        "leader; optional state filter (**differs**: Ozone 2.2.0's server ignores the state its own client's "
+        "`getContainerCount(state)` sends and answers the total; `GetClosedContainerCount` is its way to count one state)",
         'C, U, J',
     ),
     'GetContainerReplicas': Note(
