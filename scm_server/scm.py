@@ -587,12 +587,36 @@ class StorageContainerManager:
         state: int | None = None,
         rtype: int | None = None,
         rfactor: int | None = None,
+        suppressed: bool | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
         """Containers with id >= start_id matching the filters: (first ``count``, total matching)."""
         if count < 0:
             raise SCMException(ResultCodes.INVALID_REQUEST, f"count must be >= 0, got {count}")
-        page, total = self.container_manager.state_manager.list_containers(start_id, count, state, rtype, rfactor)
+        page, total = self.container_manager.state_manager.list_containers(
+            start_id, count, state, rtype, rfactor, suppressed
+        )
         return [self.container_manager.get_container(c.containerID) for c in page], total
+
+    async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]:
+        """``ozone admin container report --suppress|--unsuppress``: mark containers (replicated, as Ozone's
+        updateContainerInfo) so the replication manager counts them by state but checks and repairs nothing;
+        returns the ids that could not be marked (unknown ones), the others are done."""
+        self._scm_context.check_leader()
+        failed = []
+        for cid in container_ids:
+            if not self.container_manager.exists(cid):
+                failed.append(cid)
+                continue
+            info = self.container_manager.get_container(cid)
+            if info.suppressed == suppress:
+                continue
+            info.suppressed = suppress
+            try:
+                await self.container_state_manager.update_container_info(info)
+            except SCMException as exc:  # e.g. its state changed meanwhile: that one is reported failed
+                log.warning("container #%d not %s: %s", cid, "suppressed" if suppress else "unsuppressed", exc)
+                failed.append(cid)
+        return failed
 
     def reconcile_container(self, container_id: int) -> None:
         """``ozone admin container reconcile``: Ozone's eligibility rules (refused with its result codes and

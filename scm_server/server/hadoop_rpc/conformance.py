@@ -139,6 +139,13 @@ DATANODE_REFUSALS: Mapping[str, Refusal] = {
 }
 
 LOCATION_NOTES: Mapping[str, Note] = {
+    'SuppressContainer': Note(
+        "leader; each id marked (`suppress=true`) or unmarked through a replicated container update (Ozone's "
+        "updateContainerInfo); the replication manager counts a suppressed container by state and leaves it out "
+        "of its checks and commands, as Ozone's; `failedContainerIDs` lists unknown ids; `ListContainer`'s "
+        "`suppressed` filter lists only (un)suppressed ones",
+        'C, U',
+    ),
     'ReconcileContainer': Note(
         "leader; Ozone's eligibility rules and messages (CLOSED or QUASI_CLOSED, replicas CLOSED, QUASI_CLOSED or "
         "UNHEALTHY, RATIS with more than one replica; refused with `CONTAINER_NOT_FOUND`, "
@@ -159,7 +166,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J',
     ),
     'ListContainer': Note(
-        'leader; state/type/factor filters by name, `containerCount` = all matching; `suppressed=true` lists none (no container is suppressed here), `false` all; an EC `ecReplicationConfig` refused naming it',
+        'leader; state/type/factor filters by name, `containerCount` = all matching; `suppressed` lists only suppressed (`true`) or unsuppressed (`false`) containers; an EC `ecReplicationConfig` refused naming it',
         'C, U, J, O',
     ),
     'QueryNode': Note(
@@ -337,11 +344,6 @@ LOCATION_REFUSALS: Mapping[str, Refusal] = {
         'not yet',
         "served with the secure cluster work (container tokens exist only with `ozone.security.enabled`, signed with the SCM's secret keys); now an ERROR `SCMException` naming the command and listing the served ones",
         'C, U, J',
-    ),
-    'SuppressContainer': Refusal(
-        'not yet',
-        'needs a replicated `suppressed` flag on containers (skipped by the replication manager); now an ERROR `SCMException` naming the command and listing the served ones',
-        'C, U',
     ),
 }
 

@@ -164,6 +164,7 @@ class LocationTranslator:
             "GetContainersOnDecomNode": self._containers_on_decom_node,
             "GetMetrics": self._get_metrics,
             "ReconcileContainer": self._reconcile_container,
+            "SuppressContainer": self._suppress_container,
             "TransferLeadership": self._transfer_leadership,
             "DecommissionScm": self._decommission_scm,
             "GetFailedDeletedBlocksTransaction": self._failed_deleted_blocks,
@@ -309,11 +310,9 @@ class LocationTranslator:
         state, rtype, factor = self._list_filters(req)
         if req.HasField("ecReplicationConfig"):
             raise SCMException(ResultCodes.INVALID_REQUEST, "EC containers are not served (RATIS and STAND_ALONE are)")
-        if req.suppressed:  # suppressed=true lists only suppressed containers: this SCM suppresses none
-            response.scmListContainerResponse.containerCount = 0
-            return
+        suppressed = req.suppressed if req.HasField("suppressed") else None
         containers, total = await _maybe(
-            self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor)
+            self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor, suppressed)
         )
         out = response.scmListContainerResponse
         out.SetInParent()
@@ -338,6 +337,13 @@ class LocationTranslator:
         containers, _ = await _maybe(self.scm.list_containers(req.startContainerID.id, req.count, state))
         response.scmListContainerIDsResponse.SetInParent()
         response.scmListContainerIDsResponse.containerIDs.extend(wire.ContainerID(id=c.containerID) for c in containers)
+
+    async def _suppress_container(self, request: Request, response: Response) -> None:
+        """As Ozone: each id marked (or unmarked, ``suppress=false``); the ids that could not be, listed."""
+        req = request.suppressContainerRequest
+        failed = await self.scm.suppress_containers(list(req.containerIDs), req.suppress)
+        response.suppressContainerResponse.SetInParent()
+        response.suppressContainerResponse.failedContainerIDs.extend(failed)
 
     async def _reconcile_container(self, request: Request, response: Response) -> None:
         await _maybe(self.scm.reconcile_container(request.reconcileContainerRequest.containerID))

@@ -122,6 +122,25 @@ async def test_container_counts_ids_and_list_filters(admin: Any) -> None:
     assert suppressed.scmListContainerResponse.containerCount == 0
     unsuppressed = await call(wire_loc.ListContainer, scmListContainerRequest={"count": 10, "suppressed": False})
     assert [c.containerID for c in unsuppressed.scmListContainerResponse.containers] == cids
+
+    marked = await call(wire_loc.SuppressContainer, suppressContainerRequest={
+        "containerIDs": [cids[1], 999999], "suppress": True})
+    assert list(marked.suppressContainerResponse.failedContainerIDs) == [999999]
+    only = await call(wire_loc.ListContainer, scmListContainerRequest={"count": 10, "suppressed": True})
+    assert [(c.containerID, c.suppressed) for c in only.scmListContainerResponse.containers] == [(cids[1], True)]
+    assert only.scmListContainerResponse.containerCount == 1
+    rest = await call(wire_loc.ListContainer, scmListContainerRequest={"count": 10, "suppressed": False})
+    assert [c.containerID for c in rest.scmListContainerResponse.containers] == [cids[0], cids[2]]
+    everything = await call(wire_loc.ListContainer, scmListContainerRequest={"count": 10})
+    assert [c.containerID for c in everything.scmListContainerResponse.containers] == cids
+    # kept in scm.db: a reload from the table still has it
+    scm.reinitialize()
+    assert scm.get_container(cids[1]).suppressed and not scm.get_container(cids[2]).suppressed
+    report = await scm.replication_manager.process_all()
+    assert cids[1] not in scm.replication_manager.last_results and cids[2] in scm.replication_manager.last_results
+    assert {s.key: s.count for s in report.stat}["OPEN"] == 2  # still counted by state
+    await call(wire_loc.SuppressContainer, suppressContainerRequest={"containerIDs": [cids[1]], "suppress": False})
+    assert not scm.get_container(cids[1]).suppressed
     with pytest.raises(RemoteError, match="EC containers are not served"):
         await call(wire_loc.ListContainer, scmListContainerRequest={
             "count": 10, "type": wire.EC, "ecReplicationConfig": {"data": 3, "parity": 2, "codec": "rs",
