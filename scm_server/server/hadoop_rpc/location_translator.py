@@ -14,7 +14,12 @@ and answers a ``ScmContainerLocationResponse`` (status ``OK``). As Ozone's
   ``GetSafeModeRuleStatuses``: each SCM's own view, as ``ozone admin safemode status`` asks every SCM) and
   ``GetScmInfo`` (every SCM answers it on the gRPC path too); a follower answers
   ``ServerNotLeaderException`` suggesting the leader's Hadoop RPC client port (:mod:`.leadership`);
-* a cmdType not served here is an RPC ERROR (``SCMException``) naming the command and listing those served.
+* a cmdType not served here is an RPC ERROR (``SCMException``) naming the command and listing those served;
+  one Ozone 2.2.0 does not serve either (``DeleteContainer``) gets Ozone's own answer
+  (``IllegalArgumentException: Unknown command type``).
+
+Which cmdType is served and why the others are not is the generated conformance table
+(:mod:`.conformance`, docs/ozone-compatibility.md).
 """
 
 from __future__ import annotations
