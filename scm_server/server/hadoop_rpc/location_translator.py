@@ -332,14 +332,14 @@ class LocationTranslator:
 
     async def _get_closed_container_count(self, request: Request, response: Response) -> None:
         """As Ozone: the number of CLOSED containers (the request's state field is not read)."""
-        _, total = await _maybe(self.scm.list_containers(0, 0, hdds_pb2.CLOSED))
+        _, total = self.scm.list_containers(0, 0, hdds_pb2.CLOSED)
         response.getContainerCountResponse.containerCount = total
 
     async def _list_container_ids(self, request: Request, response: Response) -> None:
         """Container ids from ``startContainerID`` (inclusive), at most ``count``, optionally in one state."""
         req = request.scmListContainerIDsRequest
         state = _enum(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
-        containers, _ = await _maybe(self.scm.list_containers(req.startContainerID.id, req.count, state))
+        containers, _ = self.scm.list_containers(req.startContainerID.id, req.count, state)
         response.scmListContainerIDsResponse.SetInParent()
         response.scmListContainerIDsResponse.containerIDs.extend(wire.ContainerID(id=c.containerID) for c in containers)
 
@@ -351,7 +351,7 @@ class LocationTranslator:
         response.suppressContainerResponse.failedContainerIDs.extend(failed)
 
     async def _reconcile_container(self, request: Request, response: Response) -> None:
-        await _maybe(self.scm.reconcile_container(request.reconcileContainerRequest.containerID))
+        self.scm.reconcile_container(request.reconcileContainerRequest.containerID)
         response.reconcileContainerResponse.SetInParent()
 
     async def _close_container(self, request: Request, response: Response) -> None:
@@ -409,23 +409,23 @@ class LocationTranslator:
         """By uuid or address when either is given, else the ``count`` most (or least) used, as Ozone."""
         req = request.DatanodeUsageInfoRequest
         if req.HasField("uuid") or req.HasField("ipaddress"):
-            usages = await _maybe(self.scm.datanode_usage_info(req.ipaddress, req.uuid))
+            usages = self.scm.datanode_usage_info(req.ipaddress, req.uuid)
         else:
-            usages = await _maybe(self.scm.most_or_least_used_datanodes(req.mostUsed, req.count))
+            usages = self.scm.most_or_least_used_datanodes(req.mostUsed, req.count)
         response.DatanodeUsageInfoResponse.SetInParent()
         response.DatanodeUsageInfoResponse.info.extend(usage_to_wire(u) for u in usages)
 
     async def _containers_on_decom_node(self, request: Request, response: Response) -> None:
         details = request.getContainersOnDecomNodeRequest.datanodeDetails
         uuid = ozone_wire.uuid_text(details.uuid128) if details.HasField("uuid128") else details.uuid
-        pending = await _maybe(self.scm.containers_on_decom_node(uuid))
+        pending = self.scm.containers_on_decom_node(uuid)
         out = response.getContainersOnDecomNodeResponse
         out.SetInParent()
         for name, ids in pending.items():
             out.containersOnDecomNode.add(name=name, id=[wire.ContainerID(id=c) for c in ids])
 
     async def _get_metrics(self, request: Request, response: Response) -> None:
-        metrics = await _maybe(self.scm.get_metrics(request.getMetricsRequest.query))
+        metrics = self.scm.get_metrics(request.getMetricsRequest.query)
         response.getMetricsResponse.metricsJson = metrics
 
     # ---- pipelines ----
@@ -540,7 +540,7 @@ class LocationTranslator:
         response.resetDeletedBlockRetryCountResponse.resetCount = 0
 
     async def _deleted_blocks_summary(self, request: Request, response: Response) -> None:
-        summary = await _maybe(self.scm.deleted_blocks_summary())
+        summary = self.scm.deleted_blocks_summary()
         out = response.getDeletedBlocksTxnSummaryResponse.summary
         out.totalTransactionCount = summary.transactions
         out.totalBlockCount = summary.blocks
@@ -548,7 +548,7 @@ class LocationTranslator:
     # ---- upgrade finalization ----
 
     async def _finalize_upgrade(self, request: Request, response: Response) -> None:
-        status, messages = await _maybe(self.scm.upgrade_finalization_status())
+        status, messages = self.scm.upgrade_finalization_status()
         if status == "FINALIZATION_REQUIRED":
             raise SCMException(ResultCodes.INTERNAL_ERROR, "finalizing an older layout version is not served yet")
         out = response.finalizeScmUpgradeResponse.status
@@ -556,7 +556,7 @@ class LocationTranslator:
         out.messages.extend(messages)
 
     async def _finalization_progress(self, request: Request, response: Response) -> None:
-        status, messages = await _maybe(self.scm.upgrade_finalization_status())
+        status, messages = self.scm.upgrade_finalization_status()
         out = response.queryUpgradeFinalizationProgressResponse.status
         out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
         out.messages.extend(messages)
