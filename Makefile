@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: test-slow test-clock s3-tools s3-test config-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
+.PHONY: test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -35,6 +35,9 @@ manifests: k8s-tools ## re-derive manifests/ and the chart's CRD copy from crds/
 
 config-docs: env ## regenerate docs/operations.md's key tables from scm_server/conf/ (drift is a test failure)
 	$(BIN)/python scripts/config_docs.py
+
+compat-docs: env ## regenerate docs/ozone-compatibility.md's call tables from the Hadoop RPC translators (drift or a cmdType without a row is a test failure)
+	$(BIN)/python scripts/compat_docs.py
 
 operator-docs: env ## regenerate docs/kubernetes.md's table of the operator's steps (planner/actions.py) and ARCHITECTURE.md's list of layers (.importlinter) (drift is a test failure)
 	$(BIN)/python scripts/operator_docs.py

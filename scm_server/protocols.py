@@ -21,6 +21,7 @@ else of ``scm_server`` (an import-linter contract keeps it so), so managers, edg
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
@@ -39,6 +40,32 @@ class BlockAllocation(NamedTuple):
     container_id: int
     local_id: int
     pipeline: hdds_pb2.Pipeline
+
+
+@dataclass(frozen=True)
+class DatanodeUsageInfo:
+    """One datanode's space and load, summed over its healthy volumes."""
+
+    details: hdds_pb2.DatanodeDetailsProto
+    capacity: int
+    used: int
+    remaining: int
+    committed: int
+    container_count: int
+    pipeline_count: int
+
+    def utilization(self) -> float:
+        if self.capacity <= 0:
+            return 0.0
+        return (self.capacity - self.remaining) / self.capacity
+
+
+@dataclass(frozen=True)
+class DeletedBlocksSummary:
+    """The deleted-block log in Ozone's DeletedBlocksTransactionSummary terms (block sizes are not kept)."""
+
+    transactions: int
+    blocks: int
 
 
 @runtime_checkable
@@ -84,6 +111,8 @@ class ScmBlockLocationProtocol(LeaderRole, Protocol):
 
     def query_nodes(self, state: int | None = None, op_state: int | None = None) -> list[hdds_pb2.Node]: ...
 
+    async def add_scm(self, cluster_id: str, scm_id: str, ratis_address: str) -> str: ...
+
 
 @runtime_checkable
 class StorageContainerLocationProtocol(LeaderRole, Protocol):
@@ -105,7 +134,12 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
         state: int | None = None,
         rtype: int | None = None,
         rfactor: int | None = None,
+        suppressed: bool | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]: ...
+
+    async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]: ...
+
+    def reconcile_container(self, container_id: int) -> None: ...
 
     async def close_container(self, container_id: int) -> None: ...
 
@@ -144,6 +178,22 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
     ) -> list[scm_client_pb2.DatanodeAdminError]: ...
 
     async def recommission_nodes(self, hosts: list[str]) -> list[scm_client_pb2.DatanodeAdminError]: ...
+
+    def datanode_usage_info(self, address: str = "", uuid: str = "") -> list[DatanodeUsageInfo]: ...
+
+    def most_or_least_used_datanodes(self, most_used: bool, count: int) -> list[DatanodeUsageInfo]: ...
+
+    def containers_on_decom_node(self, dn_uuid: str) -> dict[str, list[int]]: ...
+
+    def get_metrics(self, query: str) -> str: ...
+
+    async def transfer_leadership(self, new_leader_id: str) -> str: ...
+
+    async def decommission_scm(self, scm_id: str) -> str: ...
+
+    def deleted_blocks_summary(self) -> DeletedBlocksSummary: ...
+
+    def upgrade_finalization_status(self) -> tuple[str, list[str]]: ...
 
     def get_scm_info(self) -> scm_client_pb2.GetScmInfoResponseProto: ...
 

@@ -108,6 +108,19 @@ class SCMHAManager(Protocol):
         """Seconds left of this leader's lease (negative: expired)."""
         ...
 
+    async def transfer_leadership(self, target: str | None) -> str:
+        """Move Raft leadership to the member ``target`` (any other member when None); the new leader's id.
+        SCMException (INVALID_REQUEST, TIMEOUT) or NotLeaderException when it cannot."""
+        ...
+
+    async def add_scm(self, scm_id: str, ratis_address: str, node_id: str = "") -> str:
+        """Add the SCM ``scm_id`` whose Raft listens at ``ratis_address`` to the ring; a one-line outcome."""
+        ...
+
+    async def remove_scm(self, scm_id: str) -> str:
+        """Remove the member ``scm_id`` from the ring (never the leader); a one-line outcome."""
+        ...
+
     def peer_roles(self) -> list[str]:
         """GetScmInfo.peerRoles as Ozone 2.2.0 answers them: ``host:port:ROLE:peerId:ip``, five fields with the IP
         address of the member's host last (``ozone admin scm roles --table`` needs all five)."""

@@ -13,7 +13,7 @@ import socket
 from typing import Any
 
 from scm_server.conf import SCMNodeDetails
-from scm_server.exceptions import SCMException, SCMFatalError
+from scm_server.exceptions import ResultCodes, SCMException, SCMFatalError
 from scm_server.ha.scm_ha_manager_api import SCMHAHost
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore
@@ -96,6 +96,24 @@ class SCMHAManagerStub:
 
     def leader_lease_remaining(self) -> float:
         return math.inf  # no peers to lose: the lease never runs out
+
+    async def transfer_leadership(self, target: str | None) -> str:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            "this SCM runs without Raft (a single SCM): there is no other member to transfer leadership to",
+        )
+
+    async def add_scm(self, scm_id: str, ratis_address: str, node_id: str = "") -> str:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            f"this SCM runs without Raft (a single SCM): SCM {scm_id} cannot join it; start the SCMs with HA",
+        )
+
+    async def remove_scm(self, scm_id: str) -> str:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            f"this SCM runs without Raft (a single SCM): there is no ring to remove SCM {scm_id} from",
+        )
 
     def peer_roles(self) -> list[str]:
         scm_id = self.host.storage_config.scm_id or ""

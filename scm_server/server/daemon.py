@@ -233,6 +233,7 @@ class SCMDaemon:
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
         from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
+        from scm_server.server.hadoop_rpc.reconfigure_translator import ReconfigureTranslator
         from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
         from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
         from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_listeners
@@ -246,16 +247,18 @@ class SCMDaemon:
         storage_id = scm.storage_config.scm_id or self.node.node_id or ""
         for protocol in wanted:
             translator: Any
+            extra: list[Any] = []
             if protocol is P.BLOCK_HADOOP:
                 translator = BlockLocationTranslator(scm, get, storage_id, self.node.host)
             elif protocol is P.CLIENT_HADOOP:
                 translator = LocationTranslator(scm, get, storage_id, self.node.host)
+                extra = [ReconfigureTranslator(scm)]  # Ozone serves `ozone admin reconfig` on the client port
             elif protocol is P.SECURITY_HADOOP:
                 translator = SecurityTranslator(SecurityReader(self.security) if self.security is not None else None)
             else:
                 translator = DatanodeTranslator(scm)
             server = HadoopRpcServer(
-                [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
+                [translator, *extra], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
                 name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics,
             )
             host = endpoints.bind_host(get, protocol, self.node)

@@ -47,7 +47,7 @@ VERSION = 1
 SERVER_NOT_LEADER = codec.SERVER_NOT_LEADER
 
 Type = wire_block.Type
-SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes", "GetClusterTree")
+SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes", "AddScm", "GetClusterTree")
 
 
 class BlockLocationTranslator:
@@ -121,7 +121,18 @@ class BlockLocationTranslator:
             "GetScmInfo": self._scm_info,
             "SortDatanodes": self._sort,
             "GetClusterTree": self._cluster_tree,
+            "AddScm": self._add_scm,
         }
+
+    async def _add_scm(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
+        """Ozone's addSCM: leader only; another cluster's SCM is refused (``success=false`` with the reason)."""
+        req = request.addScmRequestProto
+        if not request.HasField("addScmRequestProto"):
+            raise SCMException(ResultCodes.INVALID_REQUEST, "AddScm without addScmRequestProto")
+        await self.scm.add_scm(req.clusterId, req.scmId, req.ratisAddr)
+        return wire_block.SCMBlockLocationResponse(
+            addScmResponse=wire_hdds.AddScmResponseProto(success=True, scmId=req.scmId)
+        ).SerializePartialToString()
 
     async def _allocate(self, request: wire_block.SCMBlockLocationRequest) -> AllocateAnswer:
         req = request.allocateScmBlockRequest

@@ -26,6 +26,7 @@ from scm_server.server.hadoop_rpc.server import RpcCallError
 LOG = logging.getLogger(__name__)
 
 PROTOCOL = "org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol"
+SERVED = ("GetVersion", "Register", "SendHeartbeat")  # every cmdType of the protocol, dispatched in ``call``
 VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
 IO_EXCEPTION = "java.io.IOException"

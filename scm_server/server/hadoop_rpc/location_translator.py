@@ -14,7 +14,12 @@ and answers a ``ScmContainerLocationResponse`` (status ``OK``). As Ozone's
   ``GetSafeModeRuleStatuses``: each SCM's own view, as ``ozone admin safemode status`` asks every SCM) and
   ``GetScmInfo`` (every SCM answers it on the gRPC path too); a follower answers
   ``ServerNotLeaderException`` suggesting the leader's Hadoop RPC client port (:mod:`.leadership`);
-* a cmdType not served here is an RPC ERROR (``SCMException``) naming the command and listing those served.
+* a cmdType not served here is an RPC ERROR (``SCMException``) naming the command and listing those served;
+  one Ozone 2.2.0 does not serve either (``DeleteContainer``) gets Ozone's own answer
+  (``IllegalArgumentException: Unknown command type``).
+
+Which cmdType is served and why the others are not is the generated conformance table
+(:mod:`.conformance`, docs/ozone-compatibility.md).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
-from scm_server.protocols import StorageContainerLocationProtocol
+from scm_server.protocols import DatanodeUsageInfo, StorageContainerLocationProtocol
 from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import convert
 from scm_server.server.hadoop_rpc.leadership import Leadership
@@ -43,6 +48,12 @@ VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
 IO_EXCEPTION = "java.io.IOException"
 LOG = logging.getLogger(__name__)
+# cmdTypes of the proto that Ozone 2.2.0's SCM does not serve either (no case in its translator)
+OZONE_UNKNOWN = frozenset({"DeleteContainer"})
+BALANCER_ABSENT = (
+    "ContainerBalancer is not available on this SCM: it runs no balancer yet (status answers not running; "
+    "move containers with the replication manager or by decommissioning)"
+)
 
 Type = wire_loc.Type
 Response = wire_loc.ScmContainerLocationResponse
@@ -78,6 +89,19 @@ def report_to_wire(report: hdds_pb2.ReplicationManagerReportProto) -> wire.Repli
     for sample in report.statSample:
         out.statSample.add(key=sample.key, container=[wire.ContainerID(id=c) for c in sample.containerIds])
     return out
+
+
+def usage_to_wire(usage: DatanodeUsageInfo) -> wire.DatanodeUsageInfoProto:
+    """A datanode's usage as Ozone's DatanodeUsageInfoProto (``ozone admin datanode usageinfo``)."""
+    return wire.DatanodeUsageInfoProto(
+        capacity=usage.capacity,
+        used=usage.used,
+        remaining=usage.remaining,
+        committed=usage.committed,
+        node=ozone_wire.datanode_to_wire(usage.details),
+        containerCount=usage.container_count,
+        pipelineCount=usage.pipeline_count,
+    )
 
 
 def _enum(value: int, source: Any, target: Any, what: str) -> int:
@@ -129,6 +153,24 @@ class LocationTranslator:
             "DecommissionNodes": self._decommission,
             "RecommissionNodes": self._recommission,
             "StartMaintenanceNodes": self._maintenance,
+            "GetClosedContainerCount": self._get_closed_container_count,
+            "ListContainerIDs": self._list_container_ids,
+            "DatanodeUsageInfo": self._datanode_usage_info,
+            "GetContainersOnDecomNode": self._containers_on_decom_node,
+            "GetMetrics": self._get_metrics,
+            "ReconcileContainer": self._reconcile_container,
+            "SuppressContainer": self._suppress_container,
+            "TransferLeadership": self._transfer_leadership,
+            "DecommissionScm": self._decommission_scm,
+            "GetFailedDeletedBlocksTransaction": self._failed_deleted_blocks,
+            "ResetDeletedBlockRetryCount": self._reset_deleted_block_retry_count,
+            "GetDeletedBlocksTransactionSummary": self._deleted_blocks_summary,
+            "FinalizeScmUpgrade": self._finalize_upgrade,
+            "QueryUpgradeFinalizationProgress": self._finalization_progress,
+            "StartContainerBalancer": self._start_balancer,
+            "StopContainerBalancer": self._stop_balancer,
+            "GetContainerBalancerStatus": self._balancer_status,
+            "GetContainerBalancerStatusInfo": self._balancer_status_info,
         }
 
     @property
@@ -148,6 +190,8 @@ class LocationTranslator:
                                ErrorCode.ERROR_RPC_SERVER)
         command = Type.Name(request.cmdType)
         handler = self.handlers.get(command)
+        if command in OZONE_UNKNOWN:  # Ozone's translator has no case for it and throws this out of the call
+            raise RpcCallError("java.lang.IllegalArgumentException", f"Unknown command type: {command}")
         if handler is None:
             raise RpcCallError(
                 SCM_EXCEPTION,
@@ -260,7 +304,10 @@ class LocationTranslator:
     async def _list_container(self, request: Request, response: Response) -> None:
         req = request.scmListContainerRequest
         state, rtype, factor = self._list_filters(req)
-        containers, total = self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor)
+        if req.HasField("ecReplicationConfig"):
+            raise SCMException(ResultCodes.INVALID_REQUEST, "EC containers are not served (RATIS and STAND_ALONE are)")
+        suppressed = req.suppressed if req.HasField("suppressed") else None
+        containers, total = self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor, suppressed)
         out = response.scmListContainerResponse
         out.SetInParent()
         out.containers.extend(ozone_wire.by_name(c, wire.ContainerInfoProto) for c in containers)
@@ -272,6 +319,30 @@ class LocationTranslator:
         _, total = self.scm.list_containers(0, 0, state)
         response.getContainerCountResponse.containerCount = total
 
+    async def _get_closed_container_count(self, request: Request, response: Response) -> None:
+        """As Ozone: the number of CLOSED containers (the request's state field is not read)."""
+        _, total = self.scm.list_containers(0, 0, hdds_pb2.CLOSED)
+        response.getContainerCountResponse.containerCount = total
+
+    async def _list_container_ids(self, request: Request, response: Response) -> None:
+        """Container ids from ``startContainerID`` (inclusive), at most ``count``, optionally in one state."""
+        req = request.scmListContainerIDsRequest
+        state = _enum(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
+        containers, _ = self.scm.list_containers(req.startContainerID.id, req.count, state)
+        response.scmListContainerIDsResponse.SetInParent()
+        response.scmListContainerIDsResponse.containerIDs.extend(wire.ContainerID(id=c.containerID) for c in containers)
+
+    async def _suppress_container(self, request: Request, response: Response) -> None:
+        """As Ozone: each id marked (or unmarked, ``suppress=false``); the ids that could not be, listed."""
+        req = request.suppressContainerRequest
+        failed = await self.scm.suppress_containers(list(req.containerIDs), req.suppress)
+        response.suppressContainerResponse.SetInParent()
+        response.suppressContainerResponse.failedContainerIDs.extend(failed)
+
+    async def _reconcile_container(self, request: Request, response: Response) -> None:
+        self.scm.reconcile_container(request.reconcileContainerRequest.containerID)
+        response.reconcileContainerResponse.SetInParent()
+
     async def _close_container(self, request: Request, response: Response) -> None:
         await self.scm.close_container(request.scmCloseContainerRequest.containerID)
         response.scmCloseContainerResponse.status = wire_loc.SCMCloseContainerResponseProto.OK
@@ -280,6 +351,8 @@ class LocationTranslator:
 
     async def _query_node(self, request: Request, response: Response) -> None:
         req = request.nodeQueryRequest
+        if req.scope == wire.QueryScope.POOL:  # Ozone: IllegalArgumentException("Not Supported yet")
+            raise RpcCallError("java.lang.IllegalArgumentException", "Not Supported yet")
         state = _enum(req.state, wire.NodeState, hdds_pb2.NodeState, "node state") if req.HasField("state") else None
         op_state = (
             _enum(req.opState, wire.NodeOperationalState, hdds_pb2.NodeOperationalState, "operational state")
@@ -320,6 +393,29 @@ class LocationTranslator:
         response.startMaintenanceNodesResponse.failedHosts.extend(
             wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors
         )
+
+    async def _datanode_usage_info(self, request: Request, response: Response) -> None:
+        """By uuid or address when either is given, else the ``count`` most (or least) used, as Ozone."""
+        req = request.DatanodeUsageInfoRequest
+        if req.HasField("uuid") or req.HasField("ipaddress"):
+            usages = self.scm.datanode_usage_info(req.ipaddress, req.uuid)
+        else:
+            usages = self.scm.most_or_least_used_datanodes(req.mostUsed, req.count)
+        response.DatanodeUsageInfoResponse.SetInParent()
+        response.DatanodeUsageInfoResponse.info.extend(usage_to_wire(u) for u in usages)
+
+    async def _containers_on_decom_node(self, request: Request, response: Response) -> None:
+        details = request.getContainersOnDecomNodeRequest.datanodeDetails
+        uuid = ozone_wire.uuid_text(details.uuid128) if details.HasField("uuid128") else details.uuid
+        pending = self.scm.containers_on_decom_node(uuid)
+        out = response.getContainersOnDecomNodeResponse
+        out.SetInParent()
+        for name, ids in pending.items():
+            out.containersOnDecomNode.add(name=name, id=[wire.ContainerID(id=c) for c in ids])
+
+    async def _get_metrics(self, request: Request, response: Response) -> None:
+        metrics = self.scm.get_metrics(request.getMetricsRequest.query)
+        response.getMetricsResponse.metricsJson = metrics
 
     # ---- pipelines ----
 
@@ -404,3 +500,72 @@ class LocationTranslator:
     async def _rm_report(self, request: Request, response: Response) -> None:
         report = self.scm.replication_manager_report()
         response.getReplicationManagerReportResponse.report.CopyFrom(report_to_wire(report))
+
+    # ---- the SCM ring ----
+
+    async def _transfer_leadership(self, request: Request, response: Response) -> None:
+        await self.scm.transfer_leadership(request.transferScmLeadershipRequest.newLeaderId)
+        response.transferScmLeadershipResponse.SetInParent()
+
+    async def _decommission_scm(self, request: Request, response: Response) -> None:
+        """As Ozone: a refusal is ``success=false`` with the reason, not an RPC error."""
+        out = response.decommissionScmResponse
+        try:
+            await self.scm.decommission_scm(request.decommissionScmRequest.scmId)
+        except SCMException as exc:
+            out.success = False
+            out.errorMsg = exc.message
+            return
+        out.success = True
+
+    # ---- deleted blocks ----
+
+    async def _failed_deleted_blocks(self, request: Request, response: Response) -> None:
+        """Deprecated in Ozone 2.2.0, which answers an empty list (transactions are no longer failed for good)."""
+        response.getFailedDeletedBlocksTxnResponse.SetInParent()
+
+    async def _reset_deleted_block_retry_count(self, request: Request, response: Response) -> None:
+        """Deprecated in Ozone 2.2.0, which resets nothing and answers 0."""
+        response.resetDeletedBlockRetryCountResponse.resetCount = 0
+
+    async def _deleted_blocks_summary(self, request: Request, response: Response) -> None:
+        summary = self.scm.deleted_blocks_summary()
+        out = response.getDeletedBlocksTxnSummaryResponse.summary
+        out.totalTransactionCount = summary.transactions
+        out.totalBlockCount = summary.blocks
+
+    # ---- upgrade finalization ----
+
+    async def _finalize_upgrade(self, request: Request, response: Response) -> None:
+        status, messages = self.scm.upgrade_finalization_status()
+        if status == "FINALIZATION_REQUIRED":
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "finalizing an older layout version is not served yet")
+        out = response.finalizeScmUpgradeResponse.status
+        out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
+        out.messages.extend(messages)
+
+    async def _finalization_progress(self, request: Request, response: Response) -> None:
+        status, messages = self.scm.upgrade_finalization_status()
+        out = response.queryUpgradeFinalizationProgressResponse.status
+        out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
+        out.messages.extend(messages)
+
+    # ---- the container balancer (none runs in this SCM) ----
+
+    async def _start_balancer(self, request: Request, response: Response) -> None:
+        """Ozone answers a balancer that cannot start with ``start=false`` and the reason."""
+        response.startContainerBalancerResponse.start = False
+        response.startContainerBalancerResponse.message = BALANCER_ABSENT
+
+    async def _stop_balancer(self, request: Request, response: Response) -> None:
+        """Ozone's message for stopping a balancer that is not running, as an SCMException: Ozone sends it as a
+        plain IOException, which its client's failover policy retries on every SCM until its retries run out;
+        an SCMException fails the command at once with the same text."""
+        raise RpcCallError(SCM_EXCEPTION, "Expect ContainerBalancer as running state, but running state is actually STOPPED")
+
+    async def _balancer_status(self, request: Request, response: Response) -> None:
+        response.containerBalancerStatusResponse.isRunning = False
+
+    async def _balancer_status_info(self, request: Request, response: Response) -> None:
+        """Ozone's answer when no balancer task exists: ``isRunning=false`` and no status info."""
+        response.containerBalancerStatusInfoResponse.isRunning = False

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
-from scm_server.protocols import BlockAllocation
+from scm_server.protocols import BlockAllocation, DatanodeUsageInfo, DeletedBlocksSummary
 
 PIPELINE = hdds_pb2.Pipeline(id=hdds_pb2.PipelineID(id="p1"), state=hdds_pb2.PIPELINE_OPEN)
 REGISTERED = scm_datanode_pb2.SCMRegisteredResponseProto.ErrorCode
@@ -38,6 +38,8 @@ class FakeSCM:
         self.next_local_id = 1
         self.containers = {1: hdds_pb2.ContainerInfoProto(containerID=1, state=hdds_pb2.OPEN)}
         self.pipelines = [PIPELINE]
+        self.suppressed: set[int] = set()
+        self.members = ["scm1", "scm2", "scm3"]
 
     def _check_leader(self) -> None:
         if not self.leader:
@@ -165,11 +167,25 @@ class FakeSCM:
         state: int | None = None,
         rtype: int | None = None,
         rfactor: int | None = None,
+        suppressed: bool | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
         matching = [
-            c for cid, c in sorted(self.containers.items()) if cid >= start_id and (state is None or c.state == state)
+            c for cid, c in sorted(self.containers.items())
+            if cid >= start_id and (state is None or c.state == state)
+            and (suppressed is None or (cid in self.suppressed) == suppressed)
         ]
         return matching[:count], len(matching)
+
+    async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]:
+        failed = [cid for cid in container_ids if cid not in self.containers]
+        for cid in container_ids:
+            if cid in self.containers:
+                (self.suppressed.add if suppress else self.suppressed.discard)(cid)
+        return failed
+
+    def reconcile_container(self, container_id: int) -> None:
+        self.get_container(container_id)
+        self.calls.append(f"reconcile {container_id}")
 
     async def close_container(self, container_id: int) -> None:
         self.get_container(container_id).state = hdds_pb2.CLOSING
@@ -242,6 +258,49 @@ class FakeSCM:
         return [scm_client_pb2.DatanodeAdminError(host=h, error=f"no datanode {h}") for h in hosts if h != "dn1"]
 
     # ---- ScmStatusView ----
+
+    def _usage(self) -> list[DatanodeUsageInfo]:
+        return [DatanodeUsageInfo(n.nodeID, 100, 40, 60, 0, len(self.containers), len(self.pipelines))
+                for n in self.nodes]
+
+    def datanode_usage_info(self, address: str = "", uuid: str = "") -> list[DatanodeUsageInfo]:
+        return [u for u in self._usage() if u.details.uuid == uuid or address in (u.details.ipAddress, u.details.hostName)]
+
+    def most_or_least_used_datanodes(self, most_used: bool, count: int) -> list[DatanodeUsageInfo]:
+        return sorted(self._usage(), key=DatanodeUsageInfo.utilization, reverse=most_used)[:count]
+
+    def containers_on_decom_node(self, dn_uuid: str) -> dict[str, list[int]]:
+        return {}  # the fake's one datanode is never decommissioning
+
+    def get_metrics(self, query: str) -> str:
+        return '{"beans": []}'
+
+    async def transfer_leadership(self, new_leader_id: str) -> str:
+        self._check_leader()
+        if new_leader_id not in self.members:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"{new_leader_id} is not a member")
+        self.leader_id = new_leader_id
+        return new_leader_id
+
+    async def decommission_scm(self, scm_id: str) -> str:
+        self._check_leader()
+        if scm_id not in self.members:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"{scm_id} is not a member")
+        self.members.remove(scm_id)
+        return f"removed {scm_id}"
+
+    async def add_scm(self, cluster_id: str, scm_id: str, ratis_address: str) -> str:
+        self._check_leader()
+        if cluster_id != self.cluster_id:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"cluster id {cluster_id} is not {self.cluster_id}")
+        self.members.append(scm_id)
+        return f"added {scm_id}"
+
+    def deleted_blocks_summary(self) -> DeletedBlocksSummary:
+        return DeletedBlocksSummary(0, 0)
+
+    def upgrade_finalization_status(self) -> tuple[str, list[str]]:
+        return "ALREADY_FINALIZED", []
 
     def dn_reports_ready(self) -> bool:
         return self.caught_up

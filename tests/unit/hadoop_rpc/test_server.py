@@ -156,8 +156,13 @@ async def test_every_supported_command(served: Any) -> None:
     c.close()
 
 
-@pytest.mark.parametrize("cmd", ["AddScm"])
-async def test_unsupported_command_names_itself(served: Any, cmd: str) -> None:
+@pytest.mark.parametrize("cmd", ["SortDatanodes"])
+async def test_unsupported_command_names_itself(served: Any, cmd: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cmdType of Ozone 2.2.0's block protocol is served; a translator without a handler for one (as a
+    newer Ozone's cmdType would be) answers UNSUPPORTED_OPERATION naming it."""
+    handlers = BlockLocationTranslator._handlers
+    monkeypatch.setattr(BlockLocationTranslator, "_handlers",
+                        lambda self: {k: v for k, v in handlers(self).items() if k != cmd})
     _, port = await served(FakeSCM())
     c = await Client.connect(port)
     resp = block_response(await c.call(1, block_request(cmd)))
@@ -506,3 +511,33 @@ async def test_an_ipv6_bind_host_in_brackets_or_bare_listens(host: str) -> None:
         await writer.wait_closed()
     finally:
         await server.stop()
+
+
+class RingSCM(FakeSCM):
+    """The facade's add_scm rule (cluster id checked, then the HA manager's membership change), recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.added: list[tuple[str, str]] = []
+
+    async def add_scm(self, cluster_id: str, scm_id: str, ratis_address: str) -> str:
+        if cluster_id != self.cluster_id:
+            raise SCMException(ResultCodes.INVALID_CLUSTER_ID, f"SCM {scm_id} has cluster Id {cluster_id}")
+        self.added.append((scm_id, ratis_address))
+        return f"SCM {scm_id} added"
+
+
+async def test_add_scm_joins_the_ring_of_the_same_cluster_only(served: Any) -> None:
+    scm = RingSCM()
+    _, port = await served(scm)
+    c = await Client.connect(port)
+    join = wire.AddScmRequestProto(clusterId="CID-x", scmId="scm-4", ratisAddr="scm4.example:9894")
+    ok = block_response(await c.call(1, block_request("AddScm", addScmRequestProto=join)))
+    assert ok.success and ok.addScmResponse.success and ok.addScmResponse.scmId == "scm-4"
+    assert scm.added == [("scm-4", "scm4.example:9894")]
+    other = wire.AddScmRequestProto(clusterId="CID-y", scmId="scm-5", ratisAddr="scm5.example:9894")
+    refused = block_response(await c.call(2, block_request("AddScm", addScmRequestProto=other)))
+    assert not refused.success and refused.status == wire_block.INTERNAL_ERROR  # Ozone has no such code
+    assert "INVALID_CLUSTER_ID" in refused.message and "CID-y" in refused.message
+    assert scm.added == [("scm-4", "scm4.example:9894")]
+    c.close()
