@@ -172,8 +172,8 @@ class RpcSecurity:
             raise ConfigError(f"{KEYTAB_KEY}={keytab}: no readable keytab there; {fix}")
         try:
             name = gssapi.Name(settings.principal, gssapi.NameType.kerberos_principal)
+            # MIT Kerberos opens the keytab and looks the principal's key up here, so a wrong keytab fails now
             creds = gssapi.Credentials(name=name, usage="accept", store={"keytab": str(keytab)})
-            creds.inquire()  # the keytab is opened and searched for the principal's key now, not at the first client
         except gssapi.exceptions.GSSError as exc:
             raise ConfigError(
                 f"{PRINCIPAL_KEY}={settings.principal} cannot accept Kerberos connections with {keytab}: "
