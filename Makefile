@@ -69,7 +69,7 @@ s3-test: env k8s-tools s3-tools ## backups in object storage against a real rado
 kerberos-tools: ## Debian's MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user) for the Kerberos tiers (apt-get; fails loudly)
 	bash scripts/install_kerberos.sh
 
-kerberos-test: env kerberos-tools ## Kerberos on Hadoop RPC against a real MIT KDC on loopback: each QOP, SIMPLE/no ticket/other service/replay/privacy refusals, admin and service ACLs, a wrong keytab
+kerberos-test: env kerberos-tools ## Kerberos on Hadoop RPC against a real MIT KDC on loopback: each QOP (our gssapi client and Hadoop's Java client), SIMPLE/no ticket/other service/replay/privacy refusals, admin and service ACLs, a wrong keytab
 	$(PYTEST) tests/kerberos -m kerberos -q -rA
 
 interop-test: env ## Hadoop's own IPC client (Java, built from proto/ozone at test time) against a real 3-SCM quorum over Hadoop RPC
