@@ -24,7 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
-BINARIES = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit", "klist")
+BINARIES = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit", "klist", "kvno")
 INSTALL_HINT = "run `make kerberos-test` (or bash scripts/install_kerberos.sh) to install MIT Kerberos"
 START_TIMEOUT = 20.0
 
@@ -187,3 +187,13 @@ class MiniKdc:
         if done.returncode != 0:
             raise RuntimeError(f"kinit {principal}: {done.stderr.strip()}")
         return ccache
+
+    def service_ticket(self, ccache: Path, service: str) -> None:
+        """Put a ticket for ``service`` (``name/host``) into ``ccache`` now (``kvno``), so that a client can use it
+        later without the KDC."""
+        done = subprocess.run(
+            [_which("kvno"), "-c", f"FILE:{ccache}", self.principal(service)],
+            env=self._env_of(self.root), capture_output=True, text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"kvno {service}: {done.stderr.strip()}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -370,3 +372,35 @@ def test_a_wrong_keytab_stops_the_start_with_one_line(kdc: MiniKdc, realm: dict[
     assert absent is not None
     with pytest.raises(ConfigError, match="no readable keytab there"):
         RpcSecurity.load(absent)
+
+
+SKEWED_TOKEN = """
+import sys, gssapi
+creds = gssapi.Credentials(usage="initiate", store={"ccache": "FILE:" + sys.argv[1]})
+ctx = gssapi.SecurityContext(name=gssapi.Name(sys.argv[2], gssapi.NameType.hostbased_service), creds=creds,
+                             usage="initiate", flags=gssapi.RequirementFlag.mutual_authentication)
+print(ctx.step().hex())
+"""
+
+
+async def test_a_client_clock_beyond_the_kerberos_skew_is_refused_and_logged(
+    secured: Any, kdc: MiniKdc, realm: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, port, _, echo = secured
+    ccache = kdc.kinit("skewed", kdc.keytab("skewed"))
+    kdc.service_ticket(ccache, f"scm/{HOST}")  # fetched with a true clock: the skewed client needs no KDC
+    env = {**os.environ, **kdc.env(), "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    made = subprocess.run(
+        ["faketime", "-f", "+15m", sys.executable, "-c", SKEWED_TOKEN, str(ccache), f"scm@{HOST}"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    client = await KerberosClient.open(port)
+    with caplog.at_level(logging.WARNING, logger="scm_server.server.hadoop_rpc.server"), \
+            pytest.raises(ServerFatal) as refused:
+        await client.authenticate(ccache, initiate_token=bytes.fromhex(made.stdout.strip()))
+    assert (refused.value.exception_class, refused.value.message) == (
+        "javax.security.sasl.SaslException", "GSS initiate failed")
+    logged = [r.getMessage() for r in caplog.records if "GSS initiate failed" in r.getMessage()]
+    assert len(logged) == 1 and "Clock skew too great" in logged[0], logged
+    assert echo.calls == []
