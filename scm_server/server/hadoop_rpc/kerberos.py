@@ -61,18 +61,27 @@ class KerberosSettings:
         if not configured or not keytab:
             raise ConfigError(
                 f"{AUTHENTICATION_KEY}=kerberos needs {PRINCIPAL_KEY} (e.g. scm/_HOST@EXAMPLE.COM) and "
-                f"{KEYTAB_KEY} (the keytab holding its key); set {'both' if not configured and not keytab else PRINCIPAL_KEY if not configured else KEYTAB_KEY}"
+                f"{KEYTAB_KEY} (the keytab holding its key); {_missing(configured, keytab)} not set"
             )
         try:
             name = authz.KerberosName.parse(configured)
-            principal = authz.server_principal(configured, canonical_hostname(hostname))
-            qops = hadoop_sasl.parse_protection(conf.get_str(hadoop_sasl.PROTECTION_KEY))
-            rules = authz.AuthToLocal(conf.get_str(authz.AUTH_TO_LOCAL_KEY), name.realm)
-            starter = rules.short_name(principal)
         except ValueError as exc:
-            raise ConfigError(f"{PRINCIPAL_KEY}={configured}: {exc}" if "principal" in str(exc) else str(exc)) from exc
+            raise ConfigError(f"{PRINCIPAL_KEY}={configured}: {exc}") from exc
         if name.host is None or name.realm is None:
             raise ConfigError(f"{PRINCIPAL_KEY}={configured}: write service/host@REALM (host may be _HOST)")
+        principal = authz.server_principal(configured, canonical_hostname(hostname))
+        try:
+            qops = hadoop_sasl.parse_protection(conf.get_str(hadoop_sasl.PROTECTION_KEY))
+            rules = authz.AuthToLocal(conf.get_str(authz.AUTH_TO_LOCAL_KEY), name.realm)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        try:
+            starter = rules.short_name(principal)
+        except authz.NoMatchingRule as exc:
+            raise ConfigError(
+                f"{authz.AUTH_TO_LOCAL_KEY} maps no short name for the SCM's own principal {principal} ({exc}): "
+                "add a rule for it, or DEFAULT"
+            ) from exc
         acl_keys = [k for s in authz.SERVICES.values() for k in (s.acl_key, s.acl_key + ".blocked")]
         settings = authz.AuthorizationSettings(
             service_authorization=bool(conf.get_bool(authz.AUTHORIZATION_KEY, False)),
@@ -90,6 +99,10 @@ class KerberosSettings:
             starter_user=starter,
         )
         return cls(principal, Path(keytab), qops, settings)
+
+
+def _missing(principal: str, keytab: str) -> str:
+    return " and ".join(k for k, v in ((PRINCIPAL_KEY, principal), (KEYTAB_KEY, keytab)) if not v)
 
 
 def canonical_hostname(host: str) -> str:
