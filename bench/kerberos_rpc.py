@@ -29,14 +29,14 @@ from pathlib import Path
 if not __package__:  # `python bench/kerberos_rpc.py`: import tests.* from this checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scm_server import hadoop_ipc as codec  # noqa: E402
-from scm_server.conf import OzoneConfiguration  # noqa: E402
-from scm_server.hadoop_ipc import Call  # noqa: E402
-from scm_server.hadoop_sasl import Qop  # noqa: E402
-from scm_server.server.hadoop_rpc.kerberos import KerberosSettings, RpcSecurity, canonical_hostname  # noqa: E402
-from scm_server.server.hadoop_rpc.server import HadoopRpcServer  # noqa: E402
-from tests.kerberos.kdc import MiniKdc  # noqa: E402
-from tests.kerberos.sasl_client import KerberosClient  # noqa: E402
+from scm_server import hadoop_ipc as codec
+from scm_server.conf import OzoneConfiguration
+from scm_server.hadoop_ipc import Call
+from scm_server.hadoop_sasl import Qop
+from scm_server.server.hadoop_rpc.kerberos import KerberosSettings, RpcSecurity, canonical_hostname
+from scm_server.server.hadoop_rpc.server import HadoopRpcServer
+from tests.kerberos.kdc import MiniKdc
+from tests.kerberos.sasl_client import KerberosClient
 
 PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol"
 
