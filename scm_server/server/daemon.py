@@ -20,8 +20,10 @@ Start-up order, each step failing with a message that says what to do:
    ``ozone.scm.security.service.grpc.port`` (TLS, no client certificate), the certificate admin service
    joins the client port, and with ``hdds.grpc.tls.enabled`` every other port demands a client
    certificate chaining to the cluster's root CA at the handshake and runs the per-call
-   authentication/authorization interceptor; Hadoop RPC (SIMPLE authentication only) then serves the
-   security protocol's certificate reads alone; ``ozone.http.policy`` adds HTTPS
+   authentication/authorization interceptor; Hadoop RPC with SIMPLE authentication then serves the
+   security protocol's certificate reads alone, and with ``hadoop.security.authentication=kerberos``
+   (:mod:`scm_server.server.hadoop_rpc.kerberos`: the keytab is loaded first, a wrong one stops the
+   start with one line) serves all four listeners to Kerberos-authenticated callers; ``ozone.http.policy`` adds HTTPS
    (``ozone.scm.https-address``, default 0.0.0.0:9877);
 5. run until SIGTERM/SIGINT, then stop servers (with a short grace period) and the SCM.
 """
@@ -232,6 +234,7 @@ class SCMDaemon:
         calls (``ozone.scm.security.service.port``, 9961). With ``ozone.security.enabled`` only the last one."""
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
         from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
+        from scm_server.server.hadoop_rpc.kerberos import KerberosSettings, RpcSecurity
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
         from scm_server.server.hadoop_rpc.reconfigure_translator import ReconfigureTranslator
         from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
@@ -239,7 +242,14 @@ class SCMDaemon:
         from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_listeners
 
         P = endpoints.Protocol
-        wanted, left_out = hadoop_rpc_listeners(secure=self.security is not None)
+        kerberos = KerberosSettings.from_conf(self.conf, self.node.host)
+        rpc_security: RpcSecurity | None = None
+        if kerberos is not None:
+            try:
+                rpc_security = RpcSecurity.load(kerberos)
+            except ConfigError as exc:
+                raise DaemonStartupError(str(exc)) from exc
+        wanted, left_out = hadoop_rpc_listeners(secure=self.security is not None, kerberos=kerberos is not None)
         if left_out is not None:
             LOG.info("%s", left_out)
         settings = HadoopRpcSettings.from_conf(self.conf)
@@ -251,7 +261,10 @@ class SCMDaemon:
             if protocol is P.BLOCK_HADOOP:
                 translator = BlockLocationTranslator(scm, get, storage_id, self.node.host)
             elif protocol is P.CLIENT_HADOOP:
-                translator = LocationTranslator(scm, get, storage_id, self.node.host)
+                translator = LocationTranslator(
+                    scm, get, storage_id, self.node.host,
+                    authorizer=rpc_security.authorizer if rpc_security is not None else None,
+                )
                 extra = [ReconfigureTranslator(scm)]  # Ozone serves `ozone admin reconfig` on the client port
             elif protocol is P.SECURITY_HADOOP:
                 translator = SecurityTranslator(SecurityReader(self.security) if self.security is not None else None)
@@ -259,7 +272,7 @@ class SCMDaemon:
                 translator = DatanodeTranslator(scm)
             server = HadoopRpcServer(
                 [translator, *extra], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
-                name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics,
+                name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics, security=rpc_security,
             )
             host = endpoints.bind_host(get, protocol, self.node)
             port = endpoints.port_of(get, protocol, self.node)
@@ -269,7 +282,11 @@ class SCMDaemon:
                 raise DaemonStartupError(f"cannot listen on {host}:{port} ({protocol.port_key}): {exc}") from exc
             self.hadoop_servers.append(server)
             setattr(self.listening, protocol.name.lower(), f"{host}:{bound}")
-            LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s (%s)", translator.protocol, host, bound,
+            auth = (
+                f"Kerberos as {kerberos.principal}, {'/'.join(q.hadoop_name for q in kerberos.qops)}"
+                if kerberos is not None else "SIMPLE auth"
+            )
+            LOG.info("SCM %s over Hadoop RPC (%s) listening on %s:%s (%s)", translator.protocol, auth, host, bound,
                      protocol.port_key)
 
     async def _start_web(self, scm: StorageContainerManager, get: endpoints.Getter) -> None:

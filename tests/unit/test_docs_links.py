@@ -15,16 +15,18 @@ PAGES = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").g
          ROOT / "charts" / "ozone-scm-operator" / "README.md", ROOT / "tests" / "e2e" / "kind" / "README.md"]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+CODE_SPAN = re.compile(r"`[^`\n]+`")
 
 
 def relative_links(text: str) -> list[str]:
-    """The link targets of ``text`` (outside code blocks) that name a path in the repository."""
-    return [t for t in LINK.findall(FENCE.sub("", text))
+    """The link targets of ``text`` (outside code blocks and code spans) that name a path in the repository."""
+    return [t for t in LINK.findall(CODE_SPAN.sub("", FENCE.sub("", text)))
             if not re.match(r"^[a-z][a-z0-9+.-]*:", t) and not t.startswith("#")]
 
 
 def test_the_link_reader_finds_paths_and_skips_urls_anchors_and_code() -> None:
-    text = "[a](docs/x.md) [b](https://e.org) [c](#top) [d](sub/y.md#part)\n```\n[e](nowhere.md)\n```\n"
+    text = ("[a](docs/x.md) [b](https://e.org) [c](#top) [d](sub/y.md#part)\n```\n[e](nowhere.md)\n```\n"
+            "`RULE:[n:format](regex)s/a/b/`\n")
     assert relative_links(text) == ["docs/x.md", "sub/y.md#part"]
 
 

@@ -14,6 +14,9 @@ and answers a ``ScmContainerLocationResponse`` (status ``OK``). As Ozone's
   ``GetSafeModeRuleStatuses``: each SCM's own view, as ``ozone admin safemode status`` asks every SCM) and
   ``GetScmInfo`` (every SCM answers it on the gRPC path too); a follower answers
   ``ServerNotLeaderException`` suggesting the leader's Hadoop RPC client port (:mod:`.leadership`);
+* with Kerberos, the commands Ozone guards with ``checkAdminAccess`` are refused to a caller who is not an
+  administrator (:mod:`.authorization`): an RPC ERROR ``AccessControlException`` naming the principal,
+  before anything runs;
 * a cmdType not served here is an RPC ERROR (``SCMException``) naming the command and listing those served;
   one Ozone 2.2.0 does not serve either (``DeleteContainer``) gets Ozone's own answer
   (``IllegalArgumentException: Unknown command type``).
@@ -40,6 +43,7 @@ from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.protocols import DatanodeUsageInfo, StorageContainerLocationProtocol
 from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import convert
+from scm_server.server.hadoop_rpc.authorization import Authorizer
 from scm_server.server.hadoop_rpc.leadership import Leadership
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
@@ -119,9 +123,16 @@ class LocationTranslator:
     methods = frozenset({"submitRequest"})
 
     def __init__(
-        self, scm: StorageContainerLocationProtocol, get: endpoints.Getter, self_name: str, hostname: str
+        self,
+        scm: StorageContainerLocationProtocol,
+        get: endpoints.Getter,
+        self_name: str,
+        hostname: str,
+        *,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.scm = scm
+        self.authorizer = authorizer  # None: no Kerberos, no admin check
         self.leadership = Leadership(scm, get, endpoints.Protocol.CLIENT_HADOOP, self_name, hostname)
         self.responses = call_guard.ResponseCache()
         self.handlers: dict[str, Handler] = {
@@ -198,6 +209,11 @@ class LocationTranslator:
                 f"{command} is not supported by this SCM over Hadoop RPC yet (StorageContainerLocationProtocol "
                 f"serves {', '.join(self.supported)})",
             )
+        if self.authorizer is not None and call.authenticated:
+            refusal = self.authorizer.command(call.user, command)
+            if refusal is not None:
+                LOG.warning("refused %s to %s: %s", command, call.user, refusal.message)
+                raise RpcCallError(refusal.exception_class, refusal.message)
         try:
             if call_guard.hadoop_access_of(PROTOCOL, command) is not call_guard.Access.ANY:
                 self.leadership.require_leader()
