@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import ssl
 from typing import Any
@@ -40,6 +41,8 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
+from scm_server.ca import secret_key_manager
+from scm_server.ca.secret_key_manager import SecretKeyManager
 from scm_server.conf import OzoneConfiguration, SCMConfig
 from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError, one_line
 from scm_server.grpc_options import server_options
@@ -54,9 +57,15 @@ from scm_server.server.grpc_services import (
     LocationProtocolService,
     RpcMetrics,
 )
+from scm_server.server.hadoop_rpc.container_token import ContainerTokens
 from scm_server.server.web import INFO_KEY, make_app
 
 LOG = logging.getLogger("scm_server.daemon")
+# Hadoop RPC is served with SIMPLE authentication (SASL is not offered yet), so no caller can be authenticated:
+# the secret key protocol and GetContainerToken believe the connection's stated user, as Hadoop's SIMPLE
+# authentication does (docs/security.md). Once Kerberos is served this becomes hadoop.security.authentication
+# == kerberos, and unauthenticated callers are refused.
+REQUIRE_AUTHENTICATION = False
 
 NOT_INITIALIZED = "SCM not initialized: run `ozone-scm scm --init` first"
 
@@ -148,6 +157,7 @@ class SCMDaemon:
         self.web_runner: web.AppRunner | None = None
         self.listening = Listening()
         self.security: Any = None
+        self.secret_keys: SecretKeyManager | None = None
 
     async def start(self) -> None:
         storage = check_storage(self.conf)
@@ -155,6 +165,12 @@ class SCMDaemon:
         self.scm = await create_scm(self.conf, storage, self.node, security=self.security)
         if self.security is not None:
             self.security.attach(self.scm)
+            self.secret_keys = secret_key_manager.from_config(
+                self.scm.secret_key_state, self.security.config, context=self.scm.scm_context, clock=self.scm.clock,
+                entropy=os.urandom,
+            )
+            if self.secret_keys is not None:
+                self.scm.service_manager.register(self.secret_keys.service)
         await self.scm.start()
         if self.security is not None:
             await self.security.start()
@@ -222,9 +238,12 @@ class SCMDaemon:
         protocol (``ozone.scm.block.client.port``, 9863), the datanode protocol (``ozone.scm.datanode.port``,
         9861), the location (admin) protocol (``ozone.scm.client.port``, 9860) and the security protocol's read
         calls (``ozone.scm.security.service.port``, 9961). With ``ozone.security.enabled`` only the last one."""
+        from scm_server.server.hadoop_rpc import secret_key_translator
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
         from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
+        from scm_server.server.hadoop_rpc.leadership import Leadership
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
+        from scm_server.server.hadoop_rpc.secret_key_translator import SecretKeyService
         from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
         from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
         from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_listeners
@@ -238,16 +257,22 @@ class SCMDaemon:
         storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""
         for protocol in wanted:
             translator: Any
+            extra: list[Any] = []
             if protocol is P.BLOCK_HADOOP:
                 translator = BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
             elif protocol is P.CLIENT_HADOOP:
-                translator = LocationTranslator(self.scm, get, storage_id, self.node.host)
+                translator = LocationTranslator(self.scm, get, storage_id, self.node.host,
+                                                container_tokens=self._container_tokens())
             elif protocol is P.SECURITY_HADOOP:
                 translator = SecurityTranslator(SecurityReader(self.security) if self.security is not None else None)
+                extra = secret_key_translator.translators(SecretKeyService(
+                    self.secret_keys, Leadership(self.scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
+                    administrators=self._administrators(), require_authentication=REQUIRE_AUTHENTICATION,
+                ))
             else:
                 translator = DatanodeTranslator(self.scm)
             server = HadoopRpcServer(
-                [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
+                [translator, *extra], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
                 name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics,
             )
             host = endpoints.bind_host(get, protocol, self.node)
@@ -260,6 +285,15 @@ class SCMDaemon:
             setattr(self.listening, protocol.name.lower(), f"{host}:{bound}")
             LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s (%s)", translator.protocol, host, bound,
                      protocol.port_key)
+
+    def _administrators(self) -> tuple[str, ...]:
+        return tuple(self.security.config.administrators) if self.security is not None else ()
+
+    def _container_tokens(self) -> ContainerTokens | None:
+        """Container tokens are signed when hdds.container.token.enabled and secret keys are on."""
+        if self.secret_keys is None or not self.security.config.container_token_enabled:
+            return None
+        return ContainerTokens(self.secret_keys, self.scm.clock, self._administrators(), REQUIRE_AUTHENTICATION)
 
     def _servicer(self, cls: Any, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics) -> Any:
         if getattr(cls, "MODULE", None) is not None and cls.MODULE.__name__.endswith("scm_security_pb2"):

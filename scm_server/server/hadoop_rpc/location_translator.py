@@ -33,7 +33,7 @@ from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.server import call_guard, endpoints
-from scm_server.server.hadoop_rpc import convert
+from scm_server.server.hadoop_rpc import container_token, convert
 from scm_server.server.hadoop_rpc.leadership import Leadership
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
@@ -105,8 +105,12 @@ class LocationTranslator:
     version = VERSION
     methods = frozenset({"submitRequest"})
 
-    def __init__(self, scm: Any, get: endpoints.Getter, self_name: str, hostname: str) -> None:
+    def __init__(
+        self, scm: Any, get: endpoints.Getter, self_name: str, hostname: str,
+        container_tokens: container_token.ContainerTokens | None = None,
+    ) -> None:
         self.scm = scm
+        self.container_tokens = container_tokens
         self.leadership = Leadership(scm, get, endpoints.Protocol.CLIENT_HADOOP, self_name, hostname)
         self.responses = call_guard.ResponseCache()
         self.handlers: dict[str, Handler] = {
@@ -138,6 +142,7 @@ class LocationTranslator:
             "DecommissionNodes": self._decommission,
             "RecommissionNodes": self._recommission,
             "StartMaintenanceNodes": self._maintenance,
+            "GetContainerToken": self._no_caller,  # answered in call(), which knows the caller
         }
 
     @property
@@ -163,6 +168,8 @@ class LocationTranslator:
                 f"{command} is not supported by this SCM over Hadoop RPC yet (StorageContainerLocationProtocol "
                 f"serves {', '.join(self.supported)})",
             )
+        if command == "GetContainerToken":
+            handler = self._container_token_of(call)
         try:
             if command not in ANY_SCM:
                 self.leadership.require_leader()
@@ -185,6 +192,20 @@ class LocationTranslator:
             raise RpcCallError(SCM_EXCEPTION, str(exc)) from exc  # the text starts with the result code
         except ValueError as exc:  # a value our model cannot hold (ozone_wire.by_name names the field)
             raise RpcCallError(IO_EXCEPTION, f"{command}: {exc}") from exc
+
+    def _container_token_of(self, call: Call) -> Handler:
+        async def handler(request: Request, response: Response) -> None:
+            if not request.HasField("containerTokenRequest"):
+                raise SCMException(ResultCodes.INVALID_REQUEST, "GetContainerToken without containerTokenRequest")
+            token = container_token.answer(self.container_tokens, call.user, call.authenticated,
+                                           request.containerTokenRequest.containerID.id)
+            response.containerTokenResponse.token.CopyFrom(token)
+
+        return handler
+
+    @staticmethod
+    async def _no_caller(request: Request, response: Response) -> None:
+        raise SCMException(ResultCodes.INTERNAL_ERROR, "GetContainerToken needs its caller")
 
     async def _answer(self, handler: Handler, request: Request) -> bytes:
         response = Response(cmdType=request.cmdType, status=Response.OK)

@@ -166,9 +166,9 @@ async def test_failures_unsupported_and_malformed(admin: Any) -> None:
         await call(wire_loc.GetContainer, getContainerRequest={"containerID": 4242})
     assert err.value.exception_class == SCM_EXCEPTION and "CONTAINER_NOT_FOUND" in err.value.message
     with pytest.raises(RemoteError) as err:
-        await call(wire_loc.GetContainerToken, containerTokenRequest={"containerID": {"id": 1}})
+        await call(wire_loc.TransferLeadership, transferScmLeadershipRequest={"newLeaderId": "scm2"})
     assert err.value.exception_class == SCM_EXCEPTION
-    assert "GetContainerToken is not supported" in err.value.message and "QueryNode" in err.value.message
+    assert "TransferLeadership is not supported" in err.value.message and "QueryNode" in err.value.message
     with pytest.raises(RemoteError) as err:
         await call.conn.call("submitRequest", b"\xff\xff", call_id=99)  # type: ignore[arg-type]
     assert "malformed ScmContainerLocationRequest" in err.value.message
