@@ -88,7 +88,7 @@ class SecretKeyManager:
             decision = sk.plan(held, now, self.settings, force=force)
             if not decision.rotate:
                 return False
-            new = sk.generate(now, self.settings, self._entropy)
+            new = sk.generate(decision.create_ms, self.settings, self._entropy)
             await self.state.update_keys([k.to_proto() for k in (*decision.keep, new)])
             self.rotations += 1
             LOG.info("secret keys: %s; the current key is now %s (%d key(s) held, %d expired dropped)",

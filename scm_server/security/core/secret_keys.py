@@ -91,11 +91,14 @@ class Settings:
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """What the leader does now. ``keep`` are the keys that stay (the unexpired ones); ``rotate`` says a
-    new current key must be made and added to them; ``reason`` says why, in a line for the log."""
+    new current key must be made at ``create_ms`` and added to them; ``reason`` says why, in a line for the log.
+    ``create_ms`` is now, or one millisecond after the newest key held if that is later (a forced rotation
+    within the same millisecond, a clock stepped back), so that the new key is always the current one."""
 
     rotate: bool
     keep: tuple[SecretKey, ...]
     reason: str
+    create_ms: int = 0
 
 
 def uuid_to_proto(value: uuid.UUID) -> wire.UUID:
@@ -138,15 +141,17 @@ def plan(keys: Sequence[SecretKey], now_ms: int, settings: Settings, *, force: b
     alive = tuple(sorted((k for k in keys if not k.is_expired(now_ms)), key=lambda k: (k.creation_ms, k.id.int)))
     current = current_key(keys)
     if current is None:
-        return Plan(True, alive, "no secret key yet: generating the first one")
+        return Plan(True, alive, "no secret key yet: generating the first one", now_ms)
+    create_ms = max(now_ms, current.creation_ms + 1)
     if current.is_expired(now_ms):
-        return Plan(True, alive, f"the current secret key {current.id} has expired: generating a new one")
+        return Plan(True, alive, f"the current secret key {current.id} has expired: generating a new one", create_ms)
     age_ms = now_ms - current.creation_ms
     if force:
-        return Plan(True, alive, f"rotation forced (the current secret key {current.id} is {age_ms} ms old)")
+        return Plan(True, alive, f"rotation forced (the current secret key {current.id} is {age_ms} ms old)",
+                    create_ms)
     if age_ms >= settings.rotate.total_seconds() * 1000:
         return Plan(True, alive, f"the current secret key {current.id} is {age_ms} ms old, at least "
-                                 f"hdds.secret.key.rotate.duration ({settings.rotate})")
+                                 f"hdds.secret.key.rotate.duration ({settings.rotate})", create_ms)
     return Plan(False, tuple(keys), "")
 
 

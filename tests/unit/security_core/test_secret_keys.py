@@ -68,6 +68,19 @@ def test_force_rotates_a_fresh_key() -> None:
     assert sk.plan([k], T0 + 1, SETTINGS, force=True).rotate
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_new_key_is_current_even_within_the_same_millisecond(seed: int) -> None:
+    """Forced twice in one millisecond (or a clock stepped back): the new key is created one millisecond
+    after the newest, whatever the random ids, so it is the current one on every SCM."""
+    k = key_at(T0, seed)
+    for now in (T0, T0 - 5_000):
+        decision = sk.plan([k], now, SETTINGS, force=True)
+        assert decision.create_ms == T0 + 1
+        new = sk.generate(decision.create_ms, SETTINGS, entropy(seed + 100))
+        assert sk.current_key([*decision.keep, new]) == new
+    assert sk.plan([k], T0 + DAY_MS, SETTINGS).create_ms == T0 + DAY_MS
+
+
 def test_an_expired_current_key_is_replaced() -> None:
     k = key_at(T0)
     decision = sk.plan([k], k.expiry_ms + 1, sk.Settings(rotate=timedelta(days=30), expiry=timedelta(days=9)))
@@ -92,7 +105,7 @@ def test_a_day_by_day_schedule() -> None:
         now = T0 + step * 600_000
         decision = sk.plan(keys, now, SETTINGS)
         if decision.rotate:
-            keys = [*decision.keep, sk.generate(now, SETTINGS, source)]
+            keys = [*decision.keep, sk.generate(decision.create_ms, SETTINGS, source)]
             rotations += 1
             assert all(not k.is_expired(now) for k in keys)
         assert len(keys) <= 10
