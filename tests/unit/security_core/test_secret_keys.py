@@ -38,7 +38,7 @@ def test_generate_uses_the_entropy_and_the_settings() -> None:
 
 
 def test_unknown_algorithm_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="hdds.secret.key.algorithm=HmacMD5: use one of HmacSHA1"):
+    with pytest.raises(ValueError, match=r"hdds\.secret\.key\.algorithm=HmacMD5: use one of HmacSHA1"):
         key_at(T0, settings=sk.Settings(algorithm="HmacMD5"))
 
 
@@ -154,7 +154,7 @@ def test_container_token_format_and_verification() -> None:
 def test_verifier_refuses_an_expired_token() -> None:
     k = key_at(T0)
     token = sk.container_token(k, "u", 1, T0 + 10)
-    with pytest.raises(sk.TokenInvalid, match="^Expired token for user: u$"):
+    with pytest.raises(sk.TokenInvalid, match=r"^Expired token for user: u$"):
         sk.verify_container_token(token, 1, lookup_of(k), T0 + 11)
 
 
@@ -176,14 +176,14 @@ def test_verifier_refuses_a_forged_signature_and_a_tampered_identifier() -> None
     k = key_at(T0)
     attacker = sk.SecretKey(k.id, k.creation_ms, k.expiry_ms, k.algorithm, b"\x00" * 32)  # right id, wrong bytes
     forged = sk.container_token(attacker, "u", 1, T0 + DAY_MS)
-    with pytest.raises(sk.TokenInvalid, match="^Invalid token for user: u$"):
+    with pytest.raises(sk.TokenInvalid, match=r"^Invalid token for user: u$"):
         sk.verify_container_token(forged, 1, lookup_of(k), T0 + 1)
     genuine = sk.container_token(k, "u", 1, T0 + DAY_MS)
     ident = wire_loc.ContainerTokenSecretProto.FromString(genuine.identifier)
     ident.ownerId = "root"
     tampered = type(genuine)(identifier=ident.SerializeToString(), password=genuine.password,
                              kind=genuine.kind, service=genuine.service)
-    with pytest.raises(sk.TokenInvalid, match="^Invalid token for user: root$"):
+    with pytest.raises(sk.TokenInvalid, match=r"^Invalid token for user: root$"):
         sk.verify_container_token(tampered, 1, lookup_of(k), T0 + 1)
 
 
