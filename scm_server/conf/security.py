@@ -274,6 +274,18 @@ class SecurityConfig:
         "plus hdds.block.token.expiry.time (duration).",
         "9d",
     )
+    datanode_kerberos_principal: str = setting(
+        "hdds.datanode.kerberos.principal", "str",
+        "The datanodes' service principal (_HOST is each datanode's host): a caller authenticated as <primary>/<host> "
+        "gets a datanode certificate for <host> over Hadoop RPC.",
+        "dn/_HOST@REALM",
+    )
+    om_kerberos_principal: str = setting(
+        "ozone.om.kerberos.principal", "str",
+        "The OM's service principal (_HOST is the OM's host): a caller authenticated as <primary>/<host> gets an OM "
+        "certificate for <host> over Hadoop RPC.",
+        "OM/_HOST@REALM",
+    )
     enrollment_secret_files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -346,6 +358,11 @@ class SecurityConfig:
                 f"hdds.x509.renew.grace.duration ({self.renew_grace_duration}) must be shorter than "
                 f"hdds.x509.default.duration ({self.default_duration}), or every certificate renews at once"
             )
+        for name in ("datanode_kerberos_principal", "om_kerberos_principal"):
+            body = getattr(self, name).partition("@")[0]
+            if not body or body.count("/") > 1 or body.startswith("/"):
+                raise ConfigError(f"{_key(name)}={getattr(self, name)}: not a service principal; use "
+                                  "<primary>/_HOST@<REALM> (e.g. dn/_HOST@EXAMPLE.COM)")
         if self.secret_key_algorithm not in SECRET_KEY_ALGORITHMS:
             raise ConfigError(
                 f"hdds.secret.key.algorithm={self.secret_key_algorithm}: use one of {', '.join(SECRET_KEY_ALGORITHMS)} "

@@ -48,6 +48,8 @@ from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMExcepti
 from scm_server.grpc_options import server_options
 from scm_server.ha import heap
 from scm_server.metadata.storage_config import SCMStorageConfig
+from scm_server.security.core import principals
+from scm_server.security.core.identity import Role
 from scm_server.server import endpoints
 from scm_server.server.audit_export_service import AuditExportService
 from scm_server.server.config_check import check_daemon_config
@@ -244,7 +246,11 @@ class SCMDaemon:
         from scm_server.server.hadoop_rpc.leadership import Leadership
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
         from scm_server.server.hadoop_rpc.secret_key_translator import SecretKeyService
-        from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
+        from scm_server.server.hadoop_rpc.security_translator import (
+            SecurityIssuer,
+            SecurityReader,
+            SecurityTranslator,
+        )
         from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
         from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_listeners
 
@@ -264,7 +270,12 @@ class SCMDaemon:
                 translator = LocationTranslator(self.scm, get, storage_id, self.node.host,
                                                 container_tokens=self._container_tokens())
             elif protocol is P.SECURITY_HADOOP:
-                translator = SecurityTranslator(SecurityReader(self.security) if self.security is not None else None)
+                translator = SecurityTranslator(
+                    SecurityReader(self.security) if self.security is not None else None,
+                    SecurityIssuer(self.security) if self.security is not None else None,
+                    primaries=self._service_primaries(),
+                    leadership=Leadership(self.scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
+                )
                 extra = secret_key_translator.translators(SecretKeyService(
                     self.secret_keys, Leadership(self.scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
                     administrators=self._administrators(), require_authentication=REQUIRE_AUTHENTICATION,
@@ -285,6 +296,14 @@ class SCMDaemon:
             setattr(self.listening, protocol.name.lower(), f"{host}:{bound}")
             LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s (%s)", translator.protocol, host, bound,
                      protocol.port_key)
+
+    def _service_primaries(self) -> dict[Role, str]:
+        """Which principals get datanode and OM certificates (hdds.datanode.kerberos.principal, ozone.om.kerberos.principal)."""
+        if self.security is None:
+            return {}
+        config = self.security.config
+        return {Role.DATANODE: principals.service_primary(config.datanode_kerberos_principal),
+                Role.OM: principals.service_primary(config.om_kerberos_principal)}
 
     def _administrators(self) -> tuple[str, ...]:
         return tuple(self.security.config.administrators) if self.security is not None else ()

@@ -126,7 +126,7 @@ async def test_issuance_is_refused_naming_simple_auth(sec: Any, command: str) ->
     }[command]
     resp = await call(wire_sec.Type.Value(command), **fields)
     assert not resp.success and resp.status == wire_sec.UNABLE_TO_ISSUE_CERTIFICATE
-    assert command in resp.message and "SIMPLE" in resp.message and "nobody here is authenticated" in resp.message
+    assert command in resp.message and "SIMPLE" in resp.message and "the caller is not authenticated" in resp.message
     assert not resp.HasField("getCertResponseProto")
 
 
