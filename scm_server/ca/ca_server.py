@@ -526,6 +526,14 @@ class SCMCertificateServer:
         cert, chain = await self._issue(approved, sub_ca=False, check=same_holder, after=supersede)
         return self._response(cert, chain)
 
+    async def remove_expired_certificates(self, by: str) -> list[str]:
+        """Leader: drop the expired datanode, OM and client certificates from ``validCerts`` (Ozone's
+        RemoveExpiredCertificates, an administrator's call); returns their PEMs."""
+        self.context.check_leader()
+        removed: list[str] = await self.store.remove_all_expired_certificates(self.clock.wall_ms())
+        LOG.info("%s removed %d expired certificate(s)", by, len(removed))
+        return removed
+
     async def sign_client_certificate(self, csr_pem: str, caller: Identity) -> scm_security_pb2.SCMGetCertResponseProto:
         """An administrator asks for a client certificate (a new admin, a tool)."""
         csr = self._load_csr(csr_pem)

@@ -275,6 +275,7 @@ class SCMDaemon:
                     SecurityIssuer(self.security) if self.security is not None else None,
                     primaries=self._service_primaries(),
                     leadership=Leadership(self.scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
+                    administrators=self._administrators(),
                 )
                 extra = secret_key_translator.translators(SecretKeyService(
                     self.secret_keys, Leadership(self.scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),

@@ -15,7 +15,7 @@ node type (``KERBEROS_TRUSTED``) and leaves the rest to ``hdds.security.client.s
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from scm_server.security.core.identity import Role
 from scm_server.security.core.requests import RequestRejected
@@ -46,6 +46,16 @@ def parse(name: str) -> Principal:
 def service_primary(pattern: str) -> str:
     """The primary of a configured service principal pattern: ``dn/_HOST@REALM`` -> ``dn``."""
     return parse(pattern).primary
+
+
+def short_name(name: str) -> str:
+    """``om/host@REALM`` -> ``om`` (Hadoop's default auth_to_local rule for the local realm)."""
+    return name.split("@", 1)[0].split("/", 1)[0]
+
+
+def is_administrator(user: str, administrators: Collection[str]) -> bool:
+    """``ozone.administrators`` lists users by short name (or ``*``); a full principal is accepted too."""
+    return bool(user) and ("*" in administrators or user in administrators or short_name(user) in administrators)
 
 
 def _same_host(a: str, b: str) -> bool:

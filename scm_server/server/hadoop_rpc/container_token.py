@@ -16,7 +16,7 @@ from scm_server.ca.secret_key_manager import SecretKeyManager, SecretKeysNotInit
 from scm_server.clock import Clock
 from scm_server.hadoop_ipc import ACCESS_CONTROL
 from scm_server.proto.ozone import hdds_pb2 as wire
-from scm_server.server.hadoop_rpc.secret_key_translator import is_administrator
+from scm_server.security.core.principals import is_administrator
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
 IO_EXCEPTION = "java.io.IOException"

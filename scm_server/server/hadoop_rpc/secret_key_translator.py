@@ -34,6 +34,7 @@ from scm_server.exceptions import NotLeaderException
 from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto.ozone import ScmSecretKeyProtocol_pb2 as wire_sk
 from scm_server.security.core import secret_keys as sk
+from scm_server.security.core.principals import is_administrator
 from scm_server.server.hadoop_rpc.leadership import Leadership
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
@@ -57,15 +58,6 @@ class Refusal(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def short_name(principal: str) -> str:
-    """``om/host@REALM`` -> ``om`` (Hadoop's default auth_to_local rule for the local realm)."""
-    return principal.split("@", 1)[0].split("/", 1)[0]
-
-
-def is_administrator(user: str, administrators: Collection[str]) -> bool:
-    return "*" in administrators or user in administrators or short_name(user) in administrators
 
 
 class SecretKeyService:

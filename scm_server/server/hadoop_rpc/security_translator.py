@@ -18,8 +18,9 @@ the OM's principal an OM certificate), never from the CSR; the CA writes the sub
 request from the holder of a valid certificate for the same id and host renews it (Ozone's clients renew by
 asking again). An unauthenticated caller (SIMPLE authentication: the user is merely stated) is refused with
 ``UNABLE_TO_ISSUE_CERTIFICATE``, as is ``GetSCMCertificate`` (SCMs get theirs at ``scm --bootstrap`` over the gRPC
-security service). ``RemoveExpiredCertificates`` is refused (not served yet), ``RevokeCertificates`` too (use
-``ozone-scm admin cert`` over the authenticated gRPC admin port); the CRL calls (``GetCrls``, ``GetLatestCrlId``)
+security service). ``RemoveExpiredCertificates`` (the leader drops expired datanode, OM and client certificates
+from ``validCerts``, through Raft) is an authenticated administrator's call (``ozone.administrators``);
+``RevokeCertificates`` is refused (use ``ozone-scm admin cert`` over the authenticated gRPC admin port); the CRL calls (``GetCrls``, ``GetLatestCrlId``)
 answer ``INTERNAL_ERROR`` as Ozone 2.2.0 itself does ("Unsupported").
 
 On an SCM without ``ozone.security.enabled`` there is no CA: every call answers ``success=false`` saying so.
@@ -27,7 +28,7 @@ On an SCM without ``ozone.security.enabled`` there is no CA: every call answers 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
 from google.protobuf import message as pb_message
@@ -89,6 +90,8 @@ class CertificateIssuer(Protocol):
         self, role: Role, csr_pem: str, *, principal: str, owner_id: str, hostname: str, ip: str = ""
     ) -> scm_security_pb2.SCMGetCertResponseProto: ...
 
+    async def remove_expired_certificates(self, by: str) -> list[str]: ...
+
 
 class SecurityIssuer:
     """:class:`CertificateIssuer` over the running SCM's :class:`scm_server.ca.scm_security.SCMSecurity` (its CA
@@ -106,6 +109,13 @@ class SecurityIssuer:
         answer: scm_security_pb2.SCMGetCertResponseProto = await ca.issue_to_principal(
             role, csr_pem, principal=principal, owner_id=owner_id, hostname=hostname, ip=ip)
         return answer
+
+    async def remove_expired_certificates(self, by: str) -> list[str]:
+        ca = self.security.ca
+        if ca is None:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "the certificate server is not attached yet")
+        removed: list[str] = await ca.remove_expired_certificates(by)
+        return removed
 
 
 class SecurityReader:
@@ -174,12 +184,14 @@ class SecurityTranslator:
         *,
         primaries: Mapping[Role, str] | None = None,
         leadership: Leadership | None = None,
+        administrators: Collection[str] = (),
     ) -> None:
         self.reader = reader
         self.issuer = issuer
         # the primaries of the service principals (hdds.datanode.kerberos.principal, ozone.om.kerberos.principal)
         self.primaries = dict(primaries or {Role.DATANODE: "dn", Role.OM: "OM"})
         self.leadership = leadership
+        self.administrators = tuple(administrators)
 
     async def call(self, method: str, call: Call) -> bytes:
         request = Request()
@@ -198,6 +210,8 @@ class SecurityTranslator:
         try:
             if command in ISSUANCE and call.authenticated:
                 await self._issue(call, command, request, response)
+            elif command == "RemoveExpiredCertificates" and call.authenticated:
+                await self._remove_expired(call, response)
             else:
                 self._answer(command, request, response)
         except _Refusal as refusal:
@@ -255,6 +269,25 @@ class SecurityTranslator:
         cert.x509Certificate = answer.x509Certificate
         cert.x509CACertificate = answer.x509CACertificate
         cert.x509RootCACertificate = answer.x509RootCACertificate
+
+    async def _remove_expired(self, call: Call, response: Response) -> None:
+        if self.issuer is None or self.reader is None:
+            raise _Refusal(wire_sec.INTERNAL_ERROR, (
+                "RemoveExpiredCertificates: ozone.security.enabled is false on this SCM, so it has no certificates"))
+        if not principals.is_administrator(call.user, self.administrators):
+            raise _Refusal(wire_sec.INTERNAL_ERROR, (
+                f"Access denied for user {call.user or '(no user)'}. SCM superuser privilege is required "
+                "(ozone.administrators)"))
+        try:
+            removed = await self.issuer.remove_expired_certificates(call.user)
+        except NotLeaderException as exc:
+            if self.leadership is None:
+                raise
+            raise self.leadership.error(exc) from exc
+        except SCMException as exc:
+            raise _Refusal(wire_sec.INTERNAL_ERROR, f"RemoveExpiredCertificates: {exc}") from exc
+        response.removeExpiredCertificatesResponseProto.SetInParent()
+        response.removeExpiredCertificatesResponseProto.removedExpiredCertificates.extend(removed)
 
     def _answer(self, command: str, request: Request, response: Response) -> None:
         if command in ISSUANCE:

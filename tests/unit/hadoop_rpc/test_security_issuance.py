@@ -43,7 +43,7 @@ def csr(cn: str = "dn@dn1.example.com", *, cluster: str = "null", owner: str = "
 
 
 async def ask(h: Any, user: str, cmd: int, *, authenticated: bool = True, **fields: Any) -> Resp:
-    translator = SecurityTranslator(SecurityReader(h.security), SecurityIssuer(h.security))
+    translator = SecurityTranslator(SecurityReader(h.security), SecurityIssuer(h.security), administrators=("admin",))
     body = Req(cmdType=cmd, traceID="t", **fields).SerializeToString()  # type: ignore[arg-type]
     call = codec.Call(call_id=next(IDS), client_id=b"c" * 16, retry_count=0, protocol=PROTOCOL,
                       method="submitRequest", client_version=1, body=body, user=user, authenticated=authenticated)
@@ -175,3 +175,29 @@ async def test_unauthenticated_callers_get_no_certificate(harness: Any) -> None:
                      **dn_request("dn1.example.com", str(uuid.uuid4()), csr()[0]))
     assert not resp.success and "the caller is not authenticated" in resp.message
     assert valid_serials(h) == before
+
+
+async def test_remove_expired_certificates_is_an_administrators_call(harness: Any) -> None:  # noqa: F811
+    h = harness
+    issued = await ask(h, f"dn/dn5.example.com@{REALM}", wire_sec.GetDataNodeCertificate,
+                       **dn_request("dn5.example.com", str(uuid.uuid4()), csr("dn@dn5.example.com")[0]))
+    cert = pki.load_certificates(issued.getCertResponseProto.x509Certificate)[0]
+    serial = str(cert.serial_number)
+    fresh = await ask(h, "admin", wire_sec.RemoveExpiredCertificates, removeExpiredCertificatesRequestProto={})
+    assert fresh.success and list(fresh.removeExpiredCertificatesResponseProto.removedExpiredCertificates) == []
+    # a year and a day later the datanode certificate has expired; SCM certificates stay whatever their age
+    h.clock.advance((cert.not_valid_after_utc - cert.not_valid_before_utc).total_seconds() + 86_400)
+    denied = await ask(h, f"dn/dn5.example.com@{REALM}", wire_sec.RemoveExpiredCertificates,
+                       removeExpiredCertificatesRequestProto={})
+    assert not denied.success and "Access denied for user dn/dn5.example.com@EXAMPLE.COM" in denied.message
+    assert serial in valid_serials(h)
+    unauthenticated = await ask(h, "admin", wire_sec.RemoveExpiredCertificates, authenticated=False,
+                                removeExpiredCertificatesRequestProto={})
+    assert not unauthenticated.success and serial in valid_serials(h)
+    scm_certs = {p.serialId for p in h.ca.store.list_certificates(scm_certs=True)}
+    done = await ask(h, "admin/host@EXAMPLE.COM", wire_sec.RemoveExpiredCertificates,
+                     removeExpiredCertificatesRequestProto={})
+    assert done.success, done.message
+    assert pki.cert_pem(cert) in done.removeExpiredCertificatesResponseProto.removedExpiredCertificates
+    assert serial not in valid_serials(h) and h.ca.store.get_certificate(serial) is None
+    assert {p.serialId for p in h.ca.store.list_certificates(scm_certs=True)} == scm_certs
