@@ -296,9 +296,14 @@ class SecurityTranslator:
                 "unauthenticated caller would bind a role to whoever asked. Certificates are issued over Hadoop RPC "
                 "to Kerberos-authenticated datanode and OM principals; enrol through the gRPC security service "
                 "(ozone.scm.security.service.grpc.port) otherwise"))
+        if command == "RevokeCertificates":
+            raise _Refusal(wire_sec.INTERNAL_ERROR, (
+                "RevokeCertificates is not served over Hadoop RPC; use `ozone-scm admin cert revoke` over the "
+                "authenticated gRPC admin port"))
         if command in MUTATIONS:
             raise _Refusal(wire_sec.INTERNAL_ERROR, (
-                f"{command} refused: {NO_AUTH}; use `ozone-scm admin cert` over the authenticated gRPC admin port"))
+                f"{command} refused: the caller is not authenticated ({NO_AUTH}); an authenticated administrator "
+                "may call it, or use `ozone-scm admin cert` over the authenticated gRPC admin port"))
         if command in CRL:
             raise _Refusal(wire_sec.INTERNAL_ERROR, f"{command}: Unsupported operation (as in Ozone 2.2.0)")
         if command not in SERVED:
