@@ -202,7 +202,7 @@ async def test_every_location_command_from_hadoops_client(quorum: Quorum) -> Non
               "ListContainer", "GetContainerCount", "CloseContainer", "AllocatePipeline", "DeactivatePipeline",
               "ActivatePipeline", "ClosePipeline", "StopReplicationManager", "StartReplicationManager",
               "GetReplicationManagerStatus", "GetReplicationManagerReport", "DecommissionNodes",
-              "StartMaintenanceNodes", "RecommissionNodes", "SingleNodeQuery"}
+              "StartMaintenanceNodes", "RecommissionNodes", "SingleNodeQuery", "GetContainerToken"}
     from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
 
     assert served == set(LocationTranslator(None, {}.get, "x", "h").handlers), "the Java client covers every served cmdType"
