@@ -54,6 +54,7 @@ from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_ha_manager_api import SCMHAManager
 from scm_server.ha.scm_ha_manager_stub import SCMHAManagerStub
 from scm_server.ha.scm_service import Event, SCMServiceManager
+from scm_server.ha.secret_key_state import SecretKeyState
 from scm_server.ha.sequence_id_generator import SequenceIdGenerator, SequenceIdStateManager
 from scm_server.ha.stateful_service_state_manager import (
     CertificateStore,
@@ -135,6 +136,8 @@ class StorageContainerManager:
         self._dispatcher.register(RequestType.STATEFUL_SERVICE_CONFIG, self.stateful_service_state_manager)
         self._dispatcher.register(RequestType.FINALIZE, self.finalization_state_manager)
         self._dispatcher.register(RequestType.CERT_STORE, self.certificate_store)
+        self.secret_key_state = SecretKeyState(metadata_store, buf, ha_manager)
+        self._dispatcher.register(RequestType.SECRET_KEY, self.secret_key_state)
         # A no-op marker entry at which every SCM captures an audit snapshot (docs/audit.md).
         self.audit_barrier_state_manager = AuditBarrierStateManager(ha_manager)
         self._dispatcher.register(RequestType.AUDIT_BARRIER, self.audit_barrier_state_manager)
@@ -293,6 +296,7 @@ class StorageContainerManager:
         self.stateful_service_state_manager.reinitialize()
         self.finalization_state_manager.reinitialize()
         self.certificate_store.reinitialize()
+        self.secret_key_state.reinitialize()
         for cid in list(self.container_manager.all_replicas()):
             if not self.container_manager.exists(cid):
                 self.container_manager.forget_container(cid)

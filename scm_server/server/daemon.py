@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import ssl
 from typing import TYPE_CHECKING, Any
@@ -42,11 +43,15 @@ import grpc
 import grpc.aio
 from aiohttp import web
 
+from scm_server.ca import secret_key_manager
+from scm_server.ca.secret_key_manager import SecretKeyManager
 from scm_server.conf import OzoneConfiguration, SCMConfig
 from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError, one_line
 from scm_server.grpc_options import server_options
 from scm_server.ha import heap
 from scm_server.metadata.storage_config import SCMStorageConfig
+from scm_server.security.core import principals
+from scm_server.security.core.identity import Role
 from scm_server.server import endpoints
 from scm_server.server.audit_export_service import AuditExportService
 from scm_server.server.config_check import check_daemon_config
@@ -57,13 +62,13 @@ from scm_server.server.grpc_services import (
     RpcMetrics,
     _ServiceBase,
 )
+from scm_server.server.hadoop_rpc.container_token import ContainerTokens
 from scm_server.server.web import INFO_KEY, make_app
 
 if TYPE_CHECKING:
     from scm_server.scm import StorageContainerManager
 
 LOG = logging.getLogger("scm_server.daemon")
-
 NOT_INITIALIZED = "SCM not initialized: run `ozone-scm scm --init` first"
 
 
@@ -154,6 +159,7 @@ class SCMDaemon:
         self.web_runner: web.AppRunner | None = None
         self.listening = Listening()
         self.security: Any = None
+        self.secret_keys: SecretKeyManager | None = None
 
     async def start(self) -> None:
         storage = check_storage(self.conf)
@@ -161,6 +167,12 @@ class SCMDaemon:
         self.scm = scm = await create_scm(self.conf, storage, self.node, security=self.security)
         if self.security is not None:
             self.security.attach(scm)
+            self.secret_keys = secret_key_manager.from_config(
+                scm.secret_key_state, self.security.config, context=scm.scm_context, clock=scm.clock,
+                entropy=os.urandom,
+            )
+            if self.secret_keys is not None:
+                scm.service_manager.register(self.secret_keys.service)
         await scm.start()
         if self.security is not None:
             await self.security.start()
@@ -232,12 +244,19 @@ class SCMDaemon:
         protocol (``ozone.scm.block.client.port``, 9863), the datanode protocol (``ozone.scm.datanode.port``,
         9861), the location (admin) protocol (``ozone.scm.client.port``, 9860) and the security protocol's read
         calls (``ozone.scm.security.service.port``, 9961). With ``ozone.security.enabled`` only the last one."""
+        from scm_server.server.hadoop_rpc import secret_key_translator
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
         from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
         from scm_server.server.hadoop_rpc.kerberos import KerberosSettings, RpcSecurity
+        from scm_server.server.hadoop_rpc.leadership import Leadership
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
         from scm_server.server.hadoop_rpc.reconfigure_translator import ReconfigureTranslator
-        from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
+        from scm_server.server.hadoop_rpc.secret_key_translator import SecretKeyService
+        from scm_server.server.hadoop_rpc.security_translator import (
+            SecurityIssuer,
+            SecurityReader,
+            SecurityTranslator,
+        )
         from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
         from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_listeners
 
@@ -249,6 +268,9 @@ class SCMDaemon:
                 rpc_security = RpcSecurity.load(kerberos)
             except ConfigError as exc:
                 raise DaemonStartupError(str(exc)) from exc
+        # with Kerberos every caller is authenticated, and calls that bind an identity (secret keys, container
+        # tokens) believe nothing else; without it they believe the connection's stated user, as SIMPLE auth does
+        require_authentication = kerberos is not None
         wanted, left_out = hadoop_rpc_listeners(secure=self.security is not None, kerberos=kerberos is not None)
         if left_out is not None:
             LOG.info("%s", left_out)
@@ -264,10 +286,21 @@ class SCMDaemon:
                 translator = LocationTranslator(
                     scm, get, storage_id, self.node.host,
                     authorizer=rpc_security.authorizer if rpc_security is not None else None,
+                    container_tokens=self._container_tokens(scm, require_authentication),
                 )
                 extra = [ReconfigureTranslator(scm)]  # Ozone serves `ozone admin reconfig` on the client port
             elif protocol is P.SECURITY_HADOOP:
-                translator = SecurityTranslator(SecurityReader(self.security) if self.security is not None else None)
+                translator = SecurityTranslator(
+                    SecurityReader(self.security) if self.security is not None else None,
+                    SecurityIssuer(self.security) if self.security is not None else None,
+                    primaries=self._service_primaries(),
+                    leadership=Leadership(scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
+                    administrators=self._administrators(),
+                )
+                extra = secret_key_translator.translators(SecretKeyService(
+                    self.secret_keys, Leadership(scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
+                    administrators=self._administrators(), require_authentication=require_authentication,
+                ))
             else:
                 translator = DatanodeTranslator(scm)
             server = HadoopRpcServer(
@@ -288,6 +321,23 @@ class SCMDaemon:
             )
             LOG.info("SCM %s over Hadoop RPC (%s) listening on %s:%s (%s)", translator.protocol, auth, host, bound,
                      protocol.port_key)
+
+    def _service_primaries(self) -> dict[Role, str]:
+        """Which principals get datanode and OM certificates (hdds.datanode.kerberos.principal, ozone.om.kerberos.principal)."""
+        if self.security is None:
+            return {}
+        config = self.security.config
+        return {Role.DATANODE: principals.service_primary(config.datanode_kerberos_principal),
+                Role.OM: principals.service_primary(config.om_kerberos_principal)}
+
+    def _administrators(self) -> tuple[str, ...]:
+        return tuple(self.security.config.administrators) if self.security is not None else ()
+
+    def _container_tokens(self, scm: StorageContainerManager, require_authentication: bool) -> ContainerTokens | None:
+        """Container tokens are signed when hdds.container.token.enabled and secret keys are on."""
+        if self.secret_keys is None or not self.security.config.container_token_enabled:
+            return None
+        return ContainerTokens(self.secret_keys, scm.clock, self._administrators(), require_authentication)
 
     async def _start_web(self, scm: StorageContainerManager, get: endpoints.Getter) -> None:
         """HTTP and/or HTTPS (``ozone.http.policy``) serving the same app."""

@@ -31,6 +31,7 @@ from scm_server.server.hadoop_rpc import (
     datanode_translator,
     location_translator,
     reconfigure_translator,
+    secret_key_translator,
     security_translator,
 )
 
@@ -48,6 +49,7 @@ class Note:
 
     note: str
     checked: str
+    kerberos: bool = False  # served to Kerberos-authenticated callers only (SIMPLE authenticates nobody)
 
 
 @dataclass(frozen=True)
@@ -331,6 +333,10 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'leader; `totalTransactionCount` and `totalBlockCount` of the deleted-block log; `totalBlockSize` and `totalBlockReplicatedSize` left out (block sizes are not kept in the log)',
         'C, U, O',
     ),
+    'GetContainerToken': Note(
+        "leader; administrators (`ozone.administrators`); Ozone's container token signed with the current secret key (the SCMSecretKeyProtocol table); an empty token with container tokens off (what Hadoop's Java client checks); with Kerberos an unauthenticated caller is refused",
+        'C, U, J',
+    ),
     'ListContainerIDs': Note(
         'leader; ids from `startContainerID` (inclusive), at most `count`, optional state filter',
         'C, U',
@@ -341,11 +347,6 @@ LOCATION_REFUSALS: Mapping[str, Refusal] = {
         'as Ozone 2.2.0',
         'not served by Ozone 2.2.0\'s SCM either (its translator has no case for it): the same RPC ERROR `java.lang.IllegalArgumentException` "Unknown command type: DeleteContainer"',
         'C, U',
-    ),
-    'GetContainerToken': Refusal(
-        'not yet',
-        "served with the secure cluster work (container tokens exist only with `ozone.security.enabled`, signed with the SCM's secret keys); now an ERROR `SCMException` naming the command and listing the served ones",
-        'C, U, J',
     ),
 }
 
@@ -374,21 +375,31 @@ SECURITY_NOTES: Mapping[str, Note] = {
         'every root trusted now (rotation)',
         'C, U (real CA), J (no CA)',
     ),
+    'GetDataNodeCertificate': Note(
+        "a `dn/<host>` principal (`hdds.datanode.kerberos.principal`), for its own host, the role bound from the principal, never the CSR; the OM's principal, another host or an unauthenticated caller: `UNABLE_TO_ISSUE_CERTIFICATE` with the reason; asking again renews",
+        'C, U, J (refused: unauthenticated)',
+        kerberos=True,
+    ),
+    'GetOMCertificate': Note(
+        "the OM's principal (`ozone.om.kerberos.principal`), for its own host; others refused as above",
+        'C, U',
+        kerberos=True,
+    ),
+    'GetCert': Note(
+        'node type DATANODE or OM, as the two calls above; other node types refused',
+        'C, U',
+        kerberos=True,
+    ),
+    'RemoveExpiredCertificates': Note(
+        "administrators; the leader removes expired datanode, OM and client certificates through Raft and answers their PEMs; others: `INTERNAL_ERROR` \"Access denied ...\"",
+        'C, U',
+        kerberos=True,
+    ),
 }
 SECURITY_REFUSALS: Mapping[str, Refusal] = {
-    'GetDataNodeCertificate': Refusal(
-        'refused',
-        '`UNABLE_TO_ISSUE_CERTIFICATE`, the message says why (SIMPLE authenticates nobody)',
-        'C, U, J',
-    ),
-    'GetOMCertificate': Refusal(
-        'refused',
-        'as above',
-        'C, U',
-    ),
     'GetSCMCertificate': Refusal(
         'refused',
-        '`UNABLE_TO_ISSUE_CERTIFICATE`, as issuance',
+        '`UNABLE_TO_ISSUE_CERTIFICATE`: SCMs get theirs at `scm --bootstrap` over the gRPC security service',
         'C, U',
     ),
     'GetCrls': Refusal(
@@ -403,17 +414,7 @@ SECURITY_REFUSALS: Mapping[str, Refusal] = {
     ),
     'RevokeCertificates': Refusal(
         'refused',
-        'a mutation by an unauthenticated caller; `ozone-scm admin cert` over the authenticated gRPC admin port does it',
-        'C, U',
-    ),
-    'GetCert': Refusal(
-        'refused',
-        'issuance',
-        'C, U',
-    ),
-    'RemoveExpiredCertificates': Refusal(
-        'refused',
-        'a mutation, as `RevokeCertificates`',
+        'not served over Hadoop RPC; `ozone-scm admin cert revoke` over the authenticated gRPC admin port does it',
         'C, U',
     ),
 }
@@ -442,7 +443,21 @@ RECONFIGURE_NOTES: Mapping[str, Note] = {
     ),
 }
 
-SECRET_KEY_NOTES: Mapping[str, Note] = {}
+SECRET_KEY_NOTES: Mapping[str, Note] = {
+    'GetCurrentSecretKey': Note(
+        'leader; the newest key, the same under all three protocol names; with Kerberos an unauthenticated caller is refused',
+        'C, U, R',
+    ),
+    'GetSecretKey': Note(
+        'leader; by id; an unknown id answers `getSecretKeyResponseProto` without `secretKey`, as Ozone does',
+        'C, U, R',
+    ),
+    'GetAllSecretKeys': Note('leader; every key held, oldest first', 'C, U, R'),
+    'CheckAndRotate': Note(
+        "leader; administrators; `force` rotates at once, otherwise only if due; `status` says whether it rotated; others: `INTERNAL_ERROR` \"Access denied for user ...\"",
+        'C, U, R',
+    ),
+}
 SECRET_KEY_REFUSALS: Mapping[str, Refusal] = {}
 
 
@@ -456,12 +471,10 @@ def protocols() -> list[Protocol]:
         Protocol("location", "StorageContainerLocationProtocol", "scm_server.proto.ozone.ScmAdminProtocol_pb2", _location_served(),
                  LOCATION_NOTES, LOCATION_REFUSALS),
         Protocol("security", "SCMSecurityProtocol", "scm_server.proto.ozone.ScmServerSecurityProtocol_pb2",
-                 frozenset(security_translator.SERVED), SECURITY_NOTES, SECURITY_REFUSALS),
-        Protocol("secretkey", "SCMSecretKeyProtocol", "scm_server.proto.ozone.ScmSecretKeyProtocol_pb2", frozenset(),
-                 SECRET_KEY_NOTES, SECRET_KEY_REFUSALS,
-                 absent="its wire proto (`ScmSecretKeyProtocol.proto`: GetCurrentSecretKey, GetSecretKey, "
-                        "GetAllSecretKeys, CheckAndRotate) is not in `proto/ozone` yet, so no listener serves it; "
-                        "it comes with the secure cluster work"),
+                 frozenset(security_translator.SERVED) | frozenset(security_translator.SERVED_AUTHENTICATED),
+                 SECURITY_NOTES, SECURITY_REFUSALS),
+        Protocol("secretkey", "SCMSecretKeyProtocol", "scm_server.proto.ozone.ScmSecretKeyProtocol_pb2",
+                 secret_key_translator.SERVED, SECRET_KEY_NOTES, SECRET_KEY_REFUSALS),
         Protocol("reconfigure", "ReconfigureProtocol", "scm_server.proto.ozone.ReconfigureProtocol_pb2",
                  reconfigure_translator.ReconfigureTranslator.methods, RECONFIGURE_NOTES, {},
                  service="ReconfigureProtocolService"),
@@ -505,7 +518,8 @@ def table_rows(protocol: Protocol) -> list[Row]:
     for name, number in listed:
         if name in protocol.served:
             note = protocol.notes[name]
-            rows.append(Row(name, number, "served", note.note, note.checked))
+            status = "served (Kerberos)" if note.kerberos else "served"
+            rows.append(Row(name, number, status, note.note, note.checked))
         else:
             refusal = protocol.refusals[name]
             rows.append(Row(name, number, refusal.status, refusal.reason, refusal.checked))
@@ -536,7 +550,8 @@ def render_summary() -> str:
         if not rows:
             out.append(f"| `{p.name}` | (no proto yet) | 0 | all | 0 | 0 |")
             continue
-        count = {s: sum(1 for r in rows if r.status == s) for s in ("served", *STATUSES)}
+        count: dict[str, int] = {s: sum(1 for r in rows if r.status == s) for s in STATUSES}
+        count["served"] = sum(1 for r in rows if r.status.startswith("served"))
         out.append(f"| `{p.name}` | {len(rows)} | {count['served']} | "
                    f"{count['not yet']} | {count['refused']} | {count['as Ozone 2.2.0']} |")
     return "\n".join(out)

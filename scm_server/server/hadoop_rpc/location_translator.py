@@ -42,7 +42,7 @@ from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.protocols import DatanodeUsageInfo, StorageContainerLocationProtocol
 from scm_server.server import call_guard, endpoints
-from scm_server.server.hadoop_rpc import convert
+from scm_server.server.hadoop_rpc import container_token, convert
 from scm_server.server.hadoop_rpc.authorization import Authorizer
 from scm_server.server.hadoop_rpc.leadership import Leadership
 from scm_server.server.hadoop_rpc.server import RpcCallError
@@ -130,9 +130,11 @@ class LocationTranslator:
         hostname: str,
         *,
         authorizer: Authorizer | None = None,
+        container_tokens: container_token.ContainerTokens | None = None,
     ) -> None:
         self.scm = scm
         self.authorizer = authorizer  # None: no Kerberos, no admin check
+        self.container_tokens = container_tokens
         self.leadership = Leadership(scm, get, endpoints.Protocol.CLIENT_HADOOP, self_name, hostname)
         self.responses = call_guard.ResponseCache()
         self.handlers: dict[str, Handler] = {
@@ -182,6 +184,7 @@ class LocationTranslator:
             "StopContainerBalancer": self._stop_balancer,
             "GetContainerBalancerStatus": self._balancer_status,
             "GetContainerBalancerStatusInfo": self._balancer_status_info,
+            "GetContainerToken": self._no_caller,  # answered in call(), which knows the caller
         }
 
     @property
@@ -214,6 +217,8 @@ class LocationTranslator:
             if refusal is not None:
                 LOG.warning("refused %s to %s: %s", command, call.user, refusal.message)
                 raise RpcCallError(refusal.exception_class, refusal.message)
+        if command == "GetContainerToken":
+            handler = self._container_token_of(call)
         try:
             if call_guard.hadoop_access_of(PROTOCOL, command) is not call_guard.Access.ANY:
                 self.leadership.require_leader()
@@ -239,6 +244,20 @@ class LocationTranslator:
             raise RpcCallError(SCM_EXCEPTION, str(exc)) from exc  # the text starts with the result code
         except ValueError as exc:  # a value our model cannot hold (ozone_wire.by_name names the field)
             raise RpcCallError(IO_EXCEPTION, f"{command}: {exc}") from exc
+
+    def _container_token_of(self, call: Call) -> Handler:
+        async def handler(request: Request, response: Response) -> None:
+            if not request.HasField("containerTokenRequest"):
+                raise SCMException(ResultCodes.INVALID_REQUEST, "GetContainerToken without containerTokenRequest")
+            token = container_token.answer(self.container_tokens, call.user, call.authenticated,
+                                           request.containerTokenRequest.containerID.id)
+            response.containerTokenResponse.token.CopyFrom(token)
+
+        return handler
+
+    @staticmethod
+    async def _no_caller(request: Request, response: Response) -> None:
+        raise SCMException(ResultCodes.INTERNAL_ERROR, "GetContainerToken needs its caller")
 
     async def _answer(self, handler: Handler, request: Request) -> bytes:
         response = Response(cmdType=request.cmdType, status=Response.OK)

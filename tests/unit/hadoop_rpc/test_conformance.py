@@ -65,12 +65,12 @@ def test_a_gap_in_the_registry_is_an_error_naming_the_command(change: str) -> No
     notes = dict(location.notes)
     served = set(location.served)
     if change == "missing":  # a cmdType neither served nor refused
-        del refusals["GetContainerToken"]
-        expected = "GetContainerToken has no row"
+        del refusals["DeleteContainer"]
+        expected = "DeleteContainer has no row"
     elif change == "stale":  # the translator serves what the registry still refuses
-        served.add("GetContainerToken")
-        notes["GetContainerToken"] = conformance.Note("x", "U")
-        expected = "GetContainerToken is served: drop its Refusal"
+        served.add("DeleteContainer")
+        notes["DeleteContainer"] = conformance.Note("x", "U")
+        expected = "DeleteContainer is served: drop its Refusal"
     elif change == "bogus":  # a row for a command the proto does not have
         refusals["NoSuchCommand"] = conformance.Refusal("refused", "x", "U")
         expected = "NoSuchCommand is not a command"
