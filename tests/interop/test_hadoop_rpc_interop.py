@@ -234,8 +234,9 @@ async def test_every_location_command_from_hadoops_client(quorum: Quorum) -> Non
     assert one["DecommissionNodes"] == "OK failed=no-such-dn.example"
     assert one["StartMaintenanceNodes"] == "OK failed=1" and one["RecommissionNodes"] == "OK failed=1"
     assert one["GetContainerToken"] == "OK kind= identifier=0"  # tokens off: Ozone's empty token
-    unserved = one["TransferLeadership"]
-    assert unserved.startswith("ERROR org.apache.hadoop.hdds.scm.exceptions.SCMException TransferLeadership is not supported")
+    refused = one["TransferLeadership"]  # to a member the ring does not have
+    assert refused.startswith("ERROR org.apache.hadoop.hdds.scm.exceptions.SCMException INVALID_REQUEST"), refused
+    assert "scm-x" in refused, refused
     assert facts["GetContainer"][1].startswith("ERROR org.apache.hadoop.hdds.scm.exceptions.SCMException CONTAINER_NOT_FOUND")
     # a follower refers the client to the leader's Hadoop RPC client port (what Ozone's failover proxy matches)
     follower = (leader + 1) % 3

@@ -225,7 +225,7 @@ final class AdminCalls {
             .setContainerID(HddsProtos.ContainerID.newBuilder().setId(1))));
     fact("GetContainerToken", r, r == null ? "" : "kind=" + r.getContainerTokenResponse().getToken().getKind()
         + " identifier=" + r.getContainerTokenResponse().getToken().getIdentifier().size());
-    // not served: an error naming the command, and the connection serves on
+    // a refusal (no member scm-x): an error naming the member, and the connection serves on
     call("TransferLeadership", ScmContainerLocationRequest.newBuilder().setTransferScmLeadershipRequest(
         HddsProtos.TransferLeadershipRequestProto.newBuilder().setNewLeaderId("scm-x")));
     r = call("GetContainer", ScmContainerLocationRequest.newBuilder().setGetContainerRequest(
