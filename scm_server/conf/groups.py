@@ -466,7 +466,7 @@ class TopologyConfig:
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> TopologyConfig:
         extra: dict[str, Any] = {}
-        if conf.get_str("hdds.datanode.use.datanode.hostname") is None:
+        if conf.source_of("hdds.datanode.use.datanode.hostname") in ("default", "unset"):
             legacy = conf.get_str("dfs.datanode.use.datanode.hostname")
             if legacy is not None:
                 extra["use_datanode_hostname"] = parse_bool("dfs.datanode.use.datanode.hostname", legacy)
