@@ -13,7 +13,7 @@ Selected by Ozone's keys (:class:`scm_server.conf.PlacementConfig`, short or ful
 The rules every container policy shares (Ozone's SCMCommonPlacementPolicy.chooseDatanodes): candidates are the
 HEALTHY, IN_SERVICE datanodes not excluded and not already used (holding a replica); fewer than required raises
 ``FAILED_TO_FIND_HEALTHY_NODES``; of those, the ones with a volume whose remaining space less its committed space
-and the space it must keep free exceeds the data size asked (``ozone.scm.container.size``) are kept, fewer than
+and the space the datanode reports it spares exceeds the data size asked (``ozone.scm.container.size``) are kept, fewer than
 required raises ``FAILED_TO_FIND_NODES_WITH_SPACE``. A node that has reported no volume yet is not judged on
 space. Favored nodes are taken first whenever they fit the policy's rule. Each policy then picks one node at a
 time given the racks already holding replicas (the used nodes' and those picked so far):
@@ -49,8 +49,8 @@ from scm_server.node.node_manager import DatanodeInfo
 
 def usable_space(node: DatanodeInfo, min_free_space: int) -> int:
     """The most a new container can take on one of the node's volumes (Ozone's VolumeUsage.getUsableSpace):
-    remaining less committed less the space kept free (the larger of the configured minimum and what the
-    datanode reports it spares)."""
+    remaining less committed less the space the datanode reports it spares (``freeSpaceToSpare``), or
+    ``min_free_space`` if larger (0 unless a caller sets it: the SCM takes the datanode's figure)."""
     best = 0
     for report in node.storage_reports:
         if report.failed:
