@@ -43,6 +43,7 @@ FILES: dict[str, str] = {
     "ozone/ScmServerDatanodeHeartbeatProtocol.proto": f"{SERVER}/ScmServerDatanodeHeartbeatProtocol.proto",
     "ozone/ScmServerSecurityProtocol.proto": f"{SERVER}/ScmServerSecurityProtocol.proto",
     "ozone/ScmAdminProtocol.proto": f"{ADMIN}/ScmAdminProtocol.proto",
+    "ozone/ReconfigureProtocol.proto": f"{CLIENT}/ReconfigureProtocol.proto",
 }
 # Ozone's SCM protocol files not yet written here (reported, not compared)
 NOT_YET: tuple[str, ...] = ()

@@ -23,11 +23,11 @@ serials once into their canonical form (:mod:`scm_server.security.core.serials`)
 :class:`~hdds_pb2.RevokedCertificateProto` records; decommissioning an SCM revokes its sub-CA
 certificates; CRLs are built on request for the CAs whose keys this SCM holds.
 
-Enrolment checks (issue 19): the proof covers the whole request and a time window, and a nonce is
+Enrolment checks: the proof covers the whole request and a time window, and a nonce is
 accepted once (:mod:`scm_server.security.core.enrollment`); datanode/OM host names and IPs are
 validated and a uuid that is enrolled cannot be enrolled again (:mod:`scm_server.security.core.requests`).
 No datanode, OM or client certificate (issued, signed for an administrator or renewed) may carry a name of
-the ring's members (issue 29, :mod:`scm_server.security.core.member_names`, :meth:`SCMCertificateServer.host_policy`).
+the ring's members (:mod:`scm_server.security.core.member_names`, :meth:`SCMCertificateServer.host_policy`).
 Duplicate checks and the supersession of a renewed certificate run under the issuing lock against
 the replicated tables, so concurrent requests for one identity yield one certificate.
 """

@@ -164,7 +164,8 @@ class SecurityConfig:
     )
     administrators: tuple[str, ...] = setting(
         "ozone.administrators", "list",
-        "Comma-separated client certificate CNs allowed the admin calls ('*' for all).",
+        "Comma-separated users allowed the admin calls ('*' for all): client certificate CNs over gRPC, Kerberos short "
+        "names over Hadoop RPC with hadoop.security.authentication=kerberos.",
         unset=(),
     )
     # the security protocol over gRPC (TLS); Ozone's ozone.scm.security.service.port serves it over Hadoop RPC

@@ -128,6 +128,7 @@ class ContainerInfo:
     sequence_id: int
     replication_factor: int
     replication_type: int
+    suppressed: bool = False
 
     @classmethod
     def from_proto(cls, info: hdds_pb2.ContainerInfoProto, strings: dict[str, str]) -> ContainerInfo:
@@ -144,6 +145,7 @@ class ContainerInfo:
             sequence_id=info.sequenceId,
             replication_factor=info.replicationFactor,
             replication_type=info.replicationType,
+            suppressed=info.suppressed,
         )
 
     def to_proto(self) -> hdds_pb2.ContainerInfoProto:
@@ -161,6 +163,8 @@ class ContainerInfo:
         )
         if self.pipeline_id is not None:
             proto.pipelineID.id = self.pipeline_id
+        if self.suppressed:
+            proto.suppressed = True
         return proto
 
 
@@ -309,13 +313,14 @@ class ContainerStateManager(ReplicatedStateManager):
         state: int | None = None,
         rtype: int | None = None,
         rfactor: int | None = None,
+        suppressed: bool | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
         """Ids >= ``start_id`` matching the filters: (first ``count`` in id order, total matching).
 
-        Without type/factor filters the page costs O(log n + count) (all states) or
+        Without type/factor/suppressed filters the page costs O(log n + count) (all states) or
         O(containers in ``state``); with them, one pass over the candidates.
         """
-        if rtype is None and rfactor is None:
+        if rtype is None and rfactor is None and suppressed is None:
             if state is None:
                 ids = self._ordered_ids()
                 i = bisect.bisect_left(ids, start_id)
@@ -329,6 +334,7 @@ class ContainerStateManager(ReplicatedStateManager):
             for c in pool[start:]
             if (rtype is None or self._containers[c].replication_type == rtype)
             and (rfactor is None or self._containers[c].replication_factor == rfactor)
+            and (suppressed is None or self._containers[c].suppressed == suppressed)
         ]
         return [self._containers[c].to_proto() for c in matching[:count]], len(matching)
 

@@ -36,6 +36,9 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
 
     HadoopRpcSettings.from_conf(conf)  # ipc.maximum.data.length, ipc.client.connection.maxidletime
+    from scm_server.server.hadoop_rpc.kerberos import KerberosSettings
+
+    KerberosSettings.from_conf(conf, node.host)  # hadoop.security.authentication, the principal, QOP, ACLs, rules
     endpoints.http_address(get, node)
     endpoints.https_address(get, node)
     # every peer's addresses too: servicers name the leader's address in NOT_LEADER answers

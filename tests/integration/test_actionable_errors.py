@@ -33,6 +33,8 @@ from scm_server.local.members import http_ok
 from scm_server.ports import dead_address
 from scm_server.server.config_check import check_daemon_config
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 OZONE_SCM = str(Path(sys.executable).with_name("ozone-scm"))
 
 

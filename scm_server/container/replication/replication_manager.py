@@ -304,9 +304,11 @@ class ReplicationManager(BackgroundSCMService):
                 continue  # removed while we yielded
             view = self.container_view(cid)  # one ContainerInfoProto per container per pass
             info = view.info
+            report.increment(enum_name(LifeCycleState, info.state))
+            if info.suppressed:  # counted by state, left out of the health checks and their commands (Ozone's)
+                continue
             result = check_container(view, cluster)
             results[cid] = result
-            report.increment(enum_name(LifeCycleState, info.state))
             for state in sorted(result.states, key=lambda s: s.value):
                 report.increment(state.value, cid)
             if self.scm_context.is_leader():

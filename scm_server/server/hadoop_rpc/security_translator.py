@@ -22,7 +22,7 @@ On an SCM without ``ozone.security.enabled`` there is no CA: every call answers 
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from google.protobuf import message as pb_message
 
@@ -30,6 +30,12 @@ from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto.ozone import ScmServerSecurityProtocol_pb2 as wire_sec
 from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.server.hadoop_rpc.server import RpcCallError
+
+if TYPE_CHECKING:
+    from cryptography import x509
+
+    from scm_server.ca.ca_server import SCMCertificateServer
+    from scm_server.ca.scm_security import SCMSecurity
 
 PROTOCOL = "org.apache.hadoop.hdds.protocol.SCMSecurityProtocol"
 VERSION = 1
@@ -71,18 +77,18 @@ class SecurityReader:
     """:class:`CertificateReader` over the running SCM's :class:`scm_server.ca.scm_security.SCMSecurity`
     (reads only: nothing here signs, stores or revokes)."""
 
-    def __init__(self, security: Any) -> None:
+    def __init__(self, security: SCMSecurity) -> None:
         self.security = security
 
     @property
-    def _ca(self) -> Any:
+    def _ca(self) -> SCMCertificateServer:
         ca = self.security.ca
         if ca is None:
             raise LookupError("the certificate server is not attached yet")
         return ca
 
     @staticmethod
-    def _pem(cert: Any) -> str:
+    def _pem(cert: x509.Certificate) -> str:
         from scm_server.security.core import certificates as pki
 
         return str(pki.cert_pem(cert))
