@@ -74,10 +74,12 @@ from scm_server.node.node_manager import (
     DatanodeInfo,
     SCMNodeManager,
 )
+from scm_server.node.topology_mapping import resolver_from_config
 from scm_server.node.usage_info import DatanodeUsageInfo, most_or_least_used, usage_of
 from scm_server.pipeline.pipeline_manager import BackgroundPipelineCreator, PipelineManager
 from scm_server.pipeline.pipeline_state_manager import CLOSED as PIPELINE_CLOSED
 from scm_server.pipeline.pipeline_state_manager import PipelineStateManager
+from scm_server.pipeline.placement import PipelinePlacementPolicy, container_policy, leader_choose_policy
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
 from scm_server.protocols import BlockAllocation, DeletedBlocksSummary
 from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
@@ -145,7 +147,13 @@ class StorageContainerManager:
         # Managers.
         ctx = self._scm_context
         self.node_manager = SCMNodeManager(configs.node, configs.pipeline, ctx, clock)
-        self.pipeline_manager = PipelineManager(self.pipeline_state_manager, self.node_manager, ctx, clock, configs.pipeline)
+        self.location_resolver = resolver_from_config(configs.topology)
+        self.pipeline_manager = PipelineManager(
+            self.pipeline_state_manager, self.node_manager, ctx, clock, configs.pipeline,
+            placement=PipelinePlacementPolicy(),
+            leader_policy=leader_choose_policy(configs.placement.leader_choose_policy),
+            container_size=configs.scm.container_size,
+        )
         self.container_manager = ContainerManager(
             self.container_state_manager,
             self.pipeline_manager,
@@ -187,6 +195,7 @@ class StorageContainerManager:
             self.node_manager,
             ctx,
             clock,
+            placement=container_policy(configs.placement.container_placement),
             wait_time_after_safe_mode=configs.safemode.wait_time_after_exit,
         )
         # After the container manager (which drops a dead node's replicas): a health change
@@ -439,6 +448,9 @@ class StorageContainerManager:
                 ),
             )
         layout = request.dataNodeLayoutVersion.metadataLayoutVersion if request.HasField("dataNodeLayoutVersion") else 0
+        details = hdds_pb2.DatanodeDetailsProto()
+        details.CopyFrom(request.datanodeDetails)
+        details.networkLocation = await self.location_resolver.resolve(details)
         info = self.node_manager.register(details, layout)
         self.node_manager.process_node_report(details.uuid, request.nodeReport)
         await self._safely(self.container_report_handler.on_message(details.uuid, request.containerReport))

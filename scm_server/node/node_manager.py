@@ -362,7 +362,13 @@ class SCMNodeManager:
 
     # ---- capacity helpers used by pipelines / containers ----
     def pipeline_limit(self, dn_uuid: str) -> int:
-        return self.pipeline_config.datanode_pipeline_limit
+        """ozone.scm.datanode.pipeline.limit, or when it is 0, ozone.scm.pipeline.per.metadata.disk times the
+        datanode's healthy volumes (our datanode reports carry no separate metadata volumes)."""
+        cfg = self.pipeline_config
+        if cfg.datanode_pipeline_limit > 0:
+            return cfg.datanode_pipeline_limit
+        info = self._nodes.get(dn_uuid)
+        return cfg.pipeline_per_metadata_disk * (info.healthy_volumes() if info else 1)
 
     def open_container_limit(self, dn_uuids: Iterable[str]) -> int:
         """min over members of ceil(owner.container.count * healthyVolumes / pipelineLimit) (Ozone)."""
@@ -377,7 +383,8 @@ class SCMNodeManager:
         if fewest is None:
             return 1
         cfg = self.pipeline_config
-        return max(1, -(-cfg.owner_container_count * fewest // cfg.datanode_pipeline_limit))
+        limit = cfg.datanode_pipeline_limit or cfg.pipeline_per_metadata_disk * fewest
+        return max(1, -(-cfg.owner_container_count * fewest // limit))
 
     def to_node_proto(self, info: DatanodeInfo, container_count: int = 0, pipeline_count: int = 0) -> hdds_pb2.Node:
         details = hdds_pb2.DatanodeDetailsProto()

@@ -32,7 +32,11 @@ from scm_server.ha.scm_service import BackgroundSCMService, Event
 from scm_server.metadata.enums import enum_name
 from scm_server.node.node_manager import SCMNodeManager
 from scm_server.pipeline.pipeline_state_manager import ALLOCATED, CLOSED, DORMANT, OPEN, PipelineStateManager
-from scm_server.pipeline.placement import PipelinePlacementPolicy
+from scm_server.pipeline.placement import (
+    LeaderChoosePolicy,
+    MinLeaderCountChoosePolicy,
+    PipelinePlacementPolicy,
+)
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 log = logging.getLogger(__name__)
@@ -58,6 +62,8 @@ class PipelineManager:
         clock: Clock,
         config: PipelineConfig,
         placement: PipelinePlacementPolicy | None = None,
+        leader_policy: LeaderChoosePolicy | None = None,
+        container_size: int = 0,
     ) -> None:
         self.state_manager = state_manager
         self.node_manager = node_manager
@@ -65,6 +71,8 @@ class PipelineManager:
         self.clock = clock
         self.config = config
         self.placement = placement or PipelinePlacementPolicy()
+        self.leader_policy: LeaderChoosePolicy = leader_policy or MinLeaderCountChoosePolicy()
+        self.container_size = container_size  # the space a member must have for a container (0: not checked)
         self._reported: dict[str, set[str]] = {}
         self._allocated_at: dict[str, float] = {}
         self._closed_at: dict[str, float] = {}
@@ -124,6 +132,10 @@ class PipelineManager:
             return (lambda u: self.pipeline_count_of(u, THREE)), self.node_manager.pipeline_limit
         return (lambda u: self.pipeline_count_of(u, ONE)), (lambda _u: 1)
 
+    def _leader_count(self, dn_uuid: str) -> int:
+        """Non-closed RATIS/THREE pipelines whose suggested leader is the datanode (MinLeaderCountChoosePolicy)."""
+        return sum(1 for p in self.get_pipelines(rfactor=THREE, states={ALLOCATED, OPEN, DORMANT}) if p.leaderID == dn_uuid)
+
     def pipelines_of(self, dn_uuid: str) -> list[hdds_pb2.Pipeline]:
         return [p for p in self.get_pipelines() if any(m.uuid == dn_uuid for m in p.members)]
 
@@ -151,7 +163,9 @@ class PipelineManager:
             if rfactor == ONE:
                 self._check_a_datanode_without_ratis_one()
             load, limit = self._placement_limits(rfactor)
-            chosen = self.placement.choose_datanodes(self.node_manager.all_nodes(), count, load, limit)
+            chosen = self.placement.choose_datanodes(
+                self.node_manager.all_nodes(), count, load, limit, data_size=self.container_size
+            )
             member_ids = [n.uuid for n in chosen]
             if count > 1 and self._duplicate_of_existing(member_ids, rfactor):
                 raise SCMException(
@@ -160,6 +174,7 @@ class PipelineManager:
                 )
         else:
             member_ids = nodes
+        leader = self.leader_policy.choose_leader(member_ids, self._leader_count) if count > 1 else member_ids[0]
         members = [self.node_manager.require_node(u).details for u in member_ids]
         pipeline = hdds_pb2.Pipeline(
             id=hdds_pb2.PipelineID(id=str(uuid.uuid4())),
@@ -167,7 +182,7 @@ class PipelineManager:
             state=ALLOCATED,
             type=rtype,  # type: ignore[arg-type]
             factor=rfactor,  # type: ignore[arg-type]
-            leaderID=member_ids[0],
+            leaderID=leader or "",
             memberOrders=list(range(len(members))),
             creationTimeStamp=self.clock.wall_ms(),
         )
@@ -184,8 +199,9 @@ class PipelineManager:
                         type=rtype,  # type: ignore[arg-type]
                         factor=rfactor,  # type: ignore[arg-type]
                         datanode=members,
-                        # the suggested leader (members[0], our leaderID) first in Raft priority, like Ozone
-                        priority=[1 if i == 0 else 0 for i in range(len(members))],
+                        # the suggested leader (our leaderID) first in Raft priority, like Ozone; no suggestion
+                        # (DefaultLeaderChoosePolicy): equal priorities, Ratis elects
+                        priority=[1 if u == leader else 0 for u in member_ids],
                     ),
                 ),
             )
@@ -378,11 +394,16 @@ class PipelineManager:
         created = 0
         factors = [THREE] + ([ONE] if self.config.auto_create_factor_one else [])
         for rfactor in factors:
-            for _ in range(max(1, len(self.node_manager.all_nodes()) * self.config.datanode_pipeline_limit)):
+            nodes = self.node_manager.all_nodes()
+            for _ in range(max(1, sum(self.node_manager.pipeline_limit(n.uuid) for n in nodes))):
                 try:
                     await self.create_pipeline(RATIS, rfactor)
                 except SCMException as exc:
-                    if exc.result in (ResultCodes.FAILED_TO_FIND_SUITABLE_NODE, ResultCodes.FAILED_TO_FIND_HEALTHY_NODES):
+                    if exc.result in (
+                        ResultCodes.FAILED_TO_FIND_SUITABLE_NODE,
+                        ResultCodes.FAILED_TO_FIND_HEALTHY_NODES,
+                        ResultCodes.FAILED_TO_FIND_NODES_WITH_SPACE,
+                    ):
                         break
                     raise
                 created += 1

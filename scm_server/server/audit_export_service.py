@@ -59,7 +59,7 @@ from scm_server.ha.scm_service import ServiceStatus
 from scm_server.ha.transaction_buffer import TransactionInfo
 from scm_server.metadata.scm_db_definition import SCMDBDefinition
 from scm_server.node.node_manager import DatanodeInfo
-from scm_server.pipeline.placement import ContainerPlacementRackAware
+from scm_server.pipeline.placement import SCMContainerPlacementRackAware, container_policy
 from scm_server.proto import hdds_pb2, scm_audit_pb2, scm_ha_pb2
 from scm_server.server import endpoints
 from scm_server.server.grpc_services import RpcMetrics, _ServiceBase
@@ -100,6 +100,7 @@ class AuditSnapshot:
     first_reports: dict[str, int] = dataclasses.field(default_factory=dict)
     rm_state: str = ""
     rm_interval_ms: int = 0
+    placement_policy: str = SCMContainerPlacementRackAware.name  # the replication manager's, so its verdicts match
     released: bool = False
 
     def release(self) -> None:
@@ -153,6 +154,7 @@ def capture(scm: StorageContainerManager, *, barrier_id: str = "", expires_at_ms
         first_reports=dict(cm.first_full_report_ms),
         rm_state=replication_manager_state(rm),
         rm_interval_ms=int(rm.interval.total_seconds() * 1000),
+        placement_policy=rm.placement.name,
     )
 
 
@@ -401,7 +403,7 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
     cluster = ClusterView(
         nodes=nodes,
         load=lambda _dn: 0,  # only steers the choice of targets, which is not exported
-        placement=ContainerPlacementRackAware(random.Random(0)),
+        placement=container_policy(snap.placement_policy, random.Random(0)),
         maintenance_replica_minimum=snap.maintenance_replica_minimum,
     )
     by_uuid = {n.uuid: n for n in nodes}

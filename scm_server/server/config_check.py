@@ -23,7 +23,10 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     check_endpoint_keys(conf)  # every port and address key set, the peers' and the unused transports' too
     scm = SCMConfig.from_conf(conf)
     SecurityConfig.from_conf(conf)
-    SCMConfigurations.from_conf(conf)
+    configs = SCMConfigurations.from_conf(conf)
+    from scm_server.node.topology_mapping import load_schema
+
+    load_schema(configs.topology.schema_file)  # readable, well-formed, the 3-level schema
     local = resolve_local_scm(conf)
     node = endpoints.find_node(conf.get_str, local.node_id)
     get = conf.get_str

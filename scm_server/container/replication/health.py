@@ -52,7 +52,7 @@ from scm_server.node.node_manager import (
     IN_SERVICE,
     DatanodeInfo,
 )
-from scm_server.pipeline.placement import ContainerPlacementRackAware
+from scm_server.pipeline.placement import ContainerPlacementPolicy
 from scm_server.proto import hdds_pb2
 
 
@@ -158,7 +158,7 @@ class CheckResult:
 class ClusterView:
     nodes: Sequence[DatanodeInfo]
     load: Callable[[str], int]
-    placement: ContainerPlacementRackAware
+    placement: ContainerPlacementPolicy
     maintenance_replica_minimum: int = 2
 
     @functools.cached_property

@@ -57,7 +57,7 @@ from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.metadata.enums import enum_name
 from scm_server.node.node_manager import DEAD, DatanodeInfo, SCMNodeManager
 from scm_server.pipeline.pipeline_manager import PipelineManager
-from scm_server.pipeline.placement import ContainerPlacementRackAware
+from scm_server.pipeline.placement import ContainerPlacementPolicy, ContainerPlacementRackAware
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 log = logging.getLogger(__name__)
@@ -213,7 +213,7 @@ class ReplicationManager(BackgroundSCMService):
         node_manager: SCMNodeManager,
         scm_context: SCMContext,
         clock: Clock,
-        placement: ContainerPlacementRackAware | None = None,
+        placement: ContainerPlacementPolicy | None = None,
         wait_time_after_safe_mode: timedelta | None = None,
     ) -> None:
         super().__init__(
@@ -230,7 +230,7 @@ class ReplicationManager(BackgroundSCMService):
         self.node_manager = node_manager
         self.scm_context = scm_context
         self.clock = clock
-        self.placement = placement or ContainerPlacementRackAware()
+        self.placement: ContainerPlacementPolicy = placement or ContainerPlacementRackAware()
         self.pending_ops = ContainerReplicaPendingOps()
         container_manager.add_replica_listener(self.pending_ops.complete)
         self.last_report = ReplicationManagerReport(config.container_sample_limit).to_proto(0)
