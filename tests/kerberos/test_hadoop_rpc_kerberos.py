@@ -11,7 +11,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -40,22 +40,6 @@ LOCAL_CONF = {
     "ozone.scm.nodes.cluster1": "scm1",
     "ozone.scm.address.cluster1.scm1": "127.0.0.1",
 }
-
-
-@pytest.fixture(scope="module")
-def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniKdc]:
-    kdc = MiniKdc.start(tmp_path_factory.mktemp("kdc"))
-    saved = {k: os.environ.get(k) for k in kdc.env()}
-    os.environ.update(kdc.env())
-    try:
-        yield kdc
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        kdc.stop()
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,22 +33,6 @@ def classpath() -> str:
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"building the Java client failed:\n{done.stdout}\n{done.stderr}"
     return (ROOT / ".interop-build" / "classpath").read_text().strip()
-
-
-@pytest.fixture(scope="module")
-def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniKdc]:
-    kdc = MiniKdc.start(tmp_path_factory.mktemp("kdc"))
-    saved = {k: os.environ.get(k) for k in kdc.env()}
-    os.environ.update(kdc.env())
-    try:
-        yield kdc
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        kdc.stop()
 
 
 async def java_calls(kdc: MiniKdc, classpath: str, principal: str, keytab: Path, qop: Qop, port: int) -> list[str]:

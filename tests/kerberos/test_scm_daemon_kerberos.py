@@ -4,8 +4,6 @@ the start with one line. Marker ``kerberos`` (``make kerberos-test``)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,22 +24,6 @@ PROTOCOLS = {
     "datanode": "org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol",
     "security": "org.apache.hadoop.hdds.protocol.SCMSecurityProtocol",
 }
-
-
-@pytest.fixture(scope="module")
-def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniKdc]:
-    kdc = MiniKdc.start(tmp_path_factory.mktemp("kdc"))
-    saved = {k: os.environ.get(k) for k in kdc.env()}
-    os.environ.update(kdc.env())
-    try:
-        yield kdc
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        kdc.stop()
 
 
 def kerberos_settings(kdc: MiniKdc, keytab: Path) -> dict[str, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,8 @@ from scm_server.local import quorum as local_cluster
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
 
+from .harness import wait_until
+
 Request = wire_loc.ScmContainerLocationRequest
 
 
@@ -26,17 +27,6 @@ async def roles(client: LocationClient) -> dict[str, str]:
     info = (await client.submit(Request(cmdType=wire_loc.GetScmInfo, getScmInfoRequest=wire.GetScmInfoRequestProto()))
             ).getScmInfoResponse
     return {line.split(":")[3]: line.split(":")[2] for line in info.peerRoles}
-
-
-async def wait_for(what: str, probe: Callable[[], Awaitable[bool]], timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        if await probe():
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        await asyncio.sleep(0.2)
 
 
 @pytest.mark.timeout(240)
@@ -50,8 +40,8 @@ def test_transfer_and_decommission_over_the_location_protocol(tmp_path: Path) ->
 
         async def scenario() -> None:
             async with LocationClient(addresses, attempts=20, retry_interval=0.2) as client:
-                await wait_for("one leader, two followers",
-                               lambda: _roles_are(client, ["FOLLOWER", "FOLLOWER", "LEADER"]), 60)
+                await wait_until(lambda: _roles_are(client, ["FOLLOWER", "FOLLOWER", "LEADER"]), 60,
+                                 "one leader, two followers", interval=0.2)
                 before = await roles(client)
                 leader = next(p for p, r in before.items() if r == "LEADER")
                 target = sorted(p for p, r in before.items() if r == "FOLLOWER")[0]
@@ -59,7 +49,7 @@ def test_transfer_and_decommission_over_the_location_protocol(tmp_path: Path) ->
                     cmdType=wire_loc.TransferLeadership,
                     transferScmLeadershipRequest=wire.TransferLeadershipRequestProto(newLeaderId=target)))
                 assert moved.HasField("transferScmLeadershipResponse")
-                await wait_for(f"{target} leading", lambda: _leader_is(client, target), 30)
+                await wait_until(lambda: _leader_is(client, target), 30, f"{target} leading", interval=0.2)
 
                 refused = (await client.submit(Request(
                     cmdType=wire_loc.DecommissionScm,
@@ -71,7 +61,7 @@ def test_transfer_and_decommission_over_the_location_protocol(tmp_path: Path) ->
                     decommissionScmRequest=wire_loc.DecommissionScmRequestProto(scmId=leader)))
                 ).decommissionScmResponse
                 assert removed.success, removed.errorMsg
-                await wait_for(f"{leader} out of the ring", lambda: _member_count_is(client, 2), 30)
+                await wait_until(lambda: _member_count_is(client, 2), 30, f"{leader} out of the ring", interval=0.2)
 
         asyncio.run(scenario())
         out = subprocess.run([sys.executable, "-m", "scm_server.cli.main", "--conf", conf, "admin", "scm",

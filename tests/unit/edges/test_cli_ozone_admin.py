@@ -118,11 +118,11 @@ def test_reconcile_and_reconfig(served: tuple[Served, Any], tmp_path: Path) -> N
     assert "hdds.scm.replication.datanode.replication.limit" in props.output.splitlines()
     assert "no task was found." in admin("reconfig", "--address", address, "status").output
     assert admin("reconfig", "--address", address, "start").exit_code == 0
-    for _ in range(200):  # bounded wait for the background task
-        status = admin("reconfig", "--address", address, "status").output
-        if "finished at" in status:
-            break
+    deadline = time.monotonic() + 30  # bounded wait for the background task
+    status = admin("reconfig", "--address", address, "status").output
+    while "finished at" not in status and time.monotonic() < deadline:
         time.sleep(0.01)
+        status = admin("reconfig", "--address", address, "status").output
     assert 'SUCCESS: Changed property hdds.scm.replication.datanode.replication.limit\n\tFrom: "20"\n\tTo: "5"' in (
         status), status
     assert s.scm.replication_manager.config.datanode_replication_limit == 5

@@ -27,6 +27,7 @@ from tests.unit.scm_state_harness import make_scm
 LIMIT = "hdds.scm.replication.datanode.replication.limit"
 PER_INTERVAL = "hdds.scm.block.deletion.per-interval.max"
 SAMPLES = "hdds.scm.replication.container.sample.limit"
+TASK_TIMEOUT = 30.0  # seconds: generous on a loaded 2-core machine
 
 
 def write_site(path: Path, values: dict[str, str]) -> None:
@@ -49,12 +50,13 @@ class Reconfig:
 
     async def start_and_wait(self) -> wire.GetReconfigureStatusResponseProto:
         await self("startReconfigure", wire.StartReconfigureRequestProto(), wire.StartReconfigureResponseProto)
-        for _ in range(200):  # bounded: the task reads one small file and applies a few keys
+        deadline = asyncio.get_running_loop().time() + TASK_TIMEOUT  # the task reads one small file
+        while asyncio.get_running_loop().time() < deadline:
             status = await self.status()
             if status.HasField("endTime"):
                 return status
             await asyncio.sleep(0.01)
-        raise AssertionError("the reconfiguration task did not end within 2 s")
+        raise AssertionError(f"the reconfiguration task did not end within {TASK_TIMEOUT} s")
 
 
 @pytest.fixture
