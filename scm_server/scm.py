@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -294,6 +294,9 @@ class StorageContainerManager:
         self.sequence_id_generator.invalidate_batch()
         self.node_manager.clear_command_queues()
         self._service_manager.notify_status_changed()
+
+    def set_state_machine_ready_hook(self, ready: Callable[[], bool]) -> None:
+        self.safe_mode_manager.set_state_machine_ready_hook(ready)
 
     def reinitialize(self) -> None:
         """Reload every replicated manager from scm.db (after a checkpoint install)."""

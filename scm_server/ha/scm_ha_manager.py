@@ -188,13 +188,9 @@ class SCMHAManagerImpl:
     # ---- wiring ----
     def attach(self, scm: SCMHAHost) -> None:
         self._host = scm
-        with contextlib.suppress(AttributeError):
-            scm.scm_context.set_leader_hint(self.get_leader)
+        scm.scm_context.set_leader_hint(self.get_leader)
         # StateMachineReadyRule (safemode, HA only): out of safemode only once caught up.
-        safe_mode_manager = getattr(scm, "safe_mode_manager", None)
-        hook = getattr(safe_mode_manager, "set_state_machine_ready_hook", None)
-        if callable(hook):
-            hook(self.is_state_machine_ready)
+        scm.set_state_machine_ready_hook(self.is_state_machine_ready)
 
     @property
     def host(self) -> SCMHAHost:
@@ -403,11 +399,6 @@ class SCMHAManagerImpl:
     def on_configuration_changed(self, conf: ConfState) -> None:
         LOG.info("SCM %s: Raft configuration voters=%s learners=%s", self.node_id, conf.voters, conf.learners)
         self._refresh_addresses_soon()
-
-    def on_state_machine_ready(self) -> None:
-        hook = getattr(self._host, "on_state_machine_ready", None)
-        if callable(hook):
-            hook()
 
     def is_state_machine_ready(self) -> bool:
         """StateMachineReadyRule / datanode-report gate (HDDS-14989)."""

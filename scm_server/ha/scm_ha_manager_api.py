@@ -17,6 +17,7 @@ Wiring (done by ``StorageContainerManager.create``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from scm_server.conf import SCMNodeDetails
@@ -63,6 +64,11 @@ class SCMHAHost(Protocol):
 
     def reinitialize(self) -> None:
         """Reload every manager from scm.db (after a checkpoint install)."""
+        ...
+
+    def set_state_machine_ready_hook(self, ready: Callable[[], bool]) -> None:
+        """StateMachineReadyRule (HA only): the host stays in safemode until ``ready()`` (this member caught up
+        with the leader); the Raft HA manager hands its check over at attach."""
         ...
 
 

@@ -121,6 +121,9 @@ class MiniHost:
         self.seq.reinitialize()
         self.reinits += 1
 
+    def set_state_machine_ready_hook(self, ready: Callable[[], bool]) -> None:
+        self.state_machine_ready = ready  # no safemode in this host: the check is kept, not enforced
+
     async def start(self) -> None:
         await self.ha.start()
 
