@@ -408,8 +408,7 @@ class StorageContainerManager:
         who = self.node_id or self.storage_config.scm_id or ""
         if not self._scm_context.is_ratis():
             return who, "LEADER", self.storage_config.scm_id or ""
-        raft = getattr(self.ha_manager, "raft", None)
-        role = raft.status().role if raft is not None else ("LEADER" if self._scm_context.is_leader() else "FOLLOWER")
+        role = self.ha_manager.raft_role() or ("LEADER" if self._scm_context.is_leader() else "FOLLOWER")
         leader = self.ha_manager.get_leader()
         return who, role, leader[0] if leader else ""
 
@@ -909,13 +908,12 @@ class StorageContainerManager:
         }
 
 
-def _leader_known(ha_manager: object) -> bool:
+def _leader_known(ha_manager: SCMHAManager) -> bool:
     """Whether this SCM knows a leader: a Raft member between elections, or one partitioned from the
     majority (a candidate), does not. The non-Raft stub is its own leader."""
-    leader_peer_id = getattr(ha_manager, "leader_peer_id", None)
-    if leader_peer_id is None or getattr(ha_manager, "raft", None) is None:
+    if ha_manager.ring_membership() is None:
         return True
-    return bool(leader_peer_id())
+    return bool(ha_manager.leader_peer_id())
 
 
 class SCMCollector(Collector):

@@ -359,6 +359,12 @@ class SCMHAManagerImpl:
                 return node
         return None
 
+    def ring_membership(self) -> ConfState | None:
+        return self.raft.conf if self.raft is not None else None
+
+    def raft_role(self) -> str | None:
+        return self.raft.status().role if self.raft is not None else None
+
     def leader_node(self) -> SCMNodeDetails | None:
         leader = self.leader_peer_id()
         return self.node_of_peer(leader) if leader else None
