@@ -295,6 +295,13 @@ class StorageContainerManager:
         self.node_manager.clear_command_queues()
         self._service_manager.notify_status_changed()
 
+    @property
+    def sequence_batch_size(self) -> int:
+        return self.sequence_id_generator.batch_size
+
+    def on_backup_served(self, wall_time_s: float) -> None:
+        self.last_backup_served = wall_time_s
+
     def set_state_machine_ready_hook(self, ready: Callable[[], bool]) -> None:
         self.safe_mode_manager.set_state_machine_ready_hook(ready)
 

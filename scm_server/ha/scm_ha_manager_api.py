@@ -78,6 +78,15 @@ class SCMHAHost(Protocol):
         """Reload every manager from scm.db (after a checkpoint install)."""
         ...
 
+    @property
+    def sequence_batch_size(self) -> int:
+        """How many sequence ids one Raft write reserves (a backup's manifest records it)."""
+        ...
+
+    def on_backup_served(self, wall_time_s: float) -> None:
+        """A whole backup stream went out at ``wall_time_s`` (the backup-age metric counts from here)."""
+        ...
+
     def set_state_machine_ready_hook(self, ready: Callable[[], bool]) -> None:
         """StateMachineReadyRule (HA only): the host stays in safemode until ``ready()`` (this member caught up
         with the leader); the Raft HA manager hands its check over at attach."""
