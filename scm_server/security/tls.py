@@ -443,7 +443,7 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], denied: Denied, me
                         trailing_metadata=((RESULT_KEY, denied.result.value),))
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc.aio has no type stubs
     """Wraps every handler: authenticate + authorize before, re-check each message of a client stream."""
 
     def __init__(self, authenticator: CallAuthenticator) -> None:
