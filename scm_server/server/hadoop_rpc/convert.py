@@ -13,6 +13,7 @@ from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.hadoop_ipc import encode_varint
 from scm_server.ozone_wire import datanode_to_wire, enum_by_name, pipeline_id_from_wire, pipeline_to_wire
 from scm_server.proto import hdds_pb2, scm_client_pb2
+from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.protocols import DatanodeUsageInfo
@@ -245,6 +246,13 @@ def cluster_tree(datanodes: list[hdds_pb2.DatanodeDetailsProto]) -> wire.InnerNo
 
 
 # ---- the location protocol's answers (ozone admin) ----
+def admin_errors_to_wire(
+    errors: Sequence[scm_client_pb2.DatanodeAdminError],
+) -> list[wire_loc.DatanodeAdminErrorResponseProto]:
+    """The hosts a decommission, maintenance or recommission could not act on, with why (``failedHosts``)."""
+    return [wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors]
+
+
 def replica_to_wire(info: hdds_pb2.ContainerReplicaInfo) -> wire.SCMContainerReplicaProto:
     """A replica as ``ozone admin container info`` lists it: Ozone's SCMContainerReplicaProto."""
     r = info.replica

@@ -349,24 +349,18 @@ class LocationTranslator:
         req = request.decommissionNodesRequest
         errors = await self.scm.decommission_nodes(list(req.hosts), req.force)
         response.decommissionNodesResponse.SetInParent()
-        response.decommissionNodesResponse.failedHosts.extend(
-            wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors
-        )
+        response.decommissionNodesResponse.failedHosts.extend(convert.admin_errors_to_wire(errors))
 
     async def _recommission(self, request: Request, response: Response) -> None:
         errors = await self.scm.recommission_nodes(list(request.recommissionNodesRequest.hosts))
         response.recommissionNodesResponse.SetInParent()
-        response.recommissionNodesResponse.failedHosts.extend(
-            wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors
-        )
+        response.recommissionNodesResponse.failedHosts.extend(convert.admin_errors_to_wire(errors))
 
     async def _maintenance(self, request: Request, response: Response) -> None:
         req = request.startMaintenanceNodesRequest
         errors = await self.scm.start_maintenance_nodes(list(req.hosts), req.endInHours)
         response.startMaintenanceNodesResponse.SetInParent()
-        response.startMaintenanceNodesResponse.failedHosts.extend(
-            wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors
-        )
+        response.startMaintenanceNodesResponse.failedHosts.extend(convert.admin_errors_to_wire(errors))
 
     async def _datanode_usage_info(self, request: Request, response: Response) -> None:
         """By uuid or address when either is given, else the ``count`` most (or least) used, as Ozone."""
