@@ -25,6 +25,7 @@ run scale; explicit[scale]=1
 run backup --sizes 100000,1000000; explicit[backup]=1
 explicit[issue9_summary]=1  # run last: it reads what the others wrote
 explicit[ozone_anchor]=1  # a helper of wire and failover_ozone, not a benchmark
+explicit[interleave]=1  # a helper of wire (interleaved rounds), not a benchmark
 explicit[__init__]=1
 # Every other benchmark, no arguments:
 for f in bench/*.py; do

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -295,6 +295,16 @@ class StorageContainerManager:
         self.node_manager.clear_command_queues()
         self._service_manager.notify_status_changed()
 
+    @property
+    def sequence_batch_size(self) -> int:
+        return self.sequence_id_generator.batch_size
+
+    def on_backup_served(self, wall_time_s: float) -> None:
+        self.last_backup_served = wall_time_s
+
+    def set_state_machine_ready_hook(self, ready: Callable[[], bool]) -> None:
+        self.safe_mode_manager.set_state_machine_ready_hook(ready)
+
     def reinitialize(self) -> None:
         """Reload every replicated manager from scm.db (after a checkpoint install)."""
         self._transaction_buffer.init()
@@ -405,8 +415,7 @@ class StorageContainerManager:
         who = self.node_id or self.storage_config.scm_id or ""
         if not self._scm_context.is_ratis():
             return who, "LEADER", self.storage_config.scm_id or ""
-        raft = getattr(self.ha_manager, "raft", None)
-        role = raft.status().role if raft is not None else ("LEADER" if self._scm_context.is_leader() else "FOLLOWER")
+        role = self.ha_manager.raft_role() or ("LEADER" if self._scm_context.is_leader() else "FOLLOWER")
         leader = self.ha_manager.get_leader()
         return who, role, leader[0] if leader else ""
 
@@ -906,13 +915,12 @@ class StorageContainerManager:
         }
 
 
-def _leader_known(ha_manager: object) -> bool:
+def _leader_known(ha_manager: SCMHAManager) -> bool:
     """Whether this SCM knows a leader: a Raft member between elections, or one partitioned from the
     majority (a candidate), does not. The non-Raft stub is its own leader."""
-    leader_peer_id = getattr(ha_manager, "leader_peer_id", None)
-    if leader_peer_id is None or getattr(ha_manager, "raft", None) is None:
+    if ha_manager.ring_membership() is None:
         return True
-    return bool(leader_peer_id())
+    return bool(ha_manager.leader_peer_id())
 
 
 class SCMCollector(Collector):

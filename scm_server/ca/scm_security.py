@@ -29,11 +29,12 @@ import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import grpc
 import grpc.aio
 from cryptography import x509
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -42,10 +43,13 @@ from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
 from scm_server.conf.security import CAMode, SecurityConfig
 from scm_server.exceptions import ConfigError, ResultCodes, SCMException
-from scm_server.ha.scm_service import BackgroundSCMService
-from scm_server.ha.sequence_id_generator import CERTIFICATE_ID
+from scm_server.ha.scm_context import SCMContext
+from scm_server.ha.scm_ha_manager_api import SCMHAManager
+from scm_server.ha.scm_service import BackgroundSCMService, SCMServiceManager
+from scm_server.ha.sequence_id_generator import CERTIFICATE_ID, SequenceIdGenerator
+from scm_server.ha.stateful_service_state_manager import CertificateStore
 from scm_server.metadata.storage_config import SCMStorageConfig
-from scm_server.proto import scm_security_pb2, scm_security_pb2_grpc
+from scm_server.proto import hdds_pb2, scm_security_pb2, scm_security_pb2_grpc
 from scm_server.security import init as sec_init
 from scm_server.security.core import certificates as pki
 from scm_server.security.core.identity import Role, has_scm_role_name, identity_of
@@ -56,6 +60,54 @@ LOG = logging.getLogger(__name__)
 
 RECORDER_INTERVAL = timedelta(seconds=1)
 RETIRED_REASON = pki.REASON_NAMES["cessationOfOperation"]
+
+
+class RegisteredDatanode(Protocol):
+    """A datanode registered with this SCM: the details it registered with."""
+
+    @property
+    def details(self) -> hdds_pb2.DatanodeDetailsProto: ...
+
+
+@runtime_checkable
+class RegisteredDatanodes(Protocol):
+    """The datanodes registered with this SCM, as the CA checks a datanode's enrolment against them."""
+
+    def get_node(self, dn_uuid: str) -> RegisteredDatanode | None: ...
+
+
+@runtime_checkable
+class SecurityHost(Protocol):
+    """What the CA runtime needs of the SCM facade (:class:`scm_server.scm.StorageContainerManager`, built after
+    :class:`SCMSecurity` and handed to :meth:`SCMSecurity.attach`; an import contract keeps the facade out of here).
+    """
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def node_id(self) -> str | None: ...
+
+    @property
+    def certificate_store(self) -> CertificateStore: ...
+
+    @property
+    def sequence_id_generator(self) -> SequenceIdGenerator: ...
+
+    @property
+    def scm_context(self) -> SCMContext: ...
+
+    @property
+    def service_manager(self) -> SCMServiceManager: ...
+
+    @property
+    def metrics_registry(self) -> CollectorRegistry: ...
+
+    @property
+    def ha_manager(self) -> SCMHAManager: ...
+
+    @property
+    def node_manager(self) -> RegisteredDatanodes: ...
 
 
 class SCMSecurity:
@@ -87,7 +139,7 @@ class SCMSecurity:
             SCMTransportSecurity(self.material, self.authenticator) if config.tls else None
         )
         self.ca: SCMCertificateServer | None = None
-        self.scm: Any = None
+        self.scm: SecurityHost | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._revoked_scm_ids: frozenset[str] = frozenset()
         self._file_signature = self._watched_signature()
@@ -125,7 +177,7 @@ class SCMSecurity:
         """What this SCM's own outbound channels present (None without mutual TLS)."""
         return self.material if self.config.tls else None
 
-    def attach(self, scm: Any) -> SCMCertificateServer:
+    def attach(self, scm: SecurityHost) -> SCMCertificateServer:
         """Bind to the facade: replicated store, sequence ids, context, clock; register the recorder."""
         self.scm = scm
         self.clock = scm.clock
@@ -190,18 +242,13 @@ class SCMSecurity:
             run_in_safe_mode=True,
         )
         scm.service_manager.register(recorder)
-        registry = getattr(scm, "metrics_registry", None)
-        if registry is not None:
-            registry.register(SecurityCollector(self))
-        hook = getattr(ha_manager, "set_decommission_hook", None)
-        if callable(hook):
-            hook(self._on_scm_removed)
+        scm.metrics_registry.register(SecurityCollector(self))
+        ha_manager.set_decommission_hook(self._on_scm_removed)
         return self.ca
 
     def _registered_host(self, dn_uuid: str) -> str | None:
         """The host a datanode uuid is registered with on this SCM (None: not registered)."""
-        node_manager = getattr(self.scm, "node_manager", None)
-        info = node_manager.get_node(dn_uuid) if node_manager is not None else None
+        info = self.scm.node_manager.get_node(dn_uuid) if self.scm is not None else None
         return str(info.details.hostName) if info is not None else None
 
     def _current_nodes(self) -> tuple[SCMNodeDetails, ...]:
@@ -212,16 +259,15 @@ class SCMSecurity:
 
     def _member_ids(self) -> dict[str, str]:
         """Every current ring member by scmUuid and by node id -> its scmUuid (Raft peer id)."""
-        ha_manager: Any = self.scm.ha_manager if self.scm is not None else None
-        raft = getattr(ha_manager, "raft", None)
-        if raft is None:
+        ha_manager = self.scm.ha_manager if self.scm is not None else None
+        ring = ha_manager.ring_membership() if ha_manager is not None else None
+        if ha_manager is None or ring is None:
             return {}
-        node_of_peer = getattr(ha_manager, "node_of_peer", None)
         out: dict[str, str] = {}
         unresolved: list[str] = []
-        for member in raft.conf.members():
+        for member in ring.members():
             out[member] = member
-            node = node_of_peer(member) if callable(node_of_peer) else None
+            node = ha_manager.node_of_peer(member)
             if node is not None:
                 out[node.node_id] = member
             else:
@@ -230,7 +276,7 @@ class SCMSecurity:
             # a member added since this SCM loaded its configuration (scale-up): the site file names it now
             by_address = {n.ratis_address: n.node_id for n in self._current_nodes()}
             for member in unresolved:
-                node_id = by_address.get(raft.conf.address_of(member))
+                node_id = by_address.get(ring.address_of(member))
                 if node_id is not None:
                     out.setdefault(node_id, member)
         return out
@@ -409,9 +455,12 @@ class SCMSecurity:
         """The scm id of a member that holds the root key (the primordial in CA mode scm), if any."""
         from scm_server.security.cert_client import SecurityProtocolClient
 
-        nodes = [n for n in SCMHAConfig.from_conf(self.conf).nodes if n.node_id != self.scm.node_id]
-        raft = getattr(self.scm.ha_manager, "raft", None)
-        members = raft.conf.members() if raft is not None else ()
+        scm = self.scm
+        if scm is None:
+            return None
+        nodes = [n for n in SCMHAConfig.from_conf(self.conf).nodes if n.node_id != scm.node_id]
+        ring = scm.ha_manager.ring_membership()
+        members = ring.members() if ring is not None else ()
         for address in sec_init.security_addresses(self.conf, nodes):
             client = SecurityProtocolClient([address], roots=self.material.current.roots, rounds=1, rpc_timeout=3.0,
                                             scm_role_check=self.config.scm_role_check)
@@ -433,7 +482,7 @@ class SCMSecurity:
     async def _renew_on_leader(self, csr_pem: str) -> scm_security_pb2.SCMGetCertResponseProto:
         from scm_server.security.cert_client import call_on_leader
 
-        leader = self.scm.ha_manager.leader_node()
+        leader = self.scm.ha_manager.leader_node() if self.scm is not None else None
         nodes = SCMHAConfig.from_conf(self.conf).nodes
         addresses = list(dict.fromkeys(([leader.client_address] if leader is not None else [])
                                        + [n.client_address for n in nodes]))

@@ -274,7 +274,6 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
             )
             return
         trx, blob, contents = await self._checkpoint(True, _backup_contents)
-        generator = getattr(host, "sequence_id_generator", None)
         conf = self._ha.raft.conf if self._ha.raft is not None else None
         members = []
         if conf is not None:
@@ -293,7 +292,7 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
             "members": members,
             "version": host.storage_config.to_properties(),
             **contents,
-            "sequenceBatchSize": int(getattr(generator, "batch_size", 1000)),
+            "sequenceBatchSize": host.sequence_batch_size,
             "safemode": in_safemode,
             "warnings": ["taken while the ring was in safemode (--allow-safemode)"] if in_safemode else [],
             "leaderTimeMs": int(time.time() * 1000),
@@ -306,8 +305,7 @@ class InterSCMService(scm_ha_pb2_grpc.InterSCMProtocolServiceServicer):
         async for msg in self._stream(trx, blob, json.dumps(info, sort_keys=True), keys):
             yield msg
         # the whole stream went out: the backup metric (OzoneSCMBackupTooOld) counts from here
-        if hasattr(host, "last_backup_served"):
-            host.last_backup_served = time.time()
+        host.on_backup_served(time.time())
 
     def _key_files(self) -> list[scm_ha_pb2.KeyFileProto]:
         """This SCM's root CA (if it holds it) and sub-CA private keys and certificates."""

@@ -22,7 +22,8 @@ It also owns:
   peer id and its *client* address (``ozone.scm.client.grpc.port``), found by matching the leader's Raft
   address against the configured SCMs; :meth:`leader_node` gives the edges every port.
 
-Security (``security``: the SCM's :class:`~scm_server.ca.scm_security.SCMSecurity`, duck-typed):
+Security (``security``: the SCM's :class:`~scm_server.ca.scm_security.SCMSecurity`, held as a
+:class:`RaftSecurity`, since the CA runtime sits above HA):
 the Raft server and the inter-SCM server demand client certificates and run its per-call
 interceptor, every outbound inter-SCM call presents this SCM's certificate, and after a successful
 RemoveSCM the decommission hook revokes the removed SCM's sub-CA certificates.
@@ -43,7 +44,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 import grpc.aio
@@ -67,6 +68,7 @@ from scm_server.raft.core.types import ConfState, SnapshotMetadata
 from scm_server.raft.errors import NotLeaderError, ProposalQueueFullError, RaftStoppedError, RaftTimeoutError
 from scm_server.raft.server import RaftServer, RaftServerConfig
 from scm_server.raft.statemachine import ApplyRejected
+from scm_server.security.tls import ReloadableMaterial, SCMTransportSecurity
 
 LOG = logging.getLogger(__name__)
 
@@ -132,6 +134,17 @@ def raft_config_from_conf(conf: OzoneConfiguration, local: LocalSCM, scm_id: str
     )
 
 
+class RaftSecurity(Protocol):
+    """What the HA manager takes of this SCM's security: the Raft and inter-SCM servers' mutual TLS, and what its
+    own outbound channels present."""
+
+    @property
+    def transport(self) -> SCMTransportSecurity | None: ...
+
+    @property
+    def channel_security(self) -> ReloadableMaterial | None: ...
+
+
 class SCMHAManagerImpl:
     """The Raft-backed :class:`~scm_server.ha.scm_ha_manager_api.SCMHAManager`."""
 
@@ -143,7 +156,7 @@ class SCMHAManagerImpl:
         *,
         terminate: Terminate = terminate_process,
         join_attempts: int = 30,
-        security: Any = None,
+        security: RaftSecurity | None = None,
         clock: Clock | None = None,
         resolve: Callable[[str], str] = resolve_host,
         **_: Any,
@@ -162,10 +175,9 @@ class SCMHAManagerImpl:
         self.peer_id: str = storage_config.scm_id
         self.node_id = self.local.node_id
         self.state_machine = SCMStateMachine(self, terminate)
-        # security: a scm_server.ca.scm_security.SCMSecurity (duck-typed here), or None
         self.security = security
-        transport = getattr(security, "transport", None)
-        self.channel_security = getattr(security, "channel_security", None)
+        transport = security.transport if security is not None else None
+        self.channel_security = security.channel_security if security is not None else None
         self.raft_config = raft_config_from_conf(conf, self.local, self.peer_id, self.local.raft_group_dir(self.cluster_id))
         if transport is not None:
             self.raft_config = dataclasses.replace(self.raft_config, tls=transport)
@@ -188,13 +200,9 @@ class SCMHAManagerImpl:
     # ---- wiring ----
     def attach(self, scm: SCMHAHost) -> None:
         self._host = scm
-        with contextlib.suppress(AttributeError):
-            scm.scm_context.set_leader_hint(self.get_leader)
+        scm.scm_context.set_leader_hint(self.get_leader)
         # StateMachineReadyRule (safemode, HA only): out of safemode only once caught up.
-        safe_mode_manager = getattr(scm, "safe_mode_manager", None)
-        hook = getattr(safe_mode_manager, "set_state_machine_ready_hook", None)
-        if callable(hook):
-            hook(self.is_state_machine_ready)
+        scm.set_state_machine_ready_hook(self.is_state_machine_ready)
 
     @property
     def host(self) -> SCMHAHost:
@@ -363,6 +371,12 @@ class SCMHAManagerImpl:
                 return node
         return None
 
+    def ring_membership(self) -> ConfState | None:
+        return self.raft.conf if self.raft is not None else None
+
+    def raft_role(self) -> str | None:
+        return self.raft.status().role if self.raft is not None else None
+
     def leader_node(self) -> SCMNodeDetails | None:
         leader = self.leader_peer_id()
         return self.node_of_peer(leader) if leader else None
@@ -403,11 +417,6 @@ class SCMHAManagerImpl:
     def on_configuration_changed(self, conf: ConfState) -> None:
         LOG.info("SCM %s: Raft configuration voters=%s learners=%s", self.node_id, conf.voters, conf.learners)
         self._refresh_addresses_soon()
-
-    def on_state_machine_ready(self) -> None:
-        hook = getattr(self._host, "on_state_machine_ready", None)
-        if callable(hook):
-            hook()
 
     def is_state_machine_ready(self) -> bool:
         """StateMachineReadyRule / datanode-report gate (HDDS-14989)."""

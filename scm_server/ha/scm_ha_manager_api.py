@@ -17,7 +17,8 @@ Wiring (done by ``StorageContainerManager.create``):
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol, runtime_checkable
 
 from scm_server.conf import SCMNodeDetails
 from scm_server.ha.dispatcher import SCMStateMachineDispatcher
@@ -28,6 +29,18 @@ from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.proto import scm_ratis_pb2
 
 
+class RingMembership(Protocol):
+    """The ring's members as Raft applied them last (the Raft core's ``ConfState``, named here so that the
+    managers importing this module stay off Raft)."""
+
+    def members(self) -> tuple[str, ...]: ...
+
+    def address_of(self, node_id: str) -> str:
+        """The member's Raft address ("" when it is not a member)."""
+        ...
+
+
+@runtime_checkable
 class SCMHAHost(Protocol):
     """What the SCM facade exposes to its HA manager."""
 
@@ -65,7 +78,22 @@ class SCMHAHost(Protocol):
         """Reload every manager from scm.db (after a checkpoint install)."""
         ...
 
+    @property
+    def sequence_batch_size(self) -> int:
+        """How many sequence ids one Raft write reserves (a backup's manifest records it)."""
+        ...
 
+    def on_backup_served(self, wall_time_s: float) -> None:
+        """A whole backup stream went out at ``wall_time_s`` (the backup-age metric counts from here)."""
+        ...
+
+    def set_state_machine_ready_hook(self, ready: Callable[[], bool]) -> None:
+        """StateMachineReadyRule (HA only): the host stays in safemode until ``ready()`` (this member caught up
+        with the leader); the Raft HA manager hands its check over at attach."""
+        ...
+
+
+@runtime_checkable
 class SCMHAManager(Protocol):
     async def start(self) -> None: ...
 
@@ -94,6 +122,25 @@ class SCMHAManager(Protocol):
 
     def node_of_peer(self, peer_id: str) -> SCMNodeDetails | None:
         """The configured SCM a Raft peer id names, if any."""
+        ...
+
+    def leader_node(self) -> SCMNodeDetails | None:
+        """The configured SCM that leads now, if known."""
+        ...
+
+    def ring_membership(self) -> RingMembership | None:
+        """The ring's membership as this member applied it last (its members and their Raft addresses); None
+        without Raft, or before Raft started."""
+        ...
+
+    def raft_role(self) -> str | None:
+        """This member's Raft role (``LEADER``, ``FOLLOWER``, ``CANDIDATE``, ...); None without Raft, or before
+        Raft started."""
+        ...
+
+    def set_decommission_hook(self, hook: Callable[[str, str], Awaitable[None]]) -> None:
+        """Called with (scm id, node id) on the leader after an SCM was removed from the ring (the CA runtime
+        revokes its certificates)."""
         ...
 
     def dn_reports_ready(self) -> bool:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from scm_server.conf import SCMNodeDetails
 from scm_server.exceptions import ResultCodes, SCMException, SCMFatalError
-from scm_server.ha.scm_ha_manager_api import SCMHAHost
+from scm_server.ha.scm_ha_manager_api import RingMembership, SCMHAHost
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore
 from scm_server.proto import scm_ratis_pb2
@@ -87,6 +88,18 @@ class SCMHAManagerStub:
 
     def node_of_peer(self, peer_id: str) -> SCMNodeDetails | None:
         return None  # no ring configured
+
+    def leader_node(self) -> SCMNodeDetails | None:
+        return None  # no ring configured
+
+    def ring_membership(self) -> RingMembership | None:
+        return None  # no Raft
+
+    def raft_role(self) -> str | None:
+        return None  # no Raft
+
+    def set_decommission_hook(self, hook: Callable[[str, str], Awaitable[None]]) -> None:
+        return None  # no ring: no SCM is ever removed from it
 
     def dn_reports_ready(self) -> bool:
         return True  # nothing to catch up with

@@ -97,8 +97,6 @@ class StateMachineOwner(Protocol):
 
     def on_configuration_changed(self, conf: ConfState) -> None: ...
 
-    def on_state_machine_ready(self) -> None: ...
-
 
 class SCMStateMachine(BaseStateMachine):
     def __init__(self, ha: StateMachineOwner, terminate: Terminate = terminate_process) -> None:
@@ -161,7 +159,6 @@ class SCMStateMachine(BaseStateMachine):
             if applied >= target:
                 self._dn_ready = True
                 LOG.info("SCM caught up (applied %d >= leader commit %d): processing datanode reports", applied, target)
-                self._ha.on_state_machine_ready()
         return self._dn_ready
 
     @property

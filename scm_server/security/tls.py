@@ -257,7 +257,7 @@ def make_channel(
     server's certificate must carry the SCM role name (:func:`scm_channel_options`)."""
     if security is None:
         return grpc.aio.insecure_channel(address, options=list(options))
-    opts = scm_channel_options(options, role_check=getattr(security, "scm_role_check", True))
+    opts = scm_channel_options(options, role_check=security.scm_role_check)
     return grpc.aio.secure_channel(address, security.channel_credentials(), options=opts)
 
 
@@ -443,7 +443,7 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], denied: Denied, me
                         trailing_metadata=((RESULT_KEY, denied.result.value),))
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc.aio has no type stubs
     """Wraps every handler: authenticate + authorize before, re-check each message of a client stream."""
 
     def __init__(self, authenticator: CallAuthenticator) -> None:

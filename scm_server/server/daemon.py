@@ -66,6 +66,7 @@ from scm_server.server.hadoop_rpc.container_token import ContainerTokens
 from scm_server.server.web import INFO_KEY, make_app
 
 if TYPE_CHECKING:
+    from scm_server.ca.scm_security import SCMSecurity
     from scm_server.scm import StorageContainerManager
 
 LOG = logging.getLogger("scm_server.daemon")
@@ -124,7 +125,7 @@ def local_node(conf: OzoneConfiguration) -> endpoints.ScmNode:
 
 
 async def create_scm(
-    conf: OzoneConfiguration, storage: SCMStorageConfig, node: endpoints.ScmNode, security: Any = None
+    conf: OzoneConfiguration, storage: SCMStorageConfig, node: endpoints.ScmNode, security: SCMSecurity | None = None
 ) -> StorageContainerManager:
     """Open scm.db, build the HA manager (``build_ha_manager``: Raft or stub) and the facade."""
     from scm_server.ha.factory import build_ha_manager
@@ -158,7 +159,7 @@ class SCMDaemon:
         self.hadoop_servers: list[Any] = []
         self.web_runner: web.AppRunner | None = None
         self.listening = Listening()
-        self.security: Any = None
+        self.security: SCMSecurity | None = None
         self.secret_keys: SecretKeyManager | None = None
 
     async def start(self) -> None:
@@ -193,14 +194,15 @@ class SCMDaemon:
 
             layout[2][1].append(SecurityAdminService(scm, P.CLIENT, get, metrics, self.security))
             layout.append((P.SECURITY, [SecurityProtocolService(scm, P.SECURITY, get, metrics, self.security)]))
+        security = self.security
         for protocol, services in layout:
-            transport = self.security.transport if self.security is not None else None
+            transport = security.transport if security is not None else None
             mtls = transport is not None and protocol is not P.SECURITY
             options = server_options()
-            if protocol is P.SECURITY:
+            if protocol is P.SECURITY and security is not None:  # served only with security on
                 # anonymous callers: cap what one can make this SCM buffer (requests are a few KB; answers,
                 # such as the CA certificate list, keep the common limit)
-                cap = self.security.config.security_max_message_size
+                cap = security.config.security_max_message_size
                 options = [(k, cap if k == "grpc.max_receive_message_length" else v) for k, v in options]
             server = grpc.aio.server(
                 options=options,
@@ -210,8 +212,8 @@ class SCMDaemon:
             host = endpoints.bind_host(get, protocol, self.node)
             port = endpoints.port_of(get, protocol, self.node)
             try:
-                if protocol is P.SECURITY:
-                    creds = self.security.material.server_credentials(require_client_auth=False)
+                if protocol is P.SECURITY and security is not None:
+                    creds = security.material.server_credentials(require_client_auth=False)
                     bound = server.add_secure_port(f"{host}:{port}", creds)
                 elif transport is not None and mtls:
                     bound = server.add_secure_port(f"{host}:{port}", transport.server_credentials())
@@ -335,7 +337,7 @@ class SCMDaemon:
 
     def _container_tokens(self, scm: StorageContainerManager, require_authentication: bool) -> ContainerTokens | None:
         """Container tokens are signed when hdds.container.token.enabled and secret keys are on."""
-        if self.secret_keys is None or not self.security.config.container_token_enabled:
+        if self.secret_keys is None or self.security is None or not self.security.config.container_token_enabled:
             return None
         return ContainerTokens(self.secret_keys, scm.clock, self._administrators(), require_authentication)
 
@@ -395,7 +397,7 @@ class SCMDaemon:
             LOG.info("SCM stopped")
 
 
-def load_security(conf: OzoneConfiguration, storage: SCMStorageConfig) -> Any:
+def load_security(conf: OzoneConfiguration, storage: SCMStorageConfig) -> SCMSecurity | None:
     """This SCM's security (None when ``ozone.security.enabled`` is false); a clear startup error."""
     from scm_server.ca.scm_security import SCMSecurity
 

@@ -14,6 +14,10 @@ import pytest
 from scm_state_harness import make_scm
 
 from scm_server import protocols
+from scm_server.ca.scm_security import RegisteredDatanodes, SecurityHost
+from scm_server.ha.scm_ha_manager import SCMHAManagerImpl
+from scm_server.ha.scm_ha_manager_api import SCMHAHost, SCMHAManager
+from scm_server.ha.scm_ha_manager_stub import SCMHAManagerStub
 from scm_server.protocols import (
     LeaderRole,
     ScmBlockLocationProtocol,
@@ -42,6 +46,20 @@ def faces_of_the_facade(scm: StorageContainerManager) -> list[object]:
     security: SCMSecurityProtocol = scm
     status: ScmStatusView = scm
     return [block, location, datanode, security, status]
+
+
+def faces_of_the_facade_inside(scm: StorageContainerManager) -> list[object]:
+    """Type-checked only: what the runtimes beside the edges hold of the facade (the HA manager its host, the CA
+    runtime its security host, the registered datanodes in it)."""
+    ha_host: SCMHAHost = scm
+    security_host: SecurityHost = scm
+    datanodes: RegisteredDatanodes = scm.node_manager
+    return [ha_host, security_host, datanodes]
+
+
+def ha_managers(raft: SCMHAManagerImpl, single: SCMHAManagerStub) -> list[SCMHAManager]:
+    """Type-checked only: both HA managers are the facade's SCMHAManager."""
+    return [raft, single]
 
 
 def faces_of_the_fake(scm: FakeSCM) -> list[object]:
@@ -108,3 +126,30 @@ def test_each_ozone_protocol_has_its_face() -> None:
         "ScmBlockLocationProtocol", "StorageContainerLocationProtocol", "StorageContainerDatanodeProtocol",
         "SCMSecurityProtocol",
     } <= set(vars(protocols))
+
+
+INNER_FACES: list[type] = [SCMHAHost, SecurityHost]
+
+
+@pytest.mark.parametrize("face", INNER_FACES, ids=lambda f: f.__name__)
+async def test_the_facade_is_what_its_ha_manager_and_ca_runtime_hold(face: type, tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    try:
+        _assert_is_face(scm, face)
+        assert isinstance(scm.node_manager, RegisteredDatanodes)
+        _assert_is_face(scm.ha_manager, SCMHAManager)  # the single SCM's stub
+        assert faces_of_the_facade_inside(scm)
+    finally:
+        await scm.stop()
+
+
+def test_an_object_lacking_the_registered_datanodes_is_not_a_security_host() -> None:
+    """The runtime check can fail: a host without its node manager is refused."""
+
+    class NoDatanodes:
+        clock = node_id = certificate_store = sequence_id_generator = None
+        scm_context = service_manager = metrics_registry = ha_manager = None
+
+    assert not isinstance(NoDatanodes(), SecurityHost)
+    NoDatanodes.node_manager = None  # type: ignore[attr-defined]
+    assert isinstance(NoDatanodes(), SecurityHost)

@@ -13,7 +13,8 @@ from scm_server.clock import FakeClock
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.sequence_id_generator import LOCAL_ID
 from scm_server.proto import hdds_pb2
-from scm_server.scm import StorageContainerManager
+from scm_server.raft.core.types import ConfState
+from scm_server.scm import StorageContainerManager, _leader_known
 
 R = hdds_pb2.ContainerReplicaProto
 
@@ -180,3 +181,25 @@ async def test_start_runs_background_services_and_stop_is_clean(tmp_path: Path) 
     assert all(t.done() for t in scm._tasks) and scm._tasks == []
     assert not scm.metadata_store.is_open
     assert scm.node_manager.heartbeats_processed == before
+
+
+class _Ring:
+    """An HA manager as the leader-known gauge reads it (no membership: no Raft, or Raft not started)."""
+
+    def __init__(self, members: tuple[str, ...] | None, leader: str | None) -> None:
+        self.members, self.leader = members, leader
+
+    def ring_membership(self) -> ConfState | None:
+        return None if self.members is None else ConfState(voters=self.members)
+
+    def leader_peer_id(self) -> str | None:
+        return self.leader
+
+
+@pytest.mark.parametrize(("members", "leader", "known"), [
+    (None, None, True),  # no Raft: the single SCM is its own leader
+    (("p1", "p2", "p3"), None, False),  # between elections, or cut off from the majority
+    (("p1", "p2", "p3"), "p2", True),
+])
+def test_leader_known_asks_the_ha_manager(members: tuple[str, ...] | None, leader: str | None, known: bool) -> None:
+    assert _leader_known(_Ring(members, leader)) is known  # type: ignore[arg-type]

@@ -26,19 +26,17 @@ import array
 import logging
 from collections.abc import Awaitable, Callable
 
-from google.protobuf import message as pb_message
-
 from scm_server import hadoop_ipc as codec
 from scm_server import ozone_wire
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
-from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.hadoop_ipc import Call
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire_hdds
 from scm_server.protocols import ScmBlockLocationProtocol
 from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import convert
 from scm_server.server.hadoop_rpc.leadership import Leadership
-from scm_server.server.hadoop_rpc.server import RpcCallError
+from scm_server.server.hadoop_rpc.server import parse_request
 
 LOG = logging.getLogger(__name__)
 
@@ -66,20 +64,7 @@ class BlockLocationTranslator:
         self.responses = call_guard.ResponseCache()
 
     async def call(self, method: str, call: Call) -> bytes:
-        request = wire_block.SCMBlockLocationRequest()
-        try:
-            request.ParseFromString(call.body)
-        except pb_message.DecodeError as exc:
-            raise RpcCallError(
-                "java.io.IOException", f"malformed SCMBlockLocationRequest: {exc}", ErrorCode.ERROR_RPC_SERVER
-            ) from exc
-        missing = request.FindInitializationErrors()  # type: ignore[attr-defined]
-        if missing:
-            raise RpcCallError(
-                "java.io.IOException",
-                f"SCMBlockLocationRequest lacks required field(s) {', '.join(missing)}",
-                ErrorCode.ERROR_RPC_SERVER,
-            )
+        request = parse_request(call.body, wire_block.SCMBlockLocationRequest())
         command = Type.Name(request.cmdType)
         response = wire_block.SCMBlockLocationResponse(cmdType=request.cmdType, status=wire_block.OK, success=True)
         if request.HasField("traceID"):

@@ -1,17 +1,22 @@
-"""The block protocol's values between the project's messages and Ozone's (the shared by-name machinery
-and the datanode and pipeline conversions live in :mod:`scm_server.ozone_wire`). Pure."""
+"""The Hadoop RPC edge's message conversions between the project's messages and Ozone's: the block protocol's
+values, the location protocol's answers (replicas, the replication manager report, datanode usage, enums by name),
+the topology tree, result codes. The shared by-name machinery and the datanode and pipeline conversions live in
+:mod:`scm_server.ozone_wire`. Pure: every translator converts through here, none keeps a conversion of its own."""
 
 from __future__ import annotations
 
 import array
 from collections.abc import Sequence
+from typing import Any
 
-from scm_server.exceptions import ResultCodes
+from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.hadoop_ipc import encode_varint
 from scm_server.ozone_wire import datanode_to_wire, enum_by_name, pipeline_id_from_wire, pipeline_to_wire
 from scm_server.proto import hdds_pb2, scm_client_pb2
+from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
+from scm_server.protocols import DatanodeUsageInfo
 
 
 def exclude_list_from_wire(ex: wire.ExcludeListProto) -> hdds_pb2.ExcludeListProto:
@@ -238,3 +243,62 @@ def cluster_tree(datanodes: list[hdds_pb2.DatanodeDetailsProto]) -> wire.InnerNo
         leaf.networkLocation = location  # where the tree puts it, also when the datanode named none
         node.leaves[dn.networkName or dn.uuid] = leaf
     return root.to_wire()
+
+
+# ---- the location protocol's answers (ozone admin) ----
+def admin_errors_to_wire(
+    errors: Sequence[scm_client_pb2.DatanodeAdminError],
+) -> list[wire_loc.DatanodeAdminErrorResponseProto]:
+    """The hosts a decommission, maintenance or recommission could not act on, with why (``failedHosts``)."""
+    return [wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors]
+
+
+def replica_to_wire(info: hdds_pb2.ContainerReplicaInfo) -> wire.SCMContainerReplicaProto:
+    """A replica as ``ozone admin container info`` lists it: Ozone's SCMContainerReplicaProto."""
+    r = info.replica
+    out = wire.SCMContainerReplicaProto(
+        containerID=r.containerID,
+        state=hdds_pb2.ContainerReplicaProto.State.Name(r.state),
+        datanodeDetails=datanode_to_wire(info.datanode),
+        placeOfBirth=r.originNodeId or info.datanode.uuid,
+        sequenceID=r.blockCommitSequenceId,
+        keyCount=r.keyCount,
+        bytesUsed=r.used,
+    )
+    if r.HasField("replicaIndex"):
+        out.replicaIndex = r.replicaIndex
+    if r.HasField("dataChecksum"):
+        out.dataChecksum = r.dataChecksum
+    return out
+
+
+def report_to_wire(report: hdds_pb2.ReplicationManagerReportProto) -> wire.ReplicationManagerReportProto:
+    """Our replication manager report in Ozone's shape (KeyIntValue counters, ContainerID samples)."""
+    out = wire.ReplicationManagerReportProto(timestamp=report.timestamp)
+    for counter in report.stat:
+        out.stat.add(key=counter.key, value=counter.count)
+    for sample in report.statSample:
+        out.statSample.add(key=sample.key, container=[wire.ContainerID(id=c) for c in sample.containerIds])
+    return out
+
+
+def usage_to_wire(usage: DatanodeUsageInfo) -> wire.DatanodeUsageInfoProto:
+    """A datanode's usage as Ozone's DatanodeUsageInfoProto (``ozone admin datanode usageinfo``)."""
+    return wire.DatanodeUsageInfoProto(
+        capacity=usage.capacity,
+        used=usage.used,
+        remaining=usage.remaining,
+        committed=usage.committed,
+        node=datanode_to_wire(usage.details),
+        containerCount=usage.container_count,
+        pipelineCount=usage.pipeline_count,
+    )
+
+
+def enum_from_wire(value: int, source: Any, target: Any, what: str) -> int:
+    """``value`` of Ozone's enum ``source`` as the same-named value of ours (``target``); an INVALID_REQUEST
+    SCMException naming ``what`` when ours has no such name."""
+    mapped = enum_by_name(value, source, target)
+    if mapped is None:
+        raise SCMException(ResultCodes.INVALID_REQUEST, f"{what} {source.Name(value)} is not known to this SCM")
+    return mapped

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import logging
 
-from google.protobuf import message as pb_message
-
 from scm_server import ozone_wire
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto import scm_datanode_pb2 as ours
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.protocols import StorageContainerDatanodeProtocol
-from scm_server.server.hadoop_rpc.server import RpcCallError
+from scm_server.server.hadoop_rpc.server import IO_EXCEPTION, RpcCallError, parse_request
 
 LOG = logging.getLogger(__name__)
 
@@ -29,7 +27,6 @@ PROTOCOL = "org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol"
 SERVED = ("GetVersion", "Register", "SendHeartbeat")  # every cmdType of the protocol, dispatched in ``call``
 VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
-IO_EXCEPTION = "java.io.IOException"
 
 
 class DatanodeTranslator:
@@ -43,17 +40,7 @@ class DatanodeTranslator:
         self.scm = scm
 
     async def call(self, method: str, call: Call) -> bytes:
-        request = wire_dn.SCMDatanodeRequest()
-        try:
-            request.ParseFromString(call.body)
-        except pb_message.DecodeError as exc:
-            raise RpcCallError(IO_EXCEPTION, f"malformed SCMDatanodeRequest: {exc}", ErrorCode.ERROR_RPC_SERVER) from exc
-        missing = request.FindInitializationErrors()  # type: ignore[attr-defined]
-        if missing:
-            raise RpcCallError(
-                IO_EXCEPTION, f"SCMDatanodeRequest lacks required field(s) {', '.join(missing)}",
-                ErrorCode.ERROR_RPC_SERVER,
-            )
+        request = parse_request(call.body, wire_dn.SCMDatanodeRequest())
         command = wire_dn.Type.Name(request.cmdType)
         response = wire_dn.SCMDatanodeResponse(cmdType=request.cmdType, status=wire_dn.OK, success=True)
         if request.HasField("traceID"):

@@ -31,26 +31,23 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from google.protobuf import message as pb_message
-
 from scm_server import ozone_wire
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.ha.client_call import client_call
-from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.hadoop_ipc import Call
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
-from scm_server.protocols import DatanodeUsageInfo, StorageContainerLocationProtocol
+from scm_server.protocols import StorageContainerLocationProtocol
 from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import container_token, convert
 from scm_server.server.hadoop_rpc.authorization import Authorizer
 from scm_server.server.hadoop_rpc.leadership import Leadership
-from scm_server.server.hadoop_rpc.server import RpcCallError
+from scm_server.server.hadoop_rpc.server import IO_EXCEPTION, RpcCallError, parse_request
 
 PROTOCOL = call_guard.LOCATION.hadoop_protocol  # org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol
 VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
-IO_EXCEPTION = "java.io.IOException"
 LOG = logging.getLogger(__name__)
 # cmdTypes of the proto that Ozone 2.2.0's SCM does not serve either (no case in its translator)
 OZONE_UNKNOWN = frozenset({"DeleteContainer"})
@@ -64,55 +61,6 @@ Response = wire_loc.ScmContainerLocationResponse
 Request = wire_loc.ScmContainerLocationRequest
 
 Handler = Callable[[Request, Response], Awaitable[None]]
-
-
-def replica_to_wire(info: hdds_pb2.ContainerReplicaInfo) -> wire.SCMContainerReplicaProto:
-    """A replica as ``ozone admin container info`` lists it: Ozone's SCMContainerReplicaProto."""
-    r = info.replica
-    out = wire.SCMContainerReplicaProto(
-        containerID=r.containerID,
-        state=hdds_pb2.ContainerReplicaProto.State.Name(r.state),
-        datanodeDetails=ozone_wire.datanode_to_wire(info.datanode),
-        placeOfBirth=r.originNodeId or info.datanode.uuid,
-        sequenceID=r.blockCommitSequenceId,
-        keyCount=r.keyCount,
-        bytesUsed=r.used,
-    )
-    if r.HasField("replicaIndex"):
-        out.replicaIndex = r.replicaIndex
-    if r.HasField("dataChecksum"):
-        out.dataChecksum = r.dataChecksum
-    return out
-
-
-def report_to_wire(report: hdds_pb2.ReplicationManagerReportProto) -> wire.ReplicationManagerReportProto:
-    """Our replication manager report in Ozone's shape (KeyIntValue counters, ContainerID samples)."""
-    out = wire.ReplicationManagerReportProto(timestamp=report.timestamp)
-    for counter in report.stat:
-        out.stat.add(key=counter.key, value=counter.count)
-    for sample in report.statSample:
-        out.statSample.add(key=sample.key, container=[wire.ContainerID(id=c) for c in sample.containerIds])
-    return out
-
-
-def usage_to_wire(usage: DatanodeUsageInfo) -> wire.DatanodeUsageInfoProto:
-    """A datanode's usage as Ozone's DatanodeUsageInfoProto (``ozone admin datanode usageinfo``)."""
-    return wire.DatanodeUsageInfoProto(
-        capacity=usage.capacity,
-        used=usage.used,
-        remaining=usage.remaining,
-        committed=usage.committed,
-        node=ozone_wire.datanode_to_wire(usage.details),
-        containerCount=usage.container_count,
-        pipelineCount=usage.pipeline_count,
-    )
-
-
-def _enum(value: int, source: Any, target: Any, what: str) -> int:
-    mapped = ozone_wire.enum_by_name(value, source, target)
-    if mapped is None:
-        raise SCMException(ResultCodes.INVALID_REQUEST, f"{what} {source.Name(value)} is not known to this SCM")
-    return mapped
 
 
 class LocationTranslator:
@@ -192,16 +140,7 @@ class LocationTranslator:
         return sorted(self.handlers, key=Type.Value)
 
     async def call(self, method: str, call: Call) -> bytes:
-        request = Request()
-        try:
-            request.ParseFromString(call.body)
-        except pb_message.DecodeError as exc:
-            raise RpcCallError(IO_EXCEPTION, f"malformed ScmContainerLocationRequest: {exc}",
-                               ErrorCode.ERROR_RPC_SERVER) from exc
-        missing = request.FindInitializationErrors()  # type: ignore[attr-defined]
-        if missing:
-            raise RpcCallError(IO_EXCEPTION, f"ScmContainerLocationRequest lacks required field(s) {', '.join(missing)}",
-                               ErrorCode.ERROR_RPC_SERVER)
+        request = parse_request(call.body, Request())
         command = Type.Name(request.cmdType)
         handler = self.handlers.get(command)
         if command in OZONE_UNKNOWN:  # Ozone's translator has no case for it and throws this out of the call
@@ -279,9 +218,9 @@ class LocationTranslator:
             raise SCMException(ResultCodes.INVALID_REQUEST, "AllocateContainer without containerRequest")
         if req.HasField("ecReplicationConfig"):
             raise SCMException(ResultCodes.INVALID_REQUEST, "EC containers are not served (RATIS and STAND_ALONE are)")
-        rtype = _enum(req.replicationType, wire.ReplicationType, hdds_pb2.ReplicationType, "replication type")
+        rtype = convert.enum_from_wire(req.replicationType, wire.ReplicationType, hdds_pb2.ReplicationType, "replication type")
         factor = (
-            _enum(req.replicationFactor, wire.ReplicationFactor, hdds_pb2.ReplicationFactor, "replication factor")
+            convert.enum_from_wire(req.replicationFactor, wire.ReplicationFactor, hdds_pb2.ReplicationFactor, "replication factor")
             if req.HasField("replicationFactor") else hdds_pb2.THREE
         )
         cwp = await self.scm.allocate_container(rtype, factor, req.owner)
@@ -322,16 +261,16 @@ class LocationTranslator:
     async def _get_container_replicas(self, request: Request, response: Response) -> None:
         _, replicas = self.scm.get_container_with_pipeline(request.getContainerReplicasRequest.containerID)
         response.getContainerReplicasResponse.SetInParent()
-        response.getContainerReplicasResponse.containerReplica.extend(replica_to_wire(r) for r in replicas)
+        response.getContainerReplicasResponse.containerReplica.extend(convert.replica_to_wire(r) for r in replicas)
 
     def _list_filters(self, req: Any) -> tuple[int | None, int | None, int | None]:
-        state = _enum(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
+        state = convert.enum_from_wire(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
         rtype = (
-            _enum(req.type, wire.ReplicationType, hdds_pb2.ReplicationType, "replication type")
+            convert.enum_from_wire(req.type, wire.ReplicationType, hdds_pb2.ReplicationType, "replication type")
             if req.HasField("type") else None
         )
         factor = (
-            _enum(req.factor, wire.ReplicationFactor, hdds_pb2.ReplicationFactor, "replication factor")
+            convert.enum_from_wire(req.factor, wire.ReplicationFactor, hdds_pb2.ReplicationFactor, "replication factor")
             if req.HasField("factor") else None
         )
         return state, rtype, factor
@@ -350,7 +289,7 @@ class LocationTranslator:
 
     async def _get_container_count(self, request: Request, response: Response) -> None:
         req = request.getContainerCountRequest
-        state = _enum(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
+        state = convert.enum_from_wire(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
         _, total = self.scm.list_containers(0, 0, state)
         response.getContainerCountResponse.containerCount = total
 
@@ -362,7 +301,7 @@ class LocationTranslator:
     async def _list_container_ids(self, request: Request, response: Response) -> None:
         """Container ids from ``startContainerID`` (inclusive), at most ``count``, optionally in one state."""
         req = request.scmListContainerIDsRequest
-        state = _enum(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
+        state = convert.enum_from_wire(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
         containers, _ = self.scm.list_containers(req.startContainerID.id, req.count, state)
         response.scmListContainerIDsResponse.SetInParent()
         response.scmListContainerIDsResponse.containerIDs.extend(wire.ContainerID(id=c.containerID) for c in containers)
@@ -388,9 +327,9 @@ class LocationTranslator:
         req = request.nodeQueryRequest
         if req.scope == wire.QueryScope.POOL:  # Ozone: IllegalArgumentException("Not Supported yet")
             raise RpcCallError("java.lang.IllegalArgumentException", "Not Supported yet")
-        state = _enum(req.state, wire.NodeState, hdds_pb2.NodeState, "node state") if req.HasField("state") else None
+        state = convert.enum_from_wire(req.state, wire.NodeState, hdds_pb2.NodeState, "node state") if req.HasField("state") else None
         op_state = (
-            _enum(req.opState, wire.NodeOperationalState, hdds_pb2.NodeOperationalState, "operational state")
+            convert.enum_from_wire(req.opState, wire.NodeOperationalState, hdds_pb2.NodeOperationalState, "operational state")
             if req.HasField("opState") else None
         )
         nodes = self.scm.query_nodes(state, op_state)
@@ -410,24 +349,18 @@ class LocationTranslator:
         req = request.decommissionNodesRequest
         errors = await self.scm.decommission_nodes(list(req.hosts), req.force)
         response.decommissionNodesResponse.SetInParent()
-        response.decommissionNodesResponse.failedHosts.extend(
-            wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors
-        )
+        response.decommissionNodesResponse.failedHosts.extend(convert.admin_errors_to_wire(errors))
 
     async def _recommission(self, request: Request, response: Response) -> None:
         errors = await self.scm.recommission_nodes(list(request.recommissionNodesRequest.hosts))
         response.recommissionNodesResponse.SetInParent()
-        response.recommissionNodesResponse.failedHosts.extend(
-            wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors
-        )
+        response.recommissionNodesResponse.failedHosts.extend(convert.admin_errors_to_wire(errors))
 
     async def _maintenance(self, request: Request, response: Response) -> None:
         req = request.startMaintenanceNodesRequest
         errors = await self.scm.start_maintenance_nodes(list(req.hosts), req.endInHours)
         response.startMaintenanceNodesResponse.SetInParent()
-        response.startMaintenanceNodesResponse.failedHosts.extend(
-            wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors
-        )
+        response.startMaintenanceNodesResponse.failedHosts.extend(convert.admin_errors_to_wire(errors))
 
     async def _datanode_usage_info(self, request: Request, response: Response) -> None:
         """By uuid or address when either is given, else the ``count`` most (or least) used, as Ozone."""
@@ -437,7 +370,7 @@ class LocationTranslator:
         else:
             usages = self.scm.most_or_least_used_datanodes(req.mostUsed, req.count)
         response.DatanodeUsageInfoResponse.SetInParent()
-        response.DatanodeUsageInfoResponse.info.extend(usage_to_wire(u) for u in usages)
+        response.DatanodeUsageInfoResponse.info.extend(convert.usage_to_wire(u) for u in usages)
 
     async def _containers_on_decom_node(self, request: Request, response: Response) -> None:
         details = request.getContainersOnDecomNodeRequest.datanodeDetails
@@ -458,9 +391,9 @@ class LocationTranslator:
         req = request.pipelineRequest
         if not request.HasField("pipelineRequest"):
             raise SCMException(ResultCodes.INVALID_REQUEST, "AllocatePipeline without pipelineRequest")
-        rtype = _enum(req.replicationType, wire.ReplicationType, hdds_pb2.ReplicationType, "replication type")
+        rtype = convert.enum_from_wire(req.replicationType, wire.ReplicationType, hdds_pb2.ReplicationType, "replication type")
         factor = (
-            _enum(req.replicationFactor, wire.ReplicationFactor, hdds_pb2.ReplicationFactor, "replication factor")
+            convert.enum_from_wire(req.replicationFactor, wire.ReplicationFactor, hdds_pb2.ReplicationFactor, "replication factor")
             if req.HasField("replicationFactor") else hdds_pb2.THREE
         )
         pipeline = await self.scm.create_pipeline(rtype, factor)
@@ -534,7 +467,7 @@ class LocationTranslator:
 
     async def _rm_report(self, request: Request, response: Response) -> None:
         report = self.scm.replication_manager_report()
-        response.getReplicationManagerReportResponse.report.CopyFrom(report_to_wire(report))
+        response.getReplicationManagerReportResponse.report.CopyFrom(convert.report_to_wire(report))
 
     # ---- the SCM ring ----
 

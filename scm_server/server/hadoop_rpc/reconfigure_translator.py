@@ -35,13 +35,12 @@ from scm_server.conf.reconfiguration import (
     reconfigurable_changes,
 )
 from scm_server.exceptions import SCMError
-from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.hadoop_ipc import Call
 from scm_server.proto.ozone import ReconfigureProtocol_pb2 as wire
-from scm_server.server.hadoop_rpc.server import RpcCallError
+from scm_server.server.hadoop_rpc.server import IO_EXCEPTION, RpcCallError, parse_request
 
 PROTOCOL = "org.apache.hadoop.hdds.protocol.ReconfigureProtocol"
 VERSION = 1
-IO_EXCEPTION = "java.io.IOException"
 SERVER_NAME = "SCM"
 LOG = logging.getLogger(__name__)
 
@@ -90,10 +89,7 @@ class ReconfigureTranslator:
             "getReconfigureStatus": wire.GetReconfigureStatusRequestProto,
             "listReconfigureProperties": wire.ListReconfigurePropertiesRequestProto,
         }[method]()
-        try:
-            request.ParseFromString(call.body)
-        except pb_message.DecodeError as exc:
-            raise RpcCallError(IO_EXCEPTION, f"malformed {type(request).__name__}: {exc}", ErrorCode.ERROR_RPC_SERVER) from exc
+        parse_request(call.body, request)
         answer: pb_message.Message
         if method == "getServerName":
             answer = wire.GetServerNameResponseProto(name=SERVER_NAME)

@@ -27,16 +27,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from google.protobuf import message as pb_message
-
 from scm_server.ca.secret_key_manager import SecretKeyManager, SecretKeysNotInitialized
 from scm_server.exceptions import NotLeaderException
-from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.hadoop_ipc import Call
 from scm_server.proto.ozone import ScmSecretKeyProtocol_pb2 as wire_sk
 from scm_server.security.core import secret_keys as sk
 from scm_server.security.core.principals import is_administrator
 from scm_server.server.hadoop_rpc.leadership import Leadership
-from scm_server.server.hadoop_rpc.server import RpcCallError
+from scm_server.server.hadoop_rpc.server import parse_request
 
 PROTOCOL_DATANODE = "org.apache.hadoop.hdds.protocol.SecretKeyProtocolDatanode"
 PROTOCOL_OM = "org.apache.hadoop.hdds.protocol.SecretKeyProtocolOm"
@@ -44,7 +42,6 @@ PROTOCOL_SCM = "org.apache.hadoop.hdds.protocol.SecretKeyProtocolScm"
 PROTOCOLS = (PROTOCOL_DATANODE, PROTOCOL_OM, PROTOCOL_SCM)
 SERVED = frozenset({"GetCurrentSecretKey", "GetSecretKey", "GetAllSecretKeys", "CheckAndRotate"})
 VERSION = 1
-IO_EXCEPTION = "java.io.IOException"
 
 Type = wire_sk.Type
 Request = wire_sk.SCMSecretKeyRequest
@@ -80,15 +77,7 @@ class SecretKeyService:
         self.require_authentication = require_authentication
 
     async def answer(self, call: Call) -> bytes:
-        request = Request()
-        try:
-            request.ParseFromString(call.body)
-        except pb_message.DecodeError as exc:
-            raise RpcCallError(IO_EXCEPTION, f"malformed SCMSecretKeyRequest: {exc}", ErrorCode.ERROR_RPC_SERVER) from exc
-        missing = request.FindInitializationErrors()  # type: ignore[attr-defined]
-        if missing:
-            raise RpcCallError(IO_EXCEPTION, f"SCMSecretKeyRequest lacks required field(s) {', '.join(missing)}",
-                               ErrorCode.ERROR_RPC_SERVER)
+        request = parse_request(call.body, Request())
         try:
             if self.leadership is not None:
                 self.leadership.require_leader()

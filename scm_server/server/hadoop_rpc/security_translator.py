@@ -31,10 +31,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from google.protobuf import message as pb_message
-
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
-from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.hadoop_ipc import Call
 from scm_server.proto import scm_security_pb2
 from scm_server.proto.ozone import ScmServerSecurityProtocol_pb2 as wire_sec
 from scm_server.proto.ozone import hdds_pb2 as wire
@@ -43,7 +41,7 @@ from scm_server.security.core.identity import Role
 from scm_server.security.core.requests import RequestRejected
 from scm_server.security.core.secret_keys import uuid_from_proto
 from scm_server.server.hadoop_rpc.leadership import Leadership
-from scm_server.server.hadoop_rpc.server import RpcCallError
+from scm_server.server.hadoop_rpc.server import parse_request
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -53,7 +51,6 @@ if TYPE_CHECKING:
 
 PROTOCOL = "org.apache.hadoop.hdds.protocol.SCMSecurityProtocol"
 VERSION = 1
-IO_EXCEPTION = "java.io.IOException"
 
 Type = wire_sec.Type
 Request = wire_sec.SCMSecurityRequest
@@ -202,15 +199,7 @@ class SecurityTranslator:
         self.administrators = tuple(administrators)
 
     async def call(self, method: str, call: Call) -> bytes:
-        request = Request()
-        try:
-            request.ParseFromString(call.body)
-        except pb_message.DecodeError as exc:
-            raise RpcCallError(IO_EXCEPTION, f"malformed SCMSecurityRequest: {exc}", ErrorCode.ERROR_RPC_SERVER) from exc
-        missing = request.FindInitializationErrors()  # type: ignore[attr-defined]
-        if missing:
-            raise RpcCallError(IO_EXCEPTION, f"SCMSecurityRequest lacks required field(s) {', '.join(missing)}",
-                               ErrorCode.ERROR_RPC_SERVER)
+        request = parse_request(call.body, Request())
         command = Type.Name(request.cmdType)
         response = Response(cmdType=request.cmdType, status=wire_sec.OK, success=True)
         if request.HasField("traceID"):

@@ -29,7 +29,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from google.protobuf import message as pb_message
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from scm_server.server.hadoop_rpc.kerberos import RpcSecurity
 
 LOG = logging.getLogger(__name__)
+M = TypeVar("M", bound=pb_message.Message)
 
 MAX_IN_FLIGHT = 256  # calls running per connection before its reads pause (back-pressure)
 READ_CHUNK = 64 << 10
@@ -88,6 +89,23 @@ class RpcCallError(Exception):
         self.exception_class = exception_class
         self.message = message
         self.code = code
+
+
+IO_EXCEPTION = "java.io.IOException"
+
+
+def parse_request(body: bytes, request: M) -> M:
+    """``request`` filled from a call's ``body``. A body that does not parse, or lacks a required field, is an RPC
+    ERROR (``java.io.IOException``, the connection stays open) naming the message, as a Java server answers it."""
+    name = type(request).__name__
+    try:
+        request.ParseFromString(body)
+    except pb_message.DecodeError as exc:
+        raise RpcCallError(IO_EXCEPTION, f"malformed {name}: {exc}", ErrorCode.ERROR_RPC_SERVER) from exc
+    missing = request.FindInitializationErrors()  # type: ignore[attr-defined]
+    if missing:
+        raise RpcCallError(IO_EXCEPTION, f"{name} lacks required field(s) {', '.join(missing)}", ErrorCode.ERROR_RPC_SERVER)
+    return request
 
 
 class ProtocolHandler(Protocol):

@@ -73,6 +73,7 @@ class MiniHost:
         self.fatal: list[str] = []
         self.events: list[str] = []
         self.reinits = 0
+        self.backups_served: list[float] = []
         self.ha.attach(self)
 
     def _terminate(self, status: int, message: str) -> None:
@@ -120,6 +121,16 @@ class MiniHost:
     def reinitialize(self) -> None:
         self.seq.reinitialize()
         self.reinits += 1
+
+    @property
+    def sequence_batch_size(self) -> int:
+        return self.seq.batch_size
+
+    def on_backup_served(self, wall_time_s: float) -> None:
+        self.backups_served.append(wall_time_s)
+
+    def set_state_machine_ready_hook(self, ready: Callable[[], bool]) -> None:
+        self.state_machine_ready = ready  # no safemode in this host: the check is kept, not enforced
 
     async def start(self) -> None:
         await self.ha.start()

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scm_server import ozone_wire
-from scm_server.exceptions import ResultCodes
+from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_client_pb2
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
@@ -108,3 +109,35 @@ def test_close_container_command_id_is_the_container_id_on_the_wire() -> None:
     assert wire_resp.commands[0].term == 2
     assert wire_resp.commands[1].closePipelineCommandProto.cmdId == 1795760489738008
     assert wire_resp.IsInitialized()
+
+
+def test_enum_from_wire_maps_by_name_and_names_what_is_unknown() -> None:
+    # Ozone numbers DECOMMISSIONING 4, ours 2
+    assert convert.enum_from_wire(wire.DECOMMISSIONING, wire.NodeOperationalState, hdds_pb2.NodeOperationalState,
+                                  "operational state") == hdds_pb2.DECOMMISSIONING == 2
+    ours = hdds_pb2.ReplicationType.DESCRIPTOR.values_by_name
+    unknown = next(v.number for v in wire.ReplicationType.DESCRIPTOR.values if v.name not in ours)
+    with pytest.raises(SCMException, match=f"replication type {wire.ReplicationType.Name(unknown)} is not known") as err:
+        convert.enum_from_wire(unknown, wire.ReplicationType, hdds_pb2.ReplicationType, "replication type")
+    assert err.value.result is ResultCodes.INVALID_REQUEST
+
+
+def test_replica_to_wire_names_the_state_and_keeps_the_optional_fields_only_when_set() -> None:
+    dn = hdds_pb2.DatanodeDetailsProto(uuid=str(uuid.uuid4()), hostName="dn1")
+    replica = hdds_pb2.ContainerReplicaProto(containerID=7, state=hdds_pb2.ContainerReplicaProto.CLOSED,
+                                             blockCommitSequenceId=11, keyCount=3, used=4096, replicaIndex=2)
+    out = convert.replica_to_wire(hdds_pb2.ContainerReplicaInfo(replica=replica, datanode=dn))
+    assert (out.containerID, out.state, out.sequenceID, out.keyCount, out.bytesUsed) == (7, "CLOSED", 11, 3, 4096)
+    assert out.placeOfBirth == dn.uuid  # no origin recorded: the holder itself
+    assert out.replicaIndex == 2 and not out.HasField("dataChecksum")
+    assert ozone_wire.uuid_text(out.datanodeDetails.uuid128) == dn.uuid
+
+
+def test_report_to_wire_carries_counters_and_samples() -> None:
+    report = hdds_pb2.ReplicationManagerReportProto(timestamp=5)
+    report.stat.add(key="UNDER_REPLICATED", count=2)
+    report.statSample.add(key="UNDER_REPLICATED", containerIds=[1, 9])
+    out = convert.report_to_wire(report)
+    assert out.timestamp == 5
+    assert [(s.key, s.value) for s in out.stat] == [("UNDER_REPLICATED", 2)]
+    assert [(s.key, [c.id for c in s.container]) for s in out.statSample] == [("UNDER_REPLICATED", [1, 9])]
