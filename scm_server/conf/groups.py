@@ -391,6 +391,12 @@ class ReplicationManagerConfig:
         "The most replicate commands queued to one datanode at a time.",
         "20",
     )
+    datanode_reconstruction_weight: int = setting(
+        "hdds.scm.replication.datanode.reconstruction.weight", "int",
+        "How many replicate commands one EC reconstruction command counts as against a datanode's replication "
+        "limit (reconstruction reads from several datanodes and decodes).",
+        "3",
+    )
     datanode_delete_limit: int = setting(
         "hdds.scm.replication.datanode.delete.container.limit", "int",
         "The most delete-container commands queued to one datanode at a time.",
@@ -407,6 +413,12 @@ class ReplicationManagerConfig:
         "Replicas that must stay on in-service nodes while others are in maintenance.",
         "2",
     )
+    maintenance_remaining_redundancy: int = setting(
+        "hdds.scm.replication.maintenance.remaining.redundancy", "int",
+        "EC: parity replicas that must stay on in-service nodes while others are in maintenance; indexes beyond "
+        "that are copied before a node enters maintenance.",
+        "1",
+    )
     container_sample_limit: int = setting(
         "hdds.scm.replication.container.sample.limit", "int",
         "How many container IDs the ReplicationManagerReport keeps as samples per health state.",
@@ -416,7 +428,10 @@ class ReplicationManagerConfig:
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> ReplicationManagerConfig:
         result = _build(cls, conf)
-        _check_positive(cls, result, "interval", "datanode_replication_limit", "datanode_delete_limit", "event_timeout")
+        _check_positive(
+            cls, result, "interval", "datanode_replication_limit", "datanode_reconstruction_weight",
+            "datanode_delete_limit", "event_timeout",
+        )
         return result
 
 

@@ -74,6 +74,7 @@ class PendingOp:
     op: PendingOpType
     datanode: str
     deadline: float
+    replica_index: int = 0  # EC: the index this op adds or deletes
 
 
 class ContainerReplicaPendingOps:
@@ -92,8 +93,8 @@ class ContainerReplicaPendingOps:
             if self._per_node[key] <= 0:
                 del self._per_node[key]
 
-    def add(self, container_id: int, op: PendingOpType, datanode: str, deadline: float) -> None:
-        self._ops[container_id].append(PendingOp(op, datanode, deadline))
+    def add(self, container_id: int, op: PendingOpType, datanode: str, deadline: float, replica_index: int = 0) -> None:
+        self._ops[container_id].append(PendingOp(op, datanode, deadline, replica_index))
         self._per_node[(datanode, op)] += 1
 
     def complete(self, container_id: int, datanode: str, added: bool) -> None:
@@ -126,6 +127,7 @@ class ContainerReplicaPendingOps:
         return PendingView(
             adds=frozenset(o.datanode for o in ops if o.op is PendingOpType.ADD),
             deletes=frozenset(o.datanode for o in ops if o.op is PendingOpType.DELETE),
+            add_indexes=frozenset(o.replica_index for o in ops if o.op is PendingOpType.ADD and o.replica_index),
         )
 
     def snapshot(self) -> dict[int, PendingView]:
@@ -199,6 +201,7 @@ def build_container_view(
                 key_count=r.key_count,
                 is_empty=r.is_empty,
                 origin=r.origin_node_id,
+                replica_index=r.replica_index,
             )
         )
     return ContainerView(info=info, replicas=views, pipeline_state=pipeline_state, pending=pending)
@@ -277,6 +280,7 @@ class ReplicationManager(BackgroundSCMService):
             load=self._load,
             placement=self.placement,
             maintenance_replica_minimum=self.config.maintenance_replica_minimum,
+            maintenance_remaining_redundancy=self.config.maintenance_remaining_redundancy,
         )
 
     def container_view(self, container_id: int) -> ContainerView:
@@ -339,11 +343,7 @@ class ReplicationManager(BackgroundSCMService):
         deadline_ms = self.clock.wall_ms() + int(self.config.event_timeout.total_seconds() * 1000)
         deadline = self.clock.monotonic() + self.config.event_timeout.total_seconds()
         if cmd.kind == "replicate":
-            # In-flight adds we issued plus what the DN says is still queued (commandQueueReport).
-            queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.ADD) + node.command_queue_report.get(
-                CommandType.replicateContainerCommand, 0
-            )
-            if queued >= self.config.datanode_replication_limit:
+            if self.replication_load(cmd.datanode) >= self.config.datanode_replication_limit:
                 self.commands_throttled += 1
                 return
             sources = [self.node_manager.require_node(s).details for s in cmd.sources if self.node_manager.get_node(s)]
@@ -354,8 +354,14 @@ class ReplicationManager(BackgroundSCMService):
                     containerID=container_id, sources=sources
                 ),
             )
+            if cmd.replica_index:
+                proto.replicateContainerCommandProto.replicaIndex = cmd.replica_index
             self.node_manager.add_command(cmd.datanode, proto)
-            self.pending_ops.add(container_id, PendingOpType.ADD, cmd.datanode, deadline)
+            self.pending_ops.add(container_id, PendingOpType.ADD, cmd.datanode, deadline, cmd.replica_index)
+        elif cmd.kind == "reconstruct":
+            if not self._send_reconstruction(container_id, cmd, deadline_ms, deadline):
+                self.commands_throttled += 1
+                return
         elif cmd.kind == "delete":
             queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.DELETE) + node.command_queue_report.get(
                 CommandType.deleteContainerCommand, 0
@@ -370,8 +376,10 @@ class ReplicationManager(BackgroundSCMService):
                     containerID=container_id, force=cmd.force
                 ),
             )
+            if cmd.replica_index:
+                proto.deleteContainerCommandProto.replicaIndex = cmd.replica_index
             self.node_manager.add_command(cmd.datanode, proto)
-            self.pending_ops.add(container_id, PendingOpType.DELETE, cmd.datanode, deadline)
+            self.pending_ops.add(container_id, PendingOpType.DELETE, cmd.datanode, deadline, cmd.replica_index)
         elif cmd.kind == "close":
             already = any(
                 c.closeContainerCommandProto.containerID == container_id
@@ -383,6 +391,56 @@ class ReplicationManager(BackgroundSCMService):
         else:  # pragma: no cover - programming error
             raise ValueError(cmd.kind)
         self.commands_issued[cmd.kind] += 1
+
+    def replication_load(self, dn: str) -> int:
+        """Ozone's replication load of a datanode: its queued replicate commands plus its queued
+        reconstructions at ``hdds.scm.replication.datanode.reconstruction.weight`` each (what it
+        reports queued, plus what we issued and no report has confirmed yet)."""
+        node = self.node_manager.get_node(dn)
+        queued = node.command_queue_report if node is not None else {}
+        weight = self.config.datanode_reconstruction_weight
+        return (
+            self.pending_ops.count_for(dn, PendingOpType.ADD)
+            + queued.get(CommandType.replicateContainerCommand, 0)
+            + weight * queued.get(CommandType.reconstructECContainersCommand, 0)
+        )
+
+    def _send_reconstruction(self, container_id: int, cmd: PlannedCommand, deadline_ms: int, deadline: float) -> bool:
+        """Send one ReconstructECContainersCommand to the least loaded of its targets (the
+        coordinator, as Ozone's ReplicationManager picks it); False when every target is at its
+        replication limit or the container's EC layout is unknown."""
+        info = self.container_manager.get_container(container_id)
+        if not info.HasField("ecReplicationConfig"):
+            return False
+        targets = [self.node_manager.get_node(t) for t in cmd.targets]
+        if any(t is None for t in targets):
+            return False
+        loads = sorted((self.replication_load(t), t) for t in cmd.targets)
+        load, coordinator = loads[0]
+        if load >= self.config.datanode_replication_limit:
+            return False
+        sources = []
+        for dn, index in cmd.indexed_sources:
+            node = self.node_manager.get_node(dn)
+            if node is not None:
+                sources.append(
+                    scm_datanode_pb2.DatanodeDetailsAndReplicaIndexProto(datanodeDetails=node.details, replicaIndex=index)
+                )
+        proto = scm_datanode_pb2.SCMCommandProto(
+            commandType=CommandType.reconstructECContainersCommand,
+            deadlineMsSinceEpoch=deadline_ms,
+            reconstructECContainersCommandProto=scm_datanode_pb2.ReconstructECContainersCommandProto(
+                containerID=container_id,
+                sources=sources,
+                targets=[t.details for t in targets if t is not None],
+                missingContainerIndexes=bytes(cmd.missing_indexes),
+                ecReplicationConfig=info.ecReplicationConfig,
+            ),
+        )
+        self.node_manager.add_command(coordinator, proto)
+        for target, index in zip(cmd.targets, cmd.missing_indexes, strict=True):
+            self.pending_ops.add(container_id, PendingOpType.ADD, target, deadline, index)
+        return True
 
 
 def health_of(report: hdds_pb2.ReplicationManagerReportProto, state: ContainerHealthState) -> int:
