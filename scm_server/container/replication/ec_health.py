@@ -208,7 +208,7 @@ def check_closed_ec(view: ContainerView, replicas: Sequence[ReplicaView], cluste
     if over:
         result.states.add(ContainerHealthState.OVER_REPLICATED)
         for index in over:
-            keep, *extra = count.in_service[index]
+            _kept, *extra = count.in_service[index]
             result.commands.extend(
                 PlannedCommand("delete", r.datanode, force=True, replica_index=index) for r in extra
             )

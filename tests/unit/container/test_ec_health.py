@@ -139,7 +139,7 @@ def test_unhealthy_replica_does_not_count_and_is_removed_once_every_index_is_hea
     under = check_container(ContainerView(ec_info(), replicas, None), cluster_of(nodes))
     assert under.states == {ContainerHealthState.UNDER_REPLICATED, ContainerHealthState.UNHEALTHY}
     assert [c.missing_indexes for c in under.commands] == [(5,)]
-    fixed = replicas + [replica(nodes[5], 5)]
+    fixed = [*replicas, replica(nodes[5], 5)]
     result = check_container(ContainerView(ec_info(), fixed, None), cluster_of(nodes))
     assert [(c.kind, c.datanode, c.replica_index) for c in result.commands] == [("delete", "dn4", 5)]
 
