@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scm_server.block.block_manager import BlockManager
+from scm_server.block.block_manager import BlockManager, checked_ec_config
 from scm_server.block.deleted_block_log import (
     DeletedBlockLog,
     DeletedBlockLogStateManager,
@@ -482,9 +482,11 @@ class StorageContainerManager:
         replication_factor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[hdds_pb2.AllocatedBlock]:
         return await self.block_manager.allocate_block(
-            size, num_blocks, replication_type, replication_factor, owner, exclude_list
+            size, num_blocks, replication_type, replication_factor, owner, exclude_list, ec=ec
         )
 
     async def allocate_block_response(
@@ -495,10 +497,12 @@ class StorageContainerManager:
         replication_factor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> scm_client_pb2.AllocateScmBlockResponseProto:
         """:meth:`allocate_block` as the block protocol's answer (what the gRPC edge sends)."""
         return await self.block_manager.allocate_block_response(
-            size, num_blocks, replication_type, replication_factor, owner, exclude_list
+            size, num_blocks, replication_type, replication_factor, owner, exclude_list, ec=ec
         )
 
     async def allocate_blocks(
@@ -509,11 +513,13 @@ class StorageContainerManager:
         replication_factor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[tuple[int, int, hdds_pb2.Pipeline]]:
         """:meth:`allocate_block` as (containerID, localID, shared read-only pipeline) per block: what the
         Hadoop RPC edge turns into Ozone's answer (BlockManager.allocate_blocks)."""
         return await self.block_manager.allocate_blocks(
-            size, num_blocks, replication_type, replication_factor, owner, exclude_list
+            size, num_blocks, replication_type, replication_factor, owner, exclude_list, ec=ec
         )
 
     async def delete_key_blocks(
@@ -529,10 +535,14 @@ class StorageContainerManager:
         )
 
     # ---- admin: containers ----
-    async def allocate_container(self, rtype: int, rfactor: int, owner: str) -> hdds_pb2.ContainerWithPipeline:
+    async def allocate_container(
+        self, rtype: int, rfactor: int, owner: str, ec: hdds_pb2.ECReplicationConfig | None = None
+    ) -> hdds_pb2.ContainerWithPipeline:
         self._scm_context.check_leader()  # before safemode: a follower sends the client to the leader
         self._check_not_safe_mode("container allocation")
-        info = await self.container_manager.allocate_container(rtype, rfactor, owner)
+        if rtype == hdds_pb2.EC:
+            ec = checked_ec_config(ec)
+        info = await self.container_manager.allocate_container(rtype, rfactor, owner, ec=ec)
         return hdds_pb2.ContainerWithPipeline(
             containerInfo=self.container_manager.get_container(info.containerID),
             pipeline=self.pipeline_manager.get_pipeline(info.pipelineID.id),
@@ -565,11 +575,12 @@ class StorageContainerManager:
         state: int | None = None,
         rtype: int | None = None,
         rfactor: int | None = None,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
         """Containers with id >= start_id matching the filters: (first ``count``, total matching)."""
         if count < 0:
             raise SCMException(ResultCodes.INVALID_REQUEST, f"count must be >= 0, got {count}")
-        page, total = self.container_manager.state_manager.list_containers(start_id, count, state, rtype, rfactor)
+        page, total = self.container_manager.state_manager.list_containers(start_id, count, state, rtype, rfactor, ec)
         return [self.container_manager.get_container(c.containerID) for c in page], total
 
     async def close_container(self, container_id: int) -> None:
@@ -586,9 +597,13 @@ class StorageContainerManager:
     def list_pipelines(self) -> list[hdds_pb2.Pipeline]:
         return self.pipeline_manager.get_pipelines()
 
-    async def create_pipeline(self, rtype: int, rfactor: int) -> hdds_pb2.Pipeline:
+    async def create_pipeline(
+        self, rtype: int, rfactor: int, ec: hdds_pb2.ECReplicationConfig | None = None
+    ) -> hdds_pb2.Pipeline:
         self._scm_context.check_leader()
-        return await self.pipeline_manager.create_pipeline(rtype, rfactor)
+        if rtype == hdds_pb2.EC:
+            ec = checked_ec_config(ec)
+        return await self.pipeline_manager.create_pipeline(rtype, rfactor, ec=ec)
 
     async def close_pipeline(self, pipeline_id: str) -> None:
         await self.pipeline_manager.close_pipeline(pipeline_id)

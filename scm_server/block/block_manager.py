@@ -9,7 +9,8 @@ allocate_block, as Ozone's BlockManagerImpl does it:
    above ``ozone.scm.block.max.blocks.per.request`` (INVALID_REQUEST): one call must not keep the
    leader busy for its whole deadline;
 3. pick an OPEN pipeline of the replication config minus the exclude list (creating one and
-   waiting for it if there is none), then a matching container on it (ContainerManager: reuse
+   waiting for it if there is none; for EC, Ozone's WritableECContainerProvider: a new OPEN
+   pipeline while fewer than ``ozone.scm.ec.pipeline.minimum`` exist, one container each), then a matching container on it (ContainerManager: reuse
    an open container of this owner with room, or allocate a new one while the pipeline has
    fewer than openContainerLimit);
 4. localID from the ``localId`` sequence (an in-memory batch; a Raft round trip once per
@@ -42,6 +43,28 @@ DeleteResult = scm_client_pb2.DeleteScmBlockResult
 # is a whole event-loop turn (an epoll call, then every ready task): every 8 blocks it cost about a tenth
 # of the allocation time.
 YIELD_EVERY = 32
+
+
+# Ozone's codecs (ECReplicationConfig.EcCodec), as its messages carry them: lower case
+EC_CODECS = ("rs", "xor")
+
+
+def checked_ec_config(ec: hdds_pb2.ECReplicationConfig | None) -> hdds_pb2.ECReplicationConfig:
+    """The request's EC layout, codec in the lower case Ozone's messages carry (it reads either case);
+    INVALID_REQUEST naming what is wrong."""
+    if ec is None:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            "replication type EC needs an ecReplicationConfig (data, parity, codec, ecChunkSize; e.g. rs-3-2-1024k)",
+        )
+    codec = ec.codec.lower()
+    if codec not in EC_CODECS or ec.data <= 0 or ec.parity <= 0 or ec.ecChunkSize <= 0:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            f"EC replication config data={ec.data} parity={ec.parity} codec={ec.codec!r} ecChunkSize={ec.ecChunkSize} "
+            "is not valid: data, parity and ecChunkSize must be positive and codec RS or XOR (e.g. rs-3-2-1024k)",
+        )
+    return hdds_pb2.ECReplicationConfig(data=ec.data, parity=ec.parity, codec=codec, ecChunkSize=ec.ecChunkSize)
 
 
 class BlockManager:
@@ -77,9 +100,11 @@ class BlockManager:
         rfactor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[hdds_pb2.AllocatedBlock]:
         """The allocated blocks (views into :meth:`allocate_block_response`'s answer)."""
-        response = await self.allocate_block_response(size, num_blocks, rtype, rfactor, owner, exclude_list)
+        response = await self.allocate_block_response(size, num_blocks, rtype, rfactor, owner, exclude_list, ec=ec)
         return list(response.blocks)
 
     async def allocate_block_response(
@@ -90,6 +115,8 @@ class BlockManager:
         rfactor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> scm_client_pb2.AllocateScmBlockResponseProto:
         """allocateBlock, its blocks written straight into the protocol's answer: the pipeline is copied
         once per block (building AllocatedBlocks first and then the answer copied it twice, 3.3 against
@@ -97,7 +124,7 @@ class BlockManager:
         response = scm_client_pb2.AllocateScmBlockResponseProto()
         blocks = response.blocks
         for container_id, local_id, pipeline in await self.allocate_blocks(
-            size, num_blocks, rtype, rfactor, owner, exclude_list
+            size, num_blocks, rtype, rfactor, owner, exclude_list, ec=ec
         ):
             block = blocks.add()
             block.containerBlockID.containerID = container_id
@@ -113,6 +140,8 @@ class BlockManager:
         rfactor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[tuple[int, int, hdds_pb2.Pipeline]]:
         """allocateBlock as (containerID, localID, pipeline) per block, for an edge that writes its own answer
         (Hadoop RPC writes Ozone's messages): no copy of the pipeline per block. The pipeline is the stored
@@ -129,6 +158,7 @@ class BlockManager:
         problem = num_blocks_problem(num_blocks, self.config.max_blocks_per_request)
         if problem is not None:
             raise SCMException(ResultCodes.INVALID_REQUEST, problem)
+        ec = checked_ec_config(ec) if rtype == hdds_pb2.EC else None
         exclude = exclude_list or hdds_pb2.ExcludeListProto()
         excluded_containers = set(exclude.containerIds)
         limits: dict[str, int] = {}  # open container limit per pipeline, once per call
@@ -137,12 +167,17 @@ class BlockManager:
             if n and n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # bounded work per turn; cancellation lands here
                 self.scm_context.check_leader()
-            pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
-                rtype, rfactor, exclude, self._pick, self.pipeline_wait_s
-            )
-            open_limit = limits.get(pipeline.id.id)
-            if open_limit is None:
-                open_limit = limits[pipeline.id.id] = self.container_manager.open_container_limit(pipeline)
+            if ec is not None:
+                pipeline = await self.pipeline_manager.get_or_create_ec_pipeline(ec, exclude, self._pick)
+                open_limit = 1  # WritableECContainerProvider: one open container per EC pipeline
+            else:
+                pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
+                    rtype, rfactor, exclude, self._pick, self.pipeline_wait_s
+                )
+                known = limits.get(pipeline.id.id)
+                if known is None:
+                    known = limits[pipeline.id.id] = self.container_manager.open_container_limit(pipeline)
+                open_limit = known
             container_id = await self.container_manager.get_matching_container_id(
                 size, owner, pipeline, excluded_containers, open_limit
             )

@@ -371,11 +371,30 @@ class PipelineConfig:
         "How long a closed pipeline waits for its containers to close before it is removed (duration).",
         "66s",
     )
+    ec_pipeline_minimum: int = setting(
+        "ozone.scm.ec.pipeline.minimum", "int",
+        "Block allocation keeps making new EC pipelines of a layout (rs-3-2-1024k, ...) until at least this many "
+        "are open.",
+        "5",
+    )
+    ec_pipeline_per_volume_factor: float = setting(
+        "ozone.scm.ec.pipeline.per.volume.factor", "float",
+        "EC pipelines of a layout allowed per healthy datanode volume, divided by the layout's d+p nodes "
+        "(never fewer than ozone.scm.ec.pipeline.minimum).",
+        "1.0",
+    )
 
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> PipelineConfig:
         result = _build(cls, conf)
-        _check_positive(cls, result, "creation_interval", "datanode_pipeline_limit", "owner_container_count")
+        _check_positive(
+            cls, result, "creation_interval", "datanode_pipeline_limit", "owner_container_count", "ec_pipeline_minimum"
+        )
+        if result.ec_pipeline_per_volume_factor < 0:
+            raise ConfigError(
+                f"ozone.scm.ec.pipeline.per.volume.factor: value {result.ec_pipeline_per_volume_factor} must not be "
+                "negative (e.g. ozone.scm.ec.pipeline.per.volume.factor=1.0)"
+            )
         return result
 
 

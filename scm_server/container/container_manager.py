@@ -360,9 +360,20 @@ class ContainerManager:
 
     # ---- allocation (leader) ----
     async def allocate_container(
-        self, rtype: int, rfactor: int, owner: str, pipeline: hdds_pb2.Pipeline | None = None
+        self,
+        rtype: int,
+        rfactor: int,
+        owner: str,
+        pipeline: hdds_pb2.Pipeline | None = None,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> hdds_pb2.ContainerInfoProto:
+        """A new OPEN container on ``pipeline`` (or on an OPEN pipeline of the replication given:
+        ``ec`` is the layout when ``rtype`` is EC)."""
         self.scm_context.check_leader()
+        if pipeline is None and rtype == hdds_pb2.EC:
+            if ec is None:
+                raise SCMException(ResultCodes.INVALID_REQUEST, "an EC container needs its ecReplicationConfig")
+            pipeline = await self.pipeline_manager.get_or_create_ec_pipeline(ec, None, self._least_loaded_pipeline)
         if pipeline is None:
             pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
                 rtype, rfactor, None, self._least_loaded_pipeline, self.pipeline_wait_s
@@ -378,9 +389,12 @@ class ContainerManager:
             owner=owner,
             deleteTransactionId=0,
             sequenceId=0,
-            replicationFactor=pipeline.factor,
             replicationType=pipeline.type,
         )
+        if pipeline.type == hdds_pb2.EC:
+            info.ecReplicationConfig.CopyFrom(pipeline.ecReplicationConfig)
+        else:
+            info.replicationFactor = pipeline.factor
         applied = await self.state_manager.add_container(info)
         if applied and applied != container_id:
             # a client's retry of a call already applied (here or on an earlier leader): its container

@@ -233,8 +233,9 @@ class BlockProtocolService(_ServiceBase):
 
     async def AllocateScmBlock(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         exclude = req.excludeList if req.HasField("excludeList") else None
+        ec = req.ecReplicationConfig if req.HasField("ecReplicationConfig") else None
         return await self.scm.allocate_block_response(
-            req.size, req.numBlocks, req.type, req.factor, req.owner, exclude
+            req.size, req.numBlocks, req.type, req.factor, req.owner, exclude, ec=ec
         )
 
     async def DeleteScmKeyBlocks(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:

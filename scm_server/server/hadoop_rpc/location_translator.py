@@ -206,14 +206,16 @@ class LocationTranslator:
         req = request.containerRequest
         if not request.HasField("containerRequest"):
             raise SCMException(ResultCodes.INVALID_REQUEST, "AllocateContainer without containerRequest")
-        if req.HasField("ecReplicationConfig"):
-            raise SCMException(ResultCodes.INVALID_REQUEST, "EC containers are not served (RATIS and STAND_ALONE are)")
         rtype = _enum(req.replicationType, wire.ReplicationType, hdds_pb2.ReplicationType, "replication type")
+        ec = (
+            ozone_wire.by_name(req.ecReplicationConfig, hdds_pb2.ECReplicationConfig)
+            if req.HasField("ecReplicationConfig") else None
+        )
         factor = (
             _enum(req.replicationFactor, wire.ReplicationFactor, hdds_pb2.ReplicationFactor, "replication factor")
             if req.HasField("replicationFactor") else hdds_pb2.THREE
         )
-        cwp = await self.scm.allocate_container(rtype, factor, req.owner)
+        cwp = await self.scm.allocate_container(rtype, factor, req.owner, ec)
         response.containerResponse.errorCode = wire_loc.ContainerResponseProto.success
         response.containerResponse.containerWithPipeline.CopyFrom(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
 
@@ -268,8 +270,12 @@ class LocationTranslator:
     async def _list_container(self, request: Request, response: Response) -> None:
         req = request.scmListContainerRequest
         state, rtype, factor = self._list_filters(req)
+        ec = (
+            ozone_wire.by_name(req.ecReplicationConfig, hdds_pb2.ECReplicationConfig)
+            if req.HasField("ecReplicationConfig") else None
+        )
         containers, total = await _maybe(
-            self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor)
+            self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor, ec)
         )
         out = response.scmListContainerResponse
         out.SetInParent()

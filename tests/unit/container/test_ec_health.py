@@ -47,7 +47,7 @@ def ec_info(data: int = 3, parity: int = 2, keys: int = 4) -> hdds_pb2.Container
         state=hdds_pb2.CLOSED,
         numberOfKeys=keys,
         replicationType=hdds_pb2.EC,
-        ecReplicationConfig=hdds_pb2.ECReplicationConfig(data=data, parity=parity, codec="RS", ecChunkSize=1048576),
+        ecReplicationConfig=hdds_pb2.ECReplicationConfig(data=data, parity=parity, codec="rs", ecChunkSize=1048576),
     )
 
 

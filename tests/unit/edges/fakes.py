@@ -46,12 +46,12 @@ class FakeSCM:
         return scm_datanode_pb2.SCMHeartbeatResponseProto(datanodeUUID=req.datanodeDetails.uuid)
 
     async def allocate_block_response(self, size: int, num: int, rtype: int, rfactor: int, owner: str,
-                                      exclude: Any = None) -> scm_client_pb2.AllocateScmBlockResponseProto:
+                                      exclude: Any = None, *, ec: Any = None) -> scm_client_pb2.AllocateScmBlockResponseProto:
         blocks = await self.allocate_block(size, num, rtype, rfactor, owner, exclude)
         return scm_client_pb2.AllocateScmBlockResponseProto(blocks=blocks)
 
     async def allocate_blocks(self, size: int, num: int, rtype: int, rfactor: int, owner: str,
-                              exclude: Any = None) -> list[tuple[int, int, hdds_pb2.Pipeline]]:
+                              exclude: Any = None, *, ec: Any = None) -> list[tuple[int, int, hdds_pb2.Pipeline]]:
         blocks = await self.allocate_block(size, num, rtype, rfactor, owner, exclude)
         return [(b.containerBlockID.containerID, b.containerBlockID.localID, b.pipeline) for b in blocks]
 

@@ -245,7 +245,7 @@ async def test_scm_exception_is_a_failed_response_with_ozone_status(served: Any)
 async def test_safemode_answers_safe_mode_exception(served: Any) -> None:
     scm = FakeSCM()
 
-    async def in_safemode(*args: Any) -> Any:
+    async def in_safemode(*args: Any, ec: Any = None) -> Any:
         raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "SCM is in safe mode; block allocation is not allowed")
 
     scm.allocate_blocks = in_safemode  # type: ignore[method-assign]
@@ -308,7 +308,7 @@ async def test_a_retried_large_allocation_gets_the_same_bytes_from_a_compact_cac
     ) for _ in range(2)]
     asked: list[int] = []
 
-    async def allocate_blocks(size: int, num: int, *args: Any) -> list[tuple[int, int, Any]]:
+    async def allocate_blocks(size: int, num: int, *args: Any, ec: Any = None) -> list[tuple[int, int, Any]]:
         asked.append(num)
         return [(1 + n // 20, 1000 + n, pipelines[n % 2]) for n in range(num)]  # round robin, as ours
 

@@ -1,0 +1,66 @@
+"""EC block allocation (Ozone's WritableECContainerProvider + ECPipelineProvider) on an in-process SCM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scm_state_harness import bring_up, make_datanodes, make_scm
+
+from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.pipeline.pipeline_manager import max_ec_pipelines
+from scm_server.proto import hdds_pb2
+
+MB = 1 << 20
+RS_3_2 = hdds_pb2.ECReplicationConfig(data=3, parity=2, codec="rs", ecChunkSize=1024 * 1024)
+XOR_2_1 = hdds_pb2.ECReplicationConfig(data=2, parity=1, codec="XOR", ecChunkSize=1024 * 1024)
+
+
+async def test_ec_blocks_get_open_pipelines_with_replica_indexes(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    await bring_up(scm, make_datanodes(6, racks=3))
+    blocks = await scm.allocate_block(MB, 8, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=RS_3_2)
+    pipelines = {b.pipeline.id.id: b.pipeline for b in blocks}
+    # ozone.scm.ec.pipeline.minimum (5): the first five allocations each get a new pipeline, then reuse
+    assert len(pipelines) == 5
+    for p in pipelines.values():
+        assert p.state == hdds_pb2.PIPELINE_OPEN and p.type == hdds_pb2.EC
+        assert list(p.memberReplicaIndexes) == [1, 2, 3, 4, 5]
+        assert len({m.uuid for m in p.members}) == 5
+        assert len({m.networkLocation for m in p.members}) == 3  # scattered over every rack there is
+        assert p.ecReplicationConfig == RS_3_2
+    containers = {b.containerBlockID.containerID for b in blocks}
+    assert len(containers) == 5  # one open container per EC pipeline
+    for cid in containers:
+        info = scm.container_manager.get_container(cid)
+        assert info.replicationType == hdds_pb2.EC and info.ecReplicationConfig == RS_3_2
+    # the EC layout survives the container table's compact records and its listing filter
+    listed, total = scm.list_containers(0, 100, rtype=hdds_pb2.EC, ec=RS_3_2)
+    assert total == 5 and {c.containerID for c in listed} == containers
+    assert scm.list_containers(0, 100, ec=hdds_pb2.ECReplicationConfig(data=6, parity=3, codec="rs", ecChunkSize=MB))[1] == 0
+    await scm.stop()
+
+
+async def test_codec_is_lower_cased_and_bad_layouts_are_named(tmp_path: Path) -> None:
+    scm = await make_scm(tmp_path)
+    await bring_up(scm, make_datanodes(3))
+    [block] = await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=XOR_2_1)
+    assert block.pipeline.ecReplicationConfig.codec == "xor"  # as Ozone's messages carry it
+    with pytest.raises(SCMException) as err:
+        await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om")
+    assert err.value.result is ResultCodes.INVALID_REQUEST and "ecReplicationConfig" in err.value.message
+    bad = hdds_pb2.ECReplicationConfig(data=3, parity=2, codec="lrc", ecChunkSize=MB)
+    with pytest.raises(SCMException) as err:
+        await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=bad)
+    assert "codec RS or XOR" in err.value.message
+    with pytest.raises(SCMException) as err:  # rs-3-2 needs 5 datanodes; 3 are registered
+        await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=RS_3_2)
+    assert err.value.result is ResultCodes.FAILED_TO_FIND_SUITABLE_NODE
+    assert "needs 5 healthy in-service datanodes, found 3" in err.value.message
+    await scm.stop()
+
+
+def test_the_pipeline_limit_follows_volumes_and_the_minimum() -> None:
+    assert max_ec_pipelines(RS_3_2, healthy_volumes=10, per_volume_factor=1.0, minimum=5) == 5
+    assert max_ec_pipelines(RS_3_2, healthy_volumes=60, per_volume_factor=1.0, minimum=5) == 12
+    assert max_ec_pipelines(RS_3_2, healthy_volumes=60, per_volume_factor=0.0, minimum=5) == 5
