@@ -416,6 +416,12 @@ class ReplicationManagerConfig:
         "limit (reconstruction reads from several datanodes and decodes).",
         "3",
     )
+    inflight_limit_factor: float = setting(
+        "hdds.scm.replication.inflight.limit.factor", "float",
+        "Replications and reconstructions in flight across the cluster are capped at this factor x healthy "
+        "datanodes x hdds.scm.replication.datanode.replication.limit; 0 means no cap.",
+        "0.75",
+    )
     datanode_delete_limit: int = setting(
         "hdds.scm.replication.datanode.delete.container.limit", "int",
         "The most delete-container commands queued to one datanode at a time.",
@@ -451,6 +457,11 @@ class ReplicationManagerConfig:
             cls, result, "interval", "datanode_replication_limit", "datanode_reconstruction_weight",
             "datanode_delete_limit", "event_timeout",
         )
+        if result.inflight_limit_factor < 0:
+            raise ConfigError(
+                f"hdds.scm.replication.inflight.limit.factor: value {result.inflight_limit_factor} must not be "
+                "negative (0 for no cap; e.g. hdds.scm.replication.inflight.limit.factor=0.75)"
+            )
         return result
 
 

@@ -5,7 +5,9 @@ A leader-ready SCMService (Ozone's ``ReplicationManager``): every
 :func:`~scm_server.container.replication.health.check_container` on every container and, on the
 leader, executes the result: replicate / delete / close commands (stamped with the leader's
 term, with per-datanode limits ``hdds.scm.replication.datanode.replication.limit`` and
-``...delete.container.limit``) and lifecycle events (FINALIZE, DELETE, CLEANUP through Raft).
+``...delete.container.limit``; EC reconstructions weigh
+``hdds.scm.replication.datanode.reconstruction.weight`` each, and replications in flight across the
+cluster stop at ``hdds.scm.replication.inflight.limit.factor``) and lifecycle events (FINALIZE, DELETE, CLEANUP through Raft).
 
 Issued replicate/delete operations are remembered in :class:`ContainerReplicaPendingOps` until
 a report shows the replica appeared/disappeared or ``hdds.scm.replication.event.timeout`` passes,
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -55,7 +58,7 @@ from scm_server.exceptions import NotLeaderException, SCMException
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.metadata.enums import enum_name
-from scm_server.node.node_manager import DEAD, DatanodeInfo, SCMNodeManager
+from scm_server.node.node_manager import DEAD, HEALTHY, DatanodeInfo, SCMNodeManager
 from scm_server.pipeline.pipeline_manager import PipelineManager
 from scm_server.pipeline.placement import ContainerPlacementRackAware
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
@@ -136,6 +139,10 @@ class ContainerReplicaPendingOps:
 
     def count_for(self, datanode: str, op: PendingOpType) -> int:
         return self._per_node.get((datanode, op), 0)
+
+    def total(self, op: PendingOpType) -> int:
+        """In-flight ops of one kind across every datanode (O(datanodes with some))."""
+        return sum(n for (_, kind), n in self._per_node.items() if kind is op)
 
     def clear(self) -> None:
         self._ops.clear()
@@ -240,6 +247,7 @@ class ReplicationManager(BackgroundSCMService):
         self.last_results: dict[int, CheckResult] = {}
         self.commands_issued: dict[str, int] = defaultdict(int)
         self.commands_throttled = 0
+        self._pass_inflight_limit = 0
         self.runs = 0
 
     async def _run_once(self) -> None:
@@ -272,7 +280,9 @@ class ReplicationManager(BackgroundSCMService):
 
     # ---- views ----
     def _load(self, dn: str) -> int:
-        return self.pending_ops.count_for(dn, PendingOpType.ADD) + self.container_manager.container_count_on(dn)
+        """What steers the choice of targets: replication work queued on the datanode (reconstructions by
+        their weight), then the containers it holds."""
+        return self.replication_load(dn) + self.container_manager.container_count_on(dn)
 
     def cluster_view(self) -> ClusterView:
         return ClusterView(
@@ -298,6 +308,7 @@ class ReplicationManager(BackgroundSCMService):
     async def process_all(self) -> hdds_pb2.ReplicationManagerReportProto:
         self.runs += 1
         self.pending_ops.expire(self.clock.monotonic())
+        self._pass_inflight_limit = self.inflight_limit()  # healthy nodes counted once per pass
         report = ReplicationManagerReport(self.config.container_sample_limit)
         cluster = self.cluster_view()
         results: dict[int, CheckResult] = {}
@@ -342,6 +353,9 @@ class ReplicationManager(BackgroundSCMService):
             return
         deadline_ms = self.clock.wall_ms() + int(self.config.event_timeout.total_seconds() * 1000)
         deadline = self.clock.monotonic() + self.config.event_timeout.total_seconds()
+        if cmd.kind in ("replicate", "reconstruct") and self._inflight_limit_reached():
+            self.commands_throttled += 1
+            return
         if cmd.kind == "replicate":
             if self.replication_load(cmd.datanode) >= self.config.datanode_replication_limit:
                 self.commands_throttled += 1
@@ -391,6 +405,19 @@ class ReplicationManager(BackgroundSCMService):
         else:  # pragma: no cover - programming error
             raise ValueError(cmd.kind)
         self.commands_issued[cmd.kind] += 1
+
+    def inflight_limit(self) -> int:
+        """Ozone's replication in-flight limit: ``hdds.scm.replication.inflight.limit.factor`` x healthy
+        datanodes x ``hdds.scm.replication.datanode.replication.limit``, rounded up; 0 = none."""
+        factor = self.config.inflight_limit_factor
+        if factor <= 0:
+            return 0
+        healthy = self.node_manager.node_count(HEALTHY)
+        return math.ceil(factor * healthy * self.config.datanode_replication_limit)
+
+    def _inflight_limit_reached(self) -> bool:
+        limit = self._pass_inflight_limit
+        return limit > 0 and self.pending_ops.total(PendingOpType.ADD) >= limit
 
     def replication_load(self, dn: str) -> int:
         """Ozone's replication load of a datanode: its queued replicate commands plus its queued
