@@ -43,6 +43,8 @@ DeleteResult = scm_client_pb2.DeleteScmBlockResult
 # is a whole event-loop turn (an epoll call, then every ready task): every 8 blocks it cost about a tenth
 # of the allocation time.
 YIELD_EVERY = 32
+# Full EC pipelines one allocation may close before it gives up (each closing lets a new one be made).
+EC_PIPELINE_ATTEMPTS = 5
 
 
 # Ozone's codecs (ECReplicationConfig.EcCodec), as its messages carry them: lower case
@@ -168,23 +170,49 @@ class BlockManager:
                 await asyncio.sleep(0)  # bounded work per turn; cancellation lands here
                 self.scm_context.check_leader()
             if ec is not None:
-                pipeline = await self.pipeline_manager.get_or_create_ec_pipeline(ec, exclude, self._pick)
-                open_limit = 1  # WritableECContainerProvider: one open container per EC pipeline
+                container_id, pipeline = await self._ec_container(size, owner, ec, exclude, excluded_containers)
             else:
                 pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
                     rtype, rfactor, exclude, self._pick, self.pipeline_wait_s
                 )
-                known = limits.get(pipeline.id.id)
-                if known is None:
-                    known = limits[pipeline.id.id] = self.container_manager.open_container_limit(pipeline)
-                open_limit = known
-            container_id = await self.container_manager.get_matching_container_id(
-                size, owner, pipeline, excluded_containers, open_limit
-            )
+                open_limit = limits.get(pipeline.id.id)
+                if open_limit is None:
+                    open_limit = limits[pipeline.id.id] = self.container_manager.open_container_limit(pipeline)
+                container_id = await self.container_manager.get_matching_container_id(
+                    size, owner, pipeline, excluded_containers, open_limit
+                )
             local_id = await self.sequence_id_generator.get_next_id(LOCAL_ID)
             blocks.append((container_id, local_id, pipeline))
         self.blocks_allocated += len(blocks)
         return blocks
+
+    async def _ec_container(
+        self,
+        size: int,
+        owner: str,
+        ec: hdds_pb2.ECReplicationConfig,
+        exclude: hdds_pb2.ExcludeListProto,
+        excluded_containers: set[int],
+    ) -> tuple[int, hdds_pb2.Pipeline]:
+        """Ozone's WritableECContainerProvider: an EC pipeline (new while fewer than the limit are open)
+        and its one open container; a pipeline whose container has no room for the block is closed with
+        its container, and another one is taken."""
+        for _ in range(EC_PIPELINE_ATTEMPTS):
+            pipeline = await self.pipeline_manager.get_or_create_ec_pipeline(ec, exclude, self._pick)
+            found, has_open = self.container_manager.open_with_room(size, owner, pipeline.id.id, excluded_containers)
+            if found is not None:
+                return found, pipeline
+            if not has_open:
+                container_id = await self.container_manager.get_matching_container_id(
+                    size, owner, pipeline, excluded_containers, 1
+                )
+                return container_id, pipeline
+            log.info("EC pipeline %s: its container has no room for %d bytes; closing the pipeline", pipeline.id.id, size)
+            await self.pipeline_manager.close_pipeline(pipeline.id.id)
+        raise SCMException(
+            ResultCodes.FAILED_TO_FIND_SUITABLE_NODE,
+            f"no EC pipeline with room for a {size}-byte block after closing {EC_PIPELINE_ATTEMPTS} full ones",
+        )
 
     async def delete_key_blocks(
         self, key_blocks: list[scm_client_pb2.KeyBlocks]

@@ -436,6 +436,16 @@ class ContainerManager:
                 return found
             return (await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)).containerID
 
+    def open_with_room(self, size: int, owner: str, pipeline_id: str, excluded: AbstractSet[int]) -> tuple[int | None, bool]:
+        """EC allocation: (an OPEN container of ``owner`` on the pipeline with room for ``size``, or None;
+        whether the pipeline has an OPEN container of ``owner`` at all)."""
+        open_containers = [c for c in self.state_manager.open_container_records(pipeline_id, owner) if c.container_id not in excluded]
+        room = self.config.container_size - size
+        for c in open_containers:
+            if self._used_bytes(c.container_id, c.used_bytes) <= room:
+                return c.container_id, True
+        return None, bool(open_containers)
+
     def open_container_limit(self, pipeline: hdds_pb2.Pipeline) -> int:
         """How many OPEN containers an owner keeps on the pipeline (Ozone's openContainerLimit)."""
         return self.node_manager.open_container_limit(m.uuid for m in pipeline.members)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scm_state_harness import bring_up, make_datanodes, make_scm
+from scm_state_harness import bring_up, make_datanodes, make_scm, replica
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.pipeline.pipeline_manager import max_ec_pipelines
@@ -64,3 +64,27 @@ def test_the_pipeline_limit_follows_volumes_and_the_minimum() -> None:
     assert max_ec_pipelines(RS_3_2, healthy_volumes=10, per_volume_factor=1.0, minimum=5) == 5
     assert max_ec_pipelines(RS_3_2, healthy_volumes=60, per_volume_factor=1.0, minimum=5) == 12
     assert max_ec_pipelines(RS_3_2, healthy_volumes=60, per_volume_factor=0.0, minimum=5) == 5
+
+
+async def test_a_full_ec_container_closes_its_pipeline(tmp_path: Path) -> None:
+    """Ozone's WritableECContainerProvider: the pipeline whose container has no room for the block is closed
+    (its container too) and the block goes to another pipeline."""
+    scm = await make_scm(tmp_path, **{"ozone.scm.container.size": "4MB", "ozone.scm.block.size": "1MB",
+                                      "ozone.scm.ec.pipeline.minimum": "1"})
+    dns = make_datanodes(5)
+    await bring_up(scm, dns)
+    [first] = await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=RS_3_2)
+    [again] = await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=RS_3_2)
+    cid = first.containerBlockID.containerID
+    assert again.containerBlockID.containerID == cid  # room left: the same container, the same pipeline
+    indexes = {m.uuid: i for m, i in zip(first.pipeline.members, first.pipeline.memberReplicaIndexes, strict=True)}
+    for dn in dns:  # the datanodes report the container 3.5 MB full
+        dn.replicas[cid] = replica(cid, hdds_pb2.ContainerReplicaProto.OPEN, keys=2, used=7 * MB // 2)
+        dn.replicas[cid].replicaIndex = indexes[dn.uuid]
+        await dn.heartbeat(scm)
+    [third] = await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=RS_3_2)
+    assert third.containerBlockID.containerID != cid
+    assert third.pipeline.id.id != first.pipeline.id.id and third.pipeline.state == hdds_pb2.PIPELINE_OPEN
+    assert scm.pipeline_manager.get_pipeline(first.pipeline.id.id).state == hdds_pb2.PIPELINE_CLOSED
+    assert scm.container_manager.get_container(cid).state == hdds_pb2.CLOSING
+    await scm.stop()
