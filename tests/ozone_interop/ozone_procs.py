@@ -239,7 +239,8 @@ class OzoneCluster:
     """Ozone's SCM ring (or ours), three Ozone datanodes and one Ozone Manager under `base`."""
 
     def __init__(self, base: Path, classpath: str, *, scm_side: str = "ozone", scms: int = 3,
-                 datanodes: int = 3, timings: Timings | None = None) -> None:
+                 datanodes: int = 3, timings: Timings | None = None, extra_props: dict[str, str] | None = None) -> None:
+        """``extra_props``: keys every process gets on top of (and over) :meth:`common_props`' own."""
         if scm_side not in ("ozone", "ours"):
             raise ValueError(f"scm_side must be 'ozone' or 'ours', not {scm_side!r}")
         self.base = base
@@ -260,6 +261,7 @@ class OzoneCluster:
         self.om_ports = {k: ports.take() for k in ("rpc", "ratis", "http", "https", "grpc")}
         self.freon_ports = {k: ports.take() for k in ("http", "https")}
         self.replication = "3" if datanodes >= 3 else "1"
+        self.extra_props = dict(extra_props or {})
 
     # ---------------------------------------------------------------- configuration (Ozone's own keys)
 
@@ -314,6 +316,7 @@ class OzoneCluster:
             props[f"ozone.scm.grpc.port.{sfx}"] = str(s.grpc_port)
             props[f"ozone.scm.http-address.{sfx}"] = f"{LOOPBACK}:{s.http_port}"
             props[f"ozone.scm.https-address.{sfx}"] = f"{LOOPBACK}:{s.https_port}"
+        props.update(self.extra_props)
         return props
 
     def our_scm_props(self, scm: ScmNode) -> dict[str, str]:

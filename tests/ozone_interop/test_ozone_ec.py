@@ -1,0 +1,133 @@
+"""Erasure coding with Apache Ozone 2.2.0's own datanodes (six JVMs) and OM on our 3-SCM ring (`make ozone-ec-test`).
+
+An `rs-3-2-1024k` bucket made with Ozone's `ozone sh`; keys of 1, 5 and 17 MiB put and read back byte for byte
+(Ozone's EC client writes stripes over the pipeline our SCM allocated: five datanodes, replica indexes 1..5); the
+container's replicas, as `ozone admin container info` lists them, on five datanodes with indexes 1..5. Then a
+datanode holding an index is stopped for good (SIGKILL): it goes stale then dead (intervals shortened on both
+sides), our ReplicationManager has Ozone's datanodes reconstruct the lost index on the sixth datanode, the
+container is back to five distinct indexes on live datanodes, and every key still reads back. The time from the
+kill to DEAD and from DEAD to healthy is printed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, Timings, resolve_classpath, wait_for
+
+pytestmark = [pytest.mark.ozone_ec, pytest.mark.timeout(1800)]
+MIB = 1024 * 1024
+VOLUME, BUCKET = "ecvol", "ecbucket"
+SIZES = {"k1": 1 * MIB, "k5": 5 * MIB, "k17": 17 * MIB}
+# both sides: a dead datanode within ~20 s, the ReplicationManager every 5 s
+FAST = {
+    "ozone.scm.stale.node.interval": "10s",
+    "ozone.scm.dead.node.interval": "20s",
+    "hdds.scm.replication.thread.interval": "5s",
+    "ozone.scm.heartbeat.thread.interval": "1s",
+    "ozone.scm.ec.pipeline.minimum": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[OzoneCluster]:
+    classpath, note = resolve_classpath()
+    base = REPO / "run-data" / "ozone-ec"
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    c = OzoneCluster(base, classpath, scm_side="ours", datanodes=6, timings=Timings(jars=note), extra_props=FAST)
+    started = time.monotonic()
+    c.start()
+    c.timings.add("cluster start, total", time.monotonic() - started)
+    try:
+        yield c
+    finally:
+        c.stop()
+        print(f"\n[ozone-ec: logs under {base}/logs]\n{c.timings.report()}\n")
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_back(c: OzoneCluster, tmp: Path, key: str) -> bytes:
+    out = tmp / f"{key}.{time.monotonic_ns()}.out"
+    c.sh("key", "get", f"/{VOLUME}/{BUCKET}/{key}", str(out))
+    return out.read_bytes()
+
+
+def replica_indexes(c: OzoneCluster, cid: str) -> dict[str, int]:
+    """Datanode (uuid) -> replica index, as `ozone admin container info --json` lists the replicas."""
+    info = json.loads(c.admin("container", "info", cid, "--json"))
+    out = {}
+    for r in info.get("replicas", []):
+        dn = r.get("datanodeDetails", {})
+        out[str(dn.get("uuid") or dn.get("uuidString") or dn.get("hostName"))] = int(r.get("replicaIndex", 0))
+    return out
+
+
+def test_ec_bucket_write_read_and_a_lost_index_rebuilt(cluster: OzoneCluster, tmp_path: Path) -> None:
+    c = cluster
+    c.sh("volume", "create", f"/{VOLUME}")
+    c.sh("bucket", "create", f"/{VOLUME}/{BUCKET}", "--type", "EC", "--replication", "rs-3-2-1024k")
+    data = {}
+    for key, size in SIZES.items():
+        data[key] = os.urandom(size)
+        src = tmp_path / f"{key}.in"
+        src.write_bytes(data[key])
+        c.sh("key", "put", f"/{VOLUME}/{BUCKET}/{key}", str(src))
+        assert digest(read_back(c, tmp_path, key)) == digest(data[key]), key
+    info = json.loads(c.sh("key", "info", f"/{VOLUME}/{BUCKET}/k17"))
+    assert info["replicationConfig"]["replicationType"] == "EC", info["replicationConfig"]
+    cids = sorted({str(loc["containerID"]) for k in SIZES
+                   for loc in json.loads(c.sh("key", "info", f"/{VOLUME}/{BUCKET}/{k}"))["ozoneKeyLocations"]})
+    cid = cids[0]
+
+    def five_indexes() -> dict[str, int] | None:
+        got = replica_indexes(c, cid)
+        return got if sorted(got.values()) == [1, 2, 3, 4, 5] else None
+
+    holders = wait_for(f"container {cid}'s five replicas with indexes 1..5", five_indexes, 120, interval=2)
+    assert len(holders) == 5
+
+    # stop a datanode holding index 2 for good
+    hosts = json.loads(c.admin("datanode", "list", "--json"))
+    by_uuid = {str(h["datanodeDetails"]["uuid"]): h["datanodeDetails"] for h in hosts}
+    victim_uuid = next(u for u, i in holders.items() if i == 2)
+    ports = {str(p.get("value")) for p in by_uuid[victim_uuid].get("ports", [])}
+    victim = next(dn.name for dn in c.datanodes if str(dn.ports["ratis_ipc"]) in ports)
+    killed = time.monotonic()
+    c.kill(victim)
+
+    def dead() -> bool | None:
+        listed = json.loads(c.admin("datanode", "list", "--json"))
+        return True if any(str(h["datanodeDetails"]["uuid"]) == victim_uuid and h.get("healthState") == "DEAD"
+                           for h in listed) else None
+
+    wait_for(f"{victim} DEAD", dead, 120, interval=2)
+    dead_at = time.monotonic()
+
+    def rebuilt() -> bool | None:
+        got = replica_indexes(c, cid)
+        live = {u: i for u, i in got.items() if u != victim_uuid}
+        return True if sorted(live.values()) == [1, 2, 3, 4, 5] else None
+
+    wait_for(f"container {cid} back to indexes 1..5 on live datanodes", rebuilt, 600, interval=3)
+    healthy_at = time.monotonic()
+    for key in SIZES:
+        assert digest(read_back(c, tmp_path, key)) == digest(data[key]), key
+    report = c.admin("container", "report")
+    assert re.search(r"MISSING: 0", report), report
+    c.timings.add(f"{victim} killed -> DEAD", dead_at - killed)
+    c.timings.add(f"DEAD -> container {cid} rebuilt (indexes 1..5 live)", healthy_at - dead_at)
+    print(f"\nozone-ec: DEAD {dead_at - killed:.1f} s after the kill; index 2 rebuilt {healthy_at - dead_at:.1f} s "
+          "after DEAD")
