@@ -19,6 +19,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,6 +66,17 @@ def read_back(c: OzoneCluster, tmp: Path, key: str) -> bytes:
     return out.read_bytes()
 
 
+def details(entry: dict[str, Any]) -> dict[str, Any]:
+    """A `datanode list --json` entry's datanode details (nested or flat, as the CLI version prints them)."""
+    nested = entry.get("datanodeDetails")
+    return nested if isinstance(nested, dict) else entry
+
+
+def node_uuid(entry: dict[str, Any]) -> str:
+    d = details(entry)
+    return str(d.get("uuid") or d.get("uuidString") or d.get("id"))
+
+
 def replica_indexes(c: OzoneCluster, cid: str) -> dict[str, int]:
     """Datanode (uuid) -> replica index, as `ozone admin container info --json` lists the replicas."""
     info = json.loads(c.admin("container", "info", cid, "--json"))
@@ -101,17 +113,18 @@ def test_ec_bucket_write_read_and_a_lost_index_rebuilt(cluster: OzoneCluster, tm
 
     # stop a datanode holding index 2 for good
     hosts = json.loads(c.admin("datanode", "list", "--json"))
-    by_uuid = {str(h["datanodeDetails"]["uuid"]): h["datanodeDetails"] for h in hosts}
+    by_uuid = {node_uuid(h): details(h) for h in hosts}
     victim_uuid = next(u for u, i in holders.items() if i == 2)
+    assert victim_uuid in by_uuid, (victim_uuid, hosts[:1])
     ports = {str(p.get("value")) for p in by_uuid[victim_uuid].get("ports", [])}
-    victim = next(dn.name for dn in c.datanodes if str(dn.ports["ratis_ipc"]) in ports)
+    victim = next((dn.name for dn in c.datanodes if str(dn.ports["ratis_ipc"]) in ports), None)
+    assert victim is not None, (ports, by_uuid[victim_uuid])
     killed = time.monotonic()
     c.kill(victim)
 
     def dead() -> bool | None:
         listed = json.loads(c.admin("datanode", "list", "--json"))
-        return True if any(str(h["datanodeDetails"]["uuid"]) == victim_uuid and h.get("healthState") == "DEAD"
-                           for h in listed) else None
+        return True if any(node_uuid(h) == victim_uuid and "DEAD" in json.dumps(h) for h in listed) else None
 
     wait_for(f"{victim} DEAD", dead, 120, interval=2)
     dead_at = time.monotonic()
