@@ -557,15 +557,24 @@ class StorageContainerManager:
         info = self.container_manager.get_container(container_id)
         replicas = self.container_manager.replica_info(container_id)
         pipeline = self.pipeline_manager.find(info.pipelineID.id) if info.HasField("pipelineID") else None
-        if pipeline is None:
-            # The pipeline is gone (closed/removed): describe where the replicas are, like Ozone does.
+        is_ec = info.replicationType == hdds_pb2.EC
+        if pipeline is None or (is_ec and info.state != hdds_pb2.OPEN):
+            # The pipeline is gone (closed/removed), or the EC container is no longer written: describe where
+            # the replicas are, like Ozone's createPipelineForRead (for EC, each member with the index it holds,
+            # so a reader finds a rebuilt index on its new datanode).
+            if is_ec:
+                replicas = sorted(replicas, key=lambda r: (r.replica.replicaIndex, r.datanode.uuid))
             pipeline = hdds_pb2.Pipeline(
                 id=info.pipelineID if info.HasField("pipelineID") else hdds_pb2.PipelineID(id=""),
                 members=[r.datanode for r in replicas],
                 state=hdds_pb2.PIPELINE_CLOSED,
                 type=info.replicationType,
-                factor=info.replicationFactor,
             )
+            if is_ec:
+                pipeline.ecReplicationConfig.CopyFrom(info.ecReplicationConfig)
+                pipeline.memberReplicaIndexes.extend(r.replica.replicaIndex for r in replicas)
+            else:
+                pipeline.factor = info.replicationFactor
         return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipeline), replicas
 
     def list_containers(

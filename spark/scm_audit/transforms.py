@@ -145,8 +145,7 @@ def classify(
                 live
                 & F.when(
                     F.col("is_ec"),
-                    ~bad_state & ((state != _s(V.CLOSED)) | rs.isin(V.R_CLOSED, V.R_OPEN, V.R_CLOSING))
-                    & F.col("replica_index").between(1, F.col("ec_data") + F.col("ec_parity")),
+                    ~bad_state & F.col("replica_index").between(1, F.col("ec_data") + F.col("ec_parity")),
                 ).otherwise(matches | (~bad_state & extra))
             ).alias("good"),
         )

@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scm_server.container.container_manager import R_CLOSED, R_CLOSING, R_INVALID, R_OPEN, R_UNHEALTHY
+from scm_server.container.container_manager import R_CLOSED, R_CLOSING, R_INVALID, R_OPEN, R_QUASI_CLOSED, R_UNHEALTHY
 from scm_server.container.container_state_manager import CLOSED, DELETE
 from scm_server.container.replication.views import (
     CheckResult,
@@ -101,9 +101,10 @@ class ECReplicaCount:
 
 
 def _good(container_state: int, replica: ReplicaView) -> bool:
-    if replica.state in (R_UNHEALTHY, R_INVALID):
-        return False
-    return container_state != CLOSED or replica.state in (R_CLOSED, R_OPEN, R_CLOSING)
+    """Every replica but an UNHEALTHY or INVALID one holds its index's data: a CLOSED container's replicas
+    still OPEN, CLOSING or QUASI_CLOSED (Ozone's datanodes quasi-close EC replicas whose pipeline is gone)
+    count, and are told to close."""
+    return replica.state not in (R_UNHEALTHY, R_INVALID)
 
 
 def count_ec_replicas(view: ContainerView, replicas: Sequence[ReplicaView], maintenance_redundancy: int) -> ECReplicaCount:
@@ -170,12 +171,13 @@ def check_closed_ec(view: ContainerView, replicas: Sequence[ReplicaView], cluste
         result.reason = "CLOSED container with only empty replicas"
         return result
 
-    # Mismatched replicas of a CLOSED container: close them (they hold the same data)
+    # Mismatched replicas of a CLOSED container: close them (they hold the same data; a quasi-closed one
+    # only closes when forced)
     if info.state == CLOSED:
         result.commands.extend(
-            PlannedCommand("close", r.datanode)
+            PlannedCommand("close", r.datanode, force=r.state == R_QUASI_CLOSED)
             for r in replicas
-            if r.state in (R_OPEN, R_CLOSING) and r.usable_source
+            if r.state in (R_OPEN, R_CLOSING, R_QUASI_CLOSED) and r.usable_source
         )
 
     count = count_ec_replicas(view, replicas, cluster.maintenance_remaining_redundancy)

@@ -88,3 +88,30 @@ async def test_a_full_ec_container_closes_its_pipeline(tmp_path: Path) -> None:
     assert scm.pipeline_manager.get_pipeline(first.pipeline.id.id).state == hdds_pb2.PIPELINE_CLOSED
     assert scm.container_manager.get_container(cid).state == hdds_pb2.CLOSING
     await scm.stop()
+
+
+async def test_a_closed_ec_containers_read_pipeline_comes_from_its_replicas(tmp_path: Path) -> None:
+    """As Ozone's createPipelineForRead: a CLOSED EC container (its pipeline removed after a datanode died) is
+    described by where its replicas are, each member with its index and the layout, so Ozone's reader can
+    decode it (without the layout Ozone's CLI failed: `No enum constant ...EcCodec.`)."""
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(6)
+    await bring_up(scm, dns)
+    info = await scm.container_manager.allocate_container(hdds_pb2.EC, hdds_pb2.ZERO, "om", ec=RS_3_2)
+    cid = info.containerID
+    pipeline = scm.pipeline_manager.get_pipeline(info.pipelineID.id)
+    holders = {m.uuid: i for m, i in zip(pipeline.members, pipeline.memberReplicaIndexes, strict=True)}
+    await scm.close_container(cid)
+    for dn in dns:
+        if dn.uuid in holders:
+            dn.replicas[cid] = replica(cid, hdds_pb2.ContainerReplicaProto.CLOSED, keys=2)
+            dn.replicas[cid].replicaIndex = holders[dn.uuid]
+            await dn.heartbeat(scm)
+    await scm.pipeline_manager.close_pipeline(pipeline.id.id, remove=True)
+    cwp, _ = scm.get_container_with_pipeline(cid)
+    assert cwp.containerInfo.state == hdds_pb2.CLOSED
+    read = cwp.pipeline
+    assert read.ecReplicationConfig == RS_3_2 and read.type == hdds_pb2.EC
+    assert list(read.memberReplicaIndexes) == [1, 2, 3, 4, 5]
+    assert {m.uuid: i for m, i in zip(read.members, read.memberReplicaIndexes, strict=True)} == holders
+    await scm.stop()
