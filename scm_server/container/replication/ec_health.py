@@ -31,7 +31,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scm_server.container.container_manager import R_CLOSED, R_CLOSING, R_INVALID, R_OPEN, R_QUASI_CLOSED, R_UNHEALTHY
+from scm_server.container.container_manager import (
+    R_CLOSED,
+    R_CLOSING,
+    R_INVALID,
+    R_OPEN,
+    R_QUASI_CLOSED,
+    R_UNHEALTHY,
+)
 from scm_server.container.container_state_manager import CLOSED, DELETE
 from scm_server.container.replication.views import (
     CheckResult,
