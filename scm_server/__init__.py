@@ -9,11 +9,10 @@ import os
 # documented setting for fork-then-exec programs turns them off; it must be set before grpc is imported.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-# grpcio 1.80 made gRPC's EventEngine endpoints the default for Python. On this stack they cost grpc.aio
-# about 30 % more CPU per message than the iomgr endpoints they replace (a ping-pong of Raft batches: 190-230
-# against 130-140 µs per message received and sent), and at one client that CPU is commit latency
-# (docs/performance-history.md, seventh round). These are gRPC's documented switches back to iomgr for the pinned
-# grpcio; like the setting above they must be set before grpc is imported, and an operator's own
+# grpcio 1.80 made gRPC's EventEngine endpoints the default for Python. On this stack they cost grpc.aio more
+# CPU per message than the iomgr endpoints they replace, and at one client that CPU is commit latency (the figures:
+# docs/performance.md, "Figures behind choices in the code"). These are gRPC's documented switches back to iomgr for
+# the pinned grpcio; like the setting above they must be set before grpc is imported, and an operator's own
 # GRPC_EXPERIMENTS wins.
 os.environ.setdefault(
     "GRPC_EXPERIMENTS", "-event_engine_listener,-event_engine_client,-event_engine_for_all_other_endpoints"

@@ -44,6 +44,7 @@ class ResultCodes(enum.Enum):
     TIMEOUT = "TIMEOUT"
     IO_EXCEPTION = "IO_EXCEPTION"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    UNSUPPORTED_OPERATION = "UNSUPPORTED_OPERATION"
     # security (ours; Ozone reports these as SCMSecurityException / AccessControlException)
     PERMISSION_DENIED = "PERMISSION_DENIED"
     UNAUTHENTICATED = "UNAUTHENTICATED"

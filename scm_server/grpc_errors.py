@@ -54,6 +54,7 @@ _STATUS_BY_RESULT: dict[ResultCodes, grpc.StatusCode] = {
     ResultCodes.TIMEOUT: grpc.StatusCode.DEADLINE_EXCEEDED,
     ResultCodes.IO_EXCEPTION: grpc.StatusCode.INTERNAL,
     ResultCodes.INTERNAL_ERROR: grpc.StatusCode.INTERNAL,
+    ResultCodes.UNSUPPORTED_OPERATION: grpc.StatusCode.FAILED_PRECONDITION,
     ResultCodes.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     ResultCodes.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     ResultCodes.INVALID_CSR: grpc.StatusCode.INVALID_ARGUMENT,

@@ -15,6 +15,13 @@ The wire, as Hadoop's ``ipc.Client`` speaks it::
     ping       frame: RpcRequestHeaderProto(callId -4)                                  (ignored)
     response   frame: RpcResponseHeaderProto | response (SUCCESS only)
 
+With Kerberos (a :class:`~scm_server.hadoop_sasl.SaslServer` given to the decoder) the preamble names SASL
+(-33) and the SASL exchange comes first, on call id -33 (:mod:`scm_server.hadoop_sasl`); the connection
+context follows it. Under integrity or privacy every later frame, both ways, travels inside a frame of
+call id -33 carrying an RpcSaslProto WRAP whose token unwraps to a stream of the frames above
+(:meth:`ConnectionDecoder.seal` wraps an answer). A SIMPLE client of a Kerberos server is refused as
+Hadoop refuses it.
+
 A frame longer than the configured maximum is refused when its length arrives, before any of it
 is buffered. Whatever the decoder cannot accept becomes a :class:`Fatal` event: the edge sends
 :func:`encode_fatal` and closes the connection.
@@ -29,6 +36,7 @@ import struct
 
 from google.protobuf import message as pb_message
 
+from scm_server import hadoop_sasl
 from scm_server.proto.ozone import IpcConnectionContext_pb2, ProtobufRpcEngine_pb2, RpcHeader_pb2
 
 MAGIC = b"hrpc"
@@ -56,6 +64,7 @@ ErrorCode = RpcResponseHeader.RpcErrorCodeProto
 IPC_EXCEPTION = "org.apache.hadoop.ipc.IpcException"
 VERSION_MISMATCH = "org.apache.hadoop.ipc.RPC$VersionMismatch"
 ACCESS_CONTROL = "org.apache.hadoop.security.AccessControlException"
+AUTHORIZATION = "org.apache.hadoop.security.authorize.AuthorizationException"
 NO_SUCH_PROTOCOL = "org.apache.hadoop.ipc.RpcNoSuchProtocolException"
 NO_SUCH_METHOD = "org.apache.hadoop.ipc.RpcNoSuchMethodException"
 SERVER_EXCEPTION = "org.apache.hadoop.ipc.RpcServerException"
@@ -205,36 +214,95 @@ class HttpRequest:
 
 @dataclasses.dataclass(frozen=True)
 class Fatal:
-    """The connection must end: answer with :func:`encode_fatal` (callId, errorDetail, class, message) and close."""
+    """The connection must end: answer with :func:`encode_fatal` (callId, errorDetail, class, message) and close.
+    ``reason`` and ``principal`` are for the server's log only (a failed SASL exchange: the GSS library's
+    words and who tried)."""
 
     call_id: int
     code: int
     exception_class: str
     message: str
+    reason: str = ""
+    principal: str = ""
 
 
-Event = Preamble | ConnectionContext | Call | Ping | CloseRequested | HttpRequest | Fatal
+@dataclasses.dataclass(frozen=True)
+class SaslReply:
+    """A SASL answer frame to write as it is (never wrapped)."""
+
+    data: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Authenticated:
+    """SASL succeeded: every later call on the connection is ``principal``'s, with ``qop`` protection."""
+
+    principal: str
+    qop: hadoop_sasl.Qop
+
+
+Event = Preamble | ConnectionContext | Call | Ping | CloseRequested | HttpRequest | Fatal | SaslReply | Authenticated
 
 
 class _State(enum.Enum):
     PREAMBLE = "preamble"
+    SASL = "sasl"
     CONTEXT = "context"
     CALLS = "calls"
     CLOSED = "closed"
 
 
+class _Framer:
+    """Length-prefixed frames out of a byte stream (the socket's, or the unwrapped stream of WRAP tokens)."""
+
+    def __init__(self, max_frame: int) -> None:
+        self.max_frame = max_frame
+        self.buf = bytearray()
+        self._need: int | None = None  # body length of the frame being read
+
+    def take(self) -> bytes | None:
+        """The next whole frame's body, or None until more bytes arrive; FrameError for a length out of range."""
+        if self._need is None:
+            if len(self.buf) < _LENGTH.size:
+                return None
+            (length,) = _LENGTH.unpack_from(self.buf)
+            if length < 0 or length > self.max_frame:
+                raise FrameError(
+                    ErrorCode.FATAL_INVALID_RPC_HEADER,
+                    f"frame length {length} is outside 0..{self.max_frame} (ipc.maximum.data.length)",
+                )
+            del self.buf[: _LENGTH.size]
+            self._need = length
+        if len(self.buf) < self._need:
+            return None
+        frame = bytes(self.buf[: self._need])
+        del self.buf[: self._need]
+        self._need = None
+        return frame
+
+
+_TERMINAL = (Fatal, CloseRequested, HttpRequest)
+
+
 class ConnectionDecoder:
     """Incremental decoder of one connection. :meth:`feed` takes any slice of the byte stream and
     returns the complete events in it; after a :class:`Fatal`, :class:`CloseRequested` or
-    :class:`HttpRequest` it returns nothing more (the edge closes the connection)."""
+    :class:`HttpRequest` it returns nothing more (the edge closes the connection).
 
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    With ``sasl`` (Kerberos) the client must authenticate first; its principal is then the caller
+    (``Call.user``, ``authenticated=True``) of every call, and answers go out through :meth:`seal`."""
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, sasl: hadoop_sasl.SaslServer | None = None) -> None:
         if max_frame < 1:
             raise ValueError(f"max_frame must be positive, got {max_frame}")
         self.max_frame = max_frame
         self._state = _State.PREAMBLE
         self._buf = bytearray()
-        self._need: int | None = None  # body length of the frame being read
+        self._outer = _Framer(max_frame)
+        self._inner = _Framer(max_frame)  # the unwrapped stream under integrity/privacy
+        self._sasl = sasl
+        self._layer: hadoop_sasl.SecurityLayer | None = None
+        self.principal = ""  # the SASL-authenticated caller ('' before SASL or without it)
         self.context: ConnectionContext | None = None
 
     @property
@@ -245,44 +313,50 @@ class ConnectionDecoder:
     def awaiting_preamble(self) -> bool:
         return self._state is _State.PREAMBLE
 
+    def seal(self, frame: bytes) -> bytes:
+        """An answer frame as it must leave: wrapped in an RpcSaslProto WRAP under integrity/privacy."""
+        if self._layer is None:
+            return frame
+        token = self._layer.wrap(frame)
+        message = hadoop_sasl.RpcSasl(state=hadoop_sasl.SaslState.WRAP, token=token)
+        return _frame(delimited(_response_header(SASL_CALL_ID, Status.SUCCESS, b"", -1)), delimited(message))
+
     def feed(self, data: bytes) -> list[Event]:
         if self._state is _State.CLOSED:
             return []
-        self._buf += data
         events: list[Event] = []
-        while self._state is not _State.CLOSED:
-            event = self._next()
+        if self._state is _State.PREAMBLE:
+            self._buf += data
+            event = self._preamble()
             if event is None:
-                break
+                return events
             events.append(event)
-            if isinstance(event, (Fatal, CloseRequested, HttpRequest)):
-                self._state = _State.CLOSED
-                self._buf.clear()
+            if isinstance(event, _TERMINAL):
+                self._close()
+                return events
+            data = bytes(self._buf)
+            self._buf.clear()
+        self._outer.buf += data
+        while self._state is not _State.CLOSED:
+            try:
+                frame = self._outer.take()
+                if frame is None:
+                    break
+                got = self._frame(frame)
+            except FrameError as exc:
+                got = [Fatal(exc.call_id, exc.code, IPC_EXCEPTION, exc.message)]
+            for event in got:
+                events.append(event)
+                if isinstance(event, _TERMINAL):
+                    self._close()
+                    break
         return events
 
-    def _next(self) -> Event | None:
-        if self._state is _State.PREAMBLE:
-            return self._preamble()
-        if self._need is None:
-            if len(self._buf) < _LENGTH.size:
-                return None
-            (length,) = _LENGTH.unpack_from(self._buf)
-            if length < 0 or length > self.max_frame:
-                return Fatal(
-                    INVALID_CALL_ID, ErrorCode.FATAL_INVALID_RPC_HEADER, IPC_EXCEPTION,
-                    f"frame length {length} is outside 0..{self.max_frame} (ipc.maximum.data.length)",
-                )
-            del self._buf[: _LENGTH.size]
-            self._need = length
-        if len(self._buf) < self._need:
-            return None
-        frame = bytes(self._buf[: self._need])
-        del self._buf[: self._need]
-        self._need = None
-        try:
-            return self._frame(frame)
-        except FrameError as exc:
-            return Fatal(exc.call_id, exc.code, IPC_EXCEPTION, exc.message)
+    def _close(self) -> None:
+        self._state = _State.CLOSED
+        self._buf.clear()
+        self._outer.buf.clear()
+        self._inner.buf.clear()
 
     def _preamble(self) -> Event | None:
         if len(self._buf) < PREAMBLE_LENGTH:
@@ -300,11 +374,20 @@ class ConnectionDecoder:
                 INVALID_CALL_ID, ErrorCode.FATAL_VERSION_MISMATCH, VERSION_MISMATCH,
                 f"Hadoop IPC version {version} is not served: this SCM speaks version {VERSION}",
             )
+        if auth == AUTH_SIMPLE and self._sasl is not None:
+            return Fatal(
+                INVALID_CALL_ID, ErrorCode.FATAL_UNAUTHORIZED, ACCESS_CONTROL,
+                f"SIMPLE authentication is not enabled.  Available:[{hadoop_sasl.KERBEROS}]",
+                reason="a SIMPLE client of a server with hadoop.security.authentication=kerberos",
+            )
+        if auth == AUTH_SASL and self._sasl is not None:
+            self._state = _State.SASL
+            return Preamble(version, service_class, auth)
         if auth != AUTH_SIMPLE:
             what = "SASL (Kerberos or token)" if auth == AUTH_SASL else f"auth protocol {auth}"
             return Fatal(
                 INVALID_CALL_ID, ErrorCode.FATAL_UNAUTHORIZED, ACCESS_CONTROL,
-                f"{what} authentication is not served yet: this SCM accepts SIMPLE authentication only "
+                f"{what} authentication is not served: this SCM accepts SIMPLE authentication only "
                 "(hadoop.security.authentication=simple)",
             )
         self._state = _State.CONTEXT
@@ -321,16 +404,97 @@ class ConnectionDecoder:
             f"the connection did not start with the Hadoop IPC preamble 'hrpc' (got {head!r})",
         )
 
-    def _frame(self, frame: bytes) -> Event | None:
+    def _frame(self, frame: bytes) -> list[Event]:
+        """One frame off the socket: SASL during the exchange, WRAP tokens under integrity/privacy, else
+        the frame itself."""
+        header, pos = self._header(frame)
+        call_id = header.callId
+        try:
+            if self._state is _State.SASL:
+                return self._during_sasl(header, frame, pos)
+            if self._sasl is not None and (self._layer is not None or call_id == SASL_CALL_ID):
+                return self._after_sasl(header, frame, pos)
+            event = self._after_header(header, frame, pos)
+            return [] if event is None else [event]
+        except FrameError as exc:
+            if exc.call_id == INVALID_CALL_ID:  # the answer names the call once its id is known
+                exc.call_id = call_id
+            raise
+
+    @staticmethod
+    def _header(frame: bytes) -> tuple[RpcRequestHeader, int]:
         raw, pos = read_delimited(frame, 0, "RpcRequestHeaderProto")
         header = parse(RpcRequestHeader, raw, "RpcRequestHeaderProto", ErrorCode.FATAL_INVALID_RPC_HEADER)
         assert isinstance(header, RpcRequestHeader)
+        return header, pos
+
+    def _sasl_message(self, frame: bytes, pos: int) -> hadoop_sasl.RpcSasl:
+        raw, _ = read_delimited(frame, pos, "RpcSaslProto")
+        message = parse(hadoop_sasl.RpcSasl, raw, "RpcSaslProto", ErrorCode.FATAL_DESERIALIZING_REQUEST, SASL_CALL_ID)
+        assert isinstance(message, hadoop_sasl.RpcSasl)
+        return message
+
+    def _during_sasl(self, header: RpcRequestHeader, frame: bytes, pos: int) -> list[Event]:
+        call_id = header.callId
+        if call_id == PING_CALL_ID:
+            return [Ping()]
+        if call_id == CONNECTION_CONTEXT_CALL_ID:
+            raise FrameError(ErrorCode.FATAL_INVALID_RPC_HEADER, "Connection header sent during SASL negotiation")
+        if call_id >= 0:
+            raise FrameError(ErrorCode.FATAL_INVALID_RPC_HEADER, "Connection context not established")
+        if call_id != SASL_CALL_ID:
+            raise FrameError(ErrorCode.FATAL_INVALID_RPC_HEADER, f"Unknown out of band call #{call_id}")
+        assert self._sasl is not None
+        message = self._sasl_message(frame, pos)
         try:
-            return self._after_header(header, frame, pos)
-        except FrameError as exc:
-            if exc.call_id == INVALID_CALL_ID:  # the answer names the call once its id is known
-                exc.call_id = header.callId
-            raise
+            reply, established = self._sasl.receive(message)
+        except hadoop_sasl.SaslRefused as exc:
+            return [Fatal(SASL_CALL_ID, ErrorCode.FATAL_UNAUTHORIZED, exc.exception_class, exc.message,
+                          reason=exc.reason, principal=exc.principal)]
+        events: list[Event] = []
+        if reply is not None:
+            events.append(SaslReply(encode_sasl_reply(reply)))
+        if established is not None:
+            self._layer = established.layer
+            self.principal = established.principal
+            self._state = _State.CONTEXT
+            events.append(Authenticated(established.principal, established.qop))
+        return events
+
+    def _after_sasl(self, header: RpcRequestHeader, frame: bytes, pos: int) -> list[Event]:
+        call_id = header.callId
+        if call_id != SASL_CALL_ID:  # only under integrity/privacy (see _frame)
+            raise FrameError(
+                ErrorCode.FATAL_INVALID_RPC_HEADER,
+                f"call {call_id} arrived unwrapped, but this connection negotiated SASL "
+                f"{self._layer.qop.hadoop_name if self._layer else ''}: every frame must arrive wrapped",
+            )
+        message = self._sasl_message(frame, pos)
+        if message.state != hadoop_sasl.SaslState.WRAP:
+            raise FrameError(ErrorCode.FATAL_INVALID_RPC_HEADER, "Negotiation is already complete")
+        if self._layer is None:
+            raise FrameError(ErrorCode.FATAL_INVALID_RPC_HEADER, "Server is not wrapping data")
+        try:
+            self._inner.buf += self._layer.unwrap(message.token)
+        except hadoop_sasl.GssError as exc:
+            return [Fatal(SASL_CALL_ID, ErrorCode.FATAL_UNAUTHORIZED, hadoop_sasl.SASL_EXCEPTION,
+                          "a SASL-wrapped frame did not verify", reason=str(exc), principal=self.principal)]
+        events: list[Event] = []
+        while (inner := self._inner.take()) is not None:
+            inner_header, inner_pos = self._header(inner)
+            try:
+                if inner_header.callId == SASL_CALL_ID:
+                    raise FrameError(ErrorCode.FATAL_INVALID_RPC_HEADER, "Negotiation is already complete")
+                event = self._after_header(inner_header, inner, inner_pos)
+            except FrameError as exc:
+                if exc.call_id == INVALID_CALL_ID:
+                    exc.call_id = inner_header.callId
+                raise
+            if event is not None:
+                events.append(event)
+                if isinstance(event, _TERMINAL):
+                    break
+        return events
 
     def _after_header(self, header: RpcRequestHeader, frame: bytes, pos: int) -> Event | None:
         call_id = header.callId
@@ -369,8 +533,16 @@ class ConnectionDecoder:
                 ErrorCode.FATAL_DESERIALIZING_REQUEST, call_id,
             )
             assert isinstance(ctx, IpcConnectionContext_pb2.IpcConnectionContextProto)
+            effective = ctx.userInfo.effectiveUser
+            if self.principal and effective and effective != self.principal:
+                # Hadoop would make a proxy user and check hadoop.proxyuser.*; no one may impersonate here
+                return Fatal(
+                    call_id, ErrorCode.FATAL_UNAUTHORIZED, AUTHORIZATION,
+                    f"User: {self.principal} is not allowed to impersonate {effective}",
+                    reason="the connection context names another user", principal=self.principal,
+                )
             self._state = _State.CALLS
-            self.context = ConnectionContext(ctx.protocol, ctx.userInfo.effectiveUser, ctx.userInfo.realUser)
+            self.context = ConnectionContext(ctx.protocol, effective, ctx.userInfo.realUser)
             return self.context
         if call_id == PING_CALL_ID:
             return Ping()
@@ -401,7 +573,8 @@ class ConnectionDecoder:
             method=req.methodName,
             client_version=req.clientProtocolVersion,
             body=body,
-            user=self.context.effective_user if self.context is not None else "",
+            user=self.principal or (self.context.effective_user if self.context is not None else ""),
+            authenticated=bool(self.principal),
         )
 
 
@@ -439,6 +612,11 @@ def encode_error(call: Call, exception_class: str, message: str, code: int = Err
     return _frame(delimited(header))
 
 
+def encode_sasl_reply(message: hadoop_sasl.RpcSasl) -> bytes:
+    """The server's SASL answer frame (call id -33, SUCCESS header, the RpcSaslProto)."""
+    return _frame(delimited(_response_header(SASL_CALL_ID, Status.SUCCESS, b"", -1)), delimited(message))
+
+
 def encode_fatal(fatal: Fatal) -> bytes:
     """A FATAL answer: sent last, then the connection is closed."""
     header = _response_header(fatal.call_id, Status.FATAL, b"", -1)
@@ -469,6 +647,16 @@ def encode_context(client_id: bytes, protocol: str, user: str = "") -> bytes:
     if user:
         ctx.userInfo.effectiveUser = user
     return _frame(delimited(encode_request_header(CONNECTION_CONTEXT_CALL_ID, client_id)), delimited(ctx))
+
+
+def encode_sasl_request(message: hadoop_sasl.RpcSasl) -> bytes:
+    """A client's SASL frame (call id -33, empty client id, as Hadoop's SaslRpcClient sends it)."""
+    return _frame(delimited(encode_request_header(SASL_CALL_ID, b"")), delimited(message))
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` with its 4-byte big-endian length in front."""
+    return _frame(payload)
 
 
 def encode_ping(client_id: bytes) -> bytes:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -34,8 +35,11 @@ from scm_server.block.deleted_block_log import (
 )
 from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfigurations
+from scm_server.conf.groups import ReplicationManagerConfig
+from scm_server.conf.reconfiguration import RECONFIGURABLE, PropertyChange, reconfigured_group
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import ContainerStateManager
+from scm_server.container.reconciliation import REFUSAL_CODES, Eligibility, eligibility, reconcile_commands
 from scm_server.container.replication.replication_manager import ReplicationManager
 from scm_server.container.report_handlers import (
     ContainerActionsHandler,
@@ -50,6 +54,7 @@ from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_ha_manager_api import SCMHAManager
 from scm_server.ha.scm_ha_manager_stub import SCMHAManagerStub
 from scm_server.ha.scm_service import Event, SCMServiceManager
+from scm_server.ha.secret_key_state import SecretKeyState
 from scm_server.ha.sequence_id_generator import SequenceIdGenerator, SequenceIdStateManager
 from scm_server.ha.stateful_service_state_manager import (
     CertificateStore,
@@ -60,11 +65,23 @@ from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.metadata.enums import enum_name
 from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager
-from scm_server.node.node_manager import SCMNodeManager
+from scm_server.node.decommission_metrics import NodeDecommissionProgress, node_decommission_bean, query_beans
+from scm_server.node.node_manager import (
+    DECOMMISSIONING,
+    ENTERING_MAINTENANCE,
+    HEALTHY,
+    IN_SERVICE,
+    DatanodeInfo,
+    SCMNodeManager,
+)
+from scm_server.node.topology_mapping import resolver_from_config
+from scm_server.node.usage_info import DatanodeUsageInfo, most_or_least_used, usage_of
 from scm_server.pipeline.pipeline_manager import BackgroundPipelineCreator, PipelineManager
 from scm_server.pipeline.pipeline_state_manager import CLOSED as PIPELINE_CLOSED
 from scm_server.pipeline.pipeline_state_manager import PipelineStateManager
+from scm_server.pipeline.placement import PipelinePlacementPolicy, container_policy, leader_choose_policy
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
+from scm_server.protocols import BlockAllocation, DeletedBlocksSummary
 from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
 
 log = logging.getLogger(__name__)
@@ -121,6 +138,8 @@ class StorageContainerManager:
         self._dispatcher.register(RequestType.STATEFUL_SERVICE_CONFIG, self.stateful_service_state_manager)
         self._dispatcher.register(RequestType.FINALIZE, self.finalization_state_manager)
         self._dispatcher.register(RequestType.CERT_STORE, self.certificate_store)
+        self.secret_key_state = SecretKeyState(metadata_store, buf, ha_manager)
+        self._dispatcher.register(RequestType.SECRET_KEY, self.secret_key_state)
         # A no-op marker entry at which every SCM captures an audit snapshot (docs/audit.md).
         self.audit_barrier_state_manager = AuditBarrierStateManager(ha_manager)
         self._dispatcher.register(RequestType.AUDIT_BARRIER, self.audit_barrier_state_manager)
@@ -128,7 +147,14 @@ class StorageContainerManager:
         # Managers.
         ctx = self._scm_context
         self.node_manager = SCMNodeManager(configs.node, configs.pipeline, ctx, clock)
-        self.pipeline_manager = PipelineManager(self.pipeline_state_manager, self.node_manager, ctx, clock, configs.pipeline)
+        self.location_resolver = resolver_from_config(configs.topology)
+        self.pipeline_manager = PipelineManager(
+            self.pipeline_state_manager, self.node_manager, ctx, clock, configs.pipeline,
+            placement=PipelinePlacementPolicy(),
+            leader_policy=leader_choose_policy(configs.placement.leader_choose_policy),
+            container_size=configs.scm.container_size,
+            ec_placement=container_policy(configs.placement.ec_container_placement),
+        )
         self.container_manager = ContainerManager(
             self.container_state_manager,
             self.pipeline_manager,
@@ -170,7 +196,9 @@ class StorageContainerManager:
             self.node_manager,
             ctx,
             clock,
+            placement=container_policy(configs.placement.container_placement),
             wait_time_after_safe_mode=configs.safemode.wait_time_after_exit,
+            ec_placement=container_policy(configs.placement.ec_container_placement),
         )
         # After the container manager (which drops a dead node's replicas): a health change
         # wakes the ReplicationManager so its report does not lag node state by an interval.
@@ -279,6 +307,7 @@ class StorageContainerManager:
         self.stateful_service_state_manager.reinitialize()
         self.finalization_state_manager.reinitialize()
         self.certificate_store.reinitialize()
+        self.secret_key_state.reinitialize()
         for cid in list(self.container_manager.all_replicas()):
             if not self.container_manager.exists(cid):
                 self.container_manager.forget_container(cid)
@@ -346,15 +375,32 @@ class StorageContainerManager:
         without a hint on a leader whose lease expired (it was frozen or cut off from its peers: a new
         leader may exist that it has not heard of yet, so it must not hand out IDs from memory)."""
         self._scm_context.check_leader()
-        lease = getattr(self.ha_manager, "leader_lease_remaining", None)
-        if self._scm_context.is_ratis() and callable(lease):
-            left = lease()
+        if self._scm_context.is_ratis():
+            left = self.ha_manager.leader_lease_remaining()
             if left <= 0:
                 raise NotLeaderException(
                     f"SCM {self.node_id or self.storage_config.scm_id} has not heard from a majority of its peers "
                     f"for longer than the election timeout ({-left:.1f}s past its leader lease); another SCM may "
                     "lead now",
                 )
+
+    def is_leader_ready(self) -> bool:
+        return self._scm_context.is_leader_ready()
+
+    def dn_reports_ready(self) -> bool:
+        return self.ha_manager.dn_reports_ready()
+
+    def node_id_of_peer(self, peer_id: str) -> str:
+        node = self.ha_manager.node_of_peer(peer_id)
+        return node.node_id if node is not None and node.node_id else peer_id
+
+    def leader_peer_id(self) -> str | None:
+        return self.ha_manager.leader_peer_id()
+
+    def leader_node_id(self) -> str | None:
+        leader = self.ha_manager.leader_peer_id()
+        node = self.ha_manager.node_of_peer(leader) if leader else None
+        return node.node_id if node is not None else None
 
     def answer_label(self) -> tuple[str, str, str]:
         """(who answers, its Raft role, the leader it follows) for a per-SCM view."""
@@ -383,10 +429,8 @@ class StorageContainerManager:
     def _check_dn_traffic_allowed(self) -> None:
         """HA (HDDS-14989): refuse datanode calls (a retriable error: the datanode keeps its reports)
         until this SCM has caught up with the leader's commit index; Ozone does not even start the
-        datanode server until then. The stub (non-Raft) has no such check."""
-        check = getattr(self.ha_manager, "check_dn_reports_allowed", None)
-        if check is not None:
-            check()
+        datanode server until then. The stub (non-Raft) never refuses."""
+        self.ha_manager.check_dn_reports_allowed()
 
     async def register_datanode(
         self, request: scm_datanode_pb2.SCMRegisterRequestProto
@@ -406,6 +450,9 @@ class StorageContainerManager:
                 ),
             )
         layout = request.dataNodeLayoutVersion.metadataLayoutVersion if request.HasField("dataNodeLayoutVersion") else 0
+        details = hdds_pb2.DatanodeDetailsProto()
+        details.CopyFrom(request.datanodeDetails)
+        details.networkLocation = await self.location_resolver.resolve(details)
         info = self.node_manager.register(details, layout)
         self.node_manager.process_node_report(details.uuid, request.nodeReport)
         await self._safely(self.container_report_handler.on_message(details.uuid, request.containerReport))
@@ -484,41 +531,11 @@ class StorageContainerManager:
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
         *,
         ec: hdds_pb2.ECReplicationConfig | None = None,
-    ) -> list[hdds_pb2.AllocatedBlock]:
+    ) -> list[BlockAllocation]:
+        """Ozone's allocateBlock: (containerID, localID, shared read-only pipeline) per block; each edge writes
+        its own answer from them (see :class:`scm_server.protocols.BlockAllocation`). ``ec``: an EC layout, with
+        ``replication_type`` EC (the factor is then not read)."""
         return await self.block_manager.allocate_block(
-            size, num_blocks, replication_type, replication_factor, owner, exclude_list, ec=ec
-        )
-
-    async def allocate_block_response(
-        self,
-        size: int,
-        num_blocks: int,
-        replication_type: int,
-        replication_factor: int,
-        owner: str,
-        exclude_list: hdds_pb2.ExcludeListProto | None = None,
-        *,
-        ec: hdds_pb2.ECReplicationConfig | None = None,
-    ) -> scm_client_pb2.AllocateScmBlockResponseProto:
-        """:meth:`allocate_block` as the block protocol's answer (what the gRPC edge sends)."""
-        return await self.block_manager.allocate_block_response(
-            size, num_blocks, replication_type, replication_factor, owner, exclude_list, ec=ec
-        )
-
-    async def allocate_blocks(
-        self,
-        size: int,
-        num_blocks: int,
-        replication_type: int,
-        replication_factor: int,
-        owner: str,
-        exclude_list: hdds_pb2.ExcludeListProto | None = None,
-        *,
-        ec: hdds_pb2.ECReplicationConfig | None = None,
-    ) -> list[tuple[int, int, hdds_pb2.Pipeline]]:
-        """:meth:`allocate_block` as (containerID, localID, shared read-only pipeline) per block: what the
-        Hadoop RPC edge turns into Ozone's answer (BlockManager.allocate_blocks)."""
-        return await self.block_manager.allocate_blocks(
             size, num_blocks, replication_type, replication_factor, owner, exclude_list, ec=ec
         )
 
@@ -584,13 +601,54 @@ class StorageContainerManager:
         state: int | None = None,
         rtype: int | None = None,
         rfactor: int | None = None,
+        suppressed: bool | None = None,
+        *,
         ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
         """Containers with id >= start_id matching the filters: (first ``count``, total matching)."""
         if count < 0:
             raise SCMException(ResultCodes.INVALID_REQUEST, f"count must be >= 0, got {count}")
-        page, total = self.container_manager.state_manager.list_containers(start_id, count, state, rtype, rfactor, ec)
+        page, total = self.container_manager.state_manager.list_containers(
+            start_id, count, state, rtype, rfactor, suppressed, ec=ec
+        )
         return [self.container_manager.get_container(c.containerID) for c in page], total
+
+    async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]:
+        """``ozone admin container report --suppress|--unsuppress``: mark containers (replicated, as Ozone's
+        updateContainerInfo) so the replication manager counts them by state but checks and repairs nothing;
+        returns the ids that could not be marked (unknown ones), the others are done."""
+        self._scm_context.check_leader()
+        failed = []
+        for cid in container_ids:
+            if not self.container_manager.exists(cid):
+                failed.append(cid)
+                continue
+            info = self.container_manager.get_container(cid)
+            if info.suppressed == suppress:
+                continue
+            info.suppressed = suppress
+            try:
+                await self.container_state_manager.update_container_info(info)
+            except SCMException as exc:  # e.g. its state changed meanwhile: that one is reported failed
+                log.warning("container #%d not %s: %s", cid, "suppressed" if suppress else "unsuppressed", exc)
+                failed.append(cid)
+        return failed
+
+    def reconcile_container(self, container_id: int) -> None:
+        """``ozone admin container reconcile``: Ozone's eligibility rules (refused with its result codes and
+        messages), then one ``reconcileContainerCommand`` per replica's datanode naming the other replicas'
+        datanodes as peers (leader only; stamped with its term)."""
+        self._scm_context.check_leader()
+        exists = self.container_manager.exists(container_id)
+        info = self.container_manager.get_container(container_id) if exists else None
+        replicas = self.container_manager.get_replicas(container_id) if exists else []
+        result = eligibility(container_id, info, [r.state for r in replicas])
+        if result.result is not Eligibility.OK:
+            raise SCMException(REFUSAL_CODES[result.result], result.message)
+        holders = [n.details for r in replicas if (n := self.node_manager.get_node(r.datanode_uuid)) is not None]
+        for uuid, command in reconcile_commands(container_id, holders):
+            self.node_manager.add_command(uuid, command)
+        log.info("reconciling container %d on %d datanodes", container_id, len(holders))
 
     async def close_container(self, container_id: int) -> None:
         self._scm_context.check_leader()
@@ -668,6 +726,137 @@ class StorageContainerManager:
 
     async def recommission_nodes(self, hosts: list[str]) -> list[scm_client_pb2.DatanodeAdminError]:
         return await self.decommission_manager.recommission(hosts)
+
+    def datanode_usage_info(self, address: str = "", uuid: str = "") -> list[DatanodeUsageInfo]:
+        """``ozone admin datanode usageinfo --uuid|--address``: the named datanode (by uuid), or every datanode
+        at the address (IP address or host name), as Ozone's ``getDatanodeUsageInfo(address, uuid)``."""
+        if uuid:
+            nodes = [self.node_manager.get_node(uuid)]
+            if nodes[0] is None:
+                raise SCMException(ResultCodes.NO_SUCH_DATANODE, f"no datanode {uuid} is registered")
+        elif address:
+            nodes = [n for n in self.node_manager.all_nodes() if address in (n.details.ipAddress, n.details.hostName)]
+        else:
+            raise SCMException(ResultCodes.INVALID_REQUEST, "Could not get datanode with the specified parameters.")
+        return [self._usage_of(n) for n in nodes if n is not None]
+
+    def most_or_least_used_datanodes(self, most_used: bool, count: int) -> list[DatanodeUsageInfo]:
+        """``ozone admin datanode usageinfo --most-used|--least-used --count N``: healthy in-service datanodes
+        ranked by utilization (Ozone's ``getMostOrLeastUsedDatanodes``)."""
+        if count < 1:
+            raise SCMException(
+                ResultCodes.INVALID_REQUEST, "The specified parameter count must be an integer greater than zero."
+            )
+        usages = [self._usage_of(n) for n in self.node_manager.get_nodes(HEALTHY, IN_SERVICE)]
+        return most_or_least_used(usages, most_used, count)
+
+    def _usage_of(self, node: DatanodeInfo) -> DatanodeUsageInfo:
+        return usage_of(
+            node, self.container_manager.container_count_on(node.uuid), self.pipeline_manager.pipeline_count_of(node.uuid)
+        )
+
+    def containers_on_decom_node(self, dn_uuid: str) -> dict[str, list[int]]:
+        """``ozone admin datanode status decommission``: the containers still holding a decommissioning (or
+        entering-maintenance) datanode back, as Ozone's ``getContainersPendingReplication``: ``UnClosed`` (not
+        CLOSED or QUASI_CLOSED yet) and ``UnderReplicated`` (too few replicas on other healthy in-service
+        datanodes). A datanode not leaving has none (an empty answer, as Ozone's monitor tracks only those)."""
+        node = self.node_manager.get_node(dn_uuid)
+        if node is None:
+            raise SCMException(
+                ResultCodes.NO_SUCH_DATANODE, "Failed to get containers list. Unable to find required node"
+            )
+        if node.op_state not in (DECOMMISSIONING, ENTERING_MAINTENANCE):
+            return {}
+        progress = self._decommission_progress(node)
+        return {"UnderReplicated": list(progress.under_replicated), "UnClosed": list(progress.unclosed)}
+
+    def _decommission_progress(self, node: DatanodeInfo) -> NodeDecommissionProgress:
+        maintenance = node.op_state == ENTERING_MAINTENANCE
+        under, unclosed, sufficient = [], [], 0
+        for cid in sorted(self.container_manager.containers_on(node.uuid)):
+            if not self.container_manager.exists(cid):
+                continue
+            if self.container_manager.get_container(cid).state not in (hdds_pb2.CLOSED, hdds_pb2.QUASI_CLOSED):
+                unclosed.append(cid)
+            elif self.decommission_manager.replicated_elsewhere(cid, node.uuid, maintenance):
+                sufficient += 1
+            else:
+                under.append(cid)
+        return NodeDecommissionProgress(
+            host=node.host,
+            pipelines_waiting_to_close=self.pipeline_manager.pipeline_count_of(node.uuid),
+            under_replicated=tuple(under),
+            unclosed=tuple(unclosed),
+            sufficiently_replicated=sufficient,
+            start_time_ms=node.op_state_since_ms,
+        )
+
+    def get_metrics(self, query: str) -> str:
+        """Ozone's ``getMetrics``: the JMX beans matching ``query`` as the JMX servlet's JSON. Served: the
+        NodeDecommissionMetrics bean (what ``ozone admin datanode status decommission`` reads); any other
+        query matches no bean here (``{"beans": []}``)."""
+        leaving = [
+            n for n in self.node_manager.all_nodes() if n.op_state in (DECOMMISSIONING, ENTERING_MAINTENANCE)
+        ]
+        bean = node_decommission_bean([self._decommission_progress(n) for n in leaving])
+        return query_beans(query, [bean])
+
+    # ---- admin: the SCM ring ----
+    async def transfer_leadership(self, new_leader_id: str) -> str:
+        """``ozone admin scm transfer``: Raft leadership to the member ``new_leader_id`` (any other member when
+        empty, as Ozone picks the first peer that is not the leader); returns the new leader's id."""
+        return await self.ha_manager.transfer_leadership(new_leader_id or None)
+
+    async def add_scm(self, cluster_id: str, scm_id: str, ratis_address: str) -> str:
+        """Ozone's ``addSCM`` (block protocol): the SCM ``scm_id`` whose Raft listens at ``ratis_address`` joins
+        the ring, if it belongs to this cluster."""
+        ours = self.storage_config.cluster_id or ""
+        if cluster_id != ours:
+            raise SCMException(
+                ResultCodes.INVALID_CLUSTER_ID,
+                f"SCM {scm_id} with addr {ratis_address} has cluster Id {cluster_id} but leader SCM cluster id is {ours}",
+            )
+        return await self.ha_manager.add_scm(scm_id, ratis_address)
+
+    async def decommission_scm(self, scm_id: str) -> str:
+        """``ozone admin scm decommission``: remove the member ``scm_id`` from the ring (never the leader)."""
+        return await self.ha_manager.remove_scm(scm_id)
+
+    # ---- admin: deleted blocks, upgrades ----
+    def deleted_blocks_summary(self) -> DeletedBlocksSummary:
+        """``ozone admin scm deletedBlocksTxn summary``: the deleted-block log's transactions and blocks."""
+        transactions = self.deleted_block_log_state_manager.transactions()
+        return DeletedBlocksSummary(len(transactions), sum(len(t.localID) for t in transactions))
+
+    def upgrade_finalization_status(self) -> tuple[str, list[str]]:
+        """The upgrade finalization status Ozone's ``UpgradeFinalizationStatus`` names, with its messages:
+        ``ALREADY_FINALIZED`` (no messages) when the metadata layout version is the software's."""
+        fsm = self.finalization_state_manager
+        if fsm.is_finalizing():
+            return "FINALIZATION_IN_PROGRESS", []
+        if fsm.metadata_layout_version < fsm.software_layout_version:
+            return "FINALIZATION_REQUIRED", ["Finalization required"]
+        return "ALREADY_FINALIZED", []
+
+    # ---- run-time reconfiguration (Ozone's ReconfigurationHandler) ----
+    def reconfigurable_properties(self) -> list[str]:
+        """The keys this SCM applies without a restart (``ozone admin reconfig properties``), sorted."""
+        return sorted(RECONFIGURABLE)
+
+    def reconfigure_property(self, change: PropertyChange) -> None:
+        """Apply one changed key to the running managers; ConfigError (nothing changed) when its group refuses
+        the value. A removed key goes back to its default."""
+        group = reconfigured_group(self.conf, change)
+        if isinstance(group, ReplicationManagerConfig):
+            self.replication_manager.config = group
+            self.replication_manager.interval = group.interval
+            self.decommission_manager.config = group
+            self.config = dataclasses.replace(self.config, replication=group)  # a new interval: after the current wait
+        else:
+            self.deleted_block_log.config = group
+            self.config = dataclasses.replace(self.config, block=group)
+        self.conf.set_site_value(change.prop, change.new_value)
+        log.info("reconfigured %s: %r -> %r", change.prop, change.old_value, change.new_value)
 
     # ---- web ----
     def status_summary(self) -> dict[str, Any]:
@@ -780,7 +969,7 @@ class SCMCollector(Collector):
             "1 if this SCM knows a current Raft leader (itself or a peer); 1 without Raft",
             value=int(_leader_known(scm.ha_manager)),
         )
-        served = getattr(scm, "last_backup_served", None)
+        served = scm.last_backup_served
         if served is not None:
             yield GaugeMetricFamily(
                 "scm_backup_last_served_timestamp_seconds",

@@ -35,7 +35,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT/gen" "$OUT/classes"
 protoc -Iproto --java_out="$OUT/gen" proto/ozone/hdds.proto proto/ozone/ScmServerProtocol.proto \
   proto/ozone/ScmServerDatanodeHeartbeatProtocol.proto proto/ozone/ScmAdminProtocol.proto \
-  proto/ozone/ScmServerSecurityProtocol.proto
+  proto/ozone/ScmServerSecurityProtocol.proto proto/ozone/ScmSecretKeyProtocol.proto
 find "$OUT/gen" -name '*.java' -print0 | xargs -0 sed -i 's/com\.google\.protobuf/org.apache.hadoop.thirdparty.protobuf/g'
 javac -nowarn -encoding UTF-8 -d "$OUT/classes" -cp "$API:$RUNTIME" \
   $(find "$OUT/gen" tests/interop/java -name '*.java') 2>&1 | grep -v '^Note:' || true

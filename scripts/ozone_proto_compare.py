@@ -43,12 +43,15 @@ FILES: dict[str, str] = {
     "ozone/ScmServerDatanodeHeartbeatProtocol.proto": f"{SERVER}/ScmServerDatanodeHeartbeatProtocol.proto",
     "ozone/ScmServerSecurityProtocol.proto": f"{SERVER}/ScmServerSecurityProtocol.proto",
     "ozone/ScmAdminProtocol.proto": f"{ADMIN}/ScmAdminProtocol.proto",
+    "ozone/ReconfigureProtocol.proto": f"{CLIENT}/ReconfigureProtocol.proto",
+    "ozone/ScmSecretKeyProtocol.proto": f"{SERVER}/ScmSecretKeyProtocol.proto",
 }
 # Ozone's SCM protocol files not yet written here (reported, not compared)
 NOT_YET: tuple[str, ...] = ()
 # our package -> Ozone's package
 PACKAGES = {
     "ozone.hadoop.common": "hadoop.common",
+    "ozone.hdds.security.symmetric": "hadoop.hdds.security.symmetric",
     "ozone.hdds.security": "hadoop.hdds.security",
     "ozone.hdds.container": "hadoop.hdds.container",
     "ozone.hdds.block": "hadoop.hdds.block",

@@ -26,7 +26,7 @@ import dataclasses
 import datetime
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -366,7 +366,7 @@ def client_tls_secret(ref: ClusterRef, pair: KeyPair, root: x509.Certificate) ->
     return tls_secret(ref, naming.operator_client_secret_name(ref.name), naming.common_labels(ref.name), pair, root)
 
 
-def decode_secret_field(data: dict[str, str] | None, key: str) -> bytes | None:
+def decode_secret_field(data: Mapping[str, str] | None, key: str) -> bytes | None:
     if not data or key not in data:
         return None
     return base64.b64decode(data[key])

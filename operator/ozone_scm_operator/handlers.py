@@ -129,7 +129,7 @@ def make_registry(rt: Runtime) -> kopf.OperatorRegistry:
         # No runtime scanning of CRDs and namespaces: the chart installs the CRDs before the operator, and the
         # namespaces are the ones it is told to watch. Scanning needs cluster-wide list/watch on namespaces and
         # CRDs, which the chart's namespaced Role does not grant; a real API server answers 403 and kopf retries
-        # for about a minute at every start before it falls back to exactly this (issue 22, item 2).
+        # for about a minute at every start before it falls back to exactly this.
         settings.scanning.disabled = True
 
     @kopf.on.login(registry=registry)

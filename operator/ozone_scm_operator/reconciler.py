@@ -11,10 +11,15 @@ Called by the kopf daemon in ``handlers`` (one loop per cluster) and by tests. T
    effect is always observed by the next pass and no action is repeated for want of it; other changes (the
    kubelet's, users') arrive in watch order, as a LIST would have shown them a moment later. Every
    ``resync`` seconds (5 min) a pass LISTs instead and hides indexed objects the server no longer has (kopf keeps
-   those deleted while a watch was re-listing). Without an index (unit tests, a fake client) the pass LISTs;
+   those deleted while a watch was re-listing). Without an index (unit tests, a fake client) the pass LISTs.
+   ``observe`` is the pass's only reader: it also keeps what the steps write from (``observations.Reads``: each
+   object's metadata, and the payload of the Secrets a security step signs or proves with, GET once per
+   resourceVersion since the store keeps no Secret payload). The raw objects become values in ``observations``;
 2. **plan** (pure, ``planner.plan``): the status to record and at most one action;
 3. **write the status first**; if that fails, do nothing (the next pass starts over);
-4. **act**, post an Event for the action, and return how soon the next pass should run.
+4. **act**, post an Event for the action, and return how soon the next pass should run. ``act`` builds no body: it
+   applies, creates, deletes or merge-patches what the plan, ``patches`` and ``certs`` built, and makes the
+   step's SCM call. A patch that replaces a list carries the observed resourceVersion (409 if the object moved).
 
 Objects the operator owns are written by server-side apply under the field manager ``ozone-scm-operator``
 (``KubeClient.apply``), so a field the builders stop setting is removed from the live object; Pods, volumes, Jobs
@@ -29,7 +34,6 @@ predecessor's last write (the predecessor stops writing before its Lease can be 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import dataclasses
 import datetime
@@ -40,18 +44,17 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, assert_never
 
-from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ozone_scm_operator import (
     BACKUP_KIND,
-    KIND,
     audit_status,
-    backup_builders,
     builders,
     certs,
     naming,
+    observations,
+    patches,
     planner,
     podsecurity,
 )
@@ -65,23 +68,19 @@ from ozone_scm_operator.model import (
     LIVE_HEARTBEATS,
     BackupObs,
     ClusterStatus,
-    ContainerObs,
     JobObs,
     Observed,
-    PodObs,
     PVCObs,
     RingObs,
-    RootCAObs,
     SCMObs,
     SecretObs,
     parse_time,
 )
-from ozone_scm_operator.spec import read_spec
+from ozone_scm_operator.spec import ClusterSpec, SpecProblem, read_spec
 
 LOG = logging.getLogger(__name__)
 
 ACTION_RETRY = 2.0  # seconds before the next pass after a failed action
-_KEEP = ("kopf", "audit")  # status keys written by others (kopf's bookkeeping, the audit integration)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +101,27 @@ class ReconcilerSettings:
     gate_before: tuple[str, str, str] | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """What ``Reconciler.observe`` read for one pass: the resource and its spec as read, the planner's view
+    (``obs``), what the steps write from beyond it (``reads``) and the operator's TLS identity for this cluster
+    (``security``; None without security or before its certificate is issued)."""
+
+    body: Body
+    ref: ClusterRef
+    status: ClusterStatus
+    spec: ClusterSpec
+    problems: list[SpecProblem]
+    applied: dict[str, Any]
+    obs: Observed
+    reads: observations.Reads
+    security: Any = None
+
+    def with_status(self, status: ClusterStatus) -> Observation:
+        """The same observation with the status the plan recorded (the step acts on the intent just written)."""
+        return dataclasses.replace(self, status=status)
+
+
 class StepHeld(Exception):
     """A step that stops a member was not performed: the leader's fresh view no longer shows a live majority."""
 
@@ -117,203 +137,6 @@ def new_key() -> ec.EllipticCurvePrivateKey:
 def new_serial() -> int:
     """A random serial in the range SCM leaves to externally issued certificates (>= 2^63)."""
     return certs.EXTERNAL_SERIAL_FLOOR + secrets.randbits(120)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# raw objects -> observed values
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _containers(statuses: list[Body] | None, init: bool) -> tuple[ContainerObs, ...]:
-    out = []
-    for cs in statuses or ():
-        state = cs.get("state") or {}
-        last = cs.get("lastState") or {}
-        waiting = state.get("waiting") or {}
-        terminated = state.get("terminated") or last.get("terminated") or {}
-        out.append(
-            ContainerObs(
-                name=str(cs.get("name", "")),
-                init=init,
-                ready=bool(cs.get("ready")),
-                restart_count=int(cs.get("restartCount") or 0),
-                waiting_reason=waiting.get("reason"),
-                waiting_message=waiting.get("message"),
-                terminated_reason=terminated.get("reason"),
-                exit_code=terminated.get("exitCode"),
-                terminated_message=(terminated.get("message") or "").strip()[-300:] or None,
-            )
-        )
-    return tuple(out)
-
-
-def controller_uid(meta: Body) -> str | None:
-    return next((r.get("uid") for r in meta.get("ownerReferences") or () if r.get("controller")), None)
-
-
-def pod_obs(pod: Body) -> PodObs:
-    meta = pod.get("metadata") or {}
-    st = pod.get("status") or {}
-    ann = meta.get("annotations") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or ())
-    return PodObs(
-        name=meta["name"],
-        phase=st.get("phase") or "Pending",
-        ready=ready,
-        deleting=bool(meta.get("deletionTimestamp")),
-        revision=ann.get(naming.ANN_REVISION),
-        init_mode=ann.get(naming.ANN_INIT_MODE),
-        pod_ip=st.get("podIP") or None,
-        created_at=parse_time(meta.get("creationTimestamp")),
-        containers=_containers(st.get("initContainerStatuses"), True) + _containers(st.get("containerStatuses"), False),
-        controller_uid=controller_uid(meta),
-    )
-
-
-def pvc_obs(pvc: Body) -> PVCObs:
-    meta = pvc.get("metadata") or {}
-    return PVCObs(
-        name=meta["name"],
-        phase=(pvc.get("status") or {}).get("phase") or "Pending",
-        deleting=bool(meta.get("deletionTimestamp")),
-        storage_class_name=(pvc.get("spec") or {}).get("storageClassName"),
-        controller_uid=controller_uid(meta),
-        cluster_id=(meta.get("labels") or {}).get(naming.LABEL_CLUSTER_ID),
-        size=(((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage"),
-    )
-
-
-def secret_obs(secret: Body) -> SecretObs:
-    meta = secret.get("metadata") or {}
-    ann = meta.get("annotations") or {}
-    return SecretObs(
-        name=meta["name"],
-        content_hash=ann.get(naming.ANN_CONTENT_HASH),
-        certificate_serial=ann.get(naming.ANN_CERT_SERIAL),
-        certificate_not_after=parse_time(ann.get(naming.ANN_CERT_NOT_AFTER)),
-        root_fingerprint=ann.get(naming.ANN_ROOT_FINGERPRINT),
-        revoked=ann.get(naming.ANN_CERT_REVOKED) == "true",
-        public_key=ann.get(naming.ANN_PUBLIC_KEY),
-        certificate_not_before=parse_time(ann.get(naming.ANN_CERT_NOT_BEFORE)),
-        role_bound=ann.get(naming.ANN_ROLE_BOUND) == "true",
-        controller_uid=controller_uid(meta),
-    )
-
-
-def root_ca_obs(name: str, secret: Body | None) -> RootCAObs | None:
-    """The root CA a secure restore would take from Secret ``name`` (None: no such Secret): the fingerprint of its
-    certificate as read from ``ca.crt`` (not from an annotation), and whether its key matches it."""
-    if secret is None:
-        return None
-    data = secret.get("data") or {}
-    cert_pem = certs.decode_secret_field(data, certs.ROOT_CERT)
-    key_pem = certs.decode_secret_field(data, certs.ROOT_KEY)
-    if cert_pem is None:
-        return RootCAObs(name, problem=f"it has no {certs.ROOT_CERT}")
-    try:
-        cert = x509.load_pem_x509_certificate(cert_pem)
-    except ValueError:
-        return RootCAObs(name, problem=f"its {certs.ROOT_CERT} is not a PEM certificate")
-    fp = certs.fingerprint(cert)
-    if key_pem is None:
-        return RootCAObs(name, fp, problem=f"it has no {certs.ROOT_KEY} (the root CA's private key)")
-    try:
-        certs.load_pair(cert_pem, key_pem)
-    except ValueError as exc:
-        return RootCAObs(name, fp, has_key=True, problem=str(exc))
-    return RootCAObs(name, fp, has_key=True)
-
-
-def backup_obs(body: Body) -> BackupObs:
-    meta = body.get("metadata") or {}
-    st = body.get("status") or {}
-    return BackupObs(
-        name=meta["name"],
-        uid=meta.get("uid") or "",
-        cluster=str((body.get("spec") or {}).get("cluster") or ""),
-        created_at=parse_time(meta.get("creationTimestamp")),
-        deleting=bool(meta.get("deletionTimestamp")),
-        finalizers=tuple(meta.get("finalizers") or ()),
-        scheduled_at=parse_time((meta.get("annotations") or {}).get(naming.ANN_SCHEDULED_AT)),
-        phase=st.get("phase") or None,
-        message=st.get("message") or None,
-        started_at=parse_time(st.get("startedAt")),
-        completed_at=parse_time(st.get("completedAt")),
-        status=dict(st),
-    )
-
-
-def _terminated(pod: Body) -> list[tuple[str, int | None, str]]:
-    """(container, exit code, termination message) of every terminated container of a Pod, init ones first."""
-    st = pod.get("status") or {}
-    out = []
-    for cs in [*(st.get("initContainerStatuses") or ()), *(st.get("containerStatuses") or ())]:
-        term = (cs.get("state") or {}).get("terminated") or {}
-        if term:
-            out.append((str(cs.get("name", "")), term.get("exitCode"), str(term.get("message") or "")))
-    return out
-
-
-def job_obs(job: Body, pods: list[Body]) -> JobObs | None:
-    """A backup or clean-up Job as the backup planner sees it (None: not one of those)."""
-    meta = job.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    backup = labels.get(naming.LABEL_BACKUP_NAME)
-    if not backup:
-        return None
-    result, finished, message = None, None, None
-    st = job.get("status") or {}
-    for c in st.get("conditions") or ():
-        if c.get("status") != "True":
-            continue
-        if c.get("type") == "Complete":
-            result, finished = "Succeeded", parse_time(st.get("completionTime") or c.get("lastTransitionTime"))
-        elif c.get("type") == "Failed":
-            result, finished = "Failed", parse_time(c.get("lastTransitionTime"))
-            message = c.get("message") or c.get("reason")
-    if result is not None:
-        mine = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(
-            audit_status.JOB_NAME_LABEL, ((p.get("metadata") or {}).get("labels") or {}).get("job-name")) == meta["name"]]
-        for pod in mine:
-            ended = _terminated(pod)
-            failed = [m for _, code, m in ended if code not in (None, 0) and m]
-            if result == "Failed" and failed:
-                message = failed[0]
-            elif result == "Succeeded" and ended and ended[-1][2]:
-                message = ended[-1][2]
-    return JobObs(name=meta["name"], backup=backup, purpose=labels.get(backup_builders.LABEL_PURPOSE, ""),
-                  result=result, finished_at=finished, message=message)
-
-
-_UNCHANGED = object()
-
-
-def merge_patch_diff(old: Any, new: Any) -> Any:
-    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``, or ``_UNCHANGED``: objects recursively, keys
-    that disappear (or become None) nulled -- a merge patch merges nested objects, so a stale nested key would
-    otherwise survive -- and everything else replaced whole."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        patch: Body = {}
-        for k, v in new.items():
-            if k not in old:
-                if v is not None:
-                    patch[k] = v
-                continue
-            d = merge_patch_diff(old[k], v)
-            if d is not _UNCHANGED:
-                patch[k] = d
-        for k in old:
-            if k not in new:
-                patch[k] = None
-        return patch if patch else _UNCHANGED
-    return _UNCHANGED if old == new else new
-
-
-def status_patch(old: Body | None, new: Body) -> Body | None:
-    """The merge patch turning the stored status into ``new`` (keys owned by others are left alone), or None."""
-    old = {k: v for k, v in (old or {}).items() if k not in _KEEP}
-    result = merge_patch_diff(old, new)
-    return None if result is _UNCHANGED else dict(result)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -352,38 +175,32 @@ class Reconciler:
         self.serial = serial
         self._security: dict[str, tuple[str, Any]] = {}  # cluster key -> (certificate serial, client security)
         self._resynced: dict[str, float] = {}  # cluster key -> when a pass last LISTed (monotonic)
+        # (namespace, Secret name) -> (resourceVersion, data): a Secret's payload read once per version observed
+        self._payloads: dict[tuple[str, str], tuple[str, Mapping[str, str]]] = {}
 
-    # ---- observe ----
-    async def client_security(self, ref: ClusterRef, secure: bool, observed: SecretObs | None = None) -> Any:
-        """The operator's TLS identity for this cluster (None without security), from its client Secret. With the
-        Secret as just observed (``observed``, no payload) carrying the serial of the identity already loaded, that
-        identity without reading the Secret again."""
-        key = f"{ref.namespace}/{ref.name}"
-        if not secure:
+    # ---- observe: the only reads of the pass ----
+    async def observe(self, namespace: str, name: str) -> Observation | None:
+        """Everything one pass reads (None: the resource is gone or being deleted): the resource by GET, its objects
+        from the watch-fed store (or LISTs), each running member's answer and the leader's view of the ring, the
+        Namespace's Pod Security level and the members' StorageClass when it matters, a restore's source backup and
+        root CA, and the payload of the Secrets the security steps sign or prove with."""
+        body = await self.kube.get_cluster(namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
             return None
-        cached = self._security.get(key)
-        if cached is not None and observed is not None and observed.certificate_serial \
-                and cached[0] == observed.certificate_serial:
-            return cached[1]
-        secret = await self.kube.get("Secret", ref.namespace, naming.operator_client_secret_name(ref.name))
-        data = (secret or {}).get("data") or {}
-        serial = ((secret or {}).get("metadata", {}).get("annotations") or {}).get(naming.ANN_CERT_SERIAL, "")
-        if builders.TLS_CERT not in data:
-            # not issued yet: CA mode operator starts no SCM before it is; CA mode scm holds only the key until the
-            # primordial signed it
-            return None
-        if cached is not None and cached[0] == serial:
-            return cached[1]
-        chain = x509.load_pem_x509_certificates(base64.b64decode(data[builders.TLS_CERT]))
-        root = x509.load_pem_x509_certificate(base64.b64decode(data[builders.TLS_CA]))
-        priv = serialization.load_pem_private_key(base64.b64decode(data[builders.TLS_KEY]), password=None)
-        assert isinstance(priv, ec.EllipticCurvePrivateKey)
-        security = client_security([c for c in chain if c != root], priv, root)
-        self._security[key] = (serial, security)
-        return security
+        meta = body["metadata"]
+        ref = ClusterRef(name=name, namespace=namespace, uid=meta.get("uid", ""), cluster_domain=self.settings.cluster_domain)
+        status = ClusterStatus.from_raw(body.get("status"))
+        spec, problems, applied = read_spec(body.get("spec"), status.applied_spec)
+        secure = spec.security.enabled or bool(status.immutable_spec and status.immutable_spec.get("securityEnabled"))
+        obs, reads, security = await self._observe_objects(ref, status, spec, secure)
+        recover_from = (meta.get("annotations") or {}).get(naming.ANN_RECOVER_FROM)
+        if recover_from:
+            obs = dataclasses.replace(obs, recover_from=str(recover_from).strip())
+        return Observation(body, ref, status, spec, problems, applied, obs, reads, security)
 
-    async def observe(self, ref: ClusterRef, status: ClusterStatus, secure: bool = False,
-                      want_size: str | None = None) -> Observed:
+    async def _observe_objects(
+        self, ref: ClusterRef, status: ClusterStatus, spec: ClusterSpec, secure: bool
+    ) -> tuple[Observed, observations.Reads, Any]:
         labels = {naming.LABEL_CLUSTER: ref.name}
         ns = ref.namespace
         src: KubeClient | Snapshot | Resync = self.kube
@@ -397,54 +214,119 @@ class Reconciler:
                 src = snapshot = await self.store.snapshot(ns)
                 if snapshot.fresh_reads:
                     self.metrics.observation_reads.labels("fresh").inc(snapshot.fresh_reads)
-        pods = {p.name: p for p in map(pod_obs, await src.list("Pod", ns, labels))}
-        pvcs = {p.name: p for p in map(pvc_obs, await src.list("PersistentVolumeClaim", ns, labels))}
-        secrets = {s.name: s for s in map(secret_obs, await src.list("Secret", ns, labels))}
-        root = await src.get("Secret", ns, naming.root_ca_secret_name(ref.name))
+        raw_pods = await src.list("Pod", ns, labels)
+        raw_pvcs = await src.list("PersistentVolumeClaim", ns, labels)
+        raw_secrets = {s["metadata"]["name"]: s for s in await src.list("Secret", ns, labels)}
+        root_name = naming.root_ca_secret_name(ref.name)
+        root = await src.get("Secret", ns, root_name)
         if root is not None:
-            secrets[root["metadata"]["name"]] = secret_obs(root)
+            raw_secrets[root_name] = root
+        pods = {p.name: p for p in map(observations.pod_obs, raw_pods)}
+        pvcs = {p.name: p for p in map(observations.pvc_obs, raw_pvcs)}
+        secrets = {n: observations.secret_obs(s) for n, s in raw_secrets.items()}
+        metadata = {**observations.metadata_entries("Pod", raw_pods),
+                    **observations.metadata_entries("PersistentVolumeClaim", raw_pvcs),
+                    **observations.metadata_entries("Secret", raw_secrets.values())}
         children: dict[tuple[str, str], str | None] = {}
         owners: dict[tuple[str, str], str | None] = {}
-        for kind in ("ConfigMap", "Service", "PodDisruptionBudget"):
-            for obj in await src.list(kind, ns, labels):
-                meta = obj["metadata"]
-                children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
-                owners[(kind, meta["name"])] = controller_uid(meta)
         # the scheduled audit's objects carry the audit label, never LABEL_CLUSTER (see naming.audit_labels)
         audit_labels = {naming.LABEL_AUDIT: ref.name}
         cronjobs = await src.list("CronJob", ns, audit_labels)
-        for kind, objs in (("CronJob", cronjobs), ("PersistentVolumeClaim", await src.list(
-                "PersistentVolumeClaim", ns, audit_labels))):
-            for obj in objs:
-                meta = obj["metadata"]
-                children[(kind, meta["name"])] = (meta.get("annotations") or {}).get(naming.ANN_CONTENT_HASH)
-                owners[(kind, meta["name"])] = controller_uid(meta)
+        audit_pvcs = await src.list("PersistentVolumeClaim", ns, audit_labels)
+        metadata.update(observations.metadata_entries("PersistentVolumeClaim", audit_pvcs))
+        for kind, objs in [*[(k, await src.list(k, ns, labels)) for k in ("ConfigMap", "Service", "PodDisruptionBudget")],
+                           ("CronJob", cronjobs), ("PersistentVolumeClaim", audit_pvcs)]:
+            hashes, owned = observations.child_entries(kind, objs)
+            children.update(hashes)
+            owners.update(owned)
         audit = None
         if cronjobs or status.audit:
             jobs = await src.list("Job", ns, audit_labels)
             audit_pods = await src.list("Pod", ns, audit_labels) if jobs else []
             audit = audit_status.audit_status(cronjobs[0] if cronjobs else None, jobs, audit_pods)
-        backups, backup_jobs = await self._backups(ref, children, owners, src)
+        backups, backup_jobs = await self._backups(ref, children, owners, metadata, src)
+        restore_backup, restore_root_ca = None, None
+        source = spec.bootstrap.from_backup
+        if source and not spec.bootstrap.backup_path and status.cluster_id is None:
+            raw = await self.kube.get(BACKUP_KIND, ns, source)
+            restore_backup = None if raw is None else observations.backup_obs(raw)
+        payload_names = [root_name, naming.operator_client_secret_name(ref.name), naming.enrollment_secret_name(ref.name)]
+        secret_data = await self._secret_data(ns, payload_names, raw_secrets)
+        if source and status.cluster_id is None and spec.security.operator_ca:
+            restore_name = spec.bootstrap.root_ca_secret or root_name
+            raw_root = await self.kube.get("Secret", ns, restore_name)
+            restore_root_ca = observations.root_ca_obs(restore_name, raw_root)
+            if raw_root is not None:
+                secret_data[restore_name] = raw_root.get("data") or {}
         members = {m.name for m in status.members}
         # with no member recorded yet, any running Pod of this cluster's name may be a ring to adopt (planner)
         endpoints = {
             n: Endpoint(n, p.pod_ip, ref.host(n)) for n, p in pods.items()
             if p.pod_ip and p.running and (n in members or (not members and naming.member_index(ref.name, n) is not None))
         }
-        security = await self.client_security(ref, secure, secrets.get(naming.operator_client_secret_name(ref.name)))
+        reads = observations.Reads(metadata=metadata, secret_data=secret_data)
+        client_name = naming.operator_client_secret_name(ref.name)
+        security = self.client_security(ref, secure, reads, secrets.get(client_name)) if secure else None
         scms = await self.scm.probe_all(endpoints, security)
         ring = await self._ring(scms, endpoints, security)
-        return Observed(
+        obs = Observed(
             now=self.now(), pods=pods, pvcs=pvcs, scms=scms, ring=ring, children=children, child_owners=owners,
             secrets=secrets,
             audit=audit, pod_security=await self._pod_security(ns),
-            volume_expansion=await self._volume_expansion(pvcs, want_size),
-            backups=backups, backup_jobs=backup_jobs,
+            volume_expansion=await self._volume_expansion(pvcs, spec.storage.size),
+            backups=backups, backup_jobs=backup_jobs, restore_backup=restore_backup, restore_root_ca=restore_root_ca,
         )
+        return obs, reads, security
+
+    async def _secret_data(self, namespace: str, names: list[str], seen: Mapping[str, Body]) -> dict[str, Mapping[str, str]]:
+        """The data of the Secrets ``names`` this pass saw (``seen``): the seen copy's when it carries data (a LIST
+        from the API server), else one GET per version seen (the watch-fed store keeps no Secret payload), then
+        kept while the Secret stays at that resourceVersion."""
+        out: dict[str, Mapping[str, str]] = {}
+        for name in names:
+            obj = seen.get(name)
+            if obj is None:
+                continue
+            if "data" in obj:
+                out[name] = obj.get("data") or {}
+                continue
+            version = (obj.get("metadata") or {}).get("resourceVersion") or ""
+            cached = self._payloads.get((namespace, name))
+            if version and cached is not None and cached[0] == version:
+                out[name] = cached[1]
+                continue
+            fresh = await self.kube.get("Secret", namespace, name)
+            if fresh is None:
+                continue
+            out[name] = data = fresh.get("data") or {}
+            got = (fresh.get("metadata") or {}).get("resourceVersion") or ""
+            if got:
+                self._payloads[(namespace, name)] = (got, data)
+        return out
+
+    def client_security(self, ref: ClusterRef, secure: bool, reads: observations.Reads,
+                        observed: SecretObs | None = None) -> Any:
+        """The operator's TLS identity for this cluster (None without security, or before its certificate is
+        issued), from its client Secret as the pass read it; the identity already built for the same certificate
+        serial is reused (its channel credentials are built once)."""
+        if not secure:
+            return None
+        key = f"{ref.namespace}/{ref.name}"
+        serial = observed.certificate_serial if observed is not None else None
+        cached = self._security.get(key)
+        if cached is not None and serial and cached[0] == serial:
+            return cached[1]
+        identity = observations.client_identity(reads, naming.operator_client_secret_name(ref.name), serial or "")
+        if identity is None:
+            return None
+        security = client_security(list(identity.chain), identity.key, identity.root)
+        if serial:
+            self._security[key] = (serial, security)
+        return security
 
     async def _backups(
         self, ref: ClusterRef, children: dict[tuple[str, str], str | None], owners: dict[tuple[str, str], str | None],
-        src: KubeClient | Snapshot | Resync,
+        metadata: dict[tuple[str, str], Body], src: KubeClient | Snapshot | Resync,
     ) -> tuple[dict[str, BackupObs], dict[str, JobObs]]:
         """This cluster's OzoneSCMBackups (``spec.cluster``), their Jobs (with their Pods' termination messages),
         and the backup volume (into ``children`` and ``owners``)."""
@@ -452,15 +334,16 @@ class Reconciler:
         labels = {naming.LABEL_BACKUP: ref.name}
         for pvc in await src.list("PersistentVolumeClaim", ns, labels):
             children[("PersistentVolumeClaim", pvc["metadata"]["name"])] = None
-            owners[("PersistentVolumeClaim", pvc["metadata"]["name"])] = controller_uid(pvc["metadata"])
+            owners[("PersistentVolumeClaim", pvc["metadata"]["name"])] = observations.controller_uid(pvc["metadata"])
         raw = [b for b in await src.list(BACKUP_KIND, ns) if (b.get("spec") or {}).get("cluster") == ref.name]
-        backups = {b.name: b for b in map(backup_obs, raw)}
+        metadata.update(observations.metadata_entries(BACKUP_KIND, raw))
+        backups = {b.name: b for b in map(observations.backup_obs, raw)}
         jobs: dict[str, JobObs] = {}
         raw_jobs = await src.list("Job", ns, labels)
         if raw_jobs:
             pods = await src.list("Pod", ns, labels)
             for job in raw_jobs:
-                obs = job_obs(job, pods)
+                obs = observations.job_obs(job, pods)
                 if obs is not None:
                     jobs[obs.name] = obs
         return backups, jobs
@@ -521,34 +404,17 @@ class Reconciler:
             self.metrics.reconcile_seconds.observe(time.monotonic() - started)
 
     async def _reconcile(self, namespace: str, name: str) -> float | None:
-        body = await self.kube.get_cluster(namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
+        seen = await self.observe(namespace, name)
+        if seen is None:
             return None
+        ref, body, obs = seen.ref, seen.body, seen.obs
         meta = body["metadata"]
-        ref = ClusterRef(name=name, namespace=namespace, uid=meta.get("uid", ""), cluster_domain=self.settings.cluster_domain)
-        status = ClusterStatus.from_raw(body.get("status"))
-        spec, problems, applied = read_spec(body.get("spec"), status.applied_spec)
-        obs = await self.observe(ref, status, secure=spec.security.enabled, want_size=spec.storage.size)
-        recover_from = (meta.get("annotations") or {}).get(naming.ANN_RECOVER_FROM)
-        if recover_from:
-            obs = dataclasses.replace(obs, recover_from=str(recover_from).strip())
-        source = spec.bootstrap.from_backup
-        if source and not spec.bootstrap.backup_path and status.cluster_id is None:
-            raw = await self.kube.get(BACKUP_KIND, namespace, source)
-            if raw is not None:
-                obs = dataclasses.replace(obs, restore_backup=backup_obs(raw))
-        if source and status.cluster_id is None and spec.security.operator_ca:
-            root_name = spec.bootstrap.root_ca_secret or naming.root_ca_secret_name(name)
-            obs = dataclasses.replace(
-                obs, restore_root_ca=root_ca_obs(root_name, await self.kube.get("Secret", namespace, root_name))
-            )
         plan = planner.plan(
-            ref, spec, problems, meta.get("generation"), status, obs,
-            planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=applied,
+            ref, seen.spec, seen.problems, meta.get("generation"), seen.status, obs,
+            planner.Settings(poll_interval=self.settings.poll_interval), applied_spec=seen.applied,
             directives=read_directives(meta.get("annotations")),
         )
-        new_raw = plan.status.to_raw()
-        patch = status_patch(body.get("status"), new_raw)
+        patch = patches.status_patch(body.get("status"), plan.status.to_raw())
         if not self._may_act(namespace, name, "writing status"):
             return ACTION_RETRY
         if patch is not None:
@@ -563,7 +429,7 @@ class Reconciler:
         if not self._may_act(namespace, name, f"{action.kind} {action.target}"):
             return ACTION_RETRY
         try:
-            await self.recheck(ref, action, obs, plan.status)
+            await self.recheck(ref, action, obs, seen.security)
         except StepHeld as held:
             LOG.warning("%s/%s: %s %s held: %s", namespace, name, action.kind, action.target, held)
             await self.kube.event(body, "Warning", "WaitingForQuorum", f"{action.kind} {action.target} held: {held}",
@@ -571,12 +437,10 @@ class Reconciler:
             return ACTION_RETRY
         await self.kube.event(body, action.event_type, action.reason, action.message, obs.now, action=action.kind)
         if action.subject is not None:
-            subject = {"apiVersion": action.subject["apiVersion"], "kind": action.subject["kind"],
-                       "metadata": {k: action.subject[k] for k in ("name", "namespace", "uid")}}
-            await self.kube.event(subject, action.event_type, action.reason, action.message, obs.now,
-                                  action=action.kind)
+            await self.kube.event(patches.event_subject(action.subject), action.event_type, action.reason,
+                                  action.message, obs.now, action=action.kind)
         try:
-            await self.act(ref, action, obs, plan.status)
+            await self.act(ref, action, seen.with_status(plan.status))
         except Exception as exc:
             self.metrics.action_errors.labels(action.kind).inc()
             LOG.warning("%s/%s: %s %s failed: %s", namespace, name, action.kind, action.target, exc)
@@ -621,13 +485,14 @@ class Reconciler:
                 m.backup_deadline.remove(*labels)
 
     # ---- act ----
-    async def recheck(self, ref: ClusterRef, a: planner.Action, obs: Observed, st: ClusterStatus) -> None:
+    async def recheck(self, ref: ClusterRef, a: planner.Action, obs: Observed, security: Any) -> None:
         """Right before a step that stops a member or takes it out of the ring (a roll's restart, a decommission),
         check its ``guard`` again on fresh reads of the leader's view, not on the pass's observation: poll the
         leader (every half heartbeat interval, for at most the guard's live bound, a few heartbeat intervals) until
         the voters the plan counted have answered it since this re-check began. Raises ``StepHeld`` when they have
         not (a member frozen, crashed or cut off after the plan's check), when the leader does not answer or no
-        longer leads; the step is then not performed and the next pass plans again."""
+        longer leads; the step is then not performed and the next pass plans again. (The step's own SCM call, not
+        a read of the Kubernetes API: the observation stays ``observe``'s.)"""
         gate = self.settings.gate_before
         if gate is not None and gate[0] == a.kind and gate[1] in ("*", a.target):
             LOG.error("failpoint: waiting for %s before re-checking %s %s", gate[2], a.kind, a.target)
@@ -641,7 +506,6 @@ class Reconciler:
         if pod is None or not pod.pod_ip:
             raise StepHeld(f"the leader {guard.leader} has no Pod IP to read the ring from")
         leader = Endpoint(guard.leader, pod.pod_ip, ref.host(guard.leader))
-        security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
         bound = guard.live_bound or 0.0
         start = self.monotonic()
         while True:
@@ -654,19 +518,12 @@ class Reconciler:
                 raise StepHeld(why)
             await self.sleep(bound / (2 * LIVE_HEARTBEATS))
 
-    async def act(self, ref: ClusterRef, a: planner.Action, obs: Observed, st: ClusterStatus) -> None:
-        """Perform one step, by its class (``planner.actions``); a step not handled here fails type checking."""
-        ns = ref.namespace
-        k = a.kind
-        if self.settings.crash_before == (k, a.target):
-            LOG.error("failpoint: exiting before %s %s (its intent is in status)", k, a.target)
-            logging.shutdown()
-            os._exit(86)
-        if self.settings.pause_before == (k, a.target):
-            LOG.error("failpoint: pausing before %s %s (its intent is in status)", k, a.target)
-            await asyncio.Event().wait()
-        if not self._may_act(ref.namespace, ref.name, f"{k} {a.target}"):
-            raise RuntimeError("this replica no longer holds the leader-election Lease")
+    async def act(self, ref: ClusterRef, a: planner.Action, seen: Observation) -> None:
+        """Perform one step, by its class (``planner.actions``); a step not handled here fails type checking. Every
+        body comes from a pure builder (the plan's, ``patches``, ``certs``); what a step needs beyond the plan was
+        read by ``observe`` (``seen.reads``). The verbs: apply, create, delete, merge-patch, and the SCM calls."""
+        await self._before_act(ref, a)
+        ns, obs, reads, now = ref.namespace, seen.obs, seen.reads, self.now()
         match a:
             case planner.Apply(body=body):
                 await self.kube.apply(body)
@@ -675,76 +532,29 @@ class Reconciler:
                 await self._create(body)
             case planner.DeleteObject(object_kind=kind):
                 await self.kube.delete(kind, ns, a.target)
-            case planner.DeletePod():  # a roll's restart was re-checked right before (recheck)
-                await self.kube.delete("Pod", ns, a.target)
-            case planner.DeletePVC():
-                await self.kube.delete("PersistentVolumeClaim", ns, a.target)
-            case planner.RetainPVC():
-                await self.kube.merge_patch(
-                    "PersistentVolumeClaim", ns, a.target,
-                    {"metadata": {
-                        "ownerReferences": None,
-                        "labels": {naming.LABEL_CLUSTER: None, f"{naming.LABEL_CLUSTER}-retained": ref.name},
-                        "annotations": {f"{naming.LABEL_CLUSTER}-retained-at": obs.now.strftime("%Y-%m-%dT%H:%M:%SZ")},
-                    }},
-                )
-            case planner.ReleasePVC():
-                obj = await self.kube.get("PersistentVolumeClaim", ns, a.target)
-                if obj is None:
-                    raise RuntimeError(f"PersistentVolumeClaim {a.target} is gone")
-                refs = [r for r in obj["metadata"].get("ownerReferences") or () if r.get("uid") != ref.uid]
-                await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target, {"metadata": {
-                    "ownerReferences": refs or None,
-                    "resourceVersion": obj["metadata"].get("resourceVersion"),
-                }})
-            case planner.LabelPVC(cluster_id=cluster_id):
-                await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target,
-                                            {"metadata": {"labels": {naming.LABEL_CLUSTER_ID: cluster_id}}})
-            case planner.ExpandPVC(size=size):
-                await self.kube.merge_patch("PersistentVolumeClaim", ns, a.target,
-                                            {"spec": {"resources": {"requests": {"storage": size}}}})
-            case planner.Adopt(object_kind=kind):
-                obj = await self.kube.get(kind, ns, a.target)
-                if obj is None:
-                    raise RuntimeError(f"{kind} {a.target} is gone")
-                refs = [r for r in obj["metadata"].get("ownerReferences") or () if not r.get("controller")]
-                await self.kube.merge_patch(kind, ns, a.target, {"metadata": {
-                    "ownerReferences": [*refs, ref.owner_reference()],
-                    "resourceVersion": obj["metadata"].get("resourceVersion"),
-                }})
-            case planner.DeleteSecret():
-                await self.kube.delete("Secret", ns, a.target)
-            case planner.ClearAnnotation(key=annotation) | planner.RemoveAnnotation(key=annotation):
-                await self.kube.merge_patch(KIND, ns, ref.name, {"metadata": {"annotations": {annotation: None}}})
-            case planner.CreateRootCA(copy_from=source_name, fingerprint=fingerprint) if source_name:
-                # a secure restore: the old cluster's root CA, the one the backup records (checked again here)
-                source = await self.kube.get("Secret", ns, source_name)
-                data: dict[str, Any] = (source or {}).get("data") or {}
-                if certs.ROOT_CERT not in data or certs.ROOT_KEY not in data:
-                    raise RuntimeError(f"Secret {source_name} has no root CA ({certs.ROOT_CERT}, {certs.ROOT_KEY})")
-                root = certs.load_pair(base64.b64decode(data[certs.ROOT_CERT]), base64.b64decode(data[certs.ROOT_KEY]))
-                if root.fingerprint != fingerprint:
-                    raise RuntimeError(f"Secret {source_name} changed under the restore (root CA {root.fingerprint}, "
-                                       f"expected {fingerprint})")
+            case planner.DeletePod() | planner.DeletePVC() | planner.DeleteSecret() | planner.DeleteBackup():
+                await self.kube.delete(patches.DELETED_KIND[type(a)], ns, a.target)  # a roll's restart: re-checked
+            case (planner.RetainPVC() | planner.ReleasePVC() | planner.LabelPVC() | planner.ExpandPVC() | planner.Adopt()
+                  | planner.ClearAnnotation() | planner.RemoveAnnotation() | planner.UpdateBackup()):
+                pass  # merge patches only (below)
+            case planner.RevokeCertificate(serial=serial, revocation_reason=reason):  # then its mark (below)
+                await self.scm.revoke(self._endpoints(ref, seen), [serial], reason, seen.security)
+            case planner.CreateRootCA(copy_from=source) if source:  # a secure restore: the backup's root CA
+                root = observations.restore_root(reads, source, a.fingerprint)
                 await self._create(certs.root_ca_secret(ref, root))
             case planner.CreateRootCA(duration=duration):
-                root = certs.create_root_ca(
-                    self.keygen(), cluster=ref.name, namespace=ns, now=self.now(), duration=duration,
-                    serial=self.serial(),
-                )
+                root = certs.create_root_ca(self.keygen(), cluster=ref.name, namespace=ns, now=now, duration=duration,
+                                            serial=self.serial())
                 await self._create(certs.root_ca_secret(ref, root))
             case planner.IssueMemberCertificate(member=member, duration=duration):
-                root = await self._root_pair(ref)
-                pair = certs.issue_member_certificate(
-                    root, self.keygen(), ref=ref, member=member, now=self.now(), duration=duration,
-                    serial=self.serial(),
-                )
+                root = observations.root_pair(reads, naming.root_ca_secret_name(ref.name))
+                pair = certs.issue_member_certificate(root, self.keygen(), ref=ref, member=member, now=now,
+                                                      duration=duration, serial=self.serial())
                 await self.kube.apply(certs.member_tls_secret(ref, member, pair, root.certificate))
             case planner.IssueClientCertificate(duration=duration):
-                root = await self._root_pair(ref)
-                pair = certs.issue_client_certificate(
-                    root, self.keygen(), ref=ref, now=self.now(), duration=duration, serial=self.serial()
-                )
+                root = observations.root_pair(reads, naming.root_ca_secret_name(ref.name))
+                pair = certs.issue_client_certificate(root, self.keygen(), ref=ref, now=now, duration=duration,
+                                                      serial=self.serial())
                 await self.kube.apply(certs.client_tls_secret(ref, pair, root.certificate))
             case planner.CreateEnrollmentSecret(scm=scm):
                 scm_secret = secrets.token_hex(32) if scm else None
@@ -752,57 +562,41 @@ class Reconciler:
             case planner.CreateClientKey():
                 await self._create(certs.client_key_secret(ref, self.keygen()))
             case planner.CreateAdminCSR():
-                key = await self._client_key(ref)
+                key = observations.client_key(reads, naming.operator_client_secret_name(ref.name))
                 await self._create(certs.admin_csr_secret(ref, certs.client_csr(key)))
             case planner.FetchClientCertificate(member=member):
-                key = await self._client_key(ref)
-                pod = obs.pods.get(member)
-                if pod is None or not pod.pod_ip:
-                    raise RuntimeError(f"Pod {member} has no IP yet")
-                enrollment = await self.kube.get("Secret", ns, naming.enrollment_secret_name(ref.name))
-                proof_secret = certs.decode_secret_field((enrollment or {}).get("data"), naming.ENROLLMENT_SCM)
-                if proof_secret is None:
-                    raise RuntimeError(f"Secret {naming.enrollment_secret_name(ref.name)} has no {naming.ENROLLMENT_SCM}")
+                key = observations.client_key(reads, naming.operator_client_secret_name(ref.name))
+                proof = observations.enrollment_proof(reads, naming.enrollment_secret_name(ref.name))
                 chain, scm_root = await self.scm.fetch_client_certificate(
-                    Endpoint(member, pod.pod_ip, ref.host(member)), proof_secret, certs.public_key_sha256(key)
-                )
+                    self._endpoint(ref, obs, member), proof, certs.public_key_sha256(key))
                 await self.kube.apply(certs.client_tls_secret_from_scm(ref, key, chain, scm_root))
             case planner.RenewClientCertificate():
-                security = await self.client_security(ref, True)
                 key = self.keygen()
                 csr_pem = certs.client_csr(key).public_bytes(serialization.Encoding.PEM).decode("ascii")
-                chain, scm_root = await self.scm.renew_client_certificate(self._endpoints(ref, obs, st), csr_pem, security)
+                chain, scm_root = await self.scm.renew_client_certificate(self._endpoints(ref, seen), csr_pem, seen.security)
                 await self.kube.apply(certs.client_tls_secret_from_scm(ref, key, chain, scm_root))
             case planner.TransferLeadership(to_scm_id=to_scm_id):
                 if to_scm_id is None:
                     raise RuntimeError(f"{a.to} has no scmId to transfer leadership to")
-                security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
-                await self.scm.transfer(self._endpoints(ref, obs, st), to_scm_id, security)
+                await self.scm.transfer(self._endpoints(ref, seen), to_scm_id, seen.security)
             case planner.Decommission(scm_id=scm_id):
-                security = await self.client_security(ref, bool(st.immutable_spec and st.immutable_spec.get("securityEnabled")))
-                await self.scm.decommission(self._endpoints(ref, obs, st), scm_id, security)
-            case planner.RevokeCertificate(serial=serial, revocation_reason=reason):
-                security = await self.client_security(ref, True)
-                await self.scm.revoke(self._endpoints(ref, obs, st), [serial], reason, security)
-                # the observed proof that this step is done (a pass that finds it moves on to deleting the Secret)
-                await self.kube.merge_patch(
-                    "Secret", ns, a.target, {"metadata": {"annotations": {naming.ANN_CERT_REVOKED: "true"}}}
-                )
-            case planner.UpdateBackup(status=status, finalizers=finalizers):
-                if finalizers is not None:
-                    obj = await self.kube.get(BACKUP_KIND, ns, a.target)
-                    if obj is None:
-                        raise RuntimeError(f"{BACKUP_KIND} {a.target} is gone")
-                    await self.kube.merge_patch(BACKUP_KIND, ns, a.target, {"metadata": {
-                        "finalizers": list(finalizers) or None,
-                        "resourceVersion": obj["metadata"].get("resourceVersion"),
-                    }})
-                if status:
-                    await self.kube.merge_patch(BACKUP_KIND, ns, a.target, {"status": status}, subresource="status")
-            case planner.DeleteBackup():
-                await self.kube.delete(BACKUP_KIND, ns, a.target)
+                await self.scm.decommission(self._endpoints(ref, seen), scm_id, seen.security)
             case _:
                 assert_never(a)
+        for p in patches.step_patches(ref, a, obs.now, reads):
+            await self.kube.merge_patch(p.kind, ns, p.name, p.body, subresource=p.subresource)
+
+    async def _before_act(self, ref: ClusterRef, a: planner.Action) -> None:
+        """The test failpoints (exit or block right before the step, its intent in status) and the Lease's fence."""
+        if self.settings.crash_before == (a.kind, a.target):
+            LOG.error("failpoint: exiting before %s %s (its intent is in status)", a.kind, a.target)
+            logging.shutdown()
+            os._exit(86)
+        if self.settings.pause_before == (a.kind, a.target):
+            LOG.error("failpoint: pausing before %s %s (its intent is in status)", a.kind, a.target)
+            await asyncio.Event().wait()
+        if not self._may_act(ref.namespace, ref.name, f"{a.kind} {a.target}"):
+            raise RuntimeError("this replica no longer holds the leader-election Lease")
 
     async def _create(self, body: Body) -> None:
         try:
@@ -812,28 +606,17 @@ class Reconciler:
                 raise
             LOG.info("%s %s already exists", body["kind"], body["metadata"]["name"])
 
-    async def _client_key(self, ref: ClusterRef) -> ec.EllipticCurvePrivateKey:
-        name = naming.operator_client_secret_name(ref.name)
-        secret = await self.kube.get("Secret", ref.namespace, name)
-        pem = certs.decode_secret_field((secret or {}).get("data"), builders.TLS_KEY)
-        if pem is None:
-            raise RuntimeError(f"Secret {name} has no {builders.TLS_KEY}")
-        key = serialization.load_pem_private_key(pem, password=None)
-        if not isinstance(key, ec.EllipticCurvePrivateKey):
-            raise RuntimeError(f"Secret {name}: {builders.TLS_KEY} is not an EC private key")
-        return key
-
-    async def _root_pair(self, ref: ClusterRef) -> certs.KeyPair:
-        secret = await self.kube.get("Secret", ref.namespace, naming.root_ca_secret_name(ref.name))
-        data: dict[str, Any] = (secret or {}).get("data") or {}
-        if certs.ROOT_CERT not in data or certs.ROOT_KEY not in data:
-            raise RuntimeError(f"Secret {naming.root_ca_secret_name(ref.name)} has no root CA ({certs.ROOT_CERT}, {certs.ROOT_KEY})")
-        return certs.load_pair(base64.b64decode(data[certs.ROOT_CERT]), base64.b64decode(data[certs.ROOT_KEY]))
+    @staticmethod
+    def _endpoint(ref: ClusterRef, obs: Observed, member: str) -> Endpoint:
+        pod = obs.pods.get(member)
+        if pod is None or not pod.pod_ip:
+            raise RuntimeError(f"Pod {member} has no IP yet")
+        return Endpoint(member, pod.pod_ip, ref.host(member))
 
     @staticmethod
-    def _endpoints(ref: ClusterRef, obs: Observed, st: ClusterStatus) -> list[Endpoint]:
+    def _endpoints(ref: ClusterRef, seen: Observation) -> list[Endpoint]:
         """The members that answered, the leader first (the admin client follows NotLeader hints anyway)."""
-        leader = st.leader
-        names = sorted(obs.scms, key=lambda n: n != leader)
-        return [Endpoint(n, ip, ref.host(n)) for n in names if (p := obs.pods.get(n)) is not None and (ip := p.pod_ip)]
-
+        leader = seen.status.leader
+        names = sorted(seen.obs.scms, key=lambda n: n != leader)
+        return [Endpoint(n, ip, ref.host(n)) for n in names
+                if (p := seen.obs.pods.get(n)) is not None and (ip := p.pod_ip)]

@@ -36,12 +36,13 @@ from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.sequence_id_generator import LOCAL_ID, SequenceIdGenerator
 from scm_server.pipeline.pipeline_manager import PipelineManager
 from scm_server.proto import hdds_pb2, scm_client_pb2
+from scm_server.protocols import BlockAllocation
 
 log = logging.getLogger(__name__)
 DeleteResult = scm_client_pb2.DeleteScmBlockResult
-# Blocks allocated between two yields to the event loop: about 0.3 ms of work (10 us per block). A yield
-# is a whole event-loop turn (an epoll call, then every ready task): every 8 blocks it cost about a tenth
-# of the allocation time.
+# Blocks allocated between two yields to the event loop: a fraction of a millisecond of work. A yield is a whole
+# event-loop turn (an epoll call, then every ready task), so yielding much more often costs a visible share of
+# the allocation time (docs/performance.md, "Figures behind choices in the code").
 YIELD_EVERY = 32
 # Full EC pipelines one allocation may close before it gives up (each closing lets a new one be made).
 EC_PIPELINE_ATTEMPTS = 5
@@ -104,51 +105,11 @@ class BlockManager:
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
         *,
         ec: hdds_pb2.ECReplicationConfig | None = None,
-    ) -> list[hdds_pb2.AllocatedBlock]:
-        """The allocated blocks (views into :meth:`allocate_block_response`'s answer)."""
-        response = await self.allocate_block_response(size, num_blocks, rtype, rfactor, owner, exclude_list, ec=ec)
-        return list(response.blocks)
-
-    async def allocate_block_response(
-        self,
-        size: int,
-        num_blocks: int,
-        rtype: int,
-        rfactor: int,
-        owner: str,
-        exclude_list: hdds_pb2.ExcludeListProto | None = None,
-        *,
-        ec: hdds_pb2.ECReplicationConfig | None = None,
-    ) -> scm_client_pb2.AllocateScmBlockResponseProto:
-        """allocateBlock, its blocks written straight into the protocol's answer: the pipeline is copied
-        once per block (building AllocatedBlocks first and then the answer copied it twice, 3.3 against
-        1.4 us per block)."""
-        response = scm_client_pb2.AllocateScmBlockResponseProto()
-        blocks = response.blocks
-        for container_id, local_id, pipeline in await self.allocate_blocks(
-            size, num_blocks, rtype, rfactor, owner, exclude_list, ec=ec
-        ):
-            block = blocks.add()
-            block.containerBlockID.containerID = container_id
-            block.containerBlockID.localID = local_id
-            block.pipeline.CopyFrom(pipeline)
-        return response
-
-    async def allocate_blocks(
-        self,
-        size: int,
-        num_blocks: int,
-        rtype: int,
-        rfactor: int,
-        owner: str,
-        exclude_list: hdds_pb2.ExcludeListProto | None = None,
-        *,
-        ec: hdds_pb2.ECReplicationConfig | None = None,
-    ) -> list[tuple[int, int, hdds_pb2.Pipeline]]:
-        """allocateBlock as (containerID, localID, pipeline) per block, for an edge that writes its own answer
-        (Hadoop RPC writes Ozone's messages): no copy of the pipeline per block. The pipeline is the stored
-        message itself, shared: read it, never change it (the pipeline state manager replaces a pipeline's
-        message on every change, so the one a block got stays what it was when the block was allocated)."""
+    ) -> list[BlockAllocation]:
+        """allocateBlock as (containerID, localID, pipeline) per block, for each edge to write its own answer
+        from: no copy of the pipeline per block. The pipeline is the stored message itself, shared: read it, never
+        change it (see :class:`scm_server.protocols.BlockAllocation`). ``ec``: an EC layout (``rtype`` EC), its
+        blocks on EC pipelines made on demand (:meth:`_ec_container`)."""
         self.scm_context.check_leader()
         if self.scm_context.is_in_safe_mode():
             raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "SCM is in safe mode; block allocation is not allowed")
@@ -164,7 +125,7 @@ class BlockManager:
         exclude = exclude_list or hdds_pb2.ExcludeListProto()
         excluded_containers = set(exclude.containerIds)
         limits: dict[str, int] = {}  # open container limit per pipeline, once per call
-        blocks: list[tuple[int, int, hdds_pb2.Pipeline]] = []
+        blocks: list[BlockAllocation] = []
         for n in range(num_blocks):
             if n and n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # bounded work per turn; cancellation lands here
@@ -182,7 +143,7 @@ class BlockManager:
                     size, owner, pipeline, excluded_containers, open_limit
                 )
             local_id = await self.sequence_id_generator.get_next_id(LOCAL_ID)
-            blocks.append((container_id, local_id, pipeline))
+            blocks.append(BlockAllocation(container_id, local_id, pipeline))
         self.blocks_allocated += len(blocks)
         return blocks
 

@@ -23,11 +23,11 @@ serials once into their canonical form (:mod:`scm_server.security.core.serials`)
 :class:`~hdds_pb2.RevokedCertificateProto` records; decommissioning an SCM revokes its sub-CA
 certificates; CRLs are built on request for the CAs whose keys this SCM holds.
 
-Enrolment checks (issue 19): the proof covers the whole request and a time window, and a nonce is
+Enrolment checks: the proof covers the whole request and a time window, and a nonce is
 accepted once (:mod:`scm_server.security.core.enrollment`); datanode/OM host names and IPs are
 validated and a uuid that is enrolled cannot be enrolled again (:mod:`scm_server.security.core.requests`).
 No datanode, OM or client certificate (issued, signed for an administrator or renewed) may carry a name of
-the ring's members (issue 29, :mod:`scm_server.security.core.member_names`, :meth:`SCMCertificateServer.host_policy`).
+the ring's members (:mod:`scm_server.security.core.member_names`, :meth:`SCMCertificateServer.host_policy`).
 Duplicate checks and the supersession of a renewed certificate run under the issuing lock against
 the replicated tables, so concurrent requests for one identity yield one certificate.
 """
@@ -449,6 +449,90 @@ class SCMCertificateServer:
 
         cert, chain = await self._issue(approved, sub_ca=False, check=not_enrolled)
         return self._response(cert, chain)
+
+    def _host_of(self, serial: str) -> str | None:
+        proto = self.store.get_certificate(serial)
+        if proto is None:
+            return None
+        try:
+            names = pki.load_certificate(proto.x509Certificate).subject.get_attributes_for_oid(x509.oid.NameOID.COMMON_NAME)
+        except pki.PKIError:
+            return None
+        cn = names[0].value if names else ""
+        return hostname_of(cn if isinstance(cn, str) else cn.decode("utf-8", "replace")) or None
+
+    async def issue_to_principal(
+        self, role: Role, csr_pem: str, *, principal: str, owner_id: str, hostname: str, ip: str = ""
+    ) -> scm_security_pb2.SCMGetCertResponseProto:
+        """A datanode's or OM's certificate for an authenticated Kerberos ``principal`` (SCMSecurityProtocol over
+        Hadoop RPC); the caller already bound ``role`` and ``hostname`` from the principal
+        (:func:`scm_server.security.core.principals.bind`). No enrolment proof: Kerberos authenticated the caller.
+        The subject, key usage and names are the CA's (``dn@<host>``/``om@<host>``, the host and IP checked as on
+        the gRPC path), whatever the CSR asks; a CSR naming ``O=null, OU=null`` (Ozone's datanode before it
+        registered) is accepted. A new request for an id that holds a valid certificate *for the same host* is
+        Ozone's renewal: the new certificate supersedes the old ones (revoked, reason superseded, after
+        ``hdds.x509.renew.overlap.duration``); for another host it is refused."""
+        self.context.check_leader()
+        csr = self._load_csr(csr_pem)
+        what = "datanode" if role is Role.DATANODE else "OM"
+        try:
+            approved = reqs.approve_node_request(
+                csr, role=role, cluster_id=self.cluster_id, claimed_cluster_id=self.cluster_id, owner_id=owner_id,
+                hostname=hostname, ip=ip, policy=self.host_policy(), accept_unset_cluster=True,
+            )
+        except reqs.RequestRejected as exc:
+            raise _rejected(exc) from exc
+        superseded: list[str] = []
+
+        def same_holder() -> None:
+            superseded.clear()
+            now = self.now()
+            for rec in self.node_records(role, owner_id):
+                if rec.revoked or rec.not_after <= now:
+                    continue
+                held = self._host_of(rec.serial)
+                if held is None or held.rstrip(".").lower() != hostname.rstrip(".").lower():
+                    raise reqs.RequestRejected(
+                        "PERMISSION_DENIED",
+                        f"{what} {owner_id} holds certificate serial {rec.serial} for host {held or '(unknown)'}; "
+                        f"{principal} (host {hostname}) may not take that id over",
+                    )
+                superseded.append(rec.serial)
+            registered = self.registered_host(owner_id) if role is Role.DATANODE else None
+            if registered is not None and registered.rstrip(".").lower() != hostname.rstrip(".").lower():
+                raise reqs.RequestRejected(
+                    "PERMISSION_DENIED",
+                    f"datanode {owner_id} is registered from host {registered}, not {hostname} ({principal})",
+                )
+
+        async def supersede(new: x509.Certificate) -> None:
+            if not superseded:
+                return
+            effective = self.clock.wall_ms() + int(self.config.renew_overlap_duration.total_seconds() * 1000)
+            records = []
+            for serial in superseded:
+                proto = self.store.get_certificate(serial)
+                records.append(hdds_pb2.RevokedCertificateProto(
+                    serialId=serial, revocationTimeMs=effective, reason=4,  # superseded
+                    nodeType=role.value, ownerId=owner_id,
+                    issuerSerialId=proto.issuerSerialId if proto is not None else "",
+                    revokedBy=f"renewal by {principal}", external=False, supersededBy=str(new.serial_number),
+                ))
+            await self.store.revoke_certificates(records)
+            LOG.info("%s certificate(s) %s of %s superseded by serial %d (renewed by %s)", what,
+                     " ".join(superseded), owner_id, new.serial_number, principal)
+
+        LOG.info("%s asks for a %s certificate for %s (%s) over Hadoop RPC", principal, what, hostname, owner_id)
+        cert, chain = await self._issue(approved, sub_ca=False, check=same_holder, after=supersede)
+        return self._response(cert, chain)
+
+    async def remove_expired_certificates(self, by: str) -> list[str]:
+        """Leader: drop the expired datanode, OM and client certificates from ``validCerts`` (Ozone's
+        RemoveExpiredCertificates, an administrator's call); returns their PEMs."""
+        self.context.check_leader()
+        removed: list[str] = await self.store.remove_all_expired_certificates(self.clock.wall_ms())
+        LOG.info("%s removed %d expired certificate(s)", by, len(removed))
+        return removed
 
     async def sign_client_certificate(self, csr_pem: str, caller: Identity) -> scm_security_pb2.SCMGetCertResponseProto:
         """An administrator asks for a client certificate (a new admin, a tool)."""

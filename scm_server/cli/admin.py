@@ -25,6 +25,7 @@ from scm_server.cli.output import (
     report_text,
     report_to_dict,
     to_dict,
+    topology_text,
 )
 from scm_server.proto import hdds_pb2
 
@@ -286,6 +287,23 @@ def datanode_list(ctx: CliContext, as_json: bool, op_state: str | None, node_sta
         print_json([node_to_dict(n) for n in nodes])
     else:
         print_table(node_table(nodes))
+
+
+@admin.command("printTopology")
+@click.option("--full-info", "full_info", is_flag=True, help="Also each datanode's ports and operational state.")
+@click.option("--operational-state", "op_state", default=None,
+              type=click.Choice([hdds_pb2.NodeOperationalState.Name(v) for v in hdds_pb2.NodeOperationalState.values()]))
+@click.option("--node-state", "node_state", default=None,
+              type=click.Choice([hdds_pb2.NodeState.Name(v) for v in hdds_pb2.NodeState.values()]))
+@pass_ctx
+def print_topology(ctx: CliContext, full_info: bool, op_state: str | None, node_state: str | None) -> None:
+    """Datanodes by health state and network location (rack), as ``ozone admin printTopology``."""
+    with ctx.client() as c:
+        nodes = c.query_nodes(
+            hdds_pb2.NodeState.Value(node_state) if node_state else None,
+            hdds_pb2.NodeOperationalState.Value(op_state) if op_state else None,
+        )
+    click.echo(topology_text(nodes, full_info))
 
 
 _VERBS = {"decommissioning": "decommission", "maintenance": "start maintenance of",

@@ -192,6 +192,19 @@ def _register_optional() -> None:
     from scm_server.cli.admin_scm import scm as admin_scm_group
 
     admin.add_command(admin_scm_group, "scm")
+    # what Ozone's `ozone admin` has beyond our gRPC admin service, over SCM's Hadoop RPC client port
+    from scm_server.cli import admin_ozone
+    from scm_server.cli.admin import container as admin_container_group
+    from scm_server.cli.admin import datanode as admin_datanode_group
+
+    admin_datanode_group.add_command(admin_ozone.usageinfo)
+    admin_datanode_group.add_command(admin_ozone.datanode_status)
+    admin_container_group.add_command(admin_ozone.reconcile)
+    admin.add_command(admin_ozone.containerbalancer)
+    admin.add_command(admin_ozone.reconfig)
+    admin_scm_group.add_command(admin_ozone.finalization_status)
+    admin_scm_group.add_command(admin_ozone.finalize_upgrade)
+    admin_scm_group.add_command(admin_ozone.deleted_blocks_txn)
     # `ozone-scm admin cert ...` and `ozone-scm cert ...`: the security helper's module.
     from scm_server.cli.admin_cert import cert as admin_cert_group
     from scm_server.cli.admin_cert import cert_tools

@@ -189,6 +189,30 @@ def node_table(nodes: Sequence[hdds_pb2.Node]) -> Table:
     return table
 
 
+def topology_text(nodes: Sequence[hdds_pb2.Node], full_info: bool = False) -> str:
+    """``ozone admin printTopology``'s layout: per health state, per network location (sorted), one line per
+    datanode, ``ip(hostname)``, with its ports and operational state under ``--full-info``."""
+    lines: list[str] = []
+    for state in (hdds_pb2.HEALTHY, hdds_pb2.STALE, hdds_pb2.DEAD):
+        chosen = [n for n in nodes if n.nodeStates and n.nodeStates[0] == state]
+        if not chosen:
+            continue
+        lines.append(f"State = {hdds_pb2.NodeState.Name(state)}")
+        by_location: dict[str, list[hdds_pb2.DatanodeDetailsProto]] = {}
+        for n in chosen:
+            by_location.setdefault(n.nodeID.networkLocation or "/default-rack", []).append(n.nodeID)
+        for location in sorted(by_location):
+            lines.append(f"Location: {location}")
+            for dn in sorted(by_location[location], key=lambda d: (d.ipAddress, d.hostName)):
+                line = f" {dn.ipAddress}({dn.hostName})"
+                if full_info:
+                    ports = ",".join(f"{p.name}={p.value}" for p in dn.ports)
+                    op = hdds_pb2.NodeOperationalState.Name(dn.persistedOpState)
+                    line += f" {ports} {op}"
+                lines.append(line)
+    return "\n".join(lines)
+
+
 def container_info_dict(
     cwp: hdds_pb2.ContainerWithPipeline, replicas: Sequence[hdds_pb2.ContainerReplicaInfo]
 ) -> dict[str, Any]:

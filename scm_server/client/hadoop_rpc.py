@@ -9,6 +9,9 @@ exception class, a FATAL answer or a lost connection fails every call in flight 
 tries the next SCM; every retry of a call keeps its (clientId, callId) and counts ``retryCount``, so an SCM that
 already ran it answers from its retry cache. Used by benchmarks and tests.
 
+:class:`LocationClient` is StorageContainerLocationProtocol with the same failover (``ozone-scm admin``'s commands that
+Ozone's CLI has and our gRPC admin service does not); :func:`reconfigure_call` one ReconfigureProtocol call.
+
 :class:`HadoopDatanodeClient` is a datanode's StorageContainerDatanodeProtocol to one SCM, with the gRPC
 datanode client's interface (the simulator's ``--protocol hadoop-rpc``).
 """
@@ -21,6 +24,7 @@ import itertools
 import logging
 import os
 from collections.abc import Sequence
+from typing import TypeVar
 
 from google.protobuf import message as pb_message
 
@@ -29,11 +33,13 @@ from scm_server import ozone_wire
 from scm_server.client.errors import SCMUnavailableError
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import scm_datanode_pb2
+from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 
 LOG = logging.getLogger(__name__)
+M = TypeVar("M", bound=pb_message.Message)
 
 BLOCK_PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.ScmBlockLocationProtocol"
 
@@ -140,13 +146,16 @@ class HadoopRpcConnection:
                 await self._reader_task
 
 
-class BlockLocationClient:
-    """ScmBlockLocationProtocol over Hadoop RPC, failing over between ``addresses`` (``host:port``)."""
+class _FailoverClient:
+    """One of SCM's protocols over Hadoop RPC, failing over between ``addresses`` (``host:port``) as Ozone's
+    failover proxy does (the protocol named by ``PROTOCOL``)."""
+
+    PROTOCOL = ""
 
     def __init__(self, addresses: Sequence[str], *, attempts: int = 30, retry_interval: float = 0.1,
                  call_timeout: float = 30.0) -> None:
         if not addresses:
-            raise ValueError("BlockLocationClient needs at least one SCM address")
+            raise ValueError(f"{type(self).__name__} needs at least one SCM address")
         self.addresses = list(addresses)
         self.attempts = attempts
         self.retry_interval = retry_interval
@@ -158,7 +167,7 @@ class BlockLocationClient:
         self._connecting = asyncio.Lock()
         self.failovers = 0
 
-    async def __aenter__(self) -> BlockLocationClient:
+    async def __aenter__(self) -> _FailoverClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -181,7 +190,7 @@ class BlockLocationClient:
             if conn is None or not conn.open:
                 if conn is not None:
                     await conn.close()
-                conn = HadoopRpcConnection(address, BLOCK_PROTOCOL, client_id=self.client_id)
+                conn = HadoopRpcConnection(address, self.PROTOCOL, client_id=self.client_id)
                 await conn.connect()
                 self._connections[address] = conn
             return conn
@@ -193,15 +202,15 @@ class BlockLocationClient:
         else:
             self._current = (self._current + 1) % len(self.addresses)
 
-    async def send(self, request: wire_block.SCMBlockLocationRequest) -> wire_block.SCMBlockLocationResponse:
-        """One call, retried (same call id) across SCMs until one that leads answers it."""
+    async def _submit(self, method: str, request: pb_message.Message) -> bytes:
+        """One call, retried (same call id) across SCMs until one that leads answers it; its answer's bytes."""
         call_id = next(self._call_ids) & 0x7FFFFFFF
         last: Exception | None = None
         for attempt in range(self.attempts):
             address = self.current
             try:
                 conn = await self._connection(address)
-                body = await conn.call("send", request, call_id=call_id, retry_count=attempt - 1,
+                body = await conn.call(method, request, call_id=call_id, retry_count=attempt - 1,
                                        timeout=self.call_timeout)
             except RemoteError as exc:
                 if exc.exception_class == codec.RETRIABLE_NO_FAILOVER:  # a leader not ready yet: the same SCM again
@@ -224,10 +233,23 @@ class BlockLocationClient:
                 self._fail_over(None)
                 await asyncio.sleep(self.retry_interval)
                 continue
-            response = wire_block.SCMBlockLocationResponse()
-            response.ParseFromString(body)
-            return response
+            return body
         raise ConnectionLost(f"no SCM of {self.addresses} answered after {self.attempts} attempts: {last}")
+
+
+class BlockLocationClient(_FailoverClient):
+    """ScmBlockLocationProtocol over Hadoop RPC, failing over between ``addresses`` (``host:port``)."""
+
+    PROTOCOL = BLOCK_PROTOCOL
+
+    async def __aenter__(self) -> BlockLocationClient:
+        return self
+
+    async def send(self, request: wire_block.SCMBlockLocationRequest) -> wire_block.SCMBlockLocationResponse:
+        """One call, retried (same call id) across SCMs until one that leads answers it."""
+        response = wire_block.SCMBlockLocationResponse()
+        response.ParseFromString(await self._submit("send", request))
+        return response
 
     async def allocate_blocks(
         self, size: int, num_blocks: int, owner: str, *, factor: int = wire.THREE, rtype: int = wire.RATIS,
@@ -247,6 +269,45 @@ class BlockLocationClient:
     async def get_scm_info(self) -> wire_block.SCMBlockLocationResponse:
         return await self.send(wire_block.SCMBlockLocationRequest(
             cmdType=wire_block.GetScmInfo, getScmInfoRequest=wire.GetScmInfoRequestProto()))
+
+
+LOCATION_PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol"
+RECONFIGURE_PROTOCOL = "org.apache.hadoop.hdds.protocol.ReconfigureProtocol"
+
+
+class LocationClient(_FailoverClient):
+    """StorageContainerLocationProtocol over Hadoop RPC (what ``ozone admin`` sends), failing over to the
+    leader; an SCM's refusal (an ``SCMException``) raises :class:`SCMException` with its result code."""
+
+    PROTOCOL = LOCATION_PROTOCOL
+
+    async def __aenter__(self) -> LocationClient:
+        return self
+
+    async def submit(self, request: wire_loc.ScmContainerLocationRequest) -> wire_loc.ScmContainerLocationResponse:
+        try:
+            body = await self._submit("submitRequest", request)
+        except RemoteError as exc:
+            raise _scm_exception(exc) from exc
+        response = wire_loc.ScmContainerLocationResponse()
+        response.ParseFromString(body)
+        return response
+
+
+async def reconfigure_call(address: str, method: str, request: pb_message.Message, response_cls: type[M],
+                           timeout: float = 30.0) -> M:
+    """One ReconfigureProtocol call to the SCM at ``address`` (each SCM answers for itself: no failover)."""
+    conn = HadoopRpcConnection(address, RECONFIGURE_PROTOCOL)
+    try:
+        await conn.connect()
+        body = await conn.call(method, request, call_id=0, timeout=timeout)
+    except RemoteError as exc:
+        raise _scm_exception(exc) from exc
+    finally:
+        await conn.close()
+    response = response_cls()
+    response.ParseFromString(body)
+    return response
 
 
 DATANODE_PROTOCOL = "org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol"
@@ -322,5 +383,5 @@ def _scm_exception(exc: RemoteError) -> Exception:
         try:
             return SCMException(ResultCodes(head), rest)
         except ValueError:
-            pass
+            return SCMException(ResultCodes.INTERNAL_ERROR, exc.message)  # Ozone's text without our code
     return SCMException(ResultCodes.INTERNAL_ERROR, f"{exc.exception_class}: {exc.message}")

@@ -11,12 +11,14 @@ from scm_server.conf.groups import (
     BlockConfig,
     NodeManagerConfig,
     PipelineConfig,
+    PlacementConfig,
     ReplicationManagerConfig,
     SafeModeConfig,
     SCMConfig,
     SCMConfigurations,
     SCMHAConfig,
     SCMNodeDetails,
+    TopologyConfig,
 )
 from scm_server.conf.ozone_configuration import OzoneConfiguration, parse_duration, parse_size
 
@@ -25,12 +27,14 @@ __all__ = [
     "NodeManagerConfig",
     "OzoneConfiguration",
     "PipelineConfig",
+    "PlacementConfig",
     "ReplicationManagerConfig",
     "SCMConfig",
     "SCMConfigurations",
     "SCMHAConfig",
     "SCMNodeDetails",
     "SafeModeConfig",
+    "TopologyConfig",
     "parse_duration",
     "parse_size",
 ]

@@ -26,10 +26,12 @@ from scm_server.conf.groups import (
     BlockConfig,
     NodeManagerConfig,
     PipelineConfig,
+    PlacementConfig,
     ReplicationManagerConfig,
     SafeModeConfig,
     SCMConfig,
     SCMHAConfig,
+    TopologyConfig,
 )
 from scm_server.conf.security import SecurityConfig
 
@@ -55,6 +57,8 @@ TABLE_GROUPS: tuple[type[Any], ...] = (
     ReplicationManagerConfig,
     BlockConfig,
     SCMHAConfig,
+    TopologyConfig,
+    PlacementConfig,
 )
 # Every typed group of conf/ (the docs and the drift test cover each).
 ALL_GROUPS: tuple[type[Any], ...] = (*TABLE_GROUPS, SecurityConfig)

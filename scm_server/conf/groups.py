@@ -10,7 +10,8 @@ down to the managers. A malformed value raises ConfigError naming the key.
 
 Groups: :class:`SCMConfig` (storage, sizes, ports), :class:`SafeModeConfig`,
 :class:`NodeManagerConfig`, :class:`PipelineConfig`, :class:`ReplicationManagerConfig`,
-:class:`BlockConfig`, :class:`SCMHAConfig` (service ids, nodes, addresses, primordial node).
+:class:`BlockConfig`, :class:`SCMHAConfig` (service ids, nodes, addresses, primordial node),
+:class:`TopologyConfig` (switch mapping, topology schema), :class:`PlacementConfig` (placement policies).
 """
 
 from __future__ import annotations
@@ -353,7 +354,13 @@ class PipelineConfig:
     )
     datanode_pipeline_limit: int = setting(
         "ozone.scm.datanode.pipeline.limit", "int",
-        "The most open factor-THREE pipelines one datanode takes part in.",
+        "The most open factor-THREE pipelines one datanode takes part in; 0: ozone.scm.pipeline.per.metadata.disk "
+        "times the datanode's healthy volumes.",
+        "2",
+    )
+    pipeline_per_metadata_disk: int = setting(
+        "ozone.scm.pipeline.per.metadata.disk", "int",
+        "With ozone.scm.datanode.pipeline.limit=0, a datanode's pipeline limit is this times its healthy volumes.",
         "2",
     )
     owner_container_count: int = setting(
@@ -388,13 +395,155 @@ class PipelineConfig:
     def from_conf(cls, conf: OzoneConfiguration) -> PipelineConfig:
         result = _build(cls, conf)
         _check_positive(
-            cls, result, "creation_interval", "datanode_pipeline_limit", "owner_container_count", "ec_pipeline_minimum"
+            cls, result, "creation_interval", "owner_container_count", "pipeline_per_metadata_disk", "ec_pipeline_minimum"
         )
         if result.ec_pipeline_per_volume_factor < 0:
             raise ConfigError(
                 f"ozone.scm.ec.pipeline.per.volume.factor: value {result.ec_pipeline_per_volume_factor} must not be "
                 "negative (e.g. ozone.scm.ec.pipeline.per.volume.factor=1.0)"
             )
+        if result.datanode_pipeline_limit < 0:
+            raise ConfigError(
+                "ozone.scm.datanode.pipeline.limit must not be negative (e.g. ozone.scm.datanode.pipeline.limit=2; "
+                "0 derives it from ozone.scm.pipeline.per.metadata.disk)"
+            )
+        return result
+
+
+TABLE_MAPPING = "org.apache.hadoop.net.TableMapping"
+SCRIPT_BASED_MAPPING = "org.apache.hadoop.net.ScriptBasedMapping"
+_PLACEMENT_PACKAGE = "org.apache.hadoop.hdds.scm.container.placement.algorithms."
+RACK_AWARE = _PLACEMENT_PACKAGE + "SCMContainerPlacementRackAware"
+RACK_SCATTER = _PLACEMENT_PACKAGE + "SCMContainerPlacementRackScatter"
+CAPACITY = _PLACEMENT_PACKAGE + "SCMContainerPlacementCapacity"
+RANDOM = _PLACEMENT_PACKAGE + "SCMContainerPlacementRandom"
+PIPELINE_PLACEMENT = "org.apache.hadoop.hdds.scm.pipeline.PipelinePlacementPolicy"
+_LEADER_PACKAGE = "org.apache.hadoop.hdds.scm.pipeline.leader.choose.algorithms."
+MIN_LEADER_COUNT = _LEADER_PACKAGE + "MinLeaderCountChoosePolicy"
+DEFAULT_LEADER = _LEADER_PACKAGE + "DefaultLeaderChoosePolicy"
+CONTAINER_PLACEMENTS = (RACK_AWARE, RACK_SCATTER, CAPACITY, RANDOM)
+PIPELINE_PLACEMENTS = (PIPELINE_PLACEMENT,)
+LEADER_CHOOSE_POLICIES = (MIN_LEADER_COUNT, DEFAULT_LEADER)
+
+
+def java_class(cls: type[Any], field_name: str, value: str, valid: tuple[str, ...]) -> str:
+    """A class-valued key as Ozone reads it, by full Java class name; the short name is accepted too."""
+    text = value.strip()
+    for full in valid:
+        if text in (full, full.rsplit(".", 1)[1]):
+            return full
+    names = ", ".join(v.rsplit(".", 1)[1] for v in valid)
+    key = key_of(cls, field_name)
+    raise ConfigError(
+        f"{key}: unknown class {text!r}; use one of {names} (short or full name, e.g. {key}={valid[0]})"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class TopologyConfig:
+    """Where a registering datanode sits in the network (Hadoop's switch mapping, Ozone's topology schema)."""
+
+    mapping_impl: str | None = setting(
+        "net.topology.node.switch.mapping.impl", "str",
+        "Hadoop's DNSToSwitchMapping that gives a registering datanode its rack: TableMapping or "
+        "ScriptBasedMapping (short or full org.apache.hadoop.net. name). Unset with no table file: the location "
+        "the datanode reports is kept (Ozone's datanodes report /default-rack).",
+    )
+    table_file: str | None = setting(
+        "net.topology.table.file.name", "str",
+        "TableMapping's file: one 'host-or-IP rack' pair per line ('#' comments); names not in it are on "
+        "/default-rack. Setting it alone selects TableMapping.",
+    )
+    script_file: str | None = setting(
+        "net.topology.script.file.name", "str",
+        "ScriptBasedMapping's executable: called with datanode names as arguments, prints one rack per name.",
+    )
+    script_number_args: int = setting(
+        "net.topology.script.number.args", "int",
+        "The most names ScriptBasedMapping passes to one run of the script.",
+        "100",
+    )
+    script_timeout: timedelta = setting(
+        "ozone.scm.network.topology.script.timeout", "duration",
+        "Ours (Hadoop has no bound): a topology script run still going after this long is killed and the "
+        "datanode gets /default-rack with one warning (duration).",
+        "10s",
+    )
+    schema_file: str = setting(
+        "ozone.scm.network.topology.schema.file", "str",
+        "Ozone's network topology schema (XML or YAML): the built-in 3-level ROOT/RACK/NODE schema by its name, "
+        "or a file path; schemas of other depths (nodegroup) are refused at start.",
+        "network-topology-default.xml",
+    )
+    use_datanode_hostname: bool = setting(
+        "hdds.datanode.use.datanode.hostname", "bool",
+        "Resolve a datanode's rack by its hostname instead of its IP address (the legacy "
+        "dfs.datanode.use.datanode.hostname is read when this is unset).",
+        "false",
+    )
+
+    @classmethod
+    def from_conf(cls, conf: OzoneConfiguration) -> TopologyConfig:
+        extra: dict[str, Any] = {}
+        if conf.source_of("hdds.datanode.use.datanode.hostname") in ("default", "unset"):
+            legacy = conf.get_str("dfs.datanode.use.datanode.hostname")
+            if legacy is not None:
+                extra["use_datanode_hostname"] = parse_bool("dfs.datanode.use.datanode.hostname", legacy)
+        result = _build(cls, conf, **extra)
+        if result.mapping_impl is not None:
+            chosen = java_class(cls, "mapping_impl", result.mapping_impl, (TABLE_MAPPING, SCRIPT_BASED_MAPPING))
+            result = dataclasses.replace(result, mapping_impl=chosen)
+        _check_positive(cls, result, "script_number_args", "script_timeout")
+        return result
+
+    @property
+    def mapping(self) -> str | None:
+        """The mapping in force: the key's class, TableMapping when only a table file is set, else None."""
+        if self.mapping_impl is None and self.table_file:
+            return TABLE_MAPPING
+        return self.mapping_impl
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementConfig:
+    """Which datanodes get a new pipeline or container replica (Ozone's placement policies)."""
+
+    container_placement: str = setting(
+        "ozone.scm.container.placement.impl", "str",
+        "Placement of Ratis container replicas (the replication manager's targets): SCMContainerPlacementRackAware, "
+        "SCMContainerPlacementRackScatter, SCMContainerPlacementCapacity or SCMContainerPlacementRandom (short or "
+        "full org.apache.hadoop.hdds.scm.container.placement.algorithms. name).",
+        RACK_AWARE,
+    )
+    ec_container_placement: str = setting(
+        "ozone.scm.container.placement.ec.impl", "str",
+        "Placement of erasure-coded container replicas; the same class names as ozone.scm.container.placement.impl.",
+        RACK_SCATTER,
+    )
+    pipeline_placement: str = setting(
+        "ozone.scm.pipeline.placement.impl", "str",
+        "Placement of Ratis pipelines: PipelinePlacementPolicy (short or full name).",
+        PIPELINE_PLACEMENT,
+    )
+    leader_choose_policy: str = setting(
+        "ozone.scm.pipeline.leader-choose.policy", "str",
+        "Which member of a new Ratis pipeline is suggested as its leader: MinLeaderCountChoosePolicy (the member "
+        "leading the fewest pipelines) or DefaultLeaderChoosePolicy (none suggested; Ratis elects).",
+        MIN_LEADER_COUNT,
+    )
+    @classmethod
+    def from_conf(cls, conf: OzoneConfiguration) -> PlacementConfig:
+        result = _build(cls, conf)
+        result = dataclasses.replace(
+            result,
+            container_placement=java_class(cls, "container_placement", result.container_placement,
+                                           CONTAINER_PLACEMENTS),
+            ec_container_placement=java_class(cls, "ec_container_placement", result.ec_container_placement,
+                                              CONTAINER_PLACEMENTS),
+            pipeline_placement=java_class(cls, "pipeline_placement", result.pipeline_placement, PIPELINE_PLACEMENTS),
+            leader_choose_policy=java_class(cls, "leader_choose_policy", result.leader_choose_policy,
+                                            LEADER_CHOOSE_POLICIES),
+        )
         return result
 
 
@@ -718,6 +867,8 @@ class SCMConfigurations:
     replication: ReplicationManagerConfig
     block: BlockConfig
     ha: SCMHAConfig
+    topology: TopologyConfig = TopologyConfig()
+    placement: PlacementConfig = PlacementConfig()
 
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> SCMConfigurations:
@@ -729,4 +880,6 @@ class SCMConfigurations:
             replication=ReplicationManagerConfig.from_conf(conf),
             block=BlockConfig.from_conf(conf),
             ha=SCMHAConfig.from_conf(conf),
+            topology=TopologyConfig.from_conf(conf),
+            placement=PlacementConfig.from_conf(conf),
         )

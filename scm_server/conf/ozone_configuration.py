@@ -131,6 +131,21 @@ class OzoneConfiguration(Mapping[str, str]):
         self._env.pop(key, None)
         self._site.pop(key, None)
 
+    def with_site(self, site: Mapping[str, str]) -> OzoneConfiguration:
+        """A copy whose ozone-site.xml layer is ``site`` (the file as it reads now, for a run-time
+        reconfiguration); the defaults, environment and explicit layers are kept."""
+        other = self.copy()
+        other._site = dict(site)
+        return other
+
+    def set_site_value(self, key: str, value: str | None) -> None:
+        """Set (or, with None, remove) ``key`` in the ozone-site.xml layer: a reconfigured key takes the file's
+        value, so that a later change of the file is seen again."""
+        if value is None:
+            self._site.pop(key, None)
+        else:
+            self._site[key] = value
+
     def copy(self) -> OzoneConfiguration:
         other = OzoneConfiguration(defaults=self._defaults)
         other._site = dict(self._site)

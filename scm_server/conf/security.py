@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from scm_server.conf.ozone_configuration import OzoneConfiguration
 
 ENROLLMENT_ROLES = ("scm", "datanode", "om")
+SECRET_KEY_ALGORITHMS = ("HmacSHA1", "HmacSHA224", "HmacSHA256", "HmacSHA384", "HmacSHA512")
 _SIGNATURES = {
     "RSA": ("SHA256withRSA", "SHA384withRSA", "SHA512withRSA"),
     "EC": ("SHA256withECDSA", "SHA384withECDSA", "SHA512withECDSA"),
@@ -164,7 +165,8 @@ class SecurityConfig:
     )
     administrators: tuple[str, ...] = setting(
         "ozone.administrators", "list",
-        "Comma-separated client certificate CNs allowed the admin calls ('*' for all).",
+        "Comma-separated users allowed the admin calls ('*' for all): client certificate CNs over gRPC, Kerberos short "
+        "names over Hadoop RPC with hadoop.security.authentication=kerberos.",
         unset=(),
     )
     # the security protocol over gRPC (TLS); Ozone's ozone.scm.security.service.port serves it over Hadoop RPC
@@ -235,6 +237,56 @@ class SecurityConfig:
         "Ours: the largest message the anonymous security port accepts (bytes; 4KB..64MB).",
         "64KB",
     )
+    block_token_enabled: bool = setting(
+        "hdds.block.token.enabled", "bool",
+        "Block tokens: the OM signs them with SCM's secret keys and datanodes check them; with "
+        "hdds.container.token.enabled it turns SCM's secret keys on.",
+        "false",
+    )
+    container_token_enabled: bool = setting(
+        "hdds.container.token.enabled", "bool",
+        "Container tokens (GetContainerToken) signed with SCM's current secret key; with hdds.block.token.enabled "
+        "it turns SCM's secret keys on.",
+        "false",
+    )
+    block_token_expiry: timedelta = setting(
+        "hdds.block.token.expiry.time", "duration",
+        "Lifetime of a block or container token (duration).",
+        "1d",
+    )
+    secret_key_algorithm: str = setting(
+        "hdds.secret.key.algorithm", "str",
+        "The HMAC of the token signing keys: HmacSHA256, HmacSHA1, HmacSHA224, HmacSHA384 or HmacSHA512.",
+        "HmacSHA256",
+    )
+    secret_key_rotate_duration: timedelta = setting(
+        "hdds.secret.key.rotate.duration", "duration",
+        "How long a secret key stays the current (signing) key before the leader makes a new one (duration).",
+        "1d",
+    )
+    secret_key_rotate_check_duration: timedelta = setting(
+        "hdds.secret.key.rotate.check.duration", "duration",
+        "How often the leader checks whether the current secret key is due for rotation (duration).",
+        "10m",
+    )
+    secret_key_expiry_duration: timedelta = setting(
+        "hdds.secret.key.expiry.duration", "duration",
+        "How long a secret key verifies tokens after it was made; longer than hdds.secret.key.rotate.duration "
+        "plus hdds.block.token.expiry.time (duration).",
+        "9d",
+    )
+    datanode_kerberos_principal: str = setting(
+        "hdds.datanode.kerberos.principal", "str",
+        "The datanodes' service principal (_HOST is each datanode's host): a caller authenticated as <primary>/<host> "
+        "gets a datanode certificate for <host> over Hadoop RPC.",
+        "dn/_HOST@REALM",
+    )
+    om_kerberos_principal: str = setting(
+        "ozone.om.kerberos.principal", "str",
+        "The OM's service principal (_HOST is the OM's host): a caller authenticated as <primary>/<host> gets an OM "
+        "certificate for <host> over Hadoop RPC.",
+        "OM/_HOST@REALM",
+    )
     enrollment_secret_files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -277,7 +329,9 @@ class SecurityConfig:
                 f"use one of {', '.join(_SIGNATURES[algo])}"
             )
         for name in ("default_duration", "max_duration", "renew_grace_duration", "renew_check_interval",
-                     "subca_reload_interval", "rootca_polling_interval", "enrollment_proof_window"):
+                     "subca_reload_interval", "rootca_polling_interval", "enrollment_proof_window",
+                     "block_token_expiry", "secret_key_rotate_duration", "secret_key_rotate_check_duration",
+                     "secret_key_expiry_duration"):
             if getattr(self, name) <= timedelta(0):
                 raise ConfigError(f"{_key(name)}: must be positive, got {getattr(self, name)}")
         if self.renew_overlap_duration < timedelta(0):
@@ -304,6 +358,25 @@ class SecurityConfig:
             raise ConfigError(
                 f"hdds.x509.renew.grace.duration ({self.renew_grace_duration}) must be shorter than "
                 f"hdds.x509.default.duration ({self.default_duration}), or every certificate renews at once"
+            )
+        for name in ("datanode_kerberos_principal", "om_kerberos_principal"):
+            body = getattr(self, name).partition("@")[0]
+            if not body or body.count("/") > 1 or body.startswith("/"):
+                raise ConfigError(f"{_key(name)}={getattr(self, name)}: not a service principal; use "
+                                  "<primary>/_HOST@<REALM> (e.g. dn/_HOST@EXAMPLE.COM)")
+        if self.secret_key_algorithm not in SECRET_KEY_ALGORITHMS:
+            raise ConfigError(
+                f"hdds.secret.key.algorithm={self.secret_key_algorithm}: use one of {', '.join(SECRET_KEY_ALGORITHMS)} "
+                "(e.g. HmacSHA256)"
+            )
+        if self.secret_keys_enabled and (
+            self.secret_key_expiry_duration <= self.secret_key_rotate_duration + self.block_token_expiry
+        ):
+            raise ConfigError(
+                f"hdds.secret.key.expiry.duration ({self.secret_key_expiry_duration}) must be longer than "
+                f"hdds.secret.key.rotate.duration ({self.secret_key_rotate_duration}) plus hdds.block.token.expiry.time "
+                f"({self.block_token_expiry}), or a token signed just before a rotation outlives its key; raise it "
+                "(e.g. 9d)"
             )
         if bool(self.subca_certificate_file) != bool(self.subca_private_key_file):
             raise ConfigError(
@@ -341,6 +414,11 @@ class SecurityConfig:
             )
 
     # ---- derived ----
+    @property
+    def secret_keys_enabled(self) -> bool:
+        """SCM makes, rotates and serves token signing keys (Ozone: security with block or container tokens)."""
+        return self.security_enabled and (self.block_token_enabled or self.container_token_enabled)
+
     @property
     def tls(self) -> bool:
         """mutual TLS on every gRPC port (the security port is TLS whenever security is on)."""

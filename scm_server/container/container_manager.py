@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 ReplicaState = hdds_pb2.ContainerReplicaProto.State
 R_OPEN = hdds_pb2.ContainerReplicaProto.OPEN
-REPORT_YIELD_EVERY = 2000  # replicas of a full report handled per event-loop turn (about 10-20 ms)
+REPORT_YIELD_EVERY = 2000  # replicas of a full report handled per event-loop turn (a few ms: docs/performance.md)
 R_CLOSING = hdds_pb2.ContainerReplicaProto.CLOSING
 R_QUASI_CLOSED = hdds_pb2.ContainerReplicaProto.QUASI_CLOSED
 R_CLOSED = hdds_pb2.ContainerReplicaProto.CLOSED

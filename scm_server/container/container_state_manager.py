@@ -140,6 +140,7 @@ class ContainerInfo:
     replication_factor: int
     replication_type: int
     ec: ECLayout | None = None  # EC containers: (data, parity, codec, ecChunkSize), shared between containers
+    suppressed: bool = False
 
     @classmethod
     def from_proto(cls, info: hdds_pb2.ContainerInfoProto, strings: dict[str, str]) -> ContainerInfo:
@@ -157,6 +158,7 @@ class ContainerInfo:
             replication_factor=info.replicationFactor,
             replication_type=info.replicationType,
             ec=ec_layout(info.ecReplicationConfig) if info.HasField("ecReplicationConfig") else None,
+            suppressed=info.suppressed,
         )
 
     def to_proto(self) -> hdds_pb2.ContainerInfoProto:
@@ -180,6 +182,8 @@ class ContainerInfo:
             proto.ecReplicationConfig.parity = parity
             proto.ecReplicationConfig.codec = codec
             proto.ecReplicationConfig.ecChunkSize = chunk
+        if self.suppressed:
+            proto.suppressed = True
         return proto
 
 
@@ -328,12 +332,14 @@ class ContainerStateManager(ReplicatedStateManager):
         state: int | None = None,
         rtype: int | None = None,
         rfactor: int | None = None,
+        suppressed: bool | None = None,
+        *,
         ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
         """Ids >= ``start_id`` matching the filters: (first ``count`` in id order, total matching);
         ``ec`` keeps EC containers of that layout only (the factor filter does not apply to EC).
 
-        Without type/factor filters the page costs O(log n + count) (all states) or
+        Without type/factor/suppressed filters the page costs O(log n + count) (all states) or
         O(containers in ``state``); with them, one pass over the candidates.
         """
         layout = ec_layout(ec) if ec is not None else None
@@ -341,7 +347,7 @@ class ContainerStateManager(ReplicatedStateManager):
             rtype, rfactor = hdds_pb2.EC, None
         if rtype == hdds_pb2.EC:
             rfactor = None
-        if rtype is None and rfactor is None:
+        if rtype is None and rfactor is None and suppressed is None:
             if state is None:
                 ids = self._ordered_ids()
                 i = bisect.bisect_left(ids, start_id)
@@ -356,6 +362,7 @@ class ContainerStateManager(ReplicatedStateManager):
             if (rtype is None or self._containers[c].replication_type == rtype)
             and (rfactor is None or self._containers[c].replication_factor == rfactor)
             and (layout is None or self._containers[c].ec == layout)
+            and (suppressed is None or self._containers[c].suppressed == suppressed)
         ]
         return [self._containers[c].to_proto() for c in matching[:count]], len(matching)
 

@@ -46,7 +46,7 @@ from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.security.cert_client import NodeCertificateClient
 from scm_server.security.tls import ChannelSecurity
 
-# The transports a simulated datanode can speak: our gRPC protocol, or Ozone's over Hadoop RPC (issue 20).
+# The transports a simulated datanode can speak: our gRPC protocol, or Ozone's over Hadoop RPC.
 PROTOCOLS = ("grpc", "hadoop-rpc")
 DatanodeClient = DatanodeProtocolClient | HadoopDatanodeClient
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from scm_server.conf import SCMNodeDetails
 from scm_server.ha.dispatcher import SCMStateMachineDispatcher
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_service import SCMServiceManager
@@ -85,6 +86,39 @@ class SCMHAManager(Protocol):
 
     def get_leader(self) -> tuple[str, str] | None:
         """(leader SCM id, leader address) if known."""
+        ...
+
+    def leader_peer_id(self) -> str | None:
+        """The Raft peer id of the current leader, if known."""
+        ...
+
+    def node_of_peer(self, peer_id: str) -> SCMNodeDetails | None:
+        """The configured SCM a Raft peer id names, if any."""
+        ...
+
+    def dn_reports_ready(self) -> bool:
+        """This member has caught up with the leader, so it may take datanode reports (HDDS-14989)."""
+        ...
+
+    def check_dn_reports_allowed(self) -> None:
+        """Raise a retriable error (the datanode keeps its reports) until :meth:`dn_reports_ready`."""
+        ...
+
+    def leader_lease_remaining(self) -> float:
+        """Seconds left of this leader's lease (negative: expired)."""
+        ...
+
+    async def transfer_leadership(self, target: str | None) -> str:
+        """Move Raft leadership to the member ``target`` (any other member when None); the new leader's id.
+        SCMException (INVALID_REQUEST, TIMEOUT) or NotLeaderException when it cannot."""
+        ...
+
+    async def add_scm(self, scm_id: str, ratis_address: str, node_id: str = "") -> str:
+        """Add the SCM ``scm_id`` whose Raft listens at ``ratis_address`` to the ring; a one-line outcome."""
+        ...
+
+    async def remove_scm(self, scm_id: str) -> str:
+        """Remove the member ``scm_id`` from the ring (never the leader); a one-line outcome."""
         ...
 
     def peer_roles(self) -> list[str]:

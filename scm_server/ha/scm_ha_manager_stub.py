@@ -8,10 +8,12 @@ call returns. A fatal apply error discards the unflushed batch and raises SCMFat
 
 from __future__ import annotations
 
+import math
 import socket
 from typing import Any
 
-from scm_server.exceptions import SCMException, SCMFatalError
+from scm_server.conf import SCMNodeDetails
+from scm_server.exceptions import ResultCodes, SCMException, SCMFatalError
 from scm_server.ha.scm_ha_manager_api import SCMHAHost
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore
@@ -79,6 +81,39 @@ class SCMHAManagerStub:
     def get_leader(self) -> tuple[str, str] | None:
         scm_id = self.host.storage_config.scm_id or ""
         return (scm_id, socket.gethostname())
+
+    def leader_peer_id(self) -> str | None:
+        return None  # no Raft: no peer ids
+
+    def node_of_peer(self, peer_id: str) -> SCMNodeDetails | None:
+        return None  # no ring configured
+
+    def dn_reports_ready(self) -> bool:
+        return True  # nothing to catch up with
+
+    def check_dn_reports_allowed(self) -> None:
+        return None  # nothing to catch up with
+
+    def leader_lease_remaining(self) -> float:
+        return math.inf  # no peers to lose: the lease never runs out
+
+    async def transfer_leadership(self, target: str | None) -> str:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            "this SCM runs without Raft (a single SCM): there is no other member to transfer leadership to",
+        )
+
+    async def add_scm(self, scm_id: str, ratis_address: str, node_id: str = "") -> str:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            f"this SCM runs without Raft (a single SCM): SCM {scm_id} cannot join it; start the SCMs with HA",
+        )
+
+    async def remove_scm(self, scm_id: str) -> str:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            f"this SCM runs without Raft (a single SCM): there is no ring to remove SCM {scm_id} from",
+        )
 
     def peer_roles(self) -> list[str]:
         scm_id = self.host.storage_config.scm_id or ""

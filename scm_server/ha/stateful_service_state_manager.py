@@ -256,6 +256,24 @@ class CertificateStore(ReplicatedStateManager):
         return [r.serialId for r in fresh]
 
     @replicate(RequestType.CERT_STORE)
+    def remove_all_expired_certificates(self, now_ms: int) -> list[str]:
+        """Ozone's ``removeAllExpiredCertificates``, with the time chosen on the leader (an applied body reads no
+        clock): every datanode, OM and client certificate of ``validCerts`` whose notAfter is before ``now_ms`` is
+        removed; SCM certificates (``validSCMCerts``) stay. Returns the removed certificates (PEM), as Ozone does."""
+        removed: list[str] = []
+        for serial, proto in list(self._store.valid_certs.items()):
+            try:
+                not_after = pki.load_certificate(proto.x509Certificate).not_valid_after_utc
+            except pki.PKIError:
+                continue
+            if int(not_after.timestamp() * 1000) < now_ms:
+                self._buffer.remove_from_buffer(self._store.valid_certs, serial)
+                removed.append(proto.x509Certificate)
+        if removed:
+            self._index = None  # rebuilt from the tables on next use
+        return removed
+
+    @replicate(RequestType.CERT_STORE)
     def store_valid_certificate(self, certificate: hdds_pb2.CertificateProto, scm_cert: bool) -> None:
         table = self._store.valid_scm_certs if scm_cert else self._store.valid_certs
         existing = table.get(certificate.serialId)

@@ -17,6 +17,7 @@ import plyvel
 from scm_server.exceptions import StorageError
 from scm_server.metadata.codecs import BytesCodec, Codec, LongCodec, ProtoCodec, StringCodec, decode_or_raise
 from scm_server.proto import hdds_pb2
+from scm_server.proto.ozone import ScmSecretKeyProtocol_pb2 as wire_sk
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -80,6 +81,12 @@ class SCMDBDefinition:
     STATEFUL_SERVICE_CONFIG: ColumnFamily[str, bytes] = ColumnFamily(
         "statefulServiceConfig", StringCodec(), BytesCodec(), "service name -> serialized config proto"
     )
+    SECRET_KEYS: ColumnFamily[str, wire_sk.ManagedSecretKey] = ColumnFamily(
+        "secretKeys",
+        StringCodec(),
+        ProtoCodec(wire_sk.ManagedSecretKey),
+        "secret key id -> token signing key (ours; Ozone keeps them in each SCM's secret_keys.json)",
+    )
 
     @classmethod
     def column_families(cls) -> tuple[ColumnFamily[Any, Any], ...]:
@@ -95,6 +102,7 @@ class SCMDBDefinition:
             cls.MOVE,
             cls.META,
             cls.STATEFUL_SERVICE_CONFIG,
+            cls.SECRET_KEYS,
         )
 
     @classmethod

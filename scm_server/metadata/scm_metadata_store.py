@@ -94,6 +94,7 @@ class SCMMetadataStore:
         self.move = Table(db, d.MOVE)
         self.meta = Table(db, d.META)
         self.stateful_service_config = Table(db, d.STATEFUL_SERVICE_CONFIG)
+        self.secret_keys = Table(db, d.SECRET_KEYS)
 
     def stop(self) -> None:
         if self._db is not None:

@@ -130,21 +130,23 @@ class NodeDecommissionManager:
                 self.node_manager.set_node_operational_state(uuid, IN_SERVICE)
         return errors
 
+    def replicated_elsewhere(self, cid: int, uuid: str, maintenance: bool) -> bool:
+        """Container ``cid`` has enough replicas on healthy in-service datanodes other than ``uuid`` for that
+        datanode to leave (all of its replication for decommission, the maintenance minimum for maintenance)."""
+        required, holders = self.replication_of(cid)
+        elsewhere = [
+            h
+            for h in holders
+            if h != uuid
+            and (n := self.node_manager.get_node(h)) is not None
+            and n.health == HEALTHY
+            and n.op_state == IN_SERVICE
+        ]
+        needed = min(self.config.maintenance_replica_minimum, required) if maintenance else required
+        return len(elsewhere) >= needed
+
     def _sufficiently_replicated_elsewhere(self, uuid: str, maintenance: bool) -> bool:
-        for cid in self.containers_on(uuid):
-            required, holders = self.replication_of(cid)
-            elsewhere = [
-                h
-                for h in holders
-                if h != uuid
-                and (n := self.node_manager.get_node(h)) is not None
-                and n.health == HEALTHY
-                and n.op_state == IN_SERVICE
-            ]
-            needed = min(self.config.maintenance_replica_minimum, required) if maintenance else required
-            if len(elsewhere) < needed:
-                return False
-        return True
+        return all(self.replicated_elsewhere(cid, uuid, maintenance) for cid in self.containers_on(uuid))
 
     async def run_once(self) -> list[tuple[str, int]]:
         """One monitor pass (leader); returns [(uuid, new op state)] completed transitions."""

@@ -79,6 +79,8 @@ class DatanodeInfo:
     commands: list[scm_datanode_pb2.SCMCommandProto] = field(default_factory=list)
     command_queue_report: dict[int, int] = field(default_factory=dict)
     layout_version: int = 0
+    # wall-clock ms when this SCM saw the operational state change (the decommission start time Ozone reports)
+    op_state_since_ms: int = 0
     _volumes_of: list[scm_datanode_pb2.StorageReportProto] | None = field(default=None, repr=False, compare=False)
     _healthy_volumes: int = field(default=1, repr=False, compare=False)
 
@@ -156,6 +158,7 @@ class SCMNodeManager:
                 last_heartbeat_mono=now,
                 last_heartbeat_wall_ms=wall,
                 layout_version=layout_version,
+                op_state_since_ms=wall,
             )
             self._nodes[details.uuid] = info
             log.info("registered datanode %s (%s, rack %s)", details.uuid, details.hostName, rack_of(details))
@@ -163,6 +166,8 @@ class SCMNodeManager:
             info.health = HEALTHY
             info.last_heartbeat_mono = now
             info.last_heartbeat_wall_ms = wall
+            if info.op_state != op_state:
+                info.op_state_since_ms = wall
             info.op_state = op_state
             info.op_state_expiry_epoch_s = details.persistedOpStateExpiry
         info.details.CopyFrom(details)
@@ -249,6 +254,8 @@ class SCMNodeManager:
             if not any(c.commandType == CommandType.setNodeOperationalStateCommand for c in info.commands):
                 self._queue_set_op_state(info)
         else:
+            if reported != info.op_state:
+                info.op_state_since_ms = self.clock.wall_ms()
             info.op_state, info.op_state_expiry_epoch_s = reported, expiry
 
     def process_node_report(self, dn_uuid: str, report: scm_datanode_pb2.NodeReportProto) -> None:
@@ -348,13 +355,20 @@ class SCMNodeManager:
                 enum_name(NodeOperationalState, info.op_state),
                 enum_name(NodeOperationalState, op_state),
             )
+            info.op_state_since_ms = self.clock.wall_ms()
         info.op_state = op_state
         info.op_state_expiry_epoch_s = expiry_epoch_s
         self._queue_set_op_state(info)
 
     # ---- capacity helpers used by pipelines / containers ----
     def pipeline_limit(self, dn_uuid: str) -> int:
-        return self.pipeline_config.datanode_pipeline_limit
+        """ozone.scm.datanode.pipeline.limit, or when it is 0, ozone.scm.pipeline.per.metadata.disk times the
+        datanode's healthy volumes (our datanode reports carry no separate metadata volumes)."""
+        cfg = self.pipeline_config
+        if cfg.datanode_pipeline_limit > 0:
+            return cfg.datanode_pipeline_limit
+        info = self._nodes.get(dn_uuid)
+        return cfg.pipeline_per_metadata_disk * (info.healthy_volumes() if info else 1)
 
     def open_container_limit(self, dn_uuids: Iterable[str]) -> int:
         """min over members of ceil(owner.container.count * healthyVolumes / pipelineLimit) (Ozone)."""
@@ -369,7 +383,8 @@ class SCMNodeManager:
         if fewest is None:
             return 1
         cfg = self.pipeline_config
-        return max(1, -(-cfg.owner_container_count * fewest // cfg.datanode_pipeline_limit))
+        limit = cfg.datanode_pipeline_limit or cfg.pipeline_per_metadata_disk * fewest
+        return max(1, -(-cfg.owner_container_count * fewest // limit))
 
     def to_node_proto(self, info: DatanodeInfo, container_count: int = 0, pipeline_count: int = 0) -> hdds_pb2.Node:
         details = hdds_pb2.DatanodeDetailsProto()

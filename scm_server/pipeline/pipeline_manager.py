@@ -11,7 +11,8 @@ Leader-only decisions (Ozone's PipelineManagerImpl + RatisPipelineProvider):
   pipelines are closed (``on_node_stale``);
 * EC pipelines (Ozone's ECPipelineProvider) are made on demand by block allocation
   (:meth:`PipelineManager.get_or_create_ec_pipeline`, Ozone's WritableECContainerProvider): d+p
-  members from :func:`~scm_server.pipeline.ec_placement.choose_ec_nodes`, member i holding replica
+  members chosen by the EC placement policy (``ozone.scm.container.placement.ec.impl``,
+  SCMContainerPlacementRackScatter by default: one member per rack while racks last), member i holding replica
   index i, OPEN at once (no Ratis ring to form, no command to the datanodes);
 * :class:`BackgroundPipelineCreator` tops pipelines up to ``ozone.scm.datanode.pipeline.limit``
   per node every ``ozone.scm.pipeline.creation.interval`` and scrubs ALLOCATED pipelines that
@@ -35,9 +36,14 @@ from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_service import BackgroundSCMService, Event
 from scm_server.metadata.enums import enum_name
 from scm_server.node.node_manager import SCMNodeManager
-from scm_server.pipeline.ec_placement import choose_ec_nodes
 from scm_server.pipeline.pipeline_state_manager import ALLOCATED, CLOSED, DORMANT, OPEN, PipelineStateManager
-from scm_server.pipeline.placement import ContainerPlacementRackAware, PipelinePlacementPolicy
+from scm_server.pipeline.placement import (
+    ContainerPlacementPolicy,
+    LeaderChoosePolicy,
+    MinLeaderCountChoosePolicy,
+    PipelinePlacementPolicy,
+    SCMContainerPlacementRackScatter,
+)
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 log = logging.getLogger(__name__)
@@ -80,6 +86,9 @@ class PipelineManager:
         clock: Clock,
         config: PipelineConfig,
         placement: PipelinePlacementPolicy | None = None,
+        leader_policy: LeaderChoosePolicy | None = None,
+        container_size: int = 0,
+        ec_placement: ContainerPlacementPolicy | None = None,
     ) -> None:
         self.state_manager = state_manager
         self.node_manager = node_manager
@@ -87,7 +96,9 @@ class PipelineManager:
         self.clock = clock
         self.config = config
         self.placement = placement or PipelinePlacementPolicy()
-        self.ec_placement = ContainerPlacementRackAware()
+        self.ec_placement: ContainerPlacementPolicy = ec_placement or SCMContainerPlacementRackScatter()
+        self.leader_policy: LeaderChoosePolicy = leader_policy or MinLeaderCountChoosePolicy()
+        self.container_size = container_size  # the space a member must have for a container (0: not checked)
         self._reported: dict[str, set[str]] = {}
         self._allocated_at: dict[str, float] = {}
         self._closed_at: dict[str, float] = {}
@@ -147,6 +158,10 @@ class PipelineManager:
             return (lambda u: self.pipeline_count_of(u, THREE)), self.node_manager.pipeline_limit
         return (lambda u: self.pipeline_count_of(u, ONE)), (lambda _u: 1)
 
+    def _leader_count(self, dn_uuid: str) -> int:
+        """Non-closed RATIS/THREE pipelines whose suggested leader is the datanode (MinLeaderCountChoosePolicy)."""
+        return sum(1 for p in self.get_pipelines(rfactor=THREE, states={ALLOCATED, OPEN, DORMANT}) if p.leaderID == dn_uuid)
+
     def pipelines_of(self, dn_uuid: str) -> list[hdds_pb2.Pipeline]:
         return [p for p in self.get_pipelines() if any(m.uuid == dn_uuid for m in p.members)]
 
@@ -181,7 +196,9 @@ class PipelineManager:
             if rfactor == ONE:
                 self._check_a_datanode_without_ratis_one()
             load, limit = self._placement_limits(rfactor)
-            chosen = self.placement.choose_datanodes(self.node_manager.all_nodes(), count, load, limit)
+            chosen = self.placement.choose_datanodes(
+                self.node_manager.all_nodes(), count, load, limit, data_size=self.container_size
+            )
             member_ids = [n.uuid for n in chosen]
             if count > 1 and self._duplicate_of_existing(member_ids, rfactor):
                 raise SCMException(
@@ -190,6 +207,7 @@ class PipelineManager:
                 )
         else:
             member_ids = nodes
+        leader = self.leader_policy.choose_leader(member_ids, self._leader_count) if count > 1 else member_ids[0]
         members = [self.node_manager.require_node(u).details for u in member_ids]
         pipeline = hdds_pb2.Pipeline(
             id=hdds_pb2.PipelineID(id=str(uuid.uuid4())),
@@ -197,7 +215,7 @@ class PipelineManager:
             state=ALLOCATED,
             type=rtype,  # type: ignore[arg-type]
             factor=rfactor,  # type: ignore[arg-type]
-            leaderID=member_ids[0],
+            leaderID=leader or "",
             memberOrders=list(range(len(members))),
             creationTimeStamp=self.clock.wall_ms(),
         )
@@ -214,8 +232,9 @@ class PipelineManager:
                         type=rtype,  # type: ignore[arg-type]
                         factor=rfactor,  # type: ignore[arg-type]
                         datanode=members,
-                        # the suggested leader (members[0], our leaderID) first in Raft priority, like Ozone
-                        priority=[1 if i == 0 else 0 for i in range(len(members))],
+                        # the suggested leader (our leaderID) first in Raft priority, like Ozone; no suggestion
+                        # (DefaultLeaderChoosePolicy): equal priorities, Ratis elects
+                        priority=[1 if u == leader else 0 for u in member_ids],
                     ),
                 ),
             )
@@ -245,8 +264,8 @@ class PipelineManager:
             for p in self.get_pipelines(EC, None, {ALLOCATED, OPEN, DORMANT}):
                 for m in p.members:
                     ec_load[m.uuid] = ec_load.get(m.uuid, 0) + 1
-            chosen = choose_ec_nodes(
-                self.ec_placement, self.node_manager.all_nodes(), width, lambda u: ec_load.get(u, 0), excluded
+            chosen = self.ec_placement.choose_targets(
+                self.node_manager.all_nodes(), (), width, lambda u: ec_load.get(u, 0), excluded
             )
             if len(chosen) < width:
                 healthy = len(self.node_manager.healthy_in_service_nodes())
@@ -490,11 +509,16 @@ class PipelineManager:
         created = 0
         factors = [THREE] + ([ONE] if self.config.auto_create_factor_one else [])
         for rfactor in factors:
-            for _ in range(max(1, len(self.node_manager.all_nodes()) * self.config.datanode_pipeline_limit)):
+            nodes = self.node_manager.all_nodes()
+            for _ in range(max(1, sum(self.node_manager.pipeline_limit(n.uuid) for n in nodes))):
                 try:
                     await self.create_pipeline(RATIS, rfactor)
                 except SCMException as exc:
-                    if exc.result in (ResultCodes.FAILED_TO_FIND_SUITABLE_NODE, ResultCodes.FAILED_TO_FIND_HEALTHY_NODES):
+                    if exc.result in (
+                        ResultCodes.FAILED_TO_FIND_SUITABLE_NODE,
+                        ResultCodes.FAILED_TO_FIND_HEALTHY_NODES,
+                        ResultCodes.FAILED_TO_FIND_NODES_WITH_SPACE,
+                    ):
                         break
                     raise
                 created += 1

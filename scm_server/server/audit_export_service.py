@@ -38,7 +38,7 @@ import random
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
@@ -59,9 +59,13 @@ from scm_server.ha.scm_service import ServiceStatus
 from scm_server.ha.transaction_buffer import TransactionInfo
 from scm_server.metadata.scm_db_definition import SCMDBDefinition
 from scm_server.node.node_manager import DatanodeInfo
-from scm_server.pipeline.placement import ContainerPlacementRackAware
+from scm_server.pipeline.placement import SCMContainerPlacementRackAware, container_policy
 from scm_server.proto import hdds_pb2, scm_audit_pb2, scm_ha_pb2
-from scm_server.server.grpc_services import _ServiceBase
+from scm_server.server import endpoints
+from scm_server.server.grpc_services import RpcMetrics, _ServiceBase
+
+if TYPE_CHECKING:
+    from scm_server.scm import StorageContainerManager
 
 LOG = logging.getLogger(__name__)
 
@@ -97,6 +101,7 @@ class AuditSnapshot:
     first_reports: dict[str, int] = dataclasses.field(default_factory=dict)
     rm_state: str = ""
     rm_interval_ms: int = 0
+    placement_policy: str = SCMContainerPlacementRackAware.name  # the replication manager's, so its verdicts match
     released: bool = False
 
     def release(self) -> None:
@@ -116,7 +121,7 @@ def _copy_node(node: DatanodeInfo) -> DatanodeInfo:
     )
 
 
-def capture(scm: Any, *, barrier_id: str = "", expires_at_ms: int = 0, applied: TransactionInfo | None = None) -> AuditSnapshot:
+def capture(scm: StorageContainerManager, *, barrier_id: str = "", expires_at_ms: int = 0, applied: TransactionInfo | None = None) -> AuditSnapshot:
     """Take a snapshot of ``scm`` now. Synchronous on purpose: no await may separate the flush, the
     LevelDB snapshot and the soft-state copies, or they would describe different moments."""
     buffer = scm.transaction_buffer
@@ -151,6 +156,7 @@ def capture(scm: Any, *, barrier_id: str = "", expires_at_ms: int = 0, applied: 
         first_reports=dict(cm.first_full_report_ms),
         rm_state=replication_manager_state(rm),
         rm_interval_ms=int(rm.interval.total_seconds() * 1000),
+        placement_policy=rm.placement.name,
     )
 
 
@@ -166,7 +172,7 @@ class AuditSnapshotRegistry:
     """Captures of one SCM, by barrier id. Listens to the barrier state manager (a barrier entry is
     being applied) and the transaction buffer (that entry's index is now applied: capture here)."""
 
-    def __init__(self, scm: Any, max_captures: int = MAX_CAPTURES) -> None:
+    def __init__(self, scm: StorageContainerManager, max_captures: int = MAX_CAPTURES) -> None:
         self.scm = scm
         self.max_captures = max_captures
         self._captures: dict[str, AuditSnapshot] = {}
@@ -259,7 +265,7 @@ class AuditSnapshotRegistry:
 _REGISTRIES: weakref.WeakKeyDictionary[Any, AuditSnapshotRegistry] = weakref.WeakKeyDictionary()
 
 
-def registry_for(scm: Any) -> AuditSnapshotRegistry:
+def registry_for(scm: StorageContainerManager) -> AuditSnapshotRegistry:
     """The one registry of an SCM facade (created on first use)."""
     registry = _REGISTRIES.get(scm)
     if registry is None:
@@ -268,7 +274,7 @@ def registry_for(scm: Any) -> AuditSnapshotRegistry:
     return registry
 
 
-async def create_barrier(scm: Any, ttl_seconds: float) -> scm_audit_pb2.AuditBarrierResponseProto:
+async def create_barrier(scm: StorageContainerManager, ttl_seconds: float) -> scm_audit_pb2.AuditBarrierResponseProto:
     """Leader only: propose the barrier entry; returns once it is applied here (captured too)."""
     scm.scm_context.check_leader()
     if ttl_seconds <= 0 or ttl_seconds > 86_400:
@@ -399,7 +405,7 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
     cluster = ClusterView(
         nodes=nodes,
         load=lambda _dn: 0,  # only steers the choice of targets, which is not exported
-        placement=ContainerPlacementRackAware(random.Random(0)),
+        placement=container_policy(snap.placement_policy, random.Random(0)),
         maintenance_replica_minimum=snap.maintenance_replica_minimum,
         maintenance_remaining_redundancy=snap.maintenance_remaining_redundancy,
     )
@@ -492,7 +498,7 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
 
 
 async def export_chunks(
-    scm: Any, request: scm_audit_pb2.AuditExportRequestProto
+    scm: StorageContainerManager, request: scm_audit_pb2.AuditExportRequestProto
 ) -> AsyncIterator[scm_audit_pb2.AuditExportChunkProto]:
     """Validate the request, find or take the capture, stream it, release it when done."""
     cluster_id = scm.storage_config.cluster_id or ""
@@ -529,16 +535,18 @@ async def export_chunks(
         snap.release()
 
 
-class AuditExportService(_ServiceBase):
-    """SCMAuditProtocolService on ozone.scm.client.grpc.port (next to the admin protocol)."""
+class AuditExportService(_ServiceBase["StorageContainerManager"]):
+    """SCMAuditProtocolService on ozone.scm.client.grpc.port (next to the admin protocol). Not one of Ozone's
+    protocols: it reads a snapshot of the facade's own state, so it holds the facade itself, not a face of it."""
 
     SERVICE = "SCMAuditProtocolService"
     MODULE = scm_audit_pb2
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if hasattr(self.scm, "audit_barrier_state_manager"):
-            registry_for(self.scm)  # listen for barriers from the start
+    def __init__(
+        self, scm: StorageContainerManager, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics
+    ) -> None:
+        super().__init__(scm, protocol, get, metrics)
+        registry_for(scm)  # listen for barriers from the start
 
     async def CreateAuditBarrier(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         return await create_barrier(self.scm, req.ttlSeconds)

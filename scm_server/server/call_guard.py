@@ -1,17 +1,21 @@
-"""What every client-facing gRPC call passes through before and around the facade.
+"""What every client-facing call passes through before and around the facade, on either transport.
 
-Called by :class:`scm_server.server.grpc_services._ServiceBase` for each call, after the request was
-parsed. It must not hold SCM state beyond the response cache, and knows the facade only through
-two small methods (``require_leader`` and ``answer_label``).
+Called by :class:`scm_server.server.grpc_services._ServiceBase` for each gRPC call, after the request was
+parsed, and by the Hadoop RPC translators (:mod:`scm_server.server.hadoop_rpc`) for each command. The rules
+live in one table (:data:`RULES`, by Ozone protocol and command), keyed for each transport by its own names:
+(gRPC service, method) and (Hadoop RPC protocol, ``cmdType``). It holds no SCM state beyond the response cache,
+and its callers ask the facade through :class:`scm_server.protocols.LeaderRole`.
 
-* **Who may answer** (:data:`ACCESS`). As in Ozone, only the leader answers the client and admin
-  protocols, so a follower refuses with SCM_NOT_LEADER and a leader hint, and the client follows
+* **Who may answer** (:data:`ACCESS`, :data:`HADOOP_ACCESS`). As in Ozone, only the leader answers the client and
+  admin protocols, so a follower refuses with SCM_NOT_LEADER and a leader hint, and the client follows
   it; reads from a follower's soft state went stale after a leadership change. Three admin
   commands are meant for every SCM (Ozone's ``ADMIN_COMMAND_TYPE``: ForceExitSafeMode,
   Start/StopReplicationManager), and GetScmInfo is answered by any SCM (the cluster id never
   changes). A read may be answered by a follower only when the caller asks for that SCM's own
   view (``x-scm-read: local``); the answer then carries who answered and its role, so a per-SCM
-  view is always explicit and labelled. Datanodes talk to every SCM (not guarded here).
+  view is always explicit and labelled. Over Hadoop RPC no caller can ask that, so there Ozone's
+  ``FOLLOWER_READABLE_COMMAND_TYPES`` (InSafeMode, GetSafeModeRuleStatuses) are answered by every SCM, and
+  every other read by the leader. Datanodes talk to every SCM (not guarded here).
 * **Exactly-once retries** (:class:`ResponseCache`). Non-idempotent calls carrying a client id and
   call id (:mod:`scm_server.call_metadata`) are remembered for ``expiry`` seconds: a retry of a call
   still running joins it, a retry of a finished call gets the first answer. The answers are kept
@@ -34,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import enum
 import time
 import zlib
@@ -50,41 +55,81 @@ class Access(enum.Enum):
     ANY = "any"  # every SCM answers
 
 
-_LOCATION = "StorageContainerLocationProtocolService"
-_BLOCK = "ScmBlockLocationProtocolService"
-_DATANODE = "StorageContainerDatanodeProtocolService"
+@dataclasses.dataclass(frozen=True)
+class Face:
+    """One Ozone protocol as each transport names it: the gRPC service and the Hadoop RPC protocol."""
 
-ACCESS: dict[tuple[str, str], Access] = {
-    (_LOCATION, "AllocateContainer"): Access.LEADER,
-    (_LOCATION, "CloseContainer"): Access.LEADER,
-    (_LOCATION, "AllocatePipeline"): Access.LEADER,
-    (_LOCATION, "ClosePipeline"): Access.LEADER,
-    (_LOCATION, "ActivatePipeline"): Access.LEADER,
-    (_LOCATION, "DeactivatePipeline"): Access.LEADER,
-    (_LOCATION, "DecommissionNodes"): Access.LEADER,
-    (_LOCATION, "StartMaintenanceNodes"): Access.LEADER,
-    (_LOCATION, "RecommissionNodes"): Access.LEADER,
-    (_LOCATION, "ForceExitSafeMode"): Access.ANY,
-    (_LOCATION, "StartReplicationManager"): Access.ANY,
-    (_LOCATION, "StopReplicationManager"): Access.ANY,
-    (_LOCATION, "GetScmInfo"): Access.ANY,
-    (_BLOCK, "AllocateScmBlock"): Access.LEADER,
-    (_BLOCK, "DeleteScmKeyBlocks"): Access.LEADER,
-    (_BLOCK, "GetScmInfo"): Access.ANY,
+    grpc_service: str
+    hadoop_protocol: str
+
+
+BLOCK = Face("ScmBlockLocationProtocolService", "org.apache.hadoop.hdds.scm.protocol.ScmBlockLocationProtocol")
+LOCATION = Face(
+    "StorageContainerLocationProtocolService", "org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol"
+)
+GUARDED = (BLOCK, LOCATION)  # datanodes talk to every SCM, and security decides for itself
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """The call rules of one command (the gRPC method and the Hadoop RPC ``cmdType`` share Ozone's name).
+
+    ``follower_readable``: one of Ozone's ``FOLLOWER_READABLE_COMMAND_TYPES``, each SCM's own view; over Hadoop RPC,
+    where a caller cannot ask for a local read, every SCM answers it; over gRPC it stays ``access`` (a follower
+    answers when asked for its own view, ``x-scm-read: local``)."""
+
+    access: Access = Access.READ
+    non_idempotent: bool = False  # kept in the retry cache under the client's (client id, call id)
+    raft_client_call: bool = False  # decided by one replicated write, which carries the client's ids
+    follower_readable: bool = False
+
+
+# (protocol, command) -> its rules; a command of BLOCK or LOCATION not listed is a READ. The one table both
+# transports key by their own names (ACCESS and the rest below: gRPC; HADOOP_*: Hadoop RPC).
+RULES: dict[tuple[Face, str], Rule] = {
+    (LOCATION, "AllocateContainer"): Rule(Access.LEADER, non_idempotent=True, raft_client_call=True),
+    (LOCATION, "CloseContainer"): Rule(Access.LEADER),
+    (LOCATION, "AllocatePipeline"): Rule(Access.LEADER, non_idempotent=True),
+    (LOCATION, "ClosePipeline"): Rule(Access.LEADER),
+    (LOCATION, "ActivatePipeline"): Rule(Access.LEADER),
+    (LOCATION, "DeactivatePipeline"): Rule(Access.LEADER),
+    (LOCATION, "DecommissionNodes"): Rule(Access.LEADER),
+    (LOCATION, "StartMaintenanceNodes"): Rule(Access.LEADER),
+    (LOCATION, "RecommissionNodes"): Rule(Access.LEADER),
+    (LOCATION, "ForceExitSafeMode"): Rule(Access.ANY),
+    (LOCATION, "StartReplicationManager"): Rule(Access.ANY),
+    (LOCATION, "StopReplicationManager"): Rule(Access.ANY),
+    (LOCATION, "GetScmInfo"): Rule(Access.ANY),
+    (LOCATION, "InSafeMode"): Rule(follower_readable=True),
+    (LOCATION, "GetSafeModeRuleStatuses"): Rule(follower_readable=True),
+    (BLOCK, "AllocateScmBlock"): Rule(Access.LEADER, non_idempotent=True),
+    (BLOCK, "DeleteScmKeyBlocks"): Rule(Access.LEADER, non_idempotent=True),
+    (BLOCK, "GetScmInfo"): Rule(Access.ANY),
 }
 
+# gRPC: keyed by (service, method)
+ACCESS: dict[tuple[str, str], Access] = {
+    (face.grpc_service, command): rule.access for (face, command), rule in RULES.items() if rule.access is not Access.READ
+}
 NON_IDEMPOTENT: frozenset[tuple[str, str]] = frozenset(
-    {
-        (_BLOCK, "AllocateScmBlock"),
-        (_BLOCK, "DeleteScmKeyBlocks"),
-        (_LOCATION, "AllocateContainer"),
-        (_LOCATION, "AllocatePipeline"),
-    }
+    (face.grpc_service, command) for (face, command), rule in RULES.items() if rule.non_idempotent
+)
+RAFT_CLIENT_CALLS: frozenset[tuple[str, str]] = frozenset(
+    (face.grpc_service, command) for (face, command), rule in RULES.items() if rule.raft_client_call
 )
 
-
-# Calls decided by one replicated write, which then carries the client's ids (see the docstring).
-RAFT_CLIENT_CALLS: frozenset[tuple[str, str]] = frozenset({(_LOCATION, "AllocateContainer")})
+# Hadoop RPC: keyed by (protocol, cmdType)
+HADOOP_ACCESS: dict[tuple[str, str], Access] = {
+    (face.hadoop_protocol, command): Access.ANY if rule.follower_readable else rule.access
+    for (face, command), rule in RULES.items()
+    if rule.follower_readable or rule.access is not Access.READ
+}
+HADOOP_NON_IDEMPOTENT: frozenset[tuple[str, str]] = frozenset(
+    (face.hadoop_protocol, command) for (face, command), rule in RULES.items() if rule.non_idempotent
+)
+HADOOP_RAFT_CLIENT_CALLS: frozenset[tuple[str, str]] = frozenset(
+    (face.hadoop_protocol, command) for (face, command), rule in RULES.items() if rule.raft_client_call
+)
 
 
 def client_call_scope(md: dict[str, str], service: str, method: str) -> contextlib.AbstractContextManager[None]:
@@ -96,11 +141,27 @@ def client_call_scope(md: dict[str, str], service: str, method: str) -> contextl
 
 
 def access_of(service: str, method: str) -> Access:
-    """The access rule of a method of the client and block protocols; anything not listed there (new
+    """The access rule of a gRPC method of the client and block protocols; anything not listed there (new
     reads) is READ. Other services (datanode protocol, security) decide for themselves: ANY here."""
-    if service not in (_LOCATION, _BLOCK):
+    if service not in (face.grpc_service for face in GUARDED):
         return Access.ANY
     return ACCESS.get((service, method), Access.READ)
+
+
+def hadoop_access_of(protocol: str, command: str) -> Access:
+    """The access rule of a Hadoop RPC ``cmdType`` of the client and block protocols (a READ needs the leader
+    there: no caller asks for a local read); other protocols decide for themselves: ANY here."""
+    if protocol not in (face.hadoop_protocol for face in GUARDED):
+        return Access.ANY
+    return HADOOP_ACCESS.get((protocol, command), Access.READ)
+
+
+def hadoop_cache_key(client_id: bytes, call_id: int, protocol: str, command: str) -> tuple[str, int, str] | None:
+    """The retry-cache key of a Hadoop RPC call (its connection's client id and the call id, which Hadoop clients
+    keep across retries), or None when it must not be cached."""
+    if (protocol, command) not in HADOOP_NON_IDEMPOTENT or not client_id:
+        return None
+    return f"hrpc:{client_id.hex()}", call_id, f"{protocol}/{command}"
 
 
 class ResponseCache:
@@ -181,9 +242,9 @@ class ResponseCache:
 
 class _Packed:
     """A serialized answer kept compressed. A 100-block AllocateScmBlock answer repeats its pipeline
-    (three datanodes with their ports) in every block: 78 KB that zlib's fastest level turns into
-    about 1 KB in about 80 us, so the cache holds 20,000 answers (its count bound, about half a
-    minute at full speed) in some 20 MB instead of 64 MiB holding about 3 s of them."""
+    (three datanodes with their ports) in every block, which zlib's fastest level packs cheaply to
+    a small fraction of its size, so the cache holds its count bound of answers in far less memory
+    than the raw bytes would take (the figures: docs/performance.md, "Figures behind choices in the code")."""
 
     __slots__ = ("data",)
 

@@ -23,7 +23,10 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     check_endpoint_keys(conf)  # every port and address key set, the peers' and the unused transports' too
     scm = SCMConfig.from_conf(conf)
     SecurityConfig.from_conf(conf)
-    SCMConfigurations.from_conf(conf)
+    configs = SCMConfigurations.from_conf(conf)
+    from scm_server.node.topology_mapping import load_schema
+
+    load_schema(configs.topology.schema_file)  # readable, well-formed, the 3-level schema
     local = resolve_local_scm(conf)
     node = endpoints.find_node(conf.get_str, local.node_id)
     get = conf.get_str
@@ -33,6 +36,9 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings
 
     HadoopRpcSettings.from_conf(conf)  # ipc.maximum.data.length, ipc.client.connection.maxidletime
+    from scm_server.server.hadoop_rpc.kerberos import KerberosSettings
+
+    KerberosSettings.from_conf(conf, node.host)  # hadoop.security.authentication, the principal, QOP, ACLs, rules
     endpoints.http_address(get, node)
     endpoints.https_address(get, node)
     # every peer's addresses too: servicers name the leader's address in NOT_LEADER answers

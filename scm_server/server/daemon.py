@@ -20,8 +20,10 @@ Start-up order, each step failing with a message that says what to do:
    ``ozone.scm.security.service.grpc.port`` (TLS, no client certificate), the certificate admin service
    joins the client port, and with ``hdds.grpc.tls.enabled`` every other port demands a client
    certificate chaining to the cluster's root CA at the handshake and runs the per-call
-   authentication/authorization interceptor; Hadoop RPC (SIMPLE authentication only) then serves the
-   security protocol's certificate reads alone; ``ozone.http.policy`` adds HTTPS
+   authentication/authorization interceptor; Hadoop RPC with SIMPLE authentication then serves the
+   security protocol's certificate reads alone, and with ``hadoop.security.authentication=kerberos``
+   (:mod:`scm_server.server.hadoop_rpc.kerberos`: the keytab is loaded first, a wrong one stops the
+   start with one line) serves all four listeners to Kerberos-authenticated callers; ``ozone.http.policy`` adds HTTPS
    (``ozone.scm.https-address``, default 0.0.0.0:9877);
 5. run until SIGTERM/SIGINT, then stop servers (with a short grace period) and the SCM.
 """
@@ -32,19 +34,24 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
 from aiohttp import web
 
+from scm_server.ca import secret_key_manager
+from scm_server.ca.secret_key_manager import SecretKeyManager
 from scm_server.conf import OzoneConfiguration, SCMConfig
 from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError, one_line
 from scm_server.grpc_options import server_options
 from scm_server.ha import heap
 from scm_server.metadata.storage_config import SCMStorageConfig
+from scm_server.security.core import principals
+from scm_server.security.core.identity import Role
 from scm_server.server import endpoints
 from scm_server.server.audit_export_service import AuditExportService
 from scm_server.server.config_check import check_daemon_config
@@ -53,11 +60,15 @@ from scm_server.server.grpc_services import (
     DatanodeProtocolService,
     LocationProtocolService,
     RpcMetrics,
+    _ServiceBase,
 )
+from scm_server.server.hadoop_rpc.container_token import ContainerTokens
 from scm_server.server.web import INFO_KEY, make_app
 
-LOG = logging.getLogger("scm_server.daemon")
+if TYPE_CHECKING:
+    from scm_server.scm import StorageContainerManager
 
+LOG = logging.getLogger("scm_server.daemon")
 NOT_INITIALIZED = "SCM not initialized: run `ozone-scm scm --init` first"
 
 
@@ -114,7 +125,7 @@ def local_node(conf: OzoneConfiguration) -> endpoints.ScmNode:
 
 async def create_scm(
     conf: OzoneConfiguration, storage: SCMStorageConfig, node: endpoints.ScmNode, security: Any = None
-) -> Any:
+) -> StorageContainerManager:
     """Open scm.db, build the HA manager (``build_ha_manager``: Raft or stub) and the facade."""
     from scm_server.ha.factory import build_ha_manager
     from scm_server.metadata import SCMMetadataStore
@@ -141,36 +152,47 @@ class SCMDaemon:
 
     def __init__(self, conf: OzoneConfiguration) -> None:
         self.conf = conf
-        self.scm: Any = None
+        self.scm: StorageContainerManager | None = None
         self.node = local_node(conf)
         self.grpc_servers: list[grpc.aio.Server] = []
         self.hadoop_servers: list[Any] = []
         self.web_runner: web.AppRunner | None = None
         self.listening = Listening()
         self.security: Any = None
+        self.secret_keys: SecretKeyManager | None = None
 
     async def start(self) -> None:
         storage = check_storage(self.conf)
         self.security = load_security(self.conf, storage)
-        self.scm = await create_scm(self.conf, storage, self.node, security=self.security)
+        self.scm = scm = await create_scm(self.conf, storage, self.node, security=self.security)
         if self.security is not None:
-            self.security.attach(self.scm)
-        await self.scm.start()
+            self.security.attach(scm)
+            self.secret_keys = secret_key_manager.from_config(
+                scm.secret_key_state, self.security.config, context=scm.scm_context, clock=scm.clock,
+                entropy=os.urandom,
+            )
+            if self.secret_keys is not None:
+                scm.service_manager.register(self.secret_keys.service)
+        await scm.start()
         if self.security is not None:
             await self.security.start()
         get = self.conf.get_str
-        metrics = RpcMetrics(getattr(self.scm, "metrics_registry", None))
+        metrics = RpcMetrics(scm.metrics_registry)
         P = endpoints.Protocol
-        layout: list[tuple[endpoints.Protocol, list[Any]]] = [
-            (P.DATANODE, [DatanodeProtocolService]),
-            (P.BLOCK, [BlockProtocolService]),
-            (P.CLIENT, [LocationProtocolService, BlockProtocolService, AuditExportService]),
+        layout: list[tuple[endpoints.Protocol, list[_ServiceBase[Any]]]] = [
+            (P.DATANODE, [DatanodeProtocolService(scm, P.DATANODE, get, metrics)]),
+            (P.BLOCK, [BlockProtocolService(scm, P.BLOCK, get, metrics)]),
+            (P.CLIENT, [
+                LocationProtocolService(scm, P.CLIENT, get, metrics),
+                BlockProtocolService(scm, P.CLIENT, get, metrics),
+                AuditExportService(scm, P.CLIENT, get, metrics),
+            ]),
         ]
         if self.security is not None:
             from scm_server.server.security_services import SecurityAdminService, SecurityProtocolService
 
-            layout[2][1].append(SecurityAdminService)
-            layout.append((P.SECURITY, [SecurityProtocolService]))
+            layout[2][1].append(SecurityAdminService(scm, P.CLIENT, get, metrics, self.security))
+            layout.append((P.SECURITY, [SecurityProtocolService(scm, P.SECURITY, get, metrics, self.security)]))
         for protocol, services in layout:
             transport = self.security.transport if self.security is not None else None
             mtls = transport is not None and protocol is not P.SECURITY
@@ -184,7 +206,7 @@ class SCMDaemon:
                 options=options,
                 interceptors=list(transport.server_interceptors()) if transport is not None and mtls else None,
             )
-            server.add_generic_rpc_handlers(tuple(self._servicer(cls, protocol, get, metrics) for cls in services))
+            server.add_generic_rpc_handlers(tuple(service.generic_handler() for service in services))
             host = endpoints.bind_host(get, protocol, self.node)
             port = endpoints.port_of(get, protocol, self.node)
             try:
@@ -213,42 +235,77 @@ class SCMDaemon:
                 " (TLS)" if protocol is P.SECURITY else " (mutual TLS)" if mtls else "",
                 protocol.port_key,
             )
-        await self._start_hadoop_rpc(get)
-        await self._start_web(get)
+        await self._start_hadoop_rpc(scm, get)
+        await self._start_web(scm, get)
         LOG.info("SCM started: cluster %s, scm id %s", storage.cluster_id, storage.scm_id)
 
-    async def _start_hadoop_rpc(self, get: endpoints.Getter) -> None:
+    async def _start_hadoop_rpc(self, scm: StorageContainerManager, get: endpoints.Getter) -> None:
         """Ozone's protocols over Hadoop RPC (SIMPLE authentication) on Ozone's own port keys: the block
         protocol (``ozone.scm.block.client.port``, 9863), the datanode protocol (``ozone.scm.datanode.port``,
         9861), the location (admin) protocol (``ozone.scm.client.port``, 9860) and the security protocol's read
         calls (``ozone.scm.security.service.port``, 9961). With ``ozone.security.enabled`` only the last one."""
+        from scm_server.server.hadoop_rpc import secret_key_translator
         from scm_server.server.hadoop_rpc.block_translator import BlockLocationTranslator
         from scm_server.server.hadoop_rpc.datanode_translator import DatanodeTranslator
+        from scm_server.server.hadoop_rpc.kerberos import KerberosSettings, RpcSecurity
+        from scm_server.server.hadoop_rpc.leadership import Leadership
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
-        from scm_server.server.hadoop_rpc.security_translator import SecurityReader, SecurityTranslator
+        from scm_server.server.hadoop_rpc.reconfigure_translator import ReconfigureTranslator
+        from scm_server.server.hadoop_rpc.secret_key_translator import SecretKeyService
+        from scm_server.server.hadoop_rpc.security_translator import (
+            SecurityIssuer,
+            SecurityReader,
+            SecurityTranslator,
+        )
         from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics, HadoopRpcServer
         from scm_server.server.hadoop_rpc.settings import HadoopRpcSettings, hadoop_rpc_listeners
 
         P = endpoints.Protocol
-        wanted, left_out = hadoop_rpc_listeners(secure=self.security is not None)
+        kerberos = KerberosSettings.from_conf(self.conf, self.node.host)
+        rpc_security: RpcSecurity | None = None
+        if kerberos is not None:
+            try:
+                rpc_security = RpcSecurity.load(kerberos)
+            except ConfigError as exc:
+                raise DaemonStartupError(str(exc)) from exc
+        # with Kerberos every caller is authenticated, and calls that bind an identity (secret keys, container
+        # tokens) believe nothing else; without it they believe the connection's stated user, as SIMPLE auth does
+        require_authentication = kerberos is not None
+        wanted, left_out = hadoop_rpc_listeners(secure=self.security is not None, kerberos=kerberos is not None)
         if left_out is not None:
             LOG.info("%s", left_out)
         settings = HadoopRpcSettings.from_conf(self.conf)
-        metrics = HadoopRpcMetrics(getattr(self.scm, "metrics_registry", None))
-        storage_id = getattr(getattr(self.scm, "storage_config", None), "scm_id", None) or self.node.node_id or ""
+        metrics = HadoopRpcMetrics(scm.metrics_registry)
+        storage_id = scm.storage_config.scm_id or self.node.node_id or ""
         for protocol in wanted:
             translator: Any
+            extra: list[Any] = []
             if protocol is P.BLOCK_HADOOP:
-                translator = BlockLocationTranslator(self.scm, get, storage_id, self.node.host)
+                translator = BlockLocationTranslator(scm, get, storage_id, self.node.host)
             elif protocol is P.CLIENT_HADOOP:
-                translator = LocationTranslator(self.scm, get, storage_id, self.node.host)
+                translator = LocationTranslator(
+                    scm, get, storage_id, self.node.host,
+                    authorizer=rpc_security.authorizer if rpc_security is not None else None,
+                    container_tokens=self._container_tokens(scm, require_authentication),
+                )
+                extra = [ReconfigureTranslator(scm)]  # Ozone serves `ozone admin reconfig` on the client port
             elif protocol is P.SECURITY_HADOOP:
-                translator = SecurityTranslator(SecurityReader(self.security) if self.security is not None else None)
+                translator = SecurityTranslator(
+                    SecurityReader(self.security) if self.security is not None else None,
+                    SecurityIssuer(self.security) if self.security is not None else None,
+                    primaries=self._service_primaries(),
+                    leadership=Leadership(scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
+                    administrators=self._administrators(),
+                )
+                extra = secret_key_translator.translators(SecretKeyService(
+                    self.secret_keys, Leadership(scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
+                    administrators=self._administrators(), require_authentication=require_authentication,
+                ))
             else:
-                translator = DatanodeTranslator(self.scm)
+                translator = DatanodeTranslator(scm)
             server = HadoopRpcServer(
-                [translator], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
-                name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics,
+                [translator, *extra], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
+                name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics, security=rpc_security,
             )
             host = endpoints.bind_host(get, protocol, self.node)
             port = endpoints.port_of(get, protocol, self.node)
@@ -258,19 +315,35 @@ class SCMDaemon:
                 raise DaemonStartupError(f"cannot listen on {host}:{port} ({protocol.port_key}): {exc}") from exc
             self.hadoop_servers.append(server)
             setattr(self.listening, protocol.name.lower(), f"{host}:{bound}")
-            LOG.info("SCM %s over Hadoop RPC (SIMPLE auth) listening on %s:%s (%s)", translator.protocol, host, bound,
+            auth = (
+                f"Kerberos as {kerberos.principal}, {'/'.join(q.hadoop_name for q in kerberos.qops)}"
+                if kerberos is not None else "SIMPLE auth"
+            )
+            LOG.info("SCM %s over Hadoop RPC (%s) listening on %s:%s (%s)", translator.protocol, auth, host, bound,
                      protocol.port_key)
 
-    def _servicer(self, cls: Any, protocol: endpoints.Protocol, get: endpoints.Getter, metrics: RpcMetrics) -> Any:
-        if getattr(cls, "MODULE", None) is not None and cls.MODULE.__name__.endswith("scm_security_pb2"):
-            return cls(self.scm, protocol, get, metrics, self.security).generic_handler()
-        return cls(self.scm, protocol, get, metrics).generic_handler()
+    def _service_primaries(self) -> dict[Role, str]:
+        """Which principals get datanode and OM certificates (hdds.datanode.kerberos.principal, ozone.om.kerberos.principal)."""
+        if self.security is None:
+            return {}
+        config = self.security.config
+        return {Role.DATANODE: principals.service_primary(config.datanode_kerberos_principal),
+                Role.OM: principals.service_primary(config.om_kerberos_principal)}
 
-    async def _start_web(self, get: endpoints.Getter) -> None:
+    def _administrators(self) -> tuple[str, ...]:
+        return tuple(self.security.config.administrators) if self.security is not None else ()
+
+    def _container_tokens(self, scm: StorageContainerManager, require_authentication: bool) -> ContainerTokens | None:
+        """Container tokens are signed when hdds.container.token.enabled and secret keys are on."""
+        if self.secret_keys is None or not self.security.config.container_token_enabled:
+            return None
+        return ContainerTokens(self.secret_keys, scm.clock, self._administrators(), require_authentication)
+
+    async def _start_web(self, scm: StorageContainerManager, get: endpoints.Getter) -> None:
         """HTTP and/or HTTPS (``ozone.http.policy``) serving the same app."""
         policy = self.security.config.https.value if self.security is not None else "HTTP_ONLY"
         http_host, http_port = endpoints.http_address(get, self.node)
-        app = make_app(self.scm, self.listening.as_dict())
+        app = make_app(scm, self.listening.as_dict())
         self.web_runner = web.AppRunner(app, access_log=None)
         await self.web_runner.setup()
         sites: list[tuple[str, str, int, Any]] = []

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
@@ -32,12 +32,20 @@ from scm_server import call_metadata
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_errors import RESULT_KEY, to_grpc_error
 from scm_server.proto import scm_client_pb2, scm_datanode_pb2
+from scm_server.protocols import (
+    BlockAllocation,
+    LeaderRole,
+    ScmBlockLocationProtocol,
+    StorageContainerDatanodeProtocol,
+    StorageContainerLocationProtocol,
+)
 from scm_server.security.core.identity import Role
 from scm_server.security.tls import current_identity
 from scm_server.server import call_guard, endpoints
 
 LOG = logging.getLogger(__name__)
 M = TypeVar("M", bound=pb_message.Message)
+S = TypeVar("S", bound=LeaderRole)  # the face of the facade a servicer serves (scm_server.protocols)
 
 Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[pb_message.Message]]
 
@@ -66,15 +74,15 @@ class RpcMetrics:
         )
 
 
-class _ServiceBase:
-    """Shared plumbing: request parsing, error mapping, metrics."""
+class _ServiceBase(Generic[S]):
+    """Shared plumbing: request parsing, error mapping, metrics; ``scm`` is the face of the facade served."""
 
     SERVICE: str = ""
     MODULE: Any = None
 
     def __init__(
         self,
-        scm: Any,
+        scm: S,
         protocol: endpoints.Protocol,
         get: endpoints.Getter,
         metrics: RpcMetrics,
@@ -106,12 +114,7 @@ class _ServiceBase:
             return None
         try:
             # The hint may name the leader by Raft peer id (scmUuid); map it to its node id.
-            node_id = exc.leader_id
-            node_of_peer = getattr(getattr(self.scm, "ha_manager", None), "node_of_peer", None)
-            if callable(node_of_peer):
-                node = node_of_peer(exc.leader_id)
-                node_id = getattr(node, "node_id", None) or node_id
-            return endpoints.leader_address(self.get, self.protocol, node_id)
+            return endpoints.leader_address(self.get, self.protocol, self.scm.node_id_of_peer(exc.leader_id))
         except Exception:  # a misconfigured peer must not hide the NotLeader answer
             LOG.exception("cannot resolve leader %s address", exc.leader_id)
             return None
@@ -180,9 +183,7 @@ class _ServiceBase:
         access = call_guard.access_of(service, name)
         local = access is call_guard.Access.READ and call_metadata.wants_local_read(md)
         if access is call_guard.Access.LEADER or (access is call_guard.Access.READ and not local):
-            require_leader = getattr(self.scm, "require_leader", None)
-            if callable(require_leader):
-                require_leader()
+            self.scm.require_leader()
         key = call_guard.cache_key(md, service, name)
         with call_guard.client_call_scope(md, service, name):
             if key is None:
@@ -195,20 +196,18 @@ class _ServiceBase:
 
                 response = await self.responses.run(key, serialized)
         if local:
-            label = getattr(self.scm, "answer_label", None)
-            if callable(label):
-                context.set_trailing_metadata(call_metadata.answer_metadata(*label()))
+            context.set_trailing_metadata(call_metadata.answer_metadata(*self.scm.answer_label()))
         return response
 
 
-class DatanodeProtocolService(_ServiceBase):
+class DatanodeProtocolService(_ServiceBase[StorageContainerDatanodeProtocol]):
     """StorageContainerDatanodeProtocolService on ozone.scm.datanode.grpc.port."""
 
     SERVICE = "StorageContainerDatanodeProtocolService"
     MODULE = scm_datanode_pb2
 
     async def GetVersion(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        return await _maybe_await(self.scm.get_version())
+        return self.scm.get_version()
 
     async def Register(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         _check_datanode_identity(req.datanodeDetails.uuid)
@@ -225,7 +224,7 @@ class DatanodeProtocolService(_ServiceBase):
         return await self.scm.process_heartbeat(req)
 
 
-class BlockProtocolService(_ServiceBase):
+class BlockProtocolService(_ServiceBase[ScmBlockLocationProtocol]):
     """ScmBlockLocationProtocolService on ozone.scm.block.client.grpc.port (and the client port)."""
 
     SERVICE = "ScmBlockLocationProtocolService"
@@ -234,19 +233,20 @@ class BlockProtocolService(_ServiceBase):
     async def AllocateScmBlock(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         exclude = req.excludeList if req.HasField("excludeList") else None
         ec = req.ecReplicationConfig if req.HasField("ecReplicationConfig") else None
-        return await self.scm.allocate_block_response(
+        blocks = await self.scm.allocate_block(
             req.size, req.numBlocks, req.type, req.factor, req.owner, exclude, ec=ec
         )
+        return allocate_response(blocks)
 
     async def DeleteScmKeyBlocks(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         results = await self.scm.delete_key_blocks(list(req.keyBlocks))
         return scm_client_pb2.DeleteScmKeyBlocksResponseProto(results=list(results))
 
     async def GetScmInfo(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        return await _maybe_await(self.scm.get_scm_info())
+        return self.scm.get_scm_info()
 
 
-class LocationProtocolService(_ServiceBase):
+class LocationProtocolService(_ServiceBase[StorageContainerLocationProtocol]):
     """StorageContainerLocationProtocolService (admin) on ozone.scm.client.grpc.port."""
 
     SERVICE = "StorageContainerLocationProtocolService"
@@ -257,24 +257,22 @@ class LocationProtocolService(_ServiceBase):
         return scm_client_pb2.ContainerResponseProto(containerWithPipeline=cwp)
 
     async def GetContainer(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        info = await _maybe_await(self.scm.get_container(req.containerID))
+        info = self.scm.get_container(req.containerID)
         return scm_client_pb2.GetContainerResponseProto(containerInfo=info)
 
     async def GetContainerWithPipeline(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        cwp, replicas = await _maybe_await(self.scm.get_container_with_pipeline(req.containerID))
+        cwp, replicas = self.scm.get_container_with_pipeline(req.containerID)
         return scm_client_pb2.GetContainerWithPipelineResponseProto(
             containerWithPipeline=cwp, replicas=list(replicas)
         )
 
     async def ListContainer(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        containers, total = await _maybe_await(
-            self.scm.list_containers(
-                req.startContainerID if req.HasField("startContainerID") else 0,
-                req.count if req.HasField("count") else 100,
-                req.state if req.HasField("state") else None,
-                req.type if req.HasField("type") else None,
-                req.factor if req.HasField("factor") else None,
-            )
+        containers, total = self.scm.list_containers(
+            req.startContainerID if req.HasField("startContainerID") else 0,
+            req.count if req.HasField("count") else 100,
+            req.state if req.HasField("state") else None,
+            req.type if req.HasField("type") else None,
+            req.factor if req.HasField("factor") else None,
         )
         return scm_client_pb2.SCMListContainerResponseProto(containers=list(containers), containerCount=total)
 
@@ -283,7 +281,7 @@ class LocationProtocolService(_ServiceBase):
         return scm_client_pb2.SCMCloseContainerResponseProto()
 
     async def ListPipelines(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        pipelines = await _maybe_await(self.scm.list_pipelines())
+        pipelines = self.scm.list_pipelines()
         return scm_client_pb2.ListPipelineResponseProto(pipelines=list(pipelines))
 
     async def AllocatePipeline(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
@@ -303,39 +301,37 @@ class LocationProtocolService(_ServiceBase):
         return scm_client_pb2.Empty()
 
     async def InSafeMode(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        in_safe_mode, pre_check = await _maybe_await(self.scm.in_safe_mode())
+        in_safe_mode, pre_check = self.scm.in_safe_mode()
         return scm_client_pb2.InSafeModeResponseProto(inSafeMode=in_safe_mode, preCheckComplete=pre_check)
 
     async def ForceExitSafeMode(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        exited = await _maybe_await(self.scm.force_exit_safe_mode())
+        exited = self.scm.force_exit_safe_mode()
         return scm_client_pb2.ForceExitSafeModeResponseProto(exitedSafeMode=bool(exited))
 
     async def GetSafeModeRuleStatuses(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        statuses = await _maybe_await(self.scm.safe_mode_rule_statuses())
+        statuses = self.scm.safe_mode_rule_statuses()
         return scm_client_pb2.GetSafeModeRuleStatusesResponseProto(safeModeRuleStatusesProto=list(statuses))
 
     async def StartReplicationManager(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        await _maybe_await(self.scm.start_replication_manager())
+        self.scm.start_replication_manager()
         return scm_client_pb2.Empty()
 
     async def StopReplicationManager(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        await _maybe_await(self.scm.stop_replication_manager())
+        self.scm.stop_replication_manager()
         return scm_client_pb2.Empty()
 
     async def GetReplicationManagerStatus(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        running = await _maybe_await(self.scm.replication_manager_status())
+        running = self.scm.replication_manager_status()
         return scm_client_pb2.ReplicationManagerStatusResponseProto(isRunning=bool(running))
 
     async def GetReplicationManagerReport(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        report = await _maybe_await(self.scm.replication_manager_report())
+        report = self.scm.replication_manager_report()
         return scm_client_pb2.ReplicationManagerReportResponseProto(report=report)
 
     async def QueryNode(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        nodes = await _maybe_await(
-            self.scm.query_nodes(
-                req.state if req.HasField("state") else None,
-                req.opState if req.HasField("opState") else None,
-            )
+        nodes = self.scm.query_nodes(
+            req.state if req.HasField("state") else None,
+            req.opState if req.HasField("opState") else None,
         )
         return scm_client_pb2.NodeQueryResponseProto(datanodes=list(nodes))
 
@@ -352,7 +348,19 @@ class LocationProtocolService(_ServiceBase):
         return scm_client_pb2.DatanodeAdminResponseProto(errors=list(errors))
 
     async def GetScmInfo(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
-        return await _maybe_await(self.scm.get_scm_info())
+        return self.scm.get_scm_info()
+
+
+def allocate_response(blocks: list[BlockAllocation]) -> scm_client_pb2.AllocateScmBlockResponseProto:
+    """The block protocol's answer, written straight from the allocations: each block's pipeline copied once."""
+    response = scm_client_pb2.AllocateScmBlockResponseProto()
+    out = response.blocks
+    for container_id, local_id, pipeline in blocks:
+        block = out.add()
+        block.containerBlockID.containerID = container_id
+        block.containerBlockID.localID = local_id
+        block.pipeline.CopyFrom(pipeline)
+    return response
 
 
 def _serialize(response: pb_message.Message | bytes) -> bytes:
@@ -368,10 +376,3 @@ def _check_datanode_identity(uuid: str) -> None:
             ResultCodes.PERMISSION_DENIED,
             f"the certificate of datanode {ident.owner_id} ({ident.common_name}) cannot report as datanode {uuid}",
         )
-
-
-async def _maybe_await(value: Any) -> Any:
-    """The facade documents some admin calls as sync; accept either form."""
-    if hasattr(value, "__await__"):
-        return await value
-    return value

@@ -25,6 +25,7 @@ from scm_server.ca.ca_server import SCMCertificateServer
 from scm_server.ca.scm_security import SCMSecurity, leaf_of_context
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_security_pb2
+from scm_server.protocols import SCMSecurityProtocol
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import enrollment
 from scm_server.security.core import serials as serial_ids
@@ -55,12 +56,12 @@ def _serial(text: str) -> str:
 _ROLE_NAMES = {scm_security_pb2.SCM: "scm", scm_security_pb2.DATANODE: "datanode", scm_security_pb2.OM: "om"}
 
 
-class _SecurityBase(_ServiceBase):
+class _SecurityBase(_ServiceBase[SCMSecurityProtocol]):
     MODULE = scm_security_pb2
 
     def __init__(
         self,
-        scm: Any,
+        scm: SCMSecurityProtocol,
         protocol: endpoints.Protocol,
         get: endpoints.Getter,
         metrics: RpcMetrics,
@@ -86,8 +87,7 @@ class SecurityProtocolService(_SecurityBase):
         ca = self.ca
         root = ca.root
         cert = self.security.material.current.certificate
-        ha = self.scm.ha_manager
-        leader = ha.leader_peer_id() if hasattr(ha, "leader_peer_id") else None
+        leader = self.scm.leader_peer_id()
         resp = scm_security_pb2.SCMSecurityInfoResponseProto(
             clusterId=ca.cluster_id,
             scmId=ca.scm_id,
@@ -98,9 +98,9 @@ class SecurityProtocolService(_SecurityBase):
             certNotAfterMs=int(cert.not_valid_after_utc.timestamp() * 1000),
             holdsRootKey=ca.holds_root_key,
         )
-        node = ha.leader_node() if hasattr(ha, "leader_node") else None
-        if node is not None:
-            resp.leaderSecurityAddress = endpoints.leader_address(self.get, endpoints.Protocol.SECURITY, node.node_id) or ""
+        leader_node = self.scm.leader_node_id()
+        if leader_node is not None:
+            resp.leaderSecurityAddress = endpoints.leader_address(self.get, endpoints.Protocol.SECURITY, leader_node) or ""
         role = _ROLE_NAMES.get(req.role)
         if req.nonce and role is not None:
             secret = ca.secret_or_none(role)

@@ -26,13 +26,14 @@ from google.protobuf import json_format
 from google.protobuf import message as pb_message
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from scm_server.protocols import ScmStatusView
 from scm_server.server import web_errors
 
 LOG = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-SCM_KEY: web.AppKey[Any] = web.AppKey("scm", object)
+SCM_KEY: web.AppKey[ScmStatusView] = web.AppKey("scm", ScmStatusView)
 INFO_KEY: web.AppKey[dict[str, Any]] = web.AppKey("info", dict)
 
 
@@ -55,7 +56,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _safe_mode(scm: Any) -> tuple[bool, bool]:
+def _safe_mode(scm: ScmStatusView) -> tuple[bool, bool]:
     try:
         result = scm.in_safe_mode()
         in_sm, pre = result
@@ -65,29 +66,15 @@ def _safe_mode(scm: Any) -> tuple[bool, bool]:
         return True, False
 
 
-def _is_leader_ready(scm: Any) -> bool:
-    ctx = getattr(scm, "scm_context", None)
-    if ctx is None:
-        return True
-    for name in ("is_leader_ready", "is_leader"):
-        attr = getattr(ctx, name, None)
-        if attr is not None:
-            return bool(attr() if callable(attr) else attr)
-    return True
-
-
-def _is_caught_up_member(scm: Any) -> bool:
-    gate = getattr(getattr(scm, "ha_manager", None), "dn_reports_ready", None)
-    if not callable(gate):
-        return True  # no Raft (a single SCM without HA): serving is all there is
+def _is_caught_up_member(scm: ScmStatusView) -> bool:
     try:
-        return bool(gate())
+        return scm.dn_reports_ready()  # always true without Raft (a single SCM: serving is all there is)
     except Exception:
         LOG.exception("dn_reports_ready failed")
         return False
 
 
-def summary(scm: Any, info: dict[str, Any]) -> dict[str, Any]:
+def summary(scm: ScmStatusView, info: dict[str, Any]) -> dict[str, Any]:
     try:
         data = scm.status_summary()
     except Exception as exc:
@@ -106,8 +93,7 @@ def summary(scm: Any, info: dict[str, Any]) -> dict[str, Any]:
 
 
 async def prom(request: web.Request) -> web.Response:
-    registry = getattr(request.app[SCM_KEY], "metrics_registry", None)
-    body = generate_latest(registry) if registry is not None else b""
+    body = generate_latest(request.app[SCM_KEY].metrics_registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
@@ -123,7 +109,7 @@ async def ready(request: web.Request) -> web.Response:
         ok = _is_caught_up_member(scm)
         reason = "caught-up member" if ok else "not yet a caught-up member of the ring"
     elif leader_mode:
-        ok = _is_leader_ready(scm) and not in_sm
+        ok = scm.is_leader_ready() and not in_sm
         reason = "leader ready and out of safemode" if ok else "not the ready leader or in safemode"
     else:
         ok = not in_sm
@@ -185,7 +171,7 @@ async def index(request: web.Request) -> web.Response:
     return web.Response(text=html, content_type="text/html")
 
 
-def make_app(scm: Any, info: dict[str, Any]) -> web.Application:
+def make_app(scm: ScmStatusView, info: dict[str, Any]) -> web.Application:
     web_errors.install()  # a gRPC client on this port: one warning line, not a traceback
     app = web.Application()
     app[SCM_KEY] = scm

@@ -208,7 +208,7 @@ _STATE_BYTES = 120
 _TARGET_SLICE = 0.004  # seconds of search per slice before the driver looks at the clock
 _MIN_SLICE_STEPS, _MAX_SLICE_STEPS = 64, 1 << 16
 # Freeing a search's memo cache takes time too; the driver stops early enough to pay it
-# within the timeout (measured: 0.15-0.25 ns per byte of cache, rounded up).
+# within the timeout (the measured cost per byte of cache, rounded up: docs/performance.md).
 _FREE_SECONDS_PER_BYTE = 0.3e-9
 
 

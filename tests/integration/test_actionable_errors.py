@@ -33,6 +33,8 @@ from scm_server.local.members import http_ok
 from scm_server.ports import dead_address
 from scm_server.server.config_check import check_daemon_config
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 OZONE_SCM = str(Path(sys.executable).with_name("ozone-scm"))
 
 
@@ -127,6 +129,23 @@ def test_garbage_on_the_daemon_and_the_simulator_is_one_line(tmp_path: Path) -> 
               env={"OZONE-SITE.XML_ozone.scm.address.scmservice.scm3": "not a host"})
     assert sim.returncode == 1
     assert "ozone.scm.address.scmservice.scm3: invalid host 'not a host'" in one_error_line(sim)
+
+
+def test_an_unknown_placement_class_or_schema_stops_the_daemon_with_one_line(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, 1)
+    cluster.write_configs()
+    conf = str(cluster.scms[0].conf_dir)
+    daemon = cli("--conf", conf, "scm", env={"OZONE-SITE.XML_ozone.scm.container.placement.impl": "RackWise"})
+    assert daemon.returncode == 1 and "Traceback" not in daemon.stderr
+    errors = [line for line in daemon.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, daemon.stderr
+    assert "ozone.scm.container.placement.impl: unknown class 'RackWise'; use one of SCMContainerPlacementRackAware, " \
+        "SCMContainerPlacementRackScatter, SCMContainerPlacementCapacity, SCMContainerPlacementRandom" in errors[0]
+    schema = cli("--conf", conf, "scm", env={
+        "OZONE-SITE.XML_ozone.scm.network.topology.schema.file": str(tmp_path / "missing.xml")})
+    assert schema.returncode == 1 and "Traceback" not in schema.stderr
+    errors = [line for line in schema.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "ozone.scm.network.topology.schema.file: cannot read" in errors[0], schema.stderr
 
 
 def test_the_daemon_reads_no_key_its_check_skips(tmp_path: Path) -> None:

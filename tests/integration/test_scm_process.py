@@ -21,6 +21,8 @@ from scm_server.client.datanode_client import DatanodeProtocolClient
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 MB = 1024 * 1024
 CONTAINER_SIZE = 64 * MB
 BIG_CALL = 20000  # a big call that must not starve small ones

@@ -19,6 +19,8 @@ from scm_server.client import SCMClientConfig, SCMUnavailableError, SyncSCMClien
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 WORKERS = 4
 BLOCKS_PER_CALL = 5
 

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from scm_harness import LocalCluster
+
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
 
 
 def _snapshot(root: Path) -> dict[str, tuple[str, int]]:

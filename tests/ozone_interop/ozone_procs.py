@@ -581,6 +581,23 @@ class OzoneCluster:
                 roles.append((by_ratis[m.group(1)], m.group(2)))
         return roles
 
+    def scm_peer_ids(self) -> dict[str, tuple[str, str]]:
+        """`ozone admin scm roles`: node id -> (Raft peer id, role), the peer id `scm transfer -n` takes."""
+        by_ratis = {str(s.ratis_port): s.node_id for s in self.scms}
+        peers = {}
+        for line in self.admin("scm", "roles").splitlines():
+            m = re.match(r"^\s*[^:\s]+:(\d+):(LEADER|FOLLOWER|CANDIDATE|LISTENER|UNKNOWN):([^:\s]+)", line)
+            if m and m.group(1) in by_ratis:
+                peers[by_ratis[m.group(1)]] = (m.group(3), m.group(2))
+        return peers
+
+    def rewrite_scm_site(self, node_id: str, extra: dict[str, str]) -> None:
+        """Rewrite one SCM's ozone-site.xml with ``extra`` over the keys it started with (a run-time
+        reconfiguration then reads it): Ozone's SCM reads it from its class path, ours from ``--conf``."""
+        scm = next(s for s in self.scms if s.node_id == node_id)
+        props = self.our_scm_props(scm) if self.scm_side == "ours" else self.scm_props(scm)
+        write_site(self.base / node_id / "conf" / "ozone-site.xml", {**props, **extra})
+
     def our_hadoop_rpc_calls(self) -> dict[str, float]:
         """Our SCMs only: successful Hadoop RPC calls per protocol, summed over the running SCMs' /prom pages."""
         totals: dict[str, float] = {}

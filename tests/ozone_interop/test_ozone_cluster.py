@@ -141,6 +141,97 @@ def close_container_through_the_datanodes(c: OzoneCluster) -> None:
     wait_for(f"container {cid} CLOSED after ozone admin container close", container_closed, 120, interval=1)
 
 
+def test_admin_leaf_commands_reaching_scm(ozone_cluster: OzoneCluster) -> None:
+    """The `ozone admin` leaf commands that reach SCM and leave the ring as it was, each checked on the fields it
+    prints: upgrade finalization, deleted blocks, the balancer, datanode usage and decommission status, container
+    list filters and report, pipeline deactivate/activate, the replication manager, reconfiguration (a key changed
+    in one SCM's ozone-site.xml at run time) and a leadership transfer to a named follower. On both rings, with
+    the differences docs/ozone-compatibility.md lists gated on the side (the balancer)."""
+    c = ozone_cluster
+    start = time.monotonic()
+    ours = c.scm_side == "ours"
+
+    assert c.admin("scm", "finalizationstatus").strip().splitlines()[-1] == "ALREADY_FINALIZED"
+    assert "Upgrade has already been finalized." in c.admin("scm", "finalizeupgrade")
+    summary = c.admin("scm", "deletedBlocksTxn", "summary")
+    assert "DeletedBlocksTransaction summary:" in summary, summary
+    assert re.search(r"Total number of transactions: \d+", summary), summary
+
+    assert "ContainerBalancer is Not Running." in c.admin("containerbalancer", "status")
+    balancer = c.tool(ADMIN_MAIN, "containerbalancer", "start")
+    if ours:  # no balancer runs in our SCM: Ozone's refusal form, the reason ours
+        assert "Failed to start Container Balancer." in balancer.stderr, balancer.stderr[-2000:]
+        assert "ContainerBalancer is not available on this SCM" in balancer.stderr, balancer.stderr[-2000:]
+        stop = c.tool(ADMIN_MAIN, "containerbalancer", "stop")
+        assert "but running state is actually STOPPED" in stop.stdout + stop.stderr, stop.stderr[-2000:]
+    else:
+        assert "Container Balancer started successfully." in balancer.stdout, balancer.stdout + balancer.stderr
+        c.admin("containerbalancer", "stop")
+        wait_for("the balancer stopped", lambda: True if "Not Running" in c.admin("containerbalancer", "status")
+                 else None, 60, interval=2)
+
+    usage = json.loads(c.admin("datanode", "usageinfo", "--most-used", "--count", "3", "--json"))
+    assert len(usage) == len(c.datanodes), usage
+    assert all(u["ozoneCapacity"] > 0 and u["pipelineCount"] >= 1 for u in usage), usage
+    utilization = [(u["ozoneCapacity"] - u["ozoneAvailable"]) / u["ozoneCapacity"] for u in usage]
+    assert utilization == sorted(utilization, reverse=True), usage  # most used first, by Ozone's utilization
+    decom = c.admin("datanode", "status", "decommission")  # asks GetMetrics for NodeDecommissionMetrics too
+    assert "Decommission Status: DECOMMISSIONING - 0 node(s)" in decom, decom
+
+    open_ones = json.loads(c.admin("container", "list", "--state", "OPEN"))
+    assert open_ones and {ct["state"] for ct in open_ones} == {"OPEN"}, open_ones
+    closed = json.loads(c.admin("container", "list", "--state", "CLOSED"))
+    assert {ct["state"] for ct in closed} <= {"CLOSED"}, closed
+    report = c.tool(ADMIN_MAIN, "container", "report")
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert re.search(r"^OPEN: \d+", report.stdout, re.M) or "not available until Replication Manager" in (
+        report.stderr), report.stdout + report.stderr
+    assert "ReplicationManager is Running." in c.admin("replicationmanager", "status")
+    open_id = open_ones[0]["containerID"]
+    refused = c.tool(ADMIN_MAIN, "container", "reconcile", str(open_id))  # Ozone's eligibility rule, both rings
+    assert refused.returncode != 0, refused.stdout
+    assert f"Cannot reconcile container {open_id} in state OPEN." in refused.stderr, refused.stderr[-2000:]
+
+    listed = c.admin("pipeline", "list")
+    one = next(re.search(r"Id: ([0-9a-f-]{36})", ln).group(1)  # type: ignore[union-attr]
+               for ln in listed.splitlines() if "RATIS/ONE" in ln and "State:OPEN" in ln and "Id: " in ln)
+
+    def state_of(pid: str) -> str | None:
+        line = next((ln for ln in c.admin("pipeline", "list").splitlines() if pid in ln), "")
+        m = re.search(r"State:(\w+)", line)
+        return m.group(1) if m else None
+
+    c.admin("pipeline", "deactivate", one)
+    assert state_of(one) == "DORMANT"
+    c.admin("pipeline", "activate", one)
+    assert state_of(one) == "OPEN"
+
+    first = c.scms[0]
+    address = f"127.0.0.1:{first.client_port}"
+    props = c.admin("reconfig", "--service=SCM", f"--address={address}", "properties")
+    assert f"SCM: Node [{address}] Reconfigurable properties:" in props, props
+    assert "hdds.scm.block.deletion.per-interval.max" in props.splitlines(), props
+    c.rewrite_scm_site(first.node_id, {"hdds.scm.block.deletion.per-interval.max": "4321"})
+    started = c.admin("reconfig", "--service=SCM", f"--address={address}", "start")
+    assert f"SCM: Started reconfiguration task on node [{address}]." in started, started
+
+    def finished() -> str | None:
+        out = c.admin("reconfig", "--service=SCM", f"--address={address}", "status")
+        return out if "finished at" in out else None
+
+    status = wait_for("the reconfiguration task finished", finished, 60, interval=1)
+    assert re.search(r'SUCCESS: Changed property hdds.scm.block.deletion.per-interval.max\n\tFrom: "\d+"\n'
+                     r'\tTo: "4321"', status), status
+
+    peers = c.scm_peer_ids()
+    follower, (peer_id, _) = next((n, v) for n, v in sorted(peers.items()) if v[1] == "FOLLOWER")
+    moved = c.admin("scm", "transfer", "-n", peer_id)
+    assert f"Transfer leadership successfully to {peer_id}." in moved, moved
+    wait_for(f"{follower} leading after scm transfer", lambda: True if c.scm_leader() == follower else None,
+             60, interval=1)
+    c.timings.add("scenario: ozone admin leaf commands reaching SCM", time.monotonic() - start)
+
+
 def test_freon_generates_and_validates_keys(ozone_cluster: OzoneCluster) -> None:
     """Ozone's load generator through OM's client path (one allocateBlock per key): 40 keys written by
     `freon ockg`, then read back and compared by `freon ockv`. The keys/s is printed as an anchor figure."""

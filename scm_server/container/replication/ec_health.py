@@ -48,7 +48,6 @@ from scm_server.container.replication.views import (
     PlannedCommand,
     ReplicaView,
 )
-from scm_server.pipeline.ec_placement import choose_ec_nodes
 
 # the order sources are preferred in: an in-service replica, then one leaving, then one in maintenance
 _IN_SERVICE, _DECOMMISSION, _MAINTENANCE = 0, 1, 2
@@ -254,7 +253,7 @@ def _under_replication_commands(
     used_racks = [r.rack for rs in count.in_service.values() for r in rs]
 
     def targets_for(n: int) -> list[str]:
-        chosen = choose_ec_nodes(cluster.placement, cluster.nodes, n, cluster.load, excluded, used_racks)
+        chosen = cluster.ec_placement.choose_targets(cluster.nodes, used_racks, n, cluster.load, excluded)
         for node in chosen:
             excluded.add(node.uuid)
             used_racks.append(node.rack)

@@ -60,7 +60,11 @@ from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.metadata.enums import enum_name
 from scm_server.node.node_manager import DEAD, HEALTHY, DatanodeInfo, SCMNodeManager
 from scm_server.pipeline.pipeline_manager import PipelineManager
-from scm_server.pipeline.placement import ContainerPlacementRackAware
+from scm_server.pipeline.placement import (
+    ContainerPlacementPolicy,
+    ContainerPlacementRackAware,
+    SCMContainerPlacementRackScatter,
+)
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 log = logging.getLogger(__name__)
@@ -223,8 +227,9 @@ class ReplicationManager(BackgroundSCMService):
         node_manager: SCMNodeManager,
         scm_context: SCMContext,
         clock: Clock,
-        placement: ContainerPlacementRackAware | None = None,
+        placement: ContainerPlacementPolicy | None = None,
         wait_time_after_safe_mode: timedelta | None = None,
+        ec_placement: ContainerPlacementPolicy | None = None,
     ) -> None:
         super().__init__(
             "ReplicationManager",
@@ -240,7 +245,8 @@ class ReplicationManager(BackgroundSCMService):
         self.node_manager = node_manager
         self.scm_context = scm_context
         self.clock = clock
-        self.placement = placement or ContainerPlacementRackAware()
+        self.placement: ContainerPlacementPolicy = placement or ContainerPlacementRackAware()
+        self.ec_placement: ContainerPlacementPolicy = ec_placement or SCMContainerPlacementRackScatter()
         self.pending_ops = ContainerReplicaPendingOps()
         container_manager.add_replica_listener(self.pending_ops.complete)
         self.last_report = ReplicationManagerReport(config.container_sample_limit).to_proto(0)
@@ -291,6 +297,7 @@ class ReplicationManager(BackgroundSCMService):
             placement=self.placement,
             maintenance_replica_minimum=self.config.maintenance_replica_minimum,
             maintenance_remaining_redundancy=self.config.maintenance_remaining_redundancy,
+            ec_placement=self.ec_placement,
         )
 
     def container_view(self, container_id: int) -> ContainerView:
@@ -319,9 +326,11 @@ class ReplicationManager(BackgroundSCMService):
                 continue  # removed while we yielded
             view = self.container_view(cid)  # one ContainerInfoProto per container per pass
             info = view.info
+            report.increment(enum_name(LifeCycleState, info.state))
+            if info.suppressed:  # counted by state, left out of the health checks and their commands (Ozone's)
+                continue
             result = check_container(view, cluster)
             results[cid] = result
-            report.increment(enum_name(LifeCycleState, info.state))
             for state in sorted(result.states, key=lambda s: s.value):
                 report.increment(state.value, cid)
             if self.scm_context.is_leader():

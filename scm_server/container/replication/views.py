@@ -20,7 +20,7 @@ from scm_server.node.node_manager import (
     IN_SERVICE,
     DatanodeInfo,
 )
-from scm_server.pipeline.placement import ContainerPlacementRackAware
+from scm_server.pipeline.placement import ContainerPlacementPolicy, SCMContainerPlacementRackScatter
 from scm_server.proto import hdds_pb2
 
 
@@ -143,9 +143,11 @@ class CheckResult:
 class ClusterView:
     nodes: Sequence[DatanodeInfo]
     load: Callable[[str], int]
-    placement: ContainerPlacementRackAware
+    placement: ContainerPlacementPolicy  # Ratis replicas (ozone.scm.container.placement.impl)
     maintenance_replica_minimum: int = 2
     maintenance_remaining_redundancy: int = 1  # EC: parity that must stay in service during maintenance
+    # EC replicas (ozone.scm.container.placement.ec.impl)
+    ec_placement: ContainerPlacementPolicy = field(default_factory=SCMContainerPlacementRackScatter)
 
     @functools.cached_property
     def rack_count(self) -> int:

@@ -5,7 +5,7 @@ signed, renewals) and ``scm --init`` (the administrators' CSRs it signs), throug
 :mod:`scm_server.security.core.requests`. It must not do I/O: the configured hosts and the SCM certificates are
 passed in.
 
-Why (issue 29): a datanode certificate for ``scm-0.scm-headless.ozone.svc.cluster.local`` does not pass as an SCM
+Why: a datanode certificate for ``scm-0.scm-headless.ozone.svc.cluster.local`` does not pass as an SCM
 to this project's clients (they verify the SCM role name, docs/security.md), but any client that checks host names
 instead (a browser on the HTTPS page, curl, Prometheus) takes it for that SCM. A client certificate is as good: it
 has no DNS name, so OpenSSL's host check falls back to its CN. So the CA refuses, for every role but SCM, the names

@@ -102,7 +102,14 @@ def _public_key(csr: x509.CertificateSigningRequest) -> PublicKey:
     return key  # type: ignore[return-value]
 
 
-def _check_cluster(csr: x509.CertificateSigningRequest, claimed: str, cluster_id: str) -> None:
+def _check_cluster(
+    csr: x509.CertificateSigningRequest, claimed: str, cluster_id: str, accept_unset: bool = False
+) -> None:
+    if accept_unset and _csr_attr(csr, NameOID.ORGANIZATION_NAME).lower() == "null" and (
+        _csr_attr(csr, NameOID.ORGANIZATIONAL_UNIT_NAME).lower() == "null"
+    ):
+        # Ozone's datanode asks before it registered and writes O=null, OU=null (DefaultApprover's special case)
+        return
     if claimed != cluster_id:
         raise RequestRejected(
             "INVALID_CLUSTER_ID",
@@ -326,9 +333,11 @@ def approve_node_request(
     issued: Sequence[IssuedRecord] = (),
     registered_host: str | None = None,
     now: datetime | None = None,
+    accept_unset_cluster: bool = False,
 ) -> Approved:
     """A datanode's (or OM's) request: never a CA, never an admin; the subject is ``dn@<host>``; the
-    host and IP pass :func:`check_node_host`; the id is not already enrolled (:func:`check_not_enrolled`)."""
+    host and IP pass :func:`check_node_host`; the id is not already enrolled (:func:`check_not_enrolled`).
+    ``accept_unset_cluster``: a CSR naming ``O=null, OU=null`` is accepted too (Ozone's own datanodes)."""
     if role not in (Role.DATANODE, Role.OM):
         raise RequestRejected("INVALID_REQUEST", f"{role.value} certificates are not issued through this call")
     key = _public_key(csr)
@@ -338,7 +347,7 @@ def approve_node_request(
             "PERMISSION_DENIED",
             f"a {what} certificate request may not ask for CA rights (BasicConstraints CA=true); only SCMs hold CAs",
         )
-    _check_cluster(csr, claimed_cluster_id, cluster_id)
+    _check_cluster(csr, claimed_cluster_id, cluster_id, accept_unset_cluster)
     if not _ID_RE.match(owner_id):
         raise RequestRejected("INVALID_REQUEST", f"{what} id {owner_id!r} is not valid (letters, digits, '.', '_', '-')")
     policy = policy or HostPolicy()

@@ -25,7 +25,6 @@ from __future__ import annotations
 import array
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from google.protobuf import message as pb_message
 
@@ -36,6 +35,7 @@ from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire_hdds
+from scm_server.protocols import ScmBlockLocationProtocol
 from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import convert
 from scm_server.server.hadoop_rpc.leadership import Leadership
@@ -43,13 +43,12 @@ from scm_server.server.hadoop_rpc.server import RpcCallError
 
 LOG = logging.getLogger(__name__)
 
-PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.ScmBlockLocationProtocol"
+PROTOCOL = call_guard.BLOCK.hadoop_protocol  # org.apache.hadoop.hdds.scm.protocol.ScmBlockLocationProtocol
 VERSION = 1
 SERVER_NOT_LEADER = codec.SERVER_NOT_LEADER
-GRPC_SERVICE = "ScmBlockLocationProtocolService"  # the call rules are shared with the gRPC servicer
 
 Type = wire_block.Type
-SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes", "GetClusterTree")
+SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes", "AddScm", "GetClusterTree")
 
 
 class BlockLocationTranslator:
@@ -59,7 +58,7 @@ class BlockLocationTranslator:
     version = VERSION
     methods = frozenset({"send"})
 
-    def __init__(self, scm: Any, get: endpoints.Getter, self_name: str, hostname: str) -> None:
+    def __init__(self, scm: ScmBlockLocationProtocol, get: endpoints.Getter, self_name: str, hostname: str) -> None:
         self.scm = scm
         self.get = get
         self.self_name = self_name  # how this SCM names itself in ServerNotLeaderException (its scm id)
@@ -123,7 +122,18 @@ class BlockLocationTranslator:
             "GetScmInfo": self._scm_info,
             "SortDatanodes": self._sort,
             "GetClusterTree": self._cluster_tree,
+            "AddScm": self._add_scm,
         }
+
+    async def _add_scm(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
+        """Ozone's addSCM: leader only; another cluster's SCM is refused (``success=false`` with the reason)."""
+        req = request.addScmRequestProto
+        if not request.HasField("addScmRequestProto"):
+            raise SCMException(ResultCodes.INVALID_REQUEST, "AddScm without addScmRequestProto")
+        await self.scm.add_scm(req.clusterId, req.scmId, req.ratisAddr)
+        return wire_block.SCMBlockLocationResponse(
+            addScmResponse=wire_hdds.AddScmResponseProto(success=True, scmId=req.scmId)
+        ).SerializePartialToString()
 
     async def _allocate(self, request: wire_block.SCMBlockLocationRequest) -> AllocateAnswer:
         req = request.allocateScmBlockRequest
@@ -149,7 +159,7 @@ class BlockLocationTranslator:
         if factor is None:
             factor = 3  # THREE, Ozone's default replication
         exclude = convert.exclude_list_from_wire(req.excludeList) if req.HasField("excludeList") else None
-        blocks = await self.scm.allocate_blocks(req.size, req.numBlocks, rtype, factor, req.owner, exclude, ec=ec)
+        blocks = await self.scm.allocate_block(req.size, req.numBlocks, rtype, factor, req.owner, exclude, ec=ec)
         if len(blocks) < req.numBlocks:
             raise SCMException(
                 ResultCodes.FAILED_TO_ALLOCATE_ENOUGH_BLOCKS,
@@ -166,8 +176,6 @@ class BlockLocationTranslator:
 
     async def _scm_info(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
         info = self.scm.get_scm_info()
-        if hasattr(info, "__await__"):
-            info = await info
         return wire_block.SCMBlockLocationResponse(
             getScmInfoResponse=convert.scm_info_to_wire(info)
         ).SerializePartialToString()
@@ -175,8 +183,6 @@ class BlockLocationTranslator:
     async def _sort(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
         req = request.sortDatanodesRequest
         nodes = self.scm.query_nodes()
-        if hasattr(nodes, "__await__"):
-            nodes = await nodes
         ordered = convert.sort_by_distance([n.nodeID for n in nodes], list(req.nodeNetworkName), req.client)
         return wire_block.SCMBlockLocationResponse(
             sortDatanodesResponse=wire_block.SortDatanodesResponseProto(
@@ -186,8 +192,6 @@ class BlockLocationTranslator:
 
     async def _cluster_tree(self, request: wire_block.SCMBlockLocationRequest) -> bytes:
         nodes = self.scm.query_nodes()
-        if hasattr(nodes, "__await__"):
-            nodes = await nodes
         try:
             tree = convert.cluster_tree([n.nodeID for n in nodes])
         except ValueError as exc:
@@ -196,17 +200,15 @@ class BlockLocationTranslator:
             getClusterTreeResponse=wire_block.GetClusterTreeResponseProto(clusterTree=tree)
         ).SerializePartialToString()
 
-    # ---- rules shared with the gRPC path ----
+    # ---- the call rules (call_guard's table, by this protocol's name and the cmdType) ----
 
     def _check_access(self, command: str) -> None:
-        if call_guard.access_of(GRPC_SERVICE, command) is not call_guard.Access.ANY:
+        if call_guard.hadoop_access_of(PROTOCOL, command) is not call_guard.Access.ANY:
             self.leadership.require_leader()
 
     @staticmethod
     def _cache_key(call: Call, command: str) -> tuple[str, int, str] | None:
-        if (GRPC_SERVICE, command) not in call_guard.NON_IDEMPOTENT or not call.client_id:
-            return None
-        return f"hrpc:{call.client_id.hex()}", call.call_id, f"{PROTOCOL}/{command}"
+        return call_guard.hadoop_cache_key(call.client_id, call.call_id, PROTOCOL, command)
 
     def not_leader_message(self, exc: NotLeaderException) -> str:
         return self.leadership.message(exc)
@@ -215,8 +217,9 @@ class BlockLocationTranslator:
 class AllocateAnswer(call_guard.CompactAnswer):
     """An AllocateScmBlock answer: ``data``, the serialized ``allocateScmBlockResponse`` field of the response, and
     what the retry cache keeps of it instead of compressing ``data`` (a 100-block answer repeats its pipeline in
-    every block: 74 KB that zlib took about 80 us to pack, 9 % of the leader's time in that row): the ids and
-    each block's pipeline index in arrays, the distinct pipelines' bytes (shared with the pipeline cache)."""
+    every block, and packing it was a visible share of the leader's time: docs/performance.md, "Figures behind
+    choices in the code"): the ids and each block's pipeline index in arrays, the distinct pipelines' bytes
+    (shared with the pipeline cache)."""
 
     __slots__ = ("_parts", "data")
 

@@ -4,6 +4,7 @@ and the datanode and pipeline conversions live in :mod:`scm_server.ozone_wire`).
 from __future__ import annotations
 
 import array
+from collections.abc import Sequence
 
 from scm_server.exceptions import ResultCodes
 from scm_server.hadoop_ipc import encode_varint
@@ -45,14 +46,14 @@ def allocate_response_bytes(resp: scm_client_pb2.AllocateScmBlockResponseProto) 
     )
 
 
-def allocated_blocks_bytes(blocks: list[tuple[int, int, hdds_pb2.Pipeline]]) -> bytes:
+def allocated_blocks_bytes(blocks: Sequence[tuple[int, int, hdds_pb2.Pipeline]]) -> bytes:
     """The serialized Ozone ``AllocateScmBlockResponseProto`` of allocated (containerID, localID, pipeline)
     blocks (:func:`blocks_bytes`)."""
     return blocks_bytes(*split_blocks(blocks))
 
 
 def split_blocks(
-    blocks: list[tuple[int, int, hdds_pb2.Pipeline]],
+    blocks: Sequence[tuple[int, int, hdds_pb2.Pipeline]],
 ) -> tuple[array.array[int], array.array[int], list[bytes]]:
     """Allocated blocks as (containerID, localID pairs; the index of each block's pipeline; each distinct
     pipeline's Ozone bytes): blocks on the same pipeline message share its bytes, and a pipeline's bytes are

@@ -12,7 +12,6 @@ and carry the issuing leader's term.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from google.protobuf import message as pb_message
 
@@ -21,11 +20,13 @@ from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto import scm_datanode_pb2 as ours
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
+from scm_server.protocols import StorageContainerDatanodeProtocol
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
 LOG = logging.getLogger(__name__)
 
 PROTOCOL = "org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol"
+SERVED = ("GetVersion", "Register", "SendHeartbeat")  # every cmdType of the protocol, dispatched in ``call``
 VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
 IO_EXCEPTION = "java.io.IOException"
@@ -38,7 +39,7 @@ class DatanodeTranslator:
     version = VERSION
     methods = frozenset({"submitRequest"})
 
-    def __init__(self, scm: Any) -> None:
+    def __init__(self, scm: StorageContainerDatanodeProtocol) -> None:
         self.scm = scm
 
     async def call(self, method: str, call: Call) -> bytes:
@@ -60,8 +61,6 @@ class DatanodeTranslator:
         try:
             if command == "GetVersion":
                 version = self.scm.get_version()
-                if hasattr(version, "__await__"):
-                    version = await version
                 response.getVersionResponse.CopyFrom(ozone_wire.by_name(version, wire_dn.SCMVersionResponseProto))
             elif command == "Register":
                 registered = await self.scm.register_datanode(self._register_request(request))

@@ -16,11 +16,11 @@ retries the same SCM for it instead of failing over.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from scm_server import hadoop_ipc as codec
 from scm_server.exceptions import NotLeaderException
 from scm_server.hadoop_ipc import ErrorCode
+from scm_server.protocols import LeaderRole
 from scm_server.server import endpoints
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
@@ -31,7 +31,7 @@ class Leadership:
     """The leader checks and ServerNotLeaderException answers of one translator on one SCM."""
 
     def __init__(
-        self, scm: Any, get: endpoints.Getter, protocol: endpoints.Protocol, self_name: str, hostname: str
+        self, scm: LeaderRole, get: endpoints.Getter, protocol: endpoints.Protocol, self_name: str, hostname: str
     ) -> None:
         self.scm = scm
         self.get = get
@@ -42,12 +42,8 @@ class Leadership:
     def require_leader(self) -> None:
         """Raises NotLeaderException on a follower (the facade's own check), and the RPC error Ozone answers
         for a leader that is not ready yet."""
-        require_leader = getattr(self.scm, "require_leader", None)
-        if callable(require_leader):
-            require_leader()
-        context = getattr(self.scm, "scm_context", None)
-        is_ready = getattr(context, "is_leader_ready", None)
-        if callable(is_ready) and not is_ready():
+        self.scm.require_leader()
+        if not self.scm.is_leader_ready():
             raise RpcCallError(codec.RETRIABLE_NO_FAILOVER, codec.leader_not_ready_message(self.self_name),
                                ErrorCode.ERROR_APPLICATION)
 
@@ -62,13 +58,8 @@ class Leadership:
     def leader_address(self, exc: NotLeaderException) -> str | None:
         if not exc.leader_id:
             return None
-        node_id = exc.leader_id
         try:
-            node_of_peer = getattr(getattr(self.scm, "ha_manager", None), "node_of_peer", None)
-            if callable(node_of_peer):
-                node = node_of_peer(exc.leader_id)
-                node_id = getattr(node, "node_id", None) or node_id
-            return endpoints.leader_address(self.get, self.protocol, node_id)
+            return endpoints.leader_address(self.get, self.protocol, self.scm.node_id_of_peer(exc.leader_id))
         except Exception:  # a misconfigured peer must not hide the answer: no hint then
             LOG.exception("cannot resolve the %s address of leader %s", self.protocol.name, exc.leader_id)
             return None

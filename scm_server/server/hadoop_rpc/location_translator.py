@@ -14,7 +14,15 @@ and answers a ``ScmContainerLocationResponse`` (status ``OK``). As Ozone's
   ``GetSafeModeRuleStatuses``: each SCM's own view, as ``ozone admin safemode status`` asks every SCM) and
   ``GetScmInfo`` (every SCM answers it on the gRPC path too); a follower answers
   ``ServerNotLeaderException`` suggesting the leader's Hadoop RPC client port (:mod:`.leadership`);
-* a cmdType not served here is an RPC ERROR (``SCMException``) naming the command and listing those served.
+* with Kerberos, the commands Ozone guards with ``checkAdminAccess`` are refused to a caller who is not an
+  administrator (:mod:`.authorization`): an RPC ERROR ``AccessControlException`` naming the principal,
+  before anything runs;
+* a cmdType not served here is an RPC ERROR (``SCMException``) naming the command and listing those served;
+  one Ozone 2.2.0 does not serve either (``DeleteContainer``) gets Ozone's own answer
+  (``IllegalArgumentException: Unknown command type``).
+
+Which cmdType is served and why the others are not is the generated conformance table
+(:mod:`.conformance`, docs/ozone-compatibility.md).
 """
 
 from __future__ import annotations
@@ -32,34 +40,30 @@ from scm_server.hadoop_ipc import Call, ErrorCode
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
+from scm_server.protocols import DatanodeUsageInfo, StorageContainerLocationProtocol
 from scm_server.server import call_guard, endpoints
-from scm_server.server.hadoop_rpc import convert
+from scm_server.server.hadoop_rpc import container_token, convert
+from scm_server.server.hadoop_rpc.authorization import Authorizer
 from scm_server.server.hadoop_rpc.leadership import Leadership
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
-PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol"
+PROTOCOL = call_guard.LOCATION.hadoop_protocol  # org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol
 VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
 IO_EXCEPTION = "java.io.IOException"
 LOG = logging.getLogger(__name__)
-GRPC_SERVICE = "StorageContainerLocationProtocolService"  # the call rules are shared with the gRPC servicer
+# cmdTypes of the proto that Ozone 2.2.0's SCM does not serve either (no case in its translator)
+OZONE_UNKNOWN = frozenset({"DeleteContainer"})
+BALANCER_ABSENT = (
+    "ContainerBalancer is not available on this SCM: it runs no balancer yet (status answers not running; "
+    "move containers with the replication manager or by decommissioning)"
+)
 
 Type = wire_loc.Type
 Response = wire_loc.ScmContainerLocationResponse
 Request = wire_loc.ScmContainerLocationRequest
 
-# Ozone's StorageContainerLocationProtocol.ADMIN_COMMAND_TYPE and FOLLOWER_READABLE_COMMAND_TYPES, plus
-# GetScmInfo (answered by every SCM on both of our transports): these need no leader.
-ANY_SCM = frozenset(
-    {"StartReplicationManager", "StopReplicationManager", "ForceExitSafeMode", "InSafeMode",
-     "GetSafeModeRuleStatuses", "GetScmInfo"}
-)
-
 Handler = Callable[[Request, Response], Awaitable[None]]
-
-
-async def _maybe(value: Any) -> Any:
-    return await value if hasattr(value, "__await__") else value
 
 
 def replica_to_wire(info: hdds_pb2.ContainerReplicaInfo) -> wire.SCMContainerReplicaProto:
@@ -91,6 +95,19 @@ def report_to_wire(report: hdds_pb2.ReplicationManagerReportProto) -> wire.Repli
     return out
 
 
+def usage_to_wire(usage: DatanodeUsageInfo) -> wire.DatanodeUsageInfoProto:
+    """A datanode's usage as Ozone's DatanodeUsageInfoProto (``ozone admin datanode usageinfo``)."""
+    return wire.DatanodeUsageInfoProto(
+        capacity=usage.capacity,
+        used=usage.used,
+        remaining=usage.remaining,
+        committed=usage.committed,
+        node=ozone_wire.datanode_to_wire(usage.details),
+        containerCount=usage.container_count,
+        pipelineCount=usage.pipeline_count,
+    )
+
+
 def _enum(value: int, source: Any, target: Any, what: str) -> int:
     mapped = ozone_wire.enum_by_name(value, source, target)
     if mapped is None:
@@ -105,8 +122,19 @@ class LocationTranslator:
     version = VERSION
     methods = frozenset({"submitRequest"})
 
-    def __init__(self, scm: Any, get: endpoints.Getter, self_name: str, hostname: str) -> None:
+    def __init__(
+        self,
+        scm: StorageContainerLocationProtocol,
+        get: endpoints.Getter,
+        self_name: str,
+        hostname: str,
+        *,
+        authorizer: Authorizer | None = None,
+        container_tokens: container_token.ContainerTokens | None = None,
+    ) -> None:
         self.scm = scm
+        self.authorizer = authorizer  # None: no Kerberos, no admin check
+        self.container_tokens = container_tokens
         self.leadership = Leadership(scm, get, endpoints.Protocol.CLIENT_HADOOP, self_name, hostname)
         self.responses = call_guard.ResponseCache()
         self.handlers: dict[str, Handler] = {
@@ -138,6 +166,25 @@ class LocationTranslator:
             "DecommissionNodes": self._decommission,
             "RecommissionNodes": self._recommission,
             "StartMaintenanceNodes": self._maintenance,
+            "GetClosedContainerCount": self._get_closed_container_count,
+            "ListContainerIDs": self._list_container_ids,
+            "DatanodeUsageInfo": self._datanode_usage_info,
+            "GetContainersOnDecomNode": self._containers_on_decom_node,
+            "GetMetrics": self._get_metrics,
+            "ReconcileContainer": self._reconcile_container,
+            "SuppressContainer": self._suppress_container,
+            "TransferLeadership": self._transfer_leadership,
+            "DecommissionScm": self._decommission_scm,
+            "GetFailedDeletedBlocksTransaction": self._failed_deleted_blocks,
+            "ResetDeletedBlockRetryCount": self._reset_deleted_block_retry_count,
+            "GetDeletedBlocksTransactionSummary": self._deleted_blocks_summary,
+            "FinalizeScmUpgrade": self._finalize_upgrade,
+            "QueryUpgradeFinalizationProgress": self._finalization_progress,
+            "StartContainerBalancer": self._start_balancer,
+            "StopContainerBalancer": self._stop_balancer,
+            "GetContainerBalancerStatus": self._balancer_status,
+            "GetContainerBalancerStatusInfo": self._balancer_status_info,
+            "GetContainerToken": self._no_caller,  # answered in call(), which knows the caller
         }
 
     @property
@@ -157,34 +204,60 @@ class LocationTranslator:
                                ErrorCode.ERROR_RPC_SERVER)
         command = Type.Name(request.cmdType)
         handler = self.handlers.get(command)
+        if command in OZONE_UNKNOWN:  # Ozone's translator has no case for it and throws this out of the call
+            raise RpcCallError("java.lang.IllegalArgumentException", f"Unknown command type: {command}")
         if handler is None:
             raise RpcCallError(
                 SCM_EXCEPTION,
                 f"{command} is not supported by this SCM over Hadoop RPC yet (StorageContainerLocationProtocol "
                 f"serves {', '.join(self.supported)})",
             )
+        if self.authorizer is not None and call.authenticated:
+            refusal = self.authorizer.command(call.user, command)
+            if refusal is not None:
+                LOG.warning("refused %s to %s: %s", command, call.user, refusal.message)
+                raise RpcCallError(refusal.exception_class, refusal.message)
+        if command == "GetContainerToken":
+            handler = self._container_token_of(call)
         try:
-            if command not in ANY_SCM:
+            if call_guard.hadoop_access_of(PROTOCOL, command) is not call_guard.Access.ANY:
                 self.leadership.require_leader()
             key = self._cache_key(call, command)
             if key is None:
                 return await self._answer(handler, request)
-            scope = client_call(key[0], key[1]) if (GRPC_SERVICE, command) in call_guard.RAFT_CLIENT_CALLS else None
+            scope = client_call(key[0], key[1]) if (PROTOCOL, command) in call_guard.HADOOP_RAFT_CLIENT_CALLS else None
+            answer: bytes  # the retry cache gives back what the call answered
             if scope is None:
-                return await self.responses.run(key, lambda: self._answer(handler, request))
+                answer = await self.responses.run(key, lambda: self._answer(handler, request))
+                return answer
 
             async def in_scope() -> bytes:
                 assert scope is not None
                 with scope:
                     return await self._answer(handler, request)
 
-            return await self.responses.run(key, in_scope)
+            answer = await self.responses.run(key, in_scope)
+            return answer
         except NotLeaderException as exc:
             raise self.leadership.error(exc) from exc
         except SCMException as exc:
             raise RpcCallError(SCM_EXCEPTION, str(exc)) from exc  # the text starts with the result code
         except ValueError as exc:  # a value our model cannot hold (ozone_wire.by_name names the field)
             raise RpcCallError(IO_EXCEPTION, f"{command}: {exc}") from exc
+
+    def _container_token_of(self, call: Call) -> Handler:
+        async def handler(request: Request, response: Response) -> None:
+            if not request.HasField("containerTokenRequest"):
+                raise SCMException(ResultCodes.INVALID_REQUEST, "GetContainerToken without containerTokenRequest")
+            token = container_token.answer(self.container_tokens, call.user, call.authenticated,
+                                           request.containerTokenRequest.containerID.id)
+            response.containerTokenResponse.token.CopyFrom(token)
+
+        return handler
+
+    @staticmethod
+    async def _no_caller(request: Request, response: Response) -> None:
+        raise SCMException(ResultCodes.INTERNAL_ERROR, "GetContainerToken needs its caller")
 
     async def _answer(self, handler: Handler, request: Request) -> bytes:
         response = Response(cmdType=request.cmdType, status=Response.OK)
@@ -196,9 +269,7 @@ class LocationTranslator:
 
     @staticmethod
     def _cache_key(call: Call, command: str) -> tuple[str, int, str] | None:
-        if (GRPC_SERVICE, command) not in call_guard.NON_IDEMPOTENT or not call.client_id:
-            return None
-        return f"hrpc:{call.client_id.hex()}", call.call_id, f"{PROTOCOL}/{command}"
+        return call_guard.hadoop_cache_key(call.client_id, call.call_id, PROTOCOL, command)
 
     # ---- containers ----
 
@@ -220,11 +291,11 @@ class LocationTranslator:
         response.containerResponse.containerWithPipeline.CopyFrom(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
 
     async def _get_container(self, request: Request, response: Response) -> None:
-        info = await _maybe(self.scm.get_container(request.getContainerRequest.containerID))
+        info = self.scm.get_container(request.getContainerRequest.containerID)
         response.getContainerResponse.containerInfo.CopyFrom(ozone_wire.by_name(info, wire.ContainerInfoProto))
 
     async def _get_container_with_pipeline(self, request: Request, response: Response) -> None:
-        cwp, _ = await _maybe(self.scm.get_container_with_pipeline(request.getContainerWithPipelineRequest.containerID))
+        cwp, _ = self.scm.get_container_with_pipeline(request.getContainerWithPipelineRequest.containerID)
         response.getContainerWithPipelineResponse.containerWithPipeline.CopyFrom(
             ozone_wire.by_name(cwp, wire.ContainerWithPipeline)
         )
@@ -235,7 +306,7 @@ class LocationTranslator:
         out = response.getContainerWithPipelineBatchResponse
         out.SetInParent()
         for cid in request.getContainerWithPipelineBatchRequest.containerIDs:
-            cwp, _ = await _maybe(self.scm.get_container_with_pipeline(cid))
+            cwp, _ = self.scm.get_container_with_pipeline(cid)
             out.containerWithPipelines.append(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
 
     async def _get_exist_container_with_pipelines_in_batch(self, request: Request, response: Response) -> None:
@@ -244,14 +315,14 @@ class LocationTranslator:
         out.SetInParent()
         for cid in request.getExistContainerWithPipelinesInBatchRequest.containerIDs:
             try:
-                cwp, _ = await _maybe(self.scm.get_container_with_pipeline(cid))
+                cwp, _ = self.scm.get_container_with_pipeline(cid)
             except SCMException as exc:
                 LOG.info("GetExistContainerWithPipelinesInBatch leaves out container %d: %s", cid, exc)
                 continue
             out.containerWithPipelines.append(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
 
     async def _get_container_replicas(self, request: Request, response: Response) -> None:
-        _, replicas = await _maybe(self.scm.get_container_with_pipeline(request.getContainerReplicasRequest.containerID))
+        _, replicas = self.scm.get_container_with_pipeline(request.getContainerReplicasRequest.containerID)
         response.getContainerReplicasResponse.SetInParent()
         response.getContainerReplicasResponse.containerReplica.extend(replica_to_wire(r) for r in replicas)
 
@@ -274,8 +345,9 @@ class LocationTranslator:
             ozone_wire.by_name(req.ecReplicationConfig, hdds_pb2.ECReplicationConfig)
             if req.HasField("ecReplicationConfig") else None
         )
-        containers, total = await _maybe(
-            self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor, ec)
+        suppressed = req.suppressed if req.HasField("suppressed") else None
+        containers, total = self.scm.list_containers(
+            req.startContainerID, req.count, state, rtype, factor, suppressed, ec=ec
         )
         out = response.scmListContainerResponse
         out.SetInParent()
@@ -285,8 +357,32 @@ class LocationTranslator:
     async def _get_container_count(self, request: Request, response: Response) -> None:
         req = request.getContainerCountRequest
         state = _enum(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
-        _, total = await _maybe(self.scm.list_containers(0, 0, state))
+        _, total = self.scm.list_containers(0, 0, state)
         response.getContainerCountResponse.containerCount = total
+
+    async def _get_closed_container_count(self, request: Request, response: Response) -> None:
+        """As Ozone: the number of CLOSED containers (the request's state field is not read)."""
+        _, total = self.scm.list_containers(0, 0, hdds_pb2.CLOSED)
+        response.getContainerCountResponse.containerCount = total
+
+    async def _list_container_ids(self, request: Request, response: Response) -> None:
+        """Container ids from ``startContainerID`` (inclusive), at most ``count``, optionally in one state."""
+        req = request.scmListContainerIDsRequest
+        state = _enum(req.state, wire.LifeCycleState, hdds_pb2.LifeCycleState, "state") if req.HasField("state") else None
+        containers, _ = self.scm.list_containers(req.startContainerID.id, req.count, state)
+        response.scmListContainerIDsResponse.SetInParent()
+        response.scmListContainerIDsResponse.containerIDs.extend(wire.ContainerID(id=c.containerID) for c in containers)
+
+    async def _suppress_container(self, request: Request, response: Response) -> None:
+        """As Ozone: each id marked (or unmarked, ``suppress=false``); the ids that could not be, listed."""
+        req = request.suppressContainerRequest
+        failed = await self.scm.suppress_containers(list(req.containerIDs), req.suppress)
+        response.suppressContainerResponse.SetInParent()
+        response.suppressContainerResponse.failedContainerIDs.extend(failed)
+
+    async def _reconcile_container(self, request: Request, response: Response) -> None:
+        self.scm.reconcile_container(request.reconcileContainerRequest.containerID)
+        response.reconcileContainerResponse.SetInParent()
 
     async def _close_container(self, request: Request, response: Response) -> None:
         await self.scm.close_container(request.scmCloseContainerRequest.containerID)
@@ -296,19 +392,21 @@ class LocationTranslator:
 
     async def _query_node(self, request: Request, response: Response) -> None:
         req = request.nodeQueryRequest
+        if req.scope == wire.QueryScope.POOL:  # Ozone: IllegalArgumentException("Not Supported yet")
+            raise RpcCallError("java.lang.IllegalArgumentException", "Not Supported yet")
         state = _enum(req.state, wire.NodeState, hdds_pb2.NodeState, "node state") if req.HasField("state") else None
         op_state = (
             _enum(req.opState, wire.NodeOperationalState, hdds_pb2.NodeOperationalState, "operational state")
             if req.HasField("opState") else None
         )
-        nodes = await _maybe(self.scm.query_nodes(state, op_state))
+        nodes = self.scm.query_nodes(state, op_state)
         response.nodeQueryResponse.SetInParent()
         response.nodeQueryResponse.datanodes.extend(ozone_wire.by_name(n, wire.Node) for n in nodes)
 
     async def _single_node(self, request: Request, response: Response) -> None:
         """`ozone admin datanode list --node-id`: one datanode by its 128-bit uuid."""
         wanted = ozone_wire.uuid_text(request.singleNodeQueryRequest.uuid)
-        for node in await _maybe(self.scm.query_nodes()):
+        for node in self.scm.query_nodes():
             if node.nodeID.uuid == wanted:
                 response.singleNodeQueryResponse.datanode.CopyFrom(ozone_wire.by_name(node, wire.Node))
                 return
@@ -337,6 +435,29 @@ class LocationTranslator:
             wire_loc.DatanodeAdminErrorResponseProto(host=e.host, error=e.error) for e in errors
         )
 
+    async def _datanode_usage_info(self, request: Request, response: Response) -> None:
+        """By uuid or address when either is given, else the ``count`` most (or least) used, as Ozone."""
+        req = request.DatanodeUsageInfoRequest
+        if req.HasField("uuid") or req.HasField("ipaddress"):
+            usages = self.scm.datanode_usage_info(req.ipaddress, req.uuid)
+        else:
+            usages = self.scm.most_or_least_used_datanodes(req.mostUsed, req.count)
+        response.DatanodeUsageInfoResponse.SetInParent()
+        response.DatanodeUsageInfoResponse.info.extend(usage_to_wire(u) for u in usages)
+
+    async def _containers_on_decom_node(self, request: Request, response: Response) -> None:
+        details = request.getContainersOnDecomNodeRequest.datanodeDetails
+        uuid = ozone_wire.uuid_text(details.uuid128) if details.HasField("uuid128") else details.uuid
+        pending = self.scm.containers_on_decom_node(uuid)
+        out = response.getContainersOnDecomNodeResponse
+        out.SetInParent()
+        for name, ids in pending.items():
+            out.containersOnDecomNode.add(name=name, id=[wire.ContainerID(id=c) for c in ids])
+
+    async def _get_metrics(self, request: Request, response: Response) -> None:
+        metrics = self.scm.get_metrics(request.getMetricsRequest.query)
+        response.getMetricsResponse.metricsJson = metrics
+
     # ---- pipelines ----
 
     async def _allocate_pipeline(self, request: Request, response: Response) -> None:
@@ -353,13 +474,13 @@ class LocationTranslator:
         response.pipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(pipeline))
 
     async def _list_pipelines(self, request: Request, response: Response) -> None:
-        pipelines = await _maybe(self.scm.list_pipelines())
+        pipelines = self.scm.list_pipelines()
         response.listPipelineResponse.SetInParent()
         response.listPipelineResponse.pipelines.extend(ozone_wire.pipeline_to_wire(p) for p in pipelines)
 
     async def _get_pipeline(self, request: Request, response: Response) -> None:
         wanted = ozone_wire.pipeline_id_from_wire(request.getPipelineRequest.pipelineID).id
-        for p in await _maybe(self.scm.list_pipelines()):
+        for p in self.scm.list_pipelines():
             if p.id.id == wanted:
                 response.getPipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(p))
                 return
@@ -387,18 +508,18 @@ class LocationTranslator:
     # ---- SCM, safe mode, replication manager ----
 
     async def _get_scm_info(self, request: Request, response: Response) -> None:
-        info = await _maybe(self.scm.get_scm_info())
+        info = self.scm.get_scm_info()
         response.getScmInfoResponse.CopyFrom(convert.scm_info_to_wire(info))
 
     async def _in_safe_mode(self, request: Request, response: Response) -> None:
-        in_safe_mode, _ = await _maybe(self.scm.in_safe_mode())
+        in_safe_mode, _ = self.scm.in_safe_mode()
         response.inSafeModeResponse.inSafeMode = bool(in_safe_mode)
 
     async def _force_exit_safe_mode(self, request: Request, response: Response) -> None:
-        response.forceExitSafeModeResponse.exitedSafeMode = bool(await _maybe(self.scm.force_exit_safe_mode()))
+        response.forceExitSafeModeResponse.exitedSafeMode = bool(self.scm.force_exit_safe_mode())
 
     async def _safe_mode_rules(self, request: Request, response: Response) -> None:
-        statuses = await _maybe(self.scm.safe_mode_rule_statuses())
+        statuses = self.scm.safe_mode_rule_statuses()
         response.getSafeModeRuleStatusesResponse.SetInParent()
         response.getSafeModeRuleStatusesResponse.safeModeRuleStatusesProto.extend(
             wire_loc.SafeModeRuleStatusProto(ruleName=s.ruleName, validate=s.validate, statusText=s.statusText)
@@ -406,17 +527,86 @@ class LocationTranslator:
         )
 
     async def _start_rm(self, request: Request, response: Response) -> None:
-        await _maybe(self.scm.start_replication_manager())
+        self.scm.start_replication_manager()
         response.startReplicationManagerResponse.SetInParent()
 
     async def _stop_rm(self, request: Request, response: Response) -> None:
-        await _maybe(self.scm.stop_replication_manager())
+        self.scm.stop_replication_manager()
         response.stopReplicationManagerResponse.SetInParent()
 
     async def _rm_status(self, request: Request, response: Response) -> None:
-        running = await _maybe(self.scm.replication_manager_status())
+        running = self.scm.replication_manager_status()
         response.replicationManagerStatusResponse.isRunning = bool(running)
 
     async def _rm_report(self, request: Request, response: Response) -> None:
-        report = await _maybe(self.scm.replication_manager_report())
+        report = self.scm.replication_manager_report()
         response.getReplicationManagerReportResponse.report.CopyFrom(report_to_wire(report))
+
+    # ---- the SCM ring ----
+
+    async def _transfer_leadership(self, request: Request, response: Response) -> None:
+        await self.scm.transfer_leadership(request.transferScmLeadershipRequest.newLeaderId)
+        response.transferScmLeadershipResponse.SetInParent()
+
+    async def _decommission_scm(self, request: Request, response: Response) -> None:
+        """As Ozone: a refusal is ``success=false`` with the reason, not an RPC error."""
+        out = response.decommissionScmResponse
+        try:
+            await self.scm.decommission_scm(request.decommissionScmRequest.scmId)
+        except SCMException as exc:
+            out.success = False
+            out.errorMsg = exc.message
+            return
+        out.success = True
+
+    # ---- deleted blocks ----
+
+    async def _failed_deleted_blocks(self, request: Request, response: Response) -> None:
+        """Deprecated in Ozone 2.2.0, which answers an empty list (transactions are no longer failed for good)."""
+        response.getFailedDeletedBlocksTxnResponse.SetInParent()
+
+    async def _reset_deleted_block_retry_count(self, request: Request, response: Response) -> None:
+        """Deprecated in Ozone 2.2.0, which resets nothing and answers 0."""
+        response.resetDeletedBlockRetryCountResponse.resetCount = 0
+
+    async def _deleted_blocks_summary(self, request: Request, response: Response) -> None:
+        summary = self.scm.deleted_blocks_summary()
+        out = response.getDeletedBlocksTxnSummaryResponse.summary
+        out.totalTransactionCount = summary.transactions
+        out.totalBlockCount = summary.blocks
+
+    # ---- upgrade finalization ----
+
+    async def _finalize_upgrade(self, request: Request, response: Response) -> None:
+        status, messages = self.scm.upgrade_finalization_status()
+        if status == "FINALIZATION_REQUIRED":
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "finalizing an older layout version is not served yet")
+        out = response.finalizeScmUpgradeResponse.status
+        out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
+        out.messages.extend(messages)
+
+    async def _finalization_progress(self, request: Request, response: Response) -> None:
+        status, messages = self.scm.upgrade_finalization_status()
+        out = response.queryUpgradeFinalizationProgressResponse.status
+        out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
+        out.messages.extend(messages)
+
+    # ---- the container balancer (none runs in this SCM) ----
+
+    async def _start_balancer(self, request: Request, response: Response) -> None:
+        """Ozone answers a balancer that cannot start with ``start=false`` and the reason."""
+        response.startContainerBalancerResponse.start = False
+        response.startContainerBalancerResponse.message = BALANCER_ABSENT
+
+    async def _stop_balancer(self, request: Request, response: Response) -> None:
+        """Ozone's message for stopping a balancer that is not running, as an SCMException: Ozone sends it as a
+        plain IOException, which its client's failover policy retries on every SCM until its retries run out;
+        an SCMException fails the command at once with the same text."""
+        raise RpcCallError(SCM_EXCEPTION, "Expect ContainerBalancer as running state, but running state is actually STOPPED")
+
+    async def _balancer_status(self, request: Request, response: Response) -> None:
+        response.containerBalancerStatusResponse.isRunning = False
+
+    async def _balancer_status_info(self, request: Request, response: Response) -> None:
+        """Ozone's answer when no balancer task exists: ``isRunning=false`` and no status info."""
+        response.containerBalancerStatusInfoResponse.isRunning = False

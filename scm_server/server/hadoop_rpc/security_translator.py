@@ -1,4 +1,5 @@
-"""SCMSecurityProtocol over Hadoop RPC: the certificate *reads* only.
+"""SCMSecurityProtocol over Hadoop RPC: certificate reads, and certificates for Kerberos-authenticated
+datanodes and OMs.
 
 One method, ``submitRequest``, carries an ``SCMSecurityRequest``; as Ozone's
 ``SCMSecurityProtocolServerSideTranslatorPB`` answers, every outcome is a successful RPC whose
@@ -9,27 +10,46 @@ Served (public material; every SCM answers from its replicated certificate store
 ``GetRootCACertificate``, ``GetAllRootCaCertificates``, ``ListCACertificate`` (the SCMs' CA certificates),
 ``GetCertificate`` (by serial, decimal as Ozone writes it), ``ListCertificate`` (by role, from a serial).
 
-Refused: **certificate issuance** (``GetDataNodeCertificate``, ``GetOMCertificate``, ``GetSCMCertificate``,
-``GetCert``) with ``UNABLE_TO_ISSUE_CERTIFICATE``: Hadoop RPC is served with SIMPLE authentication only,
-where the caller merely *states* a user name, so nobody on this transport is authenticated and a certificate
-issued here would bind a role to whoever asked; enrolment stays on the gRPC security service (enrolment
-secret, ``ozone.scm.security.service.grpc.port``) until Kerberos (SASL GSSAPI) is served. The mutations
-(``RevokeCertificates``, ``RemoveExpiredCertificates``) are refused for the same reason; the CRL calls
-(``GetCrls``, ``GetLatestCrlId``) answer ``INTERNAL_ERROR`` as Ozone 2.2.0 itself does ("Unsupported").
+Issued (on the leader, by its sub-CA, recorded through Raft as the gRPC enrolment path does):
+``GetDataNodeCertificate``, ``GetOMCertificate`` and ``GetCert`` (node type DATANODE or OM), only to a caller
+whose connection is **authenticated** (Kerberos): the role and the host come from the caller's principal
+(:mod:`scm_server.security.core.principals`: ``dn/<host>@REALM`` gets a datanode certificate for ``<host>``,
+the OM's principal an OM certificate), never from the CSR; the CA writes the subject and names itself. A new
+request from the holder of a valid certificate for the same id and host renews it (Ozone's clients renew by
+asking again). An unauthenticated caller (SIMPLE authentication: the user is merely stated) is refused with
+``UNABLE_TO_ISSUE_CERTIFICATE``, as is ``GetSCMCertificate`` (SCMs get theirs at ``scm --bootstrap`` over the gRPC
+security service). ``RemoveExpiredCertificates`` (the leader drops expired datanode, OM and client certificates
+from ``validCerts``, through Raft) is an authenticated administrator's call (``ozone.administrators``);
+``RevokeCertificates`` is refused (use ``ozone-scm admin cert`` over the authenticated gRPC admin port); the CRL calls (``GetCrls``, ``GetLatestCrlId``)
+answer ``INTERNAL_ERROR`` as Ozone 2.2.0 itself does ("Unsupported").
 
 On an SCM without ``ozone.security.enabled`` there is no CA: every call answers ``success=false`` saying so.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from google.protobuf import message as pb_message
 
+from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.proto import scm_security_pb2
 from scm_server.proto.ozone import ScmServerSecurityProtocol_pb2 as wire_sec
 from scm_server.proto.ozone import hdds_pb2 as wire
+from scm_server.security.core import principals
+from scm_server.security.core.identity import Role
+from scm_server.security.core.requests import RequestRejected
+from scm_server.security.core.secret_keys import uuid_from_proto
+from scm_server.server.hadoop_rpc.leadership import Leadership
 from scm_server.server.hadoop_rpc.server import RpcCallError
+
+if TYPE_CHECKING:
+    from cryptography import x509
+
+    from scm_server.ca.ca_server import SCMCertificateServer
+    from scm_server.ca.scm_security import SCMSecurity
 
 PROTOCOL = "org.apache.hadoop.hdds.protocol.SCMSecurityProtocol"
 VERSION = 1
@@ -41,14 +61,18 @@ Response = wire_sec.SCMSecurityResponse
 
 ISSUANCE = ("GetDataNodeCertificate", "GetOMCertificate", "GetSCMCertificate", "GetCert")
 MUTATIONS = ("RevokeCertificates", "RemoveExpiredCertificates")
+# served to Kerberos-authenticated callers only (GetSCMCertificate is refused to everyone: SCMs enrol over gRPC)
+SERVED_AUTHENTICATED = ("GetDataNodeCertificate", "GetOMCertificate", "GetCert", "RemoveExpiredCertificates")
+NODE_ROLES = {wire.DATANODE: Role.DATANODE, wire.OM: Role.OM}
+# What a refusal of the CA (an SCMException's result code) answers on this protocol
+STATUS_OF = {
+    ResultCodes.INVALID_CSR.value: wire_sec.INVALID_CSR,
+}
 CRL = ("GetCrls", "GetLatestCrlId")
 SERVED = ("GetCertificate", "GetCACertificate", "ListCertificate", "GetRootCACertificate", "ListCACertificate",
           "GetAllRootCaCertificates")
 
-NO_AUTH = (
-    "this SCM serves Hadoop RPC with SIMPLE authentication only, where a caller merely states who it is, so "
-    "nobody here is authenticated"
-)
+NO_AUTH = "with SIMPLE authentication a caller merely states who it is"
 
 
 class NotFound(Exception):
@@ -67,22 +91,57 @@ class CertificateReader(Protocol):
     def list_certificates(self, role: str | None, start: str, count: int) -> list[str]: ...
 
 
-class SecurityReader:
-    """:class:`CertificateReader` over the running SCM's :class:`scm_server.ca.scm_security.SCMSecurity`
-    (reads only: nothing here signs, stores or revokes)."""
+class CertificateIssuer(Protocol):
+    """What the translator asks of the leader's CA (:meth:`scm_server.ca.ca_server.SCMCertificateServer.issue_to_principal`)."""
+
+    async def issue_to_principal(
+        self, role: Role, csr_pem: str, *, principal: str, owner_id: str, hostname: str, ip: str = ""
+    ) -> scm_security_pb2.SCMGetCertResponseProto: ...
+
+    async def remove_expired_certificates(self, by: str) -> list[str]: ...
+
+
+class SecurityIssuer:
+    """:class:`CertificateIssuer` over the running SCM's :class:`scm_server.ca.scm_security.SCMSecurity` (its CA
+    is attached after the translator is built)."""
 
     def __init__(self, security: Any) -> None:
         self.security = security
 
+    async def issue_to_principal(
+        self, role: Role, csr_pem: str, *, principal: str, owner_id: str, hostname: str, ip: str = ""
+    ) -> scm_security_pb2.SCMGetCertResponseProto:
+        ca = self.security.ca
+        if ca is None:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "the certificate server is not attached yet")
+        answer: scm_security_pb2.SCMGetCertResponseProto = await ca.issue_to_principal(
+            role, csr_pem, principal=principal, owner_id=owner_id, hostname=hostname, ip=ip)
+        return answer
+
+    async def remove_expired_certificates(self, by: str) -> list[str]:
+        ca = self.security.ca
+        if ca is None:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "the certificate server is not attached yet")
+        removed: list[str] = await ca.remove_expired_certificates(by)
+        return removed
+
+
+class SecurityReader:
+    """:class:`CertificateReader` over the running SCM's :class:`scm_server.ca.scm_security.SCMSecurity`
+    (reads only: nothing here signs, stores or revokes)."""
+
+    def __init__(self, security: SCMSecurity) -> None:
+        self.security = security
+
     @property
-    def _ca(self) -> Any:
+    def _ca(self) -> SCMCertificateServer:
         ca = self.security.ca
         if ca is None:
             raise LookupError("the certificate server is not attached yet")
         return ca
 
     @staticmethod
-    def _pem(cert: Any) -> str:
+    def _pem(cert: x509.Certificate) -> str:
         from scm_server.security.core import certificates as pki
 
         return str(pki.cert_pem(cert))
@@ -126,8 +185,21 @@ class SecurityTranslator:
     version = VERSION
     methods = frozenset({"submitRequest"})
 
-    def __init__(self, reader: CertificateReader | None) -> None:
+    def __init__(
+        self,
+        reader: CertificateReader | None,
+        issuer: CertificateIssuer | None = None,
+        *,
+        primaries: Mapping[Role, str] | None = None,
+        leadership: Leadership | None = None,
+        administrators: Collection[str] = (),
+    ) -> None:
         self.reader = reader
+        self.issuer = issuer
+        # the primaries of the service principals (hdds.datanode.kerberos.principal, ozone.om.kerberos.principal)
+        self.primaries = dict(primaries or {Role.DATANODE: "dn", Role.OM: "OM"})
+        self.leadership = leadership
+        self.administrators = tuple(administrators)
 
     async def call(self, method: str, call: Call) -> bytes:
         request = Request()
@@ -144,7 +216,12 @@ class SecurityTranslator:
         if request.HasField("traceID"):
             response.traceID = request.traceID
         try:
-            self._answer(command, request, response)
+            if command in ISSUANCE and call.authenticated:
+                await self._issue(call, command, request, response)
+            elif command == "RemoveExpiredCertificates" and call.authenticated:
+                await self._remove_expired(call, response)
+            else:
+                self._answer(command, request, response)
         except _Refusal as refusal:
             response.ClearField("getCertResponseProto")
             response.success = False
@@ -152,15 +229,89 @@ class SecurityTranslator:
             response.message = refusal.message
         return response.SerializeToString()
 
+    async def _issue(self, call: Call, command: str, request: Request, response: Response) -> None:
+        """A certificate for the authenticated caller ``call.user`` (see the module's docstring)."""
+        if self.issuer is None or self.reader is None:
+            raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, (
+                f"{command}: ozone.security.enabled is false on this SCM, so it has no certificate authority"))
+        if command == "GetSCMCertificate":
+            raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, (
+                "GetSCMCertificate refused over Hadoop RPC: an SCM gets its certificate at `ozone-scm scm --bootstrap` "
+                "through the gRPC security service (ozone.scm.security.service.grpc.port)"))
+        if command == "GetDataNodeCertificate":
+            if not request.HasField("getDataNodeCertRequest"):
+                raise _Refusal(wire_sec.INVALID_CSR, "GetDataNodeCertificate without getDataNodeCertRequest")
+            dn = request.getDataNodeCertRequest.datanodeDetails
+            owner = dn.uuid or (str(uuid_from_proto(dn.uuid128)) if dn.HasField("uuid128") else "")
+            role, host, ip, csr = Role.DATANODE, dn.hostName, dn.ipAddress, request.getDataNodeCertRequest.CSR
+        elif command == "GetOMCertificate":
+            if not request.HasField("getOMCertRequest"):
+                raise _Refusal(wire_sec.INVALID_CSR, "GetOMCertificate without getOMCertRequest")
+            om = request.getOMCertRequest.omDetails
+            role, owner, host, ip, csr = Role.OM, om.uuid, om.hostName, om.ipAddress, request.getOMCertRequest.CSR
+        else:  # GetCert
+            if not request.HasField("getCertRequest"):
+                raise _Refusal(wire_sec.INVALID_CSR, "GetCert without getCertRequest")
+            node = request.getCertRequest.nodeDetails
+            if node.nodeType not in NODE_ROLES:
+                raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, (
+                    f"GetCert for node type {wire.NodeType.Name(node.nodeType)} refused over Hadoop RPC: DATANODE and "
+                    "OM certificates are issued here"))
+            role, owner, host, ip, csr = NODE_ROLES[node.nodeType], node.uuid, node.hostName, "", request.getCertRequest.CSR
+        try:
+            principals.bind(call.user, role, host, self.primaries)
+        except RequestRejected as exc:
+            raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, f"{command} refused: {exc}") from exc
+        try:
+            answer = await self.issuer.issue_to_principal(role, csr, principal=call.user, owner_id=owner,
+                                                          hostname=host, ip=ip)
+        except NotLeaderException as exc:
+            if self.leadership is None:
+                raise
+            raise self.leadership.error(exc) from exc
+        except SCMException as exc:
+            raise _Refusal(STATUS_OF.get(exc.result.value, wire_sec.UNABLE_TO_ISSUE_CERTIFICATE),
+                           f"{command} refused: {exc}") from exc
+        cert = response.getCertResponseProto
+        cert.responseCode = wire_sec.SCMGetCertResponseProto.success
+        cert.x509Certificate = answer.x509Certificate
+        cert.x509CACertificate = answer.x509CACertificate
+        cert.x509RootCACertificate = answer.x509RootCACertificate
+
+    async def _remove_expired(self, call: Call, response: Response) -> None:
+        if self.issuer is None or self.reader is None:
+            raise _Refusal(wire_sec.INTERNAL_ERROR, (
+                "RemoveExpiredCertificates: ozone.security.enabled is false on this SCM, so it has no certificates"))
+        if not principals.is_administrator(call.user, self.administrators):
+            raise _Refusal(wire_sec.INTERNAL_ERROR, (
+                f"Access denied for user {call.user or '(no user)'}. SCM superuser privilege is required "
+                "(ozone.administrators)"))
+        try:
+            removed = await self.issuer.remove_expired_certificates(call.user)
+        except NotLeaderException as exc:
+            if self.leadership is None:
+                raise
+            raise self.leadership.error(exc) from exc
+        except SCMException as exc:
+            raise _Refusal(wire_sec.INTERNAL_ERROR, f"RemoveExpiredCertificates: {exc}") from exc
+        response.removeExpiredCertificatesResponseProto.SetInParent()
+        response.removeExpiredCertificatesResponseProto.removedExpiredCertificates.extend(removed)
+
     def _answer(self, command: str, request: Request, response: Response) -> None:
         if command in ISSUANCE:
             raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, (
-                f"{command} refused: {NO_AUTH}, and a certificate issued to an unauthenticated caller would "
-                "bind a role to whoever asked. Enrol through the gRPC security service "
-                "(ozone.scm.security.service.grpc.port) until Kerberos is served over Hadoop RPC"))
+                f"{command} refused: the caller is not authenticated ({NO_AUTH}), and a certificate issued to an "
+                "unauthenticated caller would bind a role to whoever asked. Certificates are issued over Hadoop RPC "
+                "to Kerberos-authenticated datanode and OM principals; enrol through the gRPC security service "
+                "(ozone.scm.security.service.grpc.port) otherwise"))
+        if command == "RevokeCertificates":
+            raise _Refusal(wire_sec.INTERNAL_ERROR, (
+                "RevokeCertificates is not served over Hadoop RPC; use `ozone-scm admin cert revoke` over the "
+                "authenticated gRPC admin port"))
         if command in MUTATIONS:
             raise _Refusal(wire_sec.INTERNAL_ERROR, (
-                f"{command} refused: {NO_AUTH}; use `ozone-scm admin cert` over the authenticated gRPC admin port"))
+                f"{command} refused: the caller is not authenticated ({NO_AUTH}); an authenticated administrator "
+                "may call it, or use `ozone-scm admin cert` over the authenticated gRPC admin port"))
         if command in CRL:
             raise _Refusal(wire_sec.INTERNAL_ERROR, f"{command}: Unsupported operation (as in Ozone 2.2.0)")
         if command not in SERVED:

@@ -10,6 +10,12 @@ Hadoop clients expect). A connection is closed:
 * when it has been idle for ``idle_timeout`` seconds with no call in flight (Hadoop's server closes
   idle connections after twice ``ipc.client.connection.maxidletime``).
 
+With Kerberos (an :class:`RpcSecurity`, :mod:`.kerberos`) each connection first runs Hadoop's SASL exchange
+(the decoder drives the pure state machine; its answers are written here); a failed exchange is answered
+FATAL and logged once with the principal and the reason. When the connection context names its protocol the
+service-level authorization (:mod:`.authorization`) is checked; a refusal is FATAL ``AuthorizationException``.
+Under integrity or privacy every answer leaves wrapped (``decoder.seal``).
+
 Calls are served by *protocol handlers* (one per Hadoop protocol name, e.g. the block translator).
 An unknown protocol, method or protocol version answers the Hadoop error a Java client maps to
 ``RpcNoSuchProtocolException``, ``RpcNoSuchMethodException`` or ``RPC.VersionMismatch``.
@@ -22,14 +28,17 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from google.protobuf import message as pb_message
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from scm_server import hadoop_ipc as codec
 from scm_server.hadoop_ipc import Call, ErrorCode
+
+if TYPE_CHECKING:
+    from scm_server.server.hadoop_rpc.kerberos import RpcSecurity
 
 LOG = logging.getLogger(__name__)
 
@@ -100,6 +109,7 @@ class HadoopRpcServer:
         idle_timeout: float = 20.0,
         name: str = "hadoop-rpc",
         metrics: HadoopRpcMetrics | None = None,
+        security: RpcSecurity | None = None,
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive, got {idle_timeout}")
@@ -111,6 +121,7 @@ class HadoopRpcServer:
         self._connections: set[asyncio.Task[None]] = set()
         self.stats = {"connections": 0, "calls": 0, "errors": 0, "fatal": 0, "idle_closed": 0}
         self.metrics = metrics if metrics is not None else HadoopRpcMetrics(None)
+        self.security = security
 
     async def start(self, host: str, port: int) -> int:
         """Listen on host:port; returns the bound port (port 0: any free port). An IPv6 host may be written in
@@ -158,7 +169,9 @@ class HadoopRpcServer:
                 await writer.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Any) -> None:
-        decoder = codec.ConnectionDecoder(self.max_frame)
+        decoder = codec.ConnectionDecoder(
+            self.max_frame, sasl=self.security.new_sasl() if self.security is not None else None
+        )
         calls: set[asyncio.Task[None]] = set()
         slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         watch = _IdleWatch(self.idle_timeout, calls)
@@ -179,17 +192,24 @@ class HadoopRpcServer:
                 for event in decoder.feed(data):
                     if isinstance(event, codec.Call):
                         await slots.acquire()
-                        task = asyncio.create_task(self._run(event, writer, slots))
+                        task = asyncio.create_task(self._run(event, writer, slots, decoder.seal))
                         calls.add(task)
                         task.add_done_callback(calls.discard)
                     elif isinstance(event, codec.Fatal):
-                        self.stats["fatal"] += 1
-                        self.metrics.fatal.inc()
-                        LOG.warning("%s: closing connection from %s: %s", self.name, peer, event.message)
-                        writer.write(codec.encode_fatal(event))
+                        await self._fatal(writer, peer, event, decoder.seal)
+                        return
+                    elif isinstance(event, codec.SaslReply):
+                        writer.write(event.data)
                         with contextlib.suppress(ConnectionError):
                             await writer.drain()
-                        return
+                    elif isinstance(event, codec.Authenticated):
+                        LOG.debug("%s: %s authenticated as %s (%s)", self.name, peer, event.principal,
+                                  event.qop.hadoop_name)
+                    elif isinstance(event, codec.ConnectionContext) and decoder.principal:
+                        refusal = await self._authorize(decoder.principal, event.protocol, peer)
+                        if refusal is not None:
+                            await self._fatal(writer, peer, refusal, decoder.seal)
+                            return
                     elif isinstance(event, codec.HttpRequest):
                         LOG.warning("%s: an HTTP request from %s on a Hadoop IPC port", self.name, peer)
                         writer.write(codec.HTTP_ANSWER)
@@ -208,7 +228,39 @@ class HadoopRpcServer:
             for task in calls:
                 task.cancel()
 
-    async def _run(self, call: Call, writer: asyncio.StreamWriter, slots: asyncio.Semaphore) -> None:
+    async def _fatal(
+        self, writer: asyncio.StreamWriter, peer: Any, event: codec.Fatal, seal: Callable[[bytes], bytes] | None = None
+    ) -> None:
+        """Answer FATAL (wrapped when the connection wraps), log it once, and let the caller close."""
+        self.stats["fatal"] += 1
+        self.metrics.fatal.inc()
+        who = f" ({event.principal})" if event.principal else ""
+        why = f" [{event.reason}]" if event.reason else ""
+        LOG.warning("%s: closing connection from %s%s: %s%s", self.name, peer, who, event.message, why)
+        answer = codec.encode_fatal(event)
+        writer.write(seal(answer) if seal is not None else answer)
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+
+    async def _authorize(self, principal: str, protocol: str, peer: Any) -> codec.Fatal | None:
+        """Service-level authorization of a Kerberos connection for ``protocol`` (None: allowed)."""
+        assert self.security is not None
+        authorizer = self.security.authorizer
+        host = None
+        if authorizer.client_principal_needs_host(protocol) and isinstance(peer, tuple):
+            host = await _canonical_peer_name(str(peer[0]))
+        refusal = authorizer.connection(principal, protocol, host)
+        if refusal is None:
+            return None
+        return codec.Fatal(
+            codec.CONNECTION_CONTEXT_CALL_ID, ErrorCode.FATAL_UNAUTHORIZED, refusal.exception_class,
+            refusal.message, reason="service-level authorization (hadoop.security.authorization)",
+            principal=principal,
+        )
+
+    async def _run(
+        self, call: Call, writer: asyncio.StreamWriter, slots: asyncio.Semaphore, seal: Callable[[bytes], bytes] | None = None
+    ) -> None:
         started = time.perf_counter()
         protocol = call.protocol if call.protocol in self.handlers else "unknown"
         method = call.method if protocol != "unknown" and call.method in self.handlers[protocol].methods else "unknown"
@@ -235,7 +287,7 @@ class HadoopRpcServer:
                 self.metrics.answered(protocol, method, result, time.perf_counter() - started)
             if writer.is_closing():
                 return
-            writer.write(answer)
+            writer.write(seal(answer) if seal is not None else answer)
             with contextlib.suppress(ConnectionError):
                 await writer.drain()
         finally:
@@ -263,6 +315,17 @@ class HadoopRpcServer:
                 ErrorCode.ERROR_NO_SUCH_METHOD,
             )
         return await handler.call(call.method, call)
+
+
+async def _canonical_peer_name(address: str) -> str:
+    """The peer's host name by reverse lookup (Hadoop's ``_HOST`` of a client principal), lowercased; the
+    address itself when it has no name."""
+    loop = asyncio.get_running_loop()
+    try:
+        name, _ = await loop.getnameinfo((address, 0), socket.NI_NAMEREQD)
+    except OSError:
+        return address
+    return str(name).lower()
 
 
 class _IdleWatch:

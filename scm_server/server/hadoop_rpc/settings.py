@@ -31,18 +31,21 @@ class HadoopRpcSettings:
         return cls(max_frame=int(size), idle_timeout=2 * idle.total_seconds())
 
 
-def hadoop_rpc_listeners(*, secure: bool) -> tuple[list[Protocol], str | None]:
+def hadoop_rpc_listeners(*, secure: bool, kerberos: bool = False) -> tuple[list[Protocol], str | None]:
     """Which of Ozone's protocols this SCM serves over Hadoop RPC, on Ozone's own port keys, and the one log line
-    saying what is left out and why (None when nothing is). With SIMPLE authentication nobody is authenticated,
-    so with ``ozone.security.enabled`` only the security protocol is served (it hands out public certificates and
-    never issues one over Hadoop RPC); the others are served over gRPC with mutual TLS only."""
+    saying what is left out and why (None when nothing is). All four when security is off, and all four with
+    ``ozone.security.enabled`` and ``hadoop.security.authentication=kerberos`` (every caller authenticated, as
+    Ozone's secure SCM serves them). With ``ozone.security.enabled`` and SIMPLE authentication nobody is
+    authenticated, so only the security protocol is served (it hands out public certificates and never issues
+    one over Hadoop RPC); the others are served over gRPC with mutual TLS only."""
     every = [Protocol.BLOCK_HADOOP, Protocol.DATANODE_HADOOP, Protocol.CLIENT_HADOOP, Protocol.SECURITY_HADOOP]
-    if not secure:
+    if not secure or kerberos:
         return every, None
     left_out = [p for p in every if p is not Protocol.SECURITY_HADOOP]
     return [Protocol.SECURITY_HADOOP], (
-        "ozone.security.enabled is true and Hadoop RPC serves SIMPLE authentication only (Kerberos is not served "
-        f"yet): {', '.join(p.port_key for p in left_out)} not served; their protocols are served over gRPC with "
+        "ozone.security.enabled is true and hadoop.security.authentication is simple (set it to kerberos, with "
+        "hdds.scm.kerberos.principal and hdds.scm.kerberos.keytab.file, to serve every listener): "
+        f"{', '.join(p.port_key for p in left_out)} not served; their protocols are served over gRPC with "
         f"mutual TLS on {', '.join(_grpc_twin(p).port_key for p in left_out)}"
     )
 

@@ -25,6 +25,8 @@ from tests.e2e.local.apiserver import EmulatedAPIServer, serving
 from tests.e2e.local.kubelet import Kubelet, KubeletConfig
 from tests.e2e.local.podspec import ImageSpec
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 NS = "default"
 VENV_BIN = str(Path(sys.executable).parent)
 # In process mode the "image" is this checkout's virtualenv, with the image's PATH.

@@ -10,6 +10,8 @@ import signal
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from scm_server.client.scm_client import SCMClient
 from scm_server.local.quorum import HALocalCluster
 from scm_server.metadata.backup import CHECKPOINT_FILE, MANIFEST
@@ -25,6 +27,8 @@ from .harness import (
     wait_open_pipeline,
     wait_until,
 )
+
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
 
 # small ID batches, so the phases cross batch boundaries (with Ozone's 1000, a short phase after the
 # backup stays inside the batch the backup already counted, and a missing ID rule would go unseen)

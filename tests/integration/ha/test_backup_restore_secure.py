@@ -45,7 +45,7 @@ from .test_backup_restore import (
     _wipe,
 )
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(600)]
 
 
 async def _true(v: bool) -> bool:

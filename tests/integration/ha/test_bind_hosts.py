@@ -18,6 +18,8 @@ from scm_server.ha.scm_ha_manager import bind_address, raft_config_from_conf
 
 from .minihost import MiniHost, alloc_ports, make_conf, wait_for
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 NOT_LOCAL = "192.0.2.10"
 
 

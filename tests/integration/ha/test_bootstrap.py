@@ -24,6 +24,8 @@ from scm_server.proto import scm_ha_pb2, scm_ha_pb2_grpc
 
 from .minihost import alloc_ports, make_conf
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 NODES = ["scm1", "scm2", "scm3"]
 
 

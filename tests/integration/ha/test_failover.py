@@ -270,7 +270,7 @@ async def _members(cluster: HALocalCluster, n: int):  # type: ignore[no-untyped-
     return roles if len(roles.peers) == n else None
 
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]
 
 
 @pytest.mark.timeout(900)

@@ -324,4 +324,4 @@ async def test_leadership_is_checked_before_safemode(tmp_path: Path) -> None:
         cluster.stop_all()
 
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]

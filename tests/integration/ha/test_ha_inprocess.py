@@ -20,6 +20,8 @@ from scm_server.proto import scm_ha_pb2, scm_ha_pb2_grpc
 
 from .minihost import MiniHost, alloc_ports, make_conf, wait_for
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 
 async def _init_cluster(tmp_path: Path, node_ids: list[str], **extra: object) -> tuple[list[MiniHost], dict]:
     ports = alloc_ports(node_ids)

@@ -22,6 +22,8 @@ import pytest
 from scm_server.local import members as local_members
 from scm_server.local import procs as local_procs
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 OZONE_SCM = str(Path(sys.executable).with_name("ozone-scm"))
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from scm_server.local import quorum as local_cluster
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 
 @pytest.mark.timeout(240)
 def test_up_status_down(tmp_path: Path) -> None:

@@ -148,4 +148,4 @@ async def _served_by(path: Path, name: str, after: float = 0.0) -> bool:
     )
 
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]

@@ -7,11 +7,15 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from scm_server.clock import FakeClock
 from scm_server.ha.bootstrap import scm_bootstrap, scm_init
 from scm_server.ha.peer_addresses import POSITIVE_TTL, PeerAddresses
 
 from .minihost import SERVICE, MiniHost, alloc_ports, make_conf, wait_for
+
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
 
 
 async def test_peer_roles_end_with_the_ip_of_the_members_host(tmp_path: Path) -> None:

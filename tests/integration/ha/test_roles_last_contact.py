@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from scm_server.client.ha_admin import roles_from_proto
 
 from .minihost import wait_for
 from .test_ha_inprocess import _init_cluster, _leader
+
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
 
 
 async def test_leader_publishes_last_contact_per_follower(tmp_path: Path) -> None:

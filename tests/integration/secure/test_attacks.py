@@ -46,7 +46,7 @@ from scm_server.security.tls import StaticClientSecurity, make_channel
 from .conftest import SecureQuorum
 from .enrol_helpers import proof_fields
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
 
 Probe = Callable[[grpc.aio.Channel], Awaitable[Any]]
 

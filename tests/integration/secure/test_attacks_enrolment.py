@@ -52,7 +52,7 @@ from .test_attacks import (
     expect_refused,
 )
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
 
 PER_SOURCE_RATE, PER_SOURCE_BURST = 10, 30
 OVERLAP_S = 1.0

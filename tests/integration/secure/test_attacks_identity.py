@@ -63,7 +63,7 @@ from scm_server.security.tls import (
 from .conftest import SecureQuorum
 from .test_attacks import EC, SERVICES, expect_refused
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.processes, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
 
 
 def _now() -> datetime:

@@ -27,6 +27,8 @@ from scm_server.security.cert_client import SecurityProtocolClient, TrustedInfo
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 NODES = ["scm1", "scm2", "scm3"]
 CLUSTER = "CID-" + str(uuid.uuid4())
 EC = pki.KeySpec("EC", 256, "SHA256withECDSA")

@@ -16,6 +16,8 @@ from cryptography import x509
 
 from scm_server.security.core import certificates as pki
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 
 def ozone(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "scm_server.cli.main", *args], capture_output=True, text=True,

@@ -35,7 +35,7 @@ from scm_server.security.core import identity as ids
 from scm_server.security.init import sub_ca_store
 from scm_server.security.tls import StaticClientSecurity, make_channel
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(420)]
 
 
 async def _true(value: bool) -> bool:

@@ -27,6 +27,8 @@ from scm_server.security.tls import (
     StaticClientSecurity,
 )
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 EC = pki.KeySpec("EC", 256, "SHA256withECDSA")
 CLUSTER = "CID-0b5c4c2e-0000-4000-8000-000000000abc"
 

@@ -42,7 +42,7 @@ from ozone_scm_operator.model import (
     SCMObs,
     SecretObs,
 )
-from ozone_scm_operator.reconciler import backup_obs, controller_uid
+from ozone_scm_operator.observations import backup_obs, controller_uid
 from ozone_scm_operator.spec import quantity_bytes as spec_bytes
 from ozone_scm_operator.spec import read_spec
 

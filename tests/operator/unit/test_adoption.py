@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 
 from ozone_scm_operator import naming, planner
-from ozone_scm_operator.reconciler import pod_obs
+from ozone_scm_operator.observations import pod_obs
 
 from .sim import World
 

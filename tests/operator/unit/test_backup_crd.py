@@ -1,6 +1,6 @@
 """The OzoneSCMBackup CRD as an API server applies it (the emulator's ``crdschema``): the names the kubectl plugin
 relies on, ``spec.cluster`` required and immutable, and no status field the operator writes pruned -- the backup's
-own and the cluster's ``status.backup``. Also how the operator reads a finished Job (``reconciler.job_obs``)."""
+own and the cluster's ``status.backup``. Also how the operator reads a finished Job (``observations.job_obs``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import yaml
 from ozone_scm_operator import backups, naming
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.model import BackupObs, ClusterStatus, JobObs
-from ozone_scm_operator.reconciler import backup_obs, job_obs
+from ozone_scm_operator.observations import backup_obs, job_obs
 from ozone_scm_operator.spec import parse_spec
 from tests.e2e.local.crdschema import CRDVersion, SchemaInvalid, check_crd, crd_versions
 

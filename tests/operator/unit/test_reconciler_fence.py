@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 
 from ozone_scm_operator import planner
-from ozone_scm_operator.builders import ClusterRef
-from ozone_scm_operator.model import ClusterStatus, Observed
-from ozone_scm_operator.reconciler import ACTION_RETRY, Reconciler, utcnow
+from ozone_scm_operator.reconciler import ACTION_RETRY, Reconciler
 
 BODY = {"apiVersion": "ozone-scm.io/v1alpha1", "kind": "OzoneSCMCluster",
         "metadata": {"name": "scm", "namespace": "ns", "uid": "u", "generation": 1}, "spec": {"replicas": 1}}
@@ -113,6 +111,7 @@ async def test_act_refuses_without_the_lease() -> None:
     action = planner.CreatePVC(target="scm-0-data", reason="CreatingVolume", message="",
                               body={"kind": "PersistentVolumeClaim", "metadata": {"name": "scm-0-data"}})
     with pytest.raises(RuntimeError, match="no longer holds the leader-election Lease"):
-        await r.act(ClusterRef(name="scm", namespace="ns", uid="u"), action, Observed(now=utcnow()),
-                    ClusterStatus.from_raw({}))
+        seen = await r.observe("ns", "scm")
+        assert seen is not None
+        await r.act(seen.ref, action, seen)
     assert kube.writes == []

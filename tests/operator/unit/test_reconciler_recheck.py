@@ -14,7 +14,7 @@ import pytest
 from ozone_scm_operator import planner
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.effects.scm import Endpoint
-from ozone_scm_operator.model import ClusterStatus, Observed, PeerObs, PodObs, RingObs
+from ozone_scm_operator.model import Observed, PeerObs, PodObs, RingObs
 from ozone_scm_operator.reconciler import Reconciler, StepHeld
 
 REF = ClusterRef(name="scm", namespace="ns", uid="u")
@@ -65,7 +65,7 @@ async def test_the_step_goes_on_once_every_counted_voter_answered_since_the_rech
     start = clock.t
     # scm-2 answers the leader every 100 ms, the last time 50 ms before the re-check began
     scm = FakeSCM(clock, lambda t: (t - start + 0.05) % 0.1)
-    await _reconciler(scm, clock).recheck(REF, _restart(), OBS, ClusterStatus())
+    await _reconciler(scm, clock).recheck(REF, _restart(), OBS, None)
     assert len(scm.reads) >= 2  # the first read could not yet show an answer given after the re-check began
     assert {ep for _, ep in scm.reads} == {Endpoint("scm-0", "10.0.0.1", REF.host("scm-0"))}  # from the leader
     assert clock.t - start < 0.3
@@ -76,7 +76,7 @@ async def test_a_member_frozen_just_before_the_recheck_holds_the_step_after_a_fe
     frozen_at = clock.t - 0.02  # 20 ms before: its last contact still looks fresh (the plan counted it live)
     scm = FakeSCM(clock, lambda t: t - frozen_at)
     with pytest.raises(StepHeld, match="scm-2 has not answered the leader since the check"):
-        await _reconciler(scm, clock).recheck(REF, _restart(), OBS, ClusterStatus())
+        await _reconciler(scm, clock).recheck(REF, _restart(), OBS, None)
     assert 0.3 <= clock.t - (frozen_at + 0.02) < 0.4  # held within the live bound, polling each half heartbeat
     assert 5 <= len(scm.reads) <= 8
 
@@ -85,7 +85,7 @@ async def test_a_leader_that_does_not_answer_holds_the_step_at_once() -> None:
     clock = Clock()
     scm = FakeSCM(clock, lambda t: 0.0, answers=False)
     with pytest.raises(StepHeld, match="the leader scm-0 did not answer a fresh read of the ring"):
-        await _reconciler(scm, clock).recheck(REF, _restart(), OBS, ClusterStatus())
+        await _reconciler(scm, clock).recheck(REF, _restart(), OBS, None)
     assert len(scm.reads) == 1
 
 
@@ -93,6 +93,6 @@ async def test_steps_without_a_guard_read_nothing() -> None:
     clock = Clock()
     scm = FakeSCM(clock, lambda t: 0.0, answers=False)
     r = _reconciler(scm, clock)
-    await r.recheck(REF, _restart(None), OBS, ClusterStatus())
-    await r.recheck(REF, planner.DeletePVC(target="scm-1-data", reason="", message=""), OBS, ClusterStatus())
+    await r.recheck(REF, _restart(None), OBS, None)
+    await r.recheck(REF, planner.DeletePVC(target="scm-1-data", reason="", message=""), OBS, None)
     assert scm.reads == []

@@ -17,7 +17,9 @@ from ozone_scm_operator import builders, certs, naming, planner
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.effects.scm import Endpoint
 from ozone_scm_operator.model import ClusterStatus, Observed, PodObs, SCMObs
-from ozone_scm_operator.reconciler import Reconciler, new_serial, secret_obs
+from ozone_scm_operator.observations import Reads, secret_obs
+from ozone_scm_operator.reconciler import Observation, Reconciler, new_serial
+from ozone_scm_operator.spec import read_spec
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import identity as ids
 from scm_server.security.core import requests as reqs
@@ -46,7 +48,8 @@ class FakeKube:
         self.objects[(body["kind"], body["metadata"]["name"])] = body
         return body
 
-    async def merge_patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    async def merge_patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any], *,
+                          subresource: str | None = None) -> dict[str, Any]:
         obj = self.objects[(kind, name)]
         obj["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
         return obj
@@ -87,8 +90,16 @@ class FakeSCM:
         return list(serials)
 
 
-def _obs(pods: Mapping[str, PodObs], scms: Mapping[str, SCMObs] | None = None) -> Observed:
-    return Observed(now=NOW, pods=pods, scms=scms or {})
+def _seen(r: Reconciler, kube: FakeKube, st: ClusterStatus, pods: Mapping[str, PodObs],
+          scms: Mapping[str, SCMObs] | None = None) -> Observation:
+    """What ``observe`` hands a step: the planner's view, and the Secrets' data as a LIST from the API server carries
+    it (the payload ``Reconciler.observe`` keeps in ``reads``); the identity built from them as it builds it."""
+    reads = Reads(secret_data={n: o.get("data") or {} for (k, n), o in kube.objects.items() if k == "Secret"})
+    client = kube.objects.get(("Secret", naming.operator_client_secret_name(REF.name)))
+    security = r.client_security(REF, True, reads, secret_obs(client) if client else None)
+    spec, problems, applied = read_spec({"replicas": 1}, None)
+    return Observation({}, REF, st, spec, problems, applied, Observed(now=NOW, pods=pods, scms=scms or {}), reads,
+                       security)
 
 
 def _secret_data(kube: FakeKube, name: str) -> dict[str, bytes]:
@@ -101,18 +112,19 @@ async def test_ca_mode_scm_key_csr_fetch_and_renew() -> None:
     st = ClusterStatus.from_raw({"primordialMember": "scm-0"})
     pod = PodObs(name="scm-0", phase="Running", ready=True, pod_ip="10.0.0.7")
     await r.act(REF, planner.CreateEnrollmentSecret(target="scm-enrollment", reason="", message="", scm=True),
-                _obs({}), st)
+                _seen(r, kube, st, {}))
     assert len(_secret_data(kube, "scm-enrollment")[naming.ENROLLMENT_SCM]) == 64
-    await r.act(REF, planner.CreateClientKey(target="scm-operator-client", reason="", message=""), _obs({}), st)
+    await r.act(REF, planner.CreateClientKey(target="scm-operator-client", reason="", message=""),
+                _seen(r, kube, st, {}))
     assert set(_secret_data(kube, "scm-operator-client")) == {builders.TLS_KEY}  # the key only
-    assert await r.client_security(REF, True) is None  # no certificate yet: the operator cannot call any SCM
-    await r.act(REF, planner.CreateAdminCSR(target="scm-admin-csr", reason="", message=""), _obs({}), st)
+    assert _seen(r, kube, st, {}).security is None  # no certificate yet: the operator cannot call any SCM
+    await r.act(REF, planner.CreateAdminCSR(target="scm-admin-csr", reason="", message=""), _seen(r, kube, st, {}))
     csr = x509.load_pem_x509_csr(_secret_data(kube, "scm-admin-csr")[naming.ADMIN_CSR_FILE])
     key_obs = secret_obs(kube.objects[("Secret", "scm-operator-client")])
     assert secret_obs(kube.objects[("Secret", "scm-admin-csr")]).public_key == key_obs.public_key is not None
     first = scm.sign(csr)  # what the primordial does at --init
     await r.act(REF, planner.FetchClientCertificate(target="scm-operator-client", reason="", message="", member="scm-0"),
-                _obs({"scm-0": pod}), st)
+                _seen(r, kube, st, {"scm-0": pod}))
     ep, proof_secret = scm.calls[-1][1]
     assert ep == Endpoint("scm-0", "10.0.0.7", REF.host("scm-0"))
     assert proof_secret == _secret_data(kube, "scm-enrollment")[naming.ENROLLMENT_SCM]
@@ -122,10 +134,10 @@ async def test_ca_mode_scm_key_csr_fetch_and_renew() -> None:
     fetched = secret_obs(kube.objects[("Secret", "scm-operator-client")])
     assert fetched.certificate_not_after == first.not_valid_after_utc.replace(microsecond=0)
     assert fetched.certificate_not_before == first.not_valid_before_utc.replace(microsecond=0)
-    assert await r.client_security(REF, True) is not None  # now it can
+    assert _seen(r, kube, st, {}).security is not None  # now it can
     # renewal: a new key, signed by SCM while the operator presents the current certificate
     await r.act(REF, planner.RenewClientCertificate(target="scm-operator-client", reason="", message=""),
-                _obs({"scm-0": pod}, {"scm-0": SCMObs("scm-0", "CID", "s0", "s0", 1)}), st)
+                _seen(r, kube, st, {"scm-0": pod}, {"scm-0": SCMObs("scm-0", "CID", "s0", "s0", 1)}))
     assert scm.calls[-1][0] == "renew" and scm.calls[-1][1] is not None
     renewed = x509.load_pem_x509_certificates(_secret_data(kube, "scm-operator-client")[builders.TLS_CERT])[0]
     assert renewed != first and renewed.public_key() != first.public_key()
@@ -146,10 +158,9 @@ async def test_revocation_sends_scms_decimal_serial_then_marks_the_secret() -> N
     await kube.apply(certs.member_tls_secret(REF, "scm-2", member, root.certificate))
     st = ClusterStatus.from_raw({"leader": "scm-0"})
     pods = {"scm-0": PodObs(name="scm-0", phase="Running", ready=True, pod_ip="10.0.0.1")}
-    obs = _obs(pods, {"scm-0": SCMObs("scm-0", "CID", "s0", "s0", 1)})
     action = planner.RevokeCertificate(target="scm-2-tls", reason="", message="",
                                        serial=str(member.certificate.serial_number), revocation_reason=5)
-    await r.act(REF, action, obs, st)
+    await r.act(REF, action, _seen(r, kube, st, pods, {"scm-0": SCMObs("scm-0", "CID", "s0", "s0", 1)}))
     assert scm.calls == [("revoke", ([str(member.certificate.serial_number)], 5, True, ["scm-0"]))]
     assert secret_obs(kube.objects[("Secret", "scm-2-tls")]).revoked
 

@@ -1,4 +1,4 @@
-"""A secure restore's root CA as the operator reads it (``reconciler.root_ca_obs``): the fingerprint of the
+"""A secure restore's root CA as the operator reads it (``observations.root_ca_obs``): the fingerprint of the
 certificate actually in ``ca.crt`` (not an annotation), and why the Secret cannot be the root (no key, a key of
 another certificate, no certificate); ``spec.bootstrap.rootCASecret`` as parsed."""
 
@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from ozone_scm_operator import certs
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.model import RootCAObs
-from ozone_scm_operator.reconciler import root_ca_obs
+from ozone_scm_operator.observations import root_ca_obs
 from ozone_scm_operator.spec import parse_spec
 
 NOW = datetime.datetime(2026, 11, 27, tzinfo=datetime.UTC)

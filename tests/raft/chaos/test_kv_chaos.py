@@ -40,6 +40,8 @@ from scm_server.verify.chaos import (
 from scm_server.verify.kvcluster import KvCluster
 from scm_server.verify.linearizability import Verdict
 
+pytestmark = pytest.mark.processes  # whole-SCM scenarios: make test-slow
+
 
 def _base_seed() -> int:
     env = os.environ.get("RAFT_CHAOS_SEED")

@@ -16,7 +16,7 @@ from scm_server.raft.transport import make_channel
 
 from .cluster import KvCluster, KvProcess, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 Factory = Callable[..., KvCluster]
 

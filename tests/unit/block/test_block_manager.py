@@ -10,6 +10,7 @@ from scm_state_harness import bring_up, make_conf, make_datanodes, make_scm, rep
 from scm_server.clock import FakeClock
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
+from scm_server.protocols import BlockAllocation
 
 T = scm_datanode_pb2.SCMCommandProto.Type
 R = hdds_pb2.ContainerReplicaProto
@@ -57,7 +58,7 @@ async def test_allocation_reuses_containers_and_ids_are_unique(tmp_path: Path) -
     await bring_up(scm, make_datanodes(3))
     blocks = await scm.allocate_block(64 * MB, 50, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
     blocks += await scm.allocate_block(64 * MB, 50, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
-    ids = [(b.containerBlockID.containerID, b.containerBlockID.localID) for b in blocks]
+    ids = [(b.container_id, b.local_id) for b in blocks]
     assert len({local for _, local in ids}) == 100  # every localID unique
     containers = {c for c, _ in ids}
     assert len(containers) == 2  # reused within openContainerLimit, not one container per block
@@ -66,12 +67,12 @@ async def test_allocation_reuses_containers_and_ids_are_unique(tmp_path: Path) -
     assert scm.sequence_id_generator.batch_allocations == 2  # localId + containerId
     ones = await scm.allocate_block(MB, 3, hdds_pb2.RATIS, hdds_pb2.ONE, "om")
     assert all(len(b.pipeline.members) == 1 for b in ones)
-    assert not containers & {b.containerBlockID.containerID for b in ones}
+    assert not containers & {b.container_id for b in ones}
     await scm.stop()
 
 
 async def test_the_hadoop_edge_gets_the_stored_pipelines_without_a_copy_per_block(tmp_path: Path) -> None:
-    # allocate_blocks hands out (container, local id, the stored pipeline message itself): the Hadoop RPC edge
+    # allocate_block hands out (container, local id, the stored pipeline message itself): the Hadoop RPC edge
     # writes Ozone's answer from them, equal block for block to what the gRPC answer would carry
     from scm_server import ozone_wire
     from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
@@ -79,7 +80,7 @@ async def test_the_hadoop_edge_gets_the_stored_pipelines_without_a_copy_per_bloc
 
     scm = await make_scm(tmp_path)
     await bring_up(scm, make_datanodes(6))
-    blocks = await scm.allocate_blocks(MB, 40, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    blocks = await scm.allocate_block(MB, 40, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
     stored = {id(p) for p in scm.pipeline_manager.open_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)}
     assert len(blocks) == 40 and {id(p) for _, _, p in blocks} == stored  # round robin, no copies
     assert len({local_id for _, local_id, _ in blocks}) == 40
@@ -91,11 +92,13 @@ async def test_the_hadoop_edge_gets_the_stored_pipelines_without_a_copy_per_bloc
 
 
 async def test_the_protocol_answer_carries_each_block_with_its_whole_pipeline(tmp_path: Path) -> None:
-    # The gRPC edge sends allocate_block_response as it is: every block must carry its container, a
+    # The gRPC edge's answer (grpc_services.allocate_response): every block must carry its container, a
     # fresh local id, and a complete copy of the OPEN pipeline it was placed on (a client writes to it).
+    from scm_server.server.grpc_services import allocate_response
+
     scm = await make_scm(tmp_path)
     await bring_up(scm, make_datanodes(6))
-    response = await scm.allocate_block_response(MB, 40, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
+    response = allocate_response(await scm.allocate_block(MB, 40, hdds_pb2.RATIS, hdds_pb2.THREE, "om"))
     assert isinstance(response, scm_client_pb2.AllocateScmBlockResponseProto) and len(response.blocks) == 40
     wire = scm_client_pb2.AllocateScmBlockResponseProto.FromString(response.SerializeToString())
     assert wire == response
@@ -109,8 +112,8 @@ async def test_the_protocol_answer_carries_each_block_with_its_whole_pipeline(tm
     assert used == set(pipelines)  # round robin over the OPEN pipelines, per block
     assert len({b.containerBlockID.localID for b in wire.blocks}) == 40
     listed = await scm.allocate_block(MB, 3, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
-    assert [type(b) for b in listed] == [hdds_pb2.AllocatedBlock] * 3
-    assert min(b.containerBlockID.localID for b in listed) > max(b.containerBlockID.localID for b in wire.blocks)
+    assert [type(b) for b in listed] == [BlockAllocation] * 3
+    assert min(b.local_id for b in listed) > max(b.containerBlockID.localID for b in wire.blocks)
     await scm.stop()
 
 
@@ -124,10 +127,10 @@ async def test_exclude_list_is_honoured(tmp_path: Path) -> None:
     allowed = {p.id.id for p in ones if p.id != ones[1].id and dns[0].uuid not in {m.uuid for m in p.members}}
     blocks = await scm.allocate_block(MB, 10, hdds_pb2.RATIS, hdds_pb2.ONE, "om", excl)
     assert {b.pipeline.id.id for b in blocks} <= allowed
-    first = blocks[0].containerBlockID.containerID
+    first = blocks[0].container_id
     excl_container = hdds_pb2.ExcludeListProto(containerIds=[first])
     more = await scm.allocate_block(MB, 5, hdds_pb2.RATIS, hdds_pb2.ONE, "om", excl_container)
-    assert first not in {b.containerBlockID.containerID for b in more}
+    assert first not in {b.container_id for b in more}
     await scm.stop()
 
 
@@ -152,8 +155,8 @@ async def test_ids_never_reissued_across_restart(tmp_path: Path) -> None:
         await dn.heartbeat(again)
     second = await again.allocate_block(MB, 30, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
     c2 = await again.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "admin")
-    old = {b.containerBlockID.localID for b in first}
-    new = {b.containerBlockID.localID for b in second}
+    old = {b.local_id for b in first}
+    new = {b.local_id for b in second}
     assert not old & new and min(new) > max(old)
     assert c2.containerInfo.containerID > c1.containerInfo.containerID
     await again.stop()
@@ -173,7 +176,7 @@ async def test_deleted_block_log_flow(tmp_path: Path) -> None:
     dns = make_datanodes(3)
     await bring_up(scm, dns)
     blocks = await scm.allocate_block(MB, 4, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
-    cids = sorted({b.containerBlockID.containerID for b in blocks})
+    cids = sorted({b.container_id for b in blocks})
     for dn in dns:
         for cid in cids:
             dn.replicas[cid] = replica(cid, R.OPEN)
@@ -181,7 +184,7 @@ async def test_deleted_block_log_flow(tmp_path: Path) -> None:
     key_blocks = [
         scm_client_pb2.KeyBlocks(
             key="/vol/bucket/key1",
-            blocks=[scm_client_pb2.BlockIDProto(containerID=b.containerBlockID.containerID, localID=b.containerBlockID.localID) for b in blocks]
+            blocks=[scm_client_pb2.BlockIDProto(containerID=b.container_id, localID=b.local_id) for b in blocks]
             + [scm_client_pb2.BlockIDProto(containerID=999, localID=1)],
         )
     ]
@@ -259,7 +262,7 @@ async def test_allocation_creates_a_pipeline_and_waits_for_it(tmp_path: Path) ->
             dn.execute(list(resp.commands))
     blocks = [b for t in tasks for b in await asyncio.wait_for(t, timeout=10)]
     assert {b.pipeline.state for b in blocks} == {hdds_pb2.PIPELINE_OPEN}
-    assert len({b.containerBlockID.localID for b in blocks}) == 3
+    assert len({b.local_id for b in blocks}) == 3
     await scm.stop()
 
 

@@ -29,7 +29,7 @@ async def test_ec_blocks_get_open_pipelines_with_replica_indexes(tmp_path: Path)
         assert len({m.uuid for m in p.members}) == 5
         assert len({m.networkLocation for m in p.members}) == 3  # scattered over every rack there is
         assert p.ecReplicationConfig == RS_3_2
-    containers = {b.containerBlockID.containerID for b in blocks}
+    containers = {b.container_id for b in blocks}
     assert len(containers) == 5  # one open container per EC pipeline
     for cid in containers:
         info = scm.container_manager.get_container(cid)
@@ -75,15 +75,15 @@ async def test_a_full_ec_container_closes_its_pipeline(tmp_path: Path) -> None:
     await bring_up(scm, dns)
     [first] = await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=RS_3_2)
     [again] = await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=RS_3_2)
-    cid = first.containerBlockID.containerID
-    assert again.containerBlockID.containerID == cid  # room left: the same container, the same pipeline
+    cid = first.container_id
+    assert again.container_id == cid  # room left: the same container, the same pipeline
     indexes = {m.uuid: i for m, i in zip(first.pipeline.members, first.pipeline.memberReplicaIndexes, strict=True)}
     for dn in dns:  # the datanodes report the container 3.5 MB full
         dn.replicas[cid] = replica(cid, hdds_pb2.ContainerReplicaProto.OPEN, keys=2, used=7 * MB // 2)
         dn.replicas[cid].replicaIndex = indexes[dn.uuid]
         await dn.heartbeat(scm)
     [third] = await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=RS_3_2)
-    assert third.containerBlockID.containerID != cid
+    assert third.container_id != cid
     assert third.pipeline.id.id != first.pipeline.id.id and third.pipeline.state == hdds_pb2.PIPELINE_OPEN
     assert scm.pipeline_manager.get_pipeline(first.pipeline.id.id).state == hdds_pb2.PIPELINE_CLOSED
     assert scm.container_manager.get_container(cid).state == hdds_pb2.CLOSING

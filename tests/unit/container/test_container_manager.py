@@ -218,9 +218,9 @@ async def test_concurrent_allocations_respect_open_container_limit(tmp_path: Pat
     blocks = await asyncio.gather(
         *(scm.allocate_block(1024, 1, hdds_pb2.RATIS, hdds_pb2.THREE, "om") for _ in range(40))
     )
-    containers = {b[0].containerBlockID.containerID for b in blocks}
+    containers = {b[0].container_id for b in blocks}
     assert len(containers) == 2  # openContainerLimit, even with 40 concurrent callers
-    assert len({b[0].containerBlockID.localID for b in blocks}) == 40
+    assert len({b[0].local_id for b in blocks}) == 40
     await scm.stop()
 
 

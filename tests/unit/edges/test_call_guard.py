@@ -212,3 +212,41 @@ async def test_response_cache_keeps_repetitive_answers_compressed_and_returns_th
 
         assert await cache.run(("c", i, "S/M"), fail) == answers[i]
     assert cache.hits == 50
+
+
+def test_one_rule_table_keyed_by_each_transports_own_names() -> None:
+    """call_guard.RULES, by Ozone protocol and command, is what both transports look up: gRPC by (service,
+    method), Hadoop RPC by (protocol, cmdType)."""
+    from scm_server.server import call_guard as g
+
+    loc, block = g.LOCATION, g.BLOCK
+    assert loc.hadoop_protocol == "org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol"
+    assert block.hadoop_protocol == "org.apache.hadoop.hdds.scm.protocol.ScmBlockLocationProtocol"
+    for (face, command), rule in g.RULES.items():
+        assert g.access_of(face.grpc_service, command) is rule.access
+        assert ((face.grpc_service, command) in g.NON_IDEMPOTENT) is rule.non_idempotent
+        assert ((face.hadoop_protocol, command) in g.HADOOP_NON_IDEMPOTENT) is rule.non_idempotent
+        assert ((face.hadoop_protocol, command) in g.HADOOP_RAFT_CLIENT_CALLS) is rule.raft_client_call
+    # over Hadoop RPC every SCM answers Ozone's ADMIN_COMMAND_TYPE and FOLLOWER_READABLE_COMMAND_TYPES (and
+    # GetScmInfo); over gRPC the follower-readable ones are READs (a follower answers its own view when asked)
+    anywhere = {c for (p, c), a in g.HADOOP_ACCESS.items() if p == loc.hadoop_protocol and a is g.Access.ANY}
+    assert anywhere == {"StartReplicationManager", "StopReplicationManager", "ForceExitSafeMode", "InSafeMode",
+                        "GetSafeModeRuleStatuses", "GetScmInfo"}
+    assert g.access_of(loc.grpc_service, "InSafeMode") is g.Access.READ
+    assert g.hadoop_access_of(loc.hadoop_protocol, "GetContainer") is g.Access.READ  # not listed: a leader's read
+    assert g.hadoop_access_of(block.hadoop_protocol, "AllocateScmBlock") is g.Access.LEADER
+    assert g.hadoop_access_of("org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol", "SendHeartbeat") \
+        is g.Access.ANY
+    # the gRPC names do not key the Hadoop table, nor the other way round
+    assert g.hadoop_access_of(block.grpc_service, "AllocateScmBlock") is g.Access.ANY
+    assert g.access_of(block.hadoop_protocol, "AllocateScmBlock") is g.Access.ANY
+
+
+def test_hadoop_retry_cache_key_needs_a_client_id_and_a_non_idempotent_command() -> None:
+    from scm_server.server import call_guard as g
+
+    protocol = g.BLOCK.hadoop_protocol
+    assert g.hadoop_cache_key(b"\x01\x02", 7, protocol, "AllocateScmBlock") == (
+        "hrpc:0102", 7, f"{protocol}/AllocateScmBlock")
+    assert g.hadoop_cache_key(b"", 7, protocol, "AllocateScmBlock") is None
+    assert g.hadoop_cache_key(b"\x01", 7, protocol, "GetScmInfo") is None

@@ -213,16 +213,9 @@ async def test_unexpected_exception_is_internal_with_result(cluster: Cluster) ->
 
 
 async def test_leader_hint_by_peer_id_is_mapped_to_node_id(cluster: Cluster) -> None:
-    class Node:
-        node_id = "scm2"
-
-    class HA:
-        def node_of_peer(self, peer: str) -> Node | None:
-            return Node() if peer == "peer-uuid-2" else None
-
     follower = cluster.scms["scm1"]
     follower.leader_id = "peer-uuid-2"
-    follower.ha_manager = HA()  # type: ignore[attr-defined]
+    follower.peers = {"peer-uuid-2": "scm2"}
     async with SCMClient([cluster.address("scm1")], FAST) as client:
         assert (await client.get_container(1)).containerID == 1
         assert client.current_address == cluster.address("scm2")

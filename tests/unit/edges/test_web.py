@@ -24,8 +24,12 @@ async def test_endpoints() -> None:
         assert (await resp.json())["reason"] == "in safemode"
         scm.force_exit_safe_mode()
         assert (await client.get("/ready")).status == 200
-        scm.leader = False  # the fake has no scm_context: leader-ready defaults to the safemode check
         assert (await client.get("/ready?leader=true")).status == 200
+        scm.leader_ready = False  # elected, its own term's first entry not applied yet
+        resp = await client.get("/ready?leader=true")
+        assert resp.status == 503 and (await resp.json())["reason"] == "not the ready leader or in safemode"
+        scm.leader_ready, scm.leader = True, False
+        assert (await client.get("/ready?leader=true")).status == 503
         prom = await (await client.get("/prom")).text()
         assert "scm_test_things_total 3.0" in prom
         status = json.loads(await (await client.get("/api/status")).text())
@@ -36,26 +40,16 @@ async def test_endpoints() -> None:
         assert "Storage Container Manager" in page and "dn1" in page and "FOLLOWER" in page
 
 
-class _Gate:
-    def __init__(self) -> None:
-        self.open = False
-
-    def dn_reports_ready(self) -> bool:
-        return self.open
-
-
 async def test_member_readiness_follows_the_catch_up_gate_not_safemode() -> None:
     """``/ready?member=true`` (the operator's Pod readiness probe): a caught-up Raft member, even in safemode."""
     scm = FakeSCM()
     async with TestClient(TestServer(make_app(scm, {}), host="127.0.0.1")) as client:
-        # no HA manager: a single SCM is ready once it serves
         assert (await client.get("/ready?member=true")).status == 200
-        gate = _Gate()
-        scm.ha_manager = gate  # type: ignore[attr-defined]
+        scm.caught_up = False
         resp = await client.get("/ready?member=true")
         assert resp.status == 503
         assert (await resp.json())["reason"] == "not yet a caught-up member of the ring"
-        gate.open = True
+        scm.caught_up = True
         assert (await client.get("/ready")).status == 503  # still in safemode
         assert (await client.get("/ready?member=true")).status == 200
 

@@ -40,13 +40,13 @@ async def test_follower_replaying_leader_log_has_identical_db(tmp_path: Path) ->
     dns = make_datanodes(4, racks=2)
     await bring_up(leader, dns)
     blocks = await leader.allocate_block(1024, 20, hdds_pb2.RATIS, hdds_pb2.THREE, "om")
-    cid = blocks[0].containerBlockID.containerID
+    cid = blocks[0].container_id
     await leader.close_container(cid)
     for dn in dns:
         dn.replicas[cid] = replica(cid, R.CLOSED, keys=4, bcsid=8)
         await dn.heartbeat(leader)
     await leader.delete_key_blocks(
-        [scm_client_pb2.KeyBlocks(key="k", blocks=[scm_client_pb2.BlockIDProto(containerID=cid, localID=b.containerBlockID.localID) for b in blocks[:3]])]
+        [scm_client_pb2.KeyBlocks(key="k", blocks=[scm_client_pb2.BlockIDProto(containerID=cid, localID=b.local_id) for b in blocks[:3]])]
     )
     await leader.stateful_service_state_manager.save_configuration("ContainerBalancer", b"\x01")
     p = leader.list_pipelines()[0]

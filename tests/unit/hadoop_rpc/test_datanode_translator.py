@@ -23,15 +23,16 @@ DN = "11111111-2222-3333-4444-555555555555"
 class RecordingSCM(FakeSCM):
     def __init__(self) -> None:
         super().__init__()
-        self.registered: list[Any] = []
-        self.heartbeats: list[Any] = []
+        self.registered: list[ours.SCMRegisterRequestProto] = []
+        self.heartbeats: list[ours.SCMHeartbeatRequestProto] = []
 
-    async def register_datanode(self, req: Any) -> Any:
+    async def register_datanode(self, req: ours.SCMRegisterRequestProto) -> ours.SCMRegisteredResponseProto:
         self.registered.append(req)
-        return ours.SCMRegisteredResponseProto(errorCode=1, datanodeUUID=req.datanodeDetails.uuid,
-                                               clusterID=self.cluster_id, hostname="dn1.example")
+        return ours.SCMRegisteredResponseProto(errorCode=ours.SCMRegisteredResponseProto.success,
+                                               datanodeUUID=req.datanodeDetails.uuid, clusterID=self.cluster_id,
+                                               hostname="dn1.example")
 
-    async def process_heartbeat(self, req: Any) -> Any:
+    async def process_heartbeat(self, req: ours.SCMHeartbeatRequestProto) -> ours.SCMHeartbeatResponseProto:
         self.heartbeats.append(req)
         if req.datanodeDetails.hostName == "refused":
             raise SCMException(ResultCodes.SCM_NOT_INITIALIZED, "not caught up with the leader yet")

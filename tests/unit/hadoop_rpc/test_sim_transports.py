@@ -74,7 +74,7 @@ def test_local_quorum_configures_hadoop_rpc_and_describes_the_transports(tmp_pat
         HALocalCluster(Path(str(tmp_path)) / "secure", 3, hadoop_rpc=True, secure=True)
 
 
-def test_ozone_keys_serve_hadoop_rpc_and_only_the_security_listener_runs_next_to_ozone_security() -> None:
+def test_ozone_keys_serve_hadoop_rpc_and_secure_mode_serves_all_four_only_with_kerberos() -> None:
     from scm_server.server.endpoints import Protocol as P
     from scm_server.server.hadoop_rpc.settings import hadoop_rpc_listeners
 
@@ -91,3 +91,6 @@ def test_ozone_keys_serve_hadoop_rpc_and_only_the_security_listener_runs_next_to
     served, left_out = hadoop_rpc_listeners(secure=True)
     assert served == [P.SECURITY_HADOOP]
     assert left_out is not None and "ozone.scm.client.port" in left_out and "ozone.scm.client.grpc.port" in left_out
+    assert "hadoop.security.authentication" in left_out  # the line says how to serve them all
+    # with Kerberos every caller is authenticated: all four listeners, as Ozone's secure SCM serves them
+    assert hadoop_rpc_listeners(secure=True, kerberos=True) == (every, None)

@@ -210,3 +210,23 @@ async def test_healthy_volumes_follow_each_node_report(tmp_path: Path) -> None:
     nm.process_node_report(uuid, report(6, 6))
     assert info.healthy_volumes() == 1  # never below one
     await scm.stop()
+
+
+async def test_pipeline_limit_zero_derives_from_per_metadata_disk(tmp_path: Path) -> None:
+    """ozone.scm.datanode.pipeline.limit=0: the limit is ozone.scm.pipeline.per.metadata.disk times the healthy
+    volumes; a set limit wins."""
+    scm = await make_scm(tmp_path / "zero", FakeClock(), **{
+        "ozone.scm.datanode.pipeline.limit": "0", "ozone.scm.pipeline.per.metadata.disk": "3"})
+    dns = make_datanodes(1)
+    await dns[0].register(scm)
+    nm = scm.node_manager
+    nm.process_node_report(dns[0].uuid, scm_datanode_pb2.NodeReportProto(storageReport=[
+        scm_datanode_pb2.StorageReportProto(storageUuid=f"v{i}", storageLocation=f"/d{i}", capacity=100, remaining=100)
+        for i in range(2)]))
+    assert nm.pipeline_limit(dns[0].uuid) == 6
+    assert nm.open_container_limit([dns[0].uuid]) == 1  # ceil(3 owner containers * 2 volumes / 6)
+    await scm.stop()
+    scm = await make_scm(tmp_path / "set", FakeClock(), **{"ozone.scm.datanode.pipeline.limit": "4"})
+    await dns[0].register(scm)
+    assert scm.node_manager.pipeline_limit(dns[0].uuid) == 4
+    await scm.stop()

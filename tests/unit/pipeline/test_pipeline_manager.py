@@ -222,3 +222,27 @@ async def test_administrators_ratis_one_pipeline_as_ozone_answers_it(tmp_path: P
     assert any(c.createPipelineCommandProto.pipelineID.id == created.id.id
                for c in scm.node_manager.queued_commands(freed, T.createPipelineCommand))
     await scm.stop()
+
+
+async def test_leader_choice_follows_ozone_scm_pipeline_leader_choose_policy(tmp_path: Path) -> None:
+    """MinLeaderCountChoosePolicy: each new pipeline's suggested leader is the member leading the fewest;
+    DefaultLeaderChoosePolicy: no suggestion, every member's priority 0."""
+    scm = await make_scm(tmp_path / "min")
+    dns = make_datanodes(3)
+    for dn in dns:
+        await dn.register(scm)
+    members = [d.uuid for d in dns]
+    leaders = [(await scm.pipeline_manager.create_pipeline(hdds_pb2.RATIS, hdds_pb2.THREE, members)).leaderID
+               for _ in range(3)]
+    assert sorted(leaders) == sorted(members)  # one pipeline led by each
+    await scm.stop()
+
+    scm = await make_scm(tmp_path / "default", **{"ozone.scm.pipeline.leader-choose.policy": "DefaultLeaderChoosePolicy"})
+    for dn in dns:
+        await dn.register(scm)
+    p = await scm.pipeline_manager.create_pipeline(hdds_pb2.RATIS, hdds_pb2.THREE, members)
+    assert p.leaderID == ""
+    for dn in dns:
+        (cmd,) = scm.node_manager.queued_commands(dn.uuid, T.createPipelineCommand)
+        assert list(cmd.createPipelineCommandProto.priority) == [0, 0, 0]
+    await scm.stop()

@@ -219,10 +219,15 @@ final class AdminCalls {
         StorageContainerLocationProtocolProtos.RecommissionNodesRequestProto.newBuilder().addHosts("no-such-dn.example")));
     fact("RecommissionNodes", r, r == null ? "" : "failed=" + r.getRecommissionNodesResponse().getFailedHostsCount());
 
-    // not served: an error naming the command, and the connection serves on
-    call("GetContainerToken", ScmContainerLocationRequest.newBuilder().setContainerTokenRequest(
+    // container tokens are off on this (insecure) ring: an empty token, as Ozone's disabled generator answers
+    r = call("GetContainerToken", ScmContainerLocationRequest.newBuilder().setContainerTokenRequest(
         StorageContainerLocationProtocolProtos.GetContainerTokenRequestProto.newBuilder()
             .setContainerID(HddsProtos.ContainerID.newBuilder().setId(1))));
+    fact("GetContainerToken", r, r == null ? "" : "kind=" + r.getContainerTokenResponse().getToken().getKind()
+        + " identifier=" + r.getContainerTokenResponse().getToken().getIdentifier().size());
+    // a refusal (no member scm-x): an error naming the member, and the connection serves on
+    call("TransferLeadership", ScmContainerLocationRequest.newBuilder().setTransferScmLeadershipRequest(
+        HddsProtos.TransferLeadershipRequestProto.newBuilder().setNewLeaderId("scm-x")));
     r = call("GetContainer", ScmContainerLocationRequest.newBuilder().setGetContainerRequest(
         StorageContainerLocationProtocolProtos.GetContainerRequestProto.newBuilder().setContainerID(987654321L)));
     RPC.stopProxy(loc);

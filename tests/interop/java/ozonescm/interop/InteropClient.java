@@ -285,6 +285,9 @@ public final class InteropClient {
       case "security":
         new AdminCalls(client.conf).security(args[1]);
         break;
+      case "secretkeys":
+        new SecretKeyCalls(client.conf).run(args[1]);
+        break;
       default:
         throw new IllegalArgumentException("unknown command " + args[0]);
     }

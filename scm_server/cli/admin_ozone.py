@@ -1,0 +1,314 @@
+"""``ozone-scm admin`` commands that Ozone's ``ozone admin`` has and our gRPC admin service does not serve yet:
+they speak Ozone's own protocols to SCM's Hadoop RPC client port, as ``ozone admin`` does, and print what it
+prints.
+
+* ``admin datanode usageinfo`` and ``admin datanode status decommission``;
+* ``admin container reconcile``;
+* ``admin containerbalancer status|start|stop``;
+* ``admin scm finalizationstatus|finalizeupgrade`` and ``admin scm deletedBlocksTxn summary``;
+* ``admin reconfig --address HOST:PORT properties|start|status`` (ReconfigureProtocol, one SCM).
+
+The addresses are the SCMs' Hadoop RPC client ports (``ozone.scm.client.port``, per node) from the
+configuration, or ``--scm`` given to ``admin``. An SCM with ``ozone.security.enabled`` does not serve that port
+yet (SIMPLE authentication only), so these commands refuse to run against a secure configuration, saying so.
+Registered on the groups of :mod:`scm_server.cli.admin` and :mod:`scm_server.cli.admin_scm` by ``main``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import click
+
+from scm_server.cli.context import CliContext, pass_ctx
+from scm_server.cli.output import print_json
+from scm_server.client.hadoop_rpc import LocationClient, reconfigure_call
+from scm_server.conf.security import SecurityConfig
+from scm_server.proto.ozone import ReconfigureProtocol_pb2 as wire_reconf
+from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
+from scm_server.proto.ozone import hdds_pb2 as wire
+from scm_server.server import endpoints
+
+T = TypeVar("T")
+Request = wire_loc.ScmContainerLocationRequest
+Response = wire_loc.ScmContainerLocationResponse
+
+
+def hadoop_client_addresses(ctx: CliContext) -> list[str]:
+    """``--scm`` if given, else every SCM's Hadoop RPC client port; a one-line refusal on a secure setup."""
+    if SecurityConfig.from_conf(ctx.conf).security_enabled:
+        raise click.UsageError(
+            "this command speaks Ozone's protocol to SCM's Hadoop RPC client port (ozone.scm.client.port), which "
+            "an SCM with ozone.security.enabled=true does not serve yet (SIMPLE authentication only)"
+        )
+    return ctx.scm_addresses(endpoints.Protocol.CLIENT_HADOOP)
+
+
+def _submit(ctx: CliContext, request: Request) -> Response:
+    return _run(ctx, lambda client: client.submit(request))
+
+
+def _run(ctx: CliContext, call: Callable[[LocationClient], Awaitable[T]]) -> T:
+    addresses = hadoop_client_addresses(ctx)
+
+    async def go() -> T:
+        async with LocationClient(addresses, attempts=10, retry_interval=0.5) as client:
+            return await call(client)
+
+    return asyncio.run(go())
+
+
+# ---------------------------------------------------------------- datanodes
+@click.command("usageinfo")
+@click.option("--uuid", "dn_uuid", default="", help="The datanode with this UUID.")
+@click.option("--address", default="", help="The datanode(s) at this IP address or host name.")
+@click.option("-m", "--most-used", "most_used", is_flag=True, help="The most used datanodes.")
+@click.option("-l", "--least-used", "least_used", is_flag=True, help="The least used datanodes.")
+@click.option("-c", "--count", default=3, show_default=True, type=click.IntRange(min=1), help="How many (with -m/-l).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def usageinfo(ctx: CliContext, dn_uuid: str, address: str, most_used: bool, least_used: bool, count: int,
+              as_json: bool) -> None:
+    """Datanodes' capacity, use and load (as `ozone admin datanode usageinfo`)."""
+    chosen = sum(bool(x) for x in (dn_uuid, address, most_used, least_used))
+    if chosen != 1:
+        raise click.UsageError("give exactly one of --uuid, --address, --most-used, --least-used")
+    req = wire_loc.DatanodeUsageInfoRequestProto()
+    if dn_uuid:
+        req.uuid = dn_uuid
+    elif address:
+        req.ipaddress = address
+    else:
+        req.mostUsed = most_used
+        req.count = count
+    infos = _submit(ctx, Request(cmdType=wire_loc.DatanodeUsageInfo, DatanodeUsageInfoRequest=req)
+                    ).DatanodeUsageInfoResponse.info
+    rows: list[dict[str, int | str]] = [{
+        "uuid": i.node.uuid, "ipAddress": i.node.ipAddress, "hostName": i.node.hostName,
+        "ozoneCapacity": i.capacity, "ozoneUsed": i.used, "ozoneAvailable": i.remaining,
+        "committed": i.committed, "containerCount": i.containerCount, "pipelineCount": i.pipelineCount,
+    } for i in infos]
+    if as_json:
+        print_json(rows)
+        return
+    click.echo(f"Usage Information ({len(rows)} Datanodes)\n")
+    for r in rows:
+        capacity, used = int(r["ozoneCapacity"]), int(r["ozoneUsed"])
+        used_pct = 100.0 * used / capacity if capacity else 0.0
+        for label, value in (("ID", r["uuid"]), ("IP Address", r["ipAddress"]), ("Hostname", r["hostName"]),
+                             ("Ozone Capacity", r["ozoneCapacity"]), ("Ozone Used", r["ozoneUsed"]),
+                             ("Ozone Used %", f"{used_pct:.2f}%"), ("Ozone Available", r["ozoneAvailable"]),
+                             ("Pipeline(s)", r["pipelineCount"]), ("Container(s)", r["containerCount"])):
+            click.echo(f"{label:<24}: {value}")
+        click.echo()
+
+
+@click.group("status")
+def datanode_status() -> None:
+    """Datanodes' admin workflows."""
+
+
+@datanode_status.command("decommission")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def decommission_status(ctx: CliContext, as_json: bool) -> None:
+    """Decommissioning datanodes and the containers holding each back (as `ozone admin datanode status
+    decommission`)."""
+
+    async def go(client: LocationClient) -> list[dict[str, object]]:
+        nodes = (await client.submit(Request(
+            cmdType=wire_loc.QueryNode,
+            nodeQueryRequest=wire_loc.NodeQueryRequestProto(opState=wire.DECOMMISSIONING, scope=wire.CLUSTER),
+        ))).nodeQueryResponse.datanodes
+        out: list[dict[str, object]] = []
+        for node in nodes:
+            held = (await client.submit(Request(
+                cmdType=wire_loc.GetContainersOnDecomNode,
+                getContainersOnDecomNodeRequest=wire_loc.GetContainersOnDecomNodeRequestProto(
+                    datanodeDetails=node.nodeID),
+            ))).getContainersOnDecomNodeResponse.containersOnDecomNode
+            out.append({"uuid": node.nodeID.uuid, "hostName": node.nodeID.hostName,
+                        "ipAddress": node.nodeID.ipAddress,
+                        "containers": {e.name: [c.id for c in e.id] for e in held}})
+        return out
+
+    nodes = _run(ctx, go)
+    if as_json:
+        print_json(nodes)
+        return
+    click.echo(f"\nDecommission Status: DECOMMISSIONING - {len(nodes)} node(s)")
+    for n in nodes:
+        click.echo(f"\nDatanode: {n['uuid']} ({n['ipAddress']}/{n['hostName']})")
+        click.echo(str(n["containers"]))
+
+
+# ---------------------------------------------------------------- containers
+@click.command("reconcile")
+@click.argument("container_id", type=click.IntRange(min=1))
+@pass_ctx
+def reconcile(ctx: CliContext, container_id: int) -> None:
+    """Reconcile a closed container's replicas with each other (as `ozone admin container reconcile`)."""
+    _submit(ctx, Request(cmdType=wire_loc.ReconcileContainer,
+                         reconcileContainerRequest=wire_loc.ReconcileContainerRequestProto(containerID=container_id)))
+    click.echo(f"Reconciliation has been triggered for container {container_id}.")
+
+
+# ---------------------------------------------------------------- the balancer
+@click.group("containerbalancer")
+def containerbalancer() -> None:
+    """The container balancer's status, start, stop (none runs in this SCM yet)."""
+
+
+@containerbalancer.command("status")
+@pass_ctx
+def balancer_status(ctx: CliContext) -> None:
+    running = _submit(ctx, Request(cmdType=wire_loc.GetContainerBalancerStatus,
+                                   containerBalancerStatusRequest=wire_loc.ContainerBalancerStatusRequestProto())
+                      ).containerBalancerStatusResponse.isRunning
+    click.echo("ContainerBalancer is Running." if running else "ContainerBalancer is Not Running.")
+
+
+@containerbalancer.command("start")
+@pass_ctx
+def balancer_start(ctx: CliContext) -> None:
+    answer = _submit(ctx, Request(cmdType=wire_loc.StartContainerBalancer,
+                                  startContainerBalancerRequest=wire_loc.StartContainerBalancerRequestProto())
+                     ).startContainerBalancerResponse
+    if answer.start:
+        click.echo("Container Balancer started successfully.")
+        return
+    raise click.ClickException(f"Failed to start Container Balancer. Failure reason: {answer.message}")
+
+
+@containerbalancer.command("stop")
+@pass_ctx
+def balancer_stop(ctx: CliContext) -> None:
+    _submit(ctx, Request(cmdType=wire_loc.StopContainerBalancer,
+                         stopContainerBalancerRequest=wire_loc.StopContainerBalancerRequestProto()))
+    click.echo("Container Balancer stopped.")
+
+
+# ---------------------------------------------------------------- upgrades, deleted blocks
+@click.command("finalizationstatus")
+@pass_ctx
+def finalization_status(ctx: CliContext) -> None:
+    """The SCM's upgrade finalization status (as `ozone admin scm finalizationstatus`)."""
+    status = _submit(ctx, Request(
+        cmdType=wire_loc.QueryUpgradeFinalizationProgress,
+        queryUpgradeFinalizationProgressRequest=wire_loc.QueryUpgradeFinalizationProgressRequestProto(
+            upgradeClientId=f"Upgrade-Client-{uuid.uuid4()}", readonly=True),
+    )).queryUpgradeFinalizationProgressResponse.status
+    for message in status.messages:
+        click.echo(message)
+    click.echo(wire.UpgradeFinalizationStatus.Status.Name(status.status))
+
+
+@click.command("finalizeupgrade")
+@pass_ctx
+def finalize_upgrade(ctx: CliContext) -> None:
+    """Finalize the SCM's upgrade (as `ozone admin scm finalizeupgrade`)."""
+    status = _submit(ctx, Request(
+        cmdType=wire_loc.FinalizeScmUpgrade,
+        finalizeScmUpgradeRequest=wire_loc.FinalizeScmUpgradeRequestProto(
+            upgradeClientId=f"Upgrade-Client-{uuid.uuid4()}"),
+    )).finalizeScmUpgradeResponse.status
+    if status.status == wire.UpgradeFinalizationStatus.ALREADY_FINALIZED:
+        click.echo("Upgrade has already been finalized.")
+        return
+    for message in status.messages:
+        click.echo(message)
+    click.echo(wire.UpgradeFinalizationStatus.Status.Name(status.status))
+
+
+@click.group("deletedBlocksTxn")
+def deleted_blocks_txn() -> None:
+    """The deleted-block transaction log."""
+
+
+@deleted_blocks_txn.command("summary")
+@pass_ctx
+def deleted_blocks_summary(ctx: CliContext) -> None:
+    """How many deleted-block transactions and blocks are pending (as `ozone admin scm deletedBlocksTxn
+    summary`)."""
+    answer = _submit(ctx, Request(cmdType=wire_loc.GetDeletedBlocksTransactionSummary,
+                                  getDeletedBlocksTxnSummaryRequest=wire_loc.GetDeletedBlocksTxnSummaryRequestProto())
+                     ).getDeletedBlocksTxnSummaryResponse
+    if not answer.HasField("summary"):
+        click.echo("DeletedBlocksTransaction summary is not available")
+        return
+    s = answer.summary
+    click.echo("DeletedBlocksTransaction summary:")
+    click.echo(f"  Total number of transactions: {s.totalTransactionCount}")
+    click.echo(f"  Total number of blocks: {s.totalBlockCount}")
+    click.echo(f"  Total size of blocks: {s.totalBlockSize}")
+    click.echo(f"  Total replicated size of blocks: {s.totalBlockReplicatedSize}")
+
+
+# ---------------------------------------------------------------- reconfiguration
+@click.group("reconfig")
+@click.option("--address", required=True, metavar="HOST:PORT", help="The SCM's Hadoop RPC client address.")
+def reconfig(address: str) -> None:
+    """Reconfigure one SCM at run time (as `ozone admin reconfig --service=SCM`)."""
+
+
+def _reconfig_address(click_ctx: click.Context) -> str:
+    parent = click_ctx.parent
+    assert parent is not None
+    address: str = parent.params["address"]
+    cli_ctx = click_ctx.find_object(CliContext)
+    assert cli_ctx is not None  # the root command makes it
+    hadoop_client_addresses(cli_ctx)  # the secure-setup refusal
+    return address
+
+
+@reconfig.command("properties")
+@click.pass_context
+def reconfig_properties(click_ctx: click.Context) -> None:
+    address = _reconfig_address(click_ctx)
+    names = asyncio.run(reconfigure_call(address, "listReconfigureProperties",
+                                         wire_reconf.ListReconfigurePropertiesRequestProto(),
+                                         wire_reconf.ListReconfigurePropertiesResponseProto)).name
+    click.echo(f"SCM: Node [{address}] Reconfigurable properties:")
+    for name in names:
+        click.echo(name)
+
+
+@reconfig.command("start")
+@click.pass_context
+def reconfig_start(click_ctx: click.Context) -> None:
+    address = _reconfig_address(click_ctx)
+    asyncio.run(reconfigure_call(address, "startReconfigure", wire_reconf.StartReconfigureRequestProto(),
+                                 wire_reconf.StartReconfigureResponseProto))
+    click.echo(f"SCM: Started reconfiguration task on node [{address}].")
+
+
+@reconfig.command("status")
+@click.pass_context
+def reconfig_status(click_ctx: click.Context) -> None:
+    address = _reconfig_address(click_ctx)
+    status = asyncio.run(reconfigure_call(address, "getReconfigureStatus",
+                                          wire_reconf.GetReconfigureStatusRequestProto(),
+                                          wire_reconf.GetReconfigureStatusResponseProto))
+    head = f"SCM: Reconfiguring status for node [{address}]: "
+    if status.startTime <= 0:
+        click.echo(head + "no task was found.")
+        return
+    started = _when(status.startTime)
+    if not status.HasField("endTime"):
+        click.echo(head + f"started at {started} and is still running.")
+        return
+    click.echo(head + f"started at {started} and finished at {_when(status.endTime)}.")
+    for change in status.changes:
+        verdict = "FAILED: Change" if change.HasField("errorMessage") else "SUCCESS: Changed"
+        new = change.newValue if change.HasField("newValue") else None
+        click.echo(f'{verdict} property {change.name}\n\tFrom: "{change.oldValue}"\n\tTo: "{new}"')
+        if change.HasField("errorMessage"):
+            click.echo(f"\tError: {change.errorMessage}.")
+
+
+def _when(epoch_ms: int) -> str:
+    return datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.UTC).isoformat(timespec="seconds")
