@@ -21,13 +21,16 @@ any ``data`` distinct indexes are enough to rebuild the others. Counting follows
 Then, as in Ozone's handler order: under-replication first (ECUnderReplicationHandler), then
 unhealthy replicas of a container with every index healthy are deleted, then over-replication:
 an index on more than one in-service node loses the extra copies to delete-container commands
-carrying the index (ECOverReplicationHandler). Rack spread (ECMisReplicationHandler) is not
-judged here.
+carrying the index, taken from the racks holding the most replicas (ECOverReplicationHandler);
+last, the rack spread: replicas on fewer racks than the EC placement policy
+(``ozone.scm.container.placement.ec.impl``) requires are MIS_REPLICATED, and one copy per crowded
+replica goes to a new rack, whose duplicate index the over-replication step then removes from the
+crowded rack (ECMisReplicationCheckHandler, ECMisReplicationHandler).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -48,6 +51,7 @@ from scm_server.container.replication.views import (
     PlannedCommand,
     ReplicaView,
 )
+from scm_server.pipeline.placement import max_replicas_per_rack
 
 # the order sources are preferred in: an in-service replica, then one leaving, then one in maintenance
 _IN_SERVICE, _DECOMMISSION, _MAINTENANCE = 0, 1, 2
@@ -215,16 +219,79 @@ def check_closed_ec(view: ContainerView, replicas: Sequence[ReplicaView], cluste
     over = count.over_replicated_indexes()
     if over:
         result.states.add(ContainerHealthState.OVER_REPLICATED)
-        for index in over:
-            _kept, *extra = count.in_service[index]
-            result.commands.extend(
-                PlannedCommand("delete", r.datanode, force=True, replica_index=index) for r in extra
-            )
+        # ECOverReplicationHandler: the extra copies go from the racks holding the most replicas
+        in_service = [r for i in sorted(count.in_service) for r in count.in_service[i]]
+        victims = cluster.ec_placement.replicas_to_remove_to_fix_overreplication(
+            [(r.replica_index, r.rack) for r in in_service]
+        )
+        result.commands.extend(
+            PlannedCommand("delete", in_service[p].datanode, force=True, replica_index=in_service[p].replica_index)
+            for p in sorted(victims)
+        )
         result.reason = f"index(es) {', '.join(map(str, over))} on more than one in-service datanode"
+        return result
+
+    if _check_mis_replication(view, [r for i in sorted(count.in_service) for r in count.in_service[i]], cluster, result):
         return result
 
     result.states.add(ContainerHealthState.HEALTHY)
     return result
+
+
+def _check_mis_replication(
+    view: ContainerView, replicas: Sequence[ReplicaView], cluster: ClusterView, result: CheckResult
+) -> bool:
+    """Ozone's ECMisReplicationCheckHandler and ECMisReplicationHandler, for a container neither under- nor
+    over-replicated. ``replicas`` are its in-service ones, those that stay (a decommissioning or maintenance
+    copy is leaving, and the over-replication step weighs racks by in-service replicas too, so the two
+    agree on which copy is crowded): their racks must satisfy the EC placement policy (RackScatter: ``min(d+p, racks)``
+    racks, none holding more than its share). If not, MIS_REPLICATED; with no work pending on the container,
+    the replicas the policy picks (copyable: CLOSED, on a healthy in-service node) are copied, index and all,
+    to targets the policy chooses; the over-replication check then deletes the copy on the crowded rack,
+    so the replica moves. Pending work that will fix the spread is waited for, as is any other pending work."""
+    width = view.required
+    racks = [r.rack for r in replicas]
+    if cluster.ec_placement.is_policy_satisfied(racks, width, cluster.rack_count):
+        return False
+    result.states.add(ContainerHealthState.MIS_REPLICATED)
+    pending = view.pending
+    if pending.adds or pending.deletes:
+        after = [r.rack for r in replicas if r.datanode not in pending.deletes]
+        after += [cluster.racks_by_uuid[u] for u in sorted(pending.adds) if u in cluster.racks_by_uuid]
+        fixed = cluster.ec_placement.is_policy_satisfied(after, width, cluster.rack_count)
+        result.reason = (
+            f"replicas on {len(set(racks))} rack(s); "
+            + ("the pending copies fix the spread" if fixed else "waiting for pending work before moving a replica")
+        )
+        return True
+    ordered = sorted(replicas, key=lambda r: (r.replica_index, r.datanode))
+    copy = cluster.ec_placement.replicas_to_copy_to_fix_misreplication(
+        [(r.rack, r.state == R_CLOSED and r.usable_source and r.in_service) for r in ordered], cluster.rack_count
+    )
+    moving = [ordered[p] for p in copy]
+    staying = [r for r in ordered if r not in moving]
+    chosen = cluster.ec_placement.choose_targets(
+        cluster.nodes, [r.rack for r in staying], len(moving), cluster.load, {r.datanode for r in replicas}
+    )
+    # a target helps only on a rack still below its share (the policy falls back to any node when no rack
+    # fits; a copy there would be deleted again by the over-replication step)
+    share = max_replicas_per_rack(width, cluster.ec_placement.required_rack_count(width, cluster.rack_count))
+    per_rack = Counter(r.rack for r in staying)
+    targets = []
+    for target in chosen:
+        if per_rack[target.rack] < share:
+            per_rack[target.rack] += 1
+            targets.append(target)
+    result.commands.extend(
+        PlannedCommand("replicate", target.uuid, sources=(source.datanode,), replica_index=source.replica_index)
+        for source, target in zip(moving, targets, strict=False)
+    )
+    result.reason = (
+        f"replicas on {len(set(racks))} rack(s) of {cluster.rack_count}; "
+        f"moving index(es) {_indexes(r.replica_index for r in moving[: len(targets)])} to other racks"
+        if targets else f"replicas on {len(set(racks))} rack(s) of {cluster.rack_count}; no target on another rack"
+    )
+    return True
 
 
 def _under_reason(count: ECReplicaCount) -> str:

@@ -153,3 +153,8 @@ class ClusterView:
     def rack_count(self) -> int:
         """Racks with a live node; computed once per pass (the view is built per pass)."""
         return len({n.rack for n in self.nodes if n.health != DEAD})
+
+    @functools.cached_property
+    def racks_by_uuid(self) -> dict[str, str]:
+        """Each datanode's rack; built once per pass, when a check first asks."""
+        return {n.uuid: n.rack for n in self.nodes}

@@ -10,12 +10,14 @@ twice, in a bounded number of passes.
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scm_server.container.replication.ec_health import count_ec_replicas
 from scm_server.container.replication.health import (
+    CheckResult,
     ClusterView,
     ContainerHealthState,
     ContainerView,
@@ -24,7 +26,7 @@ from scm_server.container.replication.health import (
     check_container,
 )
 from scm_server.node.node_manager import DatanodeInfo
-from scm_server.pipeline.placement import ContainerPlacementRackAware
+from scm_server.pipeline.placement import ContainerPlacementRackAware, max_replicas_per_rack
 from scm_server.proto import hdds_pb2
 
 R = hdds_pb2.ContainerReplicaProto
@@ -182,7 +184,7 @@ def test_any_recoverable_loss_converges_to_every_index_on_distinct_live_nodes(
     held = {dn: i for dn, i in holders.items() if dn not in lost}
 
     live_in_service = [n for n in nodes.values() if n.is_healthy_in_service()]
-    for _ in range(4):
+    for _ in range(8):  # a move takes two passes: the copy to another rack, then the crowded copy's delete
         info = ec_info(d, p)
         view = ContainerView(info, [replica(nodes[dn], i) for dn, i in sorted(held.items())], None)
         result = check_container(view, cluster_of(list(nodes.values())))
@@ -196,12 +198,75 @@ def test_any_recoverable_loss_converges_to_every_index_on_distinct_live_nodes(
                 held[cmd.datanode] = cmd.replica_index
             elif cmd.kind == "delete":
                 assert held.pop(cmd.datanode) == cmd.replica_index
-        if result.health is ContainerHealthState.HEALTHY:
+        if not result.commands:
             break
+    assert result.commands == []  # a fixed point within the passes
     in_service = {dn: i for dn, i in held.items() if nodes[dn].is_healthy_in_service()}
     if len(live_in_service) >= width:
-        assert result.health is ContainerHealthState.HEALTHY
         assert sorted(in_service.values()) == list(range(1, width + 1))
+        assert result.health in (ContainerHealthState.HEALTHY, ContainerHealthState.MIS_REPLICATED)
+        if result.health is ContainerHealthState.MIS_REPLICATED:
+            # RackScatter could not do better: no free in-service node on a rack below its share
+            live_racks = {n.rack for n in nodes.values() if n.health != hdds_pb2.DEAD}
+            share = max_replicas_per_rack(width, min(width, len(live_racks)))
+            per_rack = Counter(nodes[dn].rack for dn in held)
+            free = [n for n in live_in_service if n.uuid not in held]
+            assert all(per_rack[n.rack] >= share for n in free)
     else:  # not enough in-service nodes for d+p distinct ones: never two indexes on one node
         assert len(held) == len(set(held))
         assert result.health is not ContainerHealthState.OVER_REPLICATED
+
+
+def test_replicas_on_too_few_racks_are_mis_replicated_and_one_moves() -> None:
+    # five racks; rs-3-2's five replicas sit on /r0 (indexes 1-3) and /r1 (4, 5); /r2../r4 have free nodes
+    nodes = [node(f"dn{i}", rack=f"/r{0 if i < 3 else 1}") for i in range(5)]
+    nodes += [node(f"free{r}", rack=f"/r{r}") for r in (2, 3, 4)]
+    racks = {n.uuid: n.rack for n in nodes}
+    held = {f"dn{i}": i + 1 for i in range(5)}
+
+    def check(pending: PendingView | None = None) -> CheckResult:
+        view = ContainerView(
+            ec_info(), [replica(n, held[n.uuid]) for n in nodes if n.uuid in held], None, pending or PendingView()
+        )
+        return check_container(view, cluster_of(nodes))
+
+    mis = check()
+    assert mis.states == {ContainerHealthState.MIS_REPLICATED}
+    # /r0 keeps one of its three, /r1 one of its two: three copies, each to a free node on a rack of its own
+    assert [(c.kind, c.sources, c.replica_index) for c in mis.commands] == [
+        ("replicate", ("dn0",), 1), ("replicate", ("dn1",), 2), ("replicate", ("dn3",), 4)
+    ]
+    assert {racks[c.datanode] for c in mis.commands} == {"/r2", "/r3", "/r4"}
+    # while those copies are pending nothing more is planned
+    waiting = check(PendingView(adds=frozenset(c.datanode for c in mis.commands), add_indexes=frozenset({1, 2, 4})))
+    assert waiting.health is ContainerHealthState.MIS_REPLICATED and waiting.commands == []
+    assert "waiting for pending work" in waiting.reason  # the copies alone (8 replicas) do not fix it yet
+    # the copies land: each index is now twice, and the copy on the crowded rack is the one deleted
+    for c in mis.commands:
+        held[c.datanode] = c.replica_index
+    over = check()
+    assert over.health is ContainerHealthState.OVER_REPLICATED
+    assert sorted((c.kind, c.datanode, c.replica_index) for c in over.commands) == [
+        ("delete", "dn0", 1), ("delete", "dn1", 2), ("delete", "dn3", 4)
+    ]
+    for c in over.commands:
+        del held[c.datanode]
+    healthy = check()
+    assert healthy.health is ContainerHealthState.HEALTHY and healthy.commands == []
+    assert len({racks[dn] for dn in held}) == 5
+
+
+def test_one_rack_cluster_or_no_free_rack_is_not_moved() -> None:
+    one_rack = [node(f"dn{i}") for i in range(6)]
+    view = ContainerView(ec_info(), [replica(n, i + 1) for i, n in enumerate(one_rack[:5])], None)
+    assert check_container(view, cluster_of(one_rack)).health is ContainerHealthState.HEALTHY
+    # two racks, every node already holding an index: 3 + 2 is the best spread (ceil(5/2) = 3 per rack)
+    two_racks = [node(f"dn{i}", rack=f"/r{i % 2}") for i in range(5)]
+    view = ContainerView(ec_info(), [replica(n, i + 1) for i, n in enumerate(two_racks)], None)
+    assert check_container(view, cluster_of(two_racks)).health is ContainerHealthState.HEALTHY
+    # four on one of two racks breaks the per-rack share, but no free node exists to move to
+    crowded = [node(f"dn{i}", rack="/r0" if i < 4 else "/r1") for i in range(5)]
+    view = ContainerView(ec_info(), [replica(n, i + 1) for i, n in enumerate(crowded)], None)
+    result = check_container(view, cluster_of(crowded))
+    assert result.health is ContainerHealthState.MIS_REPLICATED and result.commands == []
+    assert "no target on another rack" in result.reason
