@@ -9,6 +9,7 @@ from scm_state_harness import bring_up, make_datanodes, make_scm, replica
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.pipeline.pipeline_manager import max_ec_pipelines
+from scm_server.pipeline.placement import SCMContainerPlacementRackAware, SCMContainerPlacementRackScatter
 from scm_server.proto import hdds_pb2
 
 MB = 1 << 20
@@ -115,3 +116,20 @@ async def test_a_closed_ec_containers_read_pipeline_comes_from_its_replicas(tmp_
     assert list(read.memberReplicaIndexes) == [1, 2, 3, 4, 5]
     assert {m.uuid: i for m, i in zip(read.members, read.memberReplicaIndexes, strict=True)} == holders
     await scm.stop()
+
+
+async def test_ec_pipelines_follow_the_ec_placement_key(tmp_path: Path) -> None:
+    """``ozone.scm.container.placement.ec.impl`` picks the policy of EC pipelines and of the ReplicationManager's
+    EC targets; RackScatter (the default) puts the five members of rs-3-2 on five racks when five exist."""
+    scm = await make_scm(tmp_path / "scatter")
+    await bring_up(scm, make_datanodes(10, racks=5))
+    assert isinstance(scm.pipeline_manager.ec_placement, SCMContainerPlacementRackScatter)
+    assert isinstance(scm.replication_manager.ec_placement, SCMContainerPlacementRackScatter)
+    blocks = await scm.allocate_block(MB, 5, hdds_pb2.EC, hdds_pb2.THREE, "om", ec=RS_3_2)
+    for pipeline in {b.pipeline.id.id: b.pipeline for b in blocks}.values():
+        assert len({m.networkLocation for m in pipeline.members}) == 5
+    await scm.stop()
+    aware = await make_scm(tmp_path / "aware", **{"ozone.scm.container.placement.ec.impl": "SCMContainerPlacementRackAware"})
+    assert isinstance(aware.pipeline_manager.ec_placement, SCMContainerPlacementRackAware)
+    assert isinstance(aware.replication_manager.ec_placement, SCMContainerPlacementRackAware)
+    await aware.stop()
