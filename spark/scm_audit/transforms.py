@@ -20,7 +20,8 @@ ReplicationManager check chain (``scm_server/container/replication/health.py``),
   UNHEALTHY (no good replica, or bad ones beside enough good ones), UNDER_REPLICATED (fewer
   IN_SERVICE copies than needed, maintenance copies lowering the need down to
   ``hdds.scm.replication.maintenance.replica.minimum``), OVER_REPLICATED, MIS_REPLICATED (IN_SERVICE
-  copies on fewer than min(2, live racks, factor) racks), else HEALTHY.
+  copies on fewer than min(2, live racks, factor) racks; EC: every index in service once but on fewer than
+  min(d+p, live racks) racks, or more than ceil(d+p / that) on one rack, as RackScatter judges), else HEALTHY.
 
 The primary health state follows Ozone's report order (``vocabulary.PRIMARY_ORDER``).
 
@@ -41,7 +42,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
+from pyspark.sql.window import Window, WindowSpec
 
 from scm_audit import vocabulary as V
 from scm_audit.schema import FINDINGS
@@ -91,6 +92,11 @@ def cluster_params(datanodes: DataFrame, maintenance: DataFrame) -> DataFrame:
         .agg(F.countDistinct(F.coalesce(F.nullif(F.col("rack"), _s("")), _s(V.DEFAULT_RACK))).alias("cluster_racks"))
     )
     return maintenance.join(racks, "scm", "left").fillna(0, ["cluster_racks"])
+
+
+def count_over(flag: str, window: WindowSpec) -> Column:
+    """How many rows of ``window`` have ``flag`` set."""
+    return F.sum(F.col(flag).cast("int")).over(window)
 
 
 def classify(
@@ -156,6 +162,10 @@ def classify(
             (F.col("good") & (rs == _s(V.R_QUASI_CLOSED))).alias("qc"),
         )
         .withColumn("best_qc", F.max(F.when(F.col("qc"), F.col("bcsid"))).over(per_container))
+        # in-service copies on this replica's rack (EC rack spread: the fullest rack's share)
+        .withColumn(
+            "rack_in_service", count_over("in_service", Window.partitionBy("scm", "container_id", "rack"))
+        )
     )
 
     def count(flag: str) -> Column:
@@ -170,6 +180,7 @@ def classify(
         count("qc").alias("n_qc"),
         F.size(F.collect_set(F.when(F.col("qc") & (F.col("bcsid") == F.col("best_qc")), F.col("origin")))).alias("origins"),
         F.size(F.collect_set(F.when(F.col("in_service"), F.col("rack")))).alias("racks"),
+        F.max(F.when(F.col("in_service"), F.col("rack_in_service"))).alias("rack_max"),
         F.min(F.when(F.col("live"), F.col("is_empty") & (F.col("key_count") == 0) & (rs == _s(V.R_CLOSED)))).alias("all_empty"),
         F.max(F.when(F.col("live"), ~rs.isin(V.R_OPEN, V.R_CLOSING))).alias("open_bad"),
         F.max("key_count").alias("max_keys"),
@@ -186,7 +197,7 @@ def classify(
         .join(F.broadcast(pipe), ["scm", "pipeline_id"], "left")
         .join(F.broadcast(params), "scm", "left")
         .fillna(0, ["n_live", "n_good", "n_bad", "in_service", "maint", "n_qc", "origins", "racks", "max_keys",
-                    "ec_in_service", "ec_kept", "ec_available"])
+                    "ec_in_service", "ec_kept", "ec_available", "rack_max"])
         .withColumn("datanodes", F.coalesce(F.col("datanodes"), F.array().cast("array<string>")))
     )
     # The decision, as one projection over attributes. Each condition is written out flat in terms
@@ -238,7 +249,16 @@ def classify(
         & (col("in_service") > col("ec_in_service"))
     )
     over = (settled & (col("in_service") > required)) | ec_over
-    mis = settled & (col("in_service") <= required) & ~policy_ok
+    # EC (ECMisReplicationCheckHandler with RackScatter): once every index is in service once, the in-service
+    # copies span min(d+p, live racks) racks and no rack holds more than ceil(d+p / that)
+    ec_racks_needed = F.greatest(F.least(width, col("cluster_racks")), F.lit(1))
+    ec_share = F.ceil(width / ec_racks_needed)
+    ec_mis = (
+        checked & ec & ~ec_unrecoverable & (ec_covered >= width) & (col("n_bad") == 0)
+        & (col("in_service") == col("ec_in_service"))
+        & ((col("racks") < ec_racks_needed) | (col("rack_max") > ec_share))
+    )
+    mis = (settled & (col("in_service") <= required) & ~policy_ok) | ec_mis
     conditions = {
         V.MISSING: missing | ec_missing,
         V.EMPTY: empty,
