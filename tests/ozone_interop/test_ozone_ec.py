@@ -1,12 +1,14 @@
 """Erasure coding with Apache Ozone 2.2.0's own datanodes (six JVMs) and OM on our 3-SCM ring (`make ozone-ec-test`).
 
-An `rs-3-2-1024k` bucket made with Ozone's `ozone sh`; keys of 1, 5 and 17 MiB put and read back byte for byte
-(Ozone's EC client writes stripes over the pipeline our SCM allocated: five datanodes, replica indexes 1..5); the
-container's replicas, as `ozone admin container info` lists them, on five datanodes with indexes 1..5. Then a
+The six datanodes each bind and report a loopback address of their own, and a Hadoop TableMapping file puts two on
+each of three racks; `ozone admin printTopology` shows them so. An `rs-3-2-1024k` bucket made with Ozone's
+`ozone sh`; keys of 1, 5 and 17 MiB put and read back byte for byte (Ozone's EC client writes stripes over the
+pipeline our SCM allocated: five datanodes, replica indexes 1..5); the container's replicas, as `ozone admin
+container info` lists them, on five datanodes with indexes 1..5 spanning all three racks (RackScatter). Then a
 datanode holding an index is stopped for good (SIGKILL): it goes stale then dead (intervals shortened on both
 sides), our ReplicationManager has Ozone's datanodes reconstruct the lost index on the sixth datanode, the
-container is back to five distinct indexes on live datanodes, and every key still reads back. The time from the
-kill to DEAD and from DEAD to healthy is printed.
+container is back to five distinct indexes on live datanodes over three racks, and every key still reads back.
+The time from the kill to DEAD and from DEAD to healthy is printed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, Timings, resolve
 
 pytestmark = [pytest.mark.ozone_ec, pytest.mark.timeout(1800)]
 MIB = 1024 * 1024
+RACKS = 3  # six datanodes, two per rack, each on its own loopback address, racks from a TableMapping file
 VOLUME, BUCKET = "ecvol", "ecbucket"
 SIZES = {"k1": 1 * MIB, "k5": 5 * MIB, "k17": 17 * MIB}
 # both sides: a dead datanode within ~20 s, the ReplicationManager every 5 s
@@ -45,7 +48,8 @@ def cluster() -> Iterator[OzoneCluster]:
     base = REPO / "run-data" / "ozone-ec"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    c = OzoneCluster(base, classpath, scm_side="ours", datanodes=6, timings=Timings(jars=note), extra_props=FAST)
+    c = OzoneCluster(base, classpath, scm_side="ours", datanodes=6, timings=Timings(jars=note), extra_props=FAST,
+                     racks=RACKS)
     started = time.monotonic()
     c.start()
     c.timings.add("cluster start, total", time.monotonic() - started)
@@ -77,6 +81,30 @@ def node_uuid(entry: dict[str, Any]) -> str:
     return str(d.get("uuid") or d.get("uuidString") or d.get("id"))
 
 
+def topology(text: str) -> dict[str, set[str]]:
+    """Rack -> datanode IPs, as Ozone's `ozone admin printTopology -o` prints them (per health state,
+    ``Location: /rack`` then one `` ip(hostname) OPSTATE`` line per datanode)."""
+    racks: dict[str, set[str]] = {}
+    location = None
+    for line in text.splitlines():
+        if line.startswith("Location:"):
+            location = line.split(":", 1)[1].strip()
+            racks.setdefault(location, set())
+        elif line.startswith(" ") and location is not None and line.strip():
+            racks[location].add(line.strip().split("(", 1)[0])
+    return racks
+
+
+def replica_racks(c: OzoneCluster, holders: dict[str, int]) -> dict[int, str]:
+    """Replica index -> rack of the datanode holding it (``datanode list --json``: uuid -> IP -> the table's rack)."""
+    ip_rack = {c.datanode_address(dn): c.datanode_rack(dn) for dn in c.datanodes}
+    listed = json.loads(c.admin("datanode", "list", "--json"))
+    ips = {node_uuid(h): str(details(h).get("ipAddress")) for h in listed}
+    unknown = {uuid: ips.get(uuid) for uuid in holders if ips.get(uuid) not in ip_rack}
+    assert not unknown, f"replica holders without a known address: {unknown}; datanode list: {listed[:1]}"
+    return {index: ip_rack[ips[uuid]] for uuid, index in holders.items()}
+
+
 def replica_indexes(c: OzoneCluster, cid: str) -> dict[str, int]:
     """Datanode (uuid) -> replica index, as `ozone admin container info --json` lists the replicas."""
     info = json.loads(c.admin("container", "info", cid, "--json"))
@@ -89,6 +117,19 @@ def replica_indexes(c: OzoneCluster, cid: str) -> dict[str, int]:
 
 def test_ec_bucket_write_read_and_a_lost_index_rebuilt(cluster: OzoneCluster, tmp_path: Path) -> None:
     c = cluster
+    # every datanode under the rack the table gives its address, as Ozone's printTopology shows our ring's answer
+    expected = {f"/rack{r}": {c.datanode_address(dn) for dn in c.datanodes if c.datanode_rack(dn) == f"/rack{r}"}
+                for r in range(1, RACKS + 1)}
+    shown: list[str] = []
+
+    def listed_by_rack() -> bool | None:
+        shown[:] = [c.admin("printTopology", "-o")]
+        return topology(shown[0]) == expected or None
+
+    try:
+        wait_for("printTopology listing six datanodes on three racks", listed_by_rack, 60, interval=2)
+    finally:
+        print(f"\nozone admin printTopology -o:\n{shown[0] if shown else '(no answer)'}")
     c.sh("volume", "create", f"/{VOLUME}")
     c.sh("bucket", "create", f"/{VOLUME}/{BUCKET}", "--type", "EC", "--replication", "rs-3-2-1024k")
     data = {}
@@ -110,6 +151,11 @@ def test_ec_bucket_write_read_and_a_lost_index_rebuilt(cluster: OzoneCluster, tm
 
     holders = wait_for(f"container {cid}'s five replicas with indexes 1..5", five_indexes, 120, interval=2)
     assert len(holders) == 5
+    # RackScatter (ozone.scm.container.placement.ec.impl's default): five members over all three racks, at most
+    # ceil(5/3) = 2 on one
+    spread = replica_racks(c, holders)
+    assert sorted(spread) == [1, 2, 3, 4, 5] and len(set(spread.values())) == RACKS, spread
+    assert max(list(spread.values()).count(r) for r in set(spread.values())) <= 2, spread
 
     # stop a datanode holding index 2 for good
     hosts = json.loads(c.admin("datanode", "list", "--json"))
@@ -136,6 +182,9 @@ def test_ec_bucket_write_read_and_a_lost_index_rebuilt(cluster: OzoneCluster, tm
 
     wait_for(f"container {cid} back to indexes 1..5 on live datanodes", rebuilt, 600, interval=3)
     healthy_at = time.monotonic()
+    live = {u: i for u, i in replica_indexes(c, cid).items() if u != victim_uuid}
+    rebuilt_spread = replica_racks(c, live)
+    assert len(set(rebuilt_spread.values())) == RACKS, rebuilt_spread  # the rebuilt index kept three racks
     for key in SIZES:
         assert digest(read_back(c, tmp_path, key)) == digest(data[key]), key
     report = c.admin("container", "report")
