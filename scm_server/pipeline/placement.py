@@ -28,10 +28,11 @@ time given the racks already holding replicas (the used nodes' and those picked 
 
 When no candidate fits the rule (too few racks) the pick falls back to any candidate, as Ozone's policies do.
 
-Fixing a spread (Ozone's SCMCommonPlacementPolicy): :meth:`ContainerPlacementPolicy.replicas_to_copy_to_fix_misreplication`
-names the replicas of the fullest racks beyond their share ``ceil(replicas / required racks)``;
-:meth:`ContainerPlacementPolicy.replicas_to_remove_to_fix_overreplication` takes a duplicated index's extra copies
-from the racks holding the most replicas.
+Fixing a spread (Ozone's SCMCommonPlacementPolicy):
+:meth:`ContainerPlacementPolicy.replicas_to_copy_to_fix_misreplication` names the replicas of the fullest racks
+beyond their share ``ceil(replicas / required racks)``;
+:meth:`ContainerPlacementPolicy.replicas_to_remove_to_fix_overreplication` takes a duplicated index's extra
+copies from the racks holding the most replicas.
 
 ``PipelinePlacementPolicy``: HEALTHY, IN_SERVICE datanodes not excluded, below their pipeline limit and with
 space; an anchor (a favored node, else the least-loaded, random among equals), then a node on another rack

@@ -225,13 +225,14 @@ def check_closed_ec(view: ContainerView, replicas: Sequence[ReplicaView], cluste
             [(r.replica_index, r.rack) for r in in_service]
         )
         result.commands.extend(
-            PlannedCommand("delete", in_service[p].datanode, force=True, replica_index=in_service[p].replica_index)
-            for p in sorted(victims)
+            PlannedCommand("delete", r.datanode, force=True, replica_index=r.replica_index)
+            for r in (in_service[p] for p in sorted(victims))
         )
         result.reason = f"index(es) {', '.join(map(str, over))} on more than one in-service datanode"
         return result
 
-    if _check_mis_replication(view, [r for i in sorted(count.in_service) for r in count.in_service[i]], cluster, result):
+    staying = [r for i in sorted(count.in_service) for r in count.in_service[i]]
+    if _check_mis_replication(view, staying, cluster, result):
         return result
 
     result.states.add(ContainerHealthState.HEALTHY)
@@ -242,13 +243,16 @@ def _check_mis_replication(
     view: ContainerView, replicas: Sequence[ReplicaView], cluster: ClusterView, result: CheckResult
 ) -> bool:
     """Ozone's ECMisReplicationCheckHandler and ECMisReplicationHandler, for a container neither under- nor
-    over-replicated. ``replicas`` are its in-service ones, those that stay (a decommissioning or maintenance
-    copy is leaving, and the over-replication step weighs racks by in-service replicas too, so the two
-    agree on which copy is crowded): their racks must satisfy the EC placement policy (RackScatter: ``min(d+p, racks)``
-    racks, none holding more than its share). If not, MIS_REPLICATED; with no work pending on the container,
-    the replicas the policy picks (copyable: CLOSED, on a healthy in-service node) are copied, index and all,
-    to targets the policy chooses; the over-replication check then deletes the copy on the crowded rack,
-    so the replica moves. Pending work that will fix the spread is waited for, as is any other pending work."""
+    over-replicated.
+
+    ``replicas`` are its in-service ones, those that stay (a decommissioning or maintenance copy is leaving,
+    and the over-replication step weighs racks by in-service replicas too, so the two agree on which copy
+    is crowded). Their racks must satisfy the EC placement policy (RackScatter: ``min(d+p, racks)`` racks,
+    none holding more than its share). If not, MIS_REPLICATED; with no work pending on the container, the
+    replicas the policy picks (copyable: CLOSED, on a healthy in-service node) are copied, index and all, to
+    targets the policy chooses on racks below their share; the over-replication check then deletes the copy
+    on the crowded rack, so the replica moves. Pending work, whether or not it fixes the spread, is waited
+    for."""
     width = view.required
     racks = [r.rack for r in replicas]
     if cluster.ec_placement.is_policy_satisfied(racks, width, cluster.rack_count):
@@ -259,10 +263,8 @@ def _check_mis_replication(
         after = [r.rack for r in replicas if r.datanode not in pending.deletes]
         after += [cluster.racks_by_uuid[u] for u in sorted(pending.adds) if u in cluster.racks_by_uuid]
         fixed = cluster.ec_placement.is_policy_satisfied(after, width, cluster.rack_count)
-        result.reason = (
-            f"replicas on {len(set(racks))} rack(s); "
-            + ("the pending copies fix the spread" if fixed else "waiting for pending work before moving a replica")
-        )
+        wait = "the pending copies fix the spread" if fixed else "waiting for pending work before moving a replica"
+        result.reason = f"replicas on {len(set(racks))} rack(s); {wait}"
         return True
     ordered = sorted(replicas, key=lambda r: (r.replica_index, r.datanode))
     copy = cluster.ec_placement.replicas_to_copy_to_fix_misreplication(
@@ -271,7 +273,7 @@ def _check_mis_replication(
     moving = [ordered[p] for p in copy]
     staying = [r for r in ordered if r not in moving]
     chosen = cluster.ec_placement.choose_targets(
-        cluster.nodes, [r.rack for r in staying], len(moving), cluster.load, {r.datanode for r in replicas}
+        cluster.nodes, [r.rack for r in staying], len(moving), cluster.load, {r.datanode for r in view.replicas}
     )
     # a target helps only on a rack still below its share (the policy falls back to any node when no rack
     # fits; a copy there would be deleted again by the over-replication step)
@@ -286,11 +288,11 @@ def _check_mis_replication(
         PlannedCommand("replicate", target.uuid, sources=(source.datanode,), replica_index=source.replica_index)
         for source, target in zip(moving, targets, strict=False)
     )
-    result.reason = (
-        f"replicas on {len(set(racks))} rack(s) of {cluster.rack_count}; "
-        f"moving index(es) {_indexes(r.replica_index for r in moving[: len(targets)])} to other racks"
-        if targets else f"replicas on {len(set(racks))} rack(s) of {cluster.rack_count}; no target on another rack"
-    )
+    spread = f"replicas on {len(set(racks))} rack(s) of {cluster.rack_count}"
+    if targets:
+        result.reason = f"{spread}; moving index(es) {_indexes(r.replica_index for r in moving[: len(targets)])}"
+    else:
+        result.reason = f"{spread}; no target on another rack"
     return True
 
 
