@@ -64,7 +64,7 @@ from scm_server.ha.stateful_service_state_manager import (
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.metadata.enums import enum_name
-from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager
+from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager, Replication
 from scm_server.node.decommission_metrics import NodeDecommissionProgress, node_decommission_bean, query_beans
 from scm_server.node.node_manager import (
     DECOMMISSIONING,
@@ -353,16 +353,21 @@ class StorageContainerManager:
         self.safe_mode_manager.validate()
 
     # ---- helpers ----
-    def _replication_of(self, container_id: int) -> tuple[int, set[str]]:
+    def _replication_of(self, container_id: int) -> Replication:
         info = self.container_manager.get_container(container_id)
-        required = 1 if info.replicationFactor == hdds_pb2.ONE else 3
-        good = {
-            r.datanode_uuid
+        good = [
+            r
             for r in self.container_manager.get_replicas(container_id)
             if r.state in (hdds_pb2.ContainerReplicaProto.CLOSED, hdds_pb2.ContainerReplicaProto.QUASI_CLOSED)
             or (info.state == hdds_pb2.OPEN and r.state == hdds_pb2.ContainerReplicaProto.OPEN)
-        }
-        return required, good
+        ]
+        if info.replicationType == hdds_pb2.EC:
+            ec = info.ecReplicationConfig
+            width = ec.data + ec.parity
+            holders = {r.datanode_uuid: r.replica_index for r in good if 1 <= r.replica_index <= width}
+            return Replication(width, holders, ec_data=ec.data)
+        required = 1 if info.replicationFactor == hdds_pb2.ONE else 3
+        return Replication(required, {r.datanode_uuid: 0 for r in good})
 
     async def _close_pipelines_of(self, dn_uuid: str) -> None:
         for p in self.pipeline_manager.pipelines_of(dn_uuid):
