@@ -91,7 +91,7 @@ audit-test: env ## whole Spark audit runs: the job's report/trends, and end to e
 ozone-jars: ## Apache Ozone 2.2.0's released jars from Maven Central into ~/.m2; class path in interop/ozone/target
 	bash scripts/ozone_jars.sh
 
-ozone-ec-test: env ozone-jars ## Apache Ozone's 6 datanodes + OM on our 3-SCM ring: an rs-3-2-1024k bucket written and read, a datanode stopped for good and its EC indexes reconstructed
+ozone-ec-test: env ozone-jars ## Apache Ozone's 7 datanodes on 3 racks + OM on our 3-SCM ring: an rs-3-2-1024k bucket written and read, a datanode stopped for good and its EC index rebuilt, a holder decommissioned
 	$(PYTEST) tests/ozone_interop/test_ozone_ec.py -m ozone_ec -q -rA -s
 
 ozone-interop: env ozone-jars ## Apache Ozone's 3 datanodes, OM, ozone sh/admin on Ozone's SCM ring and on ours (OZONE_INTEROP_SCM=ours|ozone: one side); SCM leader killed (~7 min)

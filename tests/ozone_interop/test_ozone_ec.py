@@ -1,14 +1,16 @@
-"""Erasure coding with Apache Ozone 2.2.0's own datanodes (six JVMs) and OM on our 3-SCM ring (`make ozone-ec-test`).
+"""Erasure coding with Apache Ozone 2.2.0's own datanodes (seven JVMs) and OM on our 3-SCM ring (`make ozone-ec-test`).
 
-The six datanodes each bind and report a loopback address of their own, and a Hadoop TableMapping file puts two on
-each of three racks; `ozone admin printTopology` shows them so. An `rs-3-2-1024k` bucket made with Ozone's
+The seven datanodes each bind and report a loopback address of their own, and a Hadoop TableMapping file puts
+them on three racks (3, 2, 2); `ozone admin printTopology` shows them so. An `rs-3-2-1024k` bucket made with Ozone's
 `ozone sh`; keys of 1, 5 and 17 MiB put and read back byte for byte (Ozone's EC client writes stripes over the
 pipeline our SCM allocated: five datanodes, replica indexes 1..5); the container's replicas, as `ozone admin
 container info` lists them, on five datanodes with indexes 1..5 spanning all three racks (RackScatter). Then a
 datanode holding an index is stopped for good (SIGKILL): it goes stale then dead (intervals shortened on both
-sides), our ReplicationManager has Ozone's datanodes reconstruct the lost index on the sixth datanode, the
+sides), our ReplicationManager has Ozone's datanodes reconstruct the lost index on a spare datanode, the
 container is back to five distinct indexes on live datanodes over three racks, and every key still reads back.
-The time from the kill to DEAD and from DEAD to healthy is printed.
+Last, a live holder is decommissioned with `ozone admin datanode decommission` (by its address): it reaches
+DECOMMISSIONED only with its index on another in-service datanode, and the keys still read back. The times from
+the kill to DEAD, from DEAD to healthy and from the decommission to DECOMMISSIONED are printed.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, Timings, resolve
 
 pytestmark = [pytest.mark.ozone_ec, pytest.mark.timeout(1800)]
 MIB = 1024 * 1024
-RACKS = 3  # six datanodes, two per rack, each on its own loopback address, racks from a TableMapping file
+RACKS = 3  # seven datanodes (3, 2, 2 per rack), each on its own loopback address, racks from a TableMapping file
+DATANODES = 7  # five for rs-3-2, one spare for the rebuild, one for the decommission's copy
 VOLUME, BUCKET = "ecvol", "ecbucket"
 SIZES = {"k1": 1 * MIB, "k5": 5 * MIB, "k17": 17 * MIB}
 # both sides: a dead datanode within ~20 s, the ReplicationManager every 5 s
@@ -48,7 +51,7 @@ def cluster() -> Iterator[OzoneCluster]:
     base = REPO / "run-data" / "ozone-ec"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    c = OzoneCluster(base, classpath, scm_side="ours", datanodes=6, timings=Timings(jars=note), extra_props=FAST,
+    c = OzoneCluster(base, classpath, scm_side="ours", datanodes=DATANODES, timings=Timings(jars=note), extra_props=FAST,
                      racks=RACKS)
     started = time.monotonic()
     c.start()
@@ -127,7 +130,7 @@ def test_ec_bucket_write_read_and_a_lost_index_rebuilt(cluster: OzoneCluster, tm
         return topology(shown[0]) == expected or None
 
     try:
-        wait_for("printTopology listing six datanodes on three racks", listed_by_rack, 60, interval=2)
+        wait_for(f"printTopology listing {DATANODES} datanodes on {RACKS} racks", listed_by_rack, 60, interval=2)
     finally:
         print(f"\nozone admin printTopology -o:\n{shown[0] if shown else '(no answer)'}")
     c.sh("volume", "create", f"/{VOLUME}")
@@ -193,3 +196,24 @@ def test_ec_bucket_write_read_and_a_lost_index_rebuilt(cluster: OzoneCluster, tm
     c.timings.add(f"DEAD -> container {cid} rebuilt (indexes 1..5 live)", healthy_at - dead_at)
     print(f"\nozone-ec: DEAD {dead_at - killed:.1f} s after the kill; index 2 rebuilt {healthy_at - dead_at:.1f} s "
           "after DEAD")
+
+    # decommission a live holder (index 4) with Ozone's CLI, by the address it reports: it may only reach
+    # DECOMMISSIONED once index 4 sits on another in-service datanode (the spare one)
+    leaving_uuid = next(u for u, i in live.items() if i == 4)
+    leaving_ip = str(by_uuid[leaving_uuid].get("ipAddress"))
+    asked = time.monotonic()
+    print(c.admin("datanode", "decommission", leaving_ip))
+
+    def decommissioned() -> bool | None:
+        listed = json.loads(c.admin("datanode", "list", "--json"))
+        return True if any(node_uuid(h) == leaving_uuid and '"DECOMMISSIONED"' in json.dumps(h) for h in listed) \
+            else None
+
+    wait_for(f"{leaving_ip} DECOMMISSIONED", decommissioned, 300, interval=3)
+    done_at = time.monotonic()
+    kept = {u: i for u, i in replica_indexes(c, cid).items() if u not in (victim_uuid, leaving_uuid)}
+    assert sorted(kept.values()) == [1, 2, 3, 4, 5], kept  # every index on an in-service datanode
+    for key in SIZES:
+        assert digest(read_back(c, tmp_path, key)) == digest(data[key]), key
+    c.timings.add(f"decommission {leaving_ip} -> DECOMMISSIONED (index 4 copied)", done_at - asked)
+    print(f"ozone-ec: {leaving_ip} DECOMMISSIONED {done_at - asked:.1f} s after `ozone admin datanode decommission`")
