@@ -30,12 +30,13 @@ from collections.abc import Mapping
 from typing import Any
 
 FORMAT_NAME = "ozone-scm-audit-export"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # Versions this release still reads. 2 added, per SCM, since when it holds soft state
 # (``scmStartedAtMs``), each datanode's first full report since then (``first_report_ms``) and the
 # ReplicationManager's state (``replicationManager.state``/``intervalMs``); a version-1 export reads
-# with those unknown (null/0).
-READABLE_VERSIONS = (1, 2)
+# with those unknown (null/0). 3 added each container's EC layout (``ec_replication``); an older
+# export reads with it null (every container judged as Ratis, as those SCMs served no EC).
+READABLE_VERSIONS = (1, 2, 3)
 MANIFEST = "manifest.json"
 
 # Parquet footer key-value metadata keys (every file).
@@ -66,7 +67,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     CONTAINERS: (
         ("container_id", "long"),
         ("lifecycle_state", "string"),  # LifeCycleState name: OPEN, CLOSING, QUASI_CLOSED, CLOSED, ...
-        ("replication_type", "string"),  # RATIS, STAND_ALONE
+        ("replication_type", "string"),  # RATIS, STAND_ALONE, EC
         ("replication_factor", "string"),  # ONE, THREE
         ("pipeline_id", "string"),
         ("owner", "string"),
@@ -75,13 +76,14 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("number_of_keys", "long"),
         ("state_enter_time", "long"),
         ("delete_transaction_id", "long"),
+        ("ec_replication", "string"),  # EC containers: Ozone's name of the layout, rs-3-2-1024k; null otherwise (v3)
     ),
     REPLICAS: (
         ("container_id", "long"),
         ("datanode_uuid", "string"),
         ("replica_state", "string"),  # ContainerReplicaProto.State name
         ("bcsid", "long"),
-        ("replica_index", "int"),
+        ("replica_index", "int"),  # EC: the replica's position 1..data+parity; 0 for Ratis
         ("used_bytes", "long"),
         ("key_count", "long"),
         ("origin_node_id", "string"),

@@ -102,6 +102,9 @@ def pipeline_to_wire(p: hdds_pb2.Pipeline) -> wire.Pipeline:
             out.leaderID128.CopyFrom(leader)
             out.leaderDatanodeID.uuid.CopyFrom(leader)
     out.memberOrders.extend(p.memberOrders)
+    out.memberReplicaIndexes.extend(p.memberReplicaIndexes)
+    if p.HasField("ecReplicationConfig"):
+        out.ecReplicationConfig.CopyFrom(by_name(p.ecReplicationConfig, wire.ECReplicationConfig))
     if p.HasField("creationTimeStamp"):
         out.creationTimeStamp = p.creationTimeStamp
     return out

@@ -101,6 +101,8 @@ class ScmBlockLocationProtocol(LeaderRole, Protocol):
         replication_factor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[BlockAllocation]: ...
 
     async def delete_key_blocks(
@@ -119,7 +121,9 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
     """Ozone's ``StorageContainerLocationProtocol``: what ``ozone admin`` and the OM ask of containers,
     pipelines, datanodes, safe mode and the replication manager."""
 
-    async def allocate_container(self, rtype: int, rfactor: int, owner: str) -> hdds_pb2.ContainerWithPipeline: ...
+    async def allocate_container(
+        self, rtype: int, rfactor: int, owner: str, ec: hdds_pb2.ECReplicationConfig | None = None
+    ) -> hdds_pb2.ContainerWithPipeline: ...
 
     def get_container(self, container_id: int) -> hdds_pb2.ContainerInfoProto: ...
 
@@ -135,6 +139,8 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
         rtype: int | None = None,
         rfactor: int | None = None,
         suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]: ...
 
     async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]: ...
@@ -145,7 +151,9 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
 
     def list_pipelines(self) -> list[hdds_pb2.Pipeline]: ...
 
-    async def create_pipeline(self, rtype: int, rfactor: int) -> hdds_pb2.Pipeline: ...
+    async def create_pipeline(
+        self, rtype: int, rfactor: int, ec: hdds_pb2.ECReplicationConfig | None = None
+    ) -> hdds_pb2.Pipeline: ...
 
     async def close_pipeline(self, pipeline_id: str) -> None: ...
 

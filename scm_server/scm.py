@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scm_server.block.block_manager import BlockManager
+from scm_server.block.block_manager import BlockManager, checked_ec_config
 from scm_server.block.deleted_block_log import (
     DeletedBlockLog,
     DeletedBlockLogStateManager,
@@ -64,7 +64,7 @@ from scm_server.ha.stateful_service_state_manager import (
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.metadata.enums import enum_name
-from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager
+from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager, Replication
 from scm_server.node.decommission_metrics import NodeDecommissionProgress, node_decommission_bean, query_beans
 from scm_server.node.node_manager import (
     DECOMMISSIONING,
@@ -153,6 +153,7 @@ class StorageContainerManager:
             placement=PipelinePlacementPolicy(),
             leader_policy=leader_choose_policy(configs.placement.leader_choose_policy),
             container_size=configs.scm.container_size,
+            ec_placement=container_policy(configs.placement.ec_container_placement),
         )
         self.container_manager = ContainerManager(
             self.container_state_manager,
@@ -197,6 +198,7 @@ class StorageContainerManager:
             clock,
             placement=container_policy(configs.placement.container_placement),
             wait_time_after_safe_mode=configs.safemode.wait_time_after_exit,
+            ec_placement=container_policy(configs.placement.ec_container_placement),
         )
         # After the container manager (which drops a dead node's replicas): a health change
         # wakes the ReplicationManager so its report does not lag node state by an interval.
@@ -361,16 +363,21 @@ class StorageContainerManager:
         self.safe_mode_manager.validate()
 
     # ---- helpers ----
-    def _replication_of(self, container_id: int) -> tuple[int, set[str]]:
+    def _replication_of(self, container_id: int) -> Replication:
         info = self.container_manager.get_container(container_id)
-        required = 1 if info.replicationFactor == hdds_pb2.ONE else 3
-        good = {
-            r.datanode_uuid
+        good = [
+            r
             for r in self.container_manager.get_replicas(container_id)
             if r.state in (hdds_pb2.ContainerReplicaProto.CLOSED, hdds_pb2.ContainerReplicaProto.QUASI_CLOSED)
             or (info.state == hdds_pb2.OPEN and r.state == hdds_pb2.ContainerReplicaProto.OPEN)
-        }
-        return required, good
+        ]
+        if info.replicationType == hdds_pb2.EC:
+            ec = info.ecReplicationConfig
+            width = ec.data + ec.parity
+            holders = {r.datanode_uuid: r.replica_index for r in good if 1 <= r.replica_index <= width}
+            return Replication(width, holders, ec_data=ec.data)
+        required = 1 if info.replicationFactor == hdds_pb2.ONE else 3
+        return Replication(required, {r.datanode_uuid: 0 for r in good})
 
     async def _close_pipelines_of(self, dn_uuid: str) -> None:
         for p in self.pipeline_manager.pipelines_of(dn_uuid):
@@ -536,11 +543,14 @@ class StorageContainerManager:
         replication_factor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[BlockAllocation]:
         """Ozone's allocateBlock: (containerID, localID, shared read-only pipeline) per block; each edge writes
-        its own answer from them (see :class:`scm_server.protocols.BlockAllocation`)."""
+        its own answer from them (see :class:`scm_server.protocols.BlockAllocation`). ``ec``: an EC layout, with
+        ``replication_type`` EC (the factor is then not read)."""
         return await self.block_manager.allocate_block(
-            size, num_blocks, replication_type, replication_factor, owner, exclude_list
+            size, num_blocks, replication_type, replication_factor, owner, exclude_list, ec=ec
         )
 
     async def delete_key_blocks(
@@ -556,10 +566,14 @@ class StorageContainerManager:
         )
 
     # ---- admin: containers ----
-    async def allocate_container(self, rtype: int, rfactor: int, owner: str) -> hdds_pb2.ContainerWithPipeline:
+    async def allocate_container(
+        self, rtype: int, rfactor: int, owner: str, ec: hdds_pb2.ECReplicationConfig | None = None
+    ) -> hdds_pb2.ContainerWithPipeline:
         self._scm_context.check_leader()  # before safemode: a follower sends the client to the leader
         self._check_not_safe_mode("container allocation")
-        info = await self.container_manager.allocate_container(rtype, rfactor, owner)
+        if rtype == hdds_pb2.EC:
+            ec = checked_ec_config(ec)
+        info = await self.container_manager.allocate_container(rtype, rfactor, owner, ec=ec)
         return hdds_pb2.ContainerWithPipeline(
             containerInfo=self.container_manager.get_container(info.containerID),
             pipeline=self.pipeline_manager.get_pipeline(info.pipelineID.id),
@@ -574,15 +588,24 @@ class StorageContainerManager:
         info = self.container_manager.get_container(container_id)
         replicas = self.container_manager.replica_info(container_id)
         pipeline = self.pipeline_manager.find(info.pipelineID.id) if info.HasField("pipelineID") else None
-        if pipeline is None:
-            # The pipeline is gone (closed/removed): describe where the replicas are, like Ozone does.
+        is_ec = info.replicationType == hdds_pb2.EC
+        if pipeline is None or (is_ec and info.state != hdds_pb2.OPEN):
+            # The pipeline is gone (closed/removed), or the EC container is no longer written: describe where
+            # the replicas are, like Ozone's createPipelineForRead (for EC, each member with the index it holds,
+            # so a reader finds a rebuilt index on its new datanode).
+            if is_ec:
+                replicas = sorted(replicas, key=lambda r: (r.replica.replicaIndex, r.datanode.uuid))
             pipeline = hdds_pb2.Pipeline(
                 id=info.pipelineID if info.HasField("pipelineID") else hdds_pb2.PipelineID(id=""),
                 members=[r.datanode for r in replicas],
                 state=hdds_pb2.PIPELINE_CLOSED,
                 type=info.replicationType,
-                factor=info.replicationFactor,
             )
+            if is_ec:
+                pipeline.ecReplicationConfig.CopyFrom(info.ecReplicationConfig)
+                pipeline.memberReplicaIndexes.extend(r.replica.replicaIndex for r in replicas)
+            else:
+                pipeline.factor = info.replicationFactor
         return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipeline), replicas
 
     def list_containers(
@@ -593,12 +616,14 @@ class StorageContainerManager:
         rtype: int | None = None,
         rfactor: int | None = None,
         suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
         """Containers with id >= start_id matching the filters: (first ``count``, total matching)."""
         if count < 0:
             raise SCMException(ResultCodes.INVALID_REQUEST, f"count must be >= 0, got {count}")
         page, total = self.container_manager.state_manager.list_containers(
-            start_id, count, state, rtype, rfactor, suppressed
+            start_id, count, state, rtype, rfactor, suppressed, ec=ec
         )
         return [self.container_manager.get_container(c.containerID) for c in page], total
 
@@ -653,9 +678,13 @@ class StorageContainerManager:
     def list_pipelines(self) -> list[hdds_pb2.Pipeline]:
         return self.pipeline_manager.get_pipelines()
 
-    async def create_pipeline(self, rtype: int, rfactor: int) -> hdds_pb2.Pipeline:
+    async def create_pipeline(
+        self, rtype: int, rfactor: int, ec: hdds_pb2.ECReplicationConfig | None = None
+    ) -> hdds_pb2.Pipeline:
         self._scm_context.check_leader()
-        return await self.pipeline_manager.create_pipeline(rtype, rfactor)
+        if rtype == hdds_pb2.EC:
+            ec = checked_ec_config(ec)
+        return await self.pipeline_manager.create_pipeline(rtype, rfactor, ec=ec)
 
     async def close_pipeline(self, pipeline_id: str) -> None:
         await self.pipeline_manager.close_pipeline(pipeline_id)

@@ -9,7 +9,8 @@ allocate_block, as Ozone's BlockManagerImpl does it:
    above ``ozone.scm.block.max.blocks.per.request`` (INVALID_REQUEST): one call must not keep the
    leader busy for its whole deadline;
 3. pick an OPEN pipeline of the replication config minus the exclude list (creating one and
-   waiting for it if there is none), then a matching container on it (ContainerManager: reuse
+   waiting for it if there is none; for EC, Ozone's WritableECContainerProvider: a new OPEN
+   pipeline while fewer than ``ozone.scm.ec.pipeline.minimum`` exist, one container each), then a matching container on it (ContainerManager: reuse
    an open container of this owner with room, or allocate a new one while the pipeline has
    fewer than openContainerLimit);
 4. localID from the ``localId`` sequence (an in-memory batch; a Raft round trip once per
@@ -43,6 +44,30 @@ DeleteResult = scm_client_pb2.DeleteScmBlockResult
 # event-loop turn (an epoll call, then every ready task), so yielding much more often costs a visible share of
 # the allocation time (docs/performance.md, "Figures behind choices in the code").
 YIELD_EVERY = 32
+# Full EC pipelines one allocation may close before it gives up (each closing lets a new one be made).
+EC_PIPELINE_ATTEMPTS = 5
+
+
+# Ozone's codecs (ECReplicationConfig.EcCodec), as its messages carry them: lower case
+EC_CODECS = ("rs", "xor")
+
+
+def checked_ec_config(ec: hdds_pb2.ECReplicationConfig | None) -> hdds_pb2.ECReplicationConfig:
+    """The request's EC layout, codec in the lower case Ozone's messages carry (it reads either case);
+    INVALID_REQUEST naming what is wrong."""
+    if ec is None:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            "replication type EC needs an ecReplicationConfig (data, parity, codec, ecChunkSize; e.g. rs-3-2-1024k)",
+        )
+    codec = ec.codec.lower()
+    if codec not in EC_CODECS or ec.data <= 0 or ec.parity <= 0 or ec.ecChunkSize <= 0:
+        raise SCMException(
+            ResultCodes.INVALID_REQUEST,
+            f"EC replication config data={ec.data} parity={ec.parity} codec={ec.codec!r} ecChunkSize={ec.ecChunkSize} "
+            "is not valid: data, parity and ecChunkSize must be positive and codec RS or XOR (e.g. rs-3-2-1024k)",
+        )
+    return hdds_pb2.ECReplicationConfig(data=ec.data, parity=ec.parity, codec=codec, ecChunkSize=ec.ecChunkSize)
 
 
 class BlockManager:
@@ -78,10 +103,13 @@ class BlockManager:
         rfactor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[BlockAllocation]:
         """allocateBlock as (containerID, localID, pipeline) per block, for each edge to write its own answer
         from: no copy of the pipeline per block. The pipeline is the stored message itself, shared: read it, never
-        change it (see :class:`scm_server.protocols.BlockAllocation`)."""
+        change it (see :class:`scm_server.protocols.BlockAllocation`). ``ec``: an EC layout (``rtype`` EC), its
+        blocks on EC pipelines made on demand (:meth:`_ec_container`)."""
         self.scm_context.check_leader()
         if self.scm_context.is_in_safe_mode():
             raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "SCM is in safe mode; block allocation is not allowed")
@@ -93,6 +121,7 @@ class BlockManager:
         problem = num_blocks_problem(num_blocks, self.config.max_blocks_per_request)
         if problem is not None:
             raise SCMException(ResultCodes.INVALID_REQUEST, problem)
+        ec = checked_ec_config(ec) if rtype == hdds_pb2.EC else None
         exclude = exclude_list or hdds_pb2.ExcludeListProto()
         excluded_containers = set(exclude.containerIds)
         limits: dict[str, int] = {}  # open container limit per pipeline, once per call
@@ -101,19 +130,50 @@ class BlockManager:
             if n and n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # bounded work per turn; cancellation lands here
                 self.scm_context.check_leader()
-            pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
-                rtype, rfactor, exclude, self._pick, self.pipeline_wait_s
-            )
-            open_limit = limits.get(pipeline.id.id)
-            if open_limit is None:
-                open_limit = limits[pipeline.id.id] = self.container_manager.open_container_limit(pipeline)
-            container_id = await self.container_manager.get_matching_container_id(
-                size, owner, pipeline, excluded_containers, open_limit
-            )
+            if ec is not None:
+                container_id, pipeline = await self._ec_container(size, owner, ec, exclude, excluded_containers)
+            else:
+                pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
+                    rtype, rfactor, exclude, self._pick, self.pipeline_wait_s
+                )
+                open_limit = limits.get(pipeline.id.id)
+                if open_limit is None:
+                    open_limit = limits[pipeline.id.id] = self.container_manager.open_container_limit(pipeline)
+                container_id = await self.container_manager.get_matching_container_id(
+                    size, owner, pipeline, excluded_containers, open_limit
+                )
             local_id = await self.sequence_id_generator.get_next_id(LOCAL_ID)
             blocks.append(BlockAllocation(container_id, local_id, pipeline))
         self.blocks_allocated += len(blocks)
         return blocks
+
+    async def _ec_container(
+        self,
+        size: int,
+        owner: str,
+        ec: hdds_pb2.ECReplicationConfig,
+        exclude: hdds_pb2.ExcludeListProto,
+        excluded_containers: set[int],
+    ) -> tuple[int, hdds_pb2.Pipeline]:
+        """Ozone's WritableECContainerProvider: an EC pipeline (new while fewer than the limit are open)
+        and its one open container; a pipeline whose container has no room for the block is closed with
+        its container, and another one is taken."""
+        for _ in range(EC_PIPELINE_ATTEMPTS):
+            pipeline = await self.pipeline_manager.get_or_create_ec_pipeline(ec, exclude, self._pick)
+            found, has_open = self.container_manager.open_with_room(size, owner, pipeline.id.id, excluded_containers)
+            if found is not None:
+                return found, pipeline
+            if not has_open:
+                container_id = await self.container_manager.get_matching_container_id(
+                    size, owner, pipeline, excluded_containers, 1
+                )
+                return container_id, pipeline
+            log.info("EC pipeline %s: its container has no room for %d bytes; closing the pipeline", pipeline.id.id, size)
+            await self.pipeline_manager.close_pipeline(pipeline.id.id)
+        raise SCMException(
+            ResultCodes.FAILED_TO_FIND_SUITABLE_NODE,
+            f"no EC pipeline with room for a {size}-byte block after closing {EC_PIPELINE_ATTEMPTS} full ones",
+        )
 
     async def delete_key_blocks(
         self, key_blocks: list[scm_client_pb2.KeyBlocks]

@@ -109,7 +109,17 @@ def container_columns(rows: Sequence[hdds_pb2.ContainerInfoProto]) -> dict[str, 
         "number_of_keys": [r.numberOfKeys for r in rows],
         "state_enter_time": [r.stateEnterTime for r in rows],
         "delete_transaction_id": [r.deleteTransactionId for r in rows],
+        "ec_replication": [ec_replication(r) for r in rows],
     }
+
+
+def ec_replication(info: hdds_pb2.ContainerInfoProto) -> str | None:
+    """Ozone's name of an EC container's layout (``rs-3-2-1024k``); None for a Ratis container."""
+    if not info.HasField("ecReplicationConfig"):
+        return None
+    ec = info.ecReplicationConfig
+    size = f"{ec.ecChunkSize // 1024}k" if ec.ecChunkSize % 1024 == 0 else str(ec.ecChunkSize)
+    return f"{ec.codec.lower()}-{ec.data}-{ec.parity}-{size}"
 
 
 def replica_columns(rows: Sequence[scm_audit_pb2.AuditReplicaRowProto]) -> dict[str, list[Any]]:

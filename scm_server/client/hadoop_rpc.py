@@ -253,11 +253,17 @@ class BlockLocationClient(_FailoverClient):
 
     async def allocate_blocks(
         self, size: int, num_blocks: int, owner: str, *, factor: int = wire.THREE, rtype: int = wire.RATIS,
+        ec: wire.ECReplicationConfig | None = None,
     ) -> wire_block.SCMBlockLocationResponse:
+        """AllocateScmBlock; with ``ec`` (Ozone's client sends no factor then) an EC allocation."""
+        request = wire_block.AllocateScmBlockRequestProto(size=size, numBlocks=num_blocks, owner=owner, type=rtype)  # type: ignore[arg-type]
+        if ec is not None:
+            request.type = wire.EC
+            request.ecReplicationConfig.CopyFrom(ec)
+        else:
+            request.factor = factor  # type: ignore[assignment]
         return await self.send(wire_block.SCMBlockLocationRequest(
-            cmdType=wire_block.AllocateScmBlock,
-            allocateScmBlockRequest=wire_block.AllocateScmBlockRequestProto(
-                size=size, numBlocks=num_blocks, type=rtype, factor=factor, owner=owner),  # type: ignore[arg-type]
+            cmdType=wire_block.AllocateScmBlock, allocateScmBlockRequest=request,
         ))
 
     async def get_scm_info(self) -> wire_block.SCMBlockLocationResponse:

@@ -378,11 +378,30 @@ class PipelineConfig:
         "How long a closed pipeline waits for its containers to close before it is removed (duration).",
         "66s",
     )
+    ec_pipeline_minimum: int = setting(
+        "ozone.scm.ec.pipeline.minimum", "int",
+        "Block allocation keeps making new EC pipelines of a layout (rs-3-2-1024k, ...) until at least this many "
+        "are open.",
+        "5",
+    )
+    ec_pipeline_per_volume_factor: float = setting(
+        "ozone.scm.ec.pipeline.per.volume.factor", "float",
+        "EC pipelines of a layout allowed per healthy datanode volume, divided by the layout's d+p nodes "
+        "(never fewer than ozone.scm.ec.pipeline.minimum).",
+        "1.0",
+    )
 
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> PipelineConfig:
         result = _build(cls, conf)
-        _check_positive(cls, result, "creation_interval", "owner_container_count", "pipeline_per_metadata_disk")
+        _check_positive(
+            cls, result, "creation_interval", "owner_container_count", "pipeline_per_metadata_disk", "ec_pipeline_minimum"
+        )
+        if result.ec_pipeline_per_volume_factor < 0:
+            raise ConfigError(
+                f"ozone.scm.ec.pipeline.per.volume.factor: value {result.ec_pipeline_per_volume_factor} must not be "
+                "negative (e.g. ozone.scm.ec.pipeline.per.volume.factor=1.0)"
+            )
         if result.datanode_pipeline_limit < 0:
             raise ConfigError(
                 "ozone.scm.datanode.pipeline.limit must not be negative (e.g. ozone.scm.datanode.pipeline.limit=2; "
@@ -540,6 +559,18 @@ class ReplicationManagerConfig:
         "The most replicate commands queued to one datanode at a time.",
         "20",
     )
+    datanode_reconstruction_weight: int = setting(
+        "hdds.scm.replication.datanode.reconstruction.weight", "int",
+        "How many replicate commands one EC reconstruction command counts as against a datanode's replication "
+        "limit (reconstruction reads from several datanodes and decodes).",
+        "3",
+    )
+    inflight_limit_factor: float = setting(
+        "hdds.scm.replication.inflight.limit.factor", "float",
+        "Replications and reconstructions in flight across the cluster are capped at this factor x healthy "
+        "datanodes x hdds.scm.replication.datanode.replication.limit; 0 means no cap.",
+        "0.75",
+    )
     datanode_delete_limit: int = setting(
         "hdds.scm.replication.datanode.delete.container.limit", "int",
         "The most delete-container commands queued to one datanode at a time.",
@@ -556,6 +587,12 @@ class ReplicationManagerConfig:
         "Replicas that must stay on in-service nodes while others are in maintenance.",
         "2",
     )
+    maintenance_remaining_redundancy: int = setting(
+        "hdds.scm.replication.maintenance.remaining.redundancy", "int",
+        "EC: parity replicas that must stay on in-service nodes while others are in maintenance; indexes beyond "
+        "that are copied before a node enters maintenance.",
+        "1",
+    )
     container_sample_limit: int = setting(
         "hdds.scm.replication.container.sample.limit", "int",
         "How many container IDs the ReplicationManagerReport keeps as samples per health state.",
@@ -565,7 +602,15 @@ class ReplicationManagerConfig:
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> ReplicationManagerConfig:
         result = _build(cls, conf)
-        _check_positive(cls, result, "interval", "datanode_replication_limit", "datanode_delete_limit", "event_timeout")
+        _check_positive(
+            cls, result, "interval", "datanode_replication_limit", "datanode_reconstruction_weight",
+            "datanode_delete_limit", "event_timeout",
+        )
+        if result.inflight_limit_factor < 0:
+            raise ConfigError(
+                f"hdds.scm.replication.inflight.limit.factor: value {result.inflight_limit_factor} must not be "
+                "negative (0 for no cap; e.g. hdds.scm.replication.inflight.limit.factor=0.75)"
+            )
         return result
 
 

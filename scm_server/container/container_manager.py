@@ -360,9 +360,20 @@ class ContainerManager:
 
     # ---- allocation (leader) ----
     async def allocate_container(
-        self, rtype: int, rfactor: int, owner: str, pipeline: hdds_pb2.Pipeline | None = None
+        self,
+        rtype: int,
+        rfactor: int,
+        owner: str,
+        pipeline: hdds_pb2.Pipeline | None = None,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> hdds_pb2.ContainerInfoProto:
+        """A new OPEN container on ``pipeline`` (or on an OPEN pipeline of the replication given:
+        ``ec`` is the layout when ``rtype`` is EC)."""
         self.scm_context.check_leader()
+        if pipeline is None and rtype == hdds_pb2.EC:
+            if ec is None:
+                raise SCMException(ResultCodes.INVALID_REQUEST, "an EC container needs its ecReplicationConfig")
+            pipeline = await self.pipeline_manager.get_or_create_ec_pipeline(ec, None, self._least_loaded_pipeline)
         if pipeline is None:
             pipeline = await self.pipeline_manager.get_or_create_open_pipeline(
                 rtype, rfactor, None, self._least_loaded_pipeline, self.pipeline_wait_s
@@ -378,9 +389,12 @@ class ContainerManager:
             owner=owner,
             deleteTransactionId=0,
             sequenceId=0,
-            replicationFactor=pipeline.factor,
             replicationType=pipeline.type,
         )
+        if pipeline.type == hdds_pb2.EC:
+            info.ecReplicationConfig.CopyFrom(pipeline.ecReplicationConfig)
+        else:
+            info.replicationFactor = pipeline.factor
         applied = await self.state_manager.add_container(info)
         if applied and applied != container_id:
             # a client's retry of a call already applied (here or on an earlier leader): its container
@@ -421,6 +435,16 @@ class ContainerManager:
             if found is not None:
                 return found
             return (await self.allocate_container(pipeline.type, pipeline.factor, owner, pipeline)).containerID
+
+    def open_with_room(self, size: int, owner: str, pipeline_id: str, excluded: AbstractSet[int]) -> tuple[int | None, bool]:
+        """EC allocation: (an OPEN container of ``owner`` on the pipeline with room for ``size``, or None;
+        whether the pipeline has an OPEN container of ``owner`` at all)."""
+        open_containers = [c for c in self.state_manager.open_container_records(pipeline_id, owner) if c.container_id not in excluded]
+        room = self.config.container_size - size
+        for c in open_containers:
+            if self._used_bytes(c.container_id, c.used_bytes) <= room:
+                return c.container_id, True
+        return None, bool(open_containers)
 
     def open_container_limit(self, pipeline: hdds_pb2.Pipeline) -> int:
         """How many OPEN containers an owner keeps on the pipeline (Ozone's openContainerLimit)."""

@@ -107,6 +107,17 @@ def next_state(state: int, event: int) -> int | None:
     )
 
 
+ECLayout = tuple[int, int, str, int]
+_EC_LAYOUTS: dict[ECLayout, ECLayout] = {}
+
+
+def ec_layout(ec: hdds_pb2.ECReplicationConfig) -> ECLayout:
+    """An EC replication config as a tuple, one shared tuple per distinct layout (codec in lower case,
+    as Ozone writes it; it reads either case)."""
+    key = (ec.data, ec.parity, ec.codec.lower(), ec.ecChunkSize)
+    return _EC_LAYOUTS.setdefault(key, key)
+
+
 @dataclass(slots=True)
 class ContainerInfo:
     """The in-memory form of one container row (Ozone's ContainerInfo).
@@ -128,6 +139,7 @@ class ContainerInfo:
     sequence_id: int
     replication_factor: int
     replication_type: int
+    ec: ECLayout | None = None  # EC containers: (data, parity, codec, ecChunkSize), shared between containers
     suppressed: bool = False
 
     @classmethod
@@ -145,6 +157,7 @@ class ContainerInfo:
             sequence_id=info.sequenceId,
             replication_factor=info.replicationFactor,
             replication_type=info.replicationType,
+            ec=ec_layout(info.ecReplicationConfig) if info.HasField("ecReplicationConfig") else None,
             suppressed=info.suppressed,
         )
 
@@ -163,6 +176,12 @@ class ContainerInfo:
         )
         if self.pipeline_id is not None:
             proto.pipelineID.id = self.pipeline_id
+        if self.ec is not None:
+            data, parity, codec, chunk = self.ec
+            proto.ecReplicationConfig.data = data
+            proto.ecReplicationConfig.parity = parity
+            proto.ecReplicationConfig.codec = codec
+            proto.ecReplicationConfig.ecChunkSize = chunk
         if self.suppressed:
             proto.suppressed = True
         return proto
@@ -314,12 +333,20 @@ class ContainerStateManager(ReplicatedStateManager):
         rtype: int | None = None,
         rfactor: int | None = None,
         suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
-        """Ids >= ``start_id`` matching the filters: (first ``count`` in id order, total matching).
+        """Ids >= ``start_id`` matching the filters: (first ``count`` in id order, total matching);
+        ``ec`` keeps EC containers of that layout only (the factor filter does not apply to EC).
 
         Without type/factor/suppressed filters the page costs O(log n + count) (all states) or
         O(containers in ``state``); with them, one pass over the candidates.
         """
+        layout = ec_layout(ec) if ec is not None else None
+        if layout is not None:
+            rtype, rfactor = hdds_pb2.EC, None
+        if rtype == hdds_pb2.EC:
+            rfactor = None
         if rtype is None and rfactor is None and suppressed is None:
             if state is None:
                 ids = self._ordered_ids()
@@ -334,6 +361,7 @@ class ContainerStateManager(ReplicatedStateManager):
             for c in pool[start:]
             if (rtype is None or self._containers[c].replication_type == rtype)
             and (rfactor is None or self._containers[c].replication_factor == rfactor)
+            and (layout is None or self._containers[c].ec == layout)
             and (suppressed is None or self._containers[c].suppressed == suppressed)
         ]
         return [self._containers[c].to_proto() for c in matching[:count]], len(matching)

@@ -74,9 +74,10 @@ class Replica:
     delete_txn_id: int = 0
     origin_node: str = ""
     close_requested: bool = False
+    replica_index: int = 0  # EC: the stripe position this replica holds (1..d+p); 0 for Ratis
 
     def to_proto(self, size: int) -> hdds_pb2.ContainerReplicaProto:
-        return hdds_pb2.ContainerReplicaProto(
+        proto = hdds_pb2.ContainerReplicaProto(
             containerID=self.container_id,
             state=self.state,  # type: ignore[arg-type]
             size=size,
@@ -87,6 +88,9 @@ class Replica:
             originNodeId=self.origin_node,
             isEmpty=self.key_count == 0,
         )
+        if self.replica_index:
+            proto.replicaIndex = self.replica_index
+        return proto
 
 
 @dataclasses.dataclass
@@ -217,10 +221,14 @@ class SimDatanode:
 
     # ---- simulated client writes ----
 
-    def add_replica(self, container_id: int, state: int = RState.OPEN, used: int = 0, keys: int = 0) -> Replica:
+    def add_replica(
+        self, container_id: int, state: int = RState.OPEN, used: int = 0, keys: int = 0, replica_index: int = 0
+    ) -> Replica:
         replica = self.containers.get(container_id)
         if replica is None:
-            replica = Replica(container_id, state, used, keys, bcsid=keys, origin_node=self.uuid)
+            replica = Replica(
+                container_id, state, used, keys, bcsid=keys, origin_node=self.uuid, replica_index=replica_index
+            )
             self.containers[container_id] = replica
             self._icr(replica)
         return replica
@@ -285,8 +293,18 @@ class SimDatanode:
                 self.deferred.append(cmd)  # a slow datanode: copy later (see hold_replication)
             else:
                 self._replicate(cmd)
+        elif cmd.commandType == CmdType.reconstructECContainersCommand:
+            self._reconstruct(cmd)
         elif cmd.commandType == CmdType.deleteContainerCommand:
-            replica = self.containers.pop(cmd.deleteContainerCommandProto.containerID, None)
+            delete = cmd.deleteContainerCommandProto
+            held = self.containers.get(delete.containerID)
+            if held is not None and delete.HasField("replicaIndex") and delete.replicaIndex != held.replica_index:
+                LOG.info(
+                    "%s: not deleting container #%d: it holds index %d, the command names index %d",
+                    self.hostname, delete.containerID, held.replica_index, delete.replicaIndex,
+                )
+                return
+            replica = self.containers.pop(delete.containerID, None)
             if replica is not None:
                 gone = replica.to_proto(self.sim.container_size)
                 gone.state = RState.DELETED
@@ -309,6 +327,8 @@ class SimDatanode:
                 replica = source.containers.get(c.containerID) if source else None
                 if replica is not None and replica.state != RState.UNHEALTHY:
                     copy = dataclasses.replace(replica, close_requested=True)
+                    if c.HasField("replicaIndex"):
+                        copy.replica_index = c.replicaIndex
                     self.containers[c.containerID] = copy
                     self._icr(copy)
                     ok = True
@@ -322,6 +342,39 @@ class SimDatanode:
                     status=scm_datanode_pb2.CommandStatus.EXECUTED if ok else scm_datanode_pb2.CommandStatus.FAILED,
                     type=CmdType.replicateContainerCommand,
                     msg="" if ok else "no healthy source replica reachable",
+                )
+            )
+
+    def _reconstruct(self, cmd: scm_datanode_pb2.SCMCommandProto) -> None:
+        """Ozone's ECReconstructionCoordinator, simulated: with ``data`` distinct indexes readable on live
+        sources, each target gets a replica of the container holding its missing index (the same keys,
+        bytes and BCSID as the sources: decoding rebuilds the stripe's cells); otherwise it fails whole."""
+        c = cmd.reconstructECContainersCommandProto
+        readable: dict[int, Replica] = {}
+        for src in c.sources:
+            source = self.sim.by_uuid.get(src.datanodeDetails.uuid)
+            replica = source.containers.get(c.containerID) if source is not None and source.alive else None
+            if replica is not None and replica.state != RState.UNHEALTHY and replica.replica_index == src.replicaIndex:
+                readable[src.replicaIndex] = replica
+        targets = [self.sim.by_uuid.get(t.uuid) for t in c.targets]
+        missing = list(c.missingContainerIndexes)
+        ok = len(readable) >= c.ecReplicationConfig.data and len(missing) == len(targets)
+        if ok:
+            model = readable[min(readable)]
+            for target, index in zip(targets, missing, strict=True):
+                if target is None or not target.alive or c.containerID in target.containers:
+                    ok = False
+                    continue
+                copy = dataclasses.replace(model, replica_index=index, close_requested=True, origin_node=target.uuid)
+                target.containers[c.containerID] = copy
+                target._icr(copy)
+        if cmd.HasField("cmdId"):
+            self._status(
+                scm_datanode_pb2.CommandStatus(
+                    cmdId=cmd.cmdId,
+                    status=scm_datanode_pb2.CommandStatus.EXECUTED if ok else scm_datanode_pb2.CommandStatus.FAILED,
+                    type=CmdType.reconstructECContainersCommand,
+                    msg="" if ok else f"{len(readable)} readable indexes, {c.ecReplicationConfig.data} needed",
                 )
             )
 
@@ -659,7 +712,12 @@ class DatanodeSimulator:
     async def follow_containers_once(self) -> int:
         """One pass of ``follow_containers``: the replicas created (see :func:`replicas_to_create`)."""
         admin = await self._admin_client()
-        members = {p.id.id: [m.uuid for m in p.members] for p in await admin.list_pipelines()}
+        pipelines = await admin.list_pipelines()
+        members = {p.id.id: [m.uuid for m in p.members] for p in pipelines}
+        # EC: member i of a pipeline holds replica index memberReplicaIndexes[i]
+        indexes = {
+            (p.id.id, m.uuid): i for p in pipelines for m, i in zip(p.members, p.memberReplicaIndexes, strict=False)
+        }
         held = {dn.uuid: list(dn.containers) for dn in self.live()}
         found: list[hdds_pb2.ContainerInfoProto] = []
         for state in (hdds_pb2.OPEN, hdds_pb2.CLOSING):
@@ -671,8 +729,9 @@ class DatanodeSimulator:
                     break
                 start = page[-1].containerID + 1
         created = replicas_to_create(found, members, held)
+        pipeline_of = {info.containerID: info.pipelineID.id for info in found}
         for dn_uuid, cid in created:
-            self.by_uuid[dn_uuid].add_replica(cid)
+            self.by_uuid[dn_uuid].add_replica(cid, replica_index=indexes.get((pipeline_of[cid], dn_uuid), 0))
         return len(created)
 
     async def _follow_loop(self) -> None:
@@ -813,17 +872,19 @@ class DatanodeSimulator:
         """Simulate a client writing ``keys`` keys of ``nbytes`` in total into a container.
 
         Replicas are created (OPEN, with an ICR) on the pipeline's live members on first
-        write, as a real datanode creates the container when the first chunk arrives. Returns
-        the number of replicas written.
+        write, as a real datanode creates the container when the first chunk arrives (on an EC
+        pipeline, member i holding replica index ``memberReplicaIndexes[i]``). Returns the number
+        of replicas written.
         """
         if not self.replicas_of(container_id):
             if pipeline is None:
                 cwp, _ = await (await self._admin_client()).get_container_with_pipeline(container_id)
                 pipeline = cwp.pipeline
-            for member in pipeline.members:
+            indexes = list(pipeline.memberReplicaIndexes) or [0] * len(pipeline.members)
+            for member, index in zip(pipeline.members, indexes, strict=True):
                 dn = self.by_uuid.get(member.uuid)
                 if dn is not None and dn.alive:
-                    dn.add_replica(container_id)
+                    dn.add_replica(container_id, replica_index=index)
         written = 0
         for dn, _replica in self.replicas_of(container_id):
             if dn.write(container_id, nbytes, keys):

@@ -9,7 +9,8 @@ Leader-only (Ozone's NodeDecommissionManager / DatanodeAdminMonitorImpl, simplif
   replica on the node is sufficiently replicated elsewhere: for decommission, ``required`` copies
   on other IN_SERVICE healthy nodes (the ReplicationManager creates them, since replicas on
   decommissioning nodes do not count); for maintenance,
-  ``hdds.scm.replication.maintenance.replica.minimum`` copies elsewhere;
+  ``hdds.scm.replication.maintenance.replica.minimum`` copies elsewhere; an EC container counts
+  distinct replica indexes instead of copies (all d+p, or d plus the maintenance remaining redundancy);
 * maintenance ends (back to IN_SERVICE) when its end time passes; ``recommission`` returns a
   node to IN_SERVICE at once.
 
@@ -20,7 +21,8 @@ The op state itself is soft state (see SCMNodeManager); after a leader change
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from scm_server.clock import Clock
 from scm_server.conf import ReplicationManagerConfig
@@ -39,9 +41,18 @@ from scm_server.proto import scm_client_pb2
 
 log = logging.getLogger(__name__)
 
-# container ids on a datanode; (required replicas, uuids of datanodes holding a good replica)
+@dataclass(frozen=True)
+class Replication:
+    """What the monitor needs of one container: the copies it wants and who holds a good one."""
+
+    required: int  # replicated: the factor; EC: d+p
+    holders: Mapping[str, int]  # datanode uuid -> the replica index it holds (0 for a replicated container)
+    ec_data: int = 0  # EC: d, the data indexes; 0 for a replicated container
+
+
+# container ids on a datanode; a container's Replication
 ContainersOn = Callable[[str], set[int]]
-ReplicationOf = Callable[[int], tuple[int, set[str]]]
+ReplicationOf = Callable[[int], Replication]
 ClosePipelinesOf = Callable[[str], Awaitable[None]]
 
 
@@ -132,16 +143,25 @@ class NodeDecommissionManager:
 
     def replicated_elsewhere(self, cid: int, uuid: str, maintenance: bool) -> bool:
         """Container ``cid`` has enough replicas on healthy in-service datanodes other than ``uuid`` for that
-        datanode to leave (all of its replication for decommission, the maintenance minimum for maintenance)."""
-        required, holders = self.replication_of(cid)
-        elsewhere = [
-            h
-            for h in holders
+        datanode to leave: a replicated container all of its replication for decommission, the maintenance
+        minimum for maintenance; an EC container (Ozone's
+        ECContainerReplicaCount.isSufficientlyReplicatedForOffline) all d+p indexes for decommission,
+        d + ``hdds.scm.replication.maintenance.remaining.redundancy`` for maintenance, counting distinct
+        indexes (two copies of one index are one)."""
+        replication = self.replication_of(cid)
+        elsewhere = {
+            h: index
+            for h, index in replication.holders.items()
             if h != uuid
             and (n := self.node_manager.get_node(h)) is not None
             and n.health == HEALTHY
             and n.op_state == IN_SERVICE
-        ]
+        }
+        required = replication.required
+        if replication.ec_data:
+            redundancy = replication.ec_data + self.config.maintenance_remaining_redundancy
+            needed = min(redundancy, required) if maintenance else required
+            return len(set(elsewhere.values())) >= needed
         needed = min(self.config.maintenance_replica_minimum, required) if maintenance else required
         return len(elsewhere) >= needed
 

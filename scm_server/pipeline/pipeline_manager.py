@@ -9,6 +9,11 @@ Leader-only decisions (Ozone's PipelineManagerImpl + RatisPipelineProvider):
 * ``close_pipeline`` replicates CLOSED, closes its open containers and sends ClosePipeline
   commands; a dead node's pipelines are closed and removed (``on_node_dead``), a stale node's
   pipelines are closed (``on_node_stale``);
+* EC pipelines (Ozone's ECPipelineProvider) are made on demand by block allocation
+  (:meth:`PipelineManager.get_or_create_ec_pipeline`, Ozone's WritableECContainerProvider): d+p
+  members chosen by the EC placement policy (``ozone.scm.container.placement.ec.impl``,
+  SCMContainerPlacementRackScatter by default: one member per rack while racks last), member i holding replica
+  index i, OPEN at once (no Ratis ring to form, no command to the datanodes);
 * :class:`BackgroundPipelineCreator` tops pipelines up to ``ozone.scm.datanode.pipeline.limit``
   per node every ``ozone.scm.pipeline.creation.interval`` and scrubs ALLOCATED pipelines that
   never opened within ``ozone.scm.pipeline.allocated.timeout``.
@@ -33,15 +38,18 @@ from scm_server.metadata.enums import enum_name
 from scm_server.node.node_manager import SCMNodeManager
 from scm_server.pipeline.pipeline_state_manager import ALLOCATED, CLOSED, DORMANT, OPEN, PipelineStateManager
 from scm_server.pipeline.placement import (
+    ContainerPlacementPolicy,
     LeaderChoosePolicy,
     MinLeaderCountChoosePolicy,
     PipelinePlacementPolicy,
+    SCMContainerPlacementRackScatter,
 )
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 log = logging.getLogger(__name__)
 
 RATIS = hdds_pb2.RATIS
+EC = hdds_pb2.EC
 ONE = hdds_pb2.ONE
 THREE = hdds_pb2.THREE
 CommandType = scm_datanode_pb2.SCMCommandProto.Type
@@ -51,6 +59,22 @@ ContainerCloser = Callable[[str], Awaitable[None]]
 
 def factor_count(rfactor: int) -> int:
     return 3 if rfactor == THREE else 1
+
+
+def ec_name(ec: hdds_pb2.ECReplicationConfig) -> str:
+    """Ozone's name of an EC layout: ``rs-3-2-1024k``."""
+    size = f"{ec.ecChunkSize // 1024}k" if ec.ecChunkSize % 1024 == 0 else str(ec.ecChunkSize)
+    return f"{ec.codec.lower()}-{ec.data}-{ec.parity}-{size}"
+
+
+def max_ec_pipelines(
+    ec: hdds_pb2.ECReplicationConfig, healthy_volumes: int, per_volume_factor: float, minimum: int
+) -> int:
+    """Ozone's WritableECContainerProvider limit on OPEN pipelines of one EC layout: a pipeline per
+    ``ozone.scm.ec.pipeline.per.volume.factor`` healthy volumes per d+p nodes, at least
+    ``ozone.scm.ec.pipeline.minimum``."""
+    by_volume = int(per_volume_factor * healthy_volumes / (ec.data + ec.parity)) if per_volume_factor > 0 else 0
+    return max(by_volume, minimum)
 
 
 class PipelineManager:
@@ -64,6 +88,7 @@ class PipelineManager:
         placement: PipelinePlacementPolicy | None = None,
         leader_policy: LeaderChoosePolicy | None = None,
         container_size: int = 0,
+        ec_placement: ContainerPlacementPolicy | None = None,
     ) -> None:
         self.state_manager = state_manager
         self.node_manager = node_manager
@@ -71,6 +96,7 @@ class PipelineManager:
         self.clock = clock
         self.config = config
         self.placement = placement or PipelinePlacementPolicy()
+        self.ec_placement: ContainerPlacementPolicy = ec_placement or SCMContainerPlacementRackScatter()
         self.leader_policy: LeaderChoosePolicy = leader_policy or MinLeaderCountChoosePolicy()
         self.container_size = container_size  # the space a member must have for a container (0: not checked)
         self._reported: dict[str, set[str]] = {}
@@ -150,9 +176,16 @@ class PipelineManager:
 
     # ---- leader operations ----
     async def create_pipeline(
-        self, rtype: int, rfactor: int, nodes: list[str] | None = None
+        self,
+        rtype: int,
+        rfactor: int,
+        nodes: list[str] | None = None,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
+        exclude: hdds_pb2.ExcludeListProto | None = None,
     ) -> hdds_pb2.Pipeline:
         self.scm_context.check_leader()
+        if rtype == EC:
+            return await self._create_ec_pipeline(ec, nodes, exclude)
         if rtype != RATIS or rfactor not in (ONE, THREE):
             raise SCMException(
                 ResultCodes.FAILED_TO_CREATE_PIPELINE,
@@ -209,6 +242,88 @@ class PipelineManager:
         # Members that already reported it (e.g. a re-created id) may open it at once.
         await self._maybe_open(pipeline.id.id)
         return self.get_pipeline(pipeline.id.id)
+
+    def ec_pipelines(self, ec: hdds_pb2.ECReplicationConfig, states: set[int]) -> list[hdds_pb2.Pipeline]:
+        return [p for p in self.get_pipelines(EC, None, states) if p.ecReplicationConfig == ec]
+
+    async def _create_ec_pipeline(
+        self,
+        ec: hdds_pb2.ECReplicationConfig | None,
+        nodes: list[str] | None,
+        exclude: hdds_pb2.ExcludeListProto | None,
+    ) -> hdds_pb2.Pipeline:
+        """Ozone's ECPipelineProvider: d+p members, member i holding replica index i, OPEN at once."""
+        if ec is None:
+            raise SCMException(
+                ResultCodes.FAILED_TO_CREATE_PIPELINE, "an EC pipeline needs its ecReplicationConfig (e.g. rs-3-2-1024k)"
+            )
+        width = ec.data + ec.parity
+        if nodes is None:
+            excluded = set(exclude.datanodes) if exclude is not None else set()
+            ec_load = {u: 0 for u in (n.uuid for n in self.node_manager.all_nodes())}
+            for p in self.get_pipelines(EC, None, {ALLOCATED, OPEN, DORMANT}):
+                for m in p.members:
+                    ec_load[m.uuid] = ec_load.get(m.uuid, 0) + 1
+            chosen = self.ec_placement.choose_targets(
+                self.node_manager.all_nodes(), (), width, lambda u: ec_load.get(u, 0), excluded
+            )
+            if len(chosen) < width:
+                healthy = len(self.node_manager.healthy_in_service_nodes())
+                raise SCMException(
+                    ResultCodes.FAILED_TO_FIND_SUITABLE_NODE,
+                    f"EC pipeline {ec_name(ec)} needs {width} healthy in-service datanodes, found {len(chosen)} "
+                    f"({healthy} healthy in service, {len(excluded)} excluded by the client)",
+                )
+            member_ids = [n.uuid for n in chosen]
+        else:
+            member_ids = nodes
+            if len(member_ids) != width:
+                raise SCMException(
+                    ResultCodes.FAILED_TO_CREATE_PIPELINE,
+                    f"EC pipeline {ec_name(ec)} needs exactly {width} datanodes, {len(member_ids)} given",
+                )
+        members = [self.node_manager.require_node(u).details for u in member_ids]
+        pipeline = hdds_pb2.Pipeline(
+            id=hdds_pb2.PipelineID(id=str(uuid.uuid4())),
+            members=members,
+            state=OPEN,
+            type=EC,
+            leaderID="",
+            memberOrders=list(range(width)),
+            memberReplicaIndexes=list(range(1, width + 1)),
+            ecReplicationConfig=ec,
+            creationTimeStamp=self.clock.wall_ms(),
+        )
+        await self.state_manager.add_pipeline(pipeline)
+        self.created_count += 1
+        log.info("created pipeline %s EC %s on %s", pipeline.id.id, ec_name(ec), member_ids)
+        return self.get_pipeline(pipeline.id.id)
+
+    async def get_or_create_ec_pipeline(
+        self,
+        ec: hdds_pb2.ECReplicationConfig,
+        exclude: hdds_pb2.ExcludeListProto | None,
+        pick: Callable[[list[hdds_pb2.Pipeline]], hdds_pb2.Pipeline],
+    ) -> hdds_pb2.Pipeline:
+        """Ozone's WritableECContainerProvider: while fewer OPEN pipelines of this layout exist than
+        :func:`max_ec_pipelines` allows, a new one is made for the caller; otherwise (or when no
+        nodes are left for a new one) an existing one not excluded is used."""
+        volumes = sum(n.healthy_volumes() for n in self.node_manager.healthy_in_service_nodes())
+        limit = max_ec_pipelines(ec, volumes, self.config.ec_pipeline_per_volume_factor, self.config.ec_pipeline_minimum)
+        async with self._create_lock:
+            existing = self._not_excluded(self.ec_pipelines(ec, {OPEN}), exclude)
+            if len(self.ec_pipelines(ec, {OPEN})) < limit:
+                try:
+                    return await self._create_ec_pipeline(ec, None, exclude)
+                except SCMException as exc:
+                    if exc.result != ResultCodes.FAILED_TO_FIND_SUITABLE_NODE or not existing:
+                        raise
+        if not existing:
+            raise SCMException(
+                ResultCodes.FAILED_TO_FIND_SUITABLE_NODE,
+                f"no OPEN EC pipeline {ec_name(ec)} outside the exclude list, and {limit} are open already",
+            )
+        return pick(existing)
 
     def _check_a_datanode_without_ratis_one(self) -> None:
         """Ozone's PipelineProvider.pickAllNodesNotUsed for RATIS/ONE, administrator's request or background

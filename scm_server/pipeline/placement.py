@@ -28,6 +28,12 @@ time given the racks already holding replicas (the used nodes' and those picked 
 
 When no candidate fits the rule (too few racks) the pick falls back to any candidate, as Ozone's policies do.
 
+Fixing a spread (Ozone's SCMCommonPlacementPolicy):
+:meth:`ContainerPlacementPolicy.replicas_to_copy_to_fix_misreplication` names the replicas of the fullest racks
+beyond their share ``ceil(replicas / required racks)``;
+:meth:`ContainerPlacementPolicy.replicas_to_remove_to_fix_overreplication` takes a duplicated index's extra
+copies from the racks holding the most replicas.
+
 ``PipelinePlacementPolicy``: HEALTHY, IN_SERVICE datanodes not excluded, below their pipeline limit and with
 space; an anchor (a favored node, else the least-loaded, random among equals), then a node on another rack
 (if the cluster has one), then nodes on the anchor's rack, any node as the fallback.
@@ -161,6 +167,63 @@ class ContainerPlacementPolicy:
     def is_policy_satisfied(replica_racks: Sequence[str], replication: int, cluster_racks: int) -> bool:
         return True
 
+    @staticmethod
+    def required_rack_count(replicas: int, cluster_racks: int) -> int:
+        """How many racks ``replicas`` replicas must span under this policy (one: any spread will do)."""
+        return 1
+
+    # ---- fixing a spread (Ozone's SCMCommonPlacementPolicy) ----
+    def replicas_to_copy_to_fix_misreplication(
+        self, replicas: Sequence[tuple[str, bool]], cluster_racks: int
+    ) -> list[int]:
+        """Which replicas to copy elsewhere so the spread satisfies the policy, as positions in ``replicas``
+        (each a ``(rack, copyable)`` pair; only copyable ones are chosen). Racks are taken fullest first
+        (ties by name), as many as the policy requires; each keeps at most ``ceil(replicas left / racks
+        left)`` and the rest of its copyable replicas, in the order given, are to be copied."""
+        by_rack: dict[str, list[int]] = {}
+        for position, (rack, _copyable) in enumerate(replicas):
+            by_rack.setdefault(rack, []).append(position)
+        total = len(replicas)
+        required = self.required_rack_count(total, cluster_racks)
+        fullest = sorted(by_rack.items(), key=lambda item: (-len(item[1]), item[0]))[:required]
+        chosen: list[int] = []
+        for _rack, positions in fullest:
+            keep = max_replicas_per_rack(total, required)
+            excess = len(positions) - keep
+            total -= keep
+            required -= 1
+            if excess > 0:
+                chosen.extend([p for p in positions if replicas[p][1]][:excess])
+        return chosen
+
+    @staticmethod
+    def replicas_to_remove_to_fix_overreplication(
+        replicas: Sequence[tuple[int, str]], expected_per_index: int = 1
+    ) -> list[int]:
+        """Which replicas to delete so no index (of ``(replica index, rack)`` pairs) has more than
+        ``expected_per_index`` copies, as positions in ``replicas``: the most copied index first, each extra
+        copy taken from the rack holding the most replicas of the container (ties: the last such replica
+        given), so the spread left is the widest."""
+        per_index: dict[int, list[int]] = {}
+        rack_load: Counter[str] = Counter()
+        for position, (index, rack) in enumerate(replicas):
+            per_index.setdefault(index, []).append(position)
+            rack_load[rack] += 1
+        removed: list[int] = []
+        for index in sorted(per_index, key=lambda i: (-len(per_index[i]), i)):
+            copies = list(per_index[index])
+            while len(copies) > expected_per_index:
+                victim = max(copies, key=lambda p: (rack_load[replicas[p][1]], p))
+                copies.remove(victim)
+                rack_load[replicas[victim][1]] -= 1
+                removed.append(victim)
+        return removed
+
+
+def max_replicas_per_rack(replicas: int, racks: int) -> int:
+    """The most replicas one rack may hold when ``replicas`` spread over ``racks`` racks: ceil(replicas / racks)."""
+    return -(-replicas // max(1, racks))
+
 
 class SCMContainerPlacementRackAware(ContainerPlacementPolicy):
     name = groups.RACK_AWARE
@@ -186,6 +249,10 @@ class SCMContainerPlacementRackAware(ContainerPlacementPolicy):
         required = min(SCMContainerPlacementRackAware.REQUIRED_RACKS, cluster_racks, replication)
         return len(set(replica_racks)) >= required
 
+    @staticmethod
+    def required_rack_count(replicas: int, cluster_racks: int) -> int:
+        return max(1, min(SCMContainerPlacementRackAware.REQUIRED_RACKS, cluster_racks, replicas))
+
 
 class SCMContainerPlacementRackScatter(ContainerPlacementPolicy):
     name = groups.RACK_SCATTER
@@ -207,6 +274,10 @@ class SCMContainerPlacementRackScatter(ContainerPlacementPolicy):
         per_rack = -(-replicas // required)
         counts = Counter(replica_racks)
         return len(counts) >= required and max(counts.values()) <= per_rack
+
+    @staticmethod
+    def required_rack_count(replicas: int, cluster_racks: int) -> int:
+        return max(1, min(replicas, cluster_racks))
 
 
 class SCMContainerPlacementCapacity(ContainerPlacementPolicy):

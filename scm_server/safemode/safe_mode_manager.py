@@ -12,6 +12,8 @@ Rules (a rule, once validated, stays validated, as in Ozone):
 * RatisContainerSafeModeRule: of the containers that must have data (CLOSED/QUASI_CLOSED with
   numberOfKeys > 0; OPEN containers may never have been written and CLOSING ones are excluded
   per HDDS-2198), the fraction with >= 1 reported replica >= hdds.scm.safemode.threshold.pct;
+* ECContainerSafeModeRule: the same for EC containers, a container counting once replicas from at
+  least ``data`` datanodes are reported (enough to read it back);
 * HealthyPipelineSafeModeRule: fraction of RATIS/THREE pipelines with all members reported
   >= hdds.scm.safemode.healthy.pipeline.pct;
 * OneReplicaPipelineSafeModeRule: fraction of RATIS/THREE pipelines with >= 1 member reported
@@ -201,6 +203,58 @@ class StateMachineReadyRule(SafeModeExitRule):
         return RuleResult(ok, "SCM state machine is ready" if ok else "SCM state machine is catching up with the leader")
 
 
+class ECContainerSafeModeRule(SafeModeExitRule):
+    """Ozone's ECContainerSafeModeRule: of the CLOSED/QUASI_CLOSED EC containers with keys, the fraction
+    reported by at least ``data`` datanodes is >= hdds.scm.safemode.threshold.pct. As the Ratis rule, the
+    containers that count are fixed at the first evaluation and leave the pending set from the replica
+    listener (O(replicas of that container) per report of a pending one)."""
+
+    name = "ECContainerSafeModeRule"
+
+    def __init__(self, container_manager: ContainerManager, threshold: float) -> None:
+        super().__init__()
+        self.container_manager = container_manager
+        self.threshold = threshold
+        self._total = 0
+        self._pending: dict[int, int] | None = None  # container id -> data replicas it needs
+        self._removals_seen = 0
+        container_manager.add_replica_listener(self._on_replica)
+
+    def _enough(self, container_id: int, data: int) -> bool:
+        return len({r.datanode_uuid for r in self.container_manager.get_replicas(container_id)}) >= data
+
+    def _on_replica(self, container_id: int, dn_uuid: str, added: bool) -> None:
+        if not added or self._pending is None or self.validated:
+            return
+        data = self._pending.get(container_id)
+        if data is not None and self._enough(container_id, data):
+            del self._pending[container_id]
+
+    def evaluate(self) -> RuleResult:
+        cm = self.container_manager
+        removals = cm.state_manager.removals
+        if self._pending is None:
+            eligible = cm.state_manager.ids_with_keys((CLOSED, QUASI_CLOSED), hdds_pb2.EC)
+            self._total = len(eligible)
+            need = {cid: cm.get_container(cid).ecReplicationConfig.data for cid in eligible}
+            self._pending = {cid: data for cid, data in need.items() if not self._enough(cid, data)}
+            self._removals_seen = removals
+        elif removals != self._removals_seen:
+            gone = [cid for cid in self._pending if not cm.exists(cid)]
+            self._total -= len(gone)
+            for cid in gone:
+                del self._pending[cid]
+            self._removals_seen = removals
+        total = self._total
+        reported = total - len(self._pending)
+        fraction = 1.0 if total == 0 else reported / total
+        return RuleResult(
+            fraction >= self.threshold,
+            f"% of EC containers with at least data replicas reported (={fraction:.2f}) >= "
+            f"safeModeCutoff (={self.threshold:.2f}) [{reported}/{total}]",
+        )
+
+
 class SCMSafeModeManager:
     def __init__(
         self,
@@ -218,6 +272,7 @@ class SCMSafeModeManager:
         self.rules: list[SafeModeExitRule] = [
             DataNodeSafeModeRule(node_manager, config.min_datanode),
             RatisContainerSafeModeRule(container_manager, config.threshold_pct),
+            ECContainerSafeModeRule(container_manager, config.threshold_pct),
             HealthyPipelineSafeModeRule(pipeline_manager, config.healthy_pipeline_pct),
             OneReplicaPipelineSafeModeRule(pipeline_manager, config.one_replica_pipeline_pct),
         ]

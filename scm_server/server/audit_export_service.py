@@ -96,6 +96,7 @@ class AuditSnapshot:
     pending: dict[int, PendingView]
     last_report: hdds_pb2.ReplicationManagerReportProto
     maintenance_replica_minimum: int
+    maintenance_remaining_redundancy: int
     started_at_ms: int = 0
     first_reports: dict[str, int] = dataclasses.field(default_factory=dict)
     rm_state: str = ""
@@ -150,6 +151,7 @@ def capture(scm: StorageContainerManager, *, barrier_id: str = "", expires_at_ms
         pending=rm.pending_ops.snapshot(),
         last_report=last,
         maintenance_replica_minimum=rm.config.maintenance_replica_minimum,
+        maintenance_remaining_redundancy=rm.config.maintenance_remaining_redundancy,
         started_at_ms=cm.started_wall_ms,
         first_reports=dict(cm.first_full_report_ms),
         rm_state=replication_manager_state(rm),
@@ -405,6 +407,7 @@ async def stream_snapshot(snap: AuditSnapshot, page_size: int) -> AsyncIterator[
         load=lambda _dn: 0,  # only steers the choice of targets, which is not exported
         placement=container_policy(snap.placement_policy, random.Random(0)),
         maintenance_replica_minimum=snap.maintenance_replica_minimum,
+        maintenance_remaining_redundancy=snap.maintenance_remaining_redundancy,
     )
     by_uuid = {n.uuid: n for n in nodes}
     replica_ids = sorted(snap.replicas)  # merged with the (sorted) container keys below

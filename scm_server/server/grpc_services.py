@@ -232,7 +232,10 @@ class BlockProtocolService(_ServiceBase[ScmBlockLocationProtocol]):
 
     async def AllocateScmBlock(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:
         exclude = req.excludeList if req.HasField("excludeList") else None
-        blocks = await self.scm.allocate_block(req.size, req.numBlocks, req.type, req.factor, req.owner, exclude)
+        ec = req.ecReplicationConfig if req.HasField("ecReplicationConfig") else None
+        blocks = await self.scm.allocate_block(
+            req.size, req.numBlocks, req.type, req.factor, req.owner, exclude, ec=ec
+        )
         return allocate_response(blocks)
 
     async def DeleteScmKeyBlocks(self, req: Any, ctx: grpc.aio.ServicerContext) -> pb_message.Message:

@@ -47,7 +47,7 @@ DEFAULT_COLOR = "#607080"
 DESCRIPTIONS = {
     V.UNDER_REPLICATED: "fewer in-service copies than the replication factor (maintenance copies considered)",
     V.OVER_REPLICATED: "more in-service copies than the replication factor",
-    V.MIS_REPLICATED: "copies on too few racks for the rack-aware placement policy",
+    V.MIS_REPLICATED: "copies on too few racks for the placement policy (rack-aware; RackScatter for EC)",
     V.MISSING: "no replica reported at all",
     V.UNHEALTHY: "unhealthy replicas (none good, or beside enough good ones)",
     V.EMPTY: "closed, no keys, only empty replicas: to be deleted",

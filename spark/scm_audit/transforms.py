@@ -20,7 +20,8 @@ ReplicationManager check chain (``scm_server/container/replication/health.py``),
   UNHEALTHY (no good replica, or bad ones beside enough good ones), UNDER_REPLICATED (fewer
   IN_SERVICE copies than needed, maintenance copies lowering the need down to
   ``hdds.scm.replication.maintenance.replica.minimum``), OVER_REPLICATED, MIS_REPLICATED (IN_SERVICE
-  copies on fewer than min(2, live racks, factor) racks), else HEALTHY.
+  copies on fewer than min(2, live racks, factor) racks; EC: every index in service once but on fewer than
+  min(d+p, live racks) racks, or more than ceil(d+p / that) on one rack, as RackScatter judges), else HEALTHY.
 
 The primary health state follows Ozone's report order (``vocabulary.PRIMARY_ORDER``).
 
@@ -41,7 +42,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
+from pyspark.sql.window import Window, WindowSpec
 
 from scm_audit import vocabulary as V
 from scm_audit.schema import FINDINGS
@@ -93,6 +94,11 @@ def cluster_params(datanodes: DataFrame, maintenance: DataFrame) -> DataFrame:
     return maintenance.join(racks, "scm", "left").fillna(0, ["cluster_racks"])
 
 
+def count_over(flag: str, window: WindowSpec) -> Column:
+    """How many rows of ``window`` have ``flag`` set."""
+    return F.sum(F.col(flag).cast("int")).over(window)
+
+
 def classify(
     containers: DataFrame, replicas: DataFrame, datanodes: DataFrame, pipelines: DataFrame, maintenance: DataFrame
 ) -> DataFrame:
@@ -104,13 +110,19 @@ def classify(
     best quasi-closed BCSID) come from windows over the same partitioning, then one aggregation per
     container counts what the check chain looks at; the states follow from those counts alone."""
     state = F.col("lifecycle_state")
+    ec_parts = F.split(F.coalesce(F.col("ec_replication"), _s("")), "-")
+    is_ec_layout = F.coalesce(F.col("ec_replication"), _s("")) != _s("")
     info = containers.select(
         "scm", "container_id", "lifecycle_state", "replication_factor", "pipeline_id",
         F.coalesce(F.col("sequence_id"), F.lit(0)).alias("stored_seq"),
         F.coalesce(F.col("number_of_keys"), F.lit(0)).alias("stored_keys"),
+        is_ec_layout.alias("is_ec"),
+        F.when(is_ec_layout, ec_parts.getItem(1).cast("int")).otherwise(F.lit(0)).alias("ec_data"),
+        F.when(is_ec_layout, ec_parts.getItem(2).cast("int")).otherwise(F.lit(0)).alias("ec_parity"),
     )
     facts = replica_facts(replicas, datanodes).select(
         "scm", "container_id", "datanode_uuid", "replica_state", "rack", "node_health", "node_op_state",
+        F.coalesce(F.col("replica_index"), F.lit(0)).alias("replica_index"),
         F.coalesce(F.col("bcsid"), F.lit(0)).alias("bcsid"),
         F.coalesce(F.col("key_count"), F.lit(0)).alias("key_count"),
         F.coalesce(F.col("is_empty"), F.lit(False)).alias("is_empty"),
@@ -135,7 +147,13 @@ def classify(
             "*",
             live.alias("live"),
             (live & bad_state).alias("bad"),
-            (live & (matches | (~bad_state & extra))).alias("good"),
+            (
+                live
+                & F.when(
+                    F.col("is_ec"),
+                    ~bad_state & F.col("replica_index").between(1, F.col("ec_data") + F.col("ec_parity")),
+                ).otherwise(matches | (~bad_state & extra))
+            ).alias("good"),
         )
         .select(
             "*",
@@ -144,6 +162,10 @@ def classify(
             (F.col("good") & (rs == _s(V.R_QUASI_CLOSED))).alias("qc"),
         )
         .withColumn("best_qc", F.max(F.when(F.col("qc"), F.col("bcsid"))).over(per_container))
+        # in-service copies on this replica's rack (EC rack spread: the fullest rack's share)
+        .withColumn(
+            "rack_in_service", count_over("in_service", Window.partitionBy("scm", "container_id", "rack"))
+        )
     )
 
     def count(flag: str) -> Column:
@@ -158,10 +180,15 @@ def classify(
         count("qc").alias("n_qc"),
         F.size(F.collect_set(F.when(F.col("qc") & (F.col("bcsid") == F.col("best_qc")), F.col("origin")))).alias("origins"),
         F.size(F.collect_set(F.when(F.col("in_service"), F.col("rack")))).alias("racks"),
+        F.max(F.when(F.col("in_service"), F.col("rack_in_service"))).alias("rack_max"),
         F.min(F.when(F.col("live"), F.col("is_empty") & (F.col("key_count") == 0) & (rs == _s(V.R_CLOSED)))).alias("all_empty"),
         F.max(F.when(F.col("live"), ~rs.isin(V.R_OPEN, V.R_CLOSING))).alias("open_bad"),
         F.max("key_count").alias("max_keys"),
         F.array_sort(F.collect_list(F.when(F.col("live"), F.col("datanode_uuid")))).alias("datanodes"),
+        # EC (ECContainerReplicaCount): distinct indexes in service, in maintenance, available at all
+        F.size(F.collect_set(F.when(F.col("in_service"), F.col("replica_index")))).alias("ec_in_service"),
+        F.size(F.collect_set(F.when(F.col("in_service") | F.col("maint"), F.col("replica_index")))).alias("ec_kept"),
+        F.size(F.collect_set(F.when(F.col("good"), F.col("replica_index")))).alias("ec_available"),
     )
     params = cluster_params(datanodes, maintenance)
     pipe = pipelines.select("scm", "pipeline_id", "pipeline_state")
@@ -169,7 +196,8 @@ def classify(
         info.join(agg, ["scm", "container_id"], "left")
         .join(F.broadcast(pipe), ["scm", "pipeline_id"], "left")
         .join(F.broadcast(params), "scm", "left")
-        .fillna(0, ["n_live", "n_good", "n_bad", "in_service", "maint", "n_qc", "origins", "racks", "max_keys"])
+        .fillna(0, ["n_live", "n_good", "n_bad", "in_service", "maint", "n_qc", "origins", "racks", "max_keys",
+                    "ec_in_service", "ec_kept", "ec_available", "rack_max"])
         .withColumn("datanodes", F.coalesce(F.col("datanodes"), F.array().cast("array<string>")))
     )
     # The decision, as one projection over attributes. Each condition is written out flat in terms
@@ -178,7 +206,11 @@ def classify(
     # the definitions, and chained definitions would blow the plan up combinatorially.
     col = F.col
     state = col("lifecycle_state")
-    required = F.when(col("replication_factor") == _s("ONE"), F.lit(1)).otherwise(F.lit(3))
+    ec = col("is_ec")
+    width = col("ec_data") + col("ec_parity")
+    required = (
+        F.when(ec, width).when(col("replication_factor") == _s("ONE"), F.lit(1)).otherwise(F.lit(3))
+    )
     maint_min = F.coalesce(col("maintenance_replica_minimum"), F.lit(2))
     needed = F.when(col("maint") > 0, F.greatest(F.least(maint_min, required), required - col("maint"))).otherwise(required)
     is_open = state == _s(V.OPEN)
@@ -189,20 +221,46 @@ def classify(
         & (F.greatest(col("stored_keys"), col("max_keys")) == 0)
         & F.coalesce(col("all_empty"), F.lit(True))
     )
+    # EC (ec_health): fewer than data distinct indexes available is MISSING; an index absent from the
+    # in-service ones is under-replicated unless maintenance may keep it (parity - 1 of them may, with
+    # hdds.scm.replication.maintenance.remaining.redundancy at its default 1); over: an index twice in service
+    ec_unrecoverable = ec & (col("ec_available") < col("ec_data"))
+    ec_allowed_in_maintenance = F.greatest(col("ec_parity") - F.least(col("ec_parity"), F.lit(1)), F.lit(0))
+    ec_covered = col("ec_in_service") + F.least(col("ec_kept") - col("ec_in_service"), ec_allowed_in_maintenance)
     missing = (closed_branch | (state == _s(V.CLOSING))) & (col("n_live") == 0)
     empty = closed_branch & (col("n_live") > 0) & no_keys_all_empty
     checked = closed_branch & (col("n_live") > 0) & ~no_keys_all_empty
-    stuck = checked & (state == _s(V.QUASI_CLOSED)) & ~((col("n_qc") > 0) & (col("origins") > F.floor(required / 2)))
-    under = checked & (col("n_good") > 0) & (col("in_service") < needed)
-    unhealthy = checked & ((col("n_good") == 0) | (col("n_bad") > 0))
-    settled = checked & (col("n_good") > 0) & (col("in_service") >= needed) & (col("n_bad") == 0)
+    ec_missing = checked & ec_unrecoverable
+    stuck = (
+        checked & ~ec & (state == _s(V.QUASI_CLOSED))
+        & ~((col("n_qc") > 0) & (col("origins") > F.floor(required / 2)))
+    )
+    ec_under = checked & ec & ~ec_unrecoverable & (ec_covered < width)
+    under = (checked & ~ec & (col("n_good") > 0) & (col("in_service") < needed)) | ec_under
+    unhealthy = (checked & ~ec & ((col("n_good") == 0) | (col("n_bad") > 0))) | (
+        checked & ec & ~ec_unrecoverable & (col("n_bad") > 0)
+    )
+    settled = checked & ~ec & (col("n_good") > 0) & (col("in_service") >= needed) & (col("n_bad") == 0)
     policy_ok = (
         (required <= 1) | (col("in_service") == 0) | (col("racks") >= F.least(F.lit(2), col("cluster_racks"), required))
     )
-    over = settled & (col("in_service") > required)
-    mis = settled & (col("in_service") <= required) & ~policy_ok
+    ec_over = (
+        checked & ec & ~ec_unrecoverable & (ec_covered >= width) & (col("n_bad") == 0)
+        & (col("in_service") > col("ec_in_service"))
+    )
+    over = (settled & (col("in_service") > required)) | ec_over
+    # EC (ECMisReplicationCheckHandler with RackScatter): once every index is in service once, the in-service
+    # copies span min(d+p, live racks) racks and no rack holds more than ceil(d+p / that)
+    ec_racks_needed = F.greatest(F.least(width, col("cluster_racks")), F.lit(1))
+    ec_share = F.ceil(width / ec_racks_needed)
+    ec_mis = (
+        checked & ec & ~ec_unrecoverable & (ec_covered >= width) & (col("n_bad") == 0)
+        & (col("in_service") == col("ec_in_service"))
+        & ((col("racks") < ec_racks_needed) | (col("rack_max") > ec_share))
+    )
+    mis = (settled & (col("in_service") <= required) & ~policy_ok) | ec_mis
     conditions = {
-        V.MISSING: missing,
+        V.MISSING: missing | ec_missing,
         V.EMPTY: empty,
         V.OPEN_WITHOUT_PIPELINE: is_open & ~pipeline_open,
         V.OPEN_UNHEALTHY: is_open & pipeline_open & F.coalesce(col("open_bad"), F.lit(False)),
@@ -219,7 +277,9 @@ def classify(
     health = health.otherwise(_s(V.HEALTHY))
     found = F.array_compact(F.array(*[F.when(conditions[name], _s(name)) for name in sorted(conditions)]))
     states = F.when(F.size(found) == 0, F.array(_s(V.HEALTHY))).otherwise(found)
-    actual = F.when(closed_branch, col("in_service")).otherwise(col("n_live"))
+    actual = F.when(closed_branch & ec, col("ec_in_service")).when(closed_branch, col("in_service")).otherwise(
+        col("n_live")
+    )
     return c.select(
         "scm",
         "container_id",

@@ -14,7 +14,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     fmt.CONTAINERS: {
         "lifecycle_state": "CLOSED", "replication_type": "RATIS", "replication_factor": "THREE",
         "pipeline_id": "p1", "owner": "om", "sequence_id": 5, "used_bytes": 100, "number_of_keys": 10,
-        "state_enter_time": 0, "delete_transaction_id": 0,
+        "state_enter_time": 0, "delete_transaction_id": 0, "ec_replication": None,
     },
     fmt.REPLICAS: {
         "replica_state": "CLOSED", "bcsid": 5, "replica_index": 0, "used_bytes": 100, "key_count": 10,

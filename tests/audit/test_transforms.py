@@ -42,6 +42,7 @@ def test_classification_agrees_with_every_replication_manager_scenario(spark: Sp
                     "scm": scm, "container_id": cid, "lifecycle_state": c["state"],
                     "replication_factor": c.get("factor", "THREE"), "number_of_keys": c.get("numberOfKeys", 10),
                     "sequence_id": c.get("sequenceId", 5), "pipeline_id": "pipeline-1",
+                    "replication_type": "EC" if "ec" in c else "RATIS", "ec_replication": c.get("ec"),
                 }
             )
             if c.get("pipeline", "NONE") != "NONE":
@@ -54,7 +55,8 @@ def test_classification_agrees_with_every_replication_manager_scenario(spark: Sp
             replicas += [
                 {"scm": scm, "container_id": cid, "datanode_uuid": r["datanode"], "replica_state": r["state"],
                  "bcsid": r.get("bcsid", 5), "key_count": r.get("keyCount", 10),
-                 "origin_node_id": r.get("origin", r["datanode"]), "is_empty": r.get("isEmpty", False)}
+                 "origin_node_id": r.get("origin", r["datanode"]), "is_empty": r.get("isEmpty", False),
+                 "replica_index": r.get("index", 0)}
                 for r in sc["replicas"]
             ]
             maint[scm] = int(sc.get("config", {}).get("hdds.scm.replication.maintenance.replica.minimum", 2))

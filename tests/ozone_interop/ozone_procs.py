@@ -239,7 +239,15 @@ class OzoneCluster:
     """Ozone's SCM ring (or ours), three Ozone datanodes and one Ozone Manager under `base`."""
 
     def __init__(self, base: Path, classpath: str, *, scm_side: str = "ozone", scms: int = 3,
-                 datanodes: int = 3, timings: Timings | None = None) -> None:
+                 datanodes: int = 3, timings: Timings | None = None, extra_props: dict[str, str] | None = None,
+                 racks: int = 0) -> None:
+        """``extra_props``: keys every process gets on top of (and over) :meth:`common_props`' own.
+
+        ``racks`` > 0: each datanode on a loopback address of its own (dn1 on 127.0.0.11, dn2 on 127.0.0.12, ...:
+        ``hdds.datanode.hostname`` and every bind host), and a Hadoop ``TableMapping`` file (``topology.table``
+        under ``base``) putting dn<i> on ``/rack<(i - 1) % racks + 1>``, named to every process through
+        ``net.topology.node.switch.mapping.impl`` and ``net.topology.table.file.name``; 0: every datanode on
+        127.0.0.1 and no mapping (each lands on ``/default-rack``)."""
         if scm_side not in ("ozone", "ours"):
             raise ValueError(f"scm_side must be 'ozone' or 'ours', not {scm_side!r}")
         self.base = base
@@ -260,8 +268,29 @@ class OzoneCluster:
         self.om_ports = {k: ports.take() for k in ("rpc", "ratis", "http", "https", "grpc")}
         self.freon_ports = {k: ports.take() for k in ("http", "https")}
         self.replication = "3" if datanodes >= 3 else "1"
+        self.extra_props = dict(extra_props or {})
+        if racks < 0 or (racks and datanodes > 240):
+            raise ValueError(f"racks must be >= 0 (and datanodes at most 240 with racks), not {racks}")
+        self.racks = racks
 
     # ---------------------------------------------------------------- configuration (Ozone's own keys)
+
+    def datanode_address(self, dn: DatanodeNode) -> str:
+        """The address the datanode binds and reports (its IP and host name in DatanodeDetails)."""
+        return f"127.0.0.{10 + int(dn.name[2:])}" if self.racks else LOOPBACK
+
+    def datanode_rack(self, dn: DatanodeNode) -> str:
+        """The rack the topology table gives the datanode (``/default-rack`` without racks)."""
+        return f"/rack{(int(dn.name[2:]) - 1) % self.racks + 1}" if self.racks else "/default-rack"
+
+    @property
+    def topology_table(self) -> Path:
+        return self.base / "topology.table"
+
+    def write_topology_table(self) -> None:
+        """Hadoop's TableMapping format: one ``name rack`` pair per line (names here: the datanodes' IPs)."""
+        lines = [f"{self.datanode_address(dn)} {self.datanode_rack(dn)}" for dn in self.datanodes]
+        self.topology_table.write_text("# written by tests/ozone_interop/ozone_procs.py\n" + "\n".join(lines) + "\n")
 
     def common_props(self) -> dict[str, str]:
         """Keys every process shares: where the SCMs and the OM are, security off, a small test cluster."""
@@ -314,6 +343,10 @@ class OzoneCluster:
             props[f"ozone.scm.grpc.port.{sfx}"] = str(s.grpc_port)
             props[f"ozone.scm.http-address.{sfx}"] = f"{LOOPBACK}:{s.http_port}"
             props[f"ozone.scm.https-address.{sfx}"] = f"{LOOPBACK}:{s.https_port}"
+        if self.racks:
+            props["net.topology.node.switch.mapping.impl"] = "org.apache.hadoop.net.TableMapping"
+            props["net.topology.table.file.name"] = str(self.topology_table)
+        props.update(self.extra_props)
         return props
 
     def our_scm_props(self, scm: ScmNode) -> dict[str, str]:
@@ -355,27 +388,28 @@ class OzoneCluster:
     def datanode_props(self, dn: DatanodeNode) -> dict[str, str]:
         root = self.base / dn.name
         p = dn.ports
+        host = self.datanode_address(dn)
         return {
             **self.common_props(),
             "ozone.metadata.dirs": str(root / "metadata"),
             "ozone.scm.datanode.id.dir": str(root / "metadata"),
             "hdds.datanode.dir": str(root / "data"),
             "hdds.container.ratis.datanode.storage.dir": str(root / "ratis"),
-            "hdds.datanode.hostname": "localhost",
+            "hdds.datanode.hostname": host if self.racks else "localhost",
             "hdds.container.ipc.port": str(p["ipc"]),
             "hdds.container.ratis.ipc.port": str(p["ratis_ipc"]),
             "hdds.container.ratis.admin.port": str(p["ratis_admin"]),
             "hdds.container.ratis.server.port": str(p["ratis_server"]),
             "hdds.container.ratis.datastream.port": str(p["ratis_datastream"]),
             "hdds.datanode.client.port": str(p["client"]),
-            "hdds.datanode.client.bind.host": LOOPBACK,
-            "hdds.datanode.http-address": f"{LOOPBACK}:{p['http']}",
-            "hdds.datanode.https-address": f"{LOOPBACK}:{p['https']}",
-            "hdds.datanode.http-bind-host": LOOPBACK,
-            "hdds.datanode.https-bind-host": LOOPBACK,
+            "hdds.datanode.client.bind.host": host,
+            "hdds.datanode.http-address": f"{host}:{p['http']}",
+            "hdds.datanode.https-address": f"{host}:{p['https']}",
+            "hdds.datanode.http-bind-host": host,
+            "hdds.datanode.https-bind-host": host,
             "hdds.datanode.replication.port": str(p["replication"]),
             # Ratis' own host keys, passed through by the datanode under hdds.ratis.: its Raft servers on loopback
-            **{f"hdds.ratis.raft.grpc.{kind}.host": LOOPBACK for kind in ("server", "admin", "client")},
+            **{f"hdds.ratis.raft.grpc.{kind}.host": host for kind in ("server", "admin", "client")},
             # a test volume on a shared disk: reserve little, never refuse writes for the disk's fill level
             "hdds.datanode.volume.min.free.space": "64MB",
             "hdds.datanode.storage.utilization.critical.threshold": "0.999",
@@ -447,15 +481,15 @@ class OzoneCluster:
             if rc is not None and rc != -signal.SIGKILL:
                 raise OzoneInteropError(f"{proc.name} exited {rc}; last lines of {proc.log}:\n{tail(proc.log)}")
 
-    def wait_port(self, proc: Proc, port: int, timeout: float = 120) -> None:
+    def wait_port(self, proc: Proc, port: int, timeout: float = 120, host: str = LOOPBACK) -> None:
         def probe() -> bool | None:
             if proc.popen.poll() is not None:
                 raise OzoneInteropError(
                     f"{proc.name} exited {proc.popen.returncode}; last lines of {proc.log}:\n{tail(proc.log)}"
                 )
-            return True if port_open(port) else None
+            return True if port_open(port, host) else None
 
-        wait_for(f"{proc.name} listening on {LOOPBACK}:{port}", probe, timeout)
+        wait_for(f"{proc.name} listening on {host}:{port}", probe, timeout)
         proc.ready_seconds = time.monotonic() - proc.started
 
     def resident_memory(self) -> dict[str, int]:
@@ -628,7 +662,7 @@ class OzoneCluster:
             conf = self.conf_dir(dn.name, self.datanode_props(dn))
             procs.append((dn, self.spawn(dn.name, self.java_cmd(conf, DATANODE_HEAP, DATANODE_MAIN, []))))
         for dn, proc in procs:
-            self.wait_port(proc, dn.ports["ratis_ipc"], timeout=180)
+            self.wait_port(proc, dn.ports["ratis_ipc"], timeout=180, host=self.datanode_address(dn))
             self.timings.add(f"{dn.name} start (ratis port open)", proc.ready_seconds or 0.0)
 
     def start_om(self) -> None:
@@ -642,6 +676,8 @@ class OzoneCluster:
     def start(self) -> None:
         """The whole cluster, each step timed; on any failure every process started so far is killed."""
         try:
+            if self.racks:
+                self.write_topology_table()
             self.start_scm_ring()
             self.start_datanodes()
             self.start_om()

@@ -17,11 +17,7 @@ ClosedWithUnhealthyReplicasHandler (UNHEALTHY; delete bad replicas once enough g
 
 from __future__ import annotations
 
-import enum
-import functools
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from scm_server.container.container_manager import (
     R_CLOSED,
@@ -42,129 +38,19 @@ from scm_server.container.container_state_manager import (
     OPEN,
     QUASI_CLOSED,
 )
-from scm_server.node.node_manager import (
-    DEAD,
-    DECOMMISSIONED,
-    DECOMMISSIONING,
-    ENTERING_MAINTENANCE,
-    HEALTHY,
-    IN_MAINTENANCE,
-    IN_SERVICE,
-    DatanodeInfo,
+from scm_server.container.replication.ec_health import check_closed_ec
+from scm_server.container.replication.views import (
+    PRIMARY_ORDER,
+    CheckResult,
+    ClusterView,
+    ContainerHealthState,
+    ContainerView,
+    PendingView,
+    PlannedCommand,
+    ReplicaView,
 )
-from scm_server.pipeline.placement import ContainerPlacementPolicy
+from scm_server.node.node_manager import DEAD, IN_MAINTENANCE
 from scm_server.proto import hdds_pb2
-
-
-class ContainerHealthState(enum.Enum):
-    HEALTHY = "HEALTHY"
-    UNDER_REPLICATED = "UNDER_REPLICATED"
-    MIS_REPLICATED = "MIS_REPLICATED"
-    OVER_REPLICATED = "OVER_REPLICATED"
-    MISSING = "MISSING"
-    UNHEALTHY = "UNHEALTHY"
-    EMPTY = "EMPTY"
-    OPEN_UNHEALTHY = "OPEN_UNHEALTHY"
-    QUASI_CLOSED_STUCK = "QUASI_CLOSED_STUCK"
-    OPEN_WITHOUT_PIPELINE = "OPEN_WITHOUT_PIPELINE"
-
-
-# Which state is reported as "the" health of a container carrying several.
-PRIMARY_ORDER = (
-    ContainerHealthState.MISSING,
-    ContainerHealthState.EMPTY,
-    ContainerHealthState.OPEN_WITHOUT_PIPELINE,
-    ContainerHealthState.OPEN_UNHEALTHY,
-    ContainerHealthState.QUASI_CLOSED_STUCK,
-    ContainerHealthState.UNDER_REPLICATED,
-    ContainerHealthState.UNHEALTHY,
-    ContainerHealthState.MIS_REPLICATED,
-    ContainerHealthState.OVER_REPLICATED,
-    ContainerHealthState.HEALTHY,
-)
-
-
-@dataclass(frozen=True)
-class ReplicaView:
-    datanode: str
-    state: int
-    rack: str
-    health: int = HEALTHY
-    op_state: int = IN_SERVICE
-    sequence_id: int = 0
-    key_count: int = 0
-    is_empty: bool = False
-    origin: str = ""
-
-    @property
-    def usable_source(self) -> bool:
-        return self.health == HEALTHY
-
-    @property
-    def in_service(self) -> bool:
-        return self.op_state == IN_SERVICE
-
-    @property
-    def decommission(self) -> bool:
-        return self.op_state in (DECOMMISSIONING, DECOMMISSIONED)
-
-    @property
-    def maintenance(self) -> bool:
-        return self.op_state in (ENTERING_MAINTENANCE, IN_MAINTENANCE)
-
-
-@dataclass(frozen=True)
-class PendingView:
-    adds: frozenset[str] = frozenset()
-    deletes: frozenset[str] = frozenset()
-
-
-@dataclass
-class ContainerView:
-    info: hdds_pb2.ContainerInfoProto
-    replicas: list[ReplicaView]
-    pipeline_state: int | None  # None = pipeline gone
-    pending: PendingView = field(default_factory=PendingView)
-
-    @property
-    def required(self) -> int:
-        return 1 if self.info.replicationFactor == hdds_pb2.ONE else 3
-
-
-@dataclass(frozen=True)
-class PlannedCommand:
-    kind: str  # "replicate" | "delete" | "close"
-    datanode: str
-    sources: tuple[str, ...] = ()
-    force: bool = False
-
-
-@dataclass
-class CheckResult:
-    states: set[ContainerHealthState]
-    commands: list[PlannedCommand] = field(default_factory=list)
-    lifecycle_event: int | None = None
-    reason: str = ""
-
-    @property
-    def health(self) -> ContainerHealthState:
-        for s in PRIMARY_ORDER:
-            if s in self.states:
-                return s
-        return ContainerHealthState.HEALTHY
-
-
-@dataclass
-class ClusterView:
-    nodes: Sequence[DatanodeInfo]
-    load: Callable[[str], int]
-    placement: ContainerPlacementPolicy
-    maintenance_replica_minimum: int = 2
-
-    @functools.cached_property
-    def rack_count(self) -> int:
-        """Racks with a live node; computed once per pass (the view is built per pass)."""
-        return len({n.rack for n in self.nodes if n.health != DEAD})
 
 
 def _matches(container_state: int, replica_state: int) -> bool:
@@ -213,6 +99,8 @@ def check_container(view: ContainerView, cluster: ClusterView) -> CheckResult:
         return CheckResult({ContainerHealthState.HEALTHY}, cmds, reason="deleting replicas")
     if state == DELETED:
         return CheckResult({ContainerHealthState.HEALTHY})
+    if view.is_ec:
+        return check_closed_ec(view, replicas, cluster)
     return _check_closed(view, replicas, cluster)
 
 
@@ -374,3 +262,16 @@ def _choose_deletions(candidates: list[ReplicaView], excess: int, cluster: Clust
         chosen.append(pick.datanode)
         remaining.remove(pick)
     return chosen
+
+
+__all__ = [  # the views are re-exported: callers import the check and its values from here
+    "PRIMARY_ORDER",
+    "CheckResult",
+    "ClusterView",
+    "ContainerHealthState",
+    "ContainerView",
+    "PendingView",
+    "PlannedCommand",
+    "ReplicaView",
+    "check_container",
+]

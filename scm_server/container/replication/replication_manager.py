@@ -5,7 +5,9 @@ A leader-ready SCMService (Ozone's ``ReplicationManager``): every
 :func:`~scm_server.container.replication.health.check_container` on every container and, on the
 leader, executes the result: replicate / delete / close commands (stamped with the leader's
 term, with per-datanode limits ``hdds.scm.replication.datanode.replication.limit`` and
-``...delete.container.limit``) and lifecycle events (FINALIZE, DELETE, CLEANUP through Raft).
+``...delete.container.limit``; EC reconstructions weigh
+``hdds.scm.replication.datanode.reconstruction.weight`` each, and replications in flight across the
+cluster stop at ``hdds.scm.replication.inflight.limit.factor``) and lifecycle events (FINALIZE, DELETE, CLEANUP through Raft).
 
 Issued replicate/delete operations are remembered in :class:`ContainerReplicaPendingOps` until
 a report shows the replica appeared/disappeared or ``hdds.scm.replication.event.timeout`` passes,
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -55,9 +58,13 @@ from scm_server.exceptions import NotLeaderException, SCMException
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.scm_service import BackgroundSCMService
 from scm_server.metadata.enums import enum_name
-from scm_server.node.node_manager import DEAD, DatanodeInfo, SCMNodeManager
+from scm_server.node.node_manager import DEAD, HEALTHY, DatanodeInfo, SCMNodeManager
 from scm_server.pipeline.pipeline_manager import PipelineManager
-from scm_server.pipeline.placement import ContainerPlacementPolicy, ContainerPlacementRackAware
+from scm_server.pipeline.placement import (
+    ContainerPlacementPolicy,
+    ContainerPlacementRackAware,
+    SCMContainerPlacementRackScatter,
+)
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 log = logging.getLogger(__name__)
@@ -74,6 +81,7 @@ class PendingOp:
     op: PendingOpType
     datanode: str
     deadline: float
+    replica_index: int = 0  # EC: the index this op adds or deletes
 
 
 class ContainerReplicaPendingOps:
@@ -92,8 +100,8 @@ class ContainerReplicaPendingOps:
             if self._per_node[key] <= 0:
                 del self._per_node[key]
 
-    def add(self, container_id: int, op: PendingOpType, datanode: str, deadline: float) -> None:
-        self._ops[container_id].append(PendingOp(op, datanode, deadline))
+    def add(self, container_id: int, op: PendingOpType, datanode: str, deadline: float, replica_index: int = 0) -> None:
+        self._ops[container_id].append(PendingOp(op, datanode, deadline, replica_index))
         self._per_node[(datanode, op)] += 1
 
     def complete(self, container_id: int, datanode: str, added: bool) -> None:
@@ -126,6 +134,7 @@ class ContainerReplicaPendingOps:
         return PendingView(
             adds=frozenset(o.datanode for o in ops if o.op is PendingOpType.ADD),
             deletes=frozenset(o.datanode for o in ops if o.op is PendingOpType.DELETE),
+            add_indexes=frozenset(o.replica_index for o in ops if o.op is PendingOpType.ADD and o.replica_index),
         )
 
     def snapshot(self) -> dict[int, PendingView]:
@@ -134,6 +143,10 @@ class ContainerReplicaPendingOps:
 
     def count_for(self, datanode: str, op: PendingOpType) -> int:
         return self._per_node.get((datanode, op), 0)
+
+    def total(self, op: PendingOpType) -> int:
+        """In-flight ops of one kind across every datanode (O(datanodes with some))."""
+        return sum(n for (_, kind), n in self._per_node.items() if kind is op)
 
     def clear(self) -> None:
         self._ops.clear()
@@ -199,6 +212,7 @@ def build_container_view(
                 key_count=r.key_count,
                 is_empty=r.is_empty,
                 origin=r.origin_node_id,
+                replica_index=r.replica_index,
             )
         )
     return ContainerView(info=info, replicas=views, pipeline_state=pipeline_state, pending=pending)
@@ -215,6 +229,7 @@ class ReplicationManager(BackgroundSCMService):
         clock: Clock,
         placement: ContainerPlacementPolicy | None = None,
         wait_time_after_safe_mode: timedelta | None = None,
+        ec_placement: ContainerPlacementPolicy | None = None,
     ) -> None:
         super().__init__(
             "ReplicationManager",
@@ -231,12 +246,14 @@ class ReplicationManager(BackgroundSCMService):
         self.scm_context = scm_context
         self.clock = clock
         self.placement: ContainerPlacementPolicy = placement or ContainerPlacementRackAware()
+        self.ec_placement: ContainerPlacementPolicy = ec_placement or SCMContainerPlacementRackScatter()
         self.pending_ops = ContainerReplicaPendingOps()
         container_manager.add_replica_listener(self.pending_ops.complete)
         self.last_report = ReplicationManagerReport(config.container_sample_limit).to_proto(0)
         self.last_results: dict[int, CheckResult] = {}
         self.commands_issued: dict[str, int] = defaultdict(int)
         self.commands_throttled = 0
+        self._pass_inflight_limit = 0
         self.runs = 0
 
     async def _run_once(self) -> None:
@@ -269,7 +286,9 @@ class ReplicationManager(BackgroundSCMService):
 
     # ---- views ----
     def _load(self, dn: str) -> int:
-        return self.pending_ops.count_for(dn, PendingOpType.ADD) + self.container_manager.container_count_on(dn)
+        """What steers the choice of targets: replication work queued on the datanode (reconstructions by
+        their weight), then the containers it holds."""
+        return self.replication_load(dn) + self.container_manager.container_count_on(dn)
 
     def cluster_view(self) -> ClusterView:
         return ClusterView(
@@ -277,6 +296,8 @@ class ReplicationManager(BackgroundSCMService):
             load=self._load,
             placement=self.placement,
             maintenance_replica_minimum=self.config.maintenance_replica_minimum,
+            maintenance_remaining_redundancy=self.config.maintenance_remaining_redundancy,
+            ec_placement=self.ec_placement,
         )
 
     def container_view(self, container_id: int) -> ContainerView:
@@ -294,6 +315,7 @@ class ReplicationManager(BackgroundSCMService):
     async def process_all(self) -> hdds_pb2.ReplicationManagerReportProto:
         self.runs += 1
         self.pending_ops.expire(self.clock.monotonic())
+        self._pass_inflight_limit = self.inflight_limit()  # healthy nodes counted once per pass
         report = ReplicationManagerReport(self.config.container_sample_limit)
         cluster = self.cluster_view()
         results: dict[int, CheckResult] = {}
@@ -340,12 +362,11 @@ class ReplicationManager(BackgroundSCMService):
             return
         deadline_ms = self.clock.wall_ms() + int(self.config.event_timeout.total_seconds() * 1000)
         deadline = self.clock.monotonic() + self.config.event_timeout.total_seconds()
+        if cmd.kind in ("replicate", "reconstruct") and self._inflight_limit_reached():
+            self.commands_throttled += 1
+            return
         if cmd.kind == "replicate":
-            # In-flight adds we issued plus what the DN says is still queued (commandQueueReport).
-            queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.ADD) + node.command_queue_report.get(
-                CommandType.replicateContainerCommand, 0
-            )
-            if queued >= self.config.datanode_replication_limit:
+            if self.replication_load(cmd.datanode) >= self.config.datanode_replication_limit:
                 self.commands_throttled += 1
                 return
             sources = [self.node_manager.require_node(s).details for s in cmd.sources if self.node_manager.get_node(s)]
@@ -356,8 +377,14 @@ class ReplicationManager(BackgroundSCMService):
                     containerID=container_id, sources=sources
                 ),
             )
+            if cmd.replica_index:
+                proto.replicateContainerCommandProto.replicaIndex = cmd.replica_index
             self.node_manager.add_command(cmd.datanode, proto)
-            self.pending_ops.add(container_id, PendingOpType.ADD, cmd.datanode, deadline)
+            self.pending_ops.add(container_id, PendingOpType.ADD, cmd.datanode, deadline, cmd.replica_index)
+        elif cmd.kind == "reconstruct":
+            if not self._send_reconstruction(container_id, cmd, deadline_ms, deadline):
+                self.commands_throttled += 1
+                return
         elif cmd.kind == "delete":
             queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.DELETE) + node.command_queue_report.get(
                 CommandType.deleteContainerCommand, 0
@@ -372,8 +399,10 @@ class ReplicationManager(BackgroundSCMService):
                     containerID=container_id, force=cmd.force
                 ),
             )
+            if cmd.replica_index:
+                proto.deleteContainerCommandProto.replicaIndex = cmd.replica_index
             self.node_manager.add_command(cmd.datanode, proto)
-            self.pending_ops.add(container_id, PendingOpType.DELETE, cmd.datanode, deadline)
+            self.pending_ops.add(container_id, PendingOpType.DELETE, cmd.datanode, deadline, cmd.replica_index)
         elif cmd.kind == "close":
             already = any(
                 c.closeContainerCommandProto.containerID == container_id
@@ -385,6 +414,69 @@ class ReplicationManager(BackgroundSCMService):
         else:  # pragma: no cover - programming error
             raise ValueError(cmd.kind)
         self.commands_issued[cmd.kind] += 1
+
+    def inflight_limit(self) -> int:
+        """Ozone's replication in-flight limit: ``hdds.scm.replication.inflight.limit.factor`` x healthy
+        datanodes x ``hdds.scm.replication.datanode.replication.limit``, rounded up; 0 = none."""
+        factor = self.config.inflight_limit_factor
+        if factor <= 0:
+            return 0
+        healthy = self.node_manager.node_count(HEALTHY)
+        return math.ceil(factor * healthy * self.config.datanode_replication_limit)
+
+    def _inflight_limit_reached(self) -> bool:
+        limit = self._pass_inflight_limit
+        return limit > 0 and self.pending_ops.total(PendingOpType.ADD) >= limit
+
+    def replication_load(self, dn: str) -> int:
+        """Ozone's replication load of a datanode: its queued replicate commands plus its queued
+        reconstructions at ``hdds.scm.replication.datanode.reconstruction.weight`` each (what it
+        reports queued, plus what we issued and no report has confirmed yet)."""
+        node = self.node_manager.get_node(dn)
+        queued = node.command_queue_report if node is not None else {}
+        weight = self.config.datanode_reconstruction_weight
+        return (
+            self.pending_ops.count_for(dn, PendingOpType.ADD)
+            + queued.get(CommandType.replicateContainerCommand, 0)
+            + weight * queued.get(CommandType.reconstructECContainersCommand, 0)
+        )
+
+    def _send_reconstruction(self, container_id: int, cmd: PlannedCommand, deadline_ms: int, deadline: float) -> bool:
+        """Send one ReconstructECContainersCommand to the least loaded of its targets (the
+        coordinator, as Ozone's ReplicationManager picks it); False when every target is at its
+        replication limit or the container's EC layout is unknown."""
+        info = self.container_manager.get_container(container_id)
+        if not info.HasField("ecReplicationConfig"):
+            return False
+        targets = [self.node_manager.get_node(t) for t in cmd.targets]
+        if any(t is None for t in targets):
+            return False
+        loads = sorted((self.replication_load(t), t) for t in cmd.targets)
+        load, coordinator = loads[0]
+        if load >= self.config.datanode_replication_limit:
+            return False
+        sources = []
+        for dn, index in cmd.indexed_sources:
+            node = self.node_manager.get_node(dn)
+            if node is not None:
+                sources.append(
+                    scm_datanode_pb2.DatanodeDetailsAndReplicaIndexProto(datanodeDetails=node.details, replicaIndex=index)
+                )
+        proto = scm_datanode_pb2.SCMCommandProto(
+            commandType=CommandType.reconstructECContainersCommand,
+            deadlineMsSinceEpoch=deadline_ms,
+            reconstructECContainersCommandProto=scm_datanode_pb2.ReconstructECContainersCommandProto(
+                containerID=container_id,
+                sources=sources,
+                targets=[t.details for t in targets if t is not None],
+                missingContainerIndexes=bytes(cmd.missing_indexes),
+                ecReplicationConfig=info.ecReplicationConfig,
+            ),
+        )
+        self.node_manager.add_command(coordinator, proto)
+        for target, index in zip(cmd.targets, cmd.missing_indexes, strict=True):
+            self.pending_ops.add(container_id, PendingOpType.ADD, target, deadline, index)
+        return True
 
 
 def health_of(report: hdds_pb2.ReplicationManagerReportProto, state: ContainerHealthState) -> int:

@@ -29,7 +29,8 @@ from collections.abc import Awaitable, Callable
 from scm_server import hadoop_ipc as codec
 from scm_server import ozone_wire
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
-from scm_server.hadoop_ipc import Call
+from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire_hdds
 from scm_server.protocols import ScmBlockLocationProtocol
@@ -124,17 +125,26 @@ class BlockLocationTranslator:
         if not request.HasField("allocateScmBlockRequest"):
             raise SCMException(ResultCodes.INVALID_REQUEST, "AllocateScmBlock without allocateScmBlockRequest")
         rtype = convert.replication_type_from_wire(req.type)
-        if rtype is None or req.HasField("ecReplicationConfig"):
+        if rtype not in (hdds_pb2.RATIS, hdds_pb2.STAND_ALONE, hdds_pb2.EC):
             raise SCMException(
                 ResultCodes.INVALID_REQUEST,
                 f"replication type {wire_hdds.ReplicationType.Name(req.type)} is not served "
-                "(RATIS and STAND_ALONE are)",
+                "(RATIS, STAND_ALONE and EC are)",
             )
+        ec = None
+        if rtype == hdds_pb2.EC:
+            if not req.HasField("ecReplicationConfig"):
+                raise SCMException(
+                    ResultCodes.INVALID_REQUEST,
+                    "replication type EC without ecReplicationConfig: send data, parity, codec and ecChunkSize "
+                    "(e.g. rs-3-2-1024k)",
+                )
+            ec = ozone_wire.by_name(req.ecReplicationConfig, hdds_pb2.ECReplicationConfig)
         factor = convert.replication_factor_from_wire(req.factor) if req.HasField("factor") else None
         if factor is None:
             factor = 3  # THREE, Ozone's default replication
         exclude = convert.exclude_list_from_wire(req.excludeList) if req.HasField("excludeList") else None
-        blocks = await self.scm.allocate_block(req.size, req.numBlocks, rtype, factor, req.owner, exclude)
+        blocks = await self.scm.allocate_block(req.size, req.numBlocks, rtype, factor, req.owner, exclude, ec=ec)
         if len(blocks) < req.numBlocks:
             raise SCMException(
                 ResultCodes.FAILED_TO_ALLOCATE_ENOUGH_BLOCKS,

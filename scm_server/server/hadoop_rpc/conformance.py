@@ -98,7 +98,7 @@ def _location_served() -> frozenset[str]:
 
 BLOCK_NOTES: Mapping[str, Note] = {
     'AllocateScmBlock': Note(
-        "leader only; blocks with Ozone's `Pipeline` (members with `uuid`, `uuid128`, `id`; `PipelineID` with `id` and `uuid128`); fewer blocks than asked: `FAILED_TO_ALLOCATE_ENOUGH_BLOCKS`; EC (`ecReplicationConfig`): refused with `INTERNAL_ERROR` naming it",
+        "leader only; blocks with Ozone's `Pipeline` (members with `uuid`, `uuid128`, `id`; `PipelineID` with `id` and `uuid128`); fewer blocks than asked: `FAILED_TO_ALLOCATE_ENOUGH_BLOCKS`; EC (`type=EC` with `ecReplicationConfig`): served, see [Erasure coding](#erasure-coding); EC without its layout refused naming it",
         'C, U, J',
     ),
     'DeleteScmKeyBlocks': Note(
@@ -158,7 +158,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, O',
     ),
     'AllocateContainer': Note(
-        "leader; RATIS/STAND_ALONE (EC refused naming it); `errorCode=success`; retry cache and the client's ids on the replicated write, as the gRPC path",
+        "leader; RATIS/STAND_ALONE, and EC with `ecReplicationConfig` (an EC pipeline made on demand); `errorCode=success`; retry cache and the client's ids on the replicated write, as the gRPC path",
         'C, U, J',
     ),
     'GetContainer': Note(
@@ -170,7 +170,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J',
     ),
     'ListContainer': Note(
-        'leader; state/type/factor filters by name, `containerCount` = all matching; `suppressed` lists only suppressed (`true`) or unsuppressed (`false`) containers; an EC `ecReplicationConfig` refused naming it',
+        'leader; state/type/factor filters by name, `ecReplicationConfig` keeps one EC layout (the factor filter does not apply to EC), `containerCount` = all matching; `suppressed` lists only suppressed (`true`) or unsuppressed (`false`) containers',
         'C, U, J, O',
     ),
     'QueryNode': Note(

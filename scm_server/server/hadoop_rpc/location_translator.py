@@ -216,14 +216,16 @@ class LocationTranslator:
         req = request.containerRequest
         if not request.HasField("containerRequest"):
             raise SCMException(ResultCodes.INVALID_REQUEST, "AllocateContainer without containerRequest")
-        if req.HasField("ecReplicationConfig"):
-            raise SCMException(ResultCodes.INVALID_REQUEST, "EC containers are not served (RATIS and STAND_ALONE are)")
         rtype = convert.enum_from_wire(req.replicationType, wire.ReplicationType, hdds_pb2.ReplicationType, "replication type")
+        ec = (
+            ozone_wire.by_name(req.ecReplicationConfig, hdds_pb2.ECReplicationConfig)
+            if req.HasField("ecReplicationConfig") else None
+        )
         factor = (
             convert.enum_from_wire(req.replicationFactor, wire.ReplicationFactor, hdds_pb2.ReplicationFactor, "replication factor")
             if req.HasField("replicationFactor") else hdds_pb2.THREE
         )
-        cwp = await self.scm.allocate_container(rtype, factor, req.owner)
+        cwp = await self.scm.allocate_container(rtype, factor, req.owner, ec)
         response.containerResponse.errorCode = wire_loc.ContainerResponseProto.success
         response.containerResponse.containerWithPipeline.CopyFrom(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
 
@@ -278,10 +280,14 @@ class LocationTranslator:
     async def _list_container(self, request: Request, response: Response) -> None:
         req = request.scmListContainerRequest
         state, rtype, factor = self._list_filters(req)
-        if req.HasField("ecReplicationConfig"):
-            raise SCMException(ResultCodes.INVALID_REQUEST, "EC containers are not served (RATIS and STAND_ALONE are)")
+        ec = (
+            ozone_wire.by_name(req.ecReplicationConfig, hdds_pb2.ECReplicationConfig)
+            if req.HasField("ecReplicationConfig") else None
+        )
         suppressed = req.suppressed if req.HasField("suppressed") else None
-        containers, total = self.scm.list_containers(req.startContainerID, req.count, state, rtype, factor, suppressed)
+        containers, total = self.scm.list_containers(
+            req.startContainerID, req.count, state, rtype, factor, suppressed, ec=ec
+        )
         out = response.scmListContainerResponse
         out.SetInParent()
         out.containers.extend(ozone_wire.by_name(c, wire.ContainerInfoProto) for c in containers)

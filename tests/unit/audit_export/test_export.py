@@ -128,8 +128,8 @@ async def test_export_holds_the_scm_state_and_its_own_verdicts(tmp_path: Path) -
             assert verdicts[cid]["states"] == sorted(s.value for s in result.states)
         assert [verdicts[c]["health"] for c in cids] == ["HEALTHY", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING"]
 
-        # Since when this SCM holds soft state, and each datanode's first full report since then (format 2).
-        assert manifest.format_version == 2 and manifest.started_at_ms == scm.container_manager.started_wall_ms > 0
+        # Since when this SCM holds soft state, and each datanode's first full report since then (format 2; 3 adds EC).
+        assert manifest.format_version == 3 and manifest.started_at_ms == scm.container_manager.started_wall_ms > 0
         assert all(d["first_report_ms"] >= manifest.started_at_ms for d in datanodes)
         assert manifest.replication_manager["state"] == "RUNNING"
         assert manifest.replication_manager["intervalMs"] == int(scm.replication_manager.interval.total_seconds() * 1000)
@@ -344,3 +344,16 @@ async def test_export_says_which_datanodes_have_not_reported_and_that_rm_is_stop
     finally:
         await srv.stop(None)
         await scm.stop()
+
+
+def test_an_ec_containers_layout_is_exported_by_ozones_name() -> None:
+    from scm_server.client.audit_export_writer import container_columns
+
+    ec = hdds_pb2.ContainerInfoProto(containerID=3, state=hdds_pb2.CLOSED, replicationType=hdds_pb2.EC,
+                                     ecReplicationConfig=hdds_pb2.ECReplicationConfig(data=6, parity=3, codec="rs",
+                                                                                      ecChunkSize=1 << 20))
+    ratis = hdds_pb2.ContainerInfoProto(containerID=4, state=hdds_pb2.CLOSED, replicationType=hdds_pb2.RATIS,
+                                        replicationFactor=hdds_pb2.THREE)
+    columns = container_columns([ec, ratis])
+    assert columns["ec_replication"] == ["rs-6-3-1024k", None]
+    assert columns["replication_type"] == ["EC", "RATIS"]

@@ -269,10 +269,14 @@ async def test_allocation_creates_a_pipeline_and_waits_for_it(tmp_path: Path) ->
 async def test_unsupported_replication_is_a_clear_error(tmp_path: Path) -> None:
     scm = await make_scm(tmp_path)
     await bring_up(scm, make_datanodes(3))
-    for rtype, rfactor in ((hdds_pb2.EC, hdds_pb2.THREE), (hdds_pb2.RATIS, hdds_pb2.ZERO), (hdds_pb2.STAND_ALONE, hdds_pb2.ONE)):
+    for rtype, rfactor in ((hdds_pb2.RATIS, hdds_pb2.ZERO), (hdds_pb2.STAND_ALONE, hdds_pb2.ONE)):
         with pytest.raises(SCMException) as err:
             await scm.allocate_block(MB, 1, rtype, rfactor, "om")
         assert err.value.result is ResultCodes.FAILED_TO_CREATE_PIPELINE
         assert "RATIS/ONE or RATIS/THREE" in err.value.message
+    with pytest.raises(SCMException) as err:  # EC is served, with its layout (tests/unit/block/test_ec_allocation.py)
+        await scm.allocate_block(MB, 1, hdds_pb2.EC, hdds_pb2.THREE, "om")
+    assert err.value.result is ResultCodes.INVALID_REQUEST
+    assert "needs an ecReplicationConfig" in err.value.message
     assert scm.block_manager.blocks_allocated == 0
     await scm.stop()

@@ -5,14 +5,15 @@ Each JSON file under ``replication_scenarios/`` holds a list of scenarios::
     {"description": "...",
      "nodes": [{"id": "dn1", "rack": "/r1", "health": "HEALTHY", "opState": "IN_SERVICE"}, ...],
      "container": {"id": 1, "state": "CLOSED", "factor": "THREE", "numberOfKeys": 10,
-                   "sequenceId": 5, "pipeline": "OPEN" | "CLOSED" | "NONE"},
+                   "sequenceId": 5, "pipeline": "OPEN" | "CLOSED" | "NONE",
+                   "ec": "rs-3-2-1024k"},                       # an EC container instead of RATIS
      "replicas": [{"datanode": "dn1", "state": "CLOSED", "keyCount": 10, "bcsid": 5,
-                   "origin": "dn1", "isEmpty": false}, ...],
+                   "origin": "dn1", "isEmpty": false, "index": 1}, ...],  # index: EC replica index
      "pendingOps": [{"op": "ADD" | "DELETE", "datanode": "dn4"}],
      "config": {"hdds.scm.replication.datanode.replication.limit": "1"},
      "expected": {"health": "UNDER_REPLICATED", "states": [...], "lifecycleState": "CLOSED",
                   "commands": [{"type": "replicateContainerCommand", "datanode": ["dn4", "dn5"],
-                                "force": false}],
+                                "force": false, "replicaIndex": 2, "missingIndexes": [3]}],
                   "report": {"UNDER_REPLICATED": 1}}}
 
 A real SCM (stub HA, FakeClock) is built per scenario; the ReplicationManager runs one pass
@@ -68,6 +69,14 @@ def test_there_are_enough_scenarios_covering_every_health_state() -> None:
     }
 
 
+def ec_config(name: str) -> hdds_pb2.ECReplicationConfig:
+    """``rs-3-2-1024k`` as Ozone's ECReplicationConfig."""
+    codec, data, parity, chunk = name.split("-")
+    return hdds_pb2.ECReplicationConfig(
+        data=int(data), parity=int(parity), codec=codec, ecChunkSize=int(chunk.rstrip("k")) * 1024
+    )
+
+
 async def build(tmp_path: Path, scenario: dict[str, Any]) -> tuple[StorageContainerManager, int]:
     clock = FakeClock()
     scm = await make_scm(tmp_path, clock, **scenario.get("config", {}))
@@ -80,34 +89,41 @@ async def build(tmp_path: Path, scenario: dict[str, Any]) -> tuple[StorageContai
         node.op_state = enum_value(hdds_pb2.NodeOperationalState, n.get("opState", "IN_SERVICE"))
     c = scenario["container"]
     factor = enum_value(hdds_pb2.ReplicationFactor, c.get("factor", "THREE"))
+    ec = ec_config(c["ec"]) if "ec" in c else None
+    rtype = hdds_pb2.EC if ec is not None else hdds_pb2.RATIS
     pipeline_mode = c.get("pipeline", "NONE")
     pipeline_id = "pipeline-1"
     if pipeline_mode != "NONE":
         members = [nm.require_node(r["datanode"]).details for r in scenario["replicas"]] or [
             nm.require_node(scenario["nodes"][0]["id"]).details
         ]
-        await scm.pipeline_state_manager.add_pipeline(
-            hdds_pb2.Pipeline(
-                id=hdds_pb2.PipelineID(id=pipeline_id),
-                members=members,
-                state=enum_value(hdds_pb2.PipelineState, "PIPELINE_" + pipeline_mode),  # type: ignore[arg-type]
-                type=hdds_pb2.RATIS,
-                factor=factor,  # type: ignore[arg-type]
-            )
+        pipeline = hdds_pb2.Pipeline(
+            id=hdds_pb2.PipelineID(id=pipeline_id),
+            members=members,
+            state=enum_value(hdds_pb2.PipelineState, "PIPELINE_" + pipeline_mode),  # type: ignore[arg-type]
+            type=rtype,  # type: ignore[arg-type]
         )
+        if ec is not None:
+            pipeline.ecReplicationConfig.CopyFrom(ec)
+            pipeline.memberReplicaIndexes.extend(r.get("index", 0) for r in scenario["replicas"])
+        else:
+            pipeline.factor = factor  # type: ignore[assignment]
+        await scm.pipeline_state_manager.add_pipeline(pipeline)
     cid = c.get("id", 1)
-    await scm.container_state_manager.add_container(
-        hdds_pb2.ContainerInfoProto(
-            containerID=cid,
-            state=enum_value(hdds_pb2.LifeCycleState, c["state"]),  # type: ignore[arg-type]
-            pipelineID=hdds_pb2.PipelineID(id=pipeline_id),
-            owner="om",
-            numberOfKeys=c.get("numberOfKeys", 10),
-            sequenceId=c.get("sequenceId", 5),
-            replicationFactor=factor,  # type: ignore[arg-type]
-            replicationType=hdds_pb2.RATIS,
-        )
+    info = hdds_pb2.ContainerInfoProto(
+        containerID=cid,
+        state=enum_value(hdds_pb2.LifeCycleState, c["state"]),  # type: ignore[arg-type]
+        pipelineID=hdds_pb2.PipelineID(id=pipeline_id),
+        owner="om",
+        numberOfKeys=c.get("numberOfKeys", 10),
+        sequenceId=c.get("sequenceId", 5),
+        replicationType=rtype,  # type: ignore[arg-type]
     )
+    if ec is not None:
+        info.ecReplicationConfig.CopyFrom(ec)
+    else:
+        info.replicationFactor = factor  # type: ignore[assignment]
+    await scm.container_state_manager.add_container(info)
     for r in scenario["replicas"]:
         scm.container_manager.update_container_replica(
             ContainerReplica(
@@ -118,6 +134,7 @@ async def build(tmp_path: Path, scenario: dict[str, Any]) -> tuple[StorageContai
                 key_count=r.get("keyCount", 10),
                 origin_node_id=r.get("origin", r["datanode"]),
                 is_empty=r.get("isEmpty", False),
+                replica_index=r.get("index", 0),
             )
         )
     for op in scenario.get("pendingOps", []):
@@ -145,6 +162,18 @@ def force_of(cmd: scm_datanode_pb2.SCMCommandProto) -> bool:
     return False
 
 
+def replica_index_of(cmd: scm_datanode_pb2.SCMCommandProto) -> int:
+    if cmd.HasField("deleteContainerCommandProto"):
+        return cmd.deleteContainerCommandProto.replicaIndex
+    if cmd.HasField("replicateContainerCommandProto"):
+        return cmd.replicateContainerCommandProto.replicaIndex
+    return 0
+
+
+def missing_of(cmd: scm_datanode_pb2.SCMCommandProto) -> list[int]:
+    return list(cmd.reconstructECContainersCommandProto.missingContainerIndexes)
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_scenario(tmp_path: Path, scenario: dict[str, Any]) -> None:
     scm, cid = await build(tmp_path, scenario)
@@ -170,6 +199,8 @@ async def test_scenario(tmp_path: Path, scenario: dict[str, Any]) -> None:
                     if a[0] == want["type"]
                     and (options == [None] or a[1] in options)
                     and ("force" not in want or force_of(a[2]) == want["force"])
+                    and ("replicaIndex" not in want or replica_index_of(a[2]) == want["replicaIndex"])
+                    and ("missingIndexes" not in want or missing_of(a[2]) == want["missingIndexes"])
                 ),
                 None,
             )
@@ -183,15 +214,22 @@ async def test_scenario(tmp_path: Path, scenario: dict[str, Any]) -> None:
                 assert sources and all(
                     scm.node_manager.require_node(s).health == hdds_pb2.HEALTHY for s in sources
                 )
+            if cmd.commandType == CommandType.reconstructECContainersCommand:
+                rebuild = cmd.reconstructECContainersCommandProto
+                targets = {t.uuid for t in rebuild.targets}
+                held = {r["datanode"] for r in scenario["replicas"]}
+                assert len(targets) == len(rebuild.missingContainerIndexes) and not targets & held
+                assert len({s.replicaIndex for s in rebuild.sources}) >= rebuild.ecReplicationConfig.data
         counts = report_counts(report)
         assert counts[expected["health"]] == 1
         for key, value in expected.get("report", {}).items():
             assert counts[key] == value
         # A second pass must not re-issue replicate/delete work that is still pending.
-        before = len([a for a in actual if a[0] in ("replicateContainerCommand", "deleteContainerCommand")])
+        work = ("replicateContainerCommand", "deleteContainerCommand", "reconstructECContainersCommand")
+        before = len([a for a in actual if a[0] in work])
         scm.node_manager.clear_command_queues()
         await scm.replication_manager.run_once()
-        again = [a for a in queued(scm) if a[0] in ("replicateContainerCommand", "deleteContainerCommand")]
+        again = [a for a in queued(scm) if a[0] in work]
         assert len(again) == 0 or before == 0, f"re-issued {[(a[0], a[1]) for a in again]}"
     finally:
         await scm.stop()

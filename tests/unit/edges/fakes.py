@@ -101,8 +101,10 @@ class FakeSCM:
         replication_factor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[BlockAllocation]:
-        self.calls.append("allocate_block")
+        self.calls.append("allocate_block" if ec is None else f"allocate_block EC {ec.codec}-{ec.data}-{ec.parity}")
         self._check_leader()
         if size <= 0 or size > 1 << 30:
             raise SCMException(ResultCodes.INVALID_BLOCK_SIZE, f"block size {size} out of range")
@@ -137,14 +139,16 @@ class FakeSCM:
 
     # ---- StorageContainerLocationProtocol ----
 
-    async def allocate_container(self, rtype: int, rfactor: int, owner: str) -> hdds_pb2.ContainerWithPipeline:
+    async def allocate_container(
+        self, rtype: int, rfactor: int, owner: str, ec: hdds_pb2.ECReplicationConfig | None = None
+    ) -> hdds_pb2.ContainerWithPipeline:
         self._check_leader()
         cid = max(self.containers) + 1
         self.containers[cid] = hdds_pb2.ContainerInfoProto(
             containerID=cid, state=hdds_pb2.OPEN, owner=owner,
             replicationType=hdds_pb2.ReplicationType.ValueType(rtype),
             replicationFactor=hdds_pb2.ReplicationFactor.ValueType(rfactor),
-            pipelineID=PIPELINE.id,
+            pipelineID=PIPELINE.id, ecReplicationConfig=ec,
         )
         return hdds_pb2.ContainerWithPipeline(containerInfo=self.containers[cid], pipeline=PIPELINE)
 
@@ -168,11 +172,14 @@ class FakeSCM:
         rtype: int | None = None,
         rfactor: int | None = None,
         suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]:
         matching = [
             c for cid, c in sorted(self.containers.items())
             if cid >= start_id and (state is None or c.state == state)
             and (suppressed is None or (cid in self.suppressed) == suppressed)
+            and (ec is None or c.ecReplicationConfig == ec)
         ]
         return matching[:count], len(matching)
 
@@ -193,11 +200,14 @@ class FakeSCM:
     def list_pipelines(self) -> list[hdds_pb2.Pipeline]:
         return list(self.pipelines)
 
-    async def create_pipeline(self, rtype: int, rfactor: int) -> hdds_pb2.Pipeline:
+    async def create_pipeline(
+        self, rtype: int, rfactor: int, ec: hdds_pb2.ECReplicationConfig | None = None
+    ) -> hdds_pb2.Pipeline:
         self._check_leader()
         pipeline = hdds_pb2.Pipeline(
             id=hdds_pb2.PipelineID(id=f"p{len(self.pipelines) + 1}"), state=hdds_pb2.PIPELINE_ALLOCATED,
             type=hdds_pb2.ReplicationType.ValueType(rtype), factor=hdds_pb2.ReplicationFactor.ValueType(rfactor),
+            ecReplicationConfig=ec,
         )
         self.pipelines.append(pipeline)
         return pipeline

@@ -141,3 +141,36 @@ def test_report_to_wire_carries_counters_and_samples() -> None:
     assert out.timestamp == 5
     assert [(s.key, s.value) for s in out.stat] == [("UNDER_REPLICATED", 2)]
     assert [(s.key, [c.id for c in s.container]) for s in out.statSample] == [("UNDER_REPLICATED", [1, 9])]
+def test_ec_commands_reach_ozone_datanodes_whole() -> None:
+    """A reconstruction (sources with their indexes, targets, the missing indexes as bytes, the EC layout) and a
+    delete naming an index arrive in Ozone's messages complete, the command id inside the command message, and an
+    EC pipeline carries its replica indexes and layout."""
+    from scm_server.proto import scm_datanode_pb2 as dn
+
+    cmd_type = dn.SCMCommandProto
+    nodes = [hdds_pb2.DatanodeDetailsProto(uuid=str(uuid.uuid4()), hostName=f"dn{i}") for i in range(3)]
+    ec = hdds_pb2.ECReplicationConfig(data=3, parity=2, codec="rs", ecChunkSize=1 << 20)
+    rebuild = cmd_type(commandType=cmd_type.reconstructECContainersCommand, cmdId=41, term=3,
+                       reconstructECContainersCommandProto=dn.ReconstructECContainersCommandProto(
+                           containerID=9, ecReplicationConfig=ec, targets=nodes[2:], missingContainerIndexes=bytes([4]),
+                           sources=[dn.DatanodeDetailsAndReplicaIndexProto(datanodeDetails=n, replicaIndex=i + 1)
+                                    for i, n in enumerate(nodes[:2])]))
+    delete = cmd_type(commandType=cmd_type.deleteContainerCommand, cmdId=42, term=3,
+                      deleteContainerCommandProto=dn.DeleteContainerCommandProto(containerID=9, force=True, replicaIndex=5))
+    wire_resp = ozone_wire.heartbeat_response_to_wire(dn.SCMHeartbeatResponseProto(datanodeUUID="x", commands=[rebuild, delete]))
+    assert wire_resp.IsInitialized()
+    sent = wire_resp.commands[0].reconstructECContainersCommandProto
+    assert sent.cmdId == 41 and sent.containerID == 9 and sent.missingContainerIndexes == b"\x04"
+    assert [(s.datanodeDetails.hostName, s.replicaIndex) for s in sent.sources] == [("dn0", 1), ("dn1", 2)]
+    assert [t.hostName for t in sent.targets] == ["dn2"] and ozone_wire.uuid_text(sent.targets[0].uuid128) == nodes[2].uuid
+    assert (sent.ecReplicationConfig.data, sent.ecReplicationConfig.parity, sent.ecReplicationConfig.codec) == (3, 2, "rs")
+    removed = wire_resp.commands[1].deleteContainerCommandProto
+    assert (removed.cmdId, removed.replicaIndex, removed.force) == (42, 5, True)
+
+    pipeline = hdds_pb2.Pipeline(id=hdds_pb2.PipelineID(id=str(uuid.uuid4())), members=nodes[:3], type=hdds_pb2.EC,
+                                 state=hdds_pb2.PIPELINE_OPEN, memberReplicaIndexes=[1, 2, 3],
+                                 ecReplicationConfig=hdds_pb2.ECReplicationConfig(data=2, parity=1, codec="xor",
+                                                                                  ecChunkSize=1 << 20))
+    out = ozone_wire.pipeline_to_wire(pipeline)
+    assert out.type == wire.EC and list(out.memberReplicaIndexes) == [1, 2, 3]
+    assert (out.ecReplicationConfig.data, out.ecReplicationConfig.codec) == (2, "xor")

@@ -141,10 +141,12 @@ async def test_container_counts_ids_and_list_filters(admin: Any) -> None:
     assert {s.key: s.count for s in report.stat}["OPEN"] == 2  # still counted by state
     await call(wire_loc.SuppressContainer, suppressContainerRequest={"containerIDs": [cids[1]], "suppress": False})
     assert not scm.get_container(cids[1]).suppressed
-    with pytest.raises(RemoteError, match="EC containers are not served"):
-        await call(wire_loc.ListContainer, scmListContainerRequest={
-            "count": 10, "type": wire.EC, "ecReplicationConfig": {"data": 3, "parity": 2, "codec": "rs",
-                                                                  "ecChunkSize": 1048576}})
+    # the EC filter is served: these containers are all RATIS, so an rs-3-2-1024k filter keeps none of them
+    ec_only = await call(wire_loc.ListContainer, scmListContainerRequest={
+        "count": 10, "type": wire.EC, "ecReplicationConfig": {"data": 3, "parity": 2, "codec": "rs",
+                                                              "ecChunkSize": 1048576}})
+    assert list(ec_only.scmListContainerResponse.containers) == []
+    assert ec_only.scmListContainerResponse.containerCount == 0
     with pytest.raises(RemoteError) as err:
         await call(wire_loc.QueryNode, nodeQueryRequest={"scope": wire.QueryScope.POOL})
     assert err.value.exception_class == "java.lang.IllegalArgumentException" and err.value.message == "Not Supported yet"

@@ -106,6 +106,8 @@ class SlowSCM(FakeSCM):
         replication_factor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[BlockAllocation]:
         await self.gate.wait()
         return await super().allocate_block(size, num_blocks, replication_type, replication_factor, owner,
@@ -251,6 +253,8 @@ class SafeModeSCM(FakeSCM):
         replication_factor: int,
         owner: str,
         exclude_list: hdds_pb2.ExcludeListProto | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> list[BlockAllocation]:
         raise SCMException(ResultCodes.SAFE_MODE_EXCEPTION, "SCM is in safe mode; block allocation is not allowed")
 
@@ -324,6 +328,8 @@ async def test_a_retried_large_allocation_gets_the_same_bytes_from_a_compact_cac
             replication_factor: int,
             owner: str,
             exclude_list: hdds_pb2.ExcludeListProto | None = None,
+            *,
+            ec: hdds_pb2.ECReplicationConfig | None = None,
         ) -> list[BlockAllocation]:
             asked.append(num_blocks)
             return [BlockAllocation(1 + n // 20, 1000 + n, pipelines[n % 2]) for n in range(num_blocks)]  # as ours

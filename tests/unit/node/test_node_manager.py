@@ -230,3 +230,45 @@ async def test_pipeline_limit_zero_derives_from_per_metadata_disk(tmp_path: Path
     await dns[0].register(scm)
     assert scm.node_manager.pipeline_limit(dns[0].uuid) == 4
     await scm.stop()
+
+
+async def test_decommission_of_an_ec_holder_waits_for_its_index_elsewhere(tmp_path: Path) -> None:
+    """Ozone's ECContainerReplicaCount.isSufficientlyReplicatedForOffline: a datanode holding index i of an EC
+    container leaves only once index i sits on another healthy in-service datanode; other holders of other
+    indexes do not count for it (rs-3-2: five holders, none of them a copy of the leaving index)."""
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(6)
+    await bring_up(scm, dns)
+    ec = hdds_pb2.ECReplicationConfig(data=3, parity=2, codec="rs", ecChunkSize=1 << 20)
+    cid = (await scm.container_manager.allocate_container(hdds_pb2.EC, hdds_pb2.THREE, "om", ec=ec)).containerID
+    pipeline = scm.pipeline_manager.get_pipeline(scm.container_manager.get_container(cid).pipelineID.id)
+    index_of = dict(zip((m.uuid for m in pipeline.members), pipeline.memberReplicaIndexes, strict=True))
+    by_uuid = {dn.uuid: dn for dn in dns}
+    await scm.close_container(cid)
+    for uuid, index in index_of.items():
+        by_uuid[uuid].replicas[cid] = hdds_pb2.ContainerReplicaProto(
+            containerID=cid, state=R.CLOSED, keyCount=10, blockCommitSequenceId=5, used=1000, replicaIndex=index
+        )
+        await by_uuid[uuid].heartbeat(scm)
+    assert scm.container_manager.get_container(cid).state == hdds_pb2.CLOSED
+    leaving = next(u for u, i in index_of.items() if i == 2)
+    spare = next(dn for dn in dns if dn.uuid not in index_of)
+    assert await scm.decommission_nodes([leaving]) == []
+    # four other holders, but none holds index 2: the node cannot leave yet
+    assert await scm.decommission_manager.run_once() == []
+    await scm.replication_manager.run_once()
+    [copy] = scm.node_manager.queued_commands(spare.uuid, T.replicateContainerCommand)
+    assert copy.replicateContainerCommandProto.replicaIndex == 2
+    spare.replicas[cid] = hdds_pb2.ContainerReplicaProto(
+        containerID=cid, state=R.CLOSED, keyCount=10, blockCommitSequenceId=5, used=1000, replicaIndex=2
+    )
+    await spare.heartbeat(scm)
+    assert await scm.decommission_manager.run_once() == [(leaving, hdds_pb2.DECOMMISSIONED)]
+    # maintenance (remaining redundancy 1) needs d + 1 = 4 distinct indexes on other in-service nodes: with a
+    # first holder in maintenance four remain, so it enters at once; a second one would leave three
+    first, second = (u for u, i in index_of.items() if i in (4, 5))
+    assert await scm.start_maintenance_nodes([first]) == []
+    assert await scm.decommission_manager.run_once() == [(first, hdds_pb2.IN_MAINTENANCE)]
+    assert await scm.start_maintenance_nodes([second]) == []
+    assert await scm.decommission_manager.run_once() == []
+    await scm.stop()

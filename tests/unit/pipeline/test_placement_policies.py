@@ -146,6 +146,37 @@ def test_rack_scatter_policy_check_counts_racks_and_balance() -> None:
     assert not check(["/r1", "/r1", "/r1", "/r2", "/r3"], 5, 3)  # one rack holds more than ceil(5/3)
 
 
+def test_replicas_to_copy_to_fix_misreplication_takes_the_excess_of_the_fullest_racks() -> None:
+    scatter = SCMContainerPlacementRackScatter(random.Random(1))
+    # rs-3-2 with three replicas on /r1 and two on /r2, five racks in the cluster: two of /r1's and one of
+    # /r2's must go (each rack may keep ceil(5/5) = 1), the first copyable ones in the order given
+    replicas = [("/r1", True), ("/r1", True), ("/r1", True), ("/r2", True), ("/r2", True)]
+    assert scatter.replicas_to_copy_to_fix_misreplication(replicas, 5) == [0, 1, 3]
+    # three racks: /r1 keeps ceil(5/3) = 2, then /r2 keeps ceil(3/2) = 2: one copy, from /r1
+    assert scatter.replicas_to_copy_to_fix_misreplication(replicas, 3) == [0]
+    # a replica that cannot be copied (not CLOSED, or its node unhealthy) is never chosen
+    pinned = [("/r1", False), ("/r1", True), ("/r1", False), ("/r2", True), ("/r3", True)]
+    assert scatter.replicas_to_copy_to_fix_misreplication(pinned, 3) == [1]
+    # already spread: nothing to copy
+    assert scatter.replicas_to_copy_to_fix_misreplication([("/r1", True), ("/r2", True), ("/r3", True)], 3) == []
+    # RackAware asks for two racks only; Random for one
+    aware = SCMContainerPlacementRackAware(random.Random(1))
+    assert aware.replicas_to_copy_to_fix_misreplication([("/r1", True)] * 3, 4) == [0]
+    assert container_policy(groups.RANDOM).replicas_to_copy_to_fix_misreplication([("/r1", True)] * 3, 4) == []
+
+
+def test_replicas_to_remove_to_fix_overreplication_empties_the_crowded_rack() -> None:
+    remove = SCMContainerPlacementRackScatter.replicas_to_remove_to_fix_overreplication
+    # index 2 on /r1 (with index 1) and on /r5 (alone): the /r1 copy goes
+    replicas = [(1, "/r1"), (2, "/r1"), (3, "/r2"), (4, "/r3"), (5, "/r4"), (2, "/r5")]
+    assert remove(replicas) == [1]
+    # the most copied index first; each extra copy from the rack holding most replicas at that moment (ties:
+    # the later replica): index 1 loses its /r2 copy, then one of /r1's; index 2 then keeps its /r2 copy
+    triple = [(1, "/r1"), (1, "/r1"), (1, "/r2"), (2, "/r2"), (2, "/r3")]
+    assert remove(triple) == [2, 1, 4]
+    assert remove([(1, "/r1"), (2, "/r2")]) == []
+
+
 def test_capacity_prefers_the_emptier_of_two() -> None:
     full = node("full", "/r1", remaining=10 * GB)
     empty = node("empty", "/r1", remaining=90 * GB)

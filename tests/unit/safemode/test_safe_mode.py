@@ -190,3 +190,40 @@ async def test_container_rule_costs_no_rescan_per_heartbeat(tmp_path: Path) -> N
     await dns[1].heartbeat(again)
     assert rules(again)["RatisContainerSafeModeRule"][0]
     await again.stop()
+
+
+async def test_ec_container_rule_needs_data_replicas(tmp_path: Path) -> None:
+    """Ozone's ECContainerSafeModeRule: an rs-3-2 container with keys counts once 3 datanodes report it."""
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    dns = make_datanodes(5)
+    await bring_up(scm, dns)
+    ec = hdds_pb2.ECReplicationConfig(data=3, parity=2, codec="rs", ecChunkSize=1 << 20)
+    info = await scm.container_manager.allocate_container(hdds_pb2.EC, hdds_pb2.ZERO, "om", ec=ec)
+    cid = info.containerID
+    await scm.close_container(cid)
+    pipeline = scm.pipeline_manager.get_pipeline(info.pipelineID.id)
+    holders = {m.uuid: i for m, i in zip(pipeline.members, pipeline.memberReplicaIndexes, strict=True)}
+    for dn in dns:
+        dn.replicas[cid] = replica(cid, R.CLOSED, keys=5)
+        dn.replicas[cid].replicaIndex = holders[dn.uuid]
+        await dn.heartbeat(scm)
+    assert scm.container_manager.get_container(cid).state == hdds_pb2.CLOSED
+    await scm.stop()
+    again = await StorageContainerManager.create(
+        make_conf(tmp_path, **{"hdds.scm.safemode.healthy.pipeline.pct": "0",
+                               "hdds.scm.safemode.atleast.one.node.reported.pipeline.pct": "0"}),
+        clock=clock,
+    )
+    await again.ha_manager.start()
+    for dn in dns[:2]:
+        await dn.register(again)
+    ok, text = rules(again)["ECContainerSafeModeRule"]
+    assert not ok and "[0/1]" in text  # two of the three data replicas a read needs
+    assert rules(again)["RatisContainerSafeModeRule"][0]  # EC containers are not the Ratis rule's
+    for dn in dns[2:]:
+        await dn.register(again)
+    ok, text = rules(again)["ECContainerSafeModeRule"]
+    assert ok and "[1/1]" in text
+    assert not again.in_safe_mode()[0]
+    await again.stop()
