@@ -5,6 +5,8 @@ ring, block and container tokens enforced, gRPC TLS between datanodes. Run by `m
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import re
 import time
@@ -13,8 +15,10 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from scm_server.proto.ozone import hdds_pb2
 from tests.ozone_interop.ozone_procs import ADMIN_MAIN, digest, keys_survive_leader_kill
 from tests.ozone_secure.secure_procs import ADMIN, HOST, NO_TICKET, USER, SecureOzoneCluster
+from tests.ozone_secure.xceiver import container_token, datanode_uuid, encode_token, messages, read_container
 
 pytestmark = [pytest.mark.ozone_secure, pytest.mark.timeout(2400)]
 
@@ -92,6 +96,44 @@ def test_a_client_without_a_ticket_is_refused(secure_cluster: SecureOzoneCluster
     assert result.returncode != 0, result.stdout
     assert re.search(r"GSS initiate failed|Failed to find any Kerberos tgt|Client cannot authenticate via:\[KERBEROS\]",
                      result.stderr), result.stderr[-2000:]
+
+
+def test_datanodes_enforce_container_tokens_signed_with_our_secret_keys(secure_cluster: SecureOzoneCluster,
+                                                                        tmp_path: Path) -> None:
+    """Ozone's datanode, asked ReadContainer over its gRPC TLS port, serves it with a container token our SCM
+    signed (GetContainerToken, as the administrator over Kerberos) and refuses it without a token, with the token's
+    password altered, and with a token for another container: it verifies tokens with the secret keys it fetched
+    from our ring."""
+    c = secure_cluster
+    c.sh("volume", "create", "/tokvol", user=USER)
+    c.sh("bucket", "create", "/tokvol/tokbucket", user=USER)
+    src = tmp_path / "small.in"
+    src.write_bytes(os.urandom(64 * 1024))
+    c.sh("key", "put", "/tokvol/tokbucket/small", str(src), user=USER)
+    info = json.loads(c.sh("key", "info", "/tokvol/tokbucket/small", user=USER))
+    cid = int(info["ozoneKeyLocations"][0]["containerID"])  # on all three datanodes (RATIS/THREE)
+    leader = next(s for s in c.scms if s.node_id == c.scm_leader())
+    token = asyncio.run(container_token(leader.client_port, c.ccaches[ADMIN], cid))
+    assert token.kind == "HDDS_CONTAINER_TOKEN" and token.password, token
+    other = asyncio.run(container_token(leader.client_port, c.ccaches[ADMIN], cid + 1000))
+    forged = hdds_pb2.TokenProto()
+    forged.CopyFrom(token)
+    forged.password = bytes(b ^ 0xFF for b in token.password)
+    root_pem = (c.base / c.scms[0].node_id / "metadata" / "scm" / "ca" / "certs" / "ROOTCA-1.crt").read_bytes()
+    pb = messages()
+    for dn in c.datanodes:
+        uuid = datanode_uuid(c.base / dn.name / "metadata" / "datanode.id")
+        port = dn.ports["ipc"]
+        served = read_container(port, root_pem, uuid, cid, encode_token(token))
+        assert served.result == pb.SUCCESS, (dn.name, served)
+        assert served.readContainer.containerData.containerID == cid, (dn.name, served)
+        # Ozone's verifier's own messages: each refusal for its own reason
+        for encoded, reason in ((None, "Failed to find any token"),
+                                (encode_token(forged), f"Invalid token for user: {ADMIN}@{c.kdc.realm}"),
+                                (encode_token(other), f"Token for ID: #{cid + 1000} can't be used to access: #{cid}")):
+            refused = read_container(port, root_pem, uuid, cid, encoded)
+            assert refused.result == pb.BLOCK_TOKEN_VERIFICATION_FAILED, (dn.name, reason, refused)
+            assert reason in refused.message, (dn.name, refused.message)
 
 
 def test_scm_leader_sigkilled_while_keys_are_written(secure_cluster: SecureOzoneCluster, tmp_path: Path) -> None:
