@@ -164,6 +164,15 @@ def static_properties(spec: ClusterSpec) -> dict[str, str]:
         )
     for key in sorted(spec.ozone_site):
         props[key] = spec.ozone_site[key]
+    kerberos = spec.security.kerberos
+    if kerberos is not None:
+        # every Hadoop RPC listener authenticates its callers with Kerberos (Ozone's keys; spec.ozoneSite may not
+        # set them while spec.security.kerberos does)
+        props.update({
+            "hadoop.security.authentication": "kerberos",
+            "hdds.scm.kerberos.principal": kerberos.principal,
+            "hdds.scm.kerberos.keytab.file": f"{naming.KEYTAB_DIR}/{kerberos.keytab_key}",
+        })
     if spec.security.enabled:
         # the operator's own client certificate must stay an administrator (transfer, decommission)
         admins = [a.strip() for a in props.get("ozone.administrators", "").split(",") if a.strip()]
@@ -385,6 +394,32 @@ def client_tls_env() -> list[Body]:
     ]
 
 
+KEYTAB_MODE = 0o400
+
+
+def kerberos_parts(spec: ClusterSpec) -> tuple[list[Body], list[Body], list[Body]]:
+    """(volumes, mounts, env) of ``spec.security.kerberos`` in a member Pod (all empty without it): the keytab
+    Secret's one key read-only with mode 0400, the realm's krb5.conf from its ConfigMap (``KRB5_CONFIG``; without
+    it the image's /etc/krb5.conf), and MIT Kerberos' replay cache on the writable /tmp (the root filesystem is
+    read-only)."""
+    kerberos = spec.security.kerberos
+    if kerberos is None:
+        return [], [], []
+    volumes: list[Body] = [{
+        "name": "keytab",
+        "secret": {"secretName": kerberos.keytab_secret, "defaultMode": KEYTAB_MODE,
+                   "items": [{"key": kerberos.keytab_key, "path": kerberos.keytab_key}]},
+    }]
+    mounts: list[Body] = [{"name": "keytab", "mountPath": naming.KEYTAB_DIR, "readOnly": True}]
+    env: list[Body] = [{"name": "KRB5RCACHEDIR", "value": TMP_DIR}]
+    if kerberos.krb5_config_map is not None:
+        volumes.append({"name": "krb5", "configMap": {
+            "name": kerberos.krb5_config_map, "items": [{"key": naming.KRB5_CONF, "path": naming.KRB5_CONF}]}})
+        mounts.append({"name": "krb5", "mountPath": naming.KRB5_DIR, "readOnly": True})
+        env.append({"name": "KRB5_CONFIG", "value": f"{naming.KRB5_DIR}/{naming.KRB5_CONF}"})
+    return volumes, mounts, env
+
+
 def _template_inputs(spec: ClusterSpec) -> Body:
     """Everything the member Pods are built from that a user can change (the Pod revision's input)."""
     return {
@@ -485,6 +520,10 @@ def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, 
     if spec.security.operator_ca:
         mounts.append({"name": "tls", "mountPath": naming.TLS_DIR, "readOnly": True})
         volumes.append({"name": "tls", "secret": {"secretName": naming.member_tls_secret_name(member)}})
+    kerberos_volumes, kerberos_mounts, kerberos_env = kerberos_parts(spec)
+    volumes.extend(kerberos_volumes)
+    mounts.extend(kerberos_mounts)
+    env.extend(kerberos_env)
     container_security = container_security_context(spec)
     common = {
         "image": spec.image,

@@ -125,6 +125,30 @@ def quantity_bytes(size: str) -> Fraction:
     return Fraction(m.group(1)) * _QUANTITY_SUFFIX[m.group(2) or ""]
 
 
+# ozone-site.xml keys the operator owns when spec.security.kerberos is set (rendered from it)
+KERBEROS_KEYS = frozenset({"hadoop.security.authentication", "hdds.scm.kerberos.principal",
+                           "hdds.scm.kerberos.keytab.file"})
+_PRINCIPAL = re.compile(r"^[^/@\s]+(/[^/@\s]+)?@[^/@\s]+$")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class KerberosSpec:
+    """Kerberos on the members' Hadoop RPC listeners (``spec.security.kerberos``): the Secret holding the SCM's
+    keytab (mounted read-only, mode 0400), the principal pattern (``scm/_HOST@REALM``: ``_HOST`` is each member's
+    canonical host name, so the keytab holds one key per member host), and optionally the ConfigMap holding the
+    realm's ``krb5.conf``. The KDC is outside the operator's concern."""
+
+    keytab_secret: str
+    principal: str
+    keytab_key: str = "scm.keytab"
+    krb5_config_map: str | None = None
+
+    @property
+    def realm(self) -> str:
+        return self.principal.rsplit("@", 1)[1]
+
+
 @dataclasses.dataclass(frozen=True)
 class SecuritySpec:
     enabled: bool = False
@@ -132,6 +156,7 @@ class SecuritySpec:
     certificate_duration: datetime.timedelta = datetime.timedelta(hours=720)
     renew_before: datetime.timedelta = datetime.timedelta(hours=168)
     root_ca_duration: datetime.timedelta = datetime.timedelta(hours=87600)
+    kerberos: KerberosSpec | None = None
 
     @property
     def operator_ca(self) -> bool:
@@ -287,6 +312,30 @@ class ClusterSpec:
     paused: bool = False
 
 
+
+def _kerberos(kr: _Reader) -> KerberosSpec | None:
+    """``spec.security.kerberos``; None (with a problem each) when the keytab Secret or the principal is missing or
+    malformed."""
+    secret = kr.opt_str("keytabSecret")
+    principal = kr.opt_str("principal")
+    key = kr.text("keytabKey", "scm.keytab")
+    krb5 = kr.opt_str("krb5ConfigMap")
+    if secret is None and kr.raw.get("keytabSecret") in (None, ""):  # else opt_str named the bad value
+        kr.problem("keytabSecret", "must name the Secret holding the SCM's keytab (e.g. scm-keytab)")
+    if principal is None:
+        if kr.raw.get("principal") in (None, ""):
+            kr.problem("principal", "must be the SCM's principal pattern, e.g. scm/_HOST@EXAMPLE.COM")
+    elif not _PRINCIPAL.match(principal):
+        kr.problem("principal", f"{principal!r} is not service/host@REALM (host may be _HOST), "
+                                "e.g. scm/_HOST@EXAMPLE.COM")
+        principal = None
+    if not _FILE_NAME.match(key):
+        kr.problem("keytabKey", f"{key!r} is not a Secret key usable as a file name (letters, digits, . _ -)")
+        key = "scm.keytab"
+    if secret is None or principal is None:
+        return None
+    return KerberosSpec(keytab_secret=secret, principal=principal, keytab_key=key, krb5_config_map=krb5)
+
 class _Reader:
     """Reads typed fields from a raw mapping, recording a problem (and using the default) on a bad value."""
 
@@ -430,6 +479,7 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         certificate_duration=se.duration("certificateDuration", "720h"),
         renew_before=se.duration("renewBefore", "168h"),
         root_ca_duration=se.duration("rootCADuration", "87600h"),
+        kerberos=_kerberos(se.sub("kerberos")) if se.raw.get("kerberos") is not None else None,
     )
     if security.renew_before >= security.certificate_duration:
         problems.append(SpecProblem(
@@ -443,7 +493,8 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         )
 
     ozone_site = r.str_map("ozoneSite")
-    owned = sorted(k for k in ozone_site if k in OWNED_KEYS or k.startswith(OWNED_PREFIXES) or RETIRED_PORT_INFIX in k)
+    owned = sorted(k for k in ozone_site if k in OWNED_KEYS or k.startswith(OWNED_PREFIXES) or RETIRED_PORT_INFIX in k
+                   or (security.kerberos is not None and k in KERBEROS_KEYS))
     if owned:
         problems.append(SpecProblem(
             "ozoneSite",

@@ -105,7 +105,9 @@ def datanode_sim(
                                  param_hint="--hadoop-rpc-datanodes")
     if (protocol == "hadoop-rpc" or hadoop_rpc_datanodes) and security is not None:
         raise click.BadParameter(
-            "Hadoop RPC serves SIMPLE authentication only so far: not on a secure cluster (ozone.security.enabled)",
+            "the simulated datanodes speak Hadoop RPC with SIMPLE authentication only: not on a secure cluster "
+            "(ozone.security.enabled), whose Hadoop RPC listeners take Kerberos callers (Ozone's own datanodes); "
+            "use --protocol grpc",
             param_hint="--protocol",
         )
     asyncio.run(_run(dn_addresses, admin_addresses, count, interval, racks, containers_per_node, size, prefix, duration,

@@ -82,14 +82,28 @@ def local_run(num_scms: int, datanodes: int, racks: int, blocks: int, data_dir: 
 @click.option("--secure", is_flag=True, help="Security and mutual TLS on; writes <data-dir>/admin/conf for the CLI.")
 @click.option("--ca-mode", type=click.Choice(["scm", "operator"]), default="scm", show_default=True,
               help="With --secure: root CA made by the primordial SCM (scm), or held outside the cluster (operator).")
-def local_up(num_scms: int, datanodes: int, data_dir: Path, secure: bool, ca_mode: str) -> None:
+@click.option("--hadoop-rpc/--no-hadoop-rpc", "hadoop_rpc", default=None,
+              help="Serve Ozone's protocols over Hadoop RPC on Ozone's ports (default: on unless --secure; with "
+                   "--secure it needs Kerberos, given with --set).")
+@click.option("--set", "overrides", multiple=True, type=params.SETTING, metavar="KEY=VALUE",
+              help="A key of every SCM's ozone-site.xml (repeatable), e.g. hdds.scm.kerberos.principal=scm/_HOST@R.")
+def local_up(num_scms: int, datanodes: int, data_dir: Path, secure: bool, ca_mode: str, hadoop_rpc: bool | None,
+             overrides: tuple[tuple[str, str], ...]) -> None:
     """Start an SCM quorum and simulated datanodes in the background (see `local status` / `local down`)."""
+    from scm_server.conf.security import secure_hadoop_rpc_problem
     from scm_server.local import quorum as ha_local
 
     if secure and num_scms < 2:
         raise click.UsageError("--secure runs an HA quorum: use --scms 3 (the default)")
+    settings = dict(overrides)
+    serve_hadoop_rpc = (not secure) if hadoop_rpc is None else hadoop_rpc
+    if secure and serve_hadoop_rpc:
+        problem = secure_hadoop_rpc_problem({**settings, "ozone.security.enabled": "true"})
+        if problem is not None:
+            raise click.UsageError(f"--hadoop-rpc with --secure: {problem} (keys: --set KEY=VALUE; off: --no-hadoop-rpc)")
     with console.status(f"starting {num_scms} SCM(s) and {datanodes} datanodes under {data_dir}"):
-        path = ha_local.up(num_scms, datanodes, data_dir, secure=secure, ca_mode=ca_mode)
+        path = ha_local.up(num_scms, datanodes, data_dir, secure=secure, ca_mode=ca_mode, hadoop_rpc=serve_hadoop_rpc,
+                           settings=settings)
     console.print(f"Local cluster is up; state in {path}. `ozone-scm local status` shows roles and addresses.")
     if secure:
         console.print(f"Secure: use `ozone-scm --conf {data_dir}/admin/conf admin ...` (admin client certificate).",

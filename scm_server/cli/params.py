@@ -41,3 +41,20 @@ class Size(click.ParamType):
 
 
 SIZE = Size()
+
+
+class Setting(click.ParamType):
+    """A configuration key and its value, ``KEY=VALUE`` (e.g. ``hadoop.security.authentication=kerberos``)."""
+
+    name = "KEY=VALUE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, str]:
+        if isinstance(value, tuple):
+            return value
+        key, sep, val = str(value).partition("=")
+        if not sep or not key.strip():
+            self.fail(f"{value!r} is not KEY=VALUE (e.g. hadoop.security.authentication=kerberos)", param, ctx)
+        return key.strip(), val.strip()
+
+
+SETTING = Setting()

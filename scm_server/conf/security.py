@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -460,3 +461,31 @@ def _key(field_name: str) -> str:
         if f.name == field_name:
             return str(f.metadata.get("key", field_name))
     return field_name
+
+
+SECURITY_ENABLED_KEY = "ozone.security.enabled"
+AUTHENTICATION_KEY = "hadoop.security.authentication"
+SCM_PRINCIPAL_KEY = "hdds.scm.kerberos.principal"
+SCM_KEYTAB_KEY = "hdds.scm.kerberos.keytab.file"
+
+
+def secure_hadoop_rpc_problem(settings: Mapping[str, str]) -> str | None:
+    """Why Ozone's protocols cannot be served over Hadoop RPC on a secure cluster with these settings, in one line
+    naming the keys to set (None when they can). On a secure cluster (``ozone.security.enabled``) every Hadoop RPC
+    caller must be authenticated, which takes Kerberos: ``hadoop.security.authentication=kerberos`` and the SCM's
+    principal and keytab. Only presence is checked here; the daemon checks the keytab and principal at start."""
+    if str(settings.get(SECURITY_ENABLED_KEY, "false")).strip().lower() != "true":
+        return None
+    missing = []
+    if str(settings.get(AUTHENTICATION_KEY, "simple")).strip().lower() != "kerberos":
+        missing.append(f"{AUTHENTICATION_KEY}=kerberos")
+    if not str(settings.get(SCM_PRINCIPAL_KEY, "")).strip():
+        missing.append(f"{SCM_PRINCIPAL_KEY} (e.g. scm/_HOST@EXAMPLE.COM)")
+    if not str(settings.get(SCM_KEYTAB_KEY, "")).strip():
+        missing.append(f"{SCM_KEYTAB_KEY} (the keytab holding that principal's key)")
+    if not missing:
+        return None
+    return (
+        "Hadoop RPC on a secure cluster (ozone.security.enabled=true) serves Kerberos-authenticated callers only: "
+        f"set {', '.join(missing)}, or leave Hadoop RPC off"
+    )

@@ -41,6 +41,7 @@ from scm_server.client.ha_admin import HAAdminClient, Roles
 from scm_server.client.retryable import is_answer_or_transient, is_transient
 from scm_server.client.scm_client import SCMClient
 from scm_server.conf import ports
+from scm_server.conf.security import secure_hadoop_rpc_problem
 from scm_server.exceptions import NotLeaderException
 from scm_server.local.cluster import (
     HADOOP_RPC_KEYS,
@@ -89,17 +90,19 @@ class HALocalCluster(LocalCluster):
         ca_mode: str = "scm",
         hadoop_rpc: bool = False,
     ) -> None:
-        if hadoop_rpc and secure:
-            raise ValueError("Hadoop RPC serves SIMPLE authentication only: not on a secure cluster")
         self.secure = SecureSetup(Path(base_dir), spec=key_spec, ca_mode=ca_mode) if secure else None
         secure_settings = self.secure.settings() if self.secure is not None else {}
+        if hadoop_rpc and secure:
+            problem = secure_hadoop_rpc_problem({**secure_settings, **(settings or {})})
+            if problem is not None:
+                raise ValueError(problem)
         super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **secure_settings, **(settings or {})})
         self.security_ports: dict[str, int] = {str(s.node_id): free_port() for s in self.scms}
         if self.secure is not None:
             for s in self.scms:
                 s.web_ca = self.secure.root_cert
-        # every SCM serves Ozone's protocols over Hadoop RPC on Ozone's keys (not when secure: SIMPLE only);
-        # ``hadoop_rpc``: about half of the simulated datanodes speak it
+        # every SCM serves Ozone's protocols over Hadoop RPC on Ozone's keys (secure: with Kerberos only);
+        # ``hadoop_rpc``: about half of the simulated datanodes speak it (insecure only: they speak SIMPLE)
         self.hadoop_rpc = hadoop_rpc
 
     HADOOP_RPC_KEYS = HADOOP_RPC_KEYS
@@ -462,7 +465,7 @@ async def run_workload(
 def hadoop_rpc_datanodes(cluster: HALocalCluster, num_datanodes: int) -> dict[str, Any]:
     """The simulator's mixed transports on a cluster serving Hadoop RPC: about half of the datanodes (at least
     one, the last ones) speak Ozone's datanode protocol over Hadoop RPC, the others gRPC."""
-    if not cluster.hadoop_rpc or num_datanodes < 1:
+    if not cluster.hadoop_rpc or num_datanodes < 1 or cluster.secure is not None:
         return {}
     return {
         "hadoop_rpc_addresses": cluster.hadoop_addresses("datanode"),
@@ -576,16 +579,19 @@ def run_local(
 
 def up(
     num_scms: int = 3, num_datanodes: int = 5, data_dir: Path = Path("run-data"), secure: bool = False,
-    ca_mode: str = "scm",
+    ca_mode: str = "scm", hadoop_rpc: bool | None = None, settings: Mapping[str, str] | None = None,
 ) -> Path:
-    """Start the quorum and a datanode simulator process in the background; record them."""
+    """Start the quorum and a datanode simulator process in the background; record them. ``hadoop_rpc`` (default:
+    not ``secure``) serves Ozone's protocols over Hadoop RPC; on a secure ring that needs Kerberos in
+    ``settings`` (HALocalCluster refuses it otherwise, naming the keys)."""
     import shutil
 
     if data_dir.exists():
         raise RuntimeError(f"{data_dir} exists: run `ozone-scm local down` first (or remove it)")
     cluster = HALocalCluster(data_dir.resolve(), num_scms,
-                             settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3))}, secure=secure,
-                             ca_mode=ca_mode, hadoop_rpc=not secure)
+                             settings={"hdds.scm.safemode.min.datanode": str(min(num_datanodes, 3)),
+                                       **(settings or {})}, secure=secure,
+                             ca_mode=ca_mode, hadoop_rpc=(not secure) if hadoop_rpc is None else hadoop_rpc)
     try:
         cluster.start_quorum()
     except BaseException:

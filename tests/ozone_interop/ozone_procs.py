@@ -15,6 +15,8 @@ on Ozone's own port keys: our SCMs read the very keys every Ozone process is giv
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -22,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -437,9 +440,13 @@ class OzoneCluster:
 
     # ---------------------------------------------------------------- processes
 
+    def jvm_properties(self) -> list[str]:
+        """System properties every JVM of this cluster gets (none here; the secure tier adds its krb5.conf)."""
+        return []
+
     def java_cmd(self, conf: Path, heap: str, main: str, args: list[str], *, cli: bool = False) -> list[str]:
         return [
-            self.java, heap, *JVM_FLAGS, *(CLI_FLAGS if cli else []),
+            self.java, heap, *JVM_FLAGS, *(CLI_FLAGS if cli else []), *self.jvm_properties(),
             f"-Dlog4j.configuration=file:{conf / 'log4j.properties'}",
             f"-Dlog4j.configurationFile={conf / 'log4j2.properties'}",
             f"-Dozone.log.dir={conf.parent / 'logs'}",
@@ -710,12 +717,20 @@ class OzoneCluster:
             self.conf_dir("client", self.common_props(), cli=True)
         return conf
 
-    def tool(self, main: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def tool_env(self, user: str | None) -> dict[str, str] | None:
+        """The environment of a command-line tool run as `user` (None: the default caller). Without security every
+        tool inherits this process's environment; the secure tier points KRB5CCNAME at the user's tickets."""
+        if user is not None:
+            raise OzoneInteropError(f"no user {user!r} on an insecure cluster: every caller is the process's user")
+        return None
+
+    def tool(self, main: str, *args: str, timeout: float = 120,
+             user: str | None = None) -> subprocess.CompletedProcess[str]:
         conf = self.client_conf()
         try:
             return subprocess.run(
                 self.java_cmd(conf, CLI_HEAP, main, list(args), cli=True), capture_output=True, text=True,
-                timeout=timeout, cwd=self.base, check=False, stdin=subprocess.DEVNULL,
+                timeout=timeout, cwd=self.base, check=False, stdin=subprocess.DEVNULL, env=self.tool_env(user),
             )
         except subprocess.TimeoutExpired as exc:  # subprocess.run has killed it; a probe may try again
             raise OzoneInteropError(f"{main.rsplit('.', 1)[-1]} {' '.join(args)}: no answer in {timeout:.0f} s") from exc
@@ -728,15 +743,118 @@ class OzoneCluster:
             )
         return result.stdout
 
-    def admin(self, *args: str, timeout: float = 120) -> str:
-        return self._checked("ozone admin " + " ".join(args), self.tool(ADMIN_MAIN, *args, timeout=timeout))
+    def admin(self, *args: str, timeout: float = 120, user: str | None = None) -> str:
+        return self._checked("ozone admin " + " ".join(args),
+                             self.tool(ADMIN_MAIN, *args, timeout=timeout, user=user))
 
     def freon(self, *args: str, timeout: float = 300) -> str:
         result = self.tool(FREON_MAIN, *args, timeout=timeout)
         return self._checked("ozone freon " + " ".join(args), result) + result.stderr
 
-    def sh(self, *args: str, timeout: float = 120) -> str:
-        return self._checked("ozone sh " + " ".join(args), self.tool(SHELL_MAIN, *args, timeout=timeout))
+    def sh(self, *args: str, timeout: float = 120, user: str | None = None) -> str:
+        return self._checked("ozone sh " + " ".join(args), self.tool(SHELL_MAIN, *args, timeout=timeout, user=user))
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def keys_survive_leader_kill(c: OzoneCluster, tmp_path: Path, volume: str, bucket: str, *,
+                             user: str | None = None) -> dict[str, bytes]:
+    """Keys are put one after another into /volume/bucket (each `ozone sh key put` its own JVM, run as `user`)
+    while the SCM leader is SIGKILLed; the survivors elect a leader, writing goes on, and every acknowledged key
+    reads back identical (asserted here). Returns the acknowledged keys and their bytes."""
+    start = time.monotonic()
+    old_leader = c.scm_leader()
+    acked: dict[str, bytes] = {}
+    failed: list[tuple[str, str]] = []
+    spans: dict[str, tuple[float, float]] = {}  # each put's start and end (monotonic)
+    lock = threading.Lock()
+    stop = threading.Event()
+    writer_error: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(60):  # bounded; the main thread stops it once enough keys are acknowledged
+                if stop.is_set():
+                    return
+                name = f"during-failover-{i:02d}"
+                data = os.urandom(256 * 1024 + i)
+                src = tmp_path / f"{name}.in"
+                src.write_bytes(data)
+                began = time.monotonic()
+                try:
+                    result = c.tool(SHELL_MAIN, "key", "put", f"/{volume}/{bucket}/{name}", str(src),
+                                    timeout=300, user=user)
+                    rc, err = result.returncode, result.stderr[-2000:]
+                except OzoneInteropError as exc:  # no answer in time: not acknowledged
+                    rc, err = -1, str(exc)
+                with lock:
+                    spans[name] = (began, time.monotonic())
+                    if rc == 0:
+                        acked[name] = data
+                    else:
+                        failed.append((name, err))
+        except BaseException as exc:  # surfaced by the main thread
+            writer_error.append(exc)
+
+    def acknowledged_at_least(n: int) -> bool | None:
+        if writer_error:
+            raise writer_error[0]
+        with lock:
+            return True if len(acked) >= n else None
+
+    thread = threading.Thread(target=writer, name="key-writer", daemon=True)
+    thread.start()
+    try:
+        wait_for("2 keys acknowledged before the kill", lambda: acknowledged_at_least(2), 300, interval=0.2)
+        killed_at = time.monotonic()
+        c.kill(old_leader)  # SIGKILL to the leader's JVM while the writer keeps putting keys
+        with lock:
+            before_kill = len(acked)
+
+        def new_leader() -> str | None:
+            leaders = [n for n, role in c.scm_roles() if role == "LEADER" and n != old_leader]
+            return leaders[0] if leaders else None
+
+        elected = wait_for("a new SCM leader among the survivors", new_leader, 180, interval=1)
+        c.timings.add(f"failover: {old_leader} killed -> {elected} leader (seen by scm roles)",
+                      time.monotonic() - killed_at)
+        wait_for("3 more keys acknowledged after the kill",
+                 lambda: acknowledged_at_least(before_kill + 3), 600, interval=0.5)
+    finally:
+        stop.set()
+        thread.join(timeout=400)
+    assert not thread.is_alive(), "the key writer did not stop"
+    if writer_error:
+        raise writer_error[0]
+
+    with lock:
+        written = dict(acked)
+        in_flight = [n for n, (b, e) in spans.items() if b <= killed_at <= e]
+    assert in_flight, "no put was in flight when the leader was killed"
+    mismatched = []
+    for name, data in sorted(written.items()):
+        dst = tmp_path / f"{name}.out"
+        try:
+            c.sh("key", "get", f"/{volume}/{bucket}/{name}", str(dst), user=user)
+        except OzoneInteropError as exc:
+            mismatched.append(f"{name}: {exc}")
+            continue
+        if digest(dst.read_bytes()) != digest(data):
+            mismatched.append(f"{name}: bytes differ")
+    listed = json.loads(c.sh("key", "list", f"/{volume}/{bucket}", "--length", "1000", user=user))
+    listed_names = {k["name"] for k in listed}
+    assert set(written) <= listed_names, sorted(set(written) - listed_names)
+    assert not mismatched, mismatched
+    c.timings.add(
+        f"scenario: leader kill, {len(written)} keys acked ({len(failed)} failed, "
+        f"{in_flight[0]} in flight at the kill), all read back",
+        time.monotonic() - start,
+    )
+    if failed:  # not an error (an unacknowledged put may fail), but shown: it is part of the failover picture
+        print(f"puts that failed during the failover: {[name for name, _ in failed]}\n{failed[0][1]}")
+    return written
 
 
 def tail(path: Path, lines: int = 40) -> str:

@@ -8,26 +8,26 @@ Run by `make ozone-interop` only (marker ozone_interop).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.ozone_interop.ozone_procs import ADMIN_MAIN, SHELL_MAIN, OzoneCluster, OzoneInteropError, wait_for
+from tests.ozone_interop.ozone_procs import (
+    ADMIN_MAIN,
+    OzoneCluster,
+    digest,
+    keys_survive_leader_kill,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.ozone_interop, pytest.mark.timeout(1800)]
 
 VOLUME = "vol1"
 BUCKET = "bucket1"
-
-
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def put_and_get(cluster: OzoneCluster, tmp: Path, key: str, data: bytes) -> bytes:
@@ -253,94 +253,4 @@ def test_freon_generates_and_validates_keys(ozone_cluster: OzoneCluster) -> None
 def test_scm_leader_sigkilled_while_keys_are_written(ozone_cluster: OzoneCluster, tmp_path: Path) -> None:
     """Keys are put one after another (each `ozone sh key put` its own JVM) while the SCM leader is SIGKILLed;
     the remaining two SCMs elect a leader, writing goes on, and every acknowledged key reads back identical."""
-    c = ozone_cluster
-    start = time.monotonic()
-    old_leader = c.scm_leader()
-    acked: dict[str, bytes] = {}
-    failed: list[tuple[str, str]] = []
-    spans: dict[str, tuple[float, float]] = {}  # each put's start and end (monotonic)
-    lock = threading.Lock()
-    stop = threading.Event()
-    writer_error: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            for i in range(60):  # bounded; the main thread stops it once enough keys are acknowledged
-                if stop.is_set():
-                    return
-                name = f"during-failover-{i:02d}"
-                data = os.urandom(256 * 1024 + i)
-                src = tmp_path / f"{name}.in"
-                src.write_bytes(data)
-                began = time.monotonic()
-                try:
-                    result = c.tool(SHELL_MAIN, "key", "put", f"/{VOLUME}/{BUCKET}/{name}", str(src),
-                                    timeout=300)
-                    rc, err = result.returncode, result.stderr[-2000:]
-                except OzoneInteropError as exc:  # no answer in time: not acknowledged
-                    rc, err = -1, str(exc)
-                with lock:
-                    spans[name] = (began, time.monotonic())
-                    if rc == 0:
-                        acked[name] = data
-                    else:
-                        failed.append((name, err))
-        except BaseException as exc:  # surfaced by the main thread
-            writer_error.append(exc)
-
-    def acknowledged_at_least(n: int) -> bool | None:
-        if writer_error:
-            raise writer_error[0]
-        with lock:
-            return True if len(acked) >= n else None
-
-    thread = threading.Thread(target=writer, name="key-writer", daemon=True)
-    thread.start()
-    try:
-        wait_for("2 keys acknowledged before the kill", lambda: acknowledged_at_least(2), 300, interval=0.2)
-        killed_at = time.monotonic()
-        c.kill(old_leader)  # SIGKILL to the leader's JVM while the writer keeps putting keys
-        with lock:
-            before_kill = len(acked)
-
-        def new_leader() -> str | None:
-            leaders = [n for n, role in c.scm_roles() if role == "LEADER" and n != old_leader]
-            return leaders[0] if leaders else None
-
-        elected = wait_for("a new SCM leader among the survivors", new_leader, 180, interval=1)
-        c.timings.add(f"failover: {old_leader} killed -> {elected} leader (seen by scm roles)",
-                      time.monotonic() - killed_at)
-        wait_for("3 more keys acknowledged after the kill",
-                 lambda: acknowledged_at_least(before_kill + 3), 600, interval=0.5)
-    finally:
-        stop.set()
-        thread.join(timeout=400)
-    assert not thread.is_alive(), "the key writer did not stop"
-    if writer_error:
-        raise writer_error[0]
-
-    with lock:
-        written = dict(acked)
-        in_flight = [n for n, (b, e) in spans.items() if b <= killed_at <= e]
-    assert in_flight, "no put was in flight when the leader was killed"
-    mismatched = []
-    for name, data in sorted(written.items()):
-        dst = tmp_path / f"{name}.out"
-        try:
-            c.sh("key", "get", f"/{VOLUME}/{BUCKET}/{name}", str(dst))
-        except OzoneInteropError as exc:
-            mismatched.append(f"{name}: {exc}")
-            continue
-        if digest(dst.read_bytes()) != digest(data):
-            mismatched.append(f"{name}: bytes differ")
-    listed = json.loads(c.sh("key", "list", f"/{VOLUME}/{BUCKET}", "--length", "1000"))
-    listed_names = {k["name"] for k in listed}
-    assert set(written) <= listed_names, sorted(set(written) - listed_names)
-    assert not mismatched, mismatched
-    c.timings.add(
-        f"scenario: leader kill, {len(written)} keys acked ({len(failed)} failed, "
-        f"{in_flight[0]} in flight at the kill), all read back",
-        time.monotonic() - start,
-    )
-    if failed:  # not an error (an unacknowledged put may fail), but shown: it is part of the failover picture
-        print(f"puts that failed during the failover: {[name for name, _ in failed]}\n{failed[0][1]}")
+    keys_survive_leader_kill(ozone_cluster, tmp_path, VOLUME, BUCKET)

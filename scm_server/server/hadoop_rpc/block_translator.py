@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from scm_server import hadoop_ipc as codec
 from scm_server import ozone_wire
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
-from scm_server.hadoop_ipc import Call, ErrorCode
+from scm_server.hadoop_ipc import Call
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire_hdds

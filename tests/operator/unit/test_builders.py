@@ -162,3 +162,48 @@ def test_names() -> None:
     assert naming.check_cluster_name("scm") is None
     assert "DNS label" in (naming.check_cluster_name("Bad_Name") or "")
     assert "at most 45" in (naming.check_cluster_name("a" * 46) or "")
+
+
+KERBEROS_SPEC = {"security": {"enabled": True, "kerberos": {
+    "keytabSecret": "scm-keytab", "keytabKey": "scm.kt", "principal": "scm/_HOST@EXAMPLE.COM",
+    "krb5ConfigMap": "realm-krb5"}}}
+
+
+def test_kerberos_renders_ozones_keys_and_mounts_the_keytab_read_only_0400() -> None:
+    spec, problems = parse_spec(KERBEROS_SPEC)
+    assert problems == []
+    props = site(builders.build_configmap(REF, spec, ["scm-0"], "scm-0"))
+    assert props["hadoop.security.authentication"] == "kerberos"
+    assert props["hdds.scm.kerberos.principal"] == "scm/_HOST@EXAMPLE.COM"
+    assert props["hdds.scm.kerberos.keytab.file"] == f"{naming.KEYTAB_DIR}/scm.kt"
+    pod = builders.build_pod(REF, spec, "scm-0", builders.INIT_MODE_BOOTSTRAP, revision="r")
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["keytab"]["secret"] == {"secretName": "scm-keytab", "defaultMode": 0o400,
+                                           "items": [{"key": "scm.kt", "path": "scm.kt"}]}
+    assert volumes["krb5"]["configMap"] == {"name": "realm-krb5", "items": [{"key": "krb5.conf", "path": "krb5.conf"}]}
+    for container in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]:
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["keytab"] == {"name": "keytab", "mountPath": naming.KEYTAB_DIR, "readOnly": True}
+        assert mounts["krb5"] == {"name": "krb5", "mountPath": naming.KRB5_DIR, "readOnly": True}
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["KRB5_CONFIG"] == f"{naming.KRB5_DIR}/krb5.conf"
+        assert env["KRB5RCACHEDIR"] == builders.TMP_DIR  # the root filesystem is read-only
+
+
+def test_without_kerberos_nothing_of_it_is_rendered_and_a_change_rolls_the_members() -> None:
+    plain, _ = parse_spec({"security": {"enabled": True}})
+    props = site(builders.build_configmap(REF, plain, ["scm-0"], "scm-0"))
+    assert not any(k.startswith("hdds.scm.kerberos.") or k == "hadoop.security.authentication" for k in props)
+    pod = builders.build_pod(REF, plain, "scm-0", builders.INIT_MODE_BOOTSTRAP, revision="r")
+    assert not {"keytab", "krb5"} & {v["name"] for v in pod["spec"]["volumes"]}
+    assert "KRB5_CONFIG" not in {e["name"] for c in pod["spec"]["containers"] for e in c["env"]}
+    kerberized, _ = parse_spec(KERBEROS_SPEC)
+    other_principal, _ = parse_spec({"security": {"enabled": True, "kerberos": {
+        **KERBEROS_SPEC["security"]["kerberos"], "principal": "ozone-scm/_HOST@EXAMPLE.COM"}}})  # type: ignore[dict-item]
+    revisions = {builders.pod_revision(s) for s in (plain, kerberized, other_principal)}
+    assert len(revisions) == 3
+    # no ConfigMap named: the image's /etc/krb5.conf, no KRB5_CONFIG
+    no_conf, _ = parse_spec({"security": {"kerberos": {"keytabSecret": "k", "principal": "scm/_HOST@R"}}})
+    pod = builders.build_pod(REF, no_conf, "scm-0", builders.INIT_MODE_BOOTSTRAP, revision="r")
+    assert "krb5" not in {v["name"] for v in pod["spec"]["volumes"]}
+    assert "KRB5_CONFIG" not in {e["name"] for c in pod["spec"]["containers"] for e in c["env"]}

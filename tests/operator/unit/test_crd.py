@@ -93,6 +93,32 @@ def test_an_s3_target_is_admitted_whole_and_read_the_same_by_the_operator(versio
     assert problems == [] and spec.backup.s3 is not None and spec.backup.s3.url("b") == "s3://bkt/ozone/scm/b/"
 
 
+def test_kerberos_is_admitted_with_its_default_key_read_the_same_and_changeable(version: CRDVersion) -> None:
+    kerberos = {"keytabSecret": "scm-keytab", "principal": "scm/_HOST@EXAMPLE.COM", "krb5ConfigMap": "krb5"}
+    admitted, pruned = version.admit(resource(security={"enabled": True, "kerberos": kerberos}), None, part="main")
+    assert pruned == [] and admitted["spec"]["security"]["kerberos"] == {**kerberos, "keytabKey": "scm.keytab"}
+    spec, problems = parse_spec(admitted["spec"])
+    assert problems == [] and spec.security.kerberos is not None and spec.security.kerberos.krb5_config_map == "krb5"
+    # not immutable: a new principal (or keytab Secret) rolls the members
+    changed = resource(security={"enabled": True, "kerberos": {**kerberos, "principal": "ozone/_HOST@EXAMPLE.COM"}})
+    version.admit(changed, admitted, part="main")
+
+
+@pytest.mark.parametrize(
+    ("kerberos", "words"),
+    [
+        ({"principal": "scm/_HOST@EXAMPLE.COM"}, "keytabSecret"),
+        ({"keytabSecret": "k"}, "principal"),
+        ({"keytabSecret": "k", "principal": "scm/_HOST"}, "spec.security.kerberos.principal"),
+        ({"keytabSecret": "k", "principal": "scm@R", "keytabKey": "a/b"}, "spec.security.kerberos.keytabKey"),
+    ],
+)
+def test_bad_kerberos_is_refused_by_the_schema(version: CRDVersion, kerberos: dict[str, Any], words: str) -> None:
+    with pytest.raises(SchemaInvalid) as exc:
+        version.admit(resource(security={"kerberos": kerberos}), None, part="main")
+    assert words in str(exc.value)
+
+
 @pytest.mark.parametrize(
     ("before", "after", "words"),
     [

@@ -145,3 +145,48 @@ def test_effective_spec_pins_immutable_fields_and_keeps_the_accepted_replicas() 
     # never accepted: stays invalid, so the planner starts nothing
     eff2, _ = effective_spec(changed, problems, None, accepted_replicas=None)
     assert eff2.replicas == 4
+
+
+KERBEROS = {"keytabSecret": "scm-keytab", "principal": "scm/_HOST@EXAMPLE.COM"}
+
+
+def test_kerberos_is_read_with_its_defaults_as_the_crd_gives_them() -> None:
+    raw = {"security": {"enabled": True, "kerberos": dict(KERBEROS)}}
+    spec, problems = parse_spec(raw)
+    assert problems == []
+    kerberos = spec.security.kerberos
+    assert kerberos is not None and kerberos.keytab_secret == "scm-keytab" and kerberos.keytab_key == "scm.keytab"
+    assert kerberos.principal == "scm/_HOST@EXAMPLE.COM" and kerberos.realm == "EXAMPLE.COM"
+    assert kerberos.krb5_config_map is None
+    assert parse_spec(apply_defaults(crd_spec_schema(), raw)) == (spec, [])
+    assert parse_spec({})[0].security.kerberos is None
+
+
+@pytest.mark.parametrize(
+    ("kerberos", "field", "words"),
+    [
+        ({"principal": "scm/_HOST@EXAMPLE.COM"}, "security.kerberos.keytabSecret", "must name the Secret"),
+        ({"keytabSecret": "k"}, "security.kerberos.principal", "e.g. scm/_HOST@EXAMPLE.COM"),
+        ({**KERBEROS, "principal": "scm/_HOST"}, "security.kerberos.principal", "is not service/host@REALM"),
+        ({**KERBEROS, "keytabKey": "keys/scm.keytab"}, "security.kerberos.keytabKey", "usable as a file name"),
+        ({**KERBEROS, "keytabSecret": 3}, "security.kerberos.keytabSecret", "must be a string"),
+    ],
+)
+def test_bad_kerberos_input_is_named_and_kerberos_left_off(kerberos: dict[str, Any], field: str, words: str) -> None:
+    spec, problems = parse_spec({"security": {"kerberos": kerberos}})
+    assert [p.field for p in problems if p.field == field] == [field], problems
+    assert any(words in p.message and "\n" not in str(p) for p in problems), problems
+    if field != "security.kerberos.keytabKey":
+        assert spec.security.kerberos is None
+    else:  # a bad key name falls back to the default key; the rest applies
+        assert spec.security.kerberos is not None and spec.security.kerberos.keytab_key == "scm.keytab"
+
+
+def test_kerberos_keys_are_owned_while_kerberos_is_set() -> None:
+    site = {"hdds.scm.kerberos.principal": "x/_HOST@R", "hadoop.rpc.protection": "privacy"}
+    spec, problems = parse_spec({"security": {"kerberos": dict(KERBEROS)}, "ozoneSite": site})
+    assert [p.field for p in problems] == ["ozoneSite"] and "hdds.scm.kerberos.principal" in problems[0].message
+    assert spec.ozone_site == {"hadoop.rpc.protection": "privacy"}
+    # without spec.security.kerberos they are the user's to set
+    spec, problems = parse_spec({"ozoneSite": site})
+    assert problems == [] and spec.ozone_site == site

@@ -70,8 +70,66 @@ def test_local_quorum_configures_hadoop_rpc_and_describes_the_transports(tmp_pat
     for s in plain.scms:
         assert settings[f"ozone.scm.client.port.{SERVICE_ID}.{s.node_id}"] == str(s.hadoop_ports["client"])
         assert settings[f"ozone.scm.client.grpc.port.{SERVICE_ID}.{s.node_id}"] == str(s.client_port)
-    with pytest.raises(ValueError, match="SIMPLE"):
+    refusal = r"serves Kerberos-authenticated callers only: set hadoop\.security\.authentication=kerberos"
+    with pytest.raises(ValueError, match=refusal):
         HALocalCluster(Path(str(tmp_path)) / "secure", 3, hadoop_rpc=True, secure=True)
+
+
+KERBEROS = {
+    "hadoop.security.authentication": "kerberos",
+    "hdds.scm.kerberos.principal": "scm/_HOST@EXAMPLE.COM",
+    "hdds.scm.kerberos.keytab.file": "/etc/security/keytabs/scm.keytab",
+}
+
+
+def test_secure_hadoop_rpc_needs_kerberos_and_names_each_missing_key() -> None:
+    from scm_server.conf.security import secure_hadoop_rpc_problem
+
+    assert secure_hadoop_rpc_problem({}) is None  # insecure: SIMPLE is fine
+    assert secure_hadoop_rpc_problem({"ozone.security.enabled": "true", **KERBEROS}) is None
+    nothing = secure_hadoop_rpc_problem({"ozone.security.enabled": "true"})
+    assert nothing is not None and "\n" not in nothing
+    for key in KERBEROS:
+        assert key in nothing, nothing
+    for left_out in KERBEROS:
+        problem = secure_hadoop_rpc_problem(
+            {"ozone.security.enabled": "true", **{k: v for k, v in KERBEROS.items() if k != left_out}})
+        assert problem is not None and left_out in problem, (left_out, problem)
+        assert [k for k in KERBEROS if k in problem] == [left_out], problem
+    simple = secure_hadoop_rpc_problem({"ozone.security.enabled": "true", **KERBEROS,
+                                        "hadoop.security.authentication": "simple"})
+    assert simple is not None and "hadoop.security.authentication=kerberos" in simple
+
+
+def test_a_secure_ring_serves_hadoop_rpc_with_kerberos_and_keeps_the_simulator_on_grpc(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from scm_server.local.quorum import HALocalCluster, hadoop_rpc_datanodes
+
+    cluster = HALocalCluster(Path(str(tmp_path)) / "kerberized", 3, hadoop_rpc=True, secure=True, settings=KERBEROS)
+    assert cluster.hadoop_rpc
+    assert cluster.settings["hadoop.security.authentication"] == "kerberos"
+    # the simulated datanodes speak SIMPLE only: on a secure ring none of them uses Hadoop RPC
+    assert hadoop_rpc_datanodes(cluster, 5) == {}
+
+
+def test_local_up_refuses_secure_hadoop_rpc_without_kerberos_before_starting_anything(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from scm_server.cli.main import cli
+
+    data_dir = Path(str(tmp_path)) / "never-made"
+    result = CliRunner().invoke(cli, ["local", "up", "--secure", "--hadoop-rpc", "--data-dir", str(data_dir),
+                                      "--set", "hadoop.security.authentication=kerberos"])
+    assert result.exit_code == 2, result.output
+    assert "hdds.scm.kerberos.principal" in result.output and "hdds.scm.kerberos.keytab.file" in result.output
+    assert "hadoop.security.authentication=kerberos" not in result.output.split("set ", 1)[1]
+    assert not data_dir.exists()
+    bad = CliRunner().invoke(cli, ["local", "up", "--secure", "--hadoop-rpc", "--data-dir", str(data_dir),
+                                   "--set", "no-equals-sign"])
+    assert bad.exit_code == 2 and "is not KEY=VALUE" in bad.output, bad.output
 
 
 def test_ozone_keys_serve_hadoop_rpc_and_secure_mode_serves_all_four_only_with_kerberos() -> None:

@@ -1,0 +1,114 @@
+"""Apache Ozone's own datanodes, OM and CLIs in secure mode on this project's 3-SCM ring (`make ozone-secure-test`).
+
+The insecure harness (:mod:`tests.ozone_interop.ozone_procs`) with Ozone's security keys on every process: Kerberos
+on Hadoop RPC (`hadoop.security.authentication=kerberos`, each server logging in from its own keytab made by the test
+KDC, :mod:`tests.kerberos.kdc`), `ozone.security.enabled=true`, block and container tokens enforced and gRPC TLS on.
+Ozone's datanodes and OM get their certificates from our CA over Hadoop RPC (`GetDataNodeCertificate`,
+`GetOMCertificate`) and their secret keys over `SCMSecretKeyProtocol`; the CLIs run with the tickets of a user
+(`kinit -kt`, `KRB5CCNAME`). Our SCMs read the very keys Ozone's processes are given, plus what only our ring has:
+its enrolment secrets and its gRPC security service's port (`ozone.scm.security.service.grpc.port`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from tests.kerberos.kdc import MiniKdc
+from tests.ozone_interop.ozone_procs import LOOPBACK, SCM_SERVICE_ID, OzoneCluster, PortAllocator, Timings
+
+# The host part of every service principal: Hadoop resolves `_HOST` to the canonical name of the address a server
+# binds or a client dials, and 127.0.0.1 is `localhost` (ours resolves it the same way, kerberos.canonical_hostname).
+HOST = "localhost"
+ADMIN = "admin"  # listed in ozone.administrators
+USER = "alice"  # a plain user: may write keys, may not run SCM's admin commands
+NO_TICKET = "no-ticket"  # a caller whose ticket cache is empty (never kinit'ed)
+RPC_PROTECTION = "privacy"  # Hadoop's strongest QOP: every frame wrapped
+
+
+class SecureOzoneCluster(OzoneCluster):
+    """Our 3-SCM ring and Ozone's 3 datanodes and OM, all Kerberized and with `ozone.security.enabled`."""
+
+    def __init__(self, base: Path, classpath: str, kdc: MiniKdc, *, timings: Timings | None = None) -> None:
+        super().__init__(base, classpath, scm_side="ours", timings=timings)
+        self.kdc = kdc
+        ports = PortAllocator()
+        taken = {p for s in self.scms for p in vars(s).values() if isinstance(p, int)}
+        self.grpc_security_ports: dict[str, int] = {}
+        for s in self.scms:
+            port = ports.take()
+            while port in taken:
+                port = ports.take()
+            self.grpc_security_ports[s.node_id] = port
+        realm = kdc.realm
+        self.principals = {role: f"{role}/_HOST@{realm}" for role in ("scm", "dn", "om")}
+        # one keytab per service, holding its principal for this host (all processes share loopback)
+        self.keytabs = {role: kdc.keytab(f"{role}/{HOST}", role) for role in ("scm", "dn", "om")}
+        self.ccaches = {user: kdc.kinit(user, kdc.keytab(user)) for user in (ADMIN, USER)}
+        self.ccaches[NO_TICKET] = base / "no-ticket.ccache"  # never written
+        secret_dir = base / "secrets"
+        secret_dir.mkdir(parents=True, exist_ok=True)
+        self.secret_files: dict[str, Path] = {}
+        for role in ("scm", "datanode"):
+            path = secret_dir / f"{role}.secret"
+            path.write_text(secrets.token_hex(32) + "\n")
+            path.chmod(0o600)
+            self.secret_files[role] = path
+
+    # ---------------------------------------------------------------- configuration (Ozone's own keys)
+
+    def common_props(self) -> dict[str, str]:
+        return {
+            **super().common_props(),
+            "ozone.security.enabled": "true",
+            "hadoop.security.authentication": "kerberos",
+            "hadoop.rpc.protection": RPC_PROTECTION,
+            "hdds.block.token.enabled": "true",
+            "hdds.container.token.enabled": "true",
+            "hdds.grpc.tls.enabled": "true",
+            "hdds.scm.kerberos.principal": self.principals["scm"],
+            "hdds.datanode.kerberos.principal": self.principals["dn"],
+            "ozone.om.kerberos.principal": self.principals["om"],
+            "ozone.administrators": ADMIN,
+        }
+
+    def our_scm_props(self, scm: object) -> dict[str, str]:
+        props = super().our_scm_props(scm)  # type: ignore[arg-type]
+        for s in self.scms:
+            props[f"ozone.scm.security.service.grpc.port.{SCM_SERVICE_ID}.{s.node_id}"] = str(
+                self.grpc_security_ports[s.node_id])
+        props.update({
+            "hdds.scm.kerberos.keytab.file": str(self.keytabs["scm"]),
+            "ozone.scm.security.enrollment.scm.secret.file": str(self.secret_files["scm"]),
+            "ozone.scm.security.enrollment.datanode.secret.file": str(self.secret_files["datanode"]),
+            # one machine: the ring's members enrol from 127.0.0.1, which a real cluster refuses
+            "ozone.scm.security.enrollment.loopback.allowed": "true",
+            "ozone.http.policy": "HTTP_ONLY",
+        })
+        return props
+
+    def datanode_props(self, dn: object) -> dict[str, str]:
+        return {**super().datanode_props(dn),  # type: ignore[arg-type]
+                "hdds.datanode.kerberos.keytab.file": str(self.keytabs["dn"])}
+
+    def om_props(self) -> dict[str, str]:
+        return {**super().om_props(), "ozone.om.kerberos.keytab.file": str(self.keytabs["om"])}
+
+    # ---------------------------------------------------------------- processes
+
+    def jvm_properties(self) -> list[str]:
+        # Java's Kerberos reads its realm from this file, not from KRB5_CONFIG
+        return [f"-Djava.security.krb5.conf={self.kdc.root / 'krb5.conf'}",
+                "-Dsun.security.krb5.disableReferrals=true"]
+
+    def tool_env(self, user: str | None) -> dict[str, str] | None:
+        """A CLI runs with `user`'s tickets (the administrator's by default), as after `kinit user`."""
+        who = user or ADMIN
+        if who not in self.ccaches:
+            raise ValueError(f"no tickets for {who!r}: the users are {sorted(self.ccaches)}")
+        env = {**os.environ, **self.kdc.env(), "KRB5CCNAME": f"FILE:{self.ccaches[who]}"}
+        return env
+
+
+__all__ = ["ADMIN", "HOST", "LOOPBACK", "NO_TICKET", "USER", "SecureOzoneCluster"]
