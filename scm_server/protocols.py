@@ -15,8 +15,8 @@ rules of :mod:`scm_server.server.call_guard` ask it); the web server's and the d
 :class:`ScmStatusView`. Test fakes are checked against these same classes (mypy, and ``isinstance`` at runtime:
 every class here is ``runtime_checkable``).
 
-This module is a leaf of the import graph: it imports the generated messages, the metrics registry's type and the standard library, nothing
-else of ``scm_server`` (an import-linter contract keeps it so), so managers, edges and tests may all depend on it.
+This module is a leaf of the import graph: it imports the generated messages, the metrics registry's type, Ozone's bean shape (``scm_server.ozone_metrics``,
+itself a leaf) and the standard library, nothing else of ``scm_server`` (an import-linter contract keeps it so), so managers, edges and tests may all depend on it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
+from scm_server.ozone_metrics import Bean
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
 
 
@@ -242,4 +243,8 @@ class ScmStatusView(Protocol):
 
     def dn_reports_ready(self) -> bool:
         """This member has caught up with the leader (always true without Raft)."""
+        ...
+
+    def ozone_beans(self, hostname: str = "", ports: dict[str, int] | None = None) -> list[Bean]:
+        """Ozone's SCM beans with this SCM's values (/jmx; /prom under the names Ozone's sink writes)."""
         ...

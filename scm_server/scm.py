@@ -65,6 +65,7 @@ from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.metadata.enums import enum_name
 from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager
+from scm_server.node.decommission_metrics import BEAN_NAME as DECOMMISSION_BEAN
 from scm_server.node.decommission_metrics import NodeDecommissionProgress, node_decommission_bean, query_beans
 from scm_server.node.node_manager import (
     DECOMMISSIONING,
@@ -76,6 +77,8 @@ from scm_server.node.node_manager import (
 )
 from scm_server.node.topology_mapping import resolver_from_config
 from scm_server.node.usage_info import DatanodeUsageInfo, most_or_least_used, usage_of
+from scm_server.ozone_beans import beans_of
+from scm_server.ozone_metrics import Bean
 from scm_server.pipeline.pipeline_manager import BackgroundPipelineCreator, PipelineManager
 from scm_server.pipeline.pipeline_state_manager import CLOSED as PIPELINE_CLOSED
 from scm_server.pipeline.pipeline_state_manager import PipelineStateManager
@@ -767,15 +770,23 @@ class StorageContainerManager:
             start_time_ms=node.op_state_since_ms,
         )
 
-    def get_metrics(self, query: str) -> str:
-        """Ozone's ``getMetrics``: the JMX beans matching ``query`` as the JMX servlet's JSON. Served: the
-        NodeDecommissionMetrics bean (what ``ozone admin datanode status decommission`` reads); any other
-        query matches no bean here (``{"beans": []}``)."""
+    def decommission_bean(self) -> dict[str, object]:
+        """Ozone's NodeDecommissionMetrics bean as the JMX servlet writes it (totals, then one record per node)."""
         leaving = [
             n for n in self.node_manager.all_nodes() if n.op_state in (DECOMMISSIONING, ENTERING_MAINTENANCE)
         ]
-        bean = node_decommission_bean([self._decommission_progress(n) for n in leaving])
-        return query_beans(query, [bean])
+        return node_decommission_bean([self._decommission_progress(n) for n in leaving])
+
+    def get_metrics(self, query: str) -> str:
+        """Ozone's ``getMetrics``: the JMX beans matching ``query`` as the JMX servlet's JSON: the
+        NodeDecommissionMetrics bean (what ``ozone admin datanode status decommission`` reads) and every Ozone
+        bean /jmx serves (:meth:`ozone_beans`)."""
+        others = [b.as_jmx() for b in self.ozone_beans() if b.name != DECOMMISSION_BEAN]
+        return query_beans(query, [self.decommission_bean(), *others])
+
+    def ozone_beans(self, hostname: str = "", ports: dict[str, int] | None = None) -> list[Bean]:
+        """Ozone's SCM beans with this SCM's values (/jmx, and /prom under the names Ozone's sink writes)."""
+        return beans_of(self, hostname or self.node_id or "", ports or {})
 
     # ---- admin: the SCM ring ----
     async def transfer_leadership(self, new_leader_id: str) -> str:

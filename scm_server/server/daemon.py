@@ -343,7 +343,7 @@ class SCMDaemon:
         """HTTP and/or HTTPS (``ozone.http.policy``) serving the same app."""
         policy = self.security.config.https.value if self.security is not None else "HTTP_ONLY"
         http_host, http_port = endpoints.http_address(get, self.node)
-        app = make_app(scm, self.listening.as_dict())
+        app = make_app(scm, self.listening.as_dict(), self.conf, secure=self.security is not None)
         self.web_runner = web.AppRunner(app, access_log=None)
         await self.web_runner.setup()
         sites: list[tuple[str, str, int, Any]] = []

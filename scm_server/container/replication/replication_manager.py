@@ -132,6 +132,10 @@ class ContainerReplicaPendingOps:
         """Every container's in-flight ops as immutable views (the audit export's capture)."""
         return {cid: self.view(cid) for cid in self._ops}
 
+    def total(self, op: PendingOpType) -> int:
+        """In-flight ops of one kind on every datanode (Ozone's InflightReplication / InflightDeletion)."""
+        return sum(count for (_, kind), count in self._per_node.items() if kind == op)
+
     def count_for(self, datanode: str, op: PendingOpType) -> int:
         return self._per_node.get((datanode, op), 0)
 

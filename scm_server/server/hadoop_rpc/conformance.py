@@ -322,7 +322,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U',
     ),
     'GetMetrics': Note(
-        'leader; the JMX servlet\'s JSON `{"beans": [...]}` for the query\'s object-name pattern: Ozone\'s `NodeDecommissionMetrics` bean (the totals, each leaving datanode\'s `tag.datanode.<i>`, `PipelinesWaitingToCloseDN.<i>`, `UnderReplicatedDN.<i>`, `SufficientlyReplicatedDN.<i>`, `UnclosedContainersDN.<i>`, `StartTimeDN.<i>`: what `datanode status decommission` reads); any other query matches no bean (`{"beans": []}`)',
+        'leader; the JMX servlet\'s JSON `{"beans": [...]}` for the query\'s object-name pattern: Ozone\'s `NodeDecommissionMetrics` bean (the totals, each leaving datanode\'s `tag.datanode.<i>`, `PipelinesWaitingToCloseDN.<i>`, `UnderReplicatedDN.<i>`, `SufficientlyReplicatedDN.<i>`, `UnclosedContainersDN.<i>`, `StartTimeDN.<i>`: what `datanode status decommission` reads) and every Ozone bean /jmx serves (`SCMNodeMetrics`, `ReplicationManagerMetrics`, `SafeModeMetrics`, ...; see "Ozone\'s metric and bean names"); a query matching none answers `{"beans": []}`',
         'C, U, O',
     ),
     'GetContainerBalancerStatusInfo': Note(

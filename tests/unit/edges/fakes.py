@@ -12,6 +12,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ozone_metrics import Bean
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
 from scm_server.protocols import BlockAllocation, DatanodeUsageInfo, DeletedBlocksSummary
 
@@ -304,6 +305,10 @@ class FakeSCM:
 
     def dn_reports_ready(self) -> bool:
         return self.caught_up
+
+    def ozone_beans(self, hostname: str = "", ports: dict[str, int] | None = None) -> list[Bean]:
+        return [Bean("Hadoop:service=StorageContainerManager,name=SCMContainerMetrics", "SCMContainerMetrics",
+                     {"TotalContainers": len(self.containers)}, {"Hostname": hostname})]
 
     def status_summary(self) -> dict[str, object]:
         return {
