@@ -206,6 +206,29 @@ def _runtime_beans(scm: StorageContainerManager, hostname: str, ports: dict[str,
     ]
 
 
+def _balancer_bean(scm: StorageContainerManager, hostname: str) -> Bean:
+    m = scm.container_balancer.metrics
+    last = m.last
+    attrs: dict[str, Value] = {
+        "NumIterations": m.iterations,
+        "NumContainerMovesScheduled": m.moves_scheduled,
+        "NumContainerMovesCompleted": m.moves_completed,
+        "NumContainerMovesFailed": m.moves_failed,
+        "NumContainerMovesTimeout": m.moves_timeout,
+        "DataSizeMovedGB": m.moved_bytes >> 30,
+        "NumDatanodesUnbalanced": m.datanodes_unbalanced,
+        "NumDatanodesInvolvedInLatestIteration": m.datanodes_involved_last,
+        "NumContainerMovesScheduledInLatestIteration": last.moves_scheduled if last else 0,
+        "NumContainerMovesCompletedInLatestIteration": last.moves_completed if last else 0,
+        "NumContainerMovesFailedInLatestIteration": last.moves_failed if last else 0,
+        "NumContainerMovesTimeoutInLatestIteration": last.moves_timeout if last else 0,
+        "DataSizeMovedBytesInLatestIteration": last.data_size_moved if last else 0,
+        "DataSizeMovedGBInLatestIteration": (last.data_size_moved >> 30) if last else 0,
+    }
+    return Bean(f"{SCM_SERVICE},name=ContainerBalancerMetrics", "ContainerBalancerMetrics", attrs,
+                {"Context": "SCM", "Hostname": hostname})
+
+
 def beans_of(scm: StorageContainerManager, hostname: str, ports: dict[str, int]) -> list[Bean]:
     """Every Ozone bean this SCM serves, with its values now. ``ports``: the Hadoop RPC ports it listens on, by
     Ozone's protocol (``client``, ``datanode``), for the ServerRuntime bean."""
@@ -215,6 +238,7 @@ def beans_of(scm: StorageContainerManager, hostname: str, ports: dict[str, int])
         _safe_mode_bean(scm, hostname),
         *_pipeline_beans(scm, hostname),
         *_runtime_beans(scm, hostname, ports),
+        _balancer_bean(scm, hostname),
     ]
     leaving = scm.decommission_bean()
     beans.append(Bean(DECOMMISSION_BEAN, "NodeDecommissionMetrics",

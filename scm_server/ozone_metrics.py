@@ -170,8 +170,6 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed(f"{SCM_SERVICE},name=SCMBlockDeletingService", "*.[0-9]", "Ozone's per-state summaries as extra "
               "records; ours: scm_deleted_block_transactions (pending)"),
     NotServed(f"{SCM_SERVICE},name=SCMBlockDeletingService", "Num*Transactions", "not counted"),
-    NotServed(f"{SCM_SERVICE},name=ContainerBalancerMetrics", "*", "no ContainerBalancer runs in this SCM yet "
-              "(`containerbalancer status` answers not running)"),
     NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "*CmdsDeferredTotal", "throttled commands are "
               "counted together: PendingReplicationLimitReachedTotal"),
     NotServed(f"{SCM_SERVICE},name=SCMPipelineMetrics", "NumPipeline[!C]*", "only pipelines created are counted"),
@@ -186,9 +184,8 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed(f"{SCM_SERVICE},name=SCMContainerManagerMetrics", "NumFailure*", "not counted"),
     NotServed(f"{SCM_SERVICE},name=SCMContainerManagerMetrics", "NumSuccessful*Containers", "not counted"),
     NotServed(f"{SCM_SERVICE},name=SCMContainerManagerMetrics", "NumListContainerOps", "see scm_rpc_requests_total"),
-    NotServed(f"{SCM_SERVICE},name=ContainerBalancerMetrics", "DataSizeUnbalancedGB", "not computed"),
-    NotServed(f"{SCM_SERVICE},name=ContainerBalancerMetrics", "*Timeout*", "a move past its deadline counts "
-              "as failed here"),
+    NotServed(f"{SCM_SERVICE},name=ContainerBalancerMetrics", "DataSizeUnbalancedGB", "not computed (the "
+              "unbalanced datanodes are counted: NumDatanodesUnbalanced)"),
     NotServed(f"{SCM_SERVICE},name=StorageContainerManagerInfo,component=ServerRuntime", "RocksDbDirectory",
               "scm.db is LevelDB (its directory is in Namespace's neighbour ozone.scm.db.dirs)"),
     NotServed(f"{SCM_SERVICE},name=StorageContainerManagerInfo,component=ServerRuntime", "RatisLogDirectory",
@@ -222,3 +219,21 @@ def not_served(bean_name: str, attribute: str) -> NotServed | None:
         if entry.attribute == "*" or (attribute != "*" and fnmatch.fnmatchcase(attribute, entry.attribute)):
             return entry
     return None
+
+
+def render_not_served() -> str:
+    """The Markdown tables of :data:`NOT_SERVED` and :data:`NOT_SERVED_PROM_PREFIXES` (docs/ozone-compatibility.md,
+    written by ``make compat-docs``)."""
+    rows = [
+        "| Ozone bean (`Hadoop:service=StorageContainerManager,name=...` unless given in full) or `bean` `attribute` "
+        "| why ours does not serve it |",
+        "|---|---|",
+    ]
+    for e in NOT_SERVED:
+        what = e.bean.split("name=", 1)[1] if e.bean.startswith(SCM_SERVICE + ",") else e.bean
+        label = what if e.attribute == "*" else f"{what}` `{e.attribute}"
+        why = e.why.replace("|", "\\|")
+        rows.append(f"| `{label}` | {why} |")
+    rows += ["", "Names on Ozone's `/prom` outside its Hadoop beans:", "", "| prefix | why |", "|---|---|"]
+    rows += [f"| `{prefix}*` | {why} |" for prefix, why in NOT_SERVED_PROM_PREFIXES]
+    return "\n".join(rows)

@@ -69,6 +69,52 @@ class DeletedBlocksSummary:
     blocks: int
 
 
+@dataclass(frozen=True)
+class BalancerStartRequest:
+    """``containerbalancer start``'s options; None: not given (the ``hdds.container.balancer.*`` key's value)."""
+
+    threshold: float | None = None  # percent
+    iterations: int | None = None
+    max_datanodes_percentage: int | None = None
+    max_size_to_move_per_iteration_gb: int | None = None
+    max_size_entering_target_gb: int | None = None
+    max_size_leaving_source_gb: int | None = None
+    balancing_interval_minutes: int | None = None
+    move_timeout_minutes: int | None = None
+    move_replication_timeout_minutes: int | None = None
+    network_topology_enable: bool | None = None
+    include_nodes: str | None = None
+    exclude_nodes: str | None = None
+    include_containers: str | None = None
+    exclude_containers: str | None = None
+
+
+@dataclass(frozen=True)
+class BalancerIterationStatus:
+    """One finished balancer iteration's figures (Ozone's ContainerBalancerTaskIterationStatusInfo)."""
+
+    iteration_number: int
+    iteration_result: str  # ITERATION_COMPLETED, CAN_NOT_BALANCE_ANY_MORE
+    size_scheduled_for_move: int
+    data_size_moved: int
+    moves_scheduled: int
+    moves_completed: int
+    moves_failed: int
+    moves_timeout: int
+    size_entering_nodes: dict[str, int]
+    size_leaving_nodes: dict[str, int]
+    duration_seconds: int
+
+
+@dataclass(frozen=True)
+class BalancerStatusInfo:
+    """``containerbalancer status -v``: the recorded run (None when none was ever started) and its iterations."""
+
+    running: bool
+    configuration: hdds_pb2.ContainerBalancerConfigurationProto | None
+    iterations: tuple[BalancerIterationStatus, ...] = ()
+
+
 @runtime_checkable
 class LeaderRole(Protocol):
     """Who answers: what every edge asks before and around a call, whichever protocol it serves."""
@@ -195,6 +241,14 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
     def deleted_blocks_summary(self) -> DeletedBlocksSummary: ...
 
     def upgrade_finalization_status(self) -> tuple[str, list[str]]: ...
+
+    async def start_container_balancer(self, request: BalancerStartRequest) -> str: ...
+
+    async def stop_container_balancer(self) -> None: ...
+
+    def container_balancer_status(self) -> bool: ...
+
+    def container_balancer_status_info(self) -> BalancerStatusInfo: ...
 
     def get_scm_info(self) -> scm_client_pb2.GetScmInfoResponseProto: ...
 

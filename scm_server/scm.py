@@ -37,6 +37,7 @@ from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfigurations
 from scm_server.conf.groups import ReplicationManagerConfig
 from scm_server.conf.reconfiguration import RECONFIGURABLE, PropertyChange, reconfigured_group
+from scm_server.container.balancer.container_balancer import ContainerBalancer
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import ContainerStateManager
 from scm_server.container.reconciliation import REFUSAL_CODES, Eligibility, eligibility, reconcile_commands
@@ -84,7 +85,12 @@ from scm_server.pipeline.pipeline_state_manager import CLOSED as PIPELINE_CLOSED
 from scm_server.pipeline.pipeline_state_manager import PipelineStateManager
 from scm_server.pipeline.placement import PipelinePlacementPolicy, container_policy, leader_choose_policy
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
-from scm_server.protocols import BlockAllocation, DeletedBlocksSummary
+from scm_server.protocols import (
+    BalancerStartRequest,
+    BalancerStatusInfo,
+    BlockAllocation,
+    DeletedBlocksSummary,
+)
 from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
 
 log = logging.getLogger(__name__)
@@ -213,6 +219,16 @@ class StorageContainerManager:
             clock,
             configs.replication,
         )
+        self.container_balancer = ContainerBalancer(
+            configs.balancer,
+            self.stateful_service_state_manager,
+            self.container_manager,
+            self.node_manager,
+            self.replication_manager,
+            ctx,
+            clock,
+            wait_time_after_safe_mode=configs.safemode.wait_time_after_exit,
+        )
         self.pipeline_creator = BackgroundPipelineCreator(
             self.pipeline_manager, ctx, clock, configs.pipeline, configs.safemode.pipeline_creation
         )
@@ -221,6 +237,7 @@ class StorageContainerManager:
         self.datanode_admin_monitor = DatanodeAdminMonitor(self.decommission_manager, ctx, clock, ADMIN_MONITOR_INTERVAL_S)
         for service in (
             self.replication_manager,
+            self.container_balancer,
             self.pipeline_creator,
             self.block_deleting_service,
             self.datanode_admin_monitor,
@@ -824,6 +841,27 @@ class StorageContainerManager:
         if fsm.metadata_layout_version < fsm.software_layout_version:
             return "FINALIZATION_REQUIRED", ["Finalization required"]
         return "ALREADY_FINALIZED", []
+
+    # ---- admin: the container balancer ----
+    async def start_container_balancer(self, request: BalancerStartRequest) -> str:
+        """``ozone admin containerbalancer start``: record a run through Raft (the options over the
+        ``hdds.container.balancer.*`` keys); SCMException with the reason when it cannot start."""
+        self.require_leader()
+        return await self.container_balancer.start_balancer(request)
+
+    async def stop_container_balancer(self) -> None:
+        """``ozone admin containerbalancer stop``: record that the run stops (SCMException when none runs)."""
+        self.require_leader()
+        await self.container_balancer.stop_balancer()
+
+    def container_balancer_status(self) -> bool:
+        return self.container_balancer.is_balancer_running()
+
+    def container_balancer_status_info(self) -> BalancerStatusInfo:
+        """``ozone admin containerbalancer status -v``: the recorded run and the iterations this leader ran."""
+        record = self.container_balancer.record()
+        running = record is not None and record.shouldRun
+        return BalancerStatusInfo(running, record, tuple(self.container_balancer.history))
 
     # ---- run-time reconfiguration (Ozone's ReconfigurationHandler) ----
     def reconfigurable_properties(self) -> list[str]:

@@ -338,10 +338,16 @@ class ReplicationManager(BackgroundSCMService):
         for cmd in result.commands:
             self._send(container_id, cmd)
 
-    def _send(self, container_id: int, cmd: PlannedCommand) -> None:
+    def send_command(self, container_id: int, cmd: PlannedCommand) -> bool:
+        """Queue ``cmd`` for its datanode as this manager's own commands go (the datanode's queue limits, the
+        pending ops that keep later passes from acting twice); False when it was not queued (a throttled or
+        unknown datanode, a close already queued). The ContainerBalancer's moves go this way."""
+        return self._send(container_id, cmd)
+
+    def _send(self, container_id: int, cmd: PlannedCommand) -> bool:
         node = self.node_manager.get_node(cmd.datanode)
         if node is None:
-            return
+            return False
         deadline_ms = self.clock.wall_ms() + int(self.config.event_timeout.total_seconds() * 1000)
         deadline = self.clock.monotonic() + self.config.event_timeout.total_seconds()
         if cmd.kind == "replicate":
@@ -351,7 +357,7 @@ class ReplicationManager(BackgroundSCMService):
             )
             if queued >= self.config.datanode_replication_limit:
                 self.commands_throttled += 1
-                return
+                return False
             sources = [self.node_manager.require_node(s).details for s in cmd.sources if self.node_manager.get_node(s)]
             proto = scm_datanode_pb2.SCMCommandProto(
                 commandType=CommandType.replicateContainerCommand,
@@ -368,7 +374,7 @@ class ReplicationManager(BackgroundSCMService):
             )
             if queued >= self.config.datanode_delete_limit:
                 self.commands_throttled += 1
-                return
+                return False
             proto = scm_datanode_pb2.SCMCommandProto(
                 commandType=CommandType.deleteContainerCommand,
                 deadlineMsSinceEpoch=deadline_ms,
@@ -384,11 +390,12 @@ class ReplicationManager(BackgroundSCMService):
                 for c in self.node_manager.queued_commands(cmd.datanode, CommandType.closeContainerCommand)
             )
             if already:
-                return
+                return False
             self.container_manager.send_close_commands(container_id, force=cmd.force, only=[cmd.datanode])
         else:  # pragma: no cover - programming error
             raise ValueError(cmd.kind)
         self.commands_issued[cmd.kind] += 1
+        return True
 
 
 def health_of(report: hdds_pb2.ReplicationManagerReportProto, state: ContainerHealthState) -> int:
