@@ -178,22 +178,44 @@ def plan_iteration(
         after = (where[c.container_id] - {source}) | {target}
         return _racks(after, rack_of) >= _racks(where[c.container_id], rack_of)
 
+    # Every limit only tightens as moves accumulate, and every node's utilization moves only away from what would
+    # make a move possible (a source's falls, a target's rises): a (container, source) pair that finds no target
+    # finds none later in the iteration. So each source keeps a cursor into its containers, and a source with none
+    # left is done, unless it receives a container (its utilization rises): then it is looked at afresh. The plan
+    # is the one the plain greedy search gives (the property tests compare them), found in one pass over each
+    # source's containers instead of one per move.
+    cursor: dict[str, int] = {}
+    done: set[str] = set()
     while True:
         chosen: Move | None = None
-        sources = sorted((u for u in capacity if util(u) > avg), key=lambda u: (-util(u), u))
+        sources = sorted((u for u in capacity if util(u) > avg and u not in done), key=lambda u: (-util(u), u))
         targets = sorted((u for u in capacity if util(u) < avg), key=lambda u: (util(u), u))
         for source in sources:
-            for c in on_node[source]:
-                if c.container_id in moved:
-                    continue
-                target = next((t for t in targets if feasible(c, source, t)), None)
-                if target is not None:
-                    chosen = Move(c.container_id, source, target, c.size)
-                    break
+            candidates = targets if util(source) > upper else [t for t in targets if util(t) < lower]
+            with_source = len(involved | {source})
+            if with_source > max_involved:
+                candidates = []
+            elif with_source == max_involved:  # (feasible's datanode limit, once per source)
+                candidates = [t for t in candidates if t in involved]
+            held = on_node[source]
+            i = cursor.get(source, 0) if candidates else len(held)
+            while i < len(held):
+                c = held[i]
+                room = min(limits.max_size_per_iteration - total, limits.max_size_leaving_source - leaving.get(source, 0))
+                if c.container_id not in moved and c.size <= room:  # (feasible's own size checks, once per container)
+                    target = next((t for t in candidates if feasible(c, source, t)), None)
+                    if target is not None:
+                        chosen = Move(c.container_id, source, target, c.size)
+                        break
+                i += 1
+            cursor[source] = i + 1 if chosen is not None else i
             if chosen is not None:
                 break
+            done.add(source)
         if chosen is None:
             break
+        cursor.pop(chosen.target, None)
+        done.discard(chosen.target)
         moves.append(chosen)
         moved.add(chosen.container_id)
         involved |= {chosen.source, chosen.target}

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from scm_server.container.balancer.core import (
     BalancerLimits,
     ContainerReplicas,
+    Move,
     NodeUsage,
     apply_moves,
     classify,
@@ -196,3 +197,58 @@ def test_balancing_converges(cluster: tuple[list[NodeUsage], list[ContainerRepli
         first = final.moves[0]
         assert int(limits.max_datanodes_ratio * len(nodes)) < 2 or first.size > min(
             limits.max_size_per_iteration, limits.max_size_entering_target, limits.max_size_leaving_source)
+
+
+def _plain_greedy(nodes: list[NodeUsage], containers: list[ContainerReplicas], limits: BalancerLimits) -> list[Move]:
+    """The plan by the plain search the planner's cursors shortcut: after every move, from the top, every source
+    (most utilized first), its movable containers (largest first), every target (least utilized first)."""
+    view, cs = list(nodes), list(containers)
+    moves: list[Move] = []
+    moved: set[int] = set()
+    involved: set[str] = set()
+    while True:
+        avg = sum(n.used for n in view) / sum(n.capacity for n in view)
+        rack = {n.uuid: n.rack for n in view}
+        by = {n.uuid: n for n in view}
+        u = {n.uuid: n.utilization for n in view}
+        best = None
+        for src in sorted((x for x in u if u[x] > avg), key=lambda x: (-u[x], x)):
+            for c in sorted(cs, key=lambda c: (-c.size, c.container_id)):
+                if (c.container_id in moved or not c.movable or src not in c.replicas
+                        or len(c.replicas) < c.replication_factor):
+                    continue
+                for tgt in sorted((x for x in u if u[x] < avg), key=lambda x: (u[x], x)):
+                    s_after = (by[src].used - c.size) / by[src].capacity
+                    t_after = (by[tgt].used + c.size) / by[tgt].capacity
+                    after = (c.replicas - {src}) | {tgt}
+                    if (tgt not in c.replicas
+                            and sum(m.size for m in moves) + c.size <= limits.max_size_per_iteration
+                            and sum(m.size for m in moves if m.source == src) + c.size <= limits.max_size_leaving_source
+                            and sum(m.size for m in moves if m.target == tgt) + c.size <= limits.max_size_entering_target
+                            and len(involved | {src, tgt}) <= int(limits.max_datanodes_ratio * len(view))
+                            and (u[src] > avg + limits.threshold or u[tgt] < avg - limits.threshold)
+                            and t_after <= avg + limits.threshold and s_after >= avg - limits.threshold
+                            and t_after - s_after < u[src] - u[tgt]
+                            and len({rack[r] for r in after}) >= len({rack[r] for r in c.replicas})):
+                        best = Move(c.container_id, src, tgt, c.size)
+                        break
+                if best:
+                    break
+            if best:
+                break
+        if best is None:
+            return moves
+        moves.append(best)
+        moved.add(best.container_id)
+        involved |= {best.source, best.target}
+        view, cs = apply_moves(view, cs, [best])
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters())
+def test_the_planner_finds_the_plain_greedy_plan(
+        cluster: tuple[list[NodeUsage], list[ContainerReplicas], BalancerLimits]) -> None:
+    nodes, containers, limits = cluster
+    if not nodes or sum(n.capacity for n in nodes) == 0:
+        return
+    assert list(plan_iteration(nodes, containers, limits).moves) == _plain_greedy(nodes, containers, limits)
