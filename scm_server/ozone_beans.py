@@ -241,9 +241,10 @@ def beans_of(scm: StorageContainerManager, hostname: str, ports: dict[str, int])
         _balancer_bean(scm, hostname),
     ]
     leaving = scm.decommission_bean()
+    tags = {k[len("tag."):]: str(v) for k, v in leaving.items() if k.startswith("tag.")}
     beans.append(Bean(DECOMMISSION_BEAN, "NodeDecommissionMetrics",
                       {k: v for k, v in leaving.items() if k not in ("name", "modelerType") and not k.startswith("tag.")},
-                      {"Hostname": hostname}))
+                      {"Hostname": hostname, **tags}))
     return beans
 
 

@@ -30,6 +30,7 @@ SCM_SERVICE = "Hadoop:service=StorageContainerManager"
 # lower-case run (so "SCMNode" splits as "SCM" "Node", "DataSizeMovedGB" as "Data" "Size" "Moved" "GB").
 _SPLIT = re.compile(r"(?<!^)(?<![A-Z_])(?=[A-Z])|(?<!^)(?=[A-Z][a-z])")
 _DELIMITERS = re.compile(r"[^a-zA-Z0-9]+")
+_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 def prometheus_name(record: str, metric: str) -> str:
@@ -74,7 +75,8 @@ def prom_families(beans: Sequence[Bean]) -> Iterator[Metric]:
     for bean in beans:
         if bean.record is None:
             continue
-        labels = {k.lower(): v for k, v in bean.tags.items()}
+        # the bean's own tags; an extra record's (``datanode.1``, Hadoop's suffix) labels none of the bean's series
+        labels = {k.lower(): v for k, v in bean.tags.items() if _LABEL.fullmatch(k)}
         for attr, value in bean.attributes.items():
             number = _number(value)
             if number is None:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
 from scm_state_harness import bring_up, make_datanodes, make_scm
 
 from scm_server.ozone_metrics import (
@@ -130,3 +131,29 @@ def test_docs_list_every_name_not_served() -> None:
         assert any(entry.why.replace("|", "\\|") in row and entry.attribute.split("*")[0] in row for row in rows)
     for prefix, _ in NOT_SERVED_PROM_PREFIXES:
         assert f"| `{prefix}*` |" in table
+
+
+async def test_a_decommissioning_datanode_is_on_both_pages(tmp_path: Path) -> None:
+    """NodeDecommissionMetrics' per-node record (``tag.datanode.1``, ``UnderReplicatedDN.1``): on /jmx as Hadoop
+    writes it, on /prom as the record's attributes (a per-record tag labels no series of the bean)."""
+    scm = await make_scm(tmp_path)
+    try:
+        dns = make_datanodes(3)
+        await bring_up(scm, dns)
+        await scm.decommission_nodes([dns[1].host])
+        app = make_app(scm, {}, scm.conf)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            bean = (await (await client.get(
+                "/jmx?qry=Hadoop:service=StorageContainerManager,name=NodeDecommissionMetrics")).json())["beans"][0]
+            resp = await client.get("/prom")
+            prom = await resp.text()
+    finally:
+        await scm.stop()
+    assert bean["tag.datanode.1"] == dns[1].host and bean["DecommissioningMaintenanceNodesTotal"] == 1
+    assert "PipelinesWaitingToCloseDN.1" in bean
+    assert resp.status == 200
+    families = {f.name for f in text_string_to_metric_families(prom)}  # the exposition format parses
+    assert "node_decommission_metrics_decommissioning_maintenance_nodes_total" in families
+    assert "node_decommission_metrics_decommissioning_maintenance_nodes_total{" in prom
+    assert "node_decommission_metrics_pipelines_waiting_to_close_dn_1{" in prom
+    assert "datanode_1=" not in prom and "datanode.1" not in prom
