@@ -9,8 +9,9 @@
   json 400. Values of sensitive keys (``hadoop.security.sensitive-config-keys``) are shown as ``<redacted>``.
 * ``/logLevel`` (Hadoop's LogLevel servlet, what ``ozone daemonlog`` calls): ``?log=<logger>`` shows a logger's
   effective level, ``&level=<LEVEL>`` sets it (Log4j's names: TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF, ALL,
-  and Python's WARNING, CRITICAL). On a secure SCM (``ozone.security.enabled``) it is refused with 403: the web
-  port authenticates no user (no SPNEGO), and Hadoop allows only administrators there.
+  and Python's WARNING, CRITICAL). On a secure SCM (``ozone.security.enabled``) only administrators may, as in
+  Hadoop: the caller presents, over HTTPS, a client certificate issued under the ring's roots whose CN is in
+  ``ozone.administrators`` (or an SCM's); anyone else gets 403 saying so (there is no SPNEGO here).
 * ``/stacks`` (Hadoop's StackServlet): a dump of every thread's stack and of every asyncio task's, as text.
 
 The page bodies are built by pure functions (tested on their own); the handlers only read the request.
@@ -26,13 +27,16 @@ import re
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from xml.sax.saxutils import escape
 
 from aiohttp import web
+from cryptography import x509
 
 from scm_server.node.decommission_metrics import object_name_matches
 from scm_server.ozone_metrics import Bean
+from scm_server.security.core.authz import is_admin
+from scm_server.security.core.identity import identity_of
 
 REDACTED = "<redacted>"
 SENSITIVE_KEY = "hadoop.security.sensitive-config-keys"
@@ -150,6 +154,23 @@ def log_level_page(name: str | None, level: str | None, manager: logging.Manager
     return "\n".join(lines) + "\n"
 
 
+def log_level_denial(peer_der: bytes | None, administrators: Collection[str]) -> str | None:
+    """Why a secure SCM refuses /logLevel to the caller whose TLS client certificate is ``peer_der`` (DER; None:
+    none was presented, or plain HTTP), or None when it is an administrator. The TLS handshake has already checked
+    the certificate against the ring's roots."""
+    if peer_der is None:
+        return ("logLevel: this SCM is secure (ozone.security.enabled=true) and only administrators may read or set "
+                "log levels: call it over HTTPS with a client certificate whose CN is listed in ozone.administrators")
+    try:
+        identity = identity_of(x509.load_der_x509_certificate(peer_der))
+    except ValueError as exc:  # PKIError too
+        return f"logLevel: the client certificate cannot be read ({exc})"
+    if not is_admin(identity, administrators):
+        return (f"logLevel: access denied for {identity.name}: only administrators (ozone.administrators) may read "
+                "or set log levels")
+    return None
+
+
 # ---------------------------------------------------------------- /stacks
 
 def stacks_text(frames: Mapping[int, object], threads: list[threading.Thread], tasks: list[asyncio.Task[object]]) -> str:
@@ -184,11 +205,13 @@ class Servlets:
         conf: Mapping[str, str] | None,
         source_of: Callable[[str], str],
         secure: bool,
+        administrators: Collection[str] = (),
     ) -> None:
         self._beans = beans
         self._conf = conf
         self._source_of = source_of
         self._secure = secure
+        self._administrators = tuple(administrators)
 
     def bean_list(self) -> list[Bean]:
         return self._beans()
@@ -209,12 +232,11 @@ class Servlets:
 
     async def log_level(self, request: web.Request) -> web.Response:
         if self._secure:
-            return web.Response(
-                status=403, content_type="text/plain",
-                text="logLevel: refused on a secure SCM (ozone.security.enabled=true): this web port authenticates "
-                     "no user, and only administrators may read or set log levels; set them in the SCM's logging "
-                     "configuration and restart it\n",
-            )
+            ssl_object = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
+            peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            denial = log_level_denial(peer, self._administrators)
+            if denial is not None:
+                return web.Response(status=403, content_type="text/plain", text=denial + "\n")
         page = log_level_page(request.query.get("log"), request.query.get("level"))
         return web.Response(text=page, content_type="text/html")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -215,8 +215,10 @@ def make_app(
     info: dict[str, Any],
     conf: OzoneConfiguration | None = None,
     secure: bool = False,
+    administrators: Collection[str] = (),
 ) -> web.Application:
-    """The web app. ``conf`` is what /conf shows (None: /conf answers 503); ``secure``: /logLevel is refused."""
+    """The web app. ``conf`` is what /conf shows (None: /conf answers 503); ``secure``: /logLevel serves only a
+    caller whose HTTPS client certificate names one of ``administrators`` (ozone.administrators)."""
     web_errors.install()  # a gRPC client on this port: one warning line, not a traceback
     app = web.Application()
     app[SCM_KEY] = scm
@@ -226,6 +228,7 @@ def make_app(
         conf,
         conf.source_of if conf is not None else (lambda _key: ""),
         secure,
+        administrators,
     )
     app.router.add_get("/jmx", servlets.jmx)
     app.router.add_get("/conf", servlets.conf)
