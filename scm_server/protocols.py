@@ -15,8 +15,8 @@ rules of :mod:`scm_server.server.call_guard` ask it); the web server's and the d
 :class:`ScmStatusView`. Test fakes are checked against these same classes (mypy, and ``isinstance`` at runtime:
 every class here is ``runtime_checkable``).
 
-This module is a leaf of the import graph: it imports the generated messages, the metrics registry's type and the standard library, nothing
-else of ``scm_server`` (an import-linter contract keeps it so), so managers, edges and tests may all depend on it.
+This module is a leaf of the import graph: it imports the generated messages, the metrics registry's type, Ozone's bean shape (``scm_server.ozone_metrics``,
+itself a leaf) and the standard library, nothing else of ``scm_server`` (an import-linter contract keeps it so), so managers, edges and tests may all depend on it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
+from scm_server.ozone_metrics import Bean
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
 
 
@@ -66,6 +67,52 @@ class DeletedBlocksSummary:
 
     transactions: int
     blocks: int
+
+
+@dataclass(frozen=True)
+class BalancerStartRequest:
+    """``containerbalancer start``'s options; None: not given (the ``hdds.container.balancer.*`` key's value)."""
+
+    threshold: float | None = None  # percent
+    iterations: int | None = None
+    max_datanodes_percentage: int | None = None
+    max_size_to_move_per_iteration_gb: int | None = None
+    max_size_entering_target_gb: int | None = None
+    max_size_leaving_source_gb: int | None = None
+    balancing_interval_minutes: int | None = None
+    move_timeout_minutes: int | None = None
+    move_replication_timeout_minutes: int | None = None
+    network_topology_enable: bool | None = None
+    include_nodes: str | None = None
+    exclude_nodes: str | None = None
+    include_containers: str | None = None
+    exclude_containers: str | None = None
+
+
+@dataclass(frozen=True)
+class BalancerIterationStatus:
+    """One finished balancer iteration's figures (Ozone's ContainerBalancerTaskIterationStatusInfo)."""
+
+    iteration_number: int
+    iteration_result: str  # ITERATION_COMPLETED, CAN_NOT_BALANCE_ANY_MORE
+    size_scheduled_for_move: int
+    data_size_moved: int
+    moves_scheduled: int
+    moves_completed: int
+    moves_failed: int
+    moves_timeout: int
+    size_entering_nodes: dict[str, int]
+    size_leaving_nodes: dict[str, int]
+    duration_seconds: int
+
+
+@dataclass(frozen=True)
+class BalancerStatusInfo:
+    """``containerbalancer status -v``: the recorded run (None when none was ever started) and its iterations."""
+
+    running: bool
+    configuration: hdds_pb2.ContainerBalancerConfigurationProto | None
+    iterations: tuple[BalancerIterationStatus, ...] = ()
 
 
 @runtime_checkable
@@ -203,6 +250,14 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
 
     def upgrade_finalization_status(self) -> tuple[str, list[str]]: ...
 
+    async def start_container_balancer(self, request: BalancerStartRequest) -> str: ...
+
+    async def stop_container_balancer(self) -> None: ...
+
+    def container_balancer_status(self) -> bool: ...
+
+    def container_balancer_status_info(self) -> BalancerStatusInfo: ...
+
     def get_scm_info(self) -> scm_client_pb2.GetScmInfoResponseProto: ...
 
 
@@ -250,4 +305,8 @@ class ScmStatusView(Protocol):
 
     def dn_reports_ready(self) -> bool:
         """This member has caught up with the leader (always true without Raft)."""
+        ...
+
+    def ozone_beans(self, hostname: str = "", ports: dict[str, int] | None = None) -> list[Bean]:
+        """Ozone's SCM beans with this SCM's values (/jmx; /prom under the names Ozone's sink writes)."""
         ...

@@ -37,6 +37,7 @@ from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfigurations
 from scm_server.conf.groups import ReplicationManagerConfig
 from scm_server.conf.reconfiguration import RECONFIGURABLE, PropertyChange, reconfigured_group
+from scm_server.container.balancer.container_balancer import ContainerBalancer
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import ContainerStateManager
 from scm_server.container.reconciliation import REFUSAL_CODES, Eligibility, eligibility, reconcile_commands
@@ -65,6 +66,7 @@ from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
 from scm_server.metadata import SCMMetadataStore, SCMStorageConfig
 from scm_server.metadata.enums import enum_name
 from scm_server.node.decommission import DatanodeAdminMonitor, NodeDecommissionManager, Replication
+from scm_server.node.decommission_metrics import BEAN_NAME as DECOMMISSION_BEAN
 from scm_server.node.decommission_metrics import NodeDecommissionProgress, node_decommission_bean, query_beans
 from scm_server.node.node_manager import (
     DECOMMISSIONING,
@@ -76,12 +78,19 @@ from scm_server.node.node_manager import (
 )
 from scm_server.node.topology_mapping import resolver_from_config
 from scm_server.node.usage_info import DatanodeUsageInfo, most_or_least_used, usage_of
+from scm_server.ozone_beans import beans_of
+from scm_server.ozone_metrics import Bean
 from scm_server.pipeline.pipeline_manager import BackgroundPipelineCreator, PipelineManager
 from scm_server.pipeline.pipeline_state_manager import CLOSED as PIPELINE_CLOSED
 from scm_server.pipeline.pipeline_state_manager import PipelineStateManager
 from scm_server.pipeline.placement import PipelinePlacementPolicy, container_policy, leader_choose_policy
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
-from scm_server.protocols import BlockAllocation, DeletedBlocksSummary
+from scm_server.protocols import (
+    BalancerStartRequest,
+    BalancerStatusInfo,
+    BlockAllocation,
+    DeletedBlocksSummary,
+)
 from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
 
 log = logging.getLogger(__name__)
@@ -212,6 +221,16 @@ class StorageContainerManager:
             clock,
             configs.replication,
         )
+        self.container_balancer = ContainerBalancer(
+            configs.balancer,
+            self.stateful_service_state_manager,
+            self.container_manager,
+            self.node_manager,
+            self.replication_manager,
+            ctx,
+            clock,
+            wait_time_after_safe_mode=configs.safemode.wait_time_after_exit,
+        )
         self.pipeline_creator = BackgroundPipelineCreator(
             self.pipeline_manager, ctx, clock, configs.pipeline, configs.safemode.pipeline_creation
         )
@@ -220,6 +239,7 @@ class StorageContainerManager:
         self.datanode_admin_monitor = DatanodeAdminMonitor(self.decommission_manager, ctx, clock, ADMIN_MONITOR_INTERVAL_S)
         for service in (
             self.replication_manager,
+            self.container_balancer,
             self.pipeline_creator,
             self.block_deleting_service,
             self.datanode_admin_monitor,
@@ -805,15 +825,23 @@ class StorageContainerManager:
             start_time_ms=node.op_state_since_ms,
         )
 
-    def get_metrics(self, query: str) -> str:
-        """Ozone's ``getMetrics``: the JMX beans matching ``query`` as the JMX servlet's JSON. Served: the
-        NodeDecommissionMetrics bean (what ``ozone admin datanode status decommission`` reads); any other
-        query matches no bean here (``{"beans": []}``)."""
+    def decommission_bean(self) -> dict[str, object]:
+        """Ozone's NodeDecommissionMetrics bean as the JMX servlet writes it (totals, then one record per node)."""
         leaving = [
             n for n in self.node_manager.all_nodes() if n.op_state in (DECOMMISSIONING, ENTERING_MAINTENANCE)
         ]
-        bean = node_decommission_bean([self._decommission_progress(n) for n in leaving])
-        return query_beans(query, [bean])
+        return node_decommission_bean([self._decommission_progress(n) for n in leaving])
+
+    def get_metrics(self, query: str) -> str:
+        """Ozone's ``getMetrics``: the JMX beans matching ``query`` as the JMX servlet's JSON: the
+        NodeDecommissionMetrics bean (what ``ozone admin datanode status decommission`` reads) and every Ozone
+        bean /jmx serves (:meth:`ozone_beans`)."""
+        others = [b.as_jmx() for b in self.ozone_beans() if b.name != DECOMMISSION_BEAN]
+        return query_beans(query, [self.decommission_bean(), *others])
+
+    def ozone_beans(self, hostname: str = "", ports: dict[str, int] | None = None) -> list[Bean]:
+        """Ozone's SCM beans with this SCM's values (/jmx, and /prom under the names Ozone's sink writes)."""
+        return beans_of(self, hostname or self.node_id or "", ports or {})
 
     # ---- admin: the SCM ring ----
     async def transfer_leadership(self, new_leader_id: str) -> str:
@@ -851,6 +879,27 @@ class StorageContainerManager:
         if fsm.metadata_layout_version < fsm.software_layout_version:
             return "FINALIZATION_REQUIRED", ["Finalization required"]
         return "ALREADY_FINALIZED", []
+
+    # ---- admin: the container balancer ----
+    async def start_container_balancer(self, request: BalancerStartRequest) -> str:
+        """``ozone admin containerbalancer start``: record a run through Raft (the options over the
+        ``hdds.container.balancer.*`` keys); SCMException with the reason when it cannot start."""
+        self.require_leader()
+        return await self.container_balancer.start_balancer(request)
+
+    async def stop_container_balancer(self) -> None:
+        """``ozone admin containerbalancer stop``: record that the run stops (SCMException when none runs)."""
+        self.require_leader()
+        await self.container_balancer.stop_balancer()
+
+    def container_balancer_status(self) -> bool:
+        return self.container_balancer.is_balancer_running()
+
+    def container_balancer_status_info(self) -> BalancerStatusInfo:
+        """``ozone admin containerbalancer status -v``: the recorded run and the iterations this leader ran."""
+        record = self.container_balancer.record()
+        running = record is not None and record.shouldRun
+        return BalancerStatusInfo(running, record, tuple(self.container_balancer.history))
 
     # ---- run-time reconfiguration (Ozone's ReconfigurationHandler) ----
     def reconfigurable_properties(self) -> list[str]:

@@ -3,7 +3,8 @@
 The source is :mod:`scm_server.server.hadoop_rpc.conformance`: for each of Ozone's SCM protocols, every cmdType
 of its wire proto with what this SCM answers (the translator's handled set, the notes and the refusals' reasons).
 Each table is written between its marker comments (``<!-- compat-docs:<key>:begin ... -->`` and
-``<!-- compat-docs:<key>:end -->``; the keys are the protocols' and ``summary``); everything outside them is left
+``<!-- compat-docs:<key>:end -->``; the keys are the protocols', ``summary``, and ``metrics-not-served``: the Ozone bean and metric names not
+served, from :data:`scm_server.ozone_metrics.NOT_SERVED`); everything outside them is left
 as it is. ``--check`` writes nothing and exits 1 when the file differs from what the source generates
 (``tests/unit/hadoop_rpc/test_conformance.py`` runs the same comparison in ``make test``).
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from scm_server import ozone_metrics
 from scm_server.server.hadoop_rpc import conformance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +35,7 @@ def end(key: str) -> str:
 
 def blocks() -> dict[str, str]:
     """Each marker key's generated table."""
-    out = {"summary": conformance.render_summary()}
+    out = {"summary": conformance.render_summary(), "metrics-not-served": ozone_metrics.render_not_served()}
     for protocol in conformance.protocols():
         out[protocol.key] = conformance.render_table(protocol)
     return out

@@ -32,6 +32,7 @@ _TITLES = {
     "SCMHAConfig": "HA layout and Raft (`SCMHAConfig`)",
     "TopologyConfig": "Network topology: racks of registering datanodes (`TopologyConfig`)",
     "PlacementConfig": "Placement policies (`PlacementConfig`)",
+    "ContainerBalancerConfig": "Container balancer: the defaults of `containerbalancer start` (`ContainerBalancerConfig`)",
     "SecurityConfig": "Security (`SecurityConfig`, read only with `ozone.security.enabled=true`; "
     "its defaults live in its fields, not in the raw table)",
     "ports": "The port table's keys no group declares (`scm_server/conf/ports.py`)",

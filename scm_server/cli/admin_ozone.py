@@ -4,7 +4,7 @@ prints.
 
 * ``admin datanode usageinfo`` and ``admin datanode status decommission``;
 * ``admin container reconcile``;
-* ``admin containerbalancer status|start|stop``;
+* ``admin containerbalancer status [-v]|start [options]|stop``;
 * ``admin scm finalizationstatus|finalizeupgrade`` and ``admin scm deletedBlocksTxn summary``;
 * ``admin reconfig --address HOST:PORT properties|start|status`` (ReconfigureProtocol, one SCM).
 
@@ -20,7 +20,7 @@ import asyncio
 import datetime
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -160,23 +160,103 @@ def reconcile(ctx: CliContext, container_id: int) -> None:
 # ---------------------------------------------------------------- the balancer
 @click.group("containerbalancer")
 def containerbalancer() -> None:
-    """The container balancer's status, start, stop (none runs in this SCM yet)."""
+    """The container balancer's status, start, stop (Ozone's ``ozone admin containerbalancer``)."""
 
 
 @containerbalancer.command("status")
+@click.option("-v", "--verbose", is_flag=True, help="The run's configuration and its iterations' figures.")
 @pass_ctx
-def balancer_status(ctx: CliContext) -> None:
-    running = _submit(ctx, Request(cmdType=wire_loc.GetContainerBalancerStatus,
-                                   containerBalancerStatusRequest=wire_loc.ContainerBalancerStatusRequestProto())
-                      ).containerBalancerStatusResponse.isRunning
-    click.echo("ContainerBalancer is Running." if running else "ContainerBalancer is Not Running.")
+def balancer_status(ctx: CliContext, verbose: bool) -> None:
+    if not verbose:
+        running = _submit(ctx, Request(cmdType=wire_loc.GetContainerBalancerStatus,
+                                       containerBalancerStatusRequest=wire_loc.ContainerBalancerStatusRequestProto())
+                          ).containerBalancerStatusResponse.isRunning
+        click.echo("ContainerBalancer is Running." if running else "ContainerBalancer is Not Running.")
+        return
+    answer = _submit(ctx, Request(
+        cmdType=wire_loc.GetContainerBalancerStatusInfo,
+        containerBalancerStatusInfoRequest=wire_loc.ContainerBalancerStatusInfoRequestProto(),
+    )).containerBalancerStatusInfoResponse
+    if not answer.isRunning:
+        click.echo("ContainerBalancer is Not Running.")
+        return
+    info = answer.containerBalancerStatusInfo
+    c = info.configuration
+    started = datetime.datetime.fromtimestamp(info.startedAt, tz=datetime.UTC)
+    click.echo("ContainerBalancer is Running.")
+    click.echo(f"Started at: {started:%Y-%m-%d %H:%M:%S} UTC")
+    click.echo("Container Balancer Configuration values:")
+    for key, value in (
+        ("Threshold", f"{float(c.utilizationThreshold):g}"),
+        ("Max Datanodes to Involve per Iteration(percent)", c.datanodesInvolvedMaxPercentagePerIteration),
+        ("Max Size to Move per Iteration", f"{c.sizeMovedMaxPerIteration >> 30}GB"),
+        ("Max Size Entering Target per Iteration", f"{c.sizeEnteringTargetMax >> 30}GB"),
+        ("Max Size Leaving Source per Iteration", f"{c.sizeLeavingSourceMax >> 30}GB"),
+        ("Number of Iterations", c.iterations),
+        ("Time Limit for Single Container's Movement", f"{c.moveTimeout // 60000}min"),
+        ("Time Limit for Single Container's Replication", f"{c.moveReplicationTimeout // 60000}min"),
+        ("Interval between each Iteration", f"{c.balancingIterationInterval // 60000}min"),
+        ("Whether to Enable Network Topology", str(c.moveNetworkTopologyEnable).lower()),
+        ("Container IDs to Exclude from Balancing", c.excludeContainers or "None"),
+        ("Datanodes Specified to be Balanced", c.includeDatanodes or "None"),
+        ("Datanodes Excluded from Balancing", c.excludeDatanodes or "None"),
+    ):
+        click.echo(f"{key:<50}{value}")
+    for it in info.iterationsStatusInfo:
+        click.echo("")
+        click.echo(f"Iteration number {it.iterationNumber}")
+        click.echo(f"Iteration duration {it.iterationDuration} sec")
+        click.echo(f"Iteration result {it.iterationResult}")
+        click.echo(f"Size scheduled to move {it.sizeScheduledForMove} B")
+        click.echo(f"Moved data size {it.dataSizeMoved} B")
+        click.echo(f"Scheduled to move containers {it.containerMovesScheduled}")
+        click.echo(f"Already moved containers {it.containerMovesCompleted}")
+        click.echo(f"Failed to move containers {it.containerMovesFailed}")
+        click.echo(f"Failed to move containers by timeout {it.containerMovesTimeout}")
+        for title, rows in (("Entered data to nodes", it.sizeEnteringNodes), ("Exited data from nodes", it.sizeLeavingNodes)):
+            click.echo(title)
+            for row in rows:
+                click.echo(f"{row.uuid} <- {row.dataVolume} B" if title.startswith("Entered")
+                           else f"{row.uuid} -> {row.dataVolume} B")
 
 
 @containerbalancer.command("start")
+@click.option("-t", "--threshold", type=float, help="Percentage deviation from the cluster's average utilization "
+              "beyond which a datanode is rebalanced, in [0, 100) (hdds.container.balancer.utilization.threshold).")
+@click.option("-i", "--iterations", type=int, help="Iterations to run, positive or -1 (until balanced).")
+@click.option("-d", "--max-datanodes-percentage-to-involve-per-iteration", "max_datanodes", type=int,
+              help="Percentage of healthy, in-service datanodes one iteration may involve, in [0, 100].")
+@click.option("-s", "--max-size-to-move-per-iteration-in-gb", "max_size", type=int,
+              help="GB one iteration may move.")
+@click.option("-e", "--max-size-entering-target-in-gb", "max_entering", type=int,
+              help="GB that may enter one target datanode per iteration.")
+@click.option("-l", "--max-size-leaving-source-in-gb", "max_leaving", type=int,
+              help="GB that may leave one source datanode per iteration.")
+@click.option("--balancing-iteration-interval-minutes", "interval", type=int, help="Minutes between iterations.")
+@click.option("--move-timeout-minutes", "move_timeout", type=int, help="Minutes one container's move may take.")
+@click.option("--move-replication-timeout-minutes", "replication_timeout", type=int,
+              help="Minutes the replication within one move may take (less than the move timeout).")
+@click.option("--move-network-topology-enable", "topology", type=bool, help="Take the network topology into account.")
+@click.option("--include-datanodes", help="Only these datanodes (host names or IPs, comma-separated).")
+@click.option("--exclude-datanodes", help="Leave these datanodes out (host names or IPs, comma-separated).")
+@click.option("--include-containers", help="Only these container ids (comma-separated).")
+@click.option("--exclude-containers", help="Never move these container ids (comma-separated).")
 @pass_ctx
-def balancer_start(ctx: CliContext) -> None:
-    answer = _submit(ctx, Request(cmdType=wire_loc.StartContainerBalancer,
-                                  startContainerBalancerRequest=wire_loc.StartContainerBalancerRequestProto())
+def balancer_start(ctx: CliContext, threshold: float | None, iterations: int | None, max_datanodes: int | None,
+                   max_size: int | None, max_entering: int | None, max_leaving: int | None, interval: int | None,
+                   move_timeout: int | None, replication_timeout: int | None, topology: bool | None,
+                   include_datanodes: str | None, exclude_datanodes: str | None, include_containers: str | None,
+                   exclude_containers: str | None) -> None:
+    given: dict[str, Any] = {
+        "threshold": threshold, "iterations": iterations, "maxDatanodesPercentageToInvolvePerIteration": max_datanodes,
+        "maxSizeToMovePerIterationInGB": max_size, "maxSizeEnteringTargetInGB": max_entering,
+        "maxSizeLeavingSourceInGB": max_leaving, "balancingInterval": interval, "moveTimeout": move_timeout,
+        "moveReplicationTimeout": replication_timeout, "networkTopologyEnable": topology,
+        "includeNodes": include_datanodes, "excludeNodes": exclude_datanodes,
+        "includeContainers": include_containers, "excludeContainers": exclude_containers,
+    }
+    options = wire_loc.StartContainerBalancerRequestProto(**{k: v for k, v in given.items() if v is not None})
+    answer = _submit(ctx, Request(cmdType=wire_loc.StartContainerBalancer, startContainerBalancerRequest=options)
                      ).startContainerBalancerResponse
     if answer.start:
         click.echo("Container Balancer started successfully.")

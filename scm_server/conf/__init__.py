@@ -9,6 +9,7 @@ default text); the raw default table (:mod:`scm_server.conf.defaults`) and docs/
 
 from scm_server.conf.groups import (
     BlockConfig,
+    ContainerBalancerConfig,
     NodeManagerConfig,
     PipelineConfig,
     PlacementConfig,
@@ -24,6 +25,7 @@ from scm_server.conf.ozone_configuration import OzoneConfiguration, parse_durati
 
 __all__ = [
     "BlockConfig",
+    "ContainerBalancerConfig",
     "NodeManagerConfig",
     "OzoneConfiguration",
     "PipelineConfig",

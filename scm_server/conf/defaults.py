@@ -24,6 +24,7 @@ from typing import Any
 from scm_server.conf import ports
 from scm_server.conf.groups import (
     BlockConfig,
+    ContainerBalancerConfig,
     NodeManagerConfig,
     PipelineConfig,
     PlacementConfig,
@@ -59,6 +60,7 @@ TABLE_GROUPS: tuple[type[Any], ...] = (
     SCMHAConfig,
     TopologyConfig,
     PlacementConfig,
+    ContainerBalancerConfig,
 )
 # Every typed group of conf/ (the docs and the drift test cover each).
 ALL_GROUPS: tuple[type[Any], ...] = (*TABLE_GROUPS, SecurityConfig)

@@ -615,6 +615,102 @@ class ReplicationManagerConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ContainerBalancerConfig:
+    """Ozone's ContainerBalancerConfiguration (``hdds.container.balancer.*``): the defaults of
+    ``ozone admin containerbalancer start``, whose options override them for one run."""
+
+    threshold: float = setting(
+        "hdds.container.balancer.utilization.threshold", "float",
+        "A percentage in [0, 100): the cluster is balanced when every datanode's utilization (used over capacity) "
+        "is within this many points of the cluster's average.",
+        "10",
+    )
+    datanodes_involved_max_percentage: int = setting(
+        "hdds.container.balancer.datanodes.involved.max.percentage.per.iteration", "int",
+        "At most this percentage (0 to 100) of the healthy, in-service datanodes takes part in one iteration, as "
+        "source or target (rounded down: with fewer than 10 datanodes, 20 allows none; raise it on small clusters).",
+        "20",
+    )
+    size_moved_max_per_iteration: int = setting(
+        "hdds.container.balancer.size.moved.max.per.iteration", "size",
+        "The most data scheduled to move in one iteration.",
+        "500GB",
+    )
+    size_entering_target_max: int = setting(
+        "hdds.container.balancer.size.entering.target.max", "size",
+        "The most data entering one target datanode in one iteration.",
+        "26GB",
+    )
+    size_leaving_source_max: int = setting(
+        "hdds.container.balancer.size.leaving.source.max", "size",
+        "The most data leaving one source datanode in one iteration.",
+        "26GB",
+    )
+    iterations: int = setting(
+        "hdds.container.balancer.iterations", "int",
+        "How many iterations the balancer runs (-1: until the cluster is balanced).",
+        "10",
+    )
+    exclude_containers: tuple[str, ...] = setting(
+        "hdds.container.balancer.exclude.containers", "list",
+        "Container ids never moved, comma-separated (\"1, 4, 5\").",
+        "",
+    )
+    include_containers: tuple[str, ...] = setting(
+        "hdds.container.balancer.include.containers", "list",
+        "Only these container ids are moved, comma-separated (empty: any).",
+        "",
+    )
+    move_timeout: timedelta = setting(
+        "hdds.container.balancer.move.timeout", "duration",
+        "How long one container's move (replication to the target, then deletion from the source) may take.",
+        "65m",
+    )
+    move_replication_timeout: timedelta = setting(
+        "hdds.container.balancer.move.replication.timeout", "duration",
+        "How long the replication to the target may take within a move (less than the move timeout).",
+        "50m",
+    )
+    balancing_iteration_interval: timedelta = setting(
+        "hdds.container.balancer.balancing.iteration.interval", "duration",
+        "The pause between two iterations (more than the move timeout).",
+        "70m",
+    )
+    include_datanodes: tuple[str, ...] = setting(
+        "hdds.container.balancer.include.datanodes", "list",
+        "Only these datanodes (host names or IP addresses, comma-separated) are balanced (empty: all).",
+        "",
+    )
+    exclude_datanodes: tuple[str, ...] = setting(
+        "hdds.container.balancer.exclude.datanodes", "list",
+        "These datanodes (host names or IP addresses, comma-separated) are left out of balancing.",
+        "",
+    )
+    move_network_topology_enable: bool = setting(
+        "hdds.container.balancer.move.networkTopology.enable", "bool",
+        "Prefer targets close to the source in the network topology. Accepted and shown; every move here keeps "
+        "the container's rack spread whatever this says.",
+        "false",
+    )
+    trigger_du_before_move_enable: bool = setting(
+        "hdds.container.balancer.trigger.du.before.move.enable", "bool",
+        "Ask datanodes to refresh their usage before an iteration. Accepted and shown; datanode usage here comes "
+        "from their periodic node reports.",
+        "false",
+    )
+    include_non_standard_containers: bool = setting(
+        "hdds.container.balancer.include.non.standard.containers", "bool",
+        "Also move containers in non-standard states (QUASI_CLOSED). Accepted and shown; only CLOSED, fully "
+        "replicated containers are moved here.",
+        "false",
+    )
+
+    @classmethod
+    def from_conf(cls, conf: OzoneConfiguration) -> ContainerBalancerConfig:
+        return _build(cls, conf)
+
+
+@dataclasses.dataclass(frozen=True)
 class BlockConfig:
     deleting_service_interval: timedelta = setting(
         "ozone.block.deleting.service.interval", "duration",
@@ -869,6 +965,7 @@ class SCMConfigurations:
     ha: SCMHAConfig
     topology: TopologyConfig = TopologyConfig()
     placement: PlacementConfig = PlacementConfig()
+    balancer: ContainerBalancerConfig = ContainerBalancerConfig()
 
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> SCMConfigurations:
@@ -882,4 +979,5 @@ class SCMConfigurations:
             ha=SCMHAConfig.from_conf(conf),
             topology=TopologyConfig.from_conf(conf),
             placement=PlacementConfig.from_conf(conf),
+            balancer=ContainerBalancerConfig.from_conf(conf),
         )

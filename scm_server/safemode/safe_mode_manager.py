@@ -65,6 +65,11 @@ class SafeModeExitRule:
         self.validated = False
         self.last = RuleResult(False, "not evaluated yet")
 
+    def figures(self) -> tuple[int, int]:
+        """(what is counted now, what the rule requires), the pair Ozone's SafeModeMetrics publishes per rule;
+        (1, 1) or (0, 1) for a rule that only holds or does not."""
+        return (1 if self.evaluate().ok else 0), 1
+
     def evaluate(self) -> RuleResult:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -91,6 +96,9 @@ class DataNodeSafeModeRule(SafeModeExitRule):
         super().__init__()
         self.node_manager = node_manager
         self.required = required
+
+    def figures(self) -> tuple[int, int]:
+        return len(self.node_manager.all_nodes()), self.required
 
     def evaluate(self) -> RuleResult:
         registered = len(self.node_manager.all_nodes())
@@ -136,14 +144,22 @@ class RatisContainerSafeModeRule(SafeModeExitRule):
             self._total -= len(gone)
             self._pending -= gone
             self._removals_seen = removals
-        total = self._total
-        reported = total - len(self._pending)
+        total, reported = self._counts()
         fraction = 1.0 if total == 0 else reported / total
         return RuleResult(
             fraction >= self.threshold,
             f"% of containers with at least one reported replica (={fraction:.2f}) >= "
             f"safeModeCutoff (={self.threshold:.2f}) [{reported}/{total}]",
         )
+
+
+    def _counts(self) -> tuple[int, int]:
+        return self._total, self._total - len(self._pending or ())
+
+    def figures(self) -> tuple[int, int]:
+        self.evaluate()  # fixes the counted set at the first call, as the rule's own evaluation does
+        total, reported = self._counts()
+        return reported, math.ceil(self.threshold * total)
 
 
 class _PipelineRule(SafeModeExitRule):
@@ -161,10 +177,13 @@ class _PipelineRule(SafeModeExitRule):
     def _what(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def figures(self) -> tuple[int, int]:
+        pipelines = self._pipelines()
+        return sum(1 for p in pipelines if self._count(p)), math.ceil(self.pct * len(pipelines))
+
     def evaluate(self) -> RuleResult:
         pipelines = self._pipelines()
-        required = math.ceil(self.pct * len(pipelines))
-        ok_count = sum(1 for p in pipelines if self._count(p))
+        ok_count, required = self.figures()
         return RuleResult(
             ok_count >= required,
             f"{self._what()} (={ok_count}) >= required (={required}) of {len(pipelines)} RATIS/THREE pipelines",

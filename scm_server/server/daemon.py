@@ -345,7 +345,8 @@ class SCMDaemon:
         """HTTP and/or HTTPS (``ozone.http.policy``) serving the same app."""
         policy = self.security.config.https.value if self.security is not None else "HTTP_ONLY"
         http_host, http_port = endpoints.http_address(get, self.node)
-        app = make_app(scm, self.listening.as_dict())
+        app = make_app(scm, self.listening.as_dict(), self.conf, secure=self.security is not None,
+                       administrators=self._administrators())
         self.web_runner = web.AppRunner(app, access_log=None)
         await self.web_runner.setup()
         sites: list[tuple[str, str, int, Any]] = []
@@ -407,6 +408,11 @@ def load_security(conf: OzoneConfiguration, storage: SCMStorageConfig) -> SCMSec
         raise DaemonStartupError(f"cannot start SCM: security: {exc}") from exc
 
 
+def _pem_text(pem: str | bytes) -> str:
+    """PEM as text: ``cadata`` reads bytes as DER."""
+    return pem.decode("ascii") if isinstance(pem, bytes) else pem
+
+
 def https_context(security: Any) -> ssl.SSLContext:
     """Server TLS for the web UI with this SCM's certificate, loaded from the files it already has
     (the keystore, or the mounted sub-CA files in CA mode operator: no key is copied); reloaded when
@@ -415,7 +421,16 @@ def https_context(security: Any) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(str(cert_file), str(key_file))
-    security.material.add_listener(lambda _material: ctx.load_cert_chain(str(cert_file), str(key_file)))
+    # a client certificate is asked for, not required (browsers and probes send none): /logLevel serves only a
+    # caller whose certificate, issued under this ring's roots, names an administrator
+    ctx.verify_mode = ssl.CERT_OPTIONAL
+    ctx.load_verify_locations(cadata=_pem_text(security.material.current.roots_pem()))
+
+    def reload(material: Any) -> None:
+        ctx.load_cert_chain(str(cert_file), str(key_file))
+        ctx.load_verify_locations(cadata=_pem_text(material.roots_pem()))
+
+    security.material.add_listener(reload)
     return ctx
 
 

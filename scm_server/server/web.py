@@ -7,16 +7,21 @@
   ``?leader=true`` the leader-ready condition (leader that applied an entry of its term), or with
   ``?member=true`` (the Kubernetes operator's Pod readiness probe) a caught-up Raft member: the HDDS-14989
   datanode-report gate is open, whatever the safemode (a ring without datanodes stays in safemode);
-* ``/api/status``: a JMX-like JSON snapshot (``status_summary()`` of the facade);
+* ``/api/status``: a JSON snapshot (``status_summary()`` of the facade);
+* ``/jmx``, ``/conf``, ``/logLevel``, ``/stacks``: Hadoop's servlets as Ozone's SCM serves them
+  (:mod:`scm_server.server.hadoop_servlets`); ``/prom`` also carries Ozone's beans under the names Ozone's
+  Prometheus sink writes (``scm_node_manager_in_service_healthy_nodes``, ...), beside our own names;
 * ``/``: a small status page rendered with jinja2 (templates/status.html.j2).
 
-Handlers only read the facade; nothing here changes SCM state.
+Handlers only read the facade; nothing here changes SCM state (``/logLevel`` changes only a logger's level).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +29,14 @@ import jinja2
 from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf import message as pb_message
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
+from scm_server.conf.ozone_configuration import OzoneConfiguration
+from scm_server.ozone_metrics import Bean, prom_families
 from scm_server.protocols import ScmStatusView
-from scm_server.server import web_errors
+from scm_server.server import hadoop_servlets, web_errors
 
 LOG = logging.getLogger(__name__)
 
@@ -92,9 +101,39 @@ def summary(scm: ScmStatusView, info: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+class _OzoneNames(Collector):
+    """Ozone's beans as Ozone's Prometheus sink names them, collected once per scrape."""
+
+    def __init__(self, beans: list[Bean]) -> None:
+        self._beans = beans
+
+    def collect(self) -> Iterator[Metric]:
+        return prom_families(self._beans)
+
+
+def _hostname() -> str:
+    return socket.gethostname()
+
+
+def _ports(info: dict[str, Any]) -> dict[str, int]:
+    """The Hadoop RPC ports this SCM listens on, from the daemon's listener addresses."""
+    ports = {}
+    for name in ("client", "datanode"):
+        address = str(info.get(f"{name}_hadoop") or "")
+        if address.rpartition(":")[2].isdigit():
+            ports[name] = int(address.rpartition(":")[2])
+    return ports
+
+
+def ozone_beans(request: web.Request) -> list[Bean]:
+    return request.app[SCM_KEY].ozone_beans(_hostname(), _ports(request.app[INFO_KEY]))
+
+
 async def prom(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[SCM_KEY].metrics_registry)
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    ours = generate_latest(request.app[SCM_KEY].metrics_registry)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_OzoneNames(ozone_beans(request)))
+    return web.Response(body=ours + generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 async def health(request: web.Request) -> web.Response:
@@ -139,8 +178,8 @@ _LISTENERS: dict[str, tuple[str, str]] = {
     "block_hadoop": ("ScmBlockLocationProtocol (block client)", "Hadoop RPC"),
     "datanode_hadoop": ("StorageContainerDatanodeProtocol (datanodes)", "Hadoop RPC"),
     "security_hadoop": ("SCMSecurityProtocol (certificates)", "Hadoop RPC"),
-    "http": ("web UI, /prom, /health, /ready", "HTTP"),
-    "https": ("web UI, /prom, /health, /ready", "HTTPS"),
+    "http": ("web UI, /prom, /jmx, /conf, /logLevel, /stacks, /health, /ready", "HTTP"),
+    "https": ("web UI, /prom, /jmx, /conf, /logLevel, /stacks, /health, /ready", "HTTPS"),
 }
 
 
@@ -171,15 +210,33 @@ async def index(request: web.Request) -> web.Response:
     return web.Response(text=html, content_type="text/html")
 
 
-def make_app(scm: ScmStatusView, info: dict[str, Any]) -> web.Application:
+def make_app(
+    scm: ScmStatusView,
+    info: dict[str, Any],
+    conf: OzoneConfiguration | None = None,
+    secure: bool = False,
+    administrators: Collection[str] = (),
+) -> web.Application:
+    """The web app. ``conf`` is what /conf shows (None: /conf answers 503); ``secure``: /logLevel serves only a
+    caller whose HTTPS client certificate names one of ``administrators`` (ozone.administrators)."""
     web_errors.install()  # a gRPC client on this port: one warning line, not a traceback
     app = web.Application()
     app[SCM_KEY] = scm
     app[INFO_KEY] = info
+    servlets = hadoop_servlets.Servlets(
+        lambda: scm.ozone_beans(_hostname(), _ports(info)),
+        conf,
+        conf.source_of if conf is not None else (lambda _key: ""),
+        secure,
+        administrators,
+    )
+    app.router.add_get("/jmx", servlets.jmx)
+    app.router.add_get("/conf", servlets.conf)
+    app.router.add_get("/logLevel", servlets.log_level)
+    app.router.add_get("/stacks", servlets.stacks)
     app.router.add_get("/", index)
     app.router.add_get("/prom", prom)
     app.router.add_get("/health", health)
     app.router.add_get("/ready", ready)
     app.router.add_get("/api/status", api_status)
-    app.router.add_get("/jmx", api_status)
     return app

@@ -141,12 +141,12 @@ class ContainerReplicaPendingOps:
         """Every container's in-flight ops as immutable views (the audit export's capture)."""
         return {cid: self.view(cid) for cid in self._ops}
 
+    def total(self, op: PendingOpType) -> int:
+        """In-flight ops of one kind on every datanode (Ozone's InflightReplication / InflightDeletion)."""
+        return sum(count for (_, kind), count in self._per_node.items() if kind == op)
+
     def count_for(self, datanode: str, op: PendingOpType) -> int:
         return self._per_node.get((datanode, op), 0)
-
-    def total(self, op: PendingOpType) -> int:
-        """In-flight ops of one kind across every datanode (O(datanodes with some))."""
-        return sum(n for (_, kind), n in self._per_node.items() if kind is op)
 
     def clear(self) -> None:
         self._ops.clear()
@@ -356,19 +356,25 @@ class ReplicationManager(BackgroundSCMService):
         for cmd in result.commands:
             self._send(container_id, cmd)
 
-    def _send(self, container_id: int, cmd: PlannedCommand) -> None:
+    def send_command(self, container_id: int, cmd: PlannedCommand) -> bool:
+        """Queue ``cmd`` for its datanode as this manager's own commands go (the datanode's queue limits, the
+        pending ops that keep later passes from acting twice); False when it was not queued (a throttled or
+        unknown datanode, a close already queued). The ContainerBalancer's moves go this way."""
+        return self._send(container_id, cmd)
+
+    def _send(self, container_id: int, cmd: PlannedCommand) -> bool:
         node = self.node_manager.get_node(cmd.datanode)
         if node is None:
-            return
+            return False
         deadline_ms = self.clock.wall_ms() + int(self.config.event_timeout.total_seconds() * 1000)
         deadline = self.clock.monotonic() + self.config.event_timeout.total_seconds()
         if cmd.kind in ("replicate", "reconstruct") and self._inflight_limit_reached():
             self.commands_throttled += 1
-            return
+            return False
         if cmd.kind == "replicate":
             if self.replication_load(cmd.datanode) >= self.config.datanode_replication_limit:
                 self.commands_throttled += 1
-                return
+                return False
             sources = [self.node_manager.require_node(s).details for s in cmd.sources if self.node_manager.get_node(s)]
             proto = scm_datanode_pb2.SCMCommandProto(
                 commandType=CommandType.replicateContainerCommand,
@@ -384,14 +390,14 @@ class ReplicationManager(BackgroundSCMService):
         elif cmd.kind == "reconstruct":
             if not self._send_reconstruction(container_id, cmd, deadline_ms, deadline):
                 self.commands_throttled += 1
-                return
+                return False
         elif cmd.kind == "delete":
             queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.DELETE) + node.command_queue_report.get(
                 CommandType.deleteContainerCommand, 0
             )
             if queued >= self.config.datanode_delete_limit:
                 self.commands_throttled += 1
-                return
+                return False
             proto = scm_datanode_pb2.SCMCommandProto(
                 commandType=CommandType.deleteContainerCommand,
                 deadlineMsSinceEpoch=deadline_ms,
@@ -409,11 +415,12 @@ class ReplicationManager(BackgroundSCMService):
                 for c in self.node_manager.queued_commands(cmd.datanode, CommandType.closeContainerCommand)
             )
             if already:
-                return
+                return False
             self.container_manager.send_close_commands(container_id, force=cmd.force, only=[cmd.datanode])
         else:  # pragma: no cover - programming error
             raise ValueError(cmd.kind)
         self.commands_issued[cmd.kind] += 1
+        return True
 
     def inflight_limit(self) -> int:
         """Ozone's replication in-flight limit: ``hdds.scm.replication.inflight.limit.factor`` x healthy

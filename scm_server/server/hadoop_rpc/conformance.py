@@ -258,18 +258,18 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J',
     ),
     'StartContainerBalancer': Note(
-        "leader; **no balancer runs in this SCM**: `start=false` with a message saying so (Ozone's form for a balancer that cannot start)",
+        "leader; the request's options over the `hdds.container.balancer.*` keys, checked, recorded with `shouldRun=true` in the replicated `statefulServiceConfig` (key `ContainerBalancer`, as Ozone) so that a new leader resumes the run; `start=true`, or `start=false` with the reason (running already: Ozone's \"Expect ContainerBalancer as not running state, ...\"; safe mode; an option out of range, naming it and its key)",
         'C, U, O',
     ),
     'StopContainerBalancer': Note(
-        "leader; Ozone's message for a balancer that is not running, \"Expect ContainerBalancer as running "
+        "leader; records `shouldRun=false` (moves in flight complete on their own); for a balancer that is not running Ozone's message, \"Expect ContainerBalancer as running "
         "state, but running state is actually STOPPED\", as an RPC ERROR `SCMException` (**differs**: Ozone sends "
         "a plain `java.io.IOException`, which its client's failover policy retries on every SCM until its retries "
         "run out; an `SCMException` is not retried, so `containerbalancer stop` fails at once with the same text)",
         'C, U, O',
     ),
     'GetContainerBalancerStatus': Note(
-        'leader; `isRunning=false` (no balancer runs here)',
+        'leader; `isRunning`: whether the replicated record says the balancer runs',
         'C, U, O',
     ),
     'FinalizeScmUpgrade': Note(
@@ -322,11 +322,11 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U',
     ),
     'GetMetrics': Note(
-        'leader; the JMX servlet\'s JSON `{"beans": [...]}` for the query\'s object-name pattern: Ozone\'s `NodeDecommissionMetrics` bean (the totals, each leaving datanode\'s `tag.datanode.<i>`, `PipelinesWaitingToCloseDN.<i>`, `UnderReplicatedDN.<i>`, `SufficientlyReplicatedDN.<i>`, `UnclosedContainersDN.<i>`, `StartTimeDN.<i>`: what `datanode status decommission` reads); any other query matches no bean (`{"beans": []}`)',
+        'leader; the JMX servlet\'s JSON `{"beans": [...]}` for the query\'s object-name pattern: Ozone\'s `NodeDecommissionMetrics` bean (the totals, each leaving datanode\'s `tag.datanode.<i>`, `PipelinesWaitingToCloseDN.<i>`, `UnderReplicatedDN.<i>`, `SufficientlyReplicatedDN.<i>`, `UnclosedContainersDN.<i>`, `StartTimeDN.<i>`: what `datanode status decommission` reads) and every Ozone bean /jmx serves (`SCMNodeMetrics`, `ReplicationManagerMetrics`, `SafeModeMetrics`, ...; see "Ozone\'s metric and bean names"); a query matching none answers `{"beans": []}`',
         'C, U, O',
     ),
     'GetContainerBalancerStatusInfo': Note(
-        "leader; `isRunning=false` without status info, Ozone's answer when no balancer task exists",
+        "leader; `isRunning=false` without status info when no run is recorded as running (Ozone's answer when no balancer task exists); while one runs: `startedAt`, the recorded configuration and each iteration this leader ran (result, sizes scheduled and moved, moves scheduled/completed/failed/timed out, data entering and leaving each datanode, duration)",
         'C, U',
     ),
     'GetDeletedBlocksTransactionSummary': Note(

@@ -38,7 +38,7 @@ from scm_server.hadoop_ipc import Call
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
-from scm_server.protocols import StorageContainerLocationProtocol
+from scm_server.protocols import BalancerStartRequest, StorageContainerLocationProtocol
 from scm_server.server import call_guard, endpoints
 from scm_server.server.hadoop_rpc import container_token, convert
 from scm_server.server.hadoop_rpc.authorization import Authorizer
@@ -51,10 +51,6 @@ SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
 LOG = logging.getLogger(__name__)
 # cmdTypes of the proto that Ozone 2.2.0's SCM does not serve either (no case in its translator)
 OZONE_UNKNOWN = frozenset({"DeleteContainer"})
-BALANCER_ABSENT = (
-    "ContainerBalancer is not available on this SCM: it runs no balancer yet (status answers not running; "
-    "move containers with the replication manager or by decommissioning)"
-)
 
 Type = wire_loc.Type
 Response = wire_loc.ScmContainerLocationResponse
@@ -524,22 +520,83 @@ class LocationTranslator:
         out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
         out.messages.extend(messages)
 
-    # ---- the container balancer (none runs in this SCM) ----
+    # ---- the container balancer ----
 
     async def _start_balancer(self, request: Request, response: Response) -> None:
-        """Ozone answers a balancer that cannot start with ``start=false`` and the reason."""
-        response.startContainerBalancerResponse.start = False
-        response.startContainerBalancerResponse.message = BALANCER_ABSENT
+        """Ozone answers a balancer that cannot start (running already, safe mode, a bad option) with
+        ``start=false`` and the reason, not an exception."""
+        r = request.startContainerBalancerRequest
+        opt = r.HasField
+        options = BalancerStartRequest(
+            threshold=r.threshold if opt("threshold") else None,
+            iterations=r.iterations if opt("iterations") else None,
+            max_datanodes_percentage=(
+                r.maxDatanodesPercentageToInvolvePerIteration if opt("maxDatanodesPercentageToInvolvePerIteration")
+                else None
+            ),
+            max_size_to_move_per_iteration_gb=(
+                r.maxSizeToMovePerIterationInGB if opt("maxSizeToMovePerIterationInGB") else None
+            ),
+            max_size_entering_target_gb=r.maxSizeEnteringTargetInGB if opt("maxSizeEnteringTargetInGB") else None,
+            max_size_leaving_source_gb=r.maxSizeLeavingSourceInGB if opt("maxSizeLeavingSourceInGB") else None,
+            balancing_interval_minutes=r.balancingInterval if opt("balancingInterval") else None,
+            move_timeout_minutes=r.moveTimeout if opt("moveTimeout") else None,
+            move_replication_timeout_minutes=r.moveReplicationTimeout if opt("moveReplicationTimeout") else None,
+            network_topology_enable=r.networkTopologyEnable if opt("networkTopologyEnable") else None,
+            include_nodes=r.includeNodes if opt("includeNodes") else None,
+            exclude_nodes=r.excludeNodes if opt("excludeNodes") else None,
+            include_containers=r.includeContainers if opt("includeContainers") else None,
+            exclude_containers=r.excludeContainers if opt("excludeContainers") else None,
+        )
+        out = response.startContainerBalancerResponse
+        try:
+            out.message = await self.scm.start_container_balancer(options)
+            out.start = True
+        except NotLeaderException:
+            raise
+        except SCMException as exc:
+            out.start = False
+            out.message = exc.message
 
     async def _stop_balancer(self, request: Request, response: Response) -> None:
-        """Ozone's message for stopping a balancer that is not running, as an SCMException: Ozone sends it as a
-        plain IOException, which its client's failover policy retries on every SCM until its retries run out;
-        an SCMException fails the command at once with the same text."""
-        raise RpcCallError(SCM_EXCEPTION, "Expect ContainerBalancer as running state, but running state is actually STOPPED")
+        """Stopping a balancer that is not running fails with Ozone's message, as an SCMException: Ozone sends it
+        as a plain IOException, which its client's failover policy retries on every SCM until its retries run
+        out; an SCMException fails the command at once with the same text."""
+        try:
+            await self.scm.stop_container_balancer()
+        except NotLeaderException:
+            raise
+        except SCMException as exc:
+            raise RpcCallError(SCM_EXCEPTION, exc.message) from exc
+        response.stopContainerBalancerResponse.SetInParent()
 
     async def _balancer_status(self, request: Request, response: Response) -> None:
-        response.containerBalancerStatusResponse.isRunning = False
+        response.containerBalancerStatusResponse.isRunning = self.scm.container_balancer_status()
 
     async def _balancer_status_info(self, request: Request, response: Response) -> None:
-        """Ozone's answer when no balancer task exists: ``isRunning=false`` and no status info."""
-        response.containerBalancerStatusInfoResponse.isRunning = False
+        """``isRunning`` and, while a run is recorded as running, its start, configuration and iterations (Ozone
+        answers no status info when no balancer task runs)."""
+        info = self.scm.container_balancer_status_info()
+        out = response.containerBalancerStatusInfoResponse
+        out.isRunning = info.running
+        if not info.running or info.configuration is None:
+            return
+        status = out.containerBalancerStatusInfo
+        status.startedAt = info.configuration.startedAtMs // 1000
+        status.configuration.CopyFrom(ozone_wire.by_name(info.configuration, wire.ContainerBalancerConfigurationProto))
+        for it in info.iterations:
+            row = status.iterationsStatusInfo.add(
+                iterationNumber=it.iteration_number,
+                iterationResult=it.iteration_result,
+                sizeScheduledForMove=it.size_scheduled_for_move,
+                dataSizeMoved=it.data_size_moved,
+                containerMovesScheduled=it.moves_scheduled,
+                containerMovesCompleted=it.moves_completed,
+                containerMovesFailed=it.moves_failed,
+                containerMovesTimeout=it.moves_timeout,
+                iterationDuration=it.duration_seconds,
+            )
+            for uuid, size in it.size_entering_nodes.items():
+                row.sizeEnteringNodes.add(uuid=uuid, dataVolume=size)
+            for uuid, size in it.size_leaving_nodes.items():
+                row.sizeLeavingNodes.add(uuid=uuid, dataVolume=size)

@@ -446,8 +446,10 @@ async def test_certificate_requests_that_must_be_refused(quorum: SecureQuorum) -
 
 
 async def test_web_page_and_prom_over_https(quorum: SecureQuorum) -> None:
-    """ozone.http.policy=HTTP_AND_HTTPS: the same pages over TLS with the SCM's certificate."""
+    """ozone.http.policy=HTTP_AND_HTTPS: the same pages over TLS with the SCM's certificate; /logLevel only for the
+    administrator's client certificate."""
     import ssl
+    import urllib.error
     import urllib.request
 
     ctx = ssl.create_default_context(cadata=pki.cert_pem(quorum.root))
@@ -460,6 +462,17 @@ async def test_web_page_and_prom_over_https(quorum: SecureQuorum) -> None:
     plain = ssl.create_default_context()  # without the cluster's root the certificate is not trusted
     with pytest.raises(OSError):
         urllib.request.urlopen(f"https://127.0.0.1:{quorum.https_ports[0]}/prom", timeout=10, context=plain)
+    # /logLevel: administrators only, by their client certificate (the HTTPS port asks for one, needs none)
+    level_url = f"https://127.0.0.1:{quorum.https_ports[0]}/logLevel?log=scm_server.web.tls.check&level=DEBUG"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(level_url, timeout=10, context=ctx)
+    assert refused.value.code == 403 and b"ozone.administrators" in refused.value.read()
+    secure = quorum.cluster.secure
+    assert secure is not None
+    admin_ctx = ssl.create_default_context(cadata=pki.cert_pem(quorum.root))
+    admin_ctx.load_cert_chain(str(secure.admin_cert), str(secure.admin_key))
+    with urllib.request.urlopen(level_url, timeout=10, context=admin_ctx) as resp:
+        assert resp.status == 200 and b"Effective Level: <b>DEBUG</b>" in resp.read()
 
 
 # ----------------------------------------------------------------------------- the audit export (issue 8)

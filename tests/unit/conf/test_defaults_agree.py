@@ -35,7 +35,7 @@ def _keyed(group: type[Any]) -> list[dataclasses.Field[Any]]:
 
 def test_the_registry_lists_every_group_of_conf() -> None:
     assert {g.__name__ for g in _config_groups()} == {g.__name__ for g in defaults.ALL_GROUPS}
-    assert len(defaults.ALL_GROUPS) == 10
+    assert len(defaults.ALL_GROUPS) == 11
 
 
 @pytest.mark.parametrize("group", defaults.ALL_GROUPS, ids=lambda g: g.__name__)

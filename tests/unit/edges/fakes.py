@@ -12,8 +12,15 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.ozone_metrics import Bean
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
-from scm_server.protocols import BlockAllocation, DatanodeUsageInfo, DeletedBlocksSummary
+from scm_server.protocols import (
+    BalancerStartRequest,
+    BalancerStatusInfo,
+    BlockAllocation,
+    DatanodeUsageInfo,
+    DeletedBlocksSummary,
+)
 
 PIPELINE = hdds_pb2.Pipeline(id=hdds_pb2.PipelineID(id="p1"), state=hdds_pb2.PIPELINE_OPEN)
 REGISTERED = scm_datanode_pb2.SCMRegisteredResponseProto.ErrorCode
@@ -33,6 +40,7 @@ class FakeSCM:
         self.nodes = [hdds_pb2.Node(nodeID=DATANODE, nodeStates=[hdds_pb2.HEALTHY],
                                     nodeOperationalStates=[hdds_pb2.IN_SERVICE])]
         self.caught_up = True  # the datanode-report gate of a Raft member
+        self.balancer_running = False
         self.replication_manager_running = True
         self.calls: list[str] = []
         self.next_local_id = 1
@@ -309,11 +317,34 @@ class FakeSCM:
     def deleted_blocks_summary(self) -> DeletedBlocksSummary:
         return DeletedBlocksSummary(0, 0)
 
+    async def start_container_balancer(self, request: BalancerStartRequest) -> str:
+        self._check_leader()
+        if self.balancer_running:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "already running")
+        self.balancer_running = True
+        return "Container Balancer started successfully."
+
+    async def stop_container_balancer(self) -> None:
+        self._check_leader()
+        if not self.balancer_running:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "not running")
+        self.balancer_running = False
+
+    def container_balancer_status(self) -> bool:
+        return self.balancer_running
+
+    def container_balancer_status_info(self) -> BalancerStatusInfo:
+        return BalancerStatusInfo(self.balancer_running, None)
+
     def upgrade_finalization_status(self) -> tuple[str, list[str]]:
         return "ALREADY_FINALIZED", []
 
     def dn_reports_ready(self) -> bool:
         return self.caught_up
+
+    def ozone_beans(self, hostname: str = "", ports: dict[str, int] | None = None) -> list[Bean]:
+        return [Bean("Hadoop:service=StorageContainerManager,name=SCMContainerMetrics", "SCMContainerMetrics",
+                     {"TotalContainers": len(self.containers)}, {"Hostname": hostname})]
 
     def status_summary(self) -> dict[str, object]:
         return {

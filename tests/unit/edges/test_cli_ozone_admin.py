@@ -88,8 +88,17 @@ def test_usage_decommission_status_balancer_and_upgrade(served: tuple[Served, An
     assert node["uuid"] == s.dns[1].uuid and node["containers"] == {"UnderReplicated": [], "UnClosed": []}
 
     assert admin("containerbalancer", "status").output.strip() == "ContainerBalancer is Not Running."
-    start = admin("containerbalancer", "start")
-    assert start.exit_code != 0 and "ContainerBalancer is not available on this SCM" in start.output
+    bad = admin("containerbalancer", "start", "--threshold", "100")
+    assert bad.exit_code != 0 and "Failure reason: threshold 100 must be a percentage in [0, 100)" in bad.output
+    start = admin("containerbalancer", "start", "-t", "5", "-i", "2", "-d", "100", "--exclude-datanodes", "dn9")
+    assert start.exit_code == 0 and start.output.strip() == "Container Balancer started successfully.", start.output
+    assert admin("containerbalancer", "status").output.strip() == "ContainerBalancer is Running."
+    verbose = admin("containerbalancer", "status", "-v").output
+    assert "Threshold                                         5" in verbose, verbose
+    assert "Number of Iterations                              2" in verbose
+    assert "Datanodes Excluded from Balancing                 dn9" in verbose
+    assert admin("containerbalancer", "stop").output.strip() == "Container Balancer stopped."
+    assert admin("containerbalancer", "status", "-v").output.strip() == "ContainerBalancer is Not Running."
     stop = admin("containerbalancer", "stop")  # main() prints an SCMException as its one line
     assert stop.exit_code != 0
     assert str(stop.exception) == (

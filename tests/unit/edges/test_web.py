@@ -113,7 +113,7 @@ async def test_the_page_lists_running_listeners_by_protocol_and_transport_and_no
         ["StorageContainerDatanodeProtocol (datanodes)", "Hadoop RPC", "0.0.0.0:9861"],
         ["StorageContainerLocationProtocol (admin client)", "Hadoop RPC", "0.0.0.0:9860"],
         ["StorageContainerLocationProtocol (admin client)", "gRPC", "0.0.0.0:19860"],
-        ["web UI, /prom, /health, /ready", "HTTP", "0.0.0.0:9876"],
+        ["web UI, /prom, /jmx, /conf, /logLevel, /stacks, /health, /ready", "HTTP", "0.0.0.0:9876"],
     ]
     rm = tables["Replication manager"]
     assert rm == [["health state", "containers", "sample container IDs (up to 20)"],

@@ -1,6 +1,6 @@
 """The StorageContainerLocationProtocol calls `ozone admin` sends beyond containers, pipelines and safe mode:
 datanode usage, decommission status, the SCM ring (transfer, decommission), deleted blocks, upgrade
-finalization, the balancer's refusal, and the request filters. A real in-process SCM (stub HA, fake datanodes)
+finalization, the container balancer, and the request filters. A real in-process SCM (stub HA, fake datanodes)
 behind our Hadoop RPC server, called with our Hadoop RPC client over loopback."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from scm_server.node.decommission_metrics import BEAN_NAME
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
-from scm_server.server.hadoop_rpc.location_translator import BALANCER_ABSENT, SCM_EXCEPTION
+from scm_server.server.hadoop_rpc.location_translator import SCM_EXCEPTION
 from tests.unit.hadoop_rpc.test_location_translator import Admin, serve
 from tests.unit.scm_state_harness import bring_up, make_datanodes, make_scm
 
@@ -183,11 +183,10 @@ async def test_deleted_blocks_and_finalization(admin: Any) -> None:
         wire.UpgradeFinalizationStatus.FINALIZATION_IN_PROGRESS
 
 
-async def test_balancer_answers_not_running(admin: Any) -> None:
-    call, _scm, _dns = admin
-    start = await call(wire_loc.StartContainerBalancer, startContainerBalancerRequest={"threshold": 10.0})
-    assert not start.startContainerBalancerResponse.start
-    assert start.startContainerBalancerResponse.message == BALANCER_ABSENT
+async def test_balancer_start_status_and_stop_over_hadoop_rpc(admin: Any) -> None:
+    """Start records the run (options over the keys' values) and answers start=true; status and status info show
+    it; a second start, a bad option and a stop of a stopped balancer answer Ozone's refusals."""
+    call, scm, _dns = admin
     status = await call(wire_loc.GetContainerBalancerStatus, containerBalancerStatusRequest={})
     assert not status.containerBalancerStatusResponse.isRunning
     info = await call(wire_loc.GetContainerBalancerStatusInfo, containerBalancerStatusInfoRequest={})
@@ -195,7 +194,33 @@ async def test_balancer_answers_not_running(admin: Any) -> None:
     assert not info.containerBalancerStatusInfoResponse.HasField("containerBalancerStatusInfo")
     with pytest.raises(RemoteError) as err:
         await call(wire_loc.StopContainerBalancer, stopContainerBalancerRequest={})
-    assert err.value.exception_class == SCM_EXCEPTION and "STOPPED" in err.value.message
+    assert err.value.exception_class == SCM_EXCEPTION and err.value.message == (
+        "Expect ContainerBalancer as running state, but running state is actually STOPPED")
+    bad = await call(wire_loc.StartContainerBalancer, startContainerBalancerRequest={"threshold": 120.0})
+    assert not bad.startContainerBalancerResponse.start
+    assert "threshold 120 must be a percentage in [0, 100)" in bad.startContainerBalancerResponse.message
+    start = await call(wire_loc.StartContainerBalancer, startContainerBalancerRequest={
+        "threshold": 5.0, "iterations": 3, "maxDatanodesPercentageToInvolvePerIteration": 100,
+        "maxSizeToMovePerIterationInGB": 20, "excludeNodes": "dn9"})
+    assert start.startContainerBalancerResponse.start
+    assert start.startContainerBalancerResponse.message == "Container Balancer started successfully."
+    assert (await call(wire_loc.GetContainerBalancerStatus, containerBalancerStatusRequest={})
+            ).containerBalancerStatusResponse.isRunning
+    info = await call(wire_loc.GetContainerBalancerStatusInfo, containerBalancerStatusInfoRequest={})
+    conf = info.containerBalancerStatusInfoResponse.containerBalancerStatusInfo.configuration
+    assert info.containerBalancerStatusInfoResponse.isRunning and conf.shouldRun
+    assert (float(conf.utilizationThreshold), conf.iterations, conf.datanodesInvolvedMaxPercentagePerIteration,
+            conf.sizeMovedMaxPerIteration, conf.excludeDatanodes) == (5.0, 3, 100, 20 * GiB, "dn9")
+    assert conf.sizeEnteringTargetMax == scm.config.balancer.size_entering_target_max  # the key's value
+    again = await call(wire_loc.StartContainerBalancer, startContainerBalancerRequest={})
+    assert not again.startContainerBalancerResponse.start
+    assert again.startContainerBalancerResponse.message == (
+        "Expect ContainerBalancer as not running state, but running state is actually RUNNING")
+    await call(wire_loc.StopContainerBalancer, stopContainerBalancerRequest={})
+    assert not (await call(wire_loc.GetContainerBalancerStatus, containerBalancerStatusRequest={})
+                ).containerBalancerStatusResponse.isRunning
+    stored = scm.container_balancer.record()
+    assert stored is not None and not stored.shouldRun  # the record stays, marked stopped
 
 
 async def test_scm_ring_calls_reach_the_ha_manager(admin: Any, monkeypatch: pytest.MonkeyPatch) -> None:
