@@ -11,7 +11,8 @@ It refuses, in one line each, and before writing anything: a directory that is n
 ``LOCK`` an Ozone SCM still holds (a running SCM); a Ratis log holding state-machine entries scm.db does not (Ozone
 flushes its transaction buffer only on an interval or a snapshot, not when it stops); a target that already holds
 SCM data; what cannot be carried over without loss (EC containers, a secure cluster's CA). Nothing under Ozone's
-directories is written.
+directories is written (the DB is read through a staged view of hard links: the binding leaves a file of its own in
+the directory it opens).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,19 +104,45 @@ def check_not_running(db: Path) -> None:
         os.close(fd)
 
 
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)  # RocksDB's files are immutable once written (the WAL is only read here)
+    except OSError:
+        shutil.copy2(src, dst)  # another file system
+
+
+def _staged(db: Path, staging: Path) -> Path:
+    """A view of ``db`` under ``staging``, file by file (hard links, copies across file systems), without its
+    ``LOCK`` and logs: the binding writes a file of its own into the directory it opens, never into Ozone's."""
+    view = staging / "scm.db"
+    for path in sorted(db.rglob("*")):
+        rel = path.relative_to(db)
+        if path.is_dir():
+            (view / rel).mkdir(parents=True, exist_ok=True)
+        elif path.is_file() and rel.name != "LOCK" and not rel.name.startswith("LOG"):
+            (view / rel).parent.mkdir(parents=True, exist_ok=True)
+            _link_or_copy(path, view / rel)
+    return view
+
+
 def read_tables(db: Path) -> dict[str, dict[bytes, bytes]]:
     """Every column family of an Ozone scm.db, read-only: name -> raw key -> raw value."""
     if not db.is_dir():
         raise MigrationRefused(f"--ozone-db {db} is not a directory; give <ozone.scm.db.dirs>/scm.db of the Ozone SCM")
     if not (db / "CURRENT").is_file():
         raise MigrationRefused(f"--ozone-db {db} holds no RocksDB (no CURRENT file); give the Ozone SCM's scm.db")
+    with tempfile.TemporaryDirectory(prefix="ozone-scm-migrate-") as staging:
+        return _read_tables(_staged(db, Path(staging)), db)
+
+
+def _read_tables(view: Path, db: Path) -> dict[str, dict[bytes, bytes]]:
     import rocksdict  # the binding loads RocksDB's shared library: only this command needs it
 
     try:
-        names = rocksdict.Rdict.list_cf(str(db))
+        names = rocksdict.Rdict.list_cf(str(view))
         opts = rocksdict.Options(raw_mode=True)
         handle = rocksdict.Rdict(
-            str(db), options=opts, column_families={n: rocksdict.Options(raw_mode=True) for n in names},
+            str(view), options=opts, column_families={n: rocksdict.Options(raw_mode=True) for n in names},
             access_type=rocksdict.AccessType.read_only(),
         )
     except Exception as exc:  # rocksdict raises its own Exception subclasses, one per RocksDB status

@@ -33,7 +33,7 @@ BUCKET = "migbucket"
 # Ozone flushes its SCM transaction buffer into scm.db on this interval (and at each Ratis snapshot); a stop
 # does not flush it. The scenario shortens it so that a cleanly stopped ring has everything in scm.db.
 FLUSH_INTERVAL_KEY = "ozone.scm.ha.dbtransactionbuffer.flush.interval"
-PIPELINE_ID = re.compile(r"Id:\s*([0-9a-fA-F-]{36})")
+PIPELINE_ID = re.compile(r"Pipeline\[\s*Id:\s*([0-9a-fA-F-]{36})")  # not the datanodes' "leaderId:"
 
 
 class MigratingCluster(OzoneCluster):
@@ -86,8 +86,7 @@ def ozone_account(cluster: OzoneCluster, keys: list[str]) -> dict[str, object]:
     return {
         "containers": sorted(
             ({"containerID": int(c["containerID"]), "state": c["state"],
-              "replicationFactor": c["replicationConfig"].get("replicationFactor", ""),
-              "pipelineID": (c.get("pipelineID") or {}).get("id", "")} for c in containers),
+              "replicationFactor": c["replicationConfig"].get("replicationFactor", "")} for c in containers),
             key=lambda c: int(str(c["containerID"])),
         ),
         "pipelines": pipelines,
