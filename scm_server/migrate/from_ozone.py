@@ -230,6 +230,12 @@ def migrate_from_ozone(conf: OzoneConfiguration, sources: OzoneSources) -> Migra
     if plan.refusals:
         raise MigrationRefused(f"{sources.db}: {plan.refusals[0]}")
     local = resolve_local_scm(conf)
+    if local.ha.primordial_node_id is not None and not local.is_primordial():
+        raise MigrationRefused(
+            f"this SCM ({local.node_id}) is not the primordial one (ozone.scm.primordial.node.id="
+            f"{local.ha.primordial_node_id}): run the migration on that member, or set ozone.scm.primordial.node.id="
+            f"{local.node_id} on every member of this ring, since the others join it with `scm --bootstrap`"
+        )
     storage = SCMStorageConfig(local.scm.scm_db_dir)
     found = _holds_data(local, storage)
     if found:

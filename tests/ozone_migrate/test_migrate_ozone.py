@@ -47,9 +47,13 @@ pytestmark = [pytest.mark.ozone_migrate, pytest.mark.timeout(1800)]
 class OursAfterOzone(MigratingCluster):
     """Our SCMs keep their store beside Ozone's (never in it): `<node>/ours`, on the same ports."""
 
+    migrated = ""
+
     def our_scm_props(self, scm: ScmNode) -> dict[str, str]:
         props = super().our_scm_props(scm)
         props["ozone.metadata.dirs"] = str(self.base / scm.node_id / "ours")
+        # the member built from Ozone's leader is our primordial one: the others bootstrap from it
+        props["ozone.scm.primordial.node.id"] = self.migrated
         return props
 
     def start_our_ring_from(self, leader: str) -> None:
@@ -58,6 +62,7 @@ class OursAfterOzone(MigratingCluster):
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         self._our_env = env
+        self.migrated = leader
         for scm in self.scms:
             conf = self.base / scm.node_id / "ours-conf"
             write_site(conf / "ozone-site.xml", self.our_scm_props(scm))

@@ -204,3 +204,14 @@ def test_a_log_beyond_scm_db_is_refused_with_the_way_out(ozone: Path) -> None:
         from_ozone.migrate_from_ozone(our_conf(ozone.parent / "ours"),
                                       from_ozone.OzoneSources.from_db(ozone / "scm.db"))
     assert not (ozone.parent / "ours").exists()
+
+
+def test_refuses_on_a_member_that_is_not_the_primordial_one(ozone: Path, tmp_path: Path) -> None:
+    conf = OzoneConfiguration({
+        "ozone.metadata.dirs": str(tmp_path / "ours"), "ozone.scm.service.ids": "svc",
+        "ozone.scm.nodes.svc": "scm1,scm2", "ozone.scm.address.svc.scm1": "127.0.0.1",
+        "ozone.scm.address.svc.scm2": "127.0.0.1", "ozone.scm.node.id": "scm2", "ozone.scm.primordial.node.id": "scm1",
+    })
+    with pytest.raises(from_ozone.MigrationRefused, match=r"not the primordial one .* ozone\.scm\.primordial\.node\.id=scm2"):
+        from_ozone.migrate_from_ozone(conf, from_ozone.OzoneSources.from_db(ozone / "scm.db"))
+    assert not (tmp_path / "ours").exists()
