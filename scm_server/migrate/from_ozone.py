@@ -88,11 +88,11 @@ def check_not_running(db: Path) -> None:
     if not lock.is_file():
         return
     try:
-        fd = os.open(lock, os.O_RDWR)  # the lock needs a writable descriptor; the file itself is left as it is
+        fd = os.open(lock, os.O_RDONLY)  # a read lock conflicts with the writer's; works on a read-only mount too
     except OSError as exc:
         raise MigrationRefused(f"cannot open {lock} to check that no Ozone SCM runs on it: {exc}") from exc
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as exc:
         raise MigrationRefused(
             f"{db} is in use (another process holds {lock}): stop the Ozone SCM on it first "
