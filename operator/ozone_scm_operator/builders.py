@@ -15,7 +15,9 @@ What the member Pods look like (the member's name is its Pod's name and its ``oz
   that is a no-op: if its volume were ever empty it would fail instead of creating a second cluster); during an
   operator-driven quorum recovery the survivor's Pod runs ``ozone-scm scm --recover`` instead, once; a ring
   created from a backup (``spec.bootstrap.fromBackup``) has its primordial run ``ozone-scm scm --restore DIR``
-  instead of ``--init``, with the backup's volume mounted read-only at ``/backups``;
+  instead of ``--init``, with the backup's volume mounted read-only at ``/backups``; a ring created from Ozone's
+  own SCM (``spec.bootstrap.fromOzone``) has its primordial run ``ozone-scm migrate from-ozone`` with Ozone's
+  metadata volume mounted read-only at ``/ozone-scm``;
 * the SCM container ``ozone-scm scm``: its first start after ``--bootstrap`` asks the leader to add it (AddSCM);
   readiness is ``/ready?member=true`` (a caught-up Raft member, whatever the safemode), liveness ``/health``;
 * volumes: the member's PVC at ``/data`` (``ozone.metadata.dirs=/data/metadata``), the cluster ConfigMap's
