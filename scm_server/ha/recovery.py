@@ -68,7 +68,7 @@ class RestoreResult:
     retired_scm_certificates: tuple[str, ...] = ()
 
 
-def _holds_data(local: LocalSCM, storage: SCMStorageConfig) -> list[str]:
+def holds_data(local: LocalSCM, storage: SCMStorageConfig) -> list[str]:
     found: list[str] = []
     if storage.is_initialized:
         found.append(f"VERSION ({storage.cluster_id})")
@@ -109,7 +109,7 @@ def scm_restore(
     except BackupError as exc:
         raise RecoveryFailed(str(exc)) from exc
     storage = SCMStorageConfig(local.scm.scm_db_dir)
-    found = _holds_data(local, storage)
+    found = holds_data(local, storage)
     if found:
         raise RecoveryFailed(
             f"this SCM's storage already holds data ({', '.join(found)}); a restore creates a new ring and "

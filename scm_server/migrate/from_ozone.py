@@ -29,7 +29,7 @@ from pathlib import Path
 from scm_server.conf import OzoneConfiguration
 from scm_server.exceptions import SCMError
 from scm_server.ha.bootstrap import resolve_local_scm
-from scm_server.ha.recovery import RESTORE_TERM_MARGIN, _holds_data
+from scm_server.ha.recovery import RESTORE_TERM_MARGIN, holds_data
 from scm_server.metadata.scm_db_definition import TRANSACTION_INFO_KEY
 from scm_server.metadata.scm_metadata_store import SCMMetadataStore, fsync_dir
 from scm_server.metadata.storage_config import CLUSTER_ID_PREFIX, SCMStorageConfig
@@ -237,7 +237,7 @@ def migrate_from_ozone(conf: OzoneConfiguration, sources: OzoneSources) -> Migra
             f"{local.node_id} on every member of this ring, since the others join it with `scm --bootstrap`"
         )
     storage = SCMStorageConfig(local.scm.scm_db_dir)
-    found = _holds_data(local, storage)
+    found = holds_data(local, storage)
     if found:
         raise MigrationRefused(
             f"this SCM's storage already holds data ({', '.join(found)}); a migration builds a new store and never "

@@ -215,3 +215,24 @@ def test_refuses_on_a_member_that_is_not_the_primordial_one(ozone: Path, tmp_pat
     with pytest.raises(from_ozone.MigrationRefused, match=r"not the primordial one .* ozone\.scm\.primordial\.node\.id=scm2"):
         from_ozone.migrate_from_ozone(conf, from_ozone.OzoneSources.from_db(ozone / "scm.db"))
     assert not (tmp_path / "ours").exists()
+
+
+def test_a_value_that_is_not_ozones_is_refused_in_one_line_naming_table_and_key(ozone: Path) -> None:
+    import rocksdict
+
+    names = rocksdict.Rdict.list_cf(str(ozone / "scm.db"))
+    db = rocksdict.Rdict(str(ozone / "scm.db"), options=rocksdict.Options(raw_mode=True),
+                         column_families={n: rocksdict.Options(raw_mode=True) for n in names})
+    db.get_column_family("containers")[(1).to_bytes(8, "big")] = b"\xff\xff\xff"
+    db.close()
+    out = CliRunner().invoke(cli, ["migrate", "from-ozone", "--ozone-db", str(ozone / "scm.db"), "--dry-run"])
+    assert out.exit_code == 1
+    assert "containers[1]: not a ContainerInfoProto" in out.output and len(out.output.strip().splitlines()) == 1
+
+
+def test_the_cli_names_a_missing_db_in_one_line(tmp_path: Path) -> None:
+    out = CliRunner().invoke(cli, ["migrate", "from-ozone", "--ozone-db", str(tmp_path / "nope"), "--to",
+                                   str(tmp_path / "ours")])
+    assert out.exit_code == 1 and len(out.output.strip().splitlines()) == 1
+    assert "is not a directory; give <ozone.scm.db.dirs>/scm.db" in out.output
+    assert not (tmp_path / "ours").exists()
