@@ -236,3 +236,15 @@ def test_the_cli_names_a_missing_db_in_one_line(tmp_path: Path) -> None:
     assert out.exit_code == 1 and len(out.output.strip().splitlines()) == 1
     assert "is not a directory; give <ozone.scm.db.dirs>/scm.db" in out.output
     assert not (tmp_path / "ours").exists()
+
+
+def test_a_segment_torn_by_a_crash_ends_at_its_last_whole_entry() -> None:
+    """Ozone's own in-progress segment cut in the middle of its last entry (as a crash mid-write leaves it)."""
+    segment = next((DATA / "scm.ratis").rglob("log_inprogress_*"))
+    data = segment.read_bytes()
+    whole = ozone_records.decode_segment(data, segment.name)
+    assert len(whole) > 2
+    torn = ozone_records.decode_segment(data[: len(data) - 6], segment.name)
+    assert torn == whole[:-1]
+    with pytest.raises(ozone_records.NotOzoneSCMData, match="no RaftLog1 header"):
+        ozone_records.decode_segment(data[8:], segment.name)
