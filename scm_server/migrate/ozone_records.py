@@ -417,6 +417,7 @@ def plan_migration(tables: Mapping[str, Table], version: OzoneVersion) -> Migrat
     if stateful:
         plan.skipped.append(Skipped(
             f"{STATEFUL_SERVICE_CONFIG} ({', '.join(sorted(_text(k, STATEFUL_SERVICE_CONFIG) for k in tables[STATEFUL_SERVICE_CONFIG]))})",
-            stateful, "the stored configuration of Ozone's stateful services (ContainerBalancer); start them again",
+            stateful, "the records of Ozone's stateful services (the ContainerBalancer's configuration, the deleted-"
+            "block log's summary): this SCM keeps its own; start the balancer again if it ran",
         ))
     return plan
