@@ -23,6 +23,7 @@ from scm_server.migrate import from_ozone, ozone_records
 from tests.ozone_interop.ozone_procs import (
     OzoneCluster,
     OzoneInteropError,
+    ScmNode,
     Timings,
     resolve_classpath,
     wait_for,
@@ -33,17 +34,30 @@ BUCKET = "migbucket"
 # Ozone flushes its SCM transaction buffer into scm.db on this interval (and at each Ratis snapshot); a stop
 # does not flush it. The scenario shortens it so that a cleanly stopped ring has everything in scm.db.
 FLUSH_INTERVAL_KEY = "ozone.scm.ha.dbtransactionbuffer.flush.interval"
-PIPELINE_ID = re.compile(r"Pipeline\[\s*Id:\s*([0-9a-fA-F-]{36})")  # not the datanodes' "leaderId:"
+PIPELINE_ID = re.compile(r"Pipeline\{\s*Id:\s*([0-9a-fA-F-]{36})")  # Pipeline.toString; not the "leaderId:"
 
 
 class MigratingCluster(OzoneCluster):
     """The interop harness's cluster, with the few keys the migration scenario needs on every process."""
 
+    # the fixture keeps SCM's deleted-block transactions: SCM's block deleting service does not run in its lifetime
+    keep_deletions = False
+
     def common_props(self) -> dict[str, str]:
         props = super().common_props()
         props[FLUSH_INTERVAL_KEY] = "2s"
-        # the OM hands deleted keys' blocks to SCM within seconds (SCM's deletedBlocks table gets rows)
-        props["ozone.key.deleting.service.interval"] = "2s"
+        return props
+
+    def om_props(self) -> dict[str, str]:
+        props = super().om_props()
+        # the OM's KeyDeletingService hands deleted keys' blocks to SCM within seconds (SCM's deletedBlocks rows)
+        props["ozone.block.deleting.service.interval"] = "2s"
+        return props
+
+    def scm_props(self, scm: ScmNode) -> dict[str, str]:
+        props = super().scm_props(scm)
+        if self.keep_deletions:  # (the OM's KeyDeletingService reads the same key: only the SCMs get it)
+            props["ozone.block.deleting.service.interval"] = "1h"
         return props
 
     def terminate(self, name: str, timeout: float = 60) -> None:
@@ -94,9 +108,10 @@ def ozone_account(cluster: OzoneCluster, keys: list[str]) -> dict[str, object]:
     }
 
 
-def flushed(cluster: MigratingCluster, node_id: str) -> bool | None:
+def flushed(cluster: MigratingCluster, node_id: str, *, deletions: bool = False) -> bool | None:
     """True once the SCM's scm.db holds every state-machine entry of its Ratis log (the migration's own check),
-    read while the SCM runs (RocksDB allows read-only opens beside the writer)."""
+    and with ``deletions`` at least one deleted-block transaction; read while the SCM runs (RocksDB allows
+    read-only opens beside the writer)."""
     meta = cluster.metadata_dir(node_id)
     cluster.check_alive()
     try:
@@ -106,6 +121,8 @@ def flushed(cluster: MigratingCluster, node_id: str) -> bool | None:
         log = from_ozone.read_ratis_log(meta / "scm.ratis", version.cluster_id, plan.index)
     except (from_ozone.MigrationRefused, ozone_records.NotOzoneSCMData):
         return None  # a segment being written or a table not flushed yet: look again
+    if deletions and not plan.deleted_blocks:
+        return None
     return True if not ozone_records.pending_entries(log, plan.index) else None
 
 
@@ -127,6 +144,7 @@ def make_fixture(out: Path) -> None:
     base.mkdir(parents=True)
     cluster = MigratingCluster(base, classpath, scm_side="ozone", timings=Timings(jars=note))
     try:
+        cluster.keep_deletions = True
         cluster.start()
         cluster.sh("volume", "create", f"/{VOLUME}")
         cluster.sh("bucket", "create", f"/{VOLUME}/{BUCKET}")
@@ -134,14 +152,19 @@ def make_fixture(out: Path) -> None:
         tmp.mkdir()
         written = write_keys(cluster, tmp, 4, "k")
         account = ozone_account(cluster, sorted(written))
+        # one key deleted: the OM hands its blocks to SCM, whose deletedBlocks table keeps them (see keep_deletions)
+        cluster.sh("key", "delete", f"/{VOLUME}/{BUCKET}/k3")
         leader = cluster.scm_leader()
-        wait_for(f"{leader}'s scm.db holding its whole Ratis log", lambda: flushed(cluster, leader), 120, interval=1)
+        wait_for(f"{leader}'s scm.db holding the deleted key's blocks and its whole Ratis log",
+                 lambda: flushed(cluster, leader, deletions=True), 180, interval=1)
         stop_scms(cluster)
         meta = cluster.metadata_dir(leader)
         out.mkdir(parents=True, exist_ok=True)
         shutil.copytree(meta / "scm.db", out / "scm.db", ignore=shutil.ignore_patterns("LOG*", "LOCK"))
         (out / "scm" / "current").mkdir(parents=True, exist_ok=True)
         shutil.copy2(meta / "scm" / "current" / "VERSION", out / "scm" / "current" / "VERSION")
+        shutil.copytree(meta / "scm.ratis", out / "scm.ratis")
+        account["deleted"] = {"k3": account["blocks"]["k3"]}  # type: ignore[index]
         (out / "expected.json").write_text(json.dumps({"leader": leader, **account}, indent=2) + "\n")
     finally:
         cluster.stop()

@@ -248,3 +248,18 @@ def test_a_segment_torn_by_a_crash_ends_at_its_last_whole_entry() -> None:
     assert torn == whole[:-1]
     with pytest.raises(ozone_records.NotOzoneSCMData, match="no RaftLog1 header"):
         ozone_records.decode_segment(data[8:], segment.name)
+
+
+def test_the_deleted_keys_blocks_come_over_as_pending_deletions(ozone: Path, tmp_path: Path) -> None:
+    """Ozone's SCM held the blocks of the key deleted before the stop in deletedBlocks; they come over as they are,
+    below the delTxnId ceiling, and our store holds them."""
+    plan = from_ozone.plan_from(from_ozone.OzoneSources.from_db(ozone / "scm.db"))
+    deleted = {tuple(b) for blocks in EXPECTED["deleted"].values() for b in blocks}
+    assert deleted and {(t.containerID, local) for t in plan.deleted_blocks for local in t.localID} == deleted
+    assert all(0 < t.txID <= plan.sequence_ids["delTxnId"] for t in plan.deleted_blocks)
+    from_ozone.migrate_from_ozone(our_conf(tmp_path / "ours"), from_ozone.OzoneSources.from_db(ozone / "scm.db"))
+    store = SCMMetadataStore(tmp_path / "ours", create=False)
+    try:
+        assert [v for _, v in store.deleted_blocks.items()] == plan.deleted_blocks
+    finally:
+        store.stop()
