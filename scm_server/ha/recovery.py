@@ -208,7 +208,7 @@ def scm_restore(
 # ---------------------------------------------------------------------------------------------
 
 
-def _answers(address: str, timeout: float = REACH_TIMEOUT) -> bool:
+def answers(address: str, timeout: float = REACH_TIMEOUT) -> bool:
     """Does something accept connections on this member's Raft address?"""
     host, _, port = address.rpartition(":")
     try:
@@ -252,7 +252,7 @@ def scm_recover(conf: OzoneConfiguration, *, force: bool = False) -> RecoverResu
         others = [p for p in cs.members() if p != me]
         if not others:
             raise RecoveryFailed(f"this SCM ({me}) is already the only member of its ring; just start it")
-        reachable = [p for p in others if p in cs.voters and _answers(cs.address_of(p))]
+        reachable = [p for p in others if p in cs.voters and answers(cs.address_of(p))]
         majority = len(cs.voters) // 2 + 1
         if 1 + len(reachable) >= majority and not force:
             raise RecoveryFailed(

@@ -8,7 +8,8 @@ term), VERSION written last so an interrupted migration is never started as a ri
 with ``scm --bootstrap``.
 
 It refuses, in one line each, and before writing anything: a directory that is not an Ozone SCM's scm.db; a DB whose
-``LOCK`` an Ozone SCM still holds (a running SCM); a Ratis log holding state-machine entries scm.db does not (Ozone
+``LOCK`` an Ozone SCM still holds (a running SCM); anything answering on the Raft or client port of an SCM of the
+configured ring (an Ozone SCM left running there); a Ratis log holding state-machine entries scm.db does not (Ozone
 flushes its transaction buffer only on an interval or a snapshot, not when it stops); a target that already holds
 SCM data; what cannot be carried over without loss (EC containers, a secure cluster's CA). Nothing under Ozone's
 directories is written (the DB is read through a staged view of hard links: the binding leaves a file of its own in
@@ -28,8 +29,8 @@ from pathlib import Path
 
 from scm_server.conf import OzoneConfiguration
 from scm_server.exceptions import SCMError
-from scm_server.ha.bootstrap import resolve_local_scm
-from scm_server.ha.recovery import RESTORE_TERM_MARGIN, holds_data
+from scm_server.ha.bootstrap import LocalSCM, resolve_local_scm
+from scm_server.ha.recovery import RESTORE_TERM_MARGIN, answers, holds_data
 from scm_server.metadata.scm_db_definition import TRANSACTION_INFO_KEY
 from scm_server.metadata.scm_metadata_store import SCMMetadataStore, fsync_dir
 from scm_server.metadata.storage_config import CLUSTER_ID_PREFIX, SCMStorageConfig
@@ -224,6 +225,16 @@ def plan_from(sources: OzoneSources) -> rec.MigrationPlan:
 # ---- writing this SCM's store ---------------------------------------------------------------------------------
 
 
+def _ring_addresses(local: LocalSCM) -> list[tuple[str, str]]:
+    """The Raft and client addresses of every SCM this configuration names: the Ozone SCMs ran there."""
+    if local.node is None:
+        return [(local.ratis_address, "this SCM's Raft port")]
+    out = []
+    for node in local.ha.nodes:
+        out += [(node.ratis_address, f"{node.node_id}'s Raft port"), (node.client_address, f"{node.node_id}'s client port")]
+    return out
+
+
 def migrate_from_ozone(conf: OzoneConfiguration, sources: OzoneSources) -> MigrationResult:
     """Build this SCM (the primordial member of the new ring) from Ozone's state; see the module docstring."""
     plan = plan_from(sources)
@@ -236,6 +247,13 @@ def migrate_from_ozone(conf: OzoneConfiguration, sources: OzoneSources) -> Migra
             f"{local.ha.primordial_node_id}): run the migration on that member, or set ozone.scm.primordial.node.id="
             f"{local.node_id} on every member of this ring, since the others join it with `scm --bootstrap`"
         )
+    for address, what in _ring_addresses(local):
+        if answers(address):
+            raise MigrationRefused(
+                f"something answers at {address} ({what}): stop every Ozone SCM of the ring, and start none of this "
+                "ring's members, before migrating (a running Ozone SCM would go on handing out IDs above the "
+                "ceilings being carried over)"
+            )
     storage = SCMStorageConfig(local.scm.scm_db_dir)
     found = holds_data(local, storage)
     if found:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from scm_server.conf import OzoneConfiguration
 from scm_server.metadata.scm_metadata_store import SCMMetadataStore
 from scm_server.metadata.storage_config import SCMStorageConfig
 from scm_server.migrate import from_ozone, ozone_records
+from scm_server.ports import free_port
 from scm_server.proto import hdds_pb2
 from scm_server.raft.storage import LevelDBStorage
 
@@ -41,9 +43,11 @@ def ozone(tmp_path: Path) -> Path:
     return dest
 
 
-def our_conf(target: Path) -> OzoneConfiguration:
+def our_conf(target: Path, ratis_port: int | None = None) -> OzoneConfiguration:
+    """A single SCM on loopback whose Raft port nothing listens on (unless the test binds it)."""
     return OzoneConfiguration({
         "ozone.metadata.dirs": str(target), "ozone.scm.db.dirs": str(target), "ozone.scm.names": "127.0.0.1",
+        "ozone.scm.ratis.port": str(ratis_port or free_port()),
     })
 
 
@@ -263,3 +267,13 @@ def test_the_deleted_keys_blocks_come_over_as_pending_deletions(ozone: Path, tmp
         assert [v for _, v in store.deleted_blocks.items()] == plan.deleted_blocks
     finally:
         store.stop()
+
+
+def test_refuses_while_something_answers_on_the_rings_addresses(ozone: Path, tmp_path: Path) -> None:
+    """An Ozone SCM still running at an address of the ring (here: something listening on its Raft port)."""
+    with socket.create_server(("127.0.0.1", 0)) as live:
+        port = live.getsockname()[1]
+        with pytest.raises(from_ozone.MigrationRefused, match=rf"something answers at 127\.0\.0\.1:{port} .* stop every Ozone SCM"):
+            from_ozone.migrate_from_ozone(our_conf(tmp_path / "ours", port),
+                                          from_ozone.OzoneSources.from_db(ozone / "scm.db"))
+    assert not (tmp_path / "ours").exists()
