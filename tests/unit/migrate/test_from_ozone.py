@@ -277,3 +277,13 @@ def test_refuses_while_something_answers_on_the_rings_addresses(ozone: Path, tmp
             from_ozone.migrate_from_ozone(our_conf(tmp_path / "ours", port),
                                           from_ozone.OzoneSources.from_db(ozone / "scm.db"))
     assert not (tmp_path / "ours").exists()
+
+
+def test_the_cli_migrates_into_the_directory_to_names(ozone: Path, tmp_path: Path) -> None:
+    target = tmp_path / "ours"
+    env = {"OZONE-SITE.XML_ozone.scm.names": "127.0.0.1", "OZONE-SITE.XML_ozone.scm.ratis.port": str(free_port())}
+    out = CliRunner(env=env).invoke(cli, ["migrate", "from-ozone", "--ozone-db", str(ozone / "scm.db"), "--to",
+                                          str(target)])
+    assert out.exit_code == 0, out.output
+    assert f"Migrated cluster {EXPECTED_CLUSTER}" in out.output and "scm --bootstrap" in out.output
+    assert SCMStorageConfig(target).cluster_id == EXPECTED_CLUSTER
