@@ -15,7 +15,9 @@ What the member Pods look like (the member's name is its Pod's name and its ``oz
   that is a no-op: if its volume were ever empty it would fail instead of creating a second cluster); during an
   operator-driven quorum recovery the survivor's Pod runs ``ozone-scm scm --recover`` instead, once; a ring
   created from a backup (``spec.bootstrap.fromBackup``) has its primordial run ``ozone-scm scm --restore DIR``
-  instead of ``--init``, with the backup's volume mounted read-only at ``/backups``;
+  instead of ``--init``, with the backup's volume mounted read-only at ``/backups``; a ring created from Ozone's
+  own SCM (``spec.bootstrap.fromOzone``) has its primordial run ``ozone-scm migrate from-ozone`` with Ozone's
+  metadata volume mounted read-only at ``/ozone-scm``;
 * the SCM container ``ozone-scm scm``: its first start after ``--bootstrap`` asks the leader to add it (AddSCM);
   readiness is ``/ready?member=true`` (a caught-up Raft member, whatever the safemode), liveness ``/health``;
 * volumes: the member's PVC at ``/data`` (``ozone.metadata.dirs=/data/metadata``), the cluster ConfigMap's
@@ -39,7 +41,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from ozone_scm_operator import API_GROUP, API_VERSION, KIND, naming
-from ozone_scm_operator.spec import BackupS3, ClusterSpec
+from ozone_scm_operator.spec import BackupS3, ClusterSpec, OzoneSource
 
 Body = dict[str, Any]
 
@@ -47,7 +49,10 @@ INIT_MODE_INIT = "init"
 INIT_MODE_BOOTSTRAP = "bootstrap"
 INIT_MODE_RECOVER = "recover"  # quorum recovery: the survivor's init container runs scm --recover (once)
 INIT_MODE_RESTORE = "restore"  # spec.bootstrap.fromBackup: the primordial's first start runs scm --restore
-INIT_MODES = (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP, INIT_MODE_RECOVER, INIT_MODE_RESTORE)
+INIT_MODE_MIGRATE = "migrate"  # spec.bootstrap.fromOzone: the primordial's first start runs migrate from-ozone
+INIT_MODES = (INIT_MODE_INIT, INIT_MODE_BOOTSTRAP, INIT_MODE_RECOVER, INIT_MODE_RESTORE, INIT_MODE_MIGRATE)
+# the init modes after which the primordial member is restarted with --bootstrap once it leads (they run once)
+ONE_SHOT_INIT_MODES = (INIT_MODE_RESTORE, INIT_MODE_MIGRATE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -480,7 +485,8 @@ def _default_affinity(ref: ClusterRef) -> Body:
 
 
 def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str,
-              restore: RestoreSource | None = None, revision: str | None = None) -> Body:
+              restore: RestoreSource | None = None, revision: str | None = None,
+              migrate: OzoneSource | None = None) -> Body:
     """The member's Pod. ``init_mode`` is ``init`` only for the primordial member's first start (``restore``, with
     ``restore`` given, when the ring is created from a backup), ``recover`` only for the survivor of a lost quorum
     while the operator recovers from it. ``revision``: the revision to stamp (``member_revision``; default the
@@ -489,11 +495,14 @@ def build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str,
         raise ValueError(f"init_mode must be one of {', '.join(INIT_MODES)}, got {init_mode!r}")
     if (init_mode == INIT_MODE_RESTORE) != (restore is not None):
         raise ValueError("a restore source goes with init_mode restore, and only with it")
-    return _build_pod(ref, spec, member, init_mode, revision if revision is not None else pod_revision(spec), restore)
+    if (init_mode == INIT_MODE_MIGRATE) != (migrate is not None):
+        raise ValueError("an Ozone source goes with init_mode migrate, and only with it")
+    return _build_pod(ref, spec, member, init_mode, revision if revision is not None else pod_revision(spec), restore,
+                      migrate)
 
 
 def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, revision: str,
-               restore: RestoreSource | None = None) -> Body:
+               restore: RestoreSource | None = None, migrate: OzoneSource | None = None) -> Body:
     env: list[Body] = [
         {"name": "OZONE_CONF_DIR", "value": naming.CONF_DIR},
         # Not a shell identifier, so it only survives exec (and bash -c), never sh -c: see docs/operations.md.
@@ -560,6 +569,12 @@ def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, 
             init_command += ["--clusterid", restore.cluster_id]
         init_mounts = [*mounts, {"name": "restore", "mountPath": naming.BACKUP_DIR, "readOnly": True}]
         volumes.append({"name": "restore", "persistentVolumeClaim": {"claimName": restore.claim, "readOnly": True}})
+    if migrate is not None:
+        # Ozone's SCM metadata directory, read-only: the migration never writes to it
+        init_command = ["ozone-scm", "migrate", "from-ozone", "--ozone-db", f"{naming.OZONE_SCM_DIR}/{migrate.db_path}"]
+        init_mounts = [*mounts, {"name": "ozone-scm", "mountPath": naming.OZONE_SCM_DIR, "readOnly": True}]
+        volumes.append({"name": "ozone-scm",
+                        "persistentVolumeClaim": {"claimName": migrate.claim_name, "readOnly": True}})
     init_container = {
         "name": init_mode,
         # a bootstrap refused because the volume holds another cluster's data leaves one fixed line

@@ -67,6 +67,7 @@ BACKUP_DIR = "/backups"  # the backup volume inside a backup Job's Pod; one dire
 # spec.backup.s3: the Pod's own emptyDir a backup is written to before its upload (and a restore downloads into),
 # and where the Secret spec.backup.s3.caSecret (key ca.crt) is mounted
 SCRATCH_DIR = "/scratch"
+OZONE_SCM_DIR = "/ozone-scm"  # spec.bootstrap.fromOzone: Ozone's SCM metadata volume, read-only, in the primordial's init
 S3_CA_DIR = "/var/run/ozone-scm/s3-ca"
 S3_CA_KEY = "ca.crt"
 S3_CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the keys of spec.backup.s3.credentialsSecret

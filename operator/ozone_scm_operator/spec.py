@@ -245,6 +245,16 @@ class BackupSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class OzoneSource:
+    """``spec.bootstrap.fromOzone``: a volume holding a stopped Ozone SCM's metadata directory (its ``scm.db``, with
+    ``scm/current/VERSION`` and ``scm.ratis`` beside it), mounted read-only for the primordial member's
+    ``migrate from-ozone``. ``db_path``: where ``scm.db`` lies inside the volume."""
+
+    claim_name: str
+    db_path: str = "scm.db"
+
+
+@dataclasses.dataclass(frozen=True)
 class BootstrapSpec:
     """``spec.bootstrap``: how the ring is created. ``from_backup``: the primordial member starts with
     ``scm --restore`` from an ``OzoneSCMBackup`` of this namespace (its name) or from a directory on this cluster's
@@ -254,6 +264,8 @@ class BootstrapSpec:
     # secure rings: the Secret holding the root CA (``ca.crt``, ``ca.key``) the restored ring keeps -- in CA mode
     # operator the old cluster's retained ``<old>-root-ca``; None: this cluster's own ``<name>-root-ca``
     root_ca_secret: str | None = None
+    # the ring comes from Ozone's own SCM: the primordial member runs ``migrate from-ozone`` (docs/migration.md)
+    from_ozone: OzoneSource | None = None
 
     @property
     def backup_path(self) -> str | None:
@@ -595,7 +607,8 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
     if root_ca_secret is not None and not _K8S_NAME.match(root_ca_secret):
         bs.problem("rootCASecret", f"{root_ca_secret!r} is not the name of a Secret")
         root_ca_secret = None
-    bootstrap = BootstrapSpec(from_backup=from_backup, root_ca_secret=root_ca_secret)
+    from_ozone = _from_ozone(bs, from_backup, security.enabled)
+    bootstrap = BootstrapSpec(from_backup=from_backup, root_ca_secret=root_ca_secret, from_ozone=from_ozone)
 
     pull_secrets = []
     for i, item in enumerate(r.obj_list("imagePullSecrets")):
@@ -628,6 +641,35 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         paused=r.bool("paused", d.paused),
     )
     return spec, problems
+
+
+_OZONE_DB_PATH = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+
+
+def _from_ozone(bs: _Reader, from_backup: str | None, secure: bool) -> OzoneSource | None:
+    """``spec.bootstrap.fromOzone`` read and checked (None: unset, or a problem recorded)."""
+    if bs.raw.get("fromOzone") is None:
+        return None
+    oz = bs.sub("fromOzone")
+    claim = oz.opt_str("claimName")
+    db_path = oz.opt_str("dbPath") or "scm.db"
+    ok = True
+    if claim is None or not _K8S_NAME.match(claim):
+        oz.problem("claimName", f"{claim!r} is not the name of a PersistentVolumeClaim in this namespace (the volume "
+                                "holding the Ozone SCM's metadata directory)")
+        ok = False
+    if not _OZONE_DB_PATH.match(db_path) or ".." in db_path.split("/"):
+        oz.problem("dbPath", f"{db_path!r} is not a relative path inside the volume (e.g. scm.db or metadata/scm.db)")
+        ok = False
+    if from_backup is not None:
+        bs.problem("fromOzone", "a ring is created from a backup (fromBackup) or from Ozone's SCM (fromOzone), not "
+                                "both; remove one of them")
+        ok = False
+    if secure:
+        bs.problem("fromOzone", "migrating a secure Ozone cluster (its CA and certificates) is not supported yet; "
+                                "migrate with spec.security.enabled false (docs/migration.md)")
+        ok = False
+    return OzoneSource(claim_name=str(claim), db_path=db_path) if ok else None
 
 
 def _backup_s3(bk: _Reader) -> BackupS3 | None:

@@ -12,6 +12,7 @@
     ozone-scm local run --audit
     ozone-scm admin audit export --out DIR [--all-scms];  ozone-scm audit run --input DIR --out DIR
     ozone-scm admin cert list|info|revoke|crl|sign ; ozone-scm cert request|fetch|fetch-ca
+    ozone-scm migrate from-ozone --ozone-db <ozone scm.db> [--to DIR] [--dry-run]
 
 Everything talking to a running SCM goes through ``scm_server.client``. ``main`` turns our errors
 (SCMException, unreachable SCM, bad configuration) into one clear line on stderr and exit code 1,
@@ -217,6 +218,11 @@ def _register_optional() -> None:
 
     admin.add_command(admin_audit, "audit")
     cli.add_command(audit)
+
+    # `ozone-scm migrate from-ozone`: a way in from Ozone's own SCM (docs/migration.md)
+    from scm_server.cli.migrate import migrate
+
+    cli.add_command(migrate)
 
 
 _register_optional()

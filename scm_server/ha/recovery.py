@@ -68,7 +68,7 @@ class RestoreResult:
     retired_scm_certificates: tuple[str, ...] = ()
 
 
-def _holds_data(local: LocalSCM, storage: SCMStorageConfig) -> list[str]:
+def holds_data(local: LocalSCM, storage: SCMStorageConfig) -> list[str]:
     found: list[str] = []
     if storage.is_initialized:
         found.append(f"VERSION ({storage.cluster_id})")
@@ -109,7 +109,7 @@ def scm_restore(
     except BackupError as exc:
         raise RecoveryFailed(str(exc)) from exc
     storage = SCMStorageConfig(local.scm.scm_db_dir)
-    found = _holds_data(local, storage)
+    found = holds_data(local, storage)
     if found:
         raise RecoveryFailed(
             f"this SCM's storage already holds data ({', '.join(found)}); a restore creates a new ring and "
@@ -208,7 +208,7 @@ def scm_restore(
 # ---------------------------------------------------------------------------------------------
 
 
-def _answers(address: str, timeout: float = REACH_TIMEOUT) -> bool:
+def answers(address: str, timeout: float = REACH_TIMEOUT) -> bool:
     """Does something accept connections on this member's Raft address?"""
     host, _, port = address.rpartition(":")
     try:
@@ -252,7 +252,7 @@ def scm_recover(conf: OzoneConfiguration, *, force: bool = False) -> RecoverResu
         others = [p for p in cs.members() if p != me]
         if not others:
             raise RecoveryFailed(f"this SCM ({me}) is already the only member of its ring; just start it")
-        reachable = [p for p in others if p in cs.voters and _answers(cs.address_of(p))]
+        reachable = [p for p in others if p in cs.voters and answers(cs.address_of(p))]
         majority = len(cs.voters) // 2 + 1
         if 1 + len(reachable) >= majority and not force:
             raise RecoveryFailed(

@@ -304,6 +304,8 @@ def _init_mode(p: _Pass, m: MemberStatus) -> str:
     )
     if not first_start:
         return builders.INIT_MODE_BOOTSTRAP
+    if p.spec.bootstrap.from_ozone is not None:
+        return builders.INIT_MODE_MIGRATE
     return builders.INIT_MODE_RESTORE if p.spec.bootstrap.from_backup else builders.INIT_MODE_INIT
 
 
@@ -334,12 +336,15 @@ def _repairs(p: _Pass) -> Action | None:
                 if why is not None:
                     p.note("RestoreSource", why)
                     return None
+            ozone = p.spec.bootstrap.from_ozone if mode == builders.INIT_MODE_MIGRATE else None
             what = {builders.INIT_MODE_INIT: "scm --init (primordial)",
                     builders.INIT_MODE_RECOVER: "scm --recover (quorum recovery)",
                     builders.INIT_MODE_RESTORE: f"scm --restore from {p.spec.bootstrap.from_backup}",
+                    builders.INIT_MODE_MIGRATE: "migrate from-ozone from PersistentVolumeClaim "
+                                                f"{ozone.claim_name if ozone else ''}",
                     }.get(mode, "scm --bootstrap")
             revision = p.member_revision(m.name)
-            body = builders.build_pod(p.ref, p.spec, m.name, mode, source, revision)
+            body = builders.build_pod(p.ref, p.spec, m.name, mode, source, revision, ozone)
             if not _admissible(p, f"Pod {m.name}", body["spec"]):
                 return None
             return CreatePod(

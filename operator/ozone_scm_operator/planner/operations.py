@@ -41,6 +41,12 @@ from ozone_scm_operator.spec import (
 )
 
 
+def _created_from(p: _Pass, init_mode: str | None) -> str:
+    if init_mode == builders.INIT_MODE_MIGRATE and p.spec.bootstrap.from_ozone is not None:
+        return f"migrated from Ozone's SCM (PersistentVolumeClaim {p.spec.bootstrap.from_ozone.claim_name})"
+    return f"restored from {p.spec.bootstrap.from_backup}"
+
+
 def _continue_bootstrap(p: _Pass, op: Operation) -> Action | None:
     m = p.status.member(op.member)
     if m is None:
@@ -48,9 +54,10 @@ def _continue_bootstrap(p: _Pass, op: Operation) -> Action | None:
         return None
     scm = p.obs.scms.get(m.name)
     pod = p.obs.pods.get(m.name)
-    if scm is not None and scm.is_leader and pod is not None and pod.ready and pod.init_mode == builders.INIT_MODE_RESTORE:
-        # restored from a backup: record the ring, then restart the member with --bootstrap, so that no later start
-        # of its Pod runs --restore over its own data again
+    if (scm is not None and scm.is_leader and pod is not None and pod.ready
+            and pod.init_mode in builders.ONE_SHOT_INIT_MODES):
+        # restored from a backup (or migrated from Ozone's SCM): record the ring, then restart the member with
+        # --bootstrap, so that no later start of its Pod runs --restore (or the migration) over its own data again
         p.set_status(cluster_id=scm.cluster_id)
         p.set_member(dataclasses.replace(m, scm_id=scm.scm_id, cluster_id=scm.cluster_id))
         p.set_op(op.at_step("Restart", p.now))
@@ -59,8 +66,8 @@ def _continue_bootstrap(p: _Pass, op: Operation) -> Action | None:
         return DeletePod(
             target=m.name,
             reason="RestartingRestoredMember",
-            message=f"{m.name} leads the ring restored from {p.spec.bootstrap.from_backup} (cluster "
-                      f"{scm.cluster_id}); restarting it with scm --bootstrap",
+            message=f"{m.name} leads the ring {_created_from(p, pod.init_mode)} (cluster {scm.cluster_id}); "
+                    "restarting it with scm --bootstrap",
         )
     if scm is not None and scm.is_leader and pod is not None and pod.ready:
         p.set_status(cluster_id=scm.cluster_id)

@@ -70,6 +70,7 @@ class SimPod:
     trouble: str | None = None
     init_command: tuple[str, ...] = ()  # the init container of its init mode (the last one)
     download_command: tuple[str, ...] = ()  # an init container ``download`` before it (a restore from S3)
+    ozone_claim: str | None = None  # the PersistentVolumeClaim mounted as Ozone's SCM metadata (a migration)
 
 
 @dataclasses.dataclass
@@ -134,6 +135,9 @@ class World:
         self.held_jobs: set[str] = set()  # Jobs that keep running until released
         self.recover_from: str | None = None  # the ozone-scm.io/recover-from annotation
         self.stored_backups: dict[str, str] = {}  # backup directory (as the Pod sees it) -> its cluster ID
+        # spec.bootstrap.fromOzone: a volume holding an Ozone SCM's metadata -> (db path inside it, its clusterID)
+        self.ozone_volumes: dict[str, tuple[str, str]] = {}
+        self.migrations = 0
         self.s3_backups: dict[str, str] = {}  # s3:// URL of a backup in object storage -> its cluster ID
         self.job_s3_urls: dict[str, str] = {}  # backup or clean-up Job -> the s3:// URL it uploads to or deletes
         self.restore_backup: BackupObs | None = None  # the OzoneSCMBackup spec.bootstrap.fromBackup names
@@ -288,6 +292,26 @@ class World:
             if want_root and (root is None or root.root_fingerprint != want_root):
                 raise Unsafe("scm --restore of a secure ring under another root CA than the backup's")
             pvc.cluster_id = self.cluster_id = cid
+            pvc.scm_id = self._new_id("scm")
+            self.voters, self.learners = {pvc.scm_id}, set()
+            pvc.has_conf = True
+            self.leader = pvc.scm_id
+            self.term += 1
+            self.leaders_history.append(self.leader)
+        elif pod.init_mode == builders.INIT_MODE_MIGRATE:
+            # migrate from-ozone --ozone-db DB: a one-member ring of Ozone's cluster, on empty storage only
+            cmd = list(pod.init_command)
+            db = cmd[cmd.index("--ozone-db") + 1]
+            held = self.ozone_volumes.get(pod.ozone_claim or "")
+            if held is None or db != f"{naming.OZONE_SCM_DIR}/{held[0]}":
+                pod.trouble = f"init container migrate: {db} holds no Ozone scm.db"
+                return
+            if pvc.cluster_id is not None:
+                raise Unsafe(f"migrate from-ozone over {pod.name}'s own data (a restarted migrated member)")
+            if self.cluster_id is not None:
+                raise Unsafe(f"migrate from-ozone on {pod.name} while the ring of {self.cluster_id} exists")
+            self.migrations += 1
+            pvc.cluster_id = self.cluster_id = held[1]
             pvc.scm_id = self._new_id("scm")
             self.voters, self.learners = {pvc.scm_id}, set()
             pvc.has_conf = True
@@ -485,6 +509,8 @@ class World:
                     init_command=tuple(body["spec"]["initContainers"][-1]["command"]),
                     download_command=next((tuple(c["command"]) for c in body["spec"]["initContainers"]
                                            if c["name"] == "download"), ()),
+                    ozone_claim=next((v["persistentVolumeClaim"]["claimName"] for v in body["spec"]["volumes"]
+                                      if v["name"] == "ozone-scm"), None),
                 )
             case planner.DeletePod():
                 pod = self.pods[a.target]
