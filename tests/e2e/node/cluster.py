@@ -359,7 +359,7 @@ class Node:
         cni = self.workdir / "cni"
         (cni / "net.d").mkdir(parents=True, exist_ok=True)
         config = f"""version = 2
-root = "{root}/root"
+root = "{root}/store"
 state = "/run/containerd/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt",
@@ -554,7 +554,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         if self.holder is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.holder.wait(10)
-        shutil.rmtree(self.workdir / "containerd" / "root", ignore_errors=True)
+        shutil.rmtree(self.workdir / "containerd" / "store", ignore_errors=True)
         if errors:
             raise NodeError("; ".join(errors))
 

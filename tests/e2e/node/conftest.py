@@ -1,0 +1,36 @@
+"""Fixtures of the node tier: one real single-node cluster (``cluster.Node``: control plane, kubelet, containerd,
+kube-proxy, CoreDNS) for the whole session, and the project's image loaded into its containerd once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.node.cluster import Node, NodeError, cgroup_mounts
+
+SCM_IMAGE = "localhost/ozone-scm:dev"  # make image
+SCM_IMAGE_IN_PODS = "ozone-scm:dev"  # what the chart and the operator name
+
+
+@pytest.fixture(scope="session")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    n = Node(tmp_path_factory.mktemp("node"))
+    with n:
+        yield n
+    # everything the tier made is gone: its network namespace (with the veth pair) and its cgroups
+    assert not Path(f"/run/netns/{n.netns}").exists(), f"network namespace {n.netns} left behind"
+    left = [m / n.cgroup for m in cgroup_mounts() if (m / n.cgroup).exists()]
+    assert not left, f"cgroups left behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def scm_image(node: Node) -> str:
+    """The project's image (``make image``) in the node's containerd, as ``ozone-scm:dev``."""
+    try:
+        node.import_podman_image(SCM_IMAGE, also_as=f"docker.io/library/{SCM_IMAGE_IN_PODS}")
+    except NodeError as exc:
+        raise AssertionError(f"{SCM_IMAGE} could not be loaded into the node (build it with `make image`): {exc}") \
+            from None
+    return SCM_IMAGE_IN_PODS
