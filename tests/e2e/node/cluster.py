@@ -37,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +204,7 @@ class Node:
         self.timings: dict[str, float] = {}
         self.kubelet_token = secrets.token_urlsafe(32)
         self.proxy_token = secrets.token_urlsafe(32)
+        self.volume_serial = 0
 
     def __enter__(self) -> Node:
         try:
@@ -328,6 +330,9 @@ class Node:
             ["ip", "-n", self.netns, "link", "set", "lo", "up"],
             # the node's default route: kubelet and kube-proxy take the node's address from it
             ["ip", "-n", self.netns, "route", "add", "default", "via", HOST_IP],
+            # the test process (the operator, the scenarios' checks) reaches Pods by their IP, as in the other
+            # tiers; the route goes with the veth pair when the namespace is deleted
+            ["ip", "route", "add", POD_SUBNET, "via", NODE_IP, "dev", self.host_veth],
         ]
         for argv in steps:
             _run(argv, "network set-up")
@@ -413,19 +418,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def import_archive(self, archive: Path) -> None:
         self.ctr("images", "import", str(archive))
 
-    def import_podman_image(self, ref: str, *, also_as: str | None = None) -> None:
+    def import_podman_image(self, ref: str, *, also_as: Sequence[str] = ()) -> None:
         """Load an image podman has (``make image``: ``localhost/ozone-scm:dev``) into the node's containerd; a Pod
-        names it ``ref`` or ``also_as`` (e.g. ``ozone-scm:dev``, which Kubernetes reads as
-        ``docker.io/library/ozone-scm:dev``)."""
+        names it ``ref`` or one of ``also_as`` (e.g. ``docker.io/library/ozone-scm:dev``, which is how Kubernetes
+        reads ``ozone-scm:dev``)."""
         archive = self.workdir / "images" / (ref.replace("/", "_").replace(":", "_") + ".tar")
         archive.parent.mkdir(parents=True, exist_ok=True)
         archive.unlink(missing_ok=True)
         _run(["podman", "save", "-q", "-o", str(archive), ref], f"podman save {ref}", timeout=600)
         self.import_archive(archive)
-        if also_as:
+        for name in also_as:
             with contextlib.suppress(NodeError):  # absent on a first import
-                self.ctr("images", "rm", also_as)
-            self.ctr("images", "tag", ref, also_as)
+                self.ctr("images", "rm", name)
+            self.ctr("images", "tag", ref, name)
         archive.unlink()
 
     def _cni(self) -> None:
@@ -503,8 +508,24 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
             "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
             "allowVolumeExpansion": True, "reclaimPolicy": "Retain"})
-        for i in range(VOLUMES):
-            self.add_volume(admin, f"{STORAGE_CLASS}-{i}")
+        self.top_up_volumes(admin)
+
+    def top_up_volumes(self, admin: RealAPI, available: int = VOLUMES) -> None:
+        """Static volumes are not provisioned: replace every Released one (its claim deleted; ``Retain``) by a new,
+        empty one, and add more until ``available`` are Available."""
+        pvs = [pv for pv in admin.list_objects("v1", "PersistentVolume")
+               if pv["spec"].get("storageClassName") == STORAGE_CLASS]
+        free = 0
+        for pv in pvs:
+            phase = (pv.get("status") or {}).get("phase")
+            if phase == "Released":
+                admin.call_delete("v1", "PersistentVolume", pv["metadata"]["name"])
+                shutil.rmtree(pv["spec"]["local"]["path"], ignore_errors=True)
+            elif phase in ("Available", "Pending", None):
+                free += 1
+        for _ in range(available - free):
+            self.volume_serial += 1
+            self.add_volume(admin, f"{STORAGE_CLASS}-{self.volume_serial}")
 
     def add_volume(self, admin: RealAPI, name: str, size: str = "20Gi") -> None:
         """A static local PersistentVolume on this node (a directory of the work dir)."""

@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.node.cluster import Node, NodeError, cgroup_mounts
-
-SCM_IMAGE = "localhost/ozone-scm:dev"  # make image
-SCM_IMAGE_IN_PODS = "ozone-scm:dev"  # what the chart and the operator name
+from tests.e2e.node.node_env import AUDIT_IMAGE, SCM_IMAGE, TAGS
 
 
 @pytest.fixture(scope="session")
@@ -27,10 +25,20 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 
 @pytest.fixture(scope="session")
 def scm_image(node: Node) -> str:
-    """The project's image (``make image``) in the node's containerd, as ``ozone-scm:dev``."""
+    """The project's image (``make image``) in the node's containerd under the tags the tests name."""
+    return _load(node, SCM_IMAGE)
+
+
+@pytest.fixture(scope="session")
+def audit_image(node: Node) -> str:
+    """The audit image (``make audit-image``) in the node's containerd under the tag the scenarios name."""
+    return _load(node, AUDIT_IMAGE)
+
+
+def _load(node: Node, image: str) -> str:
     try:
-        node.import_podman_image(SCM_IMAGE, also_as=f"docker.io/library/{SCM_IMAGE_IN_PODS}")
+        node.import_podman_image(image, also_as=[f"docker.io/library/{t}" for t in TAGS[image]])
     except NodeError as exc:
-        raise AssertionError(f"{SCM_IMAGE} could not be loaded into the node (build it with `make image`): {exc}") \
-            from None
-    return SCM_IMAGE_IN_PODS
+        raise AssertionError(f"{image} could not be loaded into the node (build it with `make image` and "
+                             f"`make audit-image`): {exc}") from None
+    return TAGS[image][0]
