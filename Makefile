@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane k8s-node e2e-node registry-tools registry release
+.PHONY: kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane k8s-node e2e-node e2e-node-scenarios registry-tools registry release
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -149,7 +149,10 @@ k8s-node: k8s-control-plane ## + kubelet, kube-scheduler, kube-proxy (same k8s.i
 	bash scripts/build_k8s_node.sh
 
 e2e-node: env k8s-tools k8s-node image ## a real single node (kubelet + containerd, kube-proxy, CoreDNS) in namespaces of its own: the smoke test
-	$(PYTEST) tests/e2e/node -m node -q --durations=20
+	$(PYTEST) tests/e2e/node/test_node_smoke.py -m node -q --durations=20
+
+e2e-node-scenarios: env k8s-tools k8s-node image audit-image ## the shared operator scenario list (tests/e2e/scenarios.py) on the real node
+	$(PYTEST) tests/e2e/node/test_node_scenarios.py -m node -q --durations=30
 
 REGISTRY ?= 127.0.0.1:5000
 # Plain HTTP (podman --tls-verify=false, helm --plain-http) only for the default loopback registry.
