@@ -45,11 +45,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 http.server.ThreadingHTTPServer(("", 8080), Handler).serve_forever()
 """
+# kube-proxy and CoreDNS learn of a new Service's endpoints asynchronously: each URL is retried for at most 30 s
+# (the failures on stderr), so a Service that never works fails the Pod.
 CLIENT = """
-import socket, urllib.request
+import socket, sys, time, urllib.request
 for url in ("http://web.{ns}.svc.cluster.local/", "http://web/"):
-    host = url.split("/")[2]
-    print(url, socket.gethostbyname(host), urllib.request.urlopen(url, timeout=10).read().decode(), flush=True)
+    host, deadline = url.split("/")[2], time.monotonic() + 30
+    while True:
+        try:
+            print(url, socket.gethostbyname(host), urllib.request.urlopen(url, timeout=5).read().decode(), flush=True)
+            break
+        except OSError as exc:
+            print(url, "not yet:", exc, file=sys.stderr, flush=True)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 """
 
 
@@ -176,8 +186,9 @@ def test_a_restricted_pod_is_served_through_a_service_by_its_dns_name(node: Node
     out = logs(admin, ns, "client")
     assert done["status"]["phase"] == "Succeeded", out
     service_ip = admin.get_object("v1", "Service", "web", ns)["spec"]["clusterIP"]  # type: ignore[index]
-    assert out.splitlines() == [f"http://web.{ns}.svc.cluster.local/ {service_ip} hello from web",
-                                f"http://web/ {service_ip} hello from web"]
+    served = [line for line in out.splitlines() if " not yet: " not in line]  # the log holds stderr too
+    assert served == [f"http://web.{ns}.svc.cluster.local/ {service_ip} hello from web",
+                      f"http://web/ {service_ip} hello from web"], out
     admin.call_delete("v1", "Namespace", ns)
 
 
