@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: ozone-migrate-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
+.PHONY: k8s-node e2e-node e2e-node-scenarios ozone-migrate-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -47,7 +47,7 @@ k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from 
 
 # the markers of the tiers with a target of their own (make soak, chaos, e2e-container, ...); make test and make
 # test-slow run everything else between them, split by the marker processes
-OWN_TIERS := not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not ozone_ec and not ozone_secure and not ozone_migrate and not monitoring and not control_plane and not browser and not s3 and not kerberos
+OWN_TIERS := not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not ozone_ec and not ozone_secure and not ozone_migrate and not monitoring and not control_plane and not node and not browser and not s3 and not kerberos
 
 test: env lint k8s-tools monitoring-tools ## the fast tier: lint, then every test not in a tier of its own and not a whole-SCM scenario (under 10 min on 2 cores)
 	$(PYTEST) tests -m "not processes and $(OWN_TIERS)" -q --durations=15
@@ -154,6 +154,16 @@ k8s-control-plane: ## kube-apiserver, kube-controller-manager (k8s.io/kubernetes
 
 e2e-control-plane: env k8s-tools k8s-control-plane ## the operator scenarios on a real control plane (etcd + kube-apiserver + controller manager; helm install; RBAC; Pod Security)
 	$(PYTEST) tests/e2e/controlplane -m control_plane -q --durations=20
+
+k8s-node: k8s-control-plane ## + kubelet, kube-scheduler, kube-proxy (same k8s.io/kubernetes), CoreDNS and the pause process built from Go modules into .tools/bin (cached); containerd, runc, CNI plugins from Debian
+	bash scripts/install_k8s_node_runtime.sh
+	bash scripts/build_k8s_node.sh
+
+e2e-node: env k8s-tools k8s-node image ## a real single node (kubelet + containerd, kube-proxy, CoreDNS) in namespaces of its own: the smoke test
+	$(PYTEST) tests/e2e/node/test_node_smoke.py -m node -q --durations=20
+
+e2e-node-scenarios: env k8s-tools k8s-node image audit-image ## the shared operator scenario list (tests/e2e/scenarios.py) on the real node
+	$(PYTEST) tests/e2e/node/test_node_scenarios.py -m node -q --durations=30
 
 REGISTRY ?= 127.0.0.1:5000
 # Plain HTTP (podman --tls-verify=false, helm --plain-http) only for the default loopback registry.

@@ -3,7 +3,8 @@
 The scenarios are the ``test_*`` coroutine functions of ``tests/e2e/local/test_operator_scenarios.py``, each taking a
 work directory and getting its cluster from that module's ``environment`` (the emulator there). The other tiers run
 the same functions, not copies, with ``environment`` replaced by their own: ``tests/e2e/controlplane`` (a real
-control plane, ``make e2e-control-plane``) and ``tests/e2e/kind`` (a kind cluster, ``make e2e-kind``). A scenario
+control plane, ``make e2e-control-plane``), ``tests/e2e/node`` (a real single node built from sources, ``make
+e2e-node-scenarios``) and ``tests/e2e/kind`` (a kind cluster, ``make e2e-kind``). A scenario
 added to that module is in every tier's list at once; ``tests/e2e/test_scenario_lists.py`` checks that the tiers
 parametrise exactly this list.
 

@@ -1,5 +1,5 @@
-"""The tiers that run the operator's scenarios run the same list (``tests/e2e/scenarios.py``): the control-plane
-tier and the kind tier parametrise exactly it, and it is every scenario function of the local module. Runs in
+"""The tiers that run the operator's scenarios run the same list (``tests/e2e/scenarios.py``): the control-plane,
+node and kind tiers parametrise exactly it, and it is every scenario function of the local module. Runs in
 ``make test`` (no cluster needed: it reads the tiers' parametrisation, as pytest does)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from tests.e2e import scenarios
 from tests.e2e.controlplane import test_operator_scenarios_cp as control_plane
 from tests.e2e.kind import test_kind_scenarios as kind
 from tests.e2e.local import test_operator_scenarios as local
+from tests.e2e.node import test_node_scenarios as node
 
 
 def parametrised_names(test: Callable[..., Any]) -> list[str]:
@@ -20,8 +21,9 @@ def parametrised_names(test: Callable[..., Any]) -> list[str]:
     return list(marks[0].args[1])
 
 
-def test_the_control_plane_and_kind_tiers_run_the_same_scenario_list() -> None:
+def test_the_control_plane_node_and_kind_tiers_run_the_same_scenario_list() -> None:
     assert parametrised_names(control_plane.test_scenario_in_a_restricted_namespace) == scenarios.SCENARIOS
+    assert parametrised_names(node.test_scenario_on_the_node) == scenarios.SCENARIOS
     assert parametrised_names(kind.test_scenario_on_kind) == scenarios.SCENARIOS
 
 

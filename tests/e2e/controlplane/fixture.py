@@ -126,6 +126,8 @@ class Pki:
     serving_key: Path
     sa_key: Path
     sa_pub: Path
+    kubelet_client_crt: Path
+    kubelet_client_key: Path
 
 
 def _pem_key(key: Any) -> bytes:
@@ -134,9 +136,10 @@ def _pem_key(key: Any) -> bytes:
     return out
 
 
-def make_pki(d: Path) -> Pki:
-    """A self-signed CA, a serving certificate for the API server (loopback names and the in-cluster names), and
-    the ServiceAccount token signing key pair."""
+def make_pki(d: Path, ips: tuple[str, ...] = ("127.0.0.1", "10.96.0.1")) -> Pki:
+    """A self-signed CA, a serving certificate for the API server (loopback names, the in-cluster names and
+    ``ips``: its own address and the ``kubernetes`` Service's), the ServiceAccount token signing key pair, and the
+    API server's client certificate for kubelets (``system:masters``; used only where a real kubelet runs)."""
     d.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -153,8 +156,7 @@ def make_pki(d: Path) -> Pki:
     names = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
              "kubernetes.default.svc.cluster.local"]
     san = x509.SubjectAlternativeName([*(x509.DNSName(n) for n in names),
-                                       x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                       x509.IPAddress(ipaddress.ip_address("10.96.0.1"))])
+                                       *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips)])
     cert = (x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
             .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -162,9 +164,21 @@ def make_pki(d: Path) -> Pki:
             .add_extension(san, critical=False)
             .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .sign(ca_key, hashes.SHA256()))
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = (x509.CertificateBuilder()
+              .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+                                       x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver-kubelet-client")]))
+              .issuer_name(ca_name).public_key(client_key.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2))
+              .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+              .sign(ca_key, hashes.SHA256()))
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pki = Pki(ca_crt=d / "ca.crt", ca_key=d / "ca.key", serving_crt=d / "apiserver.crt",
-              serving_key=d / "apiserver.key", sa_key=d / "sa.key", sa_pub=d / "sa.pub")
+              serving_key=d / "apiserver.key", sa_key=d / "sa.key", sa_pub=d / "sa.pub",
+              kubelet_client_crt=d / "apiserver-kubelet-client.crt",
+              kubelet_client_key=d / "apiserver-kubelet-client.key")
+    pki.kubelet_client_crt.write_bytes(client.public_bytes(serialization.Encoding.PEM))
+    pki.kubelet_client_key.write_bytes(_pem_key(client_key))
     pki.ca_crt.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     pki.ca_key.write_bytes(_pem_key(ca_key))
     pki.serving_crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
@@ -172,7 +186,7 @@ def make_pki(d: Path) -> Pki:
     pki.sa_key.write_bytes(_pem_key(sa_key))
     pki.sa_pub.write_bytes(sa_key.public_key().public_bytes(serialization.Encoding.PEM,
                                                              serialization.PublicFormat.SubjectPublicKeyInfo))
-    for p in (pki.ca_key, pki.serving_key, pki.sa_key):
+    for p in (pki.ca_key, pki.serving_key, pki.sa_key, pki.kubelet_client_key):
         p.chmod(0o600)
     return pki
 
@@ -339,12 +353,35 @@ class Proc:
             self.popen.wait(10)
 
 
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where the control plane runs. The default: the host's loopback, ClusterIPs only numbers. The node tier
+    (``tests/e2e/node``) puts it inside the node's network namespace: ``address`` is the node's own address there,
+    ``wrap`` the command prefix that enters the namespaces, ``join`` runs in each child before exec (the tier's
+    cgroup), and the API server gets the kubelet client certificate and the node's and kube-proxy's tokens."""
+
+    address: str = "127.0.0.1"
+    service_cidr: str = SERVICE_CIDR
+    controllers: tuple[str, ...] = CONTROLLERS
+    wrap: tuple[str, ...] = ()
+    join: Callable[[], None] | None = None
+    extra_tokens: tuple[tuple[str, str, str], ...] = ()  # (token, user, comma-separated groups)
+    kubelet_client: bool = False
+    endpoint_reconciler: str = "none"  # "lease": the `kubernetes` Service gets the API server's address
+    kubelet_address_types: str = "Hostname"
+
+    @property
+    def kubernetes_service_ip(self) -> str:
+        return str(next(ipaddress.ip_network(self.service_cidr).hosts()))
+
+
 class ControlPlane:
     """etcd, kube-apiserver and kube-controller-manager on loopback. ``with ControlPlane(workdir) as cp:``."""
 
-    def __init__(self, workdir: Path, *, startup_timeout: float = 180) -> None:
+    def __init__(self, workdir: Path, *, startup_timeout: float = 180, placement: Placement | None = None) -> None:
         self.workdir = workdir
         self.startup_timeout = startup_timeout
+        self.placement = placement or Placement()
         self.procs: list[Proc] = []
         self.admin_token = secrets.token_urlsafe(32)
         self.port = 0
@@ -376,45 +413,58 @@ class ControlPlane:
         log = self.workdir / f"{name}.log"
         out = open(log, "wb")  # noqa: SIM115 - handed to the child
         try:
-            popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=self.workdir, start_new_session=True, preexec_fn=_die_with_parent)
+            popen = subprocess.Popen([*self.placement.wrap, *argv], stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=self.workdir, start_new_session=True,
+                                     preexec_fn=self._preexec)
         finally:
             out.close()
         proc = Proc(name, popen, log)
         self.procs.append(proc)
         return proc
 
+    def _preexec(self) -> None:
+        _die_with_parent()
+        if self.placement.join is not None:
+            self.placement.join()
+
     def start(self) -> None:
         t0 = time.monotonic()
         etcd_bin, apiserver_bin, kcm_bin = binary("etcd"), binary("kube-apiserver"), binary("kube-controller-manager")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.pki = pki = make_pki(self.workdir / "pki")
+        at = self.placement
+        ip = at.address
+        self.pki = pki = make_pki(self.workdir / "pki", tuple(dict.fromkeys((ip, "127.0.0.1",
+                                                                              at.kubernetes_service_ip))))
         # etcd: one member on loopback; fsync off (a test store, thrown away with the work dir)
         client, peer = free_port(), free_port()
-        etcd_url = f"http://127.0.0.1:{client}"
+        etcd_url = f"http://{ip}:{client}"
         etcd = self._spawn("etcd", [
             str(etcd_bin), "--name", "ozone-scm-test", "--data-dir", str(self.workdir / "etcd"),
             "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
-            "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
-            f"http://127.0.0.1:{peer}", "--initial-cluster", f"ozone-scm-test=http://127.0.0.1:{peer}",
-            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}", "--unsafe-no-fsync", "--log-level", "warn"])
+            "--listen-peer-urls", f"http://{ip}:{peer}", "--initial-advertise-peer-urls",
+            f"http://{ip}:{peer}", "--initial-cluster", f"ozone-scm-test=http://{ip}:{peer}",
+            "--listen-metrics-urls", f"http://{ip}:{free_port()}", "--unsafe-no-fsync", "--log-level", "warn"])
         wait_until(lambda: _http_ok(f"{etcd_url}/health"), 60, "etcd /health", alive=etcd.check_alive)
         self.timings["etcd"] = time.monotonic() - t0
         tokens = self.workdir / "tokens.csv"
-        tokens.write_text(f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+        tokens.write_text("".join(f'{token},{user},{user},"{groups}"\n' for token, user, groups in (
+            (self.admin_token, ADMIN_USER, "system:masters"), *at.extra_tokens)))
         tokens.chmod(0o600)
         self.port = free_port()
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = f"https://{ip}:{self.port}"
+        kubelet_client = ["--kubelet-client-certificate", str(pki.kubelet_client_crt), "--kubelet-client-key",
+                          str(pki.kubelet_client_key)] if at.kubelet_client else []
         apiserver = self._spawn("kube-apiserver", [
-            str(apiserver_bin), "--etcd-servers", etcd_url, "--bind-address", "127.0.0.1",
-            "--advertise-address", "127.0.0.1", "--secure-port", str(self.port),
+            str(apiserver_bin), "--etcd-servers", etcd_url, "--bind-address", ip,
+            "--advertise-address", ip, "--secure-port", str(self.port), *kubelet_client,
             "--tls-cert-file", str(pki.serving_crt), "--tls-private-key-file", str(pki.serving_key),
             "--client-ca-file", str(pki.ca_crt), "--token-auth-file", str(tokens),
             "--service-account-issuer", SERVICE_ACCOUNT_ISSUER, "--api-audiences", SERVICE_ACCOUNT_ISSUER,
             "--service-account-key-file", str(pki.sa_pub), "--service-account-signing-key-file", str(pki.sa_key),
-            "--service-cluster-ip-range", SERVICE_CIDR, "--authorization-mode", "Node,RBAC",
-            "--enable-admission-plugins", ",".join(ADMISSION), "--endpoint-reconciler-type", "none",
-            "--allow-privileged=false", "--profiling=false", "--kubelet-preferred-address-types", "Hostname",
+            "--service-cluster-ip-range", at.service_cidr, "--authorization-mode", "Node,RBAC",
+            "--enable-admission-plugins", ",".join(ADMISSION), "--endpoint-reconciler-type", at.endpoint_reconciler,
+            "--allow-privileged=false", "--profiling=false", "--kubelet-preferred-address-types",
+            at.kubelet_address_types,
             "--v", "1"])
         admin = self.admin()
         wait_until(admin.readyz, self.startup_timeout, "kube-apiserver /readyz", poll=0.3,
@@ -424,8 +474,8 @@ class ControlPlane:
         kcm = self._spawn("kube-controller-manager", [
             str(kcm_bin), "--kubeconfig", str(self.admin_kubeconfig),
             "--authentication-kubeconfig", str(self.admin_kubeconfig),
-            "--authorization-kubeconfig", str(self.admin_kubeconfig), "--bind-address", "127.0.0.1",
-            "--secure-port", str(free_port()), "--controllers", ",".join(CONTROLLERS), "--leader-elect=false",
+            "--authorization-kubeconfig", str(self.admin_kubeconfig), "--bind-address", ip,
+            "--secure-port", str(free_port()), "--controllers", ",".join(at.controllers), "--leader-elect=false",
             "--service-account-private-key-file", str(pki.sa_key), "--root-ca-file", str(pki.ca_crt),
             "--use-service-account-credentials=false", "--concurrent-gc-syncs", "5", "--v", "1"])
         self.apply_crds(admin)

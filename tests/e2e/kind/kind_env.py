@@ -130,6 +130,7 @@ class KindEnv(Env):
     """``Env`` with the workload Pod built for a real cluster (the SCM image, output on a host-visible volume)."""
 
     kind: KindCluster
+    node_volumes = NODE_VOLUMES  # where the nodes see ``kind.volumes`` (the node tier: the same directory)
 
     def start_workload(self, cluster: str, *, datanodes: int = 3, name: str = "workload", secure: bool = False) -> Path:
         source = f"{name}-source"
@@ -142,7 +143,7 @@ class KindEnv(Env):
         self.api.put_object({
             "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{self.ns}-{name}"},
             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
-                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"{NODE_VOLUMES}/{out.name}"},
+                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"{self.node_volumes}/{out.name}"},
                      "claimRef": {"namespace": self.ns, "name": f"{name}-out"}}})
         self.api.put_object({
             "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": f"{name}-out", "namespace": self.ns},
@@ -175,8 +176,11 @@ class KindEnv(Env):
 
 @contextlib.asynccontextmanager
 async def kind_environment(cluster: KindCluster, workdir: Path, *, namespace: str = "ozone", runtime: str = "process",
-                           restricted: bool = True) -> AsyncIterator[Env]:
-    """Like ``operator_env.environment``: yields an ``Env`` on the kind cluster (see the module docstring)."""
+                           restricted: bool = True, nodes: type[KindNodes] = KindNodes,
+                           node_volumes: str = NODE_VOLUMES) -> AsyncIterator[Env]:
+    """Like ``operator_env.environment``: yields an ``Env`` on the kind cluster (see the module docstring).
+    ``nodes`` and ``node_volumes``: how the nodes are reached and where they see ``cluster.volumes`` (the node tier,
+    ``tests/e2e/node/node_env.py``, passes its own)."""
     assert runtime == "process", "on kind the Pods run in kind's own container runtime"
     cluster.check_alive()
     admin = cluster.admin()
@@ -192,9 +196,10 @@ async def kind_environment(cluster: KindCluster, workdir: Path, *, namespace: st
     token = admin.service_account_token(ns, sa)
     operator_kubeconfig = kubeconfig(workdir / "operator.kubeconfig", cluster.url, cluster.ca_crt, token, ns)
     api = RealAPI(cluster.url, cluster.ca_crt, cluster.admin_token)
-    env = KindEnv(api, cluster.url, KindNodes(cluster, api, ns), workdir, ns,  # type: ignore[arg-type]
+    env = KindEnv(api, cluster.url, nodes(cluster, api, ns), workdir, ns,  # type: ignore[arg-type]
                   operator_args=["--kubeconfig", str(operator_kubeconfig), "-n", ns])
     env.kind = cluster
+    env.node_volumes = node_volumes
     env.real_controllers = True  # kind's kube-controller-manager runs the Job controller (the backup scenarios)
     env.helm_warnings = warnings  # type: ignore[attr-defined]
     await env.start_operator()
