@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from scm_server import __version__
 from scm_server.container.replication.health import ContainerHealthState
@@ -26,7 +26,46 @@ from scm_server.safemode.safe_mode_manager import (
 )
 
 if TYPE_CHECKING:
-    from scm_server.scm import StorageContainerManager
+    from scm_server.block.deleted_block_log import DeletedBlockLog
+    from scm_server.conf import SCMConfigurations
+    from scm_server.container.balancer.container_balancer import ContainerBalancer
+    from scm_server.container.container_manager import ContainerManager
+    from scm_server.container.replication.replication_manager import ReplicationManager
+    from scm_server.ha.scm_context import SCMContext
+    from scm_server.ha.scm_ha_manager_api import SCMHAManager
+    from scm_server.ha.stateful_service_state_manager import FinalizationStateManager
+    from scm_server.metadata import SCMStorageConfig
+    from scm_server.node.node_manager import SCMNodeManager
+    from scm_server.pipeline.pipeline_manager import PipelineManager
+    from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
+
+
+@runtime_checkable
+class BeanSource(Protocol):
+    """What the beans read of an SCM: its managers and a few of the facade's answers. The facade satisfies it;
+    this module never imports the facade."""
+
+    config: SCMConfigurations
+    container_balancer: ContainerBalancer
+    container_manager: ContainerManager
+    deleted_block_log: DeletedBlockLog
+    finalization_state_manager: FinalizationStateManager
+    ha_manager: SCMHAManager
+    node_id: str | None
+    node_manager: SCMNodeManager
+    pipeline_manager: PipelineManager
+    replication_manager: ReplicationManager
+    safe_mode_manager: SCMSafeModeManager
+    storage_config: SCMStorageConfig
+
+    @property
+    def scm_context(self) -> SCMContext: ...
+
+    def in_safe_mode(self) -> tuple[bool, bool]: ...
+
+    def safe_mode_rule_statuses(self) -> list[hdds_pb2.SafeModeRuleStatus]: ...
+
+    def decommission_bean(self) -> dict[str, object]: ...
 
 # Ozone's op-state and health words in SCMNodeMetrics' attribute names (InServiceHealthyNodes, ...)
 _OP_WORDS = {
@@ -75,7 +114,7 @@ def tabular(pairs: Iterable[tuple[str, Value]]) -> list[dict[str, object]]:
     return [{"key": k, "value": v} for k, v in pairs]
 
 
-def _node_beans(scm: StorageContainerManager, hostname: str) -> list[Bean]:
+def _node_beans(scm: BeanSource, hostname: str) -> list[Bean]:
     nodes = scm.node_manager.all_nodes()
     counts: Counter[tuple[int, int]] = Counter((n.op_state, n.health) for n in nodes)
     attrs: dict[str, Value] = {"AllNodes": len(nodes)}
@@ -111,7 +150,7 @@ def _node_beans(scm: StorageContainerManager, hostname: str) -> list[Bean]:
     ]
 
 
-def _container_beans(scm: StorageContainerManager, hostname: str) -> list[Bean]:
+def _container_beans(scm: BeanSource, hostname: str) -> list[Bean]:
     by_state = scm.container_manager.containers_by_state()
     state_attrs: dict[str, Value] = {attr: by_state.get(state, 0) for state, attr in _STATE_ATTRS.items()}
     container_metrics = {k: v for k, v in state_attrs.items() if k != "RecoveringContainers"}
@@ -138,7 +177,7 @@ def _container_beans(scm: StorageContainerManager, hostname: str) -> list[Bean]:
     ]
 
 
-def _safe_mode_bean(scm: StorageContainerManager, hostname: str) -> Bean:
+def _safe_mode_bean(scm: BeanSource, hostname: str) -> Bean:
     attrs: dict[str, Value] = {"ScmInSafeMode": scm.safe_mode_manager.in_safe_mode()}
     names = {
         DataNodeSafeModeRule: ("CurrentRegisteredDatanodesCount", "NumRequiredDatanodesThreshold"),
@@ -158,7 +197,7 @@ def _safe_mode_bean(scm: StorageContainerManager, hostname: str) -> Bean:
     return Bean(f"{SCM_SERVICE},name=SafeModeMetrics", "SafeModeMetrics", attrs, {"Hostname": hostname})
 
 
-def _pipeline_beans(scm: StorageContainerManager, hostname: str) -> list[Bean]:
+def _pipeline_beans(scm: BeanSource, hostname: str) -> list[Bean]:
     pm = scm.pipeline_manager
     return [
         Bean("Hadoop:service=SCMPipelineManager,name=SCMPipelineManagerInfo", None, {
@@ -170,7 +209,7 @@ def _pipeline_beans(scm: StorageContainerManager, hostname: str) -> list[Bean]:
     ]
 
 
-def _runtime_beans(scm: StorageContainerManager, hostname: str, ports: dict[str, int]) -> list[Bean]:
+def _runtime_beans(scm: BeanSource, hostname: str, ports: dict[str, int]) -> list[Bean]:
     in_safe_mode, _ = scm.in_safe_mode()
     fsm = scm.finalization_state_manager
     rules = {r.ruleName: [r.validate, r.statusText] for r in scm.safe_mode_rule_statuses()}
@@ -206,7 +245,7 @@ def _runtime_beans(scm: StorageContainerManager, hostname: str, ports: dict[str,
     ]
 
 
-def _balancer_bean(scm: StorageContainerManager, hostname: str) -> Bean:
+def _balancer_bean(scm: BeanSource, hostname: str) -> Bean:
     m = scm.container_balancer.metrics
     last = m.last
     attrs: dict[str, Value] = {
@@ -229,7 +268,7 @@ def _balancer_bean(scm: StorageContainerManager, hostname: str) -> Bean:
                 {"Context": "SCM", "Hostname": hostname})
 
 
-def beans_of(scm: StorageContainerManager, hostname: str, ports: dict[str, int]) -> list[Bean]:
+def beans_of(scm: BeanSource, hostname: str, ports: dict[str, int]) -> list[Bean]:
     """Every Ozone bean this SCM serves, with its values now. ``ports``: the Hadoop RPC ports it listens on, by
     Ozone's protocol (``client``, ``datanode``), for the ServerRuntime bean."""
     beans = [

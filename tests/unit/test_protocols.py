@@ -18,6 +18,7 @@ from scm_server.ca.scm_security import RegisteredDatanodes, SecurityHost
 from scm_server.ha.scm_ha_manager import SCMHAManagerImpl
 from scm_server.ha.scm_ha_manager_api import SCMHAHost, SCMHAManager
 from scm_server.ha.scm_ha_manager_stub import SCMHAManagerStub
+from scm_server.ozone_beans import BeanSource
 from scm_server.protocols import (
     LeaderRole,
     ScmBlockLocationProtocol,
@@ -53,8 +54,9 @@ def faces_of_the_facade_inside(scm: StorageContainerManager) -> list[object]:
     runtime its security host, the registered datanodes in it)."""
     ha_host: SCMHAHost = scm
     security_host: SecurityHost = scm
+    beans: BeanSource = scm
     datanodes: RegisteredDatanodes = scm.node_manager
-    return [ha_host, security_host, datanodes]
+    return [ha_host, security_host, beans, datanodes]
 
 
 def ha_managers(raft: SCMHAManagerImpl, single: SCMHAManagerStub) -> list[SCMHAManager]:
@@ -128,7 +130,7 @@ def test_each_ozone_protocol_has_its_face() -> None:
     } <= set(vars(protocols))
 
 
-INNER_FACES: list[type] = [SCMHAHost, SecurityHost]
+INNER_FACES: list[type] = [SCMHAHost, SecurityHost, BeanSource]
 
 
 @pytest.mark.parametrize("face", INNER_FACES, ids=lambda f: f.__name__)
