@@ -58,14 +58,18 @@ from tests.e2e.controlplane.fixture import (
 REPO = Path(__file__).resolve().parents[3]
 TOOLS_BIN = REPO / ".tools" / "bin"
 NODE_NAME = "ozone-scm-node"
-# Private ranges used only by this tier, inside its namespace (and the one veth pair on LINK).
-LINK = "10.217.254.0/30"
-HOST_IP = "10.217.254.1"
-NODE_IP = "10.217.254.2"
-CLUSTER_CIDR = "10.217.0.0/17"
-POD_SUBNET = "10.217.0.0/24"
-SERVICE_CIDR = "10.217.128.0/20"
-DNS_IP = "10.217.128.10"
+# Private ranges used only by this tier, inside its namespace (and the one veth pair on LINK). The second octet
+# comes from OZONE_SCM_NODE_OCTET (default 217), so two node tiers can run side by side on one host.
+_OCTET = os.environ.get("OZONE_SCM_NODE_OCTET", "217")
+if not (_OCTET.isdigit() and 16 <= int(_OCTET) <= 250):
+    raise ValueError(f"OZONE_SCM_NODE_OCTET={_OCTET!r} is not a number from 16 to 250: unset it or pick a free one")
+LINK = f"10.{_OCTET}.254.0/30"
+HOST_IP = f"10.{_OCTET}.254.1"
+NODE_IP = f"10.{_OCTET}.254.2"
+CLUSTER_CIDR = f"10.{_OCTET}.0.0/17"
+POD_SUBNET = f"10.{_OCTET}.0.0/24"
+SERVICE_CIDR = f"10.{_OCTET}.128.0/20"
+DNS_IP = f"10.{_OCTET}.128.10"
 CLUSTER_DOMAIN = "cluster.local"
 PAUSE_IMAGE = "localhost/ozone-scm-pause:1.0"
 COREDNS_IMAGE = "localhost/ozone-scm-coredns:dev"
