@@ -58,9 +58,17 @@ Response = wire_sec.SCMSecurityResponse
 
 ISSUANCE = ("GetDataNodeCertificate", "GetOMCertificate", "GetSCMCertificate", "GetCert")
 MUTATIONS = ("RevokeCertificates", "RemoveExpiredCertificates")
-# served to Kerberos-authenticated callers only (GetSCMCertificate is refused to everyone: SCMs enrol over gRPC)
-SERVED_AUTHENTICATED = ("GetDataNodeCertificate", "GetOMCertificate", "GetCert", "RemoveExpiredCertificates")
 NODE_ROLES = {wire.DATANODE: Role.DATANODE, wire.OM: Role.OM}
+# the certificates issued to Kerberos-authenticated callers, and the roles (principals) each call may bind
+ISSUED_TO: dict[str, tuple[Role, ...]] = {
+    "GetDataNodeCertificate": (Role.DATANODE,),
+    "GetOMCertificate": (Role.OM,),
+    "GetCert": tuple(NODE_ROLES.values()),
+}
+# served to Kerberos-authenticated administrators (ozone.administrators) only
+ADMINISTRATORS_ONLY = ("RemoveExpiredCertificates",)
+# served to Kerberos-authenticated callers only (GetSCMCertificate is refused to everyone: SCMs enrol over gRPC)
+SERVED_AUTHENTICATED = (*ISSUED_TO, *ADMINISTRATORS_ONLY)
 # What a refusal of the CA (an SCMException's result code) answers on this protocol
 STATUS_OF = {
     ResultCodes.INVALID_CSR.value: wire_sec.INVALID_CSR,
@@ -207,7 +215,7 @@ class SecurityTranslator:
         try:
             if command in ISSUANCE and call.authenticated:
                 await self._issue(call, command, request, response)
-            elif command == "RemoveExpiredCertificates" and call.authenticated:
+            elif command in ADMINISTRATORS_ONLY and call.authenticated:
                 await self._remove_expired(call, response)
             else:
                 self._answer(command, request, response)
@@ -247,6 +255,8 @@ class SecurityTranslator:
                     f"GetCert for node type {wire.NodeType.Name(node.nodeType)} refused over Hadoop RPC: DATANODE and "
                     "OM certificates are issued here"))
             role, owner, host, ip, csr = NODE_ROLES[node.nodeType], node.uuid, node.hostName, "", request.getCertRequest.CSR
+        if role not in ISSUED_TO[command]:
+            raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, f"{command} does not issue {role.value} certificates")
         try:
             principals.bind(call.user, role, host, self.primaries)
         except RequestRejected as exc:
