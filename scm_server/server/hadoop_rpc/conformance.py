@@ -390,17 +390,21 @@ SECURITY_NOTES: Mapping[str, Note] = {
         'node type DATANODE or OM, as the two calls above; other node types refused',
         'C, U',
     ),
+    'GetSCMCertificate': Note(
+        "a joining SCM's sub-CA, as Ozone's bootstrapping SCM asks the leader: the SCM principal "
+        "(`hdds.scm.kerberos.principal`) for its own host, which must be the address of exactly one configured SCM "
+        "(`ozone.scm.address.<serviceId>.<nodeId>`, the site file re-read); `scmNodeId` is its scmId (a UUID), the "
+        "cluster id checked, another live SCM of that node refused; asking again with `renew` gives a new sub-CA "
+        "(the old one expires); others: `UNABLE_TO_ISSUE_CERTIFICATE` with the reason. Our own members still enrol "
+        "at `ozone-scm scm --bootstrap` over the gRPC security service",
+        'C, U',
+    ),
     'RemoveExpiredCertificates': Note(
         "administrators; the leader removes expired datanode, OM and client certificates through Raft and answers their PEMs; others: `INTERNAL_ERROR` \"Access denied ...\"",
         'C, U',
     ),
 }
 SECURITY_REFUSALS: Mapping[str, Refusal] = {
-    'GetSCMCertificate': Refusal(
-        'refused',
-        '`UNABLE_TO_ISSUE_CERTIFICATE`: SCMs get theirs at `scm --bootstrap` over the gRPC security service',
-        'C, U',
-    ),
     'GetCrls': Refusal(
         'as Ozone 2.2.0',
         '`INTERNAL_ERROR` "Unsupported operation", as Ozone 2.2.0 itself answers (no CRLs there either)',

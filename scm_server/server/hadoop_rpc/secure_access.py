@@ -10,7 +10,7 @@ written by hand:
 * **secure** (``ozone.security.enabled=true``, ``hadoop.security.authentication=kerberos``): the callers
   admitted, from :data:`.authorization.ADMIN_COMMANDS` (administrators; read-only administrators where Ozone's
   ``checkAdminAccess`` is a read), the certificate calls' principal roles
-  (:data:`.security_translator.ISSUED_TO`: the datanode or OM service principal, for its own host),
+  (:data:`.security_translator.ISSUED_TO`: the datanode, OM or SCM service principal, for its own host),
   the administrator-only calls of the security and secret-key translators, and the client principal each
   secret-key protocol name admits under service-level authorization (:data:`.authorization.SERVICES`).
 
@@ -36,9 +36,10 @@ class Caller(enum.Enum):
     READONLY_ADMINISTRATOR = "read-only administrators"
     DATANODE = "the datanode principal, own host"
     OM = "the OM principal, own host"
+    SCM = "the SCM principal"
 
 
-ROLE_CALLER = {Role.DATANODE: Caller.DATANODE, Role.OM: Caller.OM}
+ROLE_CALLER = {Role.DATANODE: Caller.DATANODE, Role.OM: Caller.OM, Role.SCM: Caller.SCM}
 
 # the client principal key of a protocol name (authorization.SERVICES) -> the caller it names
 PRINCIPAL_KEY_CALLER = {
@@ -67,7 +68,10 @@ class Access:
 
 
 def _admins(read_only: bool) -> tuple[Caller, ...]:
-    return (Caller.ADMINISTRATOR, Caller.READONLY_ADMINISTRATOR) if read_only else (Caller.ADMINISTRATOR,)
+    """Administrators; the SCM's own principal is always one (Ozone adds the user the SCM runs as)."""
+    if read_only:
+        return Caller.ADMINISTRATOR, Caller.READONLY_ADMINISTRATOR, Caller.SCM
+    return Caller.ADMINISTRATOR, Caller.SCM
 
 
 def _secret_key_names() -> str:

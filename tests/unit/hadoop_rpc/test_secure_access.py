@@ -40,13 +40,14 @@ from scm_server.server.hadoop_rpc.security_translator import SecurityTranslator
 from scm_server.server.hadoop_rpc.server import RpcCallError
 
 REALM = "EXAMPLE.COM"
-DN_HOST, OM_HOST = "dn1.example.com", "om1.example.com"
+DN_HOST, OM_HOST, SCM_HOST = "dn1.example.com", "om1.example.com", "scm2.example.com"
 PRINCIPAL = {
     Caller.ANYONE: f"alice@{REALM}",
     Caller.ADMINISTRATOR: f"admin@{REALM}",
     Caller.READONLY_ADMINISTRATOR: f"reader@{REALM}",
     Caller.DATANODE: f"dn/{DN_HOST}@{REALM}",
     Caller.OM: f"om/{OM_HOST}@{REALM}",
+    Caller.SCM: f"scm/{SCM_HOST}@{REALM}",
 }
 CLIENT_PRINCIPALS = {"hdds.datanode.kerberos.principal": f"dn/_HOST@{REALM}",
                      "ozone.om.kerberos.principal": f"om/_HOST@{REALM}",
@@ -86,12 +87,14 @@ def translators(secure: bool) -> dict[str, Any]:
     backend: Any = Backend()
     get: Any = lambda _key: None  # noqa: E731
     if secure:
-        tokens = ContainerTokens(manager=backend, clock=backend, administrators=("admin",))
-        location = LocationTranslator(backend, get, "scm1", "scm1.example.com", authorizer=authorizer(),
+        check = authorizer()
+        admins = ("admin", check.settings.starter_user)  # ozone.administrators and the SCM's own user, as the daemon
+        tokens = ContainerTokens(manager=backend, clock=backend, administrators=admins)
+        location = LocationTranslator(backend, get, "scm1", "scm1.example.com", authorizer=check,
                                       container_tokens=tokens)
-        security = SecurityTranslator(backend, backend, primaries={Role.DATANODE: "dn", Role.OM: "om"},
-                                      administrators=("admin",))
-        secret_keys = SecretKeyService(backend, None, administrators=("admin",), require_authentication=True)
+        security = SecurityTranslator(backend, backend, administrators=admins,
+                                      primaries={Role.DATANODE: "dn", Role.OM: "om", Role.SCM: "scm"})
+        secret_keys = SecretKeyService(backend, None, administrators=admins, require_authentication=True)
     else:
         location = LocationTranslator(backend, get, "scm1", "scm1.example.com")
         security = SecurityTranslator(None, None)
@@ -124,8 +127,12 @@ def request(key: str, command: str, caller: Caller) -> tuple[str, Message]:
     if key == "reconfigure":
         return command, getattr(wire_reconf, command[0].upper() + command[1:] + "RequestProto")()
     sec = wire_sec.SCMSecurityRequest(cmdType=wire_sec.Type.Value(command), traceID="t")
-    host = OM_HOST if caller is Caller.OM else DN_HOST
-    if command == "GetDataNodeCertificate":
+    host = {Caller.OM: OM_HOST, Caller.SCM: SCM_HOST}.get(caller, DN_HOST)
+    if command == "GetSCMCertificate":
+        sec.getSCMCertificateRequest.CSR = "csr"
+        sec.getSCMCertificateRequest.scmDetails.CopyFrom(wire.ScmNodeDetailsProto(
+            scmNodeId="8a2c6f4e-0d1b-4c3e-9f5a-7b6d2e1c0a94", clusterId="c", hostName=host))
+    elif command == "GetDataNodeCertificate":
         sec.getDataNodeCertRequest.CSR = "csr"
         sec.getDataNodeCertRequest.datanodeDetails.CopyFrom(wire.DatanodeDetailsProto(
             uuid="u", ipAddress="10.0.0.1", hostName=host))
