@@ -526,6 +526,47 @@ class SCMCertificateServer:
         cert, chain = await self._issue(approved, sub_ca=False, check=same_holder, after=supersede)
         return self._response(cert, chain)
 
+    async def issue_scm_to_principal(
+        self, csr_pem: str, *, principal: str, scm_id: str, claimed_cluster_id: str, hostname: str
+    ) -> scm_security_pb2.SCMGetCertResponseProto:
+        """A joining SCM's sub-CA for an authenticated Kerberos ``principal`` (Ozone's ``getSCMCertificate`` over
+        SCMSecurityProtocol); the caller already bound the SCM principal to ``hostname``
+        (:func:`scm_server.security.core.principals.bind`). No enrolment proof: Kerberos authenticated the caller.
+        The node is the one SCM configured at ``hostname`` (``ozone.scm.address.<serviceId>.<nodeId>``, the site
+        file re-read); the rest is the gRPC enrolment's approval: the cluster id, a UUID ``scm_id``, no other live
+        SCM holding a certificate for that node. Asking again with the same ``scm_id`` is Ozone's ``renew``: a new
+        sub-CA, the old one left to expire (it still issued live certificates). The leader cannot sign its own
+        without the root key."""
+        self.context.check_leader()
+        csr = self._load_csr(csr_pem)
+        hosts = self.configured_hosts()
+        at_host = sorted(n for n, h in hosts.items() if h.rstrip(".").lower() == hostname.rstrip(".").lower())
+        if len(at_host) != 1:
+            where = f"SCMs {', '.join(at_host)} are" if at_host else "no SCM is"
+            raise SCMException(ResultCodes.PERMISSION_DENIED, (
+                f"{principal} asks for an SCM certificate for host {hostname!r}, but {where} configured there; an SCM "
+                "gets one over Hadoop RPC only as the one SCM configured at its host (ozone.scm.address.<serviceId>."
+                "<nodeId>), else at `ozone-scm scm --bootstrap` over the gRPC security service"))
+        node_id = at_host[0]
+        if scm_id == self.scm_id and self.root_key is None:
+            raise SCMException(ResultCodes.INVALID_REQUEST, (
+                "the leader cannot sign its own sub-CA without the root key; it hands leadership over first"))
+
+        def approve() -> reqs.Approved:
+            return reqs.approve_scm_request(
+                csr, cluster_id=self.cluster_id, claimed_cluster_id=claimed_cluster_id, node_id=node_id,
+                scm_id=scm_id, hostname=hosts[node_id], configured_hosts=hosts, issued=self.issued_records(),
+                now=self.now(),
+            )
+
+        try:
+            approved = approve()
+        except reqs.RequestRejected as exc:
+            raise _rejected(exc) from exc
+        LOG.info("%s asks for the sub-CA of SCM %s (%s, node %s) over Hadoop RPC", principal, scm_id, hostname, node_id)
+        cert, chain = await self._issue(approved, sub_ca=True, check=approve)
+        return self._response(cert, chain)
+
     async def remove_expired_certificates(self, by: str) -> list[str]:
         """Leader: drop the expired datanode, OM and client certificates from ``validCerts`` (Ozone's
         RemoveExpiredCertificates, an administrator's call); returns their PEMs."""

@@ -273,6 +273,10 @@ class SCMDaemon:
         # with Kerberos every caller is authenticated, and calls that bind an identity (secret keys, container
         # tokens) believe nothing else; without it they believe the connection's stated user, as SIMPLE auth does
         require_authentication = kerberos is not None
+        # Ozone's administrators always include the user the SCM runs as: under Kerberos, its own principal's short
+        # name (the authorizer's starter user), so the SCMs of a ring are administrators of each other's calls
+        administrators = self._administrators() + (
+            (rpc_security.authorizer.settings.starter_user,) if rpc_security is not None else ())
         wanted, left_out = hadoop_rpc_listeners(secure=self.security is not None, kerberos=kerberos is not None)
         if left_out is not None:
             LOG.info("%s", left_out)
@@ -288,20 +292,20 @@ class SCMDaemon:
                 translator = LocationTranslator(
                     scm, get, storage_id, self.node.host,
                     authorizer=rpc_security.authorizer if rpc_security is not None else None,
-                    container_tokens=self._container_tokens(scm, require_authentication),
+                    container_tokens=self._container_tokens(scm, administrators, require_authentication),
                 )
                 extra = [ReconfigureTranslator(scm)]  # Ozone serves `ozone admin reconfig` on the client port
             elif protocol is P.SECURITY_HADOOP:
                 translator = SecurityTranslator(
                     SecurityReader(self.security) if self.security is not None else None,
                     SecurityIssuer(self.security) if self.security is not None else None,
-                    primaries=self._service_primaries(),
+                    primaries=self._service_primaries(kerberos.principal if kerberos is not None else None),
                     leadership=Leadership(scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
-                    administrators=self._administrators(),
+                    administrators=administrators,
                 )
                 extra = secret_key_translator.translators(SecretKeyService(
                     self.secret_keys, Leadership(scm, get, P.SECURITY_HADOOP, storage_id, self.node.host),
-                    administrators=self._administrators(), require_authentication=require_authentication,
+                    administrators=administrators, require_authentication=require_authentication,
                 ))
             else:
                 translator = DatanodeTranslator(scm)
@@ -324,22 +328,28 @@ class SCMDaemon:
             LOG.info("SCM %s over Hadoop RPC (%s) listening on %s:%s (%s)", translator.protocol, auth, host, bound,
                      protocol.port_key)
 
-    def _service_primaries(self) -> dict[Role, str]:
-        """Which principals get datanode and OM certificates (hdds.datanode.kerberos.principal, ozone.om.kerberos.principal)."""
+    def _service_primaries(self, scm_principal: str | None) -> dict[Role, str]:
+        """Which principals get datanode, OM and SCM certificates (hdds.datanode.kerberos.principal,
+        ozone.om.kerberos.principal, hdds.scm.kerberos.principal: the SCMs of a ring share its primary)."""
         if self.security is None:
             return {}
         config = self.security.config
-        return {Role.DATANODE: principals.service_primary(config.datanode_kerberos_principal),
-                Role.OM: principals.service_primary(config.om_kerberos_principal)}
+        primaries = {Role.DATANODE: principals.service_primary(config.datanode_kerberos_principal),
+                     Role.OM: principals.service_primary(config.om_kerberos_principal)}
+        if scm_principal is not None:
+            primaries[Role.SCM] = principals.service_primary(scm_principal)
+        return primaries
 
     def _administrators(self) -> tuple[str, ...]:
         return tuple(self.security.config.administrators) if self.security is not None else ()
 
-    def _container_tokens(self, scm: StorageContainerManager, require_authentication: bool) -> ContainerTokens | None:
+    def _container_tokens(
+        self, scm: StorageContainerManager, administrators: tuple[str, ...], require_authentication: bool
+    ) -> ContainerTokens | None:
         """Container tokens are signed when hdds.container.token.enabled and secret keys are on."""
         if self.secret_keys is None or self.security is None or not self.security.config.container_token_enabled:
             return None
-        return ContainerTokens(self.secret_keys, scm.clock, self._administrators(), require_authentication)
+        return ContainerTokens(self.secret_keys, scm.clock, administrators, require_authentication)
 
     async def _start_web(self, scm: StorageContainerManager, get: endpoints.Getter) -> None:
         """HTTP and/or HTTPS (``ozone.http.policy``) serving the same app."""

@@ -68,6 +68,8 @@ JVM_FLAGS = [
 CLI_FLAGS = ["-XX:TieredStopAtLevel=1", "-Xshare:auto"]
 
 T = TypeVar("T")
+# how long a JVM (SCM, datanode, OM) may take to listen: a shared 2-core machine under load starts an OM in minutes
+PROCESS_START_TIMEOUT = 420.0
 
 
 class OzoneInteropError(RuntimeError):
@@ -598,7 +600,7 @@ class OzoneCluster:
     def start_scm(self, scm: ScmNode) -> None:
         conf = self.base / scm.node_id / "conf"
         proc = self.spawn(scm.node_id, self.java_cmd(conf, SCM_HEAP, SCM_MAIN, []))
-        self.wait_port(proc, scm.client_port, timeout=180)
+        self.wait_port(proc, scm.client_port, timeout=PROCESS_START_TIMEOUT)
         self.timings.add(f"{scm.node_id} start (client port open)", proc.ready_seconds or 0.0)
 
     def _ring_complete(self) -> list[tuple[str, str]] | None:
@@ -669,7 +671,7 @@ class OzoneCluster:
             conf = self.conf_dir(dn.name, self.datanode_props(dn))
             procs.append((dn, self.spawn(dn.name, self.java_cmd(conf, DATANODE_HEAP, DATANODE_MAIN, []))))
         for dn, proc in procs:
-            self.wait_port(proc, dn.ports["ratis_ipc"], timeout=180, host=self.datanode_address(dn))
+            self.wait_port(proc, dn.ports["ratis_ipc"], timeout=PROCESS_START_TIMEOUT, host=self.datanode_address(dn))
             self.timings.add(f"{dn.name} start (ratis port open)", proc.ready_seconds or 0.0)
 
     def start_om(self) -> None:
@@ -677,7 +679,7 @@ class OzoneCluster:
         with timed(self.timings, "om --init"):
             self.run_once("om-init", conf, OM_HEAP, OM_MAIN, ["--init"])
         proc = self.spawn("om", self.java_cmd(conf, OM_HEAP, OM_MAIN, []))
-        self.wait_port(proc, self.om_ports["rpc"], timeout=180)
+        self.wait_port(proc, self.om_ports["rpc"], timeout=PROCESS_START_TIMEOUT)
         self.timings.add("om start (rpc port open)", proc.ready_seconds or 0.0)
 
     def start(self) -> None:

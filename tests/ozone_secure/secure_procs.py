@@ -25,6 +25,12 @@ ADMIN = "admin"  # listed in ozone.administrators
 USER = "alice"  # a plain user: may write keys, may not run SCM's admin commands
 NO_TICKET = "no-ticket"  # a caller whose ticket cache is empty (never kinit'ed)
 RPC_PROTECTION = "privacy"  # Hadoop's strongest QOP: every frame wrapped
+# The datanode (by index) whose certificate is in Ozone's renewal window from the start: its
+# hdds.x509.renew.grace.duration is as long as the certificates our CA issues (hdds.x509.default.duration, P365D), so
+# Ozone's CertificateRenewerService renews it as soon as it holds one. Ozone's own check wants the grace shorter than
+# the datanode's hdds.x509.default.duration, which only our CA reads, so the datanode is given a longer one.
+RENEWING_DATANODE = 2
+RENEWAL_PROPS = {"hdds.x509.renew.grace.duration": "P365D", "hdds.x509.default.duration": "P366D"}
 
 
 class SecureOzoneCluster(OzoneCluster):
@@ -89,8 +95,9 @@ class SecureOzoneCluster(OzoneCluster):
         return props
 
     def datanode_props(self, dn: object) -> dict[str, str]:
+        renewing = RENEWAL_PROPS if dn is self.datanodes[RENEWING_DATANODE] else {}
         return {**super().datanode_props(dn),  # type: ignore[arg-type]
-                "hdds.datanode.kerberos.keytab.file": str(self.keytabs["dn"])}
+                "hdds.datanode.kerberos.keytab.file": str(self.keytabs["dn"]), **renewing}
 
     def om_props(self) -> dict[str, str]:
         return {**super().om_props(), "ozone.om.kerberos.keytab.file": str(self.keytabs["om"])}
@@ -111,4 +118,4 @@ class SecureOzoneCluster(OzoneCluster):
         return env
 
 
-__all__ = ["ADMIN", "HOST", "LOOPBACK", "NO_TICKET", "USER", "SecureOzoneCluster"]
+__all__ = ["ADMIN", "HOST", "LOOPBACK", "NO_TICKET", "RENEWING_DATANODE", "USER", "SecureOzoneCluster"]

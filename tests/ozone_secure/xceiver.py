@@ -24,11 +24,14 @@ from grpc_tools import protoc
 
 from scm_server import hadoop_ipc as codec
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
+from scm_server.proto.ozone import ScmSecretKeyProtocol_pb2 as wire_sk
 from scm_server.proto.ozone import hdds_pb2
+from scm_server.security.core import secret_keys as sk
 from tests.kerberos.sasl_client import KerberosClient
 
 PROTO = Path(__file__).with_name("xceiver.proto")
 LOCATION_PROTOCOL = "org.apache.hadoop.hdds.scm.protocol.StorageContainerLocationProtocol"
+SECRET_KEY_DATANODE_PROTOCOL = "org.apache.hadoop.hdds.protocol.SecretKeyProtocolDatanode"
 SEND = "/hadoop.hdds.datanode.XceiverClientProtocolService/send"
 CALL_IDS = itertools.count(1)
 _compiled: ModuleType | None = None
@@ -80,6 +83,25 @@ async def container_token(client_port: int, ccache: Path, container_id: int) -> 
         response = wire_loc.ScmContainerLocationResponse.FromString(answer.body)
         assert response.status == wire_loc.ScmContainerLocationResponse.OK, response
         return response.containerTokenResponse.token
+    finally:
+        client.close()
+
+
+async def current_secret_key(security_port: int, ccache: Path) -> sk.SecretKey:
+    """GetCurrentSecretKey from the SCM at `security_port` as a datanode asks it (SecretKeyProtocolDatanode, over
+    Kerberos with the datanode principal's tickets in `ccache`): the key block and container tokens are signed with
+    now."""
+    client = await KerberosClient.open(security_port)
+    try:
+        await client.authenticate(ccache)
+        client.send_context(SECRET_KEY_DATANODE_PROTOCOL)
+        request = wire_sk.SCMSecretKeyRequest(cmdType=wire_sk.GetCurrentSecretKey, traceID="secure-tier")
+        answer = await client.call(next(CALL_IDS), SECRET_KEY_DATANODE_PROTOCOL, "submitRequest", request)
+        assert answer.header.status == codec.Status.SUCCESS, answer.header
+        assert answer.body is not None
+        response = wire_sk.SCMSecretKeyResponse.FromString(answer.body)
+        assert response.success, response.message
+        return sk.SecretKey.from_proto(response.currentSecretKeyResponseProto.secretKey)
     finally:
         client.close()
 

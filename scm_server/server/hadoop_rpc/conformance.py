@@ -32,9 +32,11 @@ from scm_server.server.hadoop_rpc import (
     location_translator,
     reconfigure_translator,
     secret_key_translator,
+    secure_access,
     security_translator,
 )
 
+REFUSED = "refused"
 RefusalStatus = Literal["not yet", "refused", "as Ozone 2.2.0"]
 STATUSES: tuple[RefusalStatus, ...] = get_args(RefusalStatus)
 
@@ -49,7 +51,6 @@ class Note:
 
     note: str
     checked: str
-    kerberos: bool = False  # served to Kerberos-authenticated callers only (SIMPLE authenticates nobody)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class Row:
     status: str
     note: str
     checked: str
+    insecure: str = REFUSED  # what an SCM without security answers (secure_access)
+    secure: str = REFUSED  # who a Kerberized SCM serves (secure_access)
 
 
 @dataclass(frozen=True)
@@ -378,30 +381,30 @@ SECURITY_NOTES: Mapping[str, Note] = {
     'GetDataNodeCertificate': Note(
         "a `dn/<host>` principal (`hdds.datanode.kerberos.principal`), for its own host, the role bound from the principal, never the CSR; the OM's principal, another host or an unauthenticated caller: `UNABLE_TO_ISSUE_CERTIFICATE` with the reason; asking again renews",
         'C, U, J (refused: unauthenticated)',
-        kerberos=True,
     ),
     'GetOMCertificate': Note(
         "the OM's principal (`ozone.om.kerberos.principal`), for its own host; others refused as above",
         'C, U',
-        kerberos=True,
     ),
     'GetCert': Note(
         'node type DATANODE or OM, as the two calls above; other node types refused',
         'C, U',
-        kerberos=True,
+    ),
+    'GetSCMCertificate': Note(
+        "a joining SCM's sub-CA, as Ozone's bootstrapping SCM asks the leader: the SCM principal "
+        "(`hdds.scm.kerberos.principal`) for its own host, which must be the address of exactly one configured SCM "
+        "(`ozone.scm.address.<serviceId>.<nodeId>`, the site file re-read); `scmNodeId` is its scmId (a UUID), the "
+        "cluster id checked, another live SCM of that node refused; asking again with `renew` gives a new sub-CA "
+        "(the old one expires); others: `UNABLE_TO_ISSUE_CERTIFICATE` with the reason. Our own members still enrol "
+        "at `ozone-scm scm --bootstrap` over the gRPC security service",
+        'C, U',
     ),
     'RemoveExpiredCertificates': Note(
         "administrators; the leader removes expired datanode, OM and client certificates through Raft and answers their PEMs; others: `INTERNAL_ERROR` \"Access denied ...\"",
         'C, U',
-        kerberos=True,
     ),
 }
 SECURITY_REFUSALS: Mapping[str, Refusal] = {
-    'GetSCMCertificate': Refusal(
-        'refused',
-        '`UNABLE_TO_ISSUE_CERTIFICATE`: SCMs get theirs at `scm --bootstrap` over the gRPC security service',
-        'C, U',
-    ),
     'GetCrls': Refusal(
         'as Ozone 2.2.0',
         '`INTERNAL_ERROR` "Unsupported operation", as Ozone 2.2.0 itself answers (no CRLs there either)',
@@ -518,8 +521,8 @@ def table_rows(protocol: Protocol) -> list[Row]:
     for name, number in listed:
         if name in protocol.served:
             note = protocol.notes[name]
-            status = "served (Kerberos)" if note.kerberos else "served"
-            rows.append(Row(name, number, status, note.note, note.checked))
+            rule = secure_access.access(protocol.key, name)
+            rows.append(Row(name, number, "served", note.note, note.checked, rule.insecure, rule.secure()))
         else:
             refusal = protocol.refusals[name]
             rows.append(Row(name, number, refusal.status, refusal.reason, refusal.checked))
@@ -532,13 +535,15 @@ def _cell(text: str) -> str:
 
 def render_table(protocol: Protocol) -> str:
     """The protocol's markdown table (or its one row while its proto is absent)."""
-    out = [f"| {'method' if protocol.service else 'cmdType'} | status | notes | checked |", "|---|---|---|---|"]
+    out = [f"| {'method' if protocol.service else 'cmdType'} | status | insecure | secure (Kerberos) | notes | checked |",
+           "|---|---|---|---|---|---|"]
     rows = table_rows(protocol)
     if not rows:
-        out.append(f"| (all) | not yet | {_cell(protocol.absent)} | — |")
+        out.append(f"| (all) | not yet | — | — | {_cell(protocol.absent)} | — |")
     for r in rows:
         number = f" ({r.number})" if r.number else ""
-        out.append(f"| `{r.command}`{number} | {r.status} | {_cell(r.note)} | {r.checked} |")
+        out.append(f"| `{r.command}`{number} | {r.status} | {_cell(r.insecure)} | {_cell(r.secure)} | "
+                   f"{_cell(r.note)} | {r.checked} |")
     return "\n".join(out)
 
 

@@ -32,16 +32,19 @@ class ContainerTokens:
     require_authentication: bool = True
 
 
-def answer(tokens: ContainerTokens | None, user: str, authenticated: bool, container_id: int) -> wire.TokenProto:
+def answer(tokens: ContainerTokens | None, user: str, authenticated: bool, container_id: int, *,
+           admitted: bool = False) -> wire.TokenProto:
     """The token for ``user`` on ``container_id``; an RPC error (``AccessControlException``) for a caller who
-    is not an administrator, or not authenticated where authentication is required."""
+    is not an administrator, or not authenticated where authentication is required. ``admitted``: the
+    Kerberos authorizer has already admitted the caller to this read-only admin command (administrators and
+    their groups, read-only administrators), so the name list is not asked again."""
     if tokens is None:
         return wire.TokenProto(identifier=b"", password=b"", kind="", service="")
     who = user or "(no user)"
     if tokens.require_authentication and not authenticated:
         raise RpcCallError(ACCESS_CONTROL, f"GetContainerToken refused: the caller {who} is not authenticated "
                                            "(container tokens are issued to Kerberos-authenticated administrators)")
-    if not is_administrator(user, tokens.administrators):
+    if not admitted and not is_administrator(user, tokens.administrators):
         raise RpcCallError(ACCESS_CONTROL, f"Access denied for user {who}. SCM superuser privilege is required "
                                            "(ozone.administrators)")
     try:

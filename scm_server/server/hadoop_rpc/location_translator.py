@@ -185,7 +185,8 @@ class LocationTranslator:
             if not request.HasField("containerTokenRequest"):
                 raise SCMException(ResultCodes.INVALID_REQUEST, "GetContainerToken without containerTokenRequest")
             token = container_token.answer(self.container_tokens, call.user, call.authenticated,
-                                           request.containerTokenRequest.containerID.id)
+                                           request.containerTokenRequest.containerID.id,
+                                           admitted=self.authorizer is not None and call.authenticated)
             response.containerTokenResponse.token.CopyFrom(token)
 
         return handler

@@ -41,6 +41,7 @@ PROTOCOL_OM = "org.apache.hadoop.hdds.protocol.SecretKeyProtocolOm"
 PROTOCOL_SCM = "org.apache.hadoop.hdds.protocol.SecretKeyProtocolScm"
 PROTOCOLS = (PROTOCOL_DATANODE, PROTOCOL_OM, PROTOCOL_SCM)
 SERVED = frozenset({"GetCurrentSecretKey", "GetSecretKey", "GetAllSecretKeys", "CheckAndRotate"})
+ADMINISTRATORS_ONLY = frozenset({"CheckAndRotate"})  # ozone.administrators only
 VERSION = 1
 
 Type = wire_sk.Type
@@ -106,11 +107,11 @@ class SecretKeyService:
             raise Refusal(wire_sk.INTERNAL_ERROR, (
                 f"{command} refused: the caller {call.user or '(no user)'} is not authenticated; secret keys are "
                 "served to Kerberos-authenticated datanodes, OMs and SCMs only"))
+        if command in ADMINISTRATORS_ONLY and not is_administrator(call.user, self.administrators):
+            raise Refusal(wire_sk.INTERNAL_ERROR, (
+                f"Access denied for user {call.user or '(no user)'}. SCM superuser privilege is required "
+                "(ozone.administrators)"))
         if command == "CheckAndRotate":
-            if not is_administrator(call.user, self.administrators):
-                raise Refusal(wire_sk.INTERNAL_ERROR, (
-                    f"Access denied for user {call.user or '(no user)'}. SCM superuser privilege is required "
-                    "(ozone.administrators)"))
             force = request.checkAndRotateRequest.force if request.HasField("checkAndRotateRequest") else False
             rotated = await manager.check_and_rotate(force)
             response.checkAndRotateResponseProto.status = rotated

@@ -17,8 +17,10 @@ whose connection is **authenticated** (Kerberos): the role and the host come fro
 the OM's principal an OM certificate), never from the CSR; the CA writes the subject and names itself. A new
 request from the holder of a valid certificate for the same id and host renews it (Ozone's clients renew by
 asking again). An unauthenticated caller (SIMPLE authentication: the user is merely stated) is refused with
-``UNABLE_TO_ISSUE_CERTIFICATE``, as is ``GetSCMCertificate`` (SCMs get theirs at ``scm --bootstrap`` over the gRPC
-security service). ``RemoveExpiredCertificates`` (the leader drops expired datanode, OM and client certificates
+``UNABLE_TO_ISSUE_CERTIFICATE``. ``GetSCMCertificate`` gives a joining SCM its sub-CA, as Ozone's bootstrapping SCM
+asks the leader: only to the SCM principal (``hdds.scm.kerberos.principal``) for its own host, the one SCM configured
+there (:meth:`scm_server.ca.ca_server.SCMCertificateServer.issue_scm_to_principal`); asking again renews.
+``RemoveExpiredCertificates`` (the leader drops expired datanode, OM and client certificates
 from ``validCerts``, through Raft) is an authenticated administrator's call (``ozone.administrators``);
 ``RevokeCertificates`` is refused (use ``ozone-scm admin cert`` over the authenticated gRPC admin port); the CRL calls (``GetCrls``, ``GetLatestCrlId``)
 answer ``INTERNAL_ERROR`` as Ozone 2.2.0 itself does ("Unsupported").
@@ -58,9 +60,18 @@ Response = wire_sec.SCMSecurityResponse
 
 ISSUANCE = ("GetDataNodeCertificate", "GetOMCertificate", "GetSCMCertificate", "GetCert")
 MUTATIONS = ("RevokeCertificates", "RemoveExpiredCertificates")
-# served to Kerberos-authenticated callers only (GetSCMCertificate is refused to everyone: SCMs enrol over gRPC)
-SERVED_AUTHENTICATED = ("GetDataNodeCertificate", "GetOMCertificate", "GetCert", "RemoveExpiredCertificates")
 NODE_ROLES = {wire.DATANODE: Role.DATANODE, wire.OM: Role.OM}
+# the certificates issued to Kerberos-authenticated callers, and the roles (principals) each call may bind
+ISSUED_TO: dict[str, tuple[Role, ...]] = {
+    "GetDataNodeCertificate": (Role.DATANODE,),
+    "GetOMCertificate": (Role.OM,),
+    "GetSCMCertificate": (Role.SCM,),
+    "GetCert": tuple(NODE_ROLES.values()),
+}
+# served to Kerberos-authenticated administrators (ozone.administrators) only
+ADMINISTRATORS_ONLY = ("RemoveExpiredCertificates",)
+# served to Kerberos-authenticated callers only
+SERVED_AUTHENTICATED = (*ISSUED_TO, *ADMINISTRATORS_ONLY)
 # What a refusal of the CA (an SCMException's result code) answers on this protocol
 STATUS_OF = {
     ResultCodes.INVALID_CSR.value: wire_sec.INVALID_CSR,
@@ -95,6 +106,10 @@ class CertificateIssuer(Protocol):
         self, role: Role, csr_pem: str, *, principal: str, owner_id: str, hostname: str, ip: str = ""
     ) -> scm_security_pb2.SCMGetCertResponseProto: ...
 
+    async def issue_scm_to_principal(
+        self, csr_pem: str, *, principal: str, scm_id: str, claimed_cluster_id: str, hostname: str
+    ) -> scm_security_pb2.SCMGetCertResponseProto: ...
+
     async def remove_expired_certificates(self, by: str) -> list[str]: ...
 
 
@@ -113,6 +128,16 @@ class SecurityIssuer:
             raise SCMException(ResultCodes.INTERNAL_ERROR, "the certificate server is not attached yet")
         answer: scm_security_pb2.SCMGetCertResponseProto = await ca.issue_to_principal(
             role, csr_pem, principal=principal, owner_id=owner_id, hostname=hostname, ip=ip)
+        return answer
+
+    async def issue_scm_to_principal(
+        self, csr_pem: str, *, principal: str, scm_id: str, claimed_cluster_id: str, hostname: str
+    ) -> scm_security_pb2.SCMGetCertResponseProto:
+        ca = self.security.ca
+        if ca is None:
+            raise SCMException(ResultCodes.INTERNAL_ERROR, "the certificate server is not attached yet")
+        answer: scm_security_pb2.SCMGetCertResponseProto = await ca.issue_scm_to_principal(
+            csr_pem, principal=principal, scm_id=scm_id, claimed_cluster_id=claimed_cluster_id, hostname=hostname)
         return answer
 
     async def remove_expired_certificates(self, by: str) -> list[str]:
@@ -193,8 +218,9 @@ class SecurityTranslator:
     ) -> None:
         self.reader = reader
         self.issuer = issuer
-        # the primaries of the service principals (hdds.datanode.kerberos.principal, ozone.om.kerberos.principal)
-        self.primaries = dict(primaries or {Role.DATANODE: "dn", Role.OM: "OM"})
+        # the primaries of the service principals (hdds.datanode.kerberos.principal, ozone.om.kerberos.principal,
+        # hdds.scm.kerberos.principal)
+        self.primaries = dict(primaries or {Role.DATANODE: "dn", Role.OM: "OM", Role.SCM: "scm"})
         self.leadership = leadership
         self.administrators = tuple(administrators)
 
@@ -207,7 +233,7 @@ class SecurityTranslator:
         try:
             if command in ISSUANCE and call.authenticated:
                 await self._issue(call, command, request, response)
-            elif command == "RemoveExpiredCertificates" and call.authenticated:
+            elif command in ADMINISTRATORS_ONLY and call.authenticated:
                 await self._remove_expired(call, response)
             else:
                 self._answer(command, request, response)
@@ -223,11 +249,15 @@ class SecurityTranslator:
         if self.issuer is None or self.reader is None:
             raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, (
                 f"{command}: ozone.security.enabled is false on this SCM, so it has no certificate authority"))
+        cluster = ""
         if command == "GetSCMCertificate":
-            raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, (
-                "GetSCMCertificate refused over Hadoop RPC: an SCM gets its certificate at `ozone-scm scm --bootstrap` "
-                "through the gRPC security service (ozone.scm.security.service.grpc.port)"))
-        if command == "GetDataNodeCertificate":
+            if not request.HasField("getSCMCertificateRequest"):
+                raise _Refusal(wire_sec.INVALID_CSR, "GetSCMCertificate without getSCMCertificateRequest")
+            scm = request.getSCMCertificateRequest.scmDetails
+            # Ozone's scmNodeId here is the joining SCM's scmId (its UUID), as its HASecurityUtils sends it
+            role, owner, host, ip, csr = Role.SCM, scm.scmNodeId, scm.hostName, "", request.getSCMCertificateRequest.CSR
+            cluster = scm.clusterId
+        elif command == "GetDataNodeCertificate":
             if not request.HasField("getDataNodeCertRequest"):
                 raise _Refusal(wire_sec.INVALID_CSR, "GetDataNodeCertificate without getDataNodeCertRequest")
             dn = request.getDataNodeCertRequest.datanodeDetails
@@ -247,13 +277,19 @@ class SecurityTranslator:
                     f"GetCert for node type {wire.NodeType.Name(node.nodeType)} refused over Hadoop RPC: DATANODE and "
                     "OM certificates are issued here"))
             role, owner, host, ip, csr = NODE_ROLES[node.nodeType], node.uuid, node.hostName, "", request.getCertRequest.CSR
+        if role not in ISSUED_TO[command]:
+            raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, f"{command} does not issue {role.value} certificates")
         try:
             principals.bind(call.user, role, host, self.primaries)
         except RequestRejected as exc:
             raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, f"{command} refused: {exc}") from exc
         try:
-            answer = await self.issuer.issue_to_principal(role, csr, principal=call.user, owner_id=owner,
-                                                          hostname=host, ip=ip)
+            if role is Role.SCM:
+                answer = await self.issuer.issue_scm_to_principal(csr, principal=call.user, scm_id=owner,
+                                                                  claimed_cluster_id=cluster, hostname=host)
+            else:
+                answer = await self.issuer.issue_to_principal(role, csr, principal=call.user, owner_id=owner,
+                                                              hostname=host, ip=ip)
         except NotLeaderException as exc:
             if self.leadership is None:
                 raise
@@ -291,7 +327,7 @@ class SecurityTranslator:
             raise _Refusal(wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, (
                 f"{command} refused: the caller is not authenticated ({NO_AUTH}), and a certificate issued to an "
                 "unauthenticated caller would bind a role to whoever asked. Certificates are issued over Hadoop RPC "
-                "to Kerberos-authenticated datanode and OM principals; enrol through the gRPC security service "
+                "to Kerberos-authenticated datanode, OM and SCM principals; enrol through the gRPC security service "
                 "(ozone.scm.security.service.grpc.port) otherwise"))
         if command == "RevokeCertificates":
             raise _Refusal(wire_sec.INTERNAL_ERROR, (

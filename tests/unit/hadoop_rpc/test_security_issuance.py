@@ -201,3 +201,59 @@ async def test_remove_expired_certificates_is_an_administrators_call(harness: An
     assert pki.cert_pem(cert) in done.removeExpiredCertificatesResponseProto.removedExpiredCertificates
     assert serial not in valid_serials(h) and h.ca.store.get_certificate(serial) is None
     assert {p.serialId for p in h.ca.store.list_certificates(scm_certs=True)} == scm_certs
+
+
+def scm_request(h: Any, host: str, scm_id: str, *, renew: bool = False) -> dict[str, Any]:
+    """GetSCMCertificate as Ozone's bootstrapping SCM sends it: its scmId as `scmNodeId`, a CA request for its host."""
+    cluster = h.security.cluster_id
+    key = pki.generate_key(EC)
+    request = pki.csr_pem(pki.build_csr(key, ids.scm_subject(host, scm_id, cluster), EC, request_ca=True))
+    return {"getSCMCertificateRequest": {"scmDetails": {"scmNodeId": scm_id, "clusterId": cluster, "hostName": host},
+                                         "CSR": request, "renew": renew}}
+
+
+async def test_a_joining_scm_principal_gets_its_sub_ca_over_hadoop_rpc(harness: Any,  # noqa: F811
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SCM principal for the host of a configured SCM gets a sub-CA signed by the root (Ozone's
+    getSCMCertificate); another role's principal, another host, an unconfigured host and a second scmId for the
+    same node are refused and store nothing; the same scmId asking again (renew) gets a new sub-CA."""
+    h = harness
+    monkeypatch.setattr(h.ca, "configured_hosts", lambda: {"scm1": "127.0.0.1", "scm2": "scm2.example.com"})
+    scm2 = str(uuid.uuid4())
+    issued = await ask(h, f"scm/scm2.example.com@{REALM}", wire_sec.GetSCMCertificate,
+                       **scm_request(h, "scm2.example.com", scm2))
+    assert issued.success, issued.message
+    chain = pki.load_certificates(issued.getCertResponseProto.x509Certificate)
+    sub_ca = chain[0]
+    assert pki.is_ca(sub_ca)
+    who = ids.identity_of(sub_ca)
+    assert (who.role, who.owner_id, who.cluster_id) == (ids.Role.SCM, scm2, h.security.cluster_id)
+    root = pki.load_certificate(issued.getCertResponseProto.x509RootCACertificate)
+    assert sub_ca.issuer == root.subject
+    assert h.ca.store.is_scm_certificate(str(sub_ca.serial_number))
+
+    def scm_serials() -> set[str]:
+        return {p.serialId for p in h.ca.store.list_certificates(scm_certs=True)}
+
+    before = scm_serials()
+    for user, fields, reason in (
+        (f"dn/scm2.example.com@{REALM}", scm_request(h, "scm2.example.com", scm2), "it is a DATANODE principal"),
+        (f"scm/scm3.example.com@{REALM}", scm_request(h, "scm2.example.com", scm2), "for its own host"),
+        (f"scm/scm9.example.com@{REALM}", scm_request(h, "scm9.example.com", str(uuid.uuid4())),
+         "no SCM is configured there"),
+        (f"scm/scm2.example.com@{REALM}", scm_request(h, "scm2.example.com", str(uuid.uuid4())),
+         f"already holds certificate serial {sub_ca.serial_number}"),
+    ):
+        refused = await ask(h, user, wire_sec.GetSCMCertificate, **fields)
+        assert not refused.success and refused.status == wire_sec.UNABLE_TO_ISSUE_CERTIFICATE, refused
+        assert reason in refused.message, refused.message
+    assert scm_serials() == before
+    refused = await ask(h, f"scm/scm2.example.com@{REALM}", wire_sec.GetSCMCertificate, authenticated=False,
+                        **scm_request(h, "scm2.example.com", scm2))
+    assert not refused.success and "the caller is not authenticated" in refused.message
+    renewed = await ask(h, f"scm/scm2.example.com@{REALM}", wire_sec.GetSCMCertificate,
+                        **scm_request(h, "scm2.example.com", scm2, renew=True))
+    assert renewed.success, renewed.message
+    again = pki.load_certificates(renewed.getCertResponseProto.x509Certificate)[0]
+    assert again.serial_number != sub_ca.serial_number and ids.identity_of(again).owner_id == scm2
+    assert not h.ca.store.is_revoked(str(sub_ca.serial_number))  # a sub-CA is not superseded: it expires
