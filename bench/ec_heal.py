@@ -32,6 +32,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+if not __package__:  # `python bench/ec_heal.py`: import bench.* and tests.* from this checkout, as `python -m` does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench.ozone_anchor import banner, classpath_or_reason
 from tests.ozone_interop.container_health import (
     cluster_shortfalls,
