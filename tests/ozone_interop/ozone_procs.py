@@ -51,6 +51,9 @@ SCM_HEAP = "-Xmx512m"
 DATANODE_HEAP = "-Xmx512m"
 OM_HEAP = "-Xmx512m"
 CLI_HEAP = "-Xmx256m"
+# Seven datanode JVMs started together on two shared cores took over 180 s to open their ports at a load
+# average of 60; a deadline, not a wait.
+DATANODE_START_TIMEOUT = 420
 
 # JVM flags Ozone's launcher adds on Java 17 (module access for Netty/Ratis and JMX), plus small-machine ones.
 JVM_FLAGS = [
@@ -669,7 +672,7 @@ class OzoneCluster:
             conf = self.conf_dir(dn.name, self.datanode_props(dn))
             procs.append((dn, self.spawn(dn.name, self.java_cmd(conf, DATANODE_HEAP, DATANODE_MAIN, []))))
         for dn, proc in procs:
-            self.wait_port(proc, dn.ports["ratis_ipc"], timeout=180, host=self.datanode_address(dn))
+            self.wait_port(proc, dn.ports["ratis_ipc"], timeout=DATANODE_START_TIMEOUT, host=self.datanode_address(dn))
             self.timings.add(f"{dn.name} start (ratis port open)", proc.ready_seconds or 0.0)
 
     def start_om(self) -> None:
