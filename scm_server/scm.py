@@ -96,7 +96,6 @@ from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
 log = logging.getLogger(__name__)
 
 SOFTWARE_VERSION = 1
-ADMIN_MONITOR_INTERVAL_S = 30.0
 CommandType = scm_datanode_pb2.SCMCommandProto.Type
 RegisteredError = scm_datanode_pb2.SCMRegisteredResponseProto.ErrorCode
 
@@ -236,7 +235,9 @@ class StorageContainerManager:
         )
         self.block_deleting_service = SCMBlockDeletingService(self.deleted_block_log, ctx, clock, configs.block)
         self.block_deleting_service.wait_time = configs.safemode.wait_time_after_exit
-        self.datanode_admin_monitor = DatanodeAdminMonitor(self.decommission_manager, ctx, clock, ADMIN_MONITOR_INTERVAL_S)
+        self.datanode_admin_monitor = DatanodeAdminMonitor(
+            self.decommission_manager, ctx, clock, configs.node.admin_monitor_interval
+        )
         for service in (
             self.replication_manager,
             self.container_balancer,

@@ -322,11 +322,18 @@ class NodeManagerConfig:
         "ozone.scm.stale.node.interval).",
         "10m",
     )
+    admin_monitor_interval: timedelta = setting(
+        "ozone.scm.datanode.admin.monitor.interval", "duration",
+        "How often the datanode admin monitor (leader only) moves decommissioning and entering-maintenance "
+        "datanodes along once their replicas are safe elsewhere, and ends expired maintenance (duration).",
+        "30s",
+    )
 
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> NodeManagerConfig:
         result = _build(cls, conf)
-        _check_positive(cls, result, "heartbeat_interval", "heartbeat_thread_interval", "stale_node_interval")
+        _check_positive(cls, result, "heartbeat_interval", "heartbeat_thread_interval", "stale_node_interval",
+                        "admin_monitor_interval")
         if result.dead_node_interval <= result.stale_node_interval:
             raise ConfigError(
                 f"ozone.scm.dead.node.interval ({result.dead_node_interval}) must be longer than "

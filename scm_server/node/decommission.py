@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 from scm_server.clock import Clock
 from scm_server.conf import ReplicationManagerConfig
@@ -194,15 +195,17 @@ class NodeDecommissionManager:
 
 
 class DatanodeAdminMonitor(BackgroundSCMService):
-    def __init__(self, manager: NodeDecommissionManager, scm_context: SCMContext, clock: Clock, interval_s: float) -> None:
-        from datetime import timedelta
+    """Ozone's DatanodeAdminMonitorImpl as a background service: every ``ozone.scm.datanode.admin.monitor.interval``
+    (NodeManagerConfig.admin_monitor_interval) it runs the decommission manager's pass on the leader."""
 
+    def __init__(self, manager: NodeDecommissionManager, scm_context: SCMContext, clock: Clock,
+                 interval: timedelta) -> None:
         self.manager = manager
         super().__init__(
             "DatanodeAdminMonitor",
             scm_context=scm_context,
             clock=clock,
-            interval=timedelta(seconds=interval_s),
+            interval=interval,
             run_once=self._run,
             run_in_safe_mode=True,
         )

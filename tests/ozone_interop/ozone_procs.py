@@ -51,7 +51,6 @@ SCM_HEAP = "-Xmx512m"
 DATANODE_HEAP = "-Xmx512m"
 OM_HEAP = "-Xmx512m"
 CLI_HEAP = "-Xmx256m"
-
 # JVM flags Ozone's launcher adds on Java 17 (module access for Netty/Ratis and JMX), plus small-machine ones.
 JVM_FLAGS = [
     "--add-opens", "java.management/com.sun.jmx.mbeanserver=ALL-UNNAMED",

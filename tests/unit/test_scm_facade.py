@@ -183,6 +183,15 @@ async def test_start_runs_background_services_and_stop_is_clean(tmp_path: Path) 
     assert scm.node_manager.heartbeats_processed == before
 
 
+async def test_datanode_admin_monitor_runs_every_configured_interval(tmp_path: Path) -> None:
+    default = await make_scm(tmp_path / "default")
+    assert default.datanode_admin_monitor.interval.total_seconds() == 30
+    await default.stop()
+    tuned = await make_scm(tmp_path / "tuned", **{"ozone.scm.datanode.admin.monitor.interval": "3s"})
+    assert tuned.datanode_admin_monitor.interval.total_seconds() == 3
+    await tuned.stop()
+
+
 class _Ring:
     """An HA manager as the leader-known gauge reads it (no membership: no Raft, or Raft not started)."""
 

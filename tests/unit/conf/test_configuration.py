@@ -154,6 +154,8 @@ def test_missing_metadata_dirs_is_named() -> None:
         ("hdds.scm.replication.datanode.replication.limit", "2.5", ReplicationManagerConfig, "invalid integer"),
         ("ozone.scm.dead.node.interval", "1m", NodeManagerConfig, "must be longer than"),
         ("ozone.scm.stale.node.interval", "10s", NodeManagerConfig, "must not be shorter than"),
+        ("ozone.scm.datanode.admin.monitor.interval", "0s", NodeManagerConfig, "must be positive"),
+        ("ozone.scm.datanode.admin.monitor.interval", "often", NodeManagerConfig, "ozone.scm.datanode.admin"),
     ],
 )
 def test_bad_values_name_the_key(key: str, value: str, group: type, fragment: str) -> None:
@@ -162,6 +164,17 @@ def test_bad_values_name_the_key(key: str, value: str, group: type, fragment: st
         group.from_conf(conf)  # type: ignore[attr-defined]
     assert fragment in str(err.value)
     assert key.split(".")[-1] in str(err.value) or "interval" in str(err.value)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, timedelta(seconds=30)),  # Ozone's OZONE_SCM_DATANODE_ADMIN_MONITOR_INTERVAL_DEFAULT
+    ("5s", timedelta(seconds=5)),
+    ("2m", timedelta(minutes=2)),
+    ("1500", timedelta(milliseconds=1500)),  # a bare number is milliseconds, as Ozone's getTimeDuration reads it
+])
+def test_admin_monitor_interval_is_ozones_key(value: str | None, expected: timedelta) -> None:
+    props = {"ozone.metadata.dirs": "/m"} | ({} if value is None else {"ozone.scm.datanode.admin.monitor.interval": value})
+    assert NodeManagerConfig.from_conf(OzoneConfiguration(props)).admin_monitor_interval == expected
 
 
 def test_block_larger_than_container_rejected() -> None:
