@@ -102,6 +102,7 @@ class DatanodeLoad:
         self.layout = self.sim.layout
         self.schedule = schedule
         self.connections: list[HadoopRpcConnection] = []
+        self.reconnects = 0
         self.requests: list[list[bytes]] = []
         self._call_ids = itertools.count(1)
         self._next = itertools.cycle(range(count))
@@ -142,6 +143,18 @@ class DatanodeLoad:
             self.requests.append([wire_request(heartbeat(dn, self.schedule.carries(b), container, self.layout))
                                   for b in range(period)])
 
+    async def _submit(self, i: int, body: bytes) -> None:
+        """Datanode ``i``'s call; a connection the server closed meanwhile (an idle one: Hadoop's IPC server closes
+        them) is opened again first, as a datanode's client does, and counted."""
+        conn = self.connections[i]
+        if not conn.open:
+            await conn.close()
+            conn = self.connections[i] = HadoopRpcConnection(conn.address, DATANODE_PROTOCOL)
+            await conn.connect(timeout=30)
+            self.reconnects += 1
+        answer = await conn.call("submitRequest", body, call_id=next(self._call_ids) & 0x7FFFFFFF, timeout=60)
+        wire_dn.SCMDatanodeResponse.FromString(answer)
+
     def call(self) -> Callable[[], Awaitable[None]]:
         """A measuring loop's call: the next datanode's next heartbeat (datanodes taken in turn)."""
 
@@ -150,10 +163,7 @@ class DatanodeLoad:
             beat = self._beat[i]
             self._beat[i] = beat + 1
             requests = self.requests[i]
-            body = await self.connections[i].call(
-                "submitRequest", requests[beat % len(requests)], call_id=next(self._call_ids) & 0x7FFFFFFF,
-                timeout=60)
-            wire_dn.SCMDatanodeResponse.FromString(body)
+            await self._submit(i, requests[beat % len(requests)])
 
         return send
 
@@ -171,9 +181,7 @@ class DatanodeLoad:
 
         async def send() -> None:
             i = next(turn)
-            body = await self.connections[i].call(
-                "submitRequest", bodies[i], call_id=next(self._call_ids) & 0x7FFFFFFF, timeout=60)
-            wire_dn.SCMDatanodeResponse.FromString(body)
+            await self._submit(i, bodies[i])
 
         return send
 

@@ -77,6 +77,8 @@ OZONE_OVERRIDES = {**SIZES, "hdds.scm.safemode.min.datanode": "3", "ozone.replic
                    "ozone.server.default.replication": "3"}
 BLOCK = 256 << 20
 CONTAINERS = 1000
+# room on the pipeline's datanodes for every container the bench allocates (Ozone's SCM checks it)
+CAPACITY = 100 << 40
 OURS, OZONE = "ours", "Ozone"
 
 NOOP, ALLOC1, ALLOC100 = "no-op (GetScmInfo)", "allocate 1 block", "allocate 100 blocks"
@@ -243,7 +245,8 @@ async def start_ours(tmp: Path) -> tuple[HALocalCluster, DatanodeSimulator, Ring
     cluster = HALocalCluster(tmp / "ours", 3, settings=SETTINGS)
     cluster.start_quorum()
     sim = DatanodeSimulator(cluster.hadoop_addresses("datanode"), 3, heartbeat_interval=3.0, racks=1,
-                            protocol="hadoop-rpc", layout_version=dn_load.OZONE_LAYOUT_VERSION, name_prefix="ours-dn")
+                            capacity=CAPACITY, protocol="hadoop-rpc", layout_version=dn_load.OZONE_LAYOUT_VERSION,
+                            name_prefix="ours-dn")
     await sim.start()
     await cluster.wait_healthy_quorum(timeout=180)
     leader = await cluster.wait_leader()
@@ -268,8 +271,8 @@ async def start_ours(tmp: Path) -> tuple[HALocalCluster, DatanodeSimulator, Ring
 
 async def start_ozone(cluster: ozone_anchor.AnchorCluster) -> tuple[DatanodeSimulator, Ring]:
     sim = DatanodeSimulator([f"127.0.0.1:{s.datanode_port}" for s in cluster.scms], 3, heartbeat_interval=3.0,
-                            racks=1, protocol="hadoop-rpc", layout_version=dn_load.OZONE_LAYOUT_VERSION,
-                            name_prefix="ozone-dn")
+                            racks=1, capacity=CAPACITY, protocol="hadoop-rpc",
+                            layout_version=dn_load.OZONE_LAYOUT_VERSION, name_prefix="ozone-dn")
     await sim.start()
     leader = await ozone_anchor.probe_leader(cluster)
     scms = [leader] + [s for s in cluster.scms if s is not leader]
