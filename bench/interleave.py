@@ -8,14 +8,16 @@ median of its rounds with the lowest and highest round beside it (the spread), a
 taken round by round (both measured within the same minute) before its median and spread.
 
 Used by bench/wire.py (our ring over gRPC and Hadoop RPC, Ozone's ring over Hadoop RPC). The schedule and the
-summaries are pure; :func:`run_rounds` is the one effect, and takes the measuring function and the load reading
-as arguments.
+summaries are pure; :func:`run_rounds` is the one effect, and takes the measuring function, the load reading and
+(optionally) each target's CPU reading as arguments: with a reading of the CPU seconds a target's leader used so
+far, every sample also carries the share of one core the leader used while that row ran.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,8 @@ MakeCall = Callable[[], Callable[[], Awaitable[Any]]]
 Measure = Callable[[int, float, MakeCall], Awaitable[Mapping[str, float]]]
 """``(clients, seconds, make_call)`` -> at least ``calls_per_s``, ``p50_ms``, ``p99_ms``."""
 METRICS = ("calls_per_s", "p50_ms", "p99_ms")
+CPU = "leader_cpu_pct"
+"""The optional metric: the leader's CPU time over the row's wall time, in % of one core."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,13 @@ class Sample:
     p50_ms: float
     p99_ms: float
     warmup: bool = False
+    leader_cpu_pct: float | None = None
 
     def metric(self, name: str) -> float:
+        if name == CPU:
+            if self.leader_cpu_pct is None:
+                raise KeyError(f"{self.target}/{self.row}: no CPU reading")
+            return self.leader_cpu_pct
         return {"calls_per_s": self.calls_per_s, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms}[name]
 
 
@@ -93,15 +102,21 @@ def spread(values: Sequence[float]) -> Spread:
 
 
 def summarize(samples: Sequence[Sample]) -> dict[str, dict[str, dict[str, Spread]]]:
-    """row -> target -> metric -> its spread over the measured (not warm-up) rounds."""
+    """row -> target -> metric -> its spread over the measured (not warm-up) rounds; the CPU metric only where
+    every round of that row and target has it."""
     grouped: dict[str, dict[str, list[Sample]]] = {}
     for s in samples:
         if not s.warmup:
             grouped.setdefault(s.row, {}).setdefault(s.target, []).append(s)
     return {
-        row: {target: {m: spread([s.metric(m) for s in got]) for m in METRICS} for target, got in by_target.items()}
+        row: {target: {m: spread([s.metric(m) for s in got]) for m in _metrics_of(got)}
+              for target, got in by_target.items()}
         for row, by_target in grouped.items()
     }
+
+
+def _metrics_of(samples: Sequence[Sample]) -> tuple[str, ...]:
+    return (*METRICS, CPU) if all(s.leader_cpu_pct is not None for s in samples) else METRICS
 
 
 def ratio(samples: Sequence[Sample], row: str, numerator: str, denominator: str,
@@ -127,8 +142,11 @@ async def run_rounds(
     seconds: float,
     measure: Measure,
     loadavg: Callable[[], tuple[float, float, float]] = os.getloadavg,
+    cpu: Mapping[str, Callable[[], float]] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[list[Sample], list[RoundLoad]]:
-    """Runs the schedule: ``warmup_rounds`` first (kept, marked, left out of the summaries), then ``rounds``."""
+    """Runs the schedule: ``warmup_rounds`` first (kept, marked, left out of the summaries), then ``rounds``.
+    ``cpu``: target -> the CPU seconds its leader has used so far (read before and after each row)."""
     samples: list[Sample] = []
     loads: list[RoundLoad] = []
     for slots in schedule(list(targets), rows, warmup_rounds + rounds):
@@ -136,7 +154,14 @@ async def run_rounds(
         warm = r < warmup_rounds
         start = loadavg()
         for slot in slots:
+            read_cpu = (cpu or {}).get(slot.target)
+            cpu0, t0 = (read_cpu() if read_cpu else 0.0), clock()
             got = await measure(clients, seconds, targets[slot.target][slot.row])
-            samples.append(Sample(r, slot.target, slot.row, got["calls_per_s"], got["p50_ms"], got["p99_ms"], warm))
+            share = None
+            if read_cpu is not None:
+                wall = clock() - t0
+                share = 100 * (read_cpu() - cpu0) / wall if wall > 0 else 0.0
+            samples.append(Sample(r, slot.target, slot.row, got["calls_per_s"], got["p50_ms"], got["p99_ms"], warm,
+                                  share))
         loads.append(RoundLoad(r, start, loadavg(), warm))
     return samples, loads

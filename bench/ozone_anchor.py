@@ -57,8 +57,8 @@ class AnchorCluster(OzoneCluster):
     """The interop harness's cluster with a few SCM settings of the benchmark's own (same sizes as our ring's
     benchmark settings, the election timeout when asked)."""
 
-    def __init__(self, base: Path, classpath: str, overrides: dict[str, str]) -> None:
-        super().__init__(base, classpath, scm_side="ozone", timings=Timings())
+    def __init__(self, base: Path, classpath: str, overrides: dict[str, str], datanodes: int = 3) -> None:
+        super().__init__(base, classpath, scm_side="ozone", timings=Timings(), datanodes=datanodes)
         self.overrides = dict(overrides)
 
     def common_props(self) -> dict[str, str]:
@@ -78,6 +78,20 @@ def start_ring(base: Path, classpath: str, overrides: dict[str, str]) -> AnchorC
         cluster.stop()
         raise
     cluster.timings.add("Ozone ring + datanodes ready", time.monotonic() - t0)
+    return cluster
+
+
+def start_scms(base: Path, classpath: str, overrides: dict[str, str]) -> AnchorCluster:
+    """Ozone's 3-SCM ring alone (3 JVMs, no datanodes: the caller's simulated datanodes register with it).
+    On any failure every process started is killed."""
+    cluster = AnchorCluster(base, classpath, overrides, datanodes=0)
+    t0 = time.monotonic()
+    try:
+        cluster.start_scm_ring()
+    except BaseException:
+        cluster.stop()
+        raise
+    cluster.timings.add("Ozone SCM ring up", time.monotonic() - t0)
     return cluster
 
 

@@ -1,22 +1,30 @@
 #!/usr/bin/env python3
-"""Wire benchmark: the block protocol over Hadoop RPC next to gRPC, and our ring next to Ozone's, interleaved.
+"""Wire benchmark: our SCM ring next to Apache Ozone's own, every row over Hadoop RPC, interleaved in one run.
 
-Our 3-SCM quorum (separate processes on loopback, simulated datanodes) serves ScmBlockLocationProtocol both over
-gRPC (the project's own messages, ``SCMClient``) and over Hadoop RPC (Ozone's messages,
-``scm_server.client.hadoop_rpc``). **Ozone's own SCM ring** (bench/ozone_anchor.py: Apache Ozone 2.2.0's 3-SCM HA
-ring, Java and Ratis, with three real Ozone datanodes and the same block and container sizes) runs beside it for
-the whole run and is driven through its leader by the same Python Hadoop RPC client. The rows, through each
-leader, with ``--clients`` concurrent callers:
+Two 3-SCM HA rings run side by side on loopback for the whole run: ours (separate Python processes) and
+**Ozone's own** (Apache Ozone 2.2.0's SCM, Java and Ratis, three JVMs from ``make ozone-jars``; no datanode or
+OM JVMs). Both get the same simulated datanodes speaking Ozone's datanode protocol over Hadoop RPC
+(``scm_server.datanode_sim`` reporting Ozone's layout version): three that keep an OPEN RATIS/THREE pipeline,
+and the heartbeat load of bench/dn_load.py. Both are driven through their leader by the same Python clients
+(``scm_server.client.hadoop_rpc``), so the figures compare the server paths plus equal client work. The rows:
 
-* the no-op call (GetScmInfo): what the transport alone costs;
-* AllocateScmBlock with 1 block per call and with 100 blocks per call.
+* no-op (GetScmInfo); AllocateScmBlock of 1 and of 100 blocks (ScmBlockLocationProtocol);
+* SendHeartbeat from 100 and from 1,000 datanodes, each on its own connection, reports at Ozone's default
+  intervals (bench/dn_load.py), as many as the leader answers with ``--clients`` in flight, the leader's CPU
+  measured beside;
+* a full container report of 1,000 replicas (a heartbeat carrying it);
+* GetContainerWithPipelineBatch of 100 containers and ListContainer of 1,000 (StorageContainerLocationProtocol);
+* after the rounds: each leader's resident memory and the ring's, then failover: the leader SIGKILLed under
+  one-block allocation by ``--failover-clients`` callers, the gap to the first allocation that succeeds.
 
-The targets (ours over gRPC, ours over Hadoop RPC, Ozone's over Hadoop RPC) are measured in interleaved rounds
-(bench/interleave.py): ``--warmup-rounds`` first (the JVM's JIT and our caches warm; kept in the JSON, left out of
-the figures), then ``--rounds`` rounds of ``--seconds`` a row, the targets' order alternating, the machine's load
-average read at the start and end of each round. Each row prints the median of the rounds with the lowest and
-highest round, and the ratios ours/Ozone and Hadoop RPC/gRPC taken round by round. Both clients are Python
-asyncio clients in this process, so the figures compare the server paths plus equal client work.
+Both rings hold the same state for the rows: 1,000 containers allocated through each, 1,103 datanodes registered.
+The rows are measured in interleaved rounds (bench/interleave.py): ``--warmup-rounds`` first (the JVM's JIT and
+our caches warm; kept in the JSON, left out of the figures), then ``--rounds`` rounds of ``--seconds`` a row, the
+rings' order alternating, the load average read at the start and end of each round. Each row prints each ring's
+median with its lowest and highest round, and ours/Ozone's taken round by round.
+
+Ozone's SCM processes a container report after answering the heartbeat that carried it (its event queue);
+ours before answering: the full-report row compares the calls each leader answers.
 
 Needs Ozone's jars (make ozone-jars); without them the bench prints a banner saying so and exits 1
 (``--no-ozone`` leaves Ozone's ring out on purpose). Writes bench/results/wire.json.
@@ -27,43 +35,57 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import functools
-import itertools
 import json
+import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 if not __package__:  # `python bench/wire.py`: import bench.* and tests.* from this checkout, as `python -m` does
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import interleave, ozone_anchor
-from scm_server.client import SCMClient, SCMClientConfig
-from scm_server.client.hadoop_rpc import BlockLocationClient
+from bench import dn_load, interleave, ozone_anchor
+from bench.failover_ozone import HadoopLoad, gap_after
+from scm_server.client.hadoop_rpc import BlockLocationClient, HadoopDatanodeClient, LocationClient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.exceptions import SCMError
 from scm_server.local.quorum import HALocalCluster
-from scm_server.proto import hdds_pb2
+from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
+from scm_server.proto.ozone import hdds_pb2 as wire_hdds
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Ozone's defaults where they matter to the rows (stale and dead node intervals: the load's datanodes heartbeat
+# only while their row runs), our benchmark sizes on both rings.
+SIZES = {"ozone.scm.container.size": "5GB", "ozone.scm.block.size": "256MB"}
 SETTINGS = {
-    "hdds.heartbeat.interval": "1s",
-    "ozone.scm.stale.node.interval": "90s",
-    "ozone.scm.dead.node.interval": "180s",
+    **SIZES,
+    "hdds.heartbeat.interval": "3s",
+    "ozone.scm.stale.node.interval": "5m",
+    "ozone.scm.dead.node.interval": "10m",
     "hdds.scm.replication.thread.interval": "60s",
     "hdds.scm.safemode.min.datanode": "3",
-    "ozone.scm.container.size": "5GB",
-    "ozone.scm.block.size": "256MB",
     "ozone.scm.ha.ratis.fsync": "false",
 }
-CLIENT = SCMClientConfig(max_retries=200, retry_interval=0.05, rpc_timeout=60)
+OZONE_OVERRIDES = {**SIZES, "hdds.scm.safemode.min.datanode": "3", "ozone.replication": "3",
+                   "ozone.server.default.replication": "3"}
 BLOCK = 256 << 20
+CONTAINERS = 1000
+# room on the pipeline's datanodes for every container the bench allocates (Ozone's SCM checks it)
+CAPACITY = 100 << 40
+OURS, OZONE = "ours", "Ozone"
+
+NOOP, ALLOC1, ALLOC100 = "no-op (GetScmInfo)", "allocate 1 block", "allocate 100 blocks"
+HB100, HB1000 = "heartbeats, 100 datanodes", "heartbeats, 1,000 datanodes"
+FCR = "full report, 1,000 containers"
+BATCH, LIST = "GetContainerWithPipelineBatch 100", "ListContainer 1,000"
+ROWS = (NOOP, ALLOC1, ALLOC100, HB100, HB1000, FCR, BATCH, LIST)
 
 
 async def measure(clients: int, seconds: float, make_call: Callable[[], Callable[[], Awaitable[Any]]]) -> dict[str, float]:
@@ -90,131 +112,284 @@ async def measure(clients: int, seconds: float, make_call: Callable[[], Callable
     }
 
 
-ROWS = (("no-op (GetScmInfo)", 0), ("allocate 1 block", 1), ("allocate 100 blocks", 100))
-OURS_GRPC, OURS_HADOOP, OZONE_HADOOP = "ours gRPC", "ours Hadoop RPC", "Ozone Hadoop RPC"
-# Ozone's ring gets our benchmark's sizes (SETTINGS above), so a call asks the same of both rings.
-OZONE_OVERRIDES = {"ozone.scm.container.size": "5GB", "ozone.scm.block.size": "256MB"}
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds process ``pid`` (all its threads) used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _grpc_call(c: SCMClient, num: int) -> Callable[[], Awaitable[Any]]:
-    if num == 0:
-        return c.get_scm_info
-    return lambda: c.allocate_block(BLOCK, num, hdds_pb2.RATIS, hdds_pb2.THREE, "bench")
+def rss_mib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def _hadoop_call(c: BlockLocationClient, num: int) -> Callable[[], Awaitable[Any]]:
-    if num == 0:
-        return c.get_scm_info
+@dataclasses.dataclass
+class Ring:
+    """One ring as the rows see it: its leader's addresses and process, every member's, a way to kill one."""
 
-    async def allocate() -> None:
-        resp = await c.allocate_blocks(BLOCK, num, "bench")
-        if not resp.success:
-            raise RuntimeError(f"allocation refused: {resp.status} {resp.message}")
-
-    return allocate
-
-
-def _rows_of(clients: Sequence[Any], call: Callable[[Any, int], Callable[[], Awaitable[Any]]]) -> dict[str, interleave.MakeCall]:
-    """Each row's call maker: a measuring loop takes the next of ``clients`` (``--clients`` loops, as many clients)."""
-    return {name: functools.partial(_next_call, itertools.cycle(clients), num, call) for name, num in ROWS}
+    name: str
+    leader: str
+    block: list[str]  # every member's ScmBlockLocationProtocol address, the leader's first
+    location: list[str]  # every member's StorageContainerLocationProtocol address, the leader's first
+    datanode: list[str]  # every member's datanode protocol address, the leader's first
+    pids: list[int]  # every member's process, the leader's first
+    kill_leader: Callable[[], None]
+    opened: list[Any] = dataclasses.field(default_factory=list)
 
 
-def _next_call(clients: Iterator[Any], num: int, call: Callable[[Any, int], Callable[[], Awaitable[Any]]]) -> Callable[[], Awaitable[Any]]:
-    return call(next(clients), num)
+def _block_calls(clients: list[BlockLocationClient]) -> dict[str, interleave.MakeCall]:
+    turn = iter(range(1 << 62))
+
+    def maker(num: int) -> interleave.MakeCall:
+        def make() -> Callable[[], Awaitable[Any]]:
+            c = clients[next(turn) % len(clients)]
+            if num == 0:
+                return c.get_scm_info
+
+            async def allocate() -> None:
+                resp = await c.allocate_blocks(BLOCK, num, "bench")
+                if not resp.success:
+                    raise RuntimeError(f"allocation refused: {resp.status} {resp.message}")
+            return allocate
+        return make
+
+    return {NOOP: maker(0), ALLOC1: maker(1), ALLOC100: maker(100)}
 
 
-async def _until_allocation(allocate: Callable[[], Awaitable[Any]], what: str, timeout: float = 90) -> None:
+def _location_calls(client: LocationClient, containers: Sequence[int]) -> dict[str, interleave.MakeCall]:
+    batch = wire_loc.ScmContainerLocationRequest(
+        cmdType=wire_loc.GetContainerWithPipelineBatch, traceID="",
+        getContainerWithPipelineBatchRequest=wire_loc.GetContainerWithPipelineBatchRequestProto(
+            containerIDs=list(containers[:100])))
+    listing = wire_loc.ScmContainerLocationRequest(
+        cmdType=wire_loc.ListContainer, traceID="",
+        scmListContainerRequest=wire_loc.SCMListContainerRequestProto(count=CONTAINERS, startContainerID=0))
+
+    def call(request: wire_loc.ScmContainerLocationRequest, check: Callable[[Any], int]) -> interleave.MakeCall:
+        async def submit() -> None:
+            got = check(await client.submit(request))
+            if got < 100:
+                raise RuntimeError(f"{request.cmdType}: {got} containers in the answer")
+        return lambda: submit
+
+    return {
+        BATCH: call(batch, lambda r: len(r.getContainerWithPipelineBatchResponse.containerWithPipelines)),
+        LIST: call(listing, lambda r: len(r.scmListContainerResponse.containers)),
+    }
+
+
+def _same(call: Callable[[], Awaitable[Any]]) -> interleave.MakeCall:
+    return lambda: call
+
+
+async def allocate_containers(client: LocationClient, count: int, in_flight: int = 16) -> list[int]:
+    """``count`` RATIS/THREE containers allocated through the ring's leader; their IDs."""
+    gate = asyncio.Semaphore(in_flight)
+    request = wire_loc.ScmContainerLocationRequest(
+        cmdType=wire_loc.AllocateContainer, traceID="",
+        containerRequest=wire_loc.ContainerRequestProto(
+            replicationFactor=wire_hdds.THREE, replicationType=wire_hdds.RATIS, owner="bench"))
+
+    async def one() -> int:
+        async with gate:
+            resp = await client.submit(request)
+        return int(resp.containerResponse.containerWithPipeline.containerInfo.containerID)
+
+    ids = await asyncio.gather(*(one() for _ in range(count)))
+    if len(set(ids)) != count:
+        raise RuntimeError(f"{count} allocations gave {len(set(ids))} distinct containers")
+    return sorted(ids)
+
+
+async def _until_allocation(client: BlockLocationClient, what: str, timeout: float = 300) -> None:
     """Until an allocation succeeds (an OPEN RATIS/THREE pipeline exists and the ring left safe mode)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            await allocate()
-            return
-        except (SCMError, RuntimeError):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{what} refused allocations for {timeout:.0f} s") from None
-            await asyncio.sleep(0.5)
+            if (await client.allocate_blocks(BLOCK, 1, "bench")).success:
+                return
+        except (SCMError, OSError, RuntimeError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} refused allocations for {timeout:.0f} s")
+        await asyncio.sleep(0.5)
 
 
-async def run(args: argparse.Namespace, tmp: Path, ozone: Any) -> dict[str, Any]:
-    """Our ring started here; ``ozone`` (Ozone's ring, already started) or None; the interleaved rounds."""
-    cluster = HALocalCluster(tmp / "wire", 3, settings=SETTINGS)
-    hadoop_ports = [s.hadoop_ports["block"] for s in cluster.scms]  # Ozone's ozone.scm.block.client.port
-    sim = None
-    opened: list[Any] = []
+async def prepare(ring: Ring, args: argparse.Namespace) -> dict[str, interleave.MakeCall]:
+    """The ring's state for the rows (containers, datanodes registered) and each row's call maker."""
+    # every member's address, the leader's first: a client follows a new leader's hint if one is elected
+    blocks = [BlockLocationClient(ring.block) for _ in range(args.clients)]
+    ring.opened += blocks
+    await _until_allocation(blocks[0], f"{ring.name}'s ring")
+    location = LocationClient(ring.location, attempts=20, retry_interval=0.2)
+    ring.opened.append(location)
+    containers = await allocate_containers(location, CONTAINERS)
+    version = HadoopDatanodeClient(ring.datanode[0], timeout=30)
+    cluster_id = {kv.key: kv.value for kv in (await version.get_version()).keys}["clusterID"]
+    await version.close()
+    rows = {**_block_calls(blocks), **_location_calls(location, containers)}
+    for count, row in ((100, HB100), (1000, HB1000)):
+        load = dn_load.DatanodeLoad(count, f"{ring.name.lower()}-hb{count}")
+        ring.opened.append(load)
+        await load.register(ring.datanode, cluster_id)
+        await load.connect(ring.datanode[0], containers)
+        rows[row] = load.call
+        if count == 100:
+            rows[FCR] = _same(load.full_report(containers))
+    return rows
+
+
+async def start_ours(tmp: Path) -> tuple[HALocalCluster, DatanodeSimulator, Ring]:
+    cluster = HALocalCluster(tmp / "ours", 3, settings=SETTINGS)
+    cluster.start_quorum()
+    sim = DatanodeSimulator(cluster.hadoop_addresses("datanode"), 3, heartbeat_interval=3.0, racks=1,
+                            capacity=CAPACITY, protocol="hadoop-rpc", layout_version=dn_load.OZONE_LAYOUT_VERSION,
+                            name_prefix="ours-dn")
+    await sim.start()
+    await cluster.wait_healthy_quorum(timeout=180)
+    leader = await cluster.wait_leader()
+    order = [leader] + [i for i in range(3) if i != leader]
+    scms = [cluster.scms[i] for i in order]
+
+    def kill() -> None:
+        proc = cluster.scms[leader].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    pids = []
+    for s in scms:
+        assert s.proc is not None
+        pids.append(s.proc.pid)
+    ring = Ring(OURS, scms[0].node_id or "scm", [f"{s.host}:{s.hadoop_ports['block']}" for s in scms],
+                [f"{s.host}:{s.hadoop_ports['client']}" for s in scms],
+                [f"{s.host}:{s.hadoop_ports['datanode']}" for s in scms], pids, kill)
+    return cluster, sim, ring
+
+
+async def start_ozone(cluster: ozone_anchor.AnchorCluster) -> tuple[DatanodeSimulator, Ring]:
+    sim = DatanodeSimulator([f"127.0.0.1:{s.datanode_port}" for s in cluster.scms], 3, heartbeat_interval=3.0,
+                            racks=1, capacity=CAPACITY, protocol="hadoop-rpc",
+                            layout_version=dn_load.OZONE_LAYOUT_VERSION, name_prefix="ozone-dn")
+    await sim.start()
+    leader = await ozone_anchor.probe_leader(cluster)
+    scms = [leader] + [s for s in cluster.scms if s is not leader]
+    ring = Ring(OZONE, leader.node_id, [ozone_anchor.block_address(s) for s in scms],
+                [f"127.0.0.1:{s.client_port}" for s in scms], [f"127.0.0.1:{s.datanode_port}" for s in scms],
+                [cluster.procs[s.node_id].popen.pid for s in scms], lambda: cluster.kill(leader.node_id))
+    return sim, ring
+
+
+async def failover(ring: Ring, clients: int) -> float:
+    """SIGKILL of the leader under one-block allocation: seconds to the first allocation that succeeds."""
+    load = HadoopLoad(ring.block, clients)
+    load.start()
     try:
-        cluster.start_quorum()
-        sim = DatanodeSimulator(cluster.datanode_addresses, 3, heartbeat_interval=1.0, racks=1,
-                                admin_addresses=cluster.client_addresses)
-        await sim.start()
-        await cluster.wait_healthy_quorum(timeout=120)
-        leader = await cluster.wait_leader()
-        grpc_address = [cluster.scms[leader].client_address]  # serves the block protocol and GetScmInfo
-        hadoop_address = [f"127.0.0.1:{hadoop_ports[leader]}"]
-        async with SCMClient(cluster.client_addresses, CLIENT) as admin:
-            await _until_allocation(lambda: admin.allocate_block(BLOCK, 1), "our ring")
-        grpc_clients = [SCMClient(grpc_address, CLIENT) for _ in range(args.clients)]
-        hadoop_clients = [BlockLocationClient(hadoop_address) for _ in range(args.clients)]
-        opened += grpc_clients + hadoop_clients
-        targets = {OURS_GRPC: _rows_of(grpc_clients, _grpc_call), OURS_HADOOP: _rows_of(hadoop_clients, _hadoop_call)}
-        result: dict[str, Any] = {"leader": cluster.scms[leader].node_id}
-        if ozone is not None:
-            ozone_leader = await ozone_anchor.probe_leader(ozone)
-            ozone_clients = [BlockLocationClient([ozone_anchor.block_address(ozone_leader)]) for _ in range(args.clients)]
-            opened += ozone_clients
-            await _until_allocation(_hadoop_call(ozone_clients[0], 1), "Ozone's SCM")
-            targets[OZONE_HADOOP] = _rows_of(ozone_clients, _hadoop_call)
-            result["ozone_leader"] = ozone_leader.node_id
-        samples, loads = await interleave.run_rounds(
-            targets, [name for name, _ in ROWS], rounds=args.rounds, warmup_rounds=args.warmup_rounds,
-            clients=args.clients, seconds=args.seconds, measure=measure)
-        return {**result, "targets": list(targets), "samples": samples, "loads": loads}
+        await load.steady(count=100, timeout=60)
+        fault_at = time.monotonic()
+        ring.kill_leader()
+        return await gap_after(load, fault_at, timeout=120)
     finally:
-        for c in opened:
-            await c.close()
-        if sim is not None:
+        await load.stop()
+
+
+async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorCluster | None) -> dict[str, Any]:
+    """Our ring started here and ``ozone`` (Ozone's SCMs, already started) or None; the rounds, then memory
+    and failover."""
+    sims: list[DatanodeSimulator] = []
+    rings: list[Ring] = []
+    cluster = None
+    try:
+        if ozone is not None:
+            sim, ring = await start_ozone(ozone)
+            sims.append(sim)
+            rings.append(ring)
+        cluster, sim, ring = await start_ours(tmp)
+        sims.append(sim)
+        rings.insert(0, ring)
+        targets = {}
+        for ring in rings:
+            t0 = time.monotonic()
+            targets[ring.name] = await prepare(ring, args)
+            print(f"{ring.name}: leader {ring.leader}, {CONTAINERS} containers and 1,100 datanodes in"
+                  f" {time.monotonic() - t0:.0f} s", flush=True)
+        cpu = {ring.name: (lambda pid=ring.pids[0]: cpu_seconds(pid)) for ring in rings}
+        samples, loads = await interleave.run_rounds(
+            targets, list(ROWS), rounds=args.rounds, warmup_rounds=args.warmup_rounds, clients=args.clients,
+            seconds=args.seconds, measure=measure, cpu=cpu)
+        for ring in rings:
+            for c in ring.opened:
+                await c.close()
+            ring.opened.clear()
+        memory = {ring.name: {"leader_mib": rss_mib(ring.pids[0]), "ring_mib": sum(rss_mib(p) for p in ring.pids)}
+                  for ring in rings}
+        gaps = {}
+        for ring in rings:
+            gaps[ring.name] = await failover(ring, args.failover_clients)
+            print(f"{ring.name}: allocation gap after SIGKILL of the leader {gaps[ring.name]:.2f} s", flush=True)
+        return {"leaders": {r.name: r.leader for r in rings}, "targets": [r.name for r in rings],
+                "samples": samples, "loads": loads, "memory": memory, "failover_s": gaps}
+    finally:
+        for ring in rings:
+            for c in ring.opened:
+                await c.close()
+        for sim in sims:
             await sim.stop()
-        cluster.stop_all()
+        if cluster is not None:
+            cluster.stop_all()
 
 
-def start_ozone(args: argparse.Namespace, tmp: Path) -> tuple[Any, dict[str, Any]]:
-    """Ozone's ring, started before ours (its start takes minutes; ours then starts with it already running):
-    (the ring, what to record) or (None, {"error": why}) when its jars cannot be had."""
+def start_ozone_scms(args: argparse.Namespace, tmp: Path) -> tuple[Any, dict[str, Any]]:
+    """Ozone's three SCMs, started before ours (their start takes minutes): (the ring, what to record) or
+    (None, {"error": why}) when its jars cannot be had."""
     if args.no_ozone:
         return None, {}
     classpath, note = ozone_anchor.classpath_or_reason()
     if classpath is None:
         return None, {"error": note}
-    cluster = ozone_anchor.start_ring(tmp / "ozone", classpath, OZONE_OVERRIDES)
-    return cluster, {"jars": note, "start_seconds": round(cluster.timings.steps["Ozone ring + datanodes ready"], 1)}
+    cluster = ozone_anchor.start_scms(tmp / "ozone", classpath, OZONE_OVERRIDES)
+    return cluster, {"jars": note, "start_seconds": round(cluster.timings.steps["Ozone SCM ring up"], 1)}
 
 
 def report(result: dict[str, Any], args: argparse.Namespace) -> str:
-    """The tables: the rounds with their load, each row per target (median [lowest-highest round]), the ratios."""
+    """The rounds with their load, then each row: ours and Ozone's (median [lowest-highest round]), the ratio."""
     samples: list[interleave.Sample] = result["samples"]
     summary = interleave.summarize(samples)
-    lines = [f"\nblock protocol through each leader (ours: {result['leader']}"
-             + (f", Ozone's: {result['ozone_leader']}" if "ozone_leader" in result else "")
-             + f"), {args.clients} clients; {args.rounds} interleaved rounds of {args.seconds:g} s a row"
-             f" after {args.warmup_rounds} warm-up round(s), the targets' order alternating",
+    both = OZONE in result["targets"]
+    lines = [f"\nevery row through each leader ({', '.join(f'{k}: {v}' for k, v in result['leaders'].items())}),"
+             f" {args.clients} in flight; {args.rounds} interleaved rounds of {args.seconds:g} s a row after"
+             f" {args.warmup_rounds} warm-up round(s), the rings' order alternating",
              f"{'round':>5}  {'load at start':<16} {'load at end':<16}"]
     for load in result["loads"]:
         tag = " (warm-up)" if load.warmup else ""
         lines.append(f"{load.round:>5}  {_load(load.start):<16} {_load(load.end):<16}{tag}")
-    lines.append(f"{'row':<22} {'target':<18} {'calls/s median [low-high]':>27} {'p50 ms':>16} {'p99 ms':>16}")
-    for name, _ in ROWS:
+    lines.append(f"{'row':<34} {'ring':<6} {'calls/s median [low-high]':>27} {'p50 ms':>18} {'p99 ms':>18}"
+                 f" {'leader CPU %':>16}")
+    for row in ROWS:
         for target in result["targets"]:
-            got = summary[name][target]
-            lines.append(f"{name:<22} {target:<18} {got['calls_per_s'].text():>27} {got['p50_ms'].text('.2f'):>16}"
-                         f" {got['p99_ms'].text('.2f'):>16}")
-    pairs = [(OURS_HADOOP, OURS_GRPC, "Hadoop RPC / gRPC, our ring (goal >= 1.0)")]
-    if OZONE_HADOOP in result["targets"]:
-        pairs.insert(0, (OURS_HADOOP, OZONE_HADOOP, "ours / Ozone's over Hadoop RPC (goal >= 1.0)"))
-    for numerator, denominator, title in pairs:
-        lines.append(f"{title}, round by round, median [low-high]:")
-        for name, _ in ROWS:
-            r = interleave.ratio(samples, name, numerator, denominator)
-            lines.append(f"  {name:<24} {r.text('.2f') if r is not None else 'not measured'}")
+            got = summary[row][target]
+            cpu = got[interleave.CPU].text() if interleave.CPU in got else "-"
+            lines.append(f"{row:<34} {target:<6} {got['calls_per_s'].text():>27} {got['p50_ms'].text('.2f'):>18}"
+                         f" {got['p99_ms'].text('.2f'):>18} {cpu:>16}")
+    if both:
+        lines.append("ours / Ozone's, round by round, median [low-high] (throughput goal >= 1.0; latency <= 1.0):")
+        lines.append(f"  {'row':<34} {'calls/s':>18} {'p50':>18} {'p99':>18}")
+        for row in ROWS:
+            cells = []
+            for metric in ("calls_per_s", "p50_ms", "p99_ms"):
+                r = interleave.ratio(samples, row, OURS, OZONE, metric)
+                cells.append(r.text(".2f") if r is not None else "-")
+            lines.append(f"  {row:<34} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}")
+    lines.append("resident memory after the rounds (MiB): "
+                 + "; ".join(f"{k} leader {v['leader_mib']}, ring {v['ring_mib']}" for k, v in result["memory"].items()))
+    lines.append("allocation gap after SIGKILL of the leader (one kill each): "
+                 + "; ".join(f"{k} {v:.2f} s" for k, v in result["failover_s"].items()))
+    if both:
+        mem, gap = result["memory"], result["failover_s"]
+        lines.append(f"  ours / Ozone's: RSS leader {mem[OURS]['leader_mib'] / mem[OZONE]['leader_mib']:.2f}"
+                     f" (goal <= 0.5), failover {gap[OURS] / gap[OZONE]:.2f} (goal <= 0.2)")
     return "\n".join(lines)
 
 
@@ -224,17 +399,20 @@ def _load(values: tuple[float, float, float]) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--clients", type=int, default=4, help="concurrent callers per row (default 4)")
-    p.add_argument("--seconds", type=float, default=3.0, help="duration of each row in each round (default 3)")
-    p.add_argument("--rounds", type=int, default=5, help="measured rounds (default 5)")
+    p.add_argument("--clients", type=int, default=8, help="calls in flight per row (default 8)")
+    p.add_argument("--seconds", type=float, default=2.0, help="duration of each row in each round (default 2)")
+    p.add_argument("--rounds", type=int, default=3, help="measured rounds (default 3)")
     p.add_argument("--warmup-rounds", type=int, default=1, help="rounds run first and left out of the figures (default 1)")
+    p.add_argument("--failover-clients", type=int, default=4, help="callers allocating during the SIGKILL (default 4)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "wire.json")
     p.add_argument("--no-ozone", action="store_true", help="leave out Ozone's own SCM ring (the anchor)")
     args = p.parse_args()
-    if args.rounds < 1 or args.warmup_rounds < 0 or args.seconds <= 0 or args.clients < 1:
-        p.error("--rounds and --clients must be at least 1, --warmup-rounds at least 0, --seconds above 0")
+    if args.rounds < 1 or args.warmup_rounds < 0 or args.seconds <= 0 or args.clients < 1 or args.failover_clients < 1:
+        p.error("--rounds, --clients and --failover-clients must be at least 1, --warmup-rounds at least 0,"
+                " --seconds above 0")
+    started = time.time()
     with tempfile.TemporaryDirectory(prefix="bench-wire-") as tmp:
-        ozone, ozone_note = start_ozone(args, Path(tmp))
+        ozone, ozone_note = start_ozone_scms(args, Path(tmp))
         try:
             result = asyncio.run(run(args, Path(tmp), ozone))
         finally:
@@ -245,18 +423,19 @@ def main() -> int:
     elif args.no_ozone:
         print("\nOzone's own SCM ring left out (--no-ozone)")
     summary = interleave.summarize(result["samples"])
-    ratios = {f"{num} / {den}": {name: dataclasses.asdict(r) for name, _ in ROWS
-                                 if (r := interleave.ratio(result["samples"], name, num, den)) is not None}
-              for num, den in ((OURS_HADOOP, OZONE_HADOOP), (OURS_HADOOP, OURS_GRPC))}
+    ratios = {metric: {row: dataclasses.asdict(r) for row in ROWS
+                       if (r := interleave.ratio(result["samples"], row, OURS, OZONE, metric)) is not None}
+              for metric in ("calls_per_s", "p50_ms", "p99_ms")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "leader": result["leader"], "ozone_leader": result.get("ozone_leader"), "ozone": ozone_note,
+        "started_unix": started, "leaders": result["leaders"], "ozone": ozone_note,
         "clients": args.clients, "seconds": args.seconds, "rounds": args.rounds, "warmup_rounds": args.warmup_rounds,
         "loads": [dataclasses.asdict(x) for x in result["loads"]],
         "samples": [dataclasses.asdict(x) for x in result["samples"]],
         "summary": {row: {t: {m: dataclasses.asdict(v) for m, v in ms.items()} for t, ms in ts.items()}
                     for row, ts in summary.items()},
-        "ratios": ratios, "machine": platform.platform(),
+        "ratios_ours_over_ozone": ratios, "memory_mib": result["memory"], "failover_s": result["failover_s"],
+        "machine": platform.platform(),
     }, indent=2))
     return 1 if "error" in ozone_note else 0
 

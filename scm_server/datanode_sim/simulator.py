@@ -55,6 +55,7 @@ LOG = logging.getLogger(__name__)
 RState = hdds_pb2.ContainerReplicaProto
 CmdType = scm_datanode_pb2.SCMCommandProto
 GB = 1024**3
+METADATA_VOLUME = 64 * GB  # the simulated datanodes' Ratis metadata volume
 
 
 class EndpointState(enum.Enum):
@@ -189,7 +190,15 @@ class SimDatanode:
                     committed=0,
                     failed=False,
                 )
-            ]
+            ],
+            # the Ratis metadata volume, as a real datanode reports it (Ozone places pipelines only on
+            # datanodes with room there)
+            metadataStorageReport=[
+                scm_datanode_pb2.MetadataStorageReportProto(
+                    storageLocation=f"/data/ratis/{self.hostname}", capacity=METADATA_VOLUME,
+                    scmUsed=0, remaining=METADATA_VOLUME, failed=False,
+                )
+            ],
         )
 
     def container_report(self) -> scm_datanode_pb2.ContainerReportsProto:
@@ -485,6 +494,8 @@ class SimDatanode:
                 pipelineReports=self.pipeline_reports(),
                 clusterID=ep.cluster_id,
             )
+            if self.sim.layout is not None:
+                req.dataNodeLayoutVersion.CopyFrom(self.sim.layout)
             resp = await client.register(req)
             if resp.errorCode != scm_datanode_pb2.SCMRegisteredResponseProto.success:
                 ep.register_error = resp.errorMessage or "registration refused"
@@ -503,6 +514,8 @@ class SimDatanode:
         req = scm_datanode_pb2.SCMHeartbeatRequestProto(
             datanodeDetails=self.details(), nodeReport=self.node_report()
         )
+        if self.sim.layout is not None:
+            req.dataNodeLayoutVersion.CopyFrom(self.sim.layout)
         full = ep.outbox.full_report_due or now - ep.last_full_report >= self.sim.container_report_interval
         if full:
             req.containerReport.CopyFrom(self.container_report())
@@ -586,6 +599,7 @@ class DatanodeSimulator:
         hadoop_rpc_addresses: Sequence[str] | None = None,
         hadoop_rpc_datanodes: int = 0,
         follow_containers: float = 0.0,
+        layout_version: int | None = None,
     ) -> None:
         if count < 0:
             raise ValueError("count must be >= 0")
@@ -610,6 +624,12 @@ class DatanodeSimulator:
         if follow_containers and not admin_addresses:
             raise ValueError("follow_containers needs admin_addresses (the SCMs' client port)")
         self.follow_containers = follow_containers
+        # The HDDS layout version the datanodes report in registration and heartbeats (metadata and software
+        # alike), as a datanode of that release does; Ozone's SCM refuses a registration whose software layout
+        # version differs from its own (errorNodeNotPermitted). None: not reported (our SCM does not need it).
+        self.layout = (None if layout_version is None else
+                       scm_datanode_pb2.LayoutVersionProto(metadataLayoutVersion=layout_version,
+                                                           softwareLayoutVersion=layout_version))
         self._follower: asyncio.Task[None] | None = None
         self.security = security
         self.admin_security = admin_security  # the admin client's certificate (populate allocates containers)

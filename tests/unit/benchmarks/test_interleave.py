@@ -91,3 +91,35 @@ async def test_run_rounds_measures_every_slot_and_keeps_the_load_beside_each_rou
     assert [s.warmup for s in samples] == [True] * 4 + [False] * 8
     assert [(s.round, s.target, s.row, s.calls_per_s) for s in samples[4:6]] == [
         (1, "ozone", "noop", 5.0), (1, "ozone", "alloc", 6.0)]
+
+
+async def test_run_rounds_reads_each_targets_cpu_around_each_row_as_a_share_of_one_core() -> None:
+    # the ours leader uses 0.5 s of CPU per row, Ozone's 1.5 s; each row takes 2 s of (injected) wall time
+    used = {"ours": 0.0, "ozone": 0.0}
+    per_row = {"ours": 0.5, "ozone": 1.5}
+    now = [0.0]
+
+    def target(name: str) -> Mapping[str, interleave.MakeCall]:
+        def make_call() -> Callable[[], Awaitable[Any]]:
+            async def call() -> None:
+                used[name] += per_row[name]
+                now[0] += 2.0
+            return call
+        return {"hb": make_call}
+
+    async def measure(clients: int, seconds: float, make_call: interleave.MakeCall) -> dict[str, float]:
+        await make_call()()
+        return {"calls_per_s": 1.0, "p50_ms": 1.0, "p99_ms": 1.0}
+
+    samples, _ = await interleave.run_rounds(
+        {"ours": target("ours"), "ozone": target("ozone")}, ["hb"], rounds=2, warmup_rounds=0, clients=1,
+        seconds=1, measure=measure, loadavg=lambda: (0.0, 0.0, 0.0),
+        cpu={"ours": lambda: used["ours"], "ozone": lambda: used["ozone"]}, clock=lambda: now[0])
+    assert {(s.target, s.leader_cpu_pct) for s in samples} == {("ours", 25.0), ("ozone", 75.0)}
+    summary = interleave.summarize(samples)
+    assert summary["hb"]["ozone"][interleave.CPU] == interleave.Spread(75.0, 75.0, 75.0, 2)
+    # a target without a CPU reading has no CPU metric, and asking a sample for it says so
+    plain = [Sample(1, "x", "hb", 1.0, 1.0, 1.0)]
+    assert interleave.CPU not in interleave.summarize(plain)["hb"]["x"]
+    with pytest.raises(KeyError, match="no CPU reading"):
+        plain[0].metric(interleave.CPU)

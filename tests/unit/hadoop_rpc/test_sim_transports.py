@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scm_server.datanode_sim.simulator import DatanodeSimulator, replicas_to_create
-from scm_server.proto import hdds_pb2
+from scm_server.proto import hdds_pb2, scm_datanode_pb2
 
 
 def info(cid: int, state: int, pipeline: str | None = "p1") -> hdds_pb2.ContainerInfoProto:
@@ -152,3 +152,40 @@ def test_ozone_keys_serve_hadoop_rpc_and_secure_mode_serves_all_four_only_with_k
     assert "hadoop.security.authentication" in left_out  # the line says how to serve them all
     # with Kerberos every caller is authenticated: all four listeners, as Ozone's secure SCM serves them
     assert hadoop_rpc_listeners(secure=True, kerberos=True) == (every, None)
+
+
+class _Recorder:
+    """A datanode client that answers like an SCM and keeps what it was sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[object] = []
+
+    async def get_version(self) -> scm_datanode_pb2.SCMVersionResponseProto:
+        return scm_datanode_pb2.SCMVersionResponseProto(
+            softwareVersion=1, keys=[hdds_pb2.KeyValue(key="clusterID", value="CID-1")])
+
+    async def register(self, req: scm_datanode_pb2.SCMRegisterRequestProto) -> scm_datanode_pb2.SCMRegisteredResponseProto:
+        self.sent.append(req)
+        return scm_datanode_pb2.SCMRegisteredResponseProto(errorCode=scm_datanode_pb2.SCMRegisteredResponseProto.success)
+
+    async def send_heartbeat(self, req: scm_datanode_pb2.SCMHeartbeatRequestProto) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
+        self.sent.append(req)
+        return scm_datanode_pb2.SCMHeartbeatResponseProto(datanodeUUID=req.datanodeDetails.uuid)
+
+
+@pytest.mark.parametrize("layout", [None, 10])
+async def test_layout_version_is_reported_in_registration_and_heartbeats_only_when_given(layout: int | None) -> None:
+    sim = DatanodeSimulator(["h:1"], 1, protocol="hadoop-rpc", layout_version=layout)
+    dn = sim.datanodes[0]
+    client = _Recorder()
+    await dn._step(dn.endpoints[0], client)  # type: ignore[arg-type]  # version, then registration
+    await dn._step(dn.endpoints[0], client)  # type: ignore[arg-type]  # a heartbeat
+    register, beat = client.sent
+    assert isinstance(register, scm_datanode_pb2.SCMRegisterRequestProto) and register.clusterID == "CID-1"
+    for req in (register, beat):
+        assert req.HasField("dataNodeLayoutVersion") == (layout is not None)  # type: ignore[attr-defined]
+        if layout is not None:
+            got = req.dataNodeLayoutVersion  # type: ignore[attr-defined]
+            assert (got.metadataLayoutVersion, got.softwareLayoutVersion) == (layout, layout)
+    # the Ratis metadata volume is reported either way, as a real datanode does
+    assert register.nodeReport.metadataStorageReport[0].remaining > 1 << 30
