@@ -15,6 +15,12 @@ Pod as a real SCM process in its own network namespace; ``tests/e2e/local/``).
    (goal: under 2 s) and the failed calls. Anchor: the hand-written ring rolled as a StatefulSet controller would
    (delete and recreate each Pod, highest ordinal first, waiting for it to be ready; no leadership transfer).
 
+The operator's runs and the anchor's alternate (operator, anchor, operator, ...), and the machine's load average
+is recorded beside each run, so that both sides meet the same load. ``--control-plane`` runs everything on the real
+control plane (etcd, kube-apiserver, kube-controller-manager from ``make k8s-control-plane``; the chart installed
+with ``helm install``, the operator as its ServiceAccount) instead of the emulator. ``--trace`` prints, for each
+operator run, when each step of the operations began and when each member's Pod became ready: where the time goes.
+
 Prints a table with both and their ratio, writes ``bench/results/operator_e2e.json``. Needs root (network
 namespaces). On a machine shared with other work the figures are noisy: re-run on a quiet machine to compare.
 """
@@ -23,12 +29,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import platform
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +57,47 @@ def _pod_ready(env: Env, name: str) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions", []))
 
 
-async def operator_ready(workdir: Path) -> float:
-    async with environment(workdir) as env:
+EnvFactory = Callable[[Path], contextlib.AbstractAsyncContextManager[Env]]
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+async def _trace(env: Env, t0: float, lines: list[str]) -> None:
+    """Every change of the operation in progress and of the members' Pod readiness, with its time since ``t0``."""
+    seen: tuple[Any, ...] = ()
+    while True:
+        op = env.status(NAME).get("currentOperation") or {}
+        ready = tuple(sorted(p["metadata"]["name"] for p in env.api.list_objects("v1", "Pod", env.ns)
+                             if p["metadata"]["name"].startswith(f"{NAME}-") and _pod_ready(env, p["metadata"]["name"])))
+        now = (op.get("type"), op.get("member"), op.get("step"), ready)
+        if now != seen:
+            lines.append(f"{time.monotonic() - t0:6.2f} s  op={op.get('type')}/{op.get('member')}/{op.get('step')}"
+                         f"  ready={','.join(ready) or '-'}")
+            seen = now
+        await asyncio.sleep(0.05)
+
+
+async def operator_ready(make_env: EnvFactory, workdir: Path, trace: bool) -> tuple[float, list[str]]:
+    lines: list[str] = []
+    async with make_env(workdir) as env:
         t0 = time.monotonic()
         await env.create(NAME, {"replicas": 3})
-        await env.wait_ready(NAME, timeout=300)
-        return time.monotonic() - t0
+        tracer = asyncio.ensure_future(_trace(env, t0, lines)) if trace else None
+        try:
+            await env.wait_ready(NAME, timeout=300)
+            return time.monotonic() - t0, lines
+        finally:
+            if tracer is not None:
+                tracer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await tracer
 
 
-async def anchor_ready(workdir: Path) -> float:
+async def anchor_ready(make_env: EnvFactory, workdir: Path) -> float:
     """The hand-written ring; the operator is stopped (it must not touch these objects)."""
-    async with environment(workdir) as env:
+    async with make_env(workdir) as env:
         await env.stop_operator()
         t0 = time.monotonic()
         for obj in scm_ring.ring_objects("ring", env.ns, 3, "ozone-scm:0.1.0", extra_site=FAST_SITE, datanodes=0):
@@ -68,8 +107,8 @@ async def anchor_ready(workdir: Path) -> float:
         return time.monotonic() - t0
 
 
-async def operator_roll(workdir: Path) -> dict[str, Any]:
-    async with environment(workdir) as env:
+async def operator_roll(make_env: EnvFactory, workdir: Path) -> dict[str, Any]:
+    async with make_env(workdir) as env:
         await env.create(NAME, {"replicas": 3})
         await env.wait_ready(NAME, timeout=300)
         out = env.start_workload(NAME)
@@ -84,8 +123,8 @@ async def operator_roll(workdir: Path) -> dict[str, Any]:
         return _roll_figures(duration, result)
 
 
-async def anchor_roll(workdir: Path) -> dict[str, Any]:
-    async with environment(workdir) as env:
+async def anchor_roll(make_env: EnvFactory, workdir: Path) -> dict[str, Any]:
+    async with make_env(workdir) as env:
         await env.stop_operator()
         objects = scm_ring.ring_objects("ring", env.ns, 3, "ozone-scm:0.1.0", extra_site=FAST_SITE, datanodes=0)
         for obj in objects:
@@ -122,16 +161,46 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
 
-async def run(runs: int, roll_runs: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="operator-bench-") as tmp:
+@contextlib.contextmanager
+def _control_plane(base: Path) -> Any:
+    from tests.e2e.controlplane.fixture import ControlPlane
+    with ControlPlane(base / "control-plane") as cp:
+        yield cp
+
+
+async def run(runs: int, roll_runs: int, control_plane: bool, trace: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="operator-bench-") as tmp, contextlib.ExitStack() as stack:
         base = Path(tmp)
-        ready_op = [await operator_ready(base / f"op-ready-{i}") for i in range(runs)]
-        ready_anchor = [await anchor_ready(base / f"anchor-ready-{i}") for i in range(runs)]
-        roll_op = [await operator_roll(base / f"op-roll-{i}") for i in range(roll_runs)]
-        roll_anchor = [await anchor_roll(base / f"anchor-roll-{i}") for i in range(roll_runs)]
+        make_env: EnvFactory = environment
+        if control_plane:
+            from tests.e2e.controlplane.env import control_plane_environment
+            cp = stack.enter_context(_control_plane(base))
+
+            def make_env(workdir: Path) -> contextlib.AbstractAsyncContextManager[Env]:
+                return control_plane_environment(cp, workdir)
+        ready_op: list[float] = []
+        ready_anchor: list[float] = []
+        loads: list[dict[str, float]] = []
+        traces: list[list[str]] = []
+        for i in range(runs):  # interleaved: both sides meet the same load
+            load_op = _load()
+            seconds, lines = await operator_ready(make_env, base / f"op-ready-{i}", trace)
+            ready_op.append(seconds)
+            traces.append(lines)
+            load_anchor = _load()
+            ready_anchor.append(await anchor_ready(make_env, base / f"anchor-ready-{i}"))
+            loads.append({"operator": load_op, "anchor": load_anchor})
+        roll_op: list[dict[str, Any]] = []
+        roll_anchor: list[dict[str, Any]] = []
+        for i in range(roll_runs):
+            roll_op.append(await operator_roll(make_env, base / f"op-roll-{i}"))
+            roll_anchor.append(await anchor_roll(make_env, base / f"anchor-roll-{i}"))
     return {
         "machine": platform.node(),
+        "api_server": "real control plane" if control_plane else "emulator",
         "ready_s": {"operator": [round(x, 2) for x in ready_op], "anchor": [round(x, 2) for x in ready_anchor]},
+        "load_average": loads,
+        "traces": traces,
         "roll": {"operator": roll_op, "anchor": roll_anchor},
     }
 
@@ -139,33 +208,46 @@ async def run(runs: int, roll_runs: int) -> dict[str, Any]:
 def report(res: dict[str, Any]) -> None:
     op_ready = statistics.median(res["ready_s"]["operator"])
     an_ready = statistics.median(res["ready_s"]["anchor"])
+    rows = [("time to Ready, 3 members (median s)", f"{op_ready:.1f}", f"{an_ready:.1f}", _ratio(op_ready, an_ready),
+             "<= 1.2x")]
     op_roll = res["roll"]["operator"]
     an_roll = res["roll"]["anchor"]
-    op_gap = max(r["longest_gap_s"] for r in op_roll)
-    an_gap = max(r["longest_gap_s"] for r in an_roll)
-    op_dur = statistics.median(r["duration_s"] for r in op_roll)
-    an_dur = statistics.median(r["duration_s"] for r in an_roll)
-    rows = [
-        ("time to Ready, 3 members (median s)", f"{op_ready:.1f}", f"{an_ready:.1f}", _ratio(op_ready, an_ready), "< 60 s"),
-        ("rolling restart of 3 members (median s)", f"{op_dur:.1f}", f"{an_dur:.1f}", _ratio(op_dur, an_dur), ""),
-        ("longest allocation gap during the roll (s)", f"{op_gap:.2f}", f"{an_gap:.2f}", _ratio(op_gap, an_gap), "< 2 s"),
-        ("failed allocations during the roll", str(sum(r["failed_calls"] for r in op_roll)),
-         str(sum(r["failed_calls"] for r in an_roll)), "", "0"),
-        ("duplicate block IDs", str(sum(r["duplicate_block_ids"] for r in op_roll)),
-         str(sum(r["duplicate_block_ids"] for r in an_roll)), "", "0"),
-    ]
+    if op_roll and an_roll:
+        op_gap = max(r["longest_gap_s"] for r in op_roll)
+        an_gap = max(r["longest_gap_s"] for r in an_roll)
+        op_dur = statistics.median(r["duration_s"] for r in op_roll)
+        an_dur = statistics.median(r["duration_s"] for r in an_roll)
+        rows += [
+            ("rolling restart of 3 members (median s)", f"{op_dur:.1f}", f"{an_dur:.1f}", _ratio(op_dur, an_dur), ""),
+            ("longest allocation gap during the roll (s)", f"{op_gap:.2f}", f"{an_gap:.2f}", _ratio(op_gap, an_gap),
+             "< 2 s"),
+            ("failed allocations during the roll", str(sum(r["failed_calls"] for r in op_roll)),
+             str(sum(r["failed_calls"] for r in an_roll)), "", "0"),
+            ("duplicate block IDs", str(sum(r["duplicate_block_ids"] for r in op_roll)),
+             str(sum(r["duplicate_block_ids"] for r in an_roll)), "", "0"),
+        ]
+    print(f"API server: {res['api_server']}")
     print(f"{'metric':<46} {'operator':>10} {'hand-written Pods':>18} {'ratio':>7}  goal")
     for metric, a, b, r, goal in rows:
         print(f"{metric:<46} {a:>10} {b:>18} {r:>7}  {goal}")
-    print(f"runs: ready {res['ready_s']}, roll operator {op_roll}, roll anchor {an_roll}")
+    print(f"runs: ready {res['ready_s']}, load average (1 min) at each start {res['load_average']}")
+    if op_roll:
+        print(f"roll operator {op_roll}, roll anchor {an_roll}")
+    for i, lines in enumerate(res["traces"]):
+        if lines:
+            print(f"operator run {i}:")
+            print("\n".join(f"  {line}" for line in lines))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="time-to-Ready runs of each")
     ap.add_argument("--roll-runs", type=int, default=1, help="rolling-restart runs of each")
+    ap.add_argument("--control-plane", action="store_true",
+                    help="the real control plane (make k8s-control-plane) instead of the emulated API server")
+    ap.add_argument("--trace", action="store_true", help="print each operator run's steps and Pod readiness in time")
     args = ap.parse_args()
-    res = asyncio.run(run(args.runs, args.roll_runs))
+    res = asyncio.run(run(args.runs, args.roll_runs, args.control_plane, args.trace))
     report(res)
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)

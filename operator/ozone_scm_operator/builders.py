@@ -590,17 +590,18 @@ def _build_pod(ref: ClusterRef, spec: ClusterSpec, member: str, init_mode: str, 
         "ports": [
             {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in naming.PORTS.items()
         ],
+        # probed every second from the start: an SCM serves about a second after it starts, and each member's
+        # readiness gates the operator's next step (the same 3-minute startup budget as before)
         "startupProbe": {
             "httpGet": {"path": "/health", "port": "http"},
-            "initialDelaySeconds": 2,
-            "periodSeconds": 2,
-            "failureThreshold": 90,
+            "periodSeconds": 1,
+            "failureThreshold": 180,
         },
         "readinessProbe": {
             "httpGet": {"path": "/ready?member=true", "port": "http"},
-            "periodSeconds": 2,
+            "periodSeconds": 1,
             "timeoutSeconds": 2,
-            "failureThreshold": 2,
+            "failureThreshold": 3,
         },
         "livenessProbe": {
             "httpGet": {"path": "/health", "port": "http"},

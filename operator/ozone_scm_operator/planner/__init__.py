@@ -11,7 +11,9 @@ Order of concerns in one pass (the first that wants to act wins):
 
 1. refuse to act: an invalid cluster name; members reporting different cluster IDs (split brain:
    ``ConsistentClusterID=False``); ``spec.paused``; a replica count that was never valid;
-2. bootstrap: record the primordial member (``<name>-<nextMemberIndex>``) and the ``Bootstrap`` operation;
+2. bootstrap: record the primordial member (``<name>-<nextMemberIndex>``) and the ``Bootstrap`` operation; for a
+   new ring (not restored, not migrated) also the other members, whose Pods start beside the primordial's with
+   ``scm --bootstrap`` and which AddMember operations then complete, one at a time;
 3. certificates (CA mode ``operator``): root CA, the operator's client certificate, member certificates missing,
    signed by another root, or due for renewal;
 4. owned objects whose content differs from what the builders produce: ConfigMap (the member list, so running
@@ -55,7 +57,15 @@ from typing import Any
 from ozone_scm_operator import builders, naming
 from ozone_scm_operator.builders import ClusterRef
 from ozone_scm_operator.directives import Directives
-from ozone_scm_operator.model import CREATING, JOINED, OP_BOOTSTRAP, ClusterStatus, Observed, Operation
+from ozone_scm_operator.model import (
+    CREATING,
+    JOINED,
+    JOINING,
+    OP_BOOTSTRAP,
+    ClusterStatus,
+    Observed,
+    Operation,
+)
 from ozone_scm_operator.planner import actions
 from ozone_scm_operator.planner.actions import *  # noqa: F403  (every step, as planner.<Kind>)
 from ozone_scm_operator.planner.actions import Action
@@ -215,8 +225,16 @@ def _decide(p: _Pass) -> Action | None:
     if not p.status.members:
         m = p.allocate_member(CREATING)
         p.set_status(primordial_member=m.name)
-        p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create",
-                           message=f"{m.name} is the primordial SCM (scm --init)"))
+        message = f"{m.name} is the primordial SCM (scm --init)"
+        if not (p.spec.bootstrap.from_backup or p.spec.bootstrap.from_ozone):
+            # A new ring: the other members are recorded now and their Pods start beside the primordial's, each
+            # running scm --bootstrap (which retries until the primordial answers), as Ozone's own recipe does.
+            # Each is then completed by an AddMember of its own (one operation at a time). A ring restored or
+            # migrated grows one member at a time after its primordial restarted with --bootstrap.
+            joiners = [p.allocate_member(JOINING) for _ in range(p.spec.replicas - 1)]
+            if joiners:
+                message += "; " + ", ".join(j.name for j in joiners) + " bootstrap beside it (scm --bootstrap)"
+        p.set_op(Operation(OP_BOOTSTRAP, m.name, started_at=p.now, reason="Create", message=message))
         return None
     _recovery_request(p)
     for concern in (_ownership, _volumes, _security, _children, _audit):

@@ -419,6 +419,13 @@ def _new_operation(p: _Pass) -> Action | None:
         if len(healthy) < len(joined):
             p.note("WaitingForMembers", "waiting for every member to be ready and caught up before adding one")
             return None
+        started = p.members(JOINING)
+        if started:  # recorded beside the primordial when the ring was created: complete the lowest first
+            joiner = min(started, key=lambda r: r.index)
+            p.set_op(Operation(OP_ADD, joiner.name, started_at=p.now, reason="Create",
+                               message=f"{len(joined)} -> {len(joined) + 1} members ({joiner.name} started beside "
+                                       "the primordial)"))
+            return None
         m = p.allocate_member(JOINING)
         p.set_op(Operation(OP_ADD, m.name, started_at=p.now, reason="ScaleUp",
                            message=f"{len(joined)} -> {len(joined) + 1} members"))

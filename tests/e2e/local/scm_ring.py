@@ -22,6 +22,7 @@ SERVICE_ID = "scmservice"
 PORTS = {"client-hadoop": 9860, "datanode-hadoop": 9861, "block-hadoop": 9863, "security-hadoop": 9961,
          "client-grpc": 19860, "datanode-grpc": 19861, "block-grpc": 19863, "http": 9876, "ratis": 9894,
          "inter-scm": 9895}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def member_names(name: str, replicas: int) -> list[str]:
@@ -76,14 +77,17 @@ def ring_objects(name: str, namespace: str, replicas: int, image: str, *, storag
             "spec": {
                 "hostname": member, "subdomain": f"{name}-headless", "restartPolicy": "Always",
                 "terminationGracePeriodSeconds": 10,
-                "securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
+                # admissible where the namespace enforces Pod Security `restricted`, as the operator's Pods are
+                "automountServiceAccountToken": False,
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
                 "initContainers": [{
-                    "name": "init-bootstrap", "image": image,
+                    "name": "init-bootstrap", "image": image, "securityContext": RESTRICTED_CONTAINER,
                     "command": ["bash", "-c", "ozone-scm scm --init && ozone-scm scm --bootstrap"],
                     "env": member_env, "volumeMounts": mounts}],
                 "containers": [{
                     "name": "scm", "image": image, "command": ["ozone-scm", "scm"], "env": member_env,
-                    "volumeMounts": mounts,
+                    "securityContext": RESTRICTED_CONTAINER, "volumeMounts": mounts,
                     "ports": [{"name": k, "containerPort": v} for k, v in PORTS.items()],
                     "startupProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1,
                                      "failureThreshold": 120},
@@ -114,8 +118,7 @@ def datanode_pod(name: str, namespace: str, members: list[str], image: str, coun
                  "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
                                      "seccompProfile": {"type": "RuntimeDefault"}},
                  "containers": [{"name": "datanodes", "image": image,
-                                 "securityContext": {"allowPrivilegeEscalation": False,
-                                                     "capabilities": {"drop": ["ALL"]}},
+                                 "securityContext": RESTRICTED_CONTAINER,
                                  "command": ["ozone-scm", "--conf", "/etc/ozone", "datanode-sim", "--count",
                                              str(count), "--scm", scms, "--admin-scm", admin,
                                              "--heartbeat-interval", "1s"],

@@ -114,12 +114,13 @@ async def test_one_member_cluster(tmp_path: Path) -> None:
 async def test_operator_killed_in_the_middle_of_bootstrap_and_of_scaling(tmp_path: Path) -> None:
     async with environment(tmp_path) as env:
         await env.stop_operator()
-        # killed right after recording that scm-1 is joining and before creating its Pod
+        # killed right after recording that scm-1 is joining (beside the primordial) and before creating its Pod
         await env.start_operator(crash_before=(planner.CreatePod.kind, "scm-1"))
         await env.create(NAME, {"replicas": 3})
         assert await env.operator_exited() == 86, env.operator_output()[-2000:]
         st = env.status(NAME)
-        assert st["currentOperation"]["type"] == "AddMember" and st["currentOperation"]["member"] == "scm-1"
+        assert st["currentOperation"]["type"] == "Bootstrap" and st["currentOperation"]["member"] == "scm-0"
+        assert {m["name"]: m["state"] for m in st["members"]}["scm-1"] == "Joining"
         assert "scm-1" not in env.pods(NAME)
         await env.start_operator()
         await env.wait_ready(NAME, timeout=240)

@@ -24,8 +24,18 @@ def index_of(w: World, kind: type[planner.Action], target: str) -> int:
     return next(i for i, a in enumerate(w.actions) if isinstance(a, kind) and a.target == target)
 
 
-def test_bootstrap_primordial_first_then_one_joiner_at_a_time() -> None:
+def test_bootstrap_primordial_inits_and_the_joiners_bootstrap_beside_it() -> None:
     w = World({"replicas": 3})
+    ops_at_pod: dict[str, str | None] = {}
+    apply = w.apply
+
+    def watching_apply(a: planner.Action) -> None:
+        if isinstance(a, planner.CreatePod):
+            op = w.status.current_operation
+            ops_at_pod[a.target] = op.type if op is not None else None
+        apply(a)
+
+    w.apply = watching_apply  # type: ignore[method-assign]
     w.run()
     st_ = w.status
     assert [m.name for m in st_.members] == ["scm-0", "scm-1", "scm-2"]
@@ -34,6 +44,8 @@ def test_bootstrap_primordial_first_then_one_joiner_at_a_time() -> None:
     assert [(a.target, a.body["metadata"]["annotations"][naming.ANN_INIT_MODE]) for a in pods] == [  # type: ignore[index]
         ("scm-0", "init"), ("scm-1", "bootstrap"), ("scm-2", "bootstrap"),
     ]
+    # every Pod of a new ring is created during the Bootstrap operation, as Ozone's recipe starts them together
+    assert ops_at_pod == {"scm-0": "Bootstrap", "scm-1": "Bootstrap", "scm-2": "Bootstrap"}
     # the ConfigMap names each joiner before the joiner's Pod exists (HDDS-16172: push config first)
     for joiner in ("scm-1", "scm-2"):
         pod_at = index_of(w, planner.CreatePod, joiner)
@@ -45,8 +57,33 @@ def test_bootstrap_primordial_first_then_one_joiner_at_a_time() -> None:
     assert any("ClusterReady" in e for e in w.events)
 
 
-def test_a_joiner_is_started_only_after_the_previous_one_caught_up() -> None:
-    w = World({"replicas": 5})
+def test_joiners_started_before_the_primordial_leads_wait_for_it() -> None:
+    """A joiner's scm --bootstrap finds no SCM until the primordial leads: its Pod waits (the init container
+    retries), no second cluster is made, and each joiner is completed by an AddMember of its own."""
+    w = World({"replicas": 3})
+    w.broken_pods.add("scm-0")  # the primordial's SCM does not start yet
+    w.run(until=lambda w: all(w.pods.get(m) and w.pods[m].trouble for m in ("scm-0", "scm-1", "scm-2")))
+    assert set(w.pods) == {"scm-0", "scm-1", "scm-2"}
+    assert w.cluster_id is None and w.clusters_created == 0
+    assert all(w.pods[m].trouble for m in ("scm-1", "scm-2"))
+    w.broken_pods.discard("scm-0")
+    ops: list[tuple[str, str]] = []
+
+    def record(world: World) -> None:
+        op = world.status.current_operation
+        if op is not None and (not ops or ops[-1] != (op.type, op.member)):
+            ops.append((op.type, op.member))
+
+    w.hooks.append(record)
+    w.run()
+    assert w.clusters_created == 1 and w.condition("Ready") == "True"
+    assert {m.state for m in w.status.members} == {"Joined"} and len({m.scm_id for m in w.status.members}) == 3
+    assert ops == [("Bootstrap", "scm-0"), ("AddMember", "scm-1"), ("AddMember", "scm-2")]
+
+
+def test_scale_up_starts_a_joiner_only_after_the_previous_one_caught_up() -> None:
+    w = World({"replicas": 3})
+    w.run()
     voters_when_created: dict[str, int] = {}
     apply = w.apply
 
@@ -56,9 +93,10 @@ def test_a_joiner_is_started_only_after_the_previous_one_caught_up() -> None:
         apply(a)
 
     w.apply = watching_apply  # type: ignore[method-assign]
+    w.spec_raw = {"replicas": 5}
     w.run()
     # scm-k's Pod was created when exactly k members were voters (and caught up, or they would not count)
-    assert voters_when_created == {f"scm-{k}": k for k in range(5)}
+    assert voters_when_created == {"scm-3": 3, "scm-4": 4}
 
 
 def test_one_member_cluster() -> None:
