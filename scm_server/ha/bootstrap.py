@@ -533,6 +533,7 @@ def scm_bootstrap(
         if serial is None:
             return False
         storage.set_scm_cert_serial_id(serial)
+    storage.layout_version = _init_layout_version(conf)  # as Ozone: the same key as the primordial's --init
     storage.initialize(cluster_id=info.cluster_id, scm_id=scm_id, primary_scm_node_id=info.scm_id, scm_ha=True)
     local.raft_group_dir(info.cluster_id).mkdir(parents=True, exist_ok=True)
     local.snapshot_dir.mkdir(parents=True, exist_ok=True)
