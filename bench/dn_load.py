@@ -98,8 +98,8 @@ class DatanodeLoad:
         # the simulator gives identities and reports only: it is never started (no endpoint tasks)
         self.sim = DatanodeSimulator([], count, racks=1, protocol="hadoop-rpc", name_prefix=name_prefix,
                                      layout_version=OZONE_LAYOUT_VERSION)
-        assert self.sim.layout is not None
-        self.layout = self.sim.layout
+        self.layout = scm_datanode_pb2.LayoutVersionProto(metadataLayoutVersion=OZONE_LAYOUT_VERSION,
+                                                          softwareLayoutVersion=OZONE_LAYOUT_VERSION)
         self.schedule = schedule
         self.connections: list[HadoopRpcConnection] = []
         self.reconnects = 0

@@ -92,6 +92,7 @@ from scm_server.protocols import (
     DeletedBlocksSummary,
 )
 from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
+from scm_server.upgrade.finalization import FinalizationManager
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,9 @@ class StorageContainerManager:
         self._dispatcher.register(RequestType.CONTAINER, self.container_state_manager)
         self._dispatcher.register(RequestType.BLOCK, self.deleted_block_log_state_manager)
         self.stateful_service_state_manager = StatefulServiceStateManager(metadata_store, buf, ha_manager)
-        self.finalization_state_manager = FinalizationStateManager(metadata_store, buf, ha_manager)
+        self.finalization_state_manager = FinalizationStateManager(
+            metadata_store, buf, ha_manager, initial_layout_version=storage_config.layout_version
+        )
         self.certificate_store = CertificateStore(metadata_store, buf, ha_manager)
         self._dispatcher.register(RequestType.STATEFUL_SERVICE_CONFIG, self.stateful_service_state_manager)
         self._dispatcher.register(RequestType.FINALIZE, self.finalization_state_manager)
@@ -230,6 +233,10 @@ class StorageContainerManager:
             clock,
             wait_time_after_safe_mode=configs.safemode.wait_time_after_exit,
         )
+        self.finalization_manager = FinalizationManager(
+            self.finalization_state_manager, self.pipeline_manager, self.node_manager, ctx, self._write_layout_version
+        )
+        self.node_manager.on_healthy_readonly(self._close_pipelines_of_readonly)
         self.pipeline_creator = BackgroundPipelineCreator(
             self.pipeline_manager, ctx, clock, configs.pipeline, configs.safemode.pipeline_creation
         )
@@ -310,12 +317,14 @@ class StorageContainerManager:
     def on_leader_ready(self) -> None:
         self._scm_context.set_leader_ready()
         self._service_manager.notify_status_changed()
+        self.finalization_manager.on_leader_ready()
 
     def on_step_down(self, term: int) -> None:
         log.info("SCM %s is no longer leader (term %d)", self.storage_config.scm_id, term)
         self._scm_context.update_leader_and_term(False, term)
         self.sequence_id_generator.invalidate_batch()
         self.node_manager.clear_command_queues()
+        self.finalization_manager.on_step_down()
         self._service_manager.notify_status_changed()
 
     @property
@@ -361,6 +370,7 @@ class StorageContainerManager:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        await self.finalization_manager.stop()
         await self._service_manager.stop()
         if self._started:
             await self.ha_manager.stop()
@@ -399,6 +409,17 @@ class StorageContainerManager:
             return Replication(width, holders, ec_data=ec.data)
         required = 1 if info.replicationFactor == hdds_pb2.ONE else 3
         return Replication(required, {r.datanode_uuid: 0 for r in good})
+
+    def _write_layout_version(self, layout_version: int) -> None:
+        """A finalized layout feature is recorded in VERSION too (Ozone's source of truth for the MLV)."""
+        self.storage_config.layout_version = layout_version
+        self.storage_config.persist()
+
+    async def _close_pipelines_of_readonly(self, dn_uuid: str) -> None:
+        """Ozone's HealthyReadOnlyNodeHandler: the leader closes the pipelines of a node that turned
+        HEALTHY_READONLY (their open containers close with them, so the node can finalize)."""
+        if self._scm_context.is_leader():
+            await self._safely(self._close_pipelines_of(dn_uuid))
 
     async def _close_pipelines_of(self, dn_uuid: str) -> None:
         for p in self.pipeline_manager.pipelines_of(dn_uuid):
@@ -484,7 +505,21 @@ class StorageContainerManager:
                     "point the datanode at the right SCM or wipe its metadata to join this cluster"
                 ),
             )
-        layout = request.dataNodeLayoutVersion.metadataLayoutVersion if request.HasField("dataNodeLayoutVersion") else 0
+        layout = request.dataNodeLayoutVersion if request.HasField("dataNodeLayoutVersion") else None
+        software = self.finalization_state_manager.software_layout_version
+        if layout is not None and layout.softwareLayoutVersion != software:
+            log.warning("refused datanode %s: software layout version %d != SCM's %d", details.uuid,
+                        layout.softwareLayoutVersion, software)
+            return scm_datanode_pb2.SCMRegisteredResponseProto(
+                errorCode=RegisteredError.errorNodeNotPermitted,
+                datanodeUUID=details.uuid,
+                clusterID=cluster_id,
+                errorMessage=(
+                    f"datanode software layout version {layout.softwareLayoutVersion} is not this SCM's "
+                    f"({software}): run the datanode on the same Ozone release as SCM (HDDS layout "
+                    f"{software} is Ozone 2.2.0's)"
+                ),
+            )
         details = hdds_pb2.DatanodeDetailsProto()
         details.CopyFrom(request.datanodeDetails)
         details.networkLocation = await self.location_resolver.resolve(details)
@@ -871,15 +906,19 @@ class StorageContainerManager:
         transactions = self.deleted_block_log_state_manager.transactions()
         return DeletedBlocksSummary(len(transactions), sum(len(t.localID) for t in transactions))
 
-    def upgrade_finalization_status(self) -> tuple[str, list[str]]:
-        """The upgrade finalization status Ozone's ``UpgradeFinalizationStatus`` names, with its messages:
-        ``ALREADY_FINALIZED`` (no messages) when the metadata layout version is the software's."""
-        fsm = self.finalization_state_manager
-        if fsm.is_finalizing():
-            return "FINALIZATION_IN_PROGRESS", []
-        if fsm.metadata_layout_version < fsm.software_layout_version:
-            return "FINALIZATION_REQUIRED", ["Finalization required"]
-        return "ALREADY_FINALIZED", []
+    async def finalize_upgrade(self, client_id: str) -> tuple[str, list[str]]:
+        """``ozone admin scm finalizeupgrade`` (leader): ``ALREADY_FINALIZED`` when the metadata layout is the
+        software's, else ``STARTING_FINALIZATION`` once finalization has started (it goes on in the background;
+        see :mod:`scm_server.upgrade.finalization`)."""
+        self.require_leader()
+        answer = await self.finalization_manager.finalize(client_id)
+        return answer.status.value, list(answer.messages)
+
+    def upgrade_finalization_progress(self, client_id: str, takeover: bool, readonly: bool) -> tuple[str, list[str]]:
+        """``finalizationstatus`` (readonly: this SCM's status, ``FINALIZATION_DONE`` on a cluster that needed no
+        finalization, as Ozone's SCM prints) or the finalizing client's poll (its queued messages)."""
+        answer = self.finalization_manager.report(client_id, takeover, readonly)
+        return answer.status.value, list(answer.messages)
 
     # ---- admin: the container balancer ----
     async def start_container_balancer(self, request: BalancerStartRequest) -> str:

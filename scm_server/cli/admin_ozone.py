@@ -273,35 +273,67 @@ def balancer_stop(ctx: CliContext) -> None:
 
 
 # ---------------------------------------------------------------- upgrades, deleted blocks
+def _progress(client_id: str, *, takeover: bool = False, readonly: bool = False) -> Request:
+    return Request(
+        cmdType=wire_loc.QueryUpgradeFinalizationProgress,
+        queryUpgradeFinalizationProgressRequest=wire_loc.QueryUpgradeFinalizationProgressRequestProto(
+            upgradeClientId=client_id, takeover=takeover, readonly=readonly),
+    )
+
+
 @click.command("finalizationstatus")
 @pass_ctx
 def finalization_status(ctx: CliContext) -> None:
     """The SCM's upgrade finalization status (as `ozone admin scm finalizationstatus`)."""
-    status = _submit(ctx, Request(
-        cmdType=wire_loc.QueryUpgradeFinalizationProgress,
-        queryUpgradeFinalizationProgressRequest=wire_loc.QueryUpgradeFinalizationProgressRequestProto(
-            upgradeClientId=f"Upgrade-Client-{uuid.uuid4()}", readonly=True),
-    )).queryUpgradeFinalizationProgressResponse.status
-    for message in status.messages:
-        click.echo(message)
+    status = _submit(ctx, _progress(f"Upgrade-Client-{uuid.uuid4()}", readonly=True)
+                     ).queryUpgradeFinalizationProgressResponse.status
     click.echo(wire.UpgradeFinalizationStatus.Status.Name(status.status))
+
+
+FINALIZATION_POLL_S = 0.5  # how often Ozone's CLI asks for progress
 
 
 @click.command("finalizeupgrade")
+@click.option("--takeover", is_flag=True,
+              help="Forces takeover of monitoring from another client, if finalization has already been started "
+                   "and did not finish yet.")
 @pass_ctx
-def finalize_upgrade(ctx: CliContext) -> None:
-    """Finalize the SCM's upgrade (as `ozone admin scm finalizeupgrade`)."""
-    status = _submit(ctx, Request(
-        cmdType=wire_loc.FinalizeScmUpgrade,
-        finalizeScmUpgradeRequest=wire_loc.FinalizeScmUpgradeRequestProto(
-            upgradeClientId=f"Upgrade-Client-{uuid.uuid4()}"),
-    )).finalizeScmUpgradeResponse.status
-    if status.status == wire.UpgradeFinalizationStatus.ALREADY_FINALIZED:
-        click.echo("Upgrade has already been finalized.")
-        return
-    for message in status.messages:
-        click.echo(message)
-    click.echo(wire.UpgradeFinalizationStatus.Status.Name(status.status))
+def finalize_upgrade(ctx: CliContext, takeover: bool) -> None:
+    """Finalize the SCM's upgrade (as `ozone admin scm finalizeupgrade`): start it, then print its messages
+    until it is done."""
+    client_id = f"Upgrade-Client-{uuid.uuid4()}"
+    Status = wire.UpgradeFinalizationStatus
+
+    async def finalize(client: LocationClient) -> None:
+        started = (await client.submit(Request(
+            cmdType=wire_loc.FinalizeScmUpgrade,
+            finalizeScmUpgradeRequest=wire_loc.FinalizeScmUpgradeRequestProto(upgradeClientId=client_id),
+        ))).finalizeScmUpgradeResponse.status
+        if started.status == Status.ALREADY_FINALIZED:
+            click.echo("Upgrade has already been finalized.")
+            click.echo("Exiting...")
+            return
+        if started.status != Status.STARTING_FINALIZATION:
+            raise click.ClickException(
+                f"Invalid response from Storage Container Manager. Current finalization status is: "
+                f"{Status.Status.Name(started.status)}")
+        while True:
+            await asyncio.sleep(FINALIZATION_POLL_S)
+            progress = (await client.submit(_progress(client_id, takeover=takeover))
+                        ).queryUpgradeFinalizationProgressResponse.status
+            if progress.status == Status.ALREADY_FINALIZED:
+                click.echo("Finalization already finished.")
+                click.echo("Exiting...")
+                return
+            if progress.status in (Status.FINALIZATION_IN_PROGRESS, Status.FINALIZATION_DONE):
+                for message in progress.messages:
+                    click.echo(message)
+            if progress.status == Status.FINALIZATION_DONE:
+                click.echo("Exiting...")
+                click.echo("Finalization of Storage Container Manager's metadata upgrade finished.")
+                return
+
+    _run(ctx, finalize)
 
 
 @click.group("deletedBlocksTxn")

@@ -169,6 +169,13 @@ class SCMConfig:
         "compare-and-swap; hands them out locally until the batch is used.",
         "1000",
     )
+    init_layout_version: int = setting(
+        "testing.hdds.scm.init.layout.version", "int",
+        "Ozone's key: the HDDS metadata layout version `scm --init` records in a new cluster's VERSION (-1: the "
+        "newest this software knows, 10). An older one makes a cluster that needs `ozone admin scm "
+        "finalizeupgrade`, as one upgraded from an older Ozone release; meant for testing upgrades.",
+        "-1",
+    )
     max_blocks_per_request: int = setting(
         "ozone.scm.block.max.blocks.per.request", "int",
         "Ours: the most blocks one allocateBlock call may ask for; a larger numBlocks is refused with "

@@ -16,7 +16,11 @@ The simulated state is a dict of replicas per datanode (state, used bytes, key c
 delete transaction id) plus the pipelines it has joined. ``replicateContainer`` copies a
 replica from a source datanode found in the simulator's registry (all simulated datanodes
 of the process). Test controls: ``kill``, ``make_stale``, ``revive``, ``corrupt_replica``,
-``write_to_container``.
+``write_to_container``, ``finalization_held``.
+
+Each datanode reports its HDDS layout versions (``LayoutVersionProto``: software 10, Ozone 2.2.0's; metadata
+``layout_version``, older for data written by an older release) and finalizes its metadata layout when SCM sends
+``finalizeNewLayoutVersionCommand``.
 
 With a :class:`~scm_server.datanode_sim.security.DatanodeSecurity` (mutual TLS), every datanode
 first obtains its own certificate from the leader (or loads it from its directory), talks to every
@@ -45,6 +49,7 @@ from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.security.cert_client import NodeCertificateClient
 from scm_server.security.tls import ChannelSecurity
+from scm_server.upgrade.layout import SOFTWARE_LAYOUT_VERSION
 
 # The transports a simulated datanode can speak: our gRPC protocol, or Ozone's over Hadoop RPC.
 PROTOCOLS = ("grpc", "hadoop-rpc")
@@ -157,6 +162,13 @@ class SimDatanode:
         self.deferred: list[scm_datanode_pb2.SCMCommandProto] = []
         self.certificates: NodeCertificateClient | None = None
         self._enrol_lock = asyncio.Lock()
+        # HDDS layout versions it reports: its software's (Ozone 2.2.0's) and its data's (older after an upgrade)
+        self.software_layout = SOFTWARE_LAYOUT_VERSION
+        self.metadata_layout = sim.layout_version
+
+    def layout(self) -> scm_datanode_pb2.LayoutVersionProto:
+        return scm_datanode_pb2.LayoutVersionProto(
+            metadataLayoutVersion=self.metadata_layout, softwareLayoutVersion=self.software_layout)
 
     # ---- identity and reports ----
 
@@ -324,6 +336,14 @@ class SimDatanode:
             op = cmd.setNodeOperationalStateCommandProto
             self.op_state = op.nodeOperationalState
             self.op_state_expiry = op.stateExpiryEpochSeconds
+        elif cmd.commandType == CmdType.finalizeNewLayoutVersionCommand:
+            if self.sim.finalization_held:
+                LOG.info("%s: not finalizing its layout yet (held)", self.hostname)
+                return
+            target = cmd.finalizeNewLayoutVersionCommandProto.dataNodeLayoutVersion.metadataLayoutVersion
+            if self.metadata_layout < target <= self.software_layout:
+                LOG.info("%s: finalized its layout %d -> %d", self.hostname, self.metadata_layout, target)
+                self.metadata_layout = target
         else:
             LOG.debug("%s: ignoring %s", self.hostname, name)
 
@@ -493,9 +513,8 @@ class SimDatanode:
                 containerReport=self.container_report(),
                 pipelineReports=self.pipeline_reports(),
                 clusterID=ep.cluster_id,
+                dataNodeLayoutVersion=self.layout(),
             )
-            if self.sim.layout is not None:
-                req.dataNodeLayoutVersion.CopyFrom(self.sim.layout)
             resp = await client.register(req)
             if resp.errorCode != scm_datanode_pb2.SCMRegisteredResponseProto.success:
                 ep.register_error = resp.errorMessage or "registration refused"
@@ -512,10 +531,8 @@ class SimDatanode:
     async def _heartbeat(self, ep: Endpoint, client: DatanodeClient) -> None:
         now = time.monotonic()
         req = scm_datanode_pb2.SCMHeartbeatRequestProto(
-            datanodeDetails=self.details(), nodeReport=self.node_report()
+            datanodeDetails=self.details(), nodeReport=self.node_report(), dataNodeLayoutVersion=self.layout()
         )
-        if self.sim.layout is not None:
-            req.dataNodeLayoutVersion.CopyFrom(self.sim.layout)
         full = ep.outbox.full_report_due or now - ep.last_full_report >= self.sim.container_report_interval
         if full:
             req.containerReport.CopyFrom(self.container_report())
@@ -599,7 +616,7 @@ class DatanodeSimulator:
         hadoop_rpc_addresses: Sequence[str] | None = None,
         hadoop_rpc_datanodes: int = 0,
         follow_containers: float = 0.0,
-        layout_version: int | None = None,
+        layout_version: int = SOFTWARE_LAYOUT_VERSION,
     ) -> None:
         if count < 0:
             raise ValueError("count must be >= 0")
@@ -624,12 +641,13 @@ class DatanodeSimulator:
         if follow_containers and not admin_addresses:
             raise ValueError("follow_containers needs admin_addresses (the SCMs' client port)")
         self.follow_containers = follow_containers
-        # The HDDS layout version the datanodes report in registration and heartbeats (metadata and software
-        # alike), as a datanode of that release does; Ozone's SCM refuses a registration whose software layout
-        # version differs from its own (errorNodeNotPermitted). None: not reported (our SCM does not need it).
-        self.layout = (None if layout_version is None else
-                       scm_datanode_pb2.LayoutVersionProto(metadataLayoutVersion=layout_version,
-                                                           softwareLayoutVersion=layout_version))
+        if not 0 <= layout_version <= SOFTWARE_LAYOUT_VERSION:
+            raise ValueError(f"layout_version must be an HDDS layout version 0..{SOFTWARE_LAYOUT_VERSION}, "
+                             f"got {layout_version}")
+        # the metadata layout version each datanode's data starts at (older: restarted on new software after an
+        # upgrade, until SCM tells it to finalize); while finalization_held the datanodes ignore that command
+        self.layout_version = layout_version
+        self.finalization_held = False
         self._follower: asyncio.Task[None] | None = None
         self.security = security
         self.admin_security = admin_security  # the admin client's certificate (populate allocates containers)

@@ -58,6 +58,7 @@ from scm_server.conf.addresses import parse_port
 from scm_server.conf.security import SecurityConfig
 from scm_server.exceptions import ConfigError, SCMError, StorageError
 from scm_server.metadata.storage_config import SCMStorageConfig, validate_cluster_id
+from scm_server.upgrade import layout
 
 LOG = logging.getLogger(__name__)
 
@@ -265,6 +266,19 @@ def _init_security_primordial(
         raise BootstrapError(f"SCM init failed: security: {exc}") from exc
 
 
+def _init_layout_version(conf: OzoneConfiguration) -> int:
+    """The layout version a new cluster starts at: testing.hdds.scm.init.layout.version, or the newest."""
+    wanted = SCMConfig.from_conf(conf).init_layout_version
+    if wanted == -1:
+        return layout.SOFTWARE_LAYOUT_VERSION
+    if not 0 <= wanted <= layout.SOFTWARE_LAYOUT_VERSION:
+        raise StorageError(
+            f"testing.hdds.scm.init.layout.version={wanted} is not an HDDS layout version this SCM knows: "
+            f"use -1 (the newest) or 0..{layout.SOFTWARE_LAYOUT_VERSION}"
+        )
+    return wanted
+
+
 def scm_init(conf: OzoneConfiguration, cluster_id: str | None = None, *, security: SecurityConfig | None) -> bool:
     """``ozone-scm scm --init``: returns True on success (also when there was nothing to do). ``security``: the
     command's security configuration, parsed once (:meth:`SecurityConfig.if_enabled`; None with security off)."""
@@ -310,6 +324,7 @@ def scm_init(conf: OzoneConfiguration, cluster_id: str | None = None, *, securit
     serial = _init_security_primordial(security, local, cid, scm_id)
     if serial is not None:
         storage.set_scm_cert_serial_id(serial)
+    storage.layout_version = _init_layout_version(conf)
     # VERSION before Raft: a retry after a crash reuses this cluster id.
     storage.initialize(cluster_id=cid, scm_id=scm_id, primary_scm_node_id=scm_id, scm_ha=True)
     _initialize_raft_group(local, cid, scm_id)
@@ -518,6 +533,7 @@ def scm_bootstrap(
         if serial is None:
             return False
         storage.set_scm_cert_serial_id(serial)
+    storage.layout_version = _init_layout_version(conf)  # as Ozone: the same key as the primordial's --init
     storage.initialize(cluster_id=info.cluster_id, scm_id=scm_id, primary_scm_node_id=info.scm_id, scm_ha=True)
     local.raft_group_dir(info.cluster_id).mkdir(parents=True, exist_ok=True)
     local.snapshot_dir.mkdir(parents=True, exist_ok=True)

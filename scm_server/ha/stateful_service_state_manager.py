@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.replicate import RequestType, replicate
@@ -30,6 +31,7 @@ from scm_server.metadata.scm_db_definition import FINALIZING_KEY, LAYOUT_VERSION
 from scm_server.proto import hdds_pb2
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import serials as serial_ids
+from scm_server.upgrade import layout
 
 log = logging.getLogger(__name__)
 
@@ -56,21 +58,50 @@ class StatefulServiceStateManager(ReplicatedStateManager):
             self._buffer.remove_from_buffer(self._store.stateful_service_config, service_name)
 
 
+class FinalizationListener(Protocol):
+    """What happens beside the replicated state when finalization crosses a step (Ozone's upgrade context):
+    called on every SCM, while the entry is applied."""
+
+    def on_checkpoint(self, checkpoint: layout.FinalizationCheckpoint) -> None: ...
+
+    def on_layout_finalized(self, feature: layout.LayoutFeature) -> None: ...
+
+
 class FinalizationStateManager(ReplicatedStateManager):
+    """The replicated half of upgrade finalization: the ``#FINALIZING`` mark and the metadata layout version
+    (MLV) in ``meta``. Which checkpoint SCM is at follows from them alone (:mod:`scm_server.upgrade.layout`).
+    Until a feature was finalized through Raft the MLV is the one VERSION records (``initial_layout_version``)."""
+
     def __init__(
         self,
         store: SCMMetadataStore,
         buffer: SCMHADBTransactionBuffer,
         ha_manager: SCMHAManager | None,
-        software_layout_version: int = 1,
+        initial_layout_version: int = layout.SOFTWARE_LAYOUT_VERSION,
+        software_layout_version: int = layout.SOFTWARE_LAYOUT_VERSION,
     ) -> None:
+        if initial_layout_version > software_layout_version:
+            raise SCMException(
+                ResultCodes.INVALID_REQUEST,
+                f"metadata layout version {initial_layout_version} is newer than this software's "
+                f"({software_layout_version}): run the SCM release that wrote this metadata, or a newer one",
+            )
         self.software_layout_version = software_layout_version
+        self._initial_layout_version = initial_layout_version
+        self._listener: FinalizationListener | None = None
         super().__init__(store, buffer, ha_manager)
 
     def reinitialize(self) -> None:
         self._finalizing = self._store.meta.get(FINALIZING_KEY) is not None
         stored = self._store.meta.get(LAYOUT_VERSION_KEY)
-        self._layout_version = int(stored) if stored is not None else self.software_layout_version
+        self._layout_version = int(stored) if stored is not None else self._initial_layout_version
+        if self._listener is not None:
+            self._listener.on_checkpoint(self.checkpoint())
+
+    def set_listener(self, listener: FinalizationListener) -> None:
+        """The upgrade context: told the current checkpoint now and every crossing after."""
+        self._listener = listener
+        listener.on_checkpoint(self.checkpoint())
 
     @property
     def metadata_layout_version(self) -> int:
@@ -79,15 +110,32 @@ class FinalizationStateManager(ReplicatedStateManager):
     def is_finalizing(self) -> bool:
         return self._finalizing
 
+    def needs_finalization(self) -> bool:
+        return self._layout_version < self.software_layout_version
+
+    def checkpoint(self) -> layout.FinalizationCheckpoint:
+        return layout.checkpoint_of(self._finalizing, self.needs_finalization())
+
+    def _publish(self, checkpoint: layout.FinalizationCheckpoint) -> None:
+        log.info("SCM finalization has crossed checkpoint %s", checkpoint.name)
+        if self._listener is not None:
+            self._listener.on_checkpoint(checkpoint)
+
     @replicate(RequestType.FINALIZE)
     def add_finalizing_mark(self) -> None:
         self._finalizing = True
         self._buffer.add_to_buffer(self._store.meta, FINALIZING_KEY, "")
+        self._publish(self.checkpoint())
 
     @replicate(RequestType.FINALIZE)
     def remove_finalizing_mark(self) -> None:
         self._finalizing = False
         self._buffer.remove_from_buffer(self._store.meta, FINALIZING_KEY)
+        checkpoint = self.checkpoint()
+        if checkpoint is not layout.FinalizationCheckpoint.FINALIZATION_COMPLETE:
+            log.error("SCM upgrade finalization is in an unknown state: expected FINALIZATION_COMPLETE, was %s",
+                      checkpoint.name)
+        self._publish(checkpoint)
 
     @replicate(RequestType.FINALIZE)
     def finalize_layout_feature(self, layout_version: int) -> None:
@@ -98,9 +146,19 @@ class FinalizationStateManager(ReplicatedStateManager):
                 f"up to {self.software_layout_version}",
             )
         if layout_version <= self._layout_version:
-            return  # idempotent
+            return  # already finalized: the entry is applied again after a restart
+        if layout_version != self._layout_version + 1:
+            raise SCMException(
+                ResultCodes.INVALID_REQUEST,
+                f"cannot finalize layout version {layout_version}: the next feature to finalize is "
+                f"{self._layout_version + 1} (features are finalized one at a time, in order)",
+            )
         self._layout_version = layout_version
         self._buffer.add_to_buffer(self._store.meta, LAYOUT_VERSION_KEY, str(layout_version))
+        if self._listener is not None:
+            self._listener.on_layout_finalized(layout.feature(layout_version))
+        if not self.needs_finalization():
+            self._publish(layout.FinalizationCheckpoint.MLV_EQUALS_SLV)
 
 
 class CertificateIndex:

@@ -5,7 +5,7 @@ Java properties format, as Ozone writes it::
     #Sun Nov 22 01:02:03 UTC 2026
     clusterID=CID-8c0f...
     cTime=1763773323000
-    layoutVersion=1
+    layoutVersion=10
     nodeType=SCM
     primaryScmNodeId=2f1e...
     scmHA=true
@@ -32,7 +32,9 @@ STORAGE_DIR = "scm"
 STORAGE_DIR_CURRENT = "current"
 STORAGE_FILE_VERSION = "VERSION"
 NODE_TYPE = "SCM"
-CURRENT_LAYOUT_VERSION = 1
+# The HDDS layout version a new SCM starts at: the newest feature of Ozone 2.2.0's HDDSLayoutFeature
+# (scm_server.upgrade.layout.SOFTWARE_LAYOUT_VERSION; a test keeps the two equal).
+CURRENT_LAYOUT_VERSION = 10
 
 _REQUIRED = ("nodeType", "clusterID", "cTime", "layoutVersion", "scmUuid")
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")

@@ -38,6 +38,7 @@ from scm_server.migrate import ozone_records as rec
 from scm_server.proto import hdds_pb2
 from scm_server.raft.core.recovery import RecoveryError, restored_start
 from scm_server.raft.storage import LevelDBStorage
+from scm_server.upgrade import layout
 
 LOG = logging.getLogger(__name__)
 FLUSH_HINT = (
@@ -176,9 +177,15 @@ def read_version(path: Path) -> rec.OzoneVersion:
     except (OSError, UnicodeDecodeError) as exc:
         raise MigrationRefused(f"cannot read {path}: {exc}") from exc
     try:
-        return rec.decode_version(text, str(path))
+        version = rec.decode_version(text, str(path))
     except rec.NotOzoneSCMData as exc:
         raise MigrationRefused(str(exc)) from exc
+    if not 0 <= version.layout_version <= layout.SOFTWARE_LAYOUT_VERSION:
+        raise MigrationRefused(
+            f"{path}: layoutVersion={version.layout_version} is not an HDDS layout version this SCM knows "
+            f"(0..{layout.SOFTWARE_LAYOUT_VERSION}, Ozone 2.2.0's); migrate from an Ozone release up to 2.2.0"
+        )
+    return version
 
 
 def read_ratis_log(ratis_dir: Path, cluster_id: str, applied_index: int) -> list[rec.LogEntry]:
@@ -302,6 +309,9 @@ def migrate_from_ozone(conf: OzoneConfiguration, sources: OzoneSources) -> Migra
     finally:
         raft.close()
     local.snapshot_dir.mkdir(parents=True, exist_ok=True)
+    # Ozone's layout version carries over: a cluster Ozone had not finalized stays unfinalized here (its admin
+    # runs `ozone admin scm finalizeupgrade` when ready, as on Ozone's ring)
+    storage.layout_version = version.layout_version
     # VERSION last: until it exists this SCM is not initialised, and a retry finds the data above and refuses
     storage.initialize(cluster_id=version.cluster_id, scm_id=version.scm_id, primary_scm_node_id=version.scm_id,
                        scm_ha=True)

@@ -411,7 +411,8 @@ def plan_migration(tables: Mapping[str, Table], version: OzoneVersion) -> Migrat
     if meta:
         plan.skipped.append(Skipped(
             f"{META} ({', '.join(sorted(_text(k, META) for k in tables[META]))})", meta,
-            "Ozone's layout version and finalization marks; this SCM keeps its own layout version",
+            "Ozone's finalization marks; its layout version comes from Ozone's VERSION (an unfinalized cluster "
+            "stays unfinalized; an interrupted finalization is run again with `ozone admin scm finalizeupgrade`)",
         ))
     stateful = len(tables.get(STATEFUL_SERVICE_CONFIG, {}))
     if stateful:

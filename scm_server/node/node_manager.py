@@ -7,7 +7,14 @@ Health (Ozone NodeStateManager)::
 
     HEALTHY --(no heartbeat for ozone.scm.stale.node.interval)--> STALE
     STALE   --(no heartbeat for ozone.scm.dead.node.interval)---> DEAD
-    STALE/DEAD --(heartbeat)--> HEALTHY
+    STALE/DEAD --(heartbeat)--> HEALTHY, or HEALTHY_READONLY while its layout is not SCM's
+    HEALTHY <--(layout match / mismatch)--> HEALTHY_READONLY
+
+A datanode is HEALTHY_READONLY while its metadata or software layout version differs from SCM's, once SCM's
+own finalization has reached MLV_EQUALS_SLV (before that SCM's layout may still change, so nothing is
+compared). A HEALTHY_READONLY node serves reads and keeps its replicas, but no new pipeline uses it; the
+leader tells it to finalize (``finalizeNewLayoutVersionCommand``) on each heartbeat until it reports SCM's
+layout. Registration of a datanode whose *software* layout differs from SCM's is refused, as in Ozone.
 
 The health check runs every ``ozone.scm.heartbeat.thread.interval`` (``check_node_health``) and
 tells listeners (pipeline and container managers) about stale, dead and recovered nodes.
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,6 +58,23 @@ DECOMMISSIONING = hdds_pb2.DECOMMISSIONING
 DECOMMISSIONED = hdds_pb2.DECOMMISSIONED
 ENTERING_MAINTENANCE = hdds_pb2.ENTERING_MAINTENANCE
 IN_MAINTENANCE = hdds_pb2.IN_MAINTENANCE
+HEALTHY_READONLY = hdds_pb2.HEALTHY_READONLY
+
+
+@dataclass(frozen=True)
+class ScmLayout:
+    """SCM's layout versions as datanodes are compared with them, and whether they are compared yet
+    (``should_tell_datanodes_to_finalize`` of the finalization checkpoint)."""
+
+    metadata: int
+    software: int
+    compare: bool = True
+
+    def matches(self, metadata: int, software: int) -> bool:
+        return metadata == self.metadata and software == self.software
+
+    def mismatches(self, metadata: int, software: int) -> bool:
+        return self.compare and not self.matches(metadata, software)
 
 
 def rack_of(details: hdds_pb2.DatanodeDetailsProto) -> str:
@@ -78,7 +102,8 @@ class DatanodeInfo:
     storage_reports: list[scm_datanode_pb2.StorageReportProto] = field(default_factory=list)
     commands: list[scm_datanode_pb2.SCMCommandProto] = field(default_factory=list)
     command_queue_report: dict[int, int] = field(default_factory=dict)
-    layout_version: int = 0
+    layout_version: int = 0  # the datanode's metadata layout version
+    software_layout_version: int = 0
     # wall-clock ms when this SCM saw the operational state change (the decommission start time Ozone reports)
     op_state_since_ms: int = 0
     _volumes_of: list[scm_datanode_pb2.StorageReportProto] | None = field(default=None, repr=False, compare=False)
@@ -110,7 +135,12 @@ class DatanodeInfo:
         return sum(r.remaining for r in self.storage_reports if not r.failed)
 
     def is_healthy_in_service(self) -> bool:
+        """HEALTHY and IN_SERVICE: what a new pipeline may use (never HEALTHY_READONLY)."""
         return self.health == HEALTHY and self.op_state == IN_SERVICE
+
+    def is_healthy(self) -> bool:
+        """HEALTHY or HEALTHY_READONLY: heartbeating, its replicas readable (Ozone's NodeStatus.isHealthy)."""
+        return self.health in (HEALTHY, HEALTHY_READONLY)
 
     def status(self) -> hdds_pb2.NodeStatus:
         return hdds_pb2.NodeStatus(
@@ -137,33 +167,64 @@ class SCMNodeManager:
         self._cmd_ids = itertools.count(clock.wall_ms() * 1000)
         self.heartbeats_processed = 0
         self.commands_sent: dict[str, int] = {}
+        self.scm_layout = ScmLayout(0, 0, compare=False)  # set by the finalization manager before any datanode
+        self._readonly_handlers: list[Callable[[str], Awaitable[None]]] = []
+
+    def set_scm_layout(self, layout: ScmLayout) -> None:
+        self.scm_layout = layout
+
+    def on_healthy_readonly(self, handler: Callable[[str], Awaitable[None]]) -> None:
+        """Called (from the health check) for each node that turns HEALTHY_READONLY (Ozone's
+        HealthyReadOnlyNodeHandler closes its pipelines)."""
+        self._readonly_handlers.append(handler)
+
+    def force_nodes_to_healthy_readonly(self) -> None:
+        """When SCM's finalization reaches MLV_EQUALS_SLV every HEALTHY node becomes HEALTHY_READONLY until its
+        heartbeat shows SCM's new layout (pipeline creation is still frozen at that moment)."""
+        for info in self._nodes.values():
+            if info.health == HEALTHY:
+                info.health = HEALTHY_READONLY
+                log.info("datanode %s is HEALTHY_READONLY until it finalizes its layout", info.uuid)
+
+    def _first_health(self, metadata: int, software: int) -> int:
+        return HEALTHY_READONLY if self.scm_layout.mismatches(metadata, software) else HEALTHY
 
     # ---- registry ----
     def add_listener(self, listener: NodeEventListener) -> None:
         self._listeners.append(listener)
 
-    def register(self, details: hdds_pb2.DatanodeDetailsProto, layout_version: int = 0) -> DatanodeInfo:
-        """Register (or re-register) a datanode; adopts the op state the DN persisted."""
+    def register(
+        self, details: hdds_pb2.DatanodeDetailsProto, layout: scm_datanode_pb2.LayoutVersionProto | None = None
+    ) -> DatanodeInfo:
+        """Register (or re-register) a datanode; adopts the op state the DN persisted. A datanode that sends
+        no layout is taken to be at SCM's (Ozone's register without a layout does the same)."""
         if not details.uuid:
             raise SCMException(ResultCodes.INVALID_REQUEST, "datanode registration without a uuid")
         now, wall = self.clock.monotonic(), self.clock.wall_ms()
         op_state = details.persistedOpState if details.HasField("persistedOpState") else IN_SERVICE
+        if layout is None:
+            metadata, software = self.scm_layout.metadata, self.scm_layout.software
+        else:
+            metadata, software = layout.metadataLayoutVersion, layout.softwareLayoutVersion
+        health = self._first_health(metadata, software)
         info = self._nodes.get(details.uuid)
         if info is None:
             info = DatanodeInfo(
                 details=hdds_pb2.DatanodeDetailsProto(),
-                health=HEALTHY,
+                health=health,
                 op_state=op_state,
                 op_state_expiry_epoch_s=details.persistedOpStateExpiry,
                 last_heartbeat_mono=now,
                 last_heartbeat_wall_ms=wall,
-                layout_version=layout_version,
+                layout_version=metadata,
+                software_layout_version=software,
                 op_state_since_ms=wall,
             )
             self._nodes[details.uuid] = info
             log.info("registered datanode %s (%s, rack %s)", details.uuid, details.hostName, rack_of(details))
         else:
-            info.health = HEALTHY
+            info.health = health
+            info.layout_version, info.software_layout_version = metadata, software
             info.last_heartbeat_mono = now
             info.last_heartbeat_wall_ms = wall
             if info.op_state != op_state:
@@ -234,14 +295,38 @@ class SCMNodeManager:
         info.last_heartbeat_wall_ms = self.clock.wall_ms()
         if layout is not None:
             info.layout_version = layout.metadataLayoutVersion
-        if info.health != HEALTHY:
+            info.software_layout_version = layout.softwareLayoutVersion
+        if info.health in (STALE, DEAD):
             previous = info.health
-            info.health = HEALTHY
-            log.info("datanode %s is HEALTHY again (was %s)", info.uuid, enum_name(NodeState, previous))
-            for listener in self._listeners:
-                await listener.on_node_healthy(info.uuid)
+            info.health = self._first_health(info.layout_version, info.software_layout_version)
+            log.info("datanode %s is %s again (was %s)", info.uuid, enum_name(NodeState, info.health),
+                     enum_name(NodeState, previous))
+            if info.health == HEALTHY:
+                for listener in self._listeners:
+                    await listener.on_node_healthy(info.uuid)
         self._reconcile_op_state(info, details)
+        if layout is not None:
+            self._send_finalize_if_needed(info)
         return True
+
+    def _send_finalize_if_needed(self, info: DatanodeInfo) -> None:
+        """Ozone's sendFinalizeToDatanodeIfNeeded: once SCM's layout no longer changes, a datanode behind it
+        is told (by the leader, at most one command queued at a time) to finalize to its software layout."""
+        scm = self.scm_layout
+        if info.software_layout_version > scm.software:
+            log.error("datanode %s has software layout version %d, newer than this SCM's %d", info.uuid,
+                      info.software_layout_version, scm.software)
+        if not scm.compare or info.layout_version >= scm.metadata or not self.scm_context.is_leader():
+            return
+        if self.queued_commands(info.uuid, CommandType.finalizeNewLayoutVersionCommand):
+            return
+        target = scm_datanode_pb2.LayoutVersionProto(
+            metadataLayoutVersion=info.software_layout_version, softwareLayoutVersion=info.software_layout_version)
+        self.add_command(info.uuid, scm_datanode_pb2.SCMCommandProto(
+            commandType=CommandType.finalizeNewLayoutVersionCommand,
+            finalizeNewLayoutVersionCommandProto=scm_datanode_pb2.FinalizeNewLayoutVersionCommandProto(
+                finalizeNewLayoutVersion=True, dataNodeLayoutVersion=target),
+        ))
 
     def _reconcile_op_state(self, info: DatanodeInfo, details: hdds_pb2.DatanodeDetailsProto) -> None:
         if not details.HasField("persistedOpState"):
@@ -276,8 +361,22 @@ class SCMNodeManager:
         transitions: list[tuple[str, int, int]] = []
         for info in self.all_nodes():
             age = now - info.last_heartbeat_mono
-            if info.health == HEALTHY and age >= stale_s:
-                transitions.append((info.uuid, HEALTHY, STALE))
+            layout = self.scm_layout
+            if info.health == HEALTHY and layout.mismatches(info.layout_version, info.software_layout_version):
+                transitions.append((info.uuid, HEALTHY, HEALTHY_READONLY))
+                info.health = HEALTHY_READONLY
+                log.info("datanode %s is HEALTHY_READONLY: its layout (%d, software %d) is not SCM's (%d, %d)",
+                         info.uuid, info.layout_version, info.software_layout_version, layout.metadata, layout.software)
+                for handler in self._readonly_handlers:
+                    await handler(info.uuid)
+            elif info.health == HEALTHY_READONLY and layout.matches(info.layout_version, info.software_layout_version):
+                transitions.append((info.uuid, HEALTHY_READONLY, HEALTHY))
+                info.health = HEALTHY
+                log.info("datanode %s is HEALTHY: its layout is SCM's (%d)", info.uuid, layout.metadata)
+                for listener in self._listeners:
+                    await listener.on_node_healthy(info.uuid)
+            if info.health in (HEALTHY, HEALTHY_READONLY) and age >= stale_s:
+                transitions.append((info.uuid, info.health, STALE))
                 info.health = STALE
                 log.warning("datanode %s is STALE (no heartbeat for %.0fs)", info.uuid, age)
                 for listener in self._listeners:

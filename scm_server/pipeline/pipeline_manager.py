@@ -174,6 +174,20 @@ class PipelineManager:
             counts[enum_name(hdds_pb2.PipelineState, p.state)] += 1
         return counts
 
+    # ---- upgrade finalization ----
+    creation_frozen = False
+
+    def freeze_pipeline_creation(self) -> None:
+        """While SCM finalizes an upgrade no pipeline is created (they would use nodes at the old layout)."""
+        if not self.creation_frozen:
+            log.info("pipeline creation is frozen until the upgrade is finalized")
+        self.creation_frozen = True
+
+    def resume_pipeline_creation(self) -> None:
+        if self.creation_frozen:
+            log.info("pipeline creation resumes")
+        self.creation_frozen = False
+
     # ---- leader operations ----
     async def create_pipeline(
         self,
@@ -184,6 +198,10 @@ class PipelineManager:
         exclude: hdds_pb2.ExcludeListProto | None = None,
     ) -> hdds_pb2.Pipeline:
         self.scm_context.check_leader()
+        if self.creation_frozen:
+            raise SCMException(
+                ResultCodes.FAILED_TO_CREATE_PIPELINE, "Cannot create new pipelines while pipeline creation is frozen."
+            )
         if rtype == EC:
             return await self._create_ec_pipeline(ec, nodes, exclude)
         if rtype != RATIS or rfactor not in (ONE, THREE):
@@ -507,6 +525,8 @@ class PipelineManager:
     async def create_pipelines_up_to_limit(self) -> int:
         """Create RATIS/THREE (and RATIS/ONE if auto-create is on) pipelines until placement fails."""
         created = 0
+        if self.creation_frozen:
+            return created
         factors = [THREE] + ([ONE] if self.config.auto_create_factor_one else [])
         for rfactor in factors:
             nodes = self.node_manager.all_nodes()

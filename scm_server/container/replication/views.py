@@ -16,6 +16,7 @@ from scm_server.node.node_manager import (
     DECOMMISSIONING,
     ENTERING_MAINTENANCE,
     HEALTHY,
+    HEALTHY_READONLY,
     IN_MAINTENANCE,
     IN_SERVICE,
     DatanodeInfo,
@@ -67,7 +68,8 @@ class ReplicaView:
 
     @property
     def usable_source(self) -> bool:
-        return self.health == HEALTHY
+        """HEALTHY or HEALTHY_READONLY (a node waiting to finalize its layout still serves its replicas)."""
+        return self.health in (HEALTHY, HEALTHY_READONLY)
 
     @property
     def in_service(self) -> bool:

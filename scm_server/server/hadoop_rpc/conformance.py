@@ -276,11 +276,11 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, O',
     ),
     'FinalizeScmUpgrade': Note(
-        "leader; `ALREADY_FINALIZED` with no messages when the metadata layout version is the software's, as Ozone answers on a fresh 2.2.0 cluster (this SCM has one layout version); finalizing an older layout is not served yet (`INTERNAL_ERROR` saying so)",
+        "leader; `ALREADY_FINALIZED` with no messages when the metadata layout version (MLV) is the software's (10, Ozone 2.2.0's `STORAGE_SPACE_DISTRIBUTION`); otherwise finalization starts (or resumes) on the leader and the answer is `STARTING_FINALIZATION` (`Starting Finalization`) once the replicated `#FINALIZING` mark is committed: the steps go on in the background, as HDDS-6762 intends (Ozone 2.2.0 answers after them); a new leader resumes them",
         'C, U, O',
     ),
     'QueryUpgradeFinalizationProgress': Note(
-        "leader; `ALREADY_FINALIZED` (no messages), `FINALIZATION_IN_PROGRESS` while the replicated `#FINALIZING` mark is set, `FINALIZATION_REQUIRED` when the metadata layout is older than the software's",
+        "leader; `readonly`: this SCM's status alone, from its finalization checkpoint as Ozone's: `FINALIZATION_REQUIRED` (MLV behind, no mark), `FINALIZATION_IN_PROGRESS` (mark set), `FINALIZATION_DONE` (also on a cluster that never needed finalizing); otherwise the finalizing client's queued messages (`takeover` makes the caller that client; another client is refused with `INVALID_REQUEST`, Ozone's text)",
         'C, U, O',
     ),
     'GetContainerCount': Note(

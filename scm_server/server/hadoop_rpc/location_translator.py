@@ -508,15 +508,14 @@ class LocationTranslator:
     # ---- upgrade finalization ----
 
     async def _finalize_upgrade(self, request: Request, response: Response) -> None:
-        status, messages = self.scm.upgrade_finalization_status()
-        if status == "FINALIZATION_REQUIRED":
-            raise SCMException(ResultCodes.INTERNAL_ERROR, "finalizing an older layout version is not served yet")
+        status, messages = await self.scm.finalize_upgrade(request.finalizeScmUpgradeRequest.upgradeClientId)
         out = response.finalizeScmUpgradeResponse.status
         out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
         out.messages.extend(messages)
 
     async def _finalization_progress(self, request: Request, response: Response) -> None:
-        status, messages = self.scm.upgrade_finalization_status()
+        query = request.queryUpgradeFinalizationProgressRequest
+        status, messages = self.scm.upgrade_finalization_progress(query.upgradeClientId, query.takeover, query.readonly)
         out = response.queryUpgradeFinalizationProgressResponse.status
         out.status = wire.UpgradeFinalizationStatus.Status.Value(status)
         out.messages.extend(messages)

@@ -336,8 +336,12 @@ class FakeSCM:
     def container_balancer_status_info(self) -> BalancerStatusInfo:
         return BalancerStatusInfo(self.balancer_running, None)
 
-    def upgrade_finalization_status(self) -> tuple[str, list[str]]:
+    async def finalize_upgrade(self, client_id: str) -> tuple[str, list[str]]:
+        self._check_leader()
         return "ALREADY_FINALIZED", []
+
+    def upgrade_finalization_progress(self, client_id: str, takeover: bool, readonly: bool) -> tuple[str, list[str]]:
+        return "FINALIZATION_DONE", []
 
     def dn_reports_ready(self) -> bool:
         return self.caught_up

@@ -24,9 +24,9 @@ async def test_replicated_service_state_survives_restart(tmp_path: Path) -> None
     fsm = scm.finalization_state_manager
     await fsm.add_finalizing_mark()
     assert fsm.is_finalizing()
-    await fsm.finalize_layout_feature(1)
-    with pytest.raises(SCMException, match="supports up to 1"):
-        await fsm.finalize_layout_feature(2)
+    await fsm.finalize_layout_feature(10)  # already finalized (a new cluster starts at Ozone 2.2.0's 10)
+    with pytest.raises(SCMException, match="supports up to 10"):
+        await fsm.finalize_layout_feature(11)
     await fsm.remove_finalizing_mark()
     serial = str(await scm.sequence_id_generator.get_next_id(CERTIFICATE_ID))
     cert = hdds_pb2.CertificateProto(serialId=serial, x509Certificate="-----BEGIN CERTIFICATE-----", nodeType="OM")
@@ -41,7 +41,7 @@ async def test_replicated_service_state_survives_restart(tmp_path: Path) -> None
     assert again.stateful_service_state_manager.read_configuration("ContainerBalancer") == b"\x08\x01"
     assert again.stateful_service_state_manager.read_configuration("Other") is None
     assert not again.finalization_state_manager.is_finalizing()
-    assert again.finalization_state_manager.metadata_layout_version == 1
+    assert again.finalization_state_manager.metadata_layout_version == 10
     assert again.certificate_store.get_certificate(serial) == cert
     assert serial == "3"  # after the root (1) and sub-CA (2) serials
     await again.stop()

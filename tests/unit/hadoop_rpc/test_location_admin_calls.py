@@ -174,11 +174,12 @@ async def test_deleted_blocks_and_finalization(admin: Any) -> None:
     assert list(done.finalizeScmUpgradeResponse.status.messages) == []
     progress = await call(wire_loc.QueryUpgradeFinalizationProgress,
                           queryUpgradeFinalizationProgressRequest={"upgradeClientId": "admin", "readonly": True})
+    # a cluster that never needed finalizing reports FINALIZATION_DONE, as Ozone's SCM does
     assert progress.queryUpgradeFinalizationProgressResponse.status.status == \
-        wire.UpgradeFinalizationStatus.ALREADY_FINALIZED
+        wire.UpgradeFinalizationStatus.FINALIZATION_DONE
     await scm.finalization_state_manager.add_finalizing_mark()
     progress = await call(wire_loc.QueryUpgradeFinalizationProgress,
-                          queryUpgradeFinalizationProgressRequest={"upgradeClientId": "admin"})
+                          queryUpgradeFinalizationProgressRequest={"upgradeClientId": "admin", "takeover": True})
     assert progress.queryUpgradeFinalizationProgressResponse.status.status == \
         wire.UpgradeFinalizationStatus.FINALIZATION_IN_PROGRESS
 

@@ -28,7 +28,7 @@ def test_initialize_writes_ozone_format(tmp_path: Path) -> None:
     assert props == {
         "clusterID": CID,
         "cTime": str(int(datetime(2026, 11, 22, 1, 2, 3, tzinfo=UTC).timestamp() * 1000)),
-        "layoutVersion": "1",
+        "layoutVersion": "10",  # Ozone 2.2.0's newest HDDS layout feature
         "nodeType": "SCM",
         "primaryScmNodeId": SCM_ID,
         "scmHA": "true",

@@ -82,6 +82,7 @@ def test_migration_writes_our_store_and_leaves_ozones_untouched(ozone: Path, tmp
     assert storage.is_initialized
     assert (storage.cluster_id, storage.scm_id) == (plan.version.cluster_id, plan.version.scm_id)
     assert storage.primary_scm_node_id == plan.version.scm_id and storage.scm_ha
+    assert storage.layout_version == plan.version.layout_version == 10
     store = SCMMetadataStore(target, create=False)
     try:
         assert [v for _, v in store.containers.items()] == plan.containers
@@ -173,6 +174,21 @@ def test_refuses_a_version_file_of_another_node_type(ozone: Path) -> None:
     version = ozone / "scm" / "current" / "VERSION"
     version.write_text(version.read_text().replace("nodeType=SCM", "nodeType=OM"))
     with pytest.raises(from_ozone.MigrationRefused, match="nodeType is 'OM', not 'SCM'"):
+        from_ozone.plan_from(from_ozone.OzoneSources.from_db(ozone / "scm.db"))
+
+
+def test_ozones_layout_version_carries_over_and_a_newer_one_is_refused(ozone: Path, tmp_path: Path) -> None:
+    version = ozone / "scm" / "current" / "VERSION"
+    text = version.read_text()
+    assert "layoutVersion=10" in text  # Ozone 2.2.0's, finalized
+    # an Ozone cluster upgraded from 1.4.1 and not finalized yet stays unfinalized on our ring
+    version.write_text(text.replace("layoutVersion=10", "layoutVersion=7"))
+    target = tmp_path / "ours"
+    from_ozone.migrate_from_ozone(our_conf(target), from_ozone.OzoneSources.from_db(ozone / "scm.db"))
+    assert SCMStorageConfig(target).layout_version == 7
+    version.write_text(text.replace("layoutVersion=10", "layoutVersion=11"))
+    with pytest.raises(from_ozone.MigrationRefused, match=r"layoutVersion=11 is not an HDDS layout version this SCM "
+                       r"knows \(0\.\.10, Ozone 2\.2\.0's\); migrate from an Ozone release up to 2\.2\.0"):
         from_ozone.plan_from(from_ozone.OzoneSources.from_db(ozone / "scm.db"))
 
 
