@@ -59,7 +59,7 @@ def _scm_view(c: ReconCluster) -> tuple[set[str], set[str], set[int]]:
     """(datanode UUIDs, OPEN pipeline ids, container ids) as the SCM answers Ozone's own CLI."""
     nodes = json.loads(c.admin("datanode", "list", "--json"))
     pipelines = json.loads(c.admin("pipeline", "list", "--json"))
-    containers = json.loads(c.admin("container", "list", "--json"))
+    containers = json.loads(c.admin("container", "list", "--all"))  # JSON without a flag
     uuids = {str(_details(n).get("uuid") or _details(n).get("uuidString")) for n in nodes}
     open_pipelines = {_pipeline_id(p) for p in pipelines if "OPEN" in str(p.get("pipelineState", p.get("state")))}
     ids = {int(x["containerID"]) for x in containers}
