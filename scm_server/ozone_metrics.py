@@ -111,10 +111,13 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "*", "Hadoop's IPC server counters per port; ours are "
               "scm_rpc_requests_total and scm_rpc_latency_seconds by protocol and method"),
     NotServed(f"{SCM_SERVICE},name=RpcDetailedActivityForPort*", "*", "as RpcActivityForPort*"),
-    NotServed(f"{SCM_SERVICE},name=ScmBlockLocationProtocol", "*", "Ozone's per-cmdType ProtocolMessageMetrics; "
-              "ours: scm_rpc_requests_total{protocol,method}"),
-    NotServed(f"{SCM_SERVICE},name=ScmContainerLocationProtocol", "*", "as ScmBlockLocationProtocol"),
-    NotServed(f"{SCM_SERVICE},name=SCMDatanodeProtocol", "*", "as ScmBlockLocationProtocol"),
+    NotServed(f"{SCM_SERVICE},name=ScmBlockLocationProtocol", "*", "Ozone's per-cmdType ProtocolMessageMetrics "
+              "are on /prom under Ozone's names (scm_block_location_protocol_counter, _time, _concurrency, by "
+              "type), counted at the Hadoop RPC edge; not as a /jmx bean"),
+    NotServed(f"{SCM_SERVICE},name=ScmContainerLocationProtocol", "*", "as ScmBlockLocationProtocol "
+              "(scm_container_location_protocol_* on /prom)"),
+    NotServed(f"{SCM_SERVICE},name=SCMDatanodeProtocol", "*", "as ScmBlockLocationProtocol "
+              "(scm_datanode_protocol_* on /prom)"),
     NotServed(f"{SCM_SERVICE},name=UgiMetrics", "*", "Hadoop's UserGroupInformation logins (JAAS)"),
     NotServed(f"{SCM_SERVICE},name=MetricsSystem,sub=*", "*", "Hadoop's metrics system itself (sinks, snapshots)"),
     NotServed(f"{SCM_SERVICE},name=NettyMetrics", "*", "Netty's direct memory (Java)"),

@@ -5,11 +5,14 @@
 # newer than the pom and every jar on it exists, Maven is not run at all.
 #   scripts/ozone_jars.sh            resolve (or reuse) and print the class path file's name
 #   scripts/ozone_jars.sh --force    run Maven even when the class path is up to date
+#   OZONE_JARS_PROJECT=interop/ozone-recon scripts/ozone_jars.sh   the same for another project of interop/
+#                                    (Recon's, kept off the other components' class path)
 # Needs Java 17+ and Maven (installed with apt-get when missing and running as root).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
-project="$here/interop/ozone"
+project="$here/${OZONE_JARS_PROJECT:-interop/ozone}"
+[ -f "$project/pom.xml" ] || { echo "ozone_jars: no pom.xml in $project (OZONE_JARS_PROJECT names a folder of interop/)" >&2; exit 1; }
 out="$project/target/ozone.classpath"
 force=0
 [ "${1:-}" = "--force" ] && force=1

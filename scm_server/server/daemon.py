@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import grpc.aio
 from aiohttp import web
+from google.protobuf.descriptor import EnumDescriptor
 
 from scm_server.ca import secret_key_manager
 from scm_server.ca.secret_key_manager import SecretKeyManager
@@ -50,6 +51,11 @@ from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMExcepti
 from scm_server.grpc_options import server_options
 from scm_server.ha import heap
 from scm_server.metadata.storage_config import SCMStorageConfig
+from scm_server.proto.ozone import (
+    ScmAdminProtocol_pb2,
+    ScmServerDatanodeHeartbeatProtocol_pb2,
+    ScmServerProtocol_pb2,
+)
 from scm_server.security.core import principals
 from scm_server.security.core.identity import Role
 from scm_server.server import endpoints
@@ -70,6 +76,12 @@ if TYPE_CHECKING:
     from scm_server.scm import StorageContainerManager
 
 LOG = logging.getLogger("scm_server.daemon")
+# Ozone's metrics record of each protocol's per-cmdType counters (Ozone's ProtocolMessageMetrics) and its Type enum
+MESSAGE_METRICS_RECORDS: dict[endpoints.Protocol, tuple[str, EnumDescriptor]] = {
+    endpoints.Protocol.BLOCK_HADOOP: ("ScmBlockLocationProtocol", ScmServerProtocol_pb2.DESCRIPTOR.enum_types_by_name["Type"]),
+    endpoints.Protocol.CLIENT_HADOOP: ("ScmContainerLocationProtocol", ScmAdminProtocol_pb2.DESCRIPTOR.enum_types_by_name["Type"]),
+    endpoints.Protocol.DATANODE_HADOOP: ("SCMDatanodeProtocol", ScmServerDatanodeHeartbeatProtocol_pb2.DESCRIPTOR.enum_types_by_name["Type"]),
+}
 NOT_INITIALIZED = "SCM not initialized: run `ozone-scm scm --init` first"
 
 
@@ -252,6 +264,7 @@ class SCMDaemon:
         from scm_server.server.hadoop_rpc.kerberos import KerberosSettings, RpcSecurity
         from scm_server.server.hadoop_rpc.leadership import Leadership
         from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
+        from scm_server.server.hadoop_rpc.message_metrics import MeasuredHandler, ProtocolMessageMetrics
         from scm_server.server.hadoop_rpc.reconfigure_translator import ReconfigureTranslator
         from scm_server.server.hadoop_rpc.secret_key_translator import SecretKeyService
         from scm_server.server.hadoop_rpc.security_translator import (
@@ -309,6 +322,11 @@ class SCMDaemon:
                 ))
             else:
                 translator = DatanodeTranslator(scm)
+            record = MESSAGE_METRICS_RECORDS.get(protocol)
+            if record is not None:  # Ozone's per-cmdType counters of the protocol, under Ozone's names on /prom
+                name, enum = record
+                translator = MeasuredHandler(translator, ProtocolMessageMetrics.of_enum(
+                    name, enum, self.node.host).register(scm.metrics_registry))
             server = HadoopRpcServer(
                 [translator, *extra], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
                 name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics, security=rpc_security,
