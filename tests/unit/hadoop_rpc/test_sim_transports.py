@@ -173,8 +173,8 @@ class _Recorder:
         return scm_datanode_pb2.SCMHeartbeatResponseProto(datanodeUUID=req.datanodeDetails.uuid)
 
 
-@pytest.mark.parametrize("layout", [None, 10])
-async def test_layout_version_is_reported_in_registration_and_heartbeats_only_when_given(layout: int | None) -> None:
+@pytest.mark.parametrize("layout", [7, 10])
+async def test_layout_version_is_reported_in_registration_and_heartbeats(layout: int) -> None:
     sim = DatanodeSimulator(["h:1"], 1, protocol="hadoop-rpc", layout_version=layout)
     dn = sim.datanodes[0]
     client = _Recorder()
@@ -183,9 +183,8 @@ async def test_layout_version_is_reported_in_registration_and_heartbeats_only_wh
     register, beat = client.sent
     assert isinstance(register, scm_datanode_pb2.SCMRegisterRequestProto) and register.clusterID == "CID-1"
     for req in (register, beat):
-        assert req.HasField("dataNodeLayoutVersion") == (layout is not None)  # type: ignore[attr-defined]
-        if layout is not None:
-            got = req.dataNodeLayoutVersion  # type: ignore[attr-defined]
-            assert (got.metadataLayoutVersion, got.softwareLayoutVersion) == (layout, layout)
+        got = req.dataNodeLayoutVersion  # type: ignore[attr-defined]
+        # the metadata layout the data starts at, the software layout of the release (Ozone 2.2.0's: 10)
+        assert (got.metadataLayoutVersion, got.softwareLayoutVersion) == (layout, 10)
     # the Ratis metadata volume is reported either way, as a real datanode does
     assert register.nodeReport.metadataStorageReport[0].remaining > 1 << 30
