@@ -79,7 +79,7 @@ def pod_starts(pod: Obj) -> dict[tuple[str, str], tuple[str, tuple[str, ...], in
     out = {}
     for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
         state = cs.get("state") or {}
-        if not (state.get("running") or state.get("terminated") or cs.get("restartCount")):
+        if not ("running" in state or "terminated" in state or cs.get("restartCount")):
             continue
         c = specs.get(cs["name"]) or {}
         argv = tuple(list(c.get("command") or []) + list(c.get("args") or []))
