@@ -31,6 +31,7 @@ import grpc.aio
 
 from scm_server import grpc_options
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
+from scm_server.metadata.archive import extract_files
 from scm_server.proto import hdds_pb2, scm_ha_pb2, scm_ha_pb2_grpc
 from scm_server.security.tls import ChannelSecurity, make_channel
 
@@ -155,7 +156,7 @@ async def download_checkpoint(
         unpack.mkdir()
         try:
             with tarfile.open(tar_path, "r:gz") as tar:
-                tar.extractall(unpack, filter="data")
+                extract_files(tar, unpack)
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise CheckpointError(f"checkpoint from {address} cannot be unpacked: {exc}") from exc
         tar_path.unlink()

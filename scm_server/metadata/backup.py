@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from scm_server.exceptions import StorageError
+from scm_server.metadata.archive import extract_files
 
 FORMAT = "ozone-scm-backup/1"
 MANIFEST = "manifest.json"
@@ -266,8 +267,11 @@ def unpack_checkpoint(backup: Path, dest_parent: Path) -> Path:
     if target.exists():
         raise BackupError(f"{target} already exists; refusing to overwrite it")
     dest_parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(backup / CHECKPOINT_FILE, "r:gz") as tar:
-        tar.extractall(dest_parent, filter="data")
+    try:
+        with tarfile.open(backup / CHECKPOINT_FILE, "r:gz") as tar:
+            extract_files(tar, dest_parent)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise BackupError(f"backup {backup}: {CHECKPOINT_FILE} cannot be unpacked ({exc}); use another backup") from exc
     if not target.is_dir():
         raise BackupError(f"backup {backup}: {CHECKPOINT_FILE} did not unpack into an scm.db directory")
     return target

@@ -41,3 +41,8 @@ def test_only_the_scenarios_that_need_controllers_are_kept_from_the_emulator() -
     needs = [n for n in scenarios.SCENARIOS
              if any(m.name == "control_plane" for m in getattr(getattr(local, n), "pytestmark", []))]
     assert needs == ["test_scheduled_audit_runs_from_the_cronjob_and_reports_to_status"]
+
+
+def test_the_node_tiers_ci_subset_is_part_of_the_list() -> None:
+    assert node.CI_SCENARIOS and set(node.CI_SCENARIOS) <= set(scenarios.SCENARIOS)
+    assert len(set(node.CI_SCENARIOS)) == len(node.CI_SCENARIOS)

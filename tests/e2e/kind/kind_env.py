@@ -16,9 +16,10 @@ What the kubelet fixture does in the other tiers, ``KindNodes`` does on kind's n
 - ``pvc_dir``: the volume's directory on this machine: the kind config mounts one host directory at the
   local-path provisioner's ``/var/local-path-provisioner`` on every node, where it makes ``<pv>_<ns>_<pvc>``;
 - ``logs``: ``kubectl logs``;
-- ``launches``: the container starts, read from the scenario namespace's Pods (``restartCount + 1`` starts of each
-  container that has started, with its Pod's command line); unlike the fixture's record, Pods already deleted are
-  not in it.
+- ``launches``: the container starts, as the fixture records them: ``PodStarts`` watches the scenario namespace's
+  Pods from the environment's start and keeps, for each Pod (uid) and container, its command line and the most
+  starts seen (``restartCount + 1`` once it has started), so Pods deleted since (a decommissioned member) keep
+  their starts.
 
 The workload Pod (``Env.start_workload``) runs ``scm_workload.py`` from a ConfigMap in the SCM image (this repo's
 tests are not in it), its output on a PersistentVolume in that host directory instead of an ``emptyDir``.
@@ -31,15 +32,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import signal
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from ozone_scm_operator.spec import DEFAULT_IMAGE
 from tests.e2e.controlplane.env import install_operator_chart, permission_warnings
-from tests.e2e.controlplane.fixture import RESTRICTED, ApiError, RealAPI, kubeconfig, wait_until
+from tests.e2e.controlplane.fixture import RESTRICTED, ApiError, Obj, RealAPI, kubeconfig, wait_until
 from tests.e2e.local.kubelet import LaunchRecord
 from tests.e2e.local.operator_env import Env, workload_security
 
@@ -65,29 +71,104 @@ class KindCluster(Protocol):
     def kubectl(self, *args: str, timeout: float = 120) -> str: ...
 
 
+def pod_starts(pod: Obj) -> dict[tuple[str, str], tuple[str, tuple[str, ...], int]]:
+    """(Pod uid, container) -> (Pod name, command line, starts so far) for each container of ``pod`` that has
+    started: ``restartCount + 1``, read from its status."""
+    meta, spec, st = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    specs = {c["name"]: c for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+    out = {}
+    for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+        state = cs.get("state") or {}
+        if not ("running" in state or "terminated" in state or cs.get("restartCount")):
+            continue
+        c = specs.get(cs["name"]) or {}
+        argv = tuple(list(c.get("command") or []) + list(c.get("args") or []))
+        out[(meta["uid"], cs["name"])] = (meta["name"], argv, int(cs.get("restartCount") or 0) + 1)
+    return out
+
+
+class PodStarts:
+    """Every container start in a namespace from the moment ``start`` is called, Pods deleted since included: a
+    thread lists the Pods, then follows a watch from that list's resourceVersion (again from the last one it saw when
+    the server ends the stream; a new list on 410 Gone) and keeps the most starts seen per (Pod uid, container)."""
+
+    def __init__(self, api: RealAPI, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self._seen: dict[tuple[str, str], tuple[str, tuple[str, ...], int]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"pod-starts-{namespace}", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop recording; the thread ends when its current watch does (the server ends it within 10 s)."""
+        self._stop.set()
+
+    def record(self, pod: Obj) -> None:
+        with self._lock:
+            for key, (name, argv, starts) in pod_starts(pod).items():
+                if starts > self._seen.get(key, (name, argv, 0))[2]:
+                    self._seen[key] = (name, argv, starts)
+
+    def launches(self, current: list[Obj]) -> list[LaunchRecord]:
+        """The starts recorded, with the Pods listed just now (``current``) taken in first, so nothing lags."""
+        if self.error is not None:
+            raise AssertionError(f"the Pod watch of {self.namespace} failed: {self.error!r}")
+        for pod in current:
+            self.record(pod)
+        with self._lock:
+            return [LaunchRecord(self.namespace, name, uid, container, argv)
+                    for (uid, container), (name, argv, starts) in sorted(self._seen.items()) for _ in range(starts)]
+
+    def _run(self) -> None:
+        path = self.api.path("v1", "Pod", self.namespace)
+        version = ""
+        try:
+            while not self._stop.is_set():
+                if not version:
+                    listing = self.api.request("GET", path)
+                    for pod in listing.get("items") or []:
+                        self.record(pod)
+                    version = listing["metadata"]["resourceVersion"]
+                query = urllib.parse.urlencode({"watch": "1", "resourceVersion": version, "timeoutSeconds": "10"})
+                headers = {"Authorization": f"Bearer {self.api.token}"} if self.api.token else {}
+                req = urllib.request.Request(f"{self.api.url}{path}?{query}", headers=headers)
+                try:
+                    with urllib.request.urlopen(req, context=self.api.ctx, timeout=30) as resp:
+                        for line in resp:  # one event a line, as the server sends it
+                            event = json.loads(line)
+                            if event["type"] == "ERROR":  # e.g. 410 Gone inside the stream: list again
+                                version = ""
+                                break
+                            version = event["object"]["metadata"]["resourceVersion"]
+                            if event["type"] != "BOOKMARK":
+                                self.record(event["object"])
+                except urllib.error.HTTPError as exc:
+                    if exc.code != 410:
+                        raise
+                    version = ""  # too old: list again
+        except (ApiError, OSError, ValueError, KeyError) as exc:  # URLError and HTTPError are OSErrors
+            if not self._stop.is_set():
+                self.error = exc
+
+
 class KindNodes:
-    """The kubelet fixture's test-facing calls (``kill``, ``pvc_dir``, ``logs``) on a kind cluster's real nodes."""
+    """The kubelet fixture's test-facing calls (``kill``, ``pvc_dir``, ``logs``, ``launches``) on a kind cluster's
+    real nodes."""
 
     def __init__(self, cluster: KindCluster, api: RealAPI, namespace: str) -> None:
         self.cluster = cluster
         self.api = api
         self.namespace = namespace
+        self.starts = PodStarts(api, namespace)
 
     @property
     def launches(self) -> list[LaunchRecord]:
-        out = []
-        for pod in self.api.list_objects("v1", "Pod", self.namespace):
-            meta, spec, st = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-            specs = {c["name"]: c for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
-            for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
-                state = cs.get("state") or {}
-                if not (state.get("running") or state.get("terminated") or cs.get("restartCount")):
-                    continue
-                c = specs.get(cs["name"]) or {}
-                argv = tuple(list(c.get("command") or []) + list(c.get("args") or []))
-                out += [LaunchRecord(self.namespace, meta["name"], meta["uid"], cs["name"], argv)] * (
-                    int(cs.get("restartCount") or 0) + 1)
-        return out
+        return self.starts.launches(self.api.list_objects("v1", "Pod", self.namespace))
 
     def _container(self, namespace: str, name: str, container: str | None) -> tuple[str, list[str]]:
         pod = self.api.get_object("v1", "Pod", name, namespace) or {}
@@ -196,7 +277,9 @@ async def kind_environment(cluster: KindCluster, workdir: Path, *, namespace: st
     token = admin.service_account_token(ns, sa)
     operator_kubeconfig = kubeconfig(workdir / "operator.kubeconfig", cluster.url, cluster.ca_crt, token, ns)
     api = RealAPI(cluster.url, cluster.ca_crt, cluster.admin_token)
-    env = KindEnv(api, cluster.url, nodes(cluster, api, ns), workdir, ns,  # type: ignore[arg-type]
+    kind_nodes = nodes(cluster, api, ns)
+    kind_nodes.starts.start()
+    env = KindEnv(api, cluster.url, kind_nodes, workdir, ns,  # type: ignore[arg-type]
                   operator_args=["--kubeconfig", str(operator_kubeconfig), "-n", ns])
     env.kind = cluster
     env.node_volumes = node_volumes
@@ -207,6 +290,7 @@ async def kind_environment(cluster: KindCluster, workdir: Path, *, namespace: st
         yield env
     finally:
         await env.stop_all_operators()
+        kind_nodes.starts.stop()
         with contextlib.suppress(ApiError, OSError):
             admin.call_delete("v1", "Namespace", ns)
         for pv in admin.list_objects("v1", "PersistentVolume"):  # the workload's, cluster-scoped

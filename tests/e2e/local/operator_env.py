@@ -340,17 +340,32 @@ class Env:
                 out[m] = ip
         return out
 
-    async def verify_consistent(self, name: str) -> dict[str, Any]:
-        """One cluster ID on every member (the recorded one) and identical replicated tables (``scm_check``)."""
+    async def verify_consistent(self, name: str, timeout: float = 60) -> dict[str, Any]:
+        """One cluster ID on every member (the recorded one) and identical replicated tables (``scm_check``).
+
+        Tables are compared only between members that report the same applied index: each member's digest is taken
+        once it has applied the leader's commit index, and the ring may go on committing meanwhile (the SCMs' own
+        background work, e.g. closing the containers of datanodes that went away). So while the applied indexes
+        differ the check is asked again (bounded by ``timeout``); equal indexes with different digests fail at
+        once, as a divergence."""
         status = self.status(name)
-        result = await self.scm_check(name)
-        ids = {m: v["clusterId"] for m, v in result["members"].items()}
-        assert set(ids.values()) == {status["clusterID"]}, f"cluster IDs differ: {ids} (status {status['clusterID']})"
+        deadline = time.monotonic() + timeout
+        while True:
+            result = await self.scm_check(name)
+            ids = {m: v["clusterId"] for m, v in result["members"].items()}
+            assert set(ids.values()) == {status["clusterID"]}, (
+                f"cluster IDs differ: {ids} (status {status['clusterID']})")
+            applied = {m: v_applied(result, m) for m in result["members"]}
+            for m, index in applied.items():
+                assert index >= result["commitIndex"], f"{m} has not applied {result['commitIndex']}"
+            if len(set(applied.values())) == 1 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
         digests = {m: v["digests"] for m, v in result["members"].items()}
-        first = next(iter(digests.values()))
+        first_member, first = next(iter(digests.items()))
         for m, d in digests.items():
-            assert v_applied(result, m) >= result["commitIndex"], f"{m} has not applied {result['commitIndex']}"
-            assert d == first, f"table digests of {m} differ: {d} vs {first}"
+            assert d == first, (f"table digests of {m} (applied index {applied[m]}) differ from {first_member}'s "
+                                f"(applied index {applied[first_member]}): {d} vs {first}")
         return result
 
     async def revocation_report(self, name: str, removed_secret: Mapping[str, Any]) -> dict[str, Any]:

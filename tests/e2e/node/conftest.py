@@ -1,8 +1,12 @@
 """Fixtures of the node tier: one real single-node cluster (``cluster.Node``: control plane, kubelet, containerd,
-kube-proxy, CoreDNS) for the whole session, and the project's image loaded into its containerd once."""
+kube-proxy, CoreDNS) for the whole session, and the project's image loaded into its containerd once.
+
+``OZONE_SCM_NODE_LIST=ci`` (``make e2e-node``) deselects the scenarios outside ``test_node_scenarios.CI_SCENARIOS``
+(pytest reports how many); unset, or ``all``, runs the whole list."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,3 +46,22 @@ def _load(node: Node, image: str) -> str:
         raise AssertionError(f"{image} could not be loaded into the node (build it with `make image` and "
                              f"`make audit-image`): {exc}") from None
     return TAGS[image][0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    choice = os.environ.get("OZONE_SCM_NODE_LIST", "all")
+    if choice not in ("all", "ci"):
+        raise pytest.UsageError(f"OZONE_SCM_NODE_LIST={choice!r}: use `ci` (the CI subset) or `all` (every scenario)")
+    if choice == "all":
+        return
+    from tests.e2e.node.test_node_scenarios import CI_SCENARIOS
+
+    def outside(item: pytest.Item) -> bool:
+        callspec = getattr(item, "callspec", None)
+        return (item.originalname == "test_scenario_on_the_node"  # type: ignore[attr-defined]
+                and callspec is not None and callspec.params.get("name") not in CI_SCENARIOS)
+
+    dropped = [i for i in items if outside(i)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if not outside(i)]
