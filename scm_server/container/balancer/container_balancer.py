@@ -416,7 +416,10 @@ class ContainerBalancer(BackgroundSCMService):
             if not f.deleting and m.target in holders:
                 deletions = self.replication_manager.pending_ops.view(cid).deletes
                 if len(holders) - len(deletions) - 1 >= f.factor:
-                    f.deleting = self.replication_manager.send_command(cid, PlannedCommand("delete", m.source))
+                    # forced, as Ozone's MoveManager sends it: a datanode refuses to delete a replica holding data
+                    # otherwise ("Non-force deletion of non-empty container is not allowed")
+                    f.deleting = self.replication_manager.send_command(
+                        cid, PlannedCommand("delete", m.source, force=True))
                 continue
             limit = record.moveTimeout if f.deleting else record.moveReplicationTimeout
             if (now - f.started) * 1000 > limit:
