@@ -86,9 +86,19 @@ def pipeline_id_from_wire(pid: wire.PipelineID) -> hdds_pb2.PipelineID:
     return hdds_pb2.PipelineID(id=pid.id)
 
 
+# The ports a pipeline's members carry on the wire: Ozone's Pipeline.getProtobufMessage keeps only the ones a
+# client writes and reads through (DatanodeDetails.Port.Name.IO_PORTS), whatever else the datanode registered.
+PIPELINE_MEMBER_PORTS = frozenset({"STANDALONE", "RATIS", "RATIS_DATASTREAM"})
+
+
 def pipeline_to_wire(p: hdds_pb2.Pipeline) -> wire.Pipeline:
     out = wire.Pipeline(id=pipeline_id_to_wire(p.id))
-    out.members.extend(datanode_to_wire(m) for m in p.members)
+    for m in p.members:
+        member = datanode_to_wire(m)
+        kept = [port for port in member.ports if port.name in PIPELINE_MEMBER_PORTS]
+        del member.ports[:]
+        member.ports.extend(kept)
+        out.members.append(member)
     if p.HasField("state"):
         out.state = enum_by_name(p.state, hdds_pb2.PipelineState, wire.PipelineState)  # type: ignore[assignment]
     if p.HasField("type"):

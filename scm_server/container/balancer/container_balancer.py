@@ -296,7 +296,12 @@ class ContainerBalancer(BackgroundSCMService):
 
     async def stop_balancer(self) -> None:
         record = self.record()
-        if record is None or not record.shouldRun:
+        if record is None:
+            # never started on this ring: nothing persisted, nothing to stop; Ozone 2.2's SCM answers this stop
+            # without an error (and `containerbalancer stop` prints "Container Balancer stopped.")
+            log.info("ContainerBalancer: stop asked, but no run was ever recorded; nothing to stop")
+            return
+        if not record.shouldRun:
             raise SCMException(ResultCodes.INTERNAL_ERROR, NOT_RUNNING)
         record.shouldRun = False
         await self._save(record)

@@ -445,7 +445,10 @@ class LocationTranslator:
         response.inSafeModeResponse.inSafeMode = bool(in_safe_mode)
 
     async def _force_exit_safe_mode(self, request: Request, response: Response) -> None:
-        response.forceExitSafeModeResponse.exitedSafeMode = bool(self.scm.force_exit_safe_mode())
+        # Ozone's SCM answers true whether it left safe mode now or had left it before (`ozone admin safemode
+        # exit` prints "SCM exit safe mode successfully." either way); ours tells the two apart, this answer not
+        self.scm.force_exit_safe_mode()
+        response.forceExitSafeModeResponse.exitedSafeMode = True
 
     async def _safe_mode_rules(self, request: Request, response: Response) -> None:
         statuses = self.scm.safe_mode_rule_statuses()
