@@ -166,7 +166,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J',
     ),
     'GetContainerWithPipeline': Note(
-        "leader; a closed pipeline is described by the replicas' datanodes",
+        "leader; a closed pipeline is described by the replicas' datanodes; its members with only their I/O ports (STANDALONE, RATIS, RATIS_DATASTREAM), as Ozone sends them",
         'C, U, J',
     ),
     'ListContainer': Note(
@@ -186,7 +186,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J',
     ),
     'ListPipelines': Note(
-        "leader; each member with only the ports a client writes through (STANDALONE, RATIS, RATIS_DATASTREAM), as Ozone's Pipeline protobuf carries them; no `suggestedLeaderID` (ours keeps one leader field)",
+        "leader; every port of each member, as Ozone's; no `suggestedLeaderID` (ours keeps one leader field)",
         'C, U, J',
     ),
     'ActivatePipeline': Note(

@@ -400,18 +400,18 @@ class LocationTranslator:
         )
         pipeline = await self.scm.create_pipeline(rtype, factor)
         response.pipelineResponse.errorCode = wire_loc.PipelineResponseProto.success
-        response.pipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(pipeline))
+        response.pipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(pipeline, all_ports=True))
 
     async def _list_pipelines(self, request: Request, response: Response) -> None:
         pipelines = self.scm.list_pipelines()
         response.listPipelineResponse.SetInParent()
-        response.listPipelineResponse.pipelines.extend(ozone_wire.pipeline_to_wire(p) for p in pipelines)
+        response.listPipelineResponse.pipelines.extend(ozone_wire.pipeline_to_wire(p, all_ports=True) for p in pipelines)
 
     async def _get_pipeline(self, request: Request, response: Response) -> None:
         wanted = ozone_wire.pipeline_id_from_wire(request.getPipelineRequest.pipelineID).id
         for p in self.scm.list_pipelines():
             if p.id.id == wanted:
-                response.getPipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(p))
+                response.getPipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(p, all_ports=True))
                 return
         raise SCMException(ResultCodes.PIPELINE_NOT_FOUND, f"pipeline {wanted} not found")
 

@@ -320,7 +320,8 @@ async def test_reconcile_container_sends_each_replica_its_peers(admin: Any) -> N
 async def test_answers_as_ozone_admin_prints_them(admin: Any) -> None:
     """What the field-by-field comparison with Ozone's own SCM found (tests/ozone_interop/test_admin_compare.py):
     `safemode exit` answers true once out of safe mode too; every datanode is named by its uuid in the network
-    topology whatever it sent; a pipeline's members carry only the ports a client writes through; `datanode
+    topology whatever it sent; a pipeline handed out with a container or a block carries only the ports a client
+    writes through (`pipeline list` all of them); `datanode
     usageinfo` carries the file system's figures, the reserved space and the space to spare the datanodes report."""
     call, scm, dns = admin
     for _ in range(2):  # the second time SCM is already out of safe mode: Ozone's SCM still answers true
@@ -334,8 +335,10 @@ async def test_answers_as_ozone_admin_prints_them(admin: Any) -> None:
             ("HTTP", 9882), ("CLIENT_RPC", 19864), ("REPLICATION", 9886), ("RATIS", 9858), ("RATIS_ADMIN", 9857),
             ("RATIS_SERVER", 9856), ("STANDALONE", 9859), ("RATIS_DATASTREAM", 9855))])
     pipeline = hdds_pb2.Pipeline(id=hdds_pb2.PipelineID(id="0f4e3d2c-1b0a-4988-8776-655443322110"), members=[member])
-    (on_wire,) = ozone_wire.pipeline_to_wire(pipeline).members
+    (on_wire,) = ozone_wire.pipeline_to_wire(pipeline).members  # with a container, in an allocated block
     assert sorted(p.name for p in on_wire.ports) == ["RATIS", "RATIS_DATASTREAM", "STANDALONE"]
+    (listed,) = ozone_wire.pipeline_to_wire(pipeline, all_ports=True).members  # pipeline list / get / create
+    assert len(listed.ports) == 8
     assert len(member.ports) == 8  # the stored record keeps them all
 
     volume = scm_datanode_pb2.StorageReportProto(
