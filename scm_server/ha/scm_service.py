@@ -161,22 +161,10 @@ class BackgroundSCMService:
     def trigger(self) -> None:
         self._wake.set()
 
-    def next_wake_in(self) -> float:
-        """Seconds the loop may sleep before looking again: the interval, or less while the first run waits out
-        ``wait_time`` (so the first pass comes ``wait_time`` after the service became RUNNING, as Ozone's
-        services run once safe mode has been left that long, not an interval later)."""
-        interval = min(self.interval.total_seconds(), 3600.0)
-        if not self.enabled or self._status is not ServiceStatus.RUNNING or self._running_since is None:
-            return interval
-        if self.run_count:
-            return interval
-        waited = self._clock.monotonic() - self._running_since
-        return max(0.0, min(interval, self.wait_time.total_seconds() - waited))
-
     async def _loop(self) -> None:
         while not self._stopped:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.next_wake_in())
+                await asyncio.wait_for(self._wake.wait(), timeout=min(self.interval.total_seconds(), 3600.0))
             self._wake.clear()
             if self._stopped:
                 return

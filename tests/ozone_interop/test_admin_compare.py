@@ -40,6 +40,7 @@ pytestmark = [pytest.mark.ozone_interop, pytest.mark.timeout(2400)]
 VOLUME = "cmpvol"
 BUCKET = "cmpbucket"
 OUT = REPO / "run-data" / "ozone-interop" / "admin-compare"
+REPLICATION_INTERVAL = "15s"  # hdds.scm.replication.thread.interval on both rings (default 5 minutes)
 
 
 @dataclass(frozen=True)
@@ -285,6 +286,11 @@ def settle(c: OzoneCluster, tmp: Path) -> dict[str, str]:
         return pipelines if len(ones) == n and threes else None
 
     pipelines = wait_for(f"{n} RATIS/ONE pipelines and a RATIS/THREE one open", settled, 120, interval=2)
+    # both SCMs run the ReplicationManager's first pass one interval after start (Ozone's loop waits the
+    # interval before looking again, and so does ours): with the short interval of REPLICATION_INTERVAL both
+    # have a report (`container report` says "not available until ..." before)
+    wait_for("the ReplicationManager's first report", lambda: True if json.loads(
+        c.admin("container", "report", "--json"))["reportTimeStamp"] else None, 120, interval=3)
     info = json.loads(c.sh("key", "info", f"/{VOLUME}/{BUCKET}/key1"))
     container = str(info["ozoneKeyLocations"][0]["containerID"])
     one = next(p for p in pipelines if p["replicationConfig"].get("replicationFactor") == "ONE")
@@ -301,7 +307,8 @@ def run_side(side: str, classpath: str, tmp: Path, timings: Timings) -> dict[str
     base = REPO / "run-data" / "ozone-interop" / f"admin-compare-{side}"
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
-    cluster = OzoneCluster(base, classpath, scm_side=side, timings=timings)
+    cluster = OzoneCluster(base, classpath, scm_side=side, timings=timings,
+                           extra_props={"hdds.scm.replication.thread.interval": REPLICATION_INTERVAL})
     start = time.monotonic()
     cluster.start()
     answers: dict[str, dict[str, Any]] = {}
