@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: k8s-node e2e-node e2e-node-scenarios ozone-migrate-test ozone-upgrade-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release ozone-dashboards-test ozone-recon-jars ozone-recon-test
+.PHONY: k8s-node e2e-node e2e-node-scenarios ozone-migrate-test ozone-upgrade-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release ozone-dashboards-test ozone-recon-jars ozone-recon-test ozone-balancer-test
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -47,7 +47,7 @@ k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from 
 
 # the markers of the tiers with a target of their own (make soak, chaos, e2e-container, ...); make test and make
 # test-slow run everything else between them, split by the marker processes
-OWN_TIERS := not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not ozone_ec and not ozone_secure and not ozone_migrate and not ozone_upgrade and not ozone_dashboards and not ozone_recon and not monitoring and not control_plane and not node and not browser and not s3 and not kerberos
+OWN_TIERS := not soak and not chaos and not container and not kind and not e2e_local and not audit_e2e and not interop and not ozone_interop and not ozone_ec and not ozone_secure and not ozone_migrate and not ozone_upgrade and not ozone_dashboards and not ozone_recon and not ozone_balancer and not monitoring and not control_plane and not node and not browser and not s3 and not kerberos
 
 test: env lint k8s-tools monitoring-tools ## the fast tier: lint, then every test not in a tier of its own and not a whole-SCM scenario (under 10 min on 2 cores)
 	$(PYTEST) tests -m "not processes and $(OWN_TIERS)" -q --durations=15
@@ -104,6 +104,7 @@ ozone-secure-test: env ozone-jars kerberos-tools ## Apache Ozone's datanodes, OM
 	nice -n 10 $(PYTEST) tests/ozone_secure -m ozone_secure -q -rA
 ozone-upgrade-test: env ozone-jars ## Our ring at Ozone 1.4.1's HDDS layout (7) with Ozone 2.2.0's datanodes restarted on their data at layout 7 and its OM: `ozone admin scm finalizeupgrade`, the datanodes HEALTHY_READONLY until they finalize, every key reads back
 	nice -n 10 $(PYTEST) tests/ozone_upgrade -m ozone_upgrade -q -rA -s
+
 ozone-dashboards-test: env ozone-jars monitoring-tools ## Apache Ozone's Grafana dashboards (tests/ozone_dashboards/dashboards): a real Prometheus scrapes Ozone's 3-SCM ring, then ours (Ozone's DNs and OM on each); every panel evaluated, "panels with series: ours N/M, Ozone's K/M"
 	nice -n 10 $(PYTEST) tests/ozone_dashboards -m ozone_dashboards -q -rA -s
 
@@ -112,6 +113,9 @@ ozone-recon-jars: ## Apache Ozone 2.2.0's Recon (ozone-recon) from Maven Central
 
 ozone-recon-test: env ozone-jars ozone-recon-jars ## Apache Ozone's Recon beside our 3-SCM ring (Ozone's DNs and OM, keys written): its REST API shows our SCM's datanodes, pipelines and containers (OZONE_RECON_SCM=ozone|ours)
 	nice -n 10 $(PYTEST) tests/ozone_recon -m ozone_recon -q -rA -s
+
+ozone-balancer-test: env ozone-jars ## Our ring's ContainerBalancer moving real containers: Ozone's 3 datanodes (each on a tmpfs of its own; root) hold keys, 2 empty ones join, `containerbalancer start` until every datanode is within the threshold, every key read back
+	nice -n 10 $(PYTEST) tests/ozone_interop/test_ozone_balancer.py -m ozone_balancer -q -rA -s
 
 ozone-migrate-test: env ozone-jars ## Ozone's own 3-SCM ring with its datanodes and OM, keys written, stopped, `migrate from-ozone`, our ring on the same addresses: every key reads back, new block IDs above Ozone's
 	$(PYTEST) tests/ozone_migrate -m ozone_migrate -q -rA -s

@@ -86,9 +86,21 @@ def pipeline_id_from_wire(pid: wire.PipelineID) -> hdds_pb2.PipelineID:
     return hdds_pb2.PipelineID(id=pid.id)
 
 
-def pipeline_to_wire(p: hdds_pb2.Pipeline) -> wire.Pipeline:
+# The ports a pipeline's members carry where a client gets the pipeline to write or read through (a container with
+# its pipeline, an allocated block): only these, as Ozone's Pipeline.getProtobufMessage with IO_PORTS; the
+# pipeline calls (list, get, allocate) carry every port the datanode registered, as Ozone's do.
+IO_PORTS = frozenset({"STANDALONE", "RATIS", "RATIS_DATASTREAM"})
+
+
+def pipeline_to_wire(p: hdds_pb2.Pipeline, *, all_ports: bool = False) -> wire.Pipeline:
     out = wire.Pipeline(id=pipeline_id_to_wire(p.id))
-    out.members.extend(datanode_to_wire(m) for m in p.members)
+    for m in p.members:
+        member = datanode_to_wire(m)
+        if not all_ports:
+            kept = [port for port in member.ports if port.name in IO_PORTS]
+            del member.ports[:]
+            member.ports.extend(kept)
+        out.members.append(member)
     if p.HasField("state"):
         out.state = enum_by_name(p.state, hdds_pb2.PipelineState, wire.PipelineState)  # type: ignore[assignment]
     if p.HasField("type"):

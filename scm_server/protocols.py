@@ -54,6 +54,10 @@ class DatanodeUsageInfo:
     committed: int
     container_count: int
     pipeline_count: int
+    free_space_to_spare: int = 0
+    reserved: int = 0
+    fs_capacity: int = 0  # the volumes' devices as their file systems report them
+    fs_available: int = 0
 
     def utilization(self) -> float:
         if self.capacity <= 0:

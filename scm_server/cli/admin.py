@@ -11,7 +11,7 @@ import time
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from scm_server.cli import params
+from scm_server.cli import admin_ozone, params
 from scm_server.cli.context import CliContext, pass_ctx
 from scm_server.cli.output import (
     console,
@@ -153,8 +153,23 @@ def container_info(ctx: CliContext, container_id: int, as_json: bool) -> None:
 
 @container.command("report")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--suppress", is_flag=True, help="Suppress the container(s) from future reports.")
+@click.option("--unsuppress", is_flag=True, help="Include the container(s) in future reports again.")
+@click.argument("container_ids", nargs=-1, type=click.IntRange(min=1))
 @pass_ctx
-def container_report(ctx: CliContext, as_json: bool) -> None:
+def container_report(ctx: CliContext, as_json: bool, suppress: bool, unsuppress: bool,
+                     container_ids: tuple[int, ...]) -> None:
+    """The ReplicationManager's container report; with --suppress/--unsuppress and container IDs, mark them
+    (as `ozone admin container report --suppress|--unsuppress <id>...`)."""
+    if suppress and unsuppress:
+        raise click.UsageError("give --suppress or --unsuppress, not both")
+    if suppress or unsuppress:
+        if not container_ids:
+            raise click.UsageError(f"--{'suppress' if suppress else 'unsuppress'} needs one or more container IDs")
+        admin_ozone.suppress_containers(ctx, list(container_ids), suppress)
+        return
+    if container_ids:
+        raise click.UsageError("container IDs go with --suppress or --unsuppress")
     with ctx.client() as c:
         report = c.replication_manager_report()
     if as_json:
@@ -276,13 +291,18 @@ def datanode() -> None:
               type=click.Choice([hdds_pb2.NodeOperationalState.Name(v) for v in hdds_pb2.NodeOperationalState.values()]))
 @click.option("--node-state", "node_state", default=None,
               type=click.Choice([hdds_pb2.NodeState.Name(v) for v in hdds_pb2.NodeState.values()]))
+@click.option("--nodes-with-failed-volumes", "failed_volumes", is_flag=True,
+              help="Only the datanodes with a failed volume in their last node report.")
 @pass_ctx
-def datanode_list(ctx: CliContext, as_json: bool, op_state: str | None, node_state: str | None) -> None:
+def datanode_list(ctx: CliContext, as_json: bool, op_state: str | None, node_state: str | None,
+                  failed_volumes: bool) -> None:
     with ctx.client() as c:
         nodes = c.query_nodes(
             hdds_pb2.NodeState.Value(node_state) if node_state else None,
             hdds_pb2.NodeOperationalState.Value(op_state) if op_state else None,
         )
+    if failed_volumes:
+        nodes = [n for n in nodes if n.failedVolumes]
     if as_json:
         print_json([node_to_dict(n) for n in nodes])
     else:

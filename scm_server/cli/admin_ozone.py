@@ -157,6 +157,21 @@ def reconcile(ctx: CliContext, container_id: int) -> None:
     click.echo(f"Reconciliation has been triggered for container {container_id}.")
 
 
+def suppress_containers(ctx: CliContext, container_ids: list[int], suppress: bool) -> None:
+    """`container report --suppress|--unsuppress ID...` (SuppressContainer): mark the containers so the
+    ReplicationManager's report leaves them out (or counts them again); names the ones SCM could not mark."""
+    answer = _submit(ctx, Request(cmdType=wire_loc.SuppressContainer, suppressContainerRequest=(
+        wire_loc.SuppressContainerRequestProto(containerIDs=container_ids, suppress=suppress))))
+    failed = list(answer.suppressContainerResponse.failedContainerIDs)
+    verb = "suppress" if suppress else "unsuppress"
+    done = [cid for cid in container_ids if cid not in failed]
+    if done:
+        click.echo(f"{verb.capitalize()}ed container(s): {', '.join(map(str, done))}")
+    if failed:
+        raise click.ClickException(f"Failed to {verb} container(s): {', '.join(map(str, failed))} (each must "
+                                   "exist; see `admin container info <id>`)")
+
+
 # ---------------------------------------------------------------- the balancer
 @click.group("containerbalancer")
 def containerbalancer() -> None:

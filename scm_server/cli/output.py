@@ -173,6 +173,9 @@ def node_to_dict(n: hdds_pb2.Node) -> dict[str, Any]:
         "containerCount": int(n.containerCount),
         "pipelineCount": int(n.pipelineCount),
         "lastHeartbeatMs": int(n.lastHeartbeatMs),
+        "totalVolumeCount": int(n.totalVolumeCount),
+        "healthyVolumeCount": int(n.healthyVolumeCount),
+        "failedVolumes": list(n.failedVolumes),
     }
 
 

@@ -281,7 +281,7 @@ class ContainerStateManager(ReplicatedStateManager):
     def _record(self, container_id: int) -> ContainerInfo:
         info = self._containers.get(container_id)
         if info is None:
-            raise SCMException(ResultCodes.CONTAINER_NOT_FOUND, f"container #{container_id} not found")
+            raise SCMException(ResultCodes.CONTAINER_NOT_FOUND, f"Container #{container_id} not found")
         return info
 
     def get_container(self, container_id: int) -> hdds_pb2.ContainerInfoProto:

@@ -232,6 +232,8 @@ class SCMNodeManager:
             info.op_state = op_state
             info.op_state_expiry_epoch_s = details.persistedOpStateExpiry
         info.details.CopyFrom(details)
+        # Ozone's SCMNodeManager names every datanode in the network topology by its uuid, whatever it sent
+        info.details.networkName = details.uuid
         return info
 
     def get_node(self, dn_uuid: str) -> DatanodeInfo | None:
@@ -497,4 +499,7 @@ class SCMNodeManager:
             lastHeartbeatMs=info.last_heartbeat_wall_ms,
             containerCount=container_count,
             pipelineCount=pipeline_count,
+            totalVolumeCount=len(info.storage_reports),
+            healthyVolumeCount=sum(1 for r in info.storage_reports if not r.failed),
+            failedVolumes=[r.storageLocation for r in info.storage_reports if r.failed],
         )

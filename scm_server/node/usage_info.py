@@ -27,6 +27,10 @@ def usage_of(info: DatanodeInfo, container_count: int, pipeline_count: int) -> D
         committed=sum(r.committed for r in volumes),
         container_count=container_count,
         pipeline_count=pipeline_count,
+        free_space_to_spare=sum(r.freeSpaceToSpare for r in volumes),
+        reserved=sum(r.reserved for r in volumes),
+        fs_capacity=sum(r.fsCapacity for r in volumes),
+        fs_available=sum(r.fsAvailable for r in volumes),
     )
 
 

@@ -296,7 +296,12 @@ class ContainerBalancer(BackgroundSCMService):
 
     async def stop_balancer(self) -> None:
         record = self.record()
-        if record is None or not record.shouldRun:
+        if record is None:
+            # never started on this ring: nothing persisted, nothing to stop; Ozone 2.2's SCM answers this stop
+            # without an error (and `containerbalancer stop` prints "Container Balancer stopped.")
+            log.info("ContainerBalancer: stop asked, but no run was ever recorded; nothing to stop")
+            return
+        if not record.shouldRun:
             raise SCMException(ResultCodes.INTERNAL_ERROR, NOT_RUNNING)
         record.shouldRun = False
         await self._save(record)
@@ -416,7 +421,10 @@ class ContainerBalancer(BackgroundSCMService):
             if not f.deleting and m.target in holders:
                 deletions = self.replication_manager.pending_ops.view(cid).deletes
                 if len(holders) - len(deletions) - 1 >= f.factor:
-                    f.deleting = self.replication_manager.send_command(cid, PlannedCommand("delete", m.source))
+                    # forced, as Ozone's MoveManager sends it: a datanode refuses to delete a replica holding data
+                    # otherwise ("Non-force deletion of non-empty container is not allowed")
+                    f.deleting = self.replication_manager.send_command(
+                        cid, PlannedCommand("delete", m.source, force=True))
                 continue
             limit = record.moveTimeout if f.deleting else record.moveReplicationTimeout
             if (now - f.started) * 1000 > limit:

@@ -169,7 +169,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J',
     ),
     'GetContainerWithPipeline': Note(
-        "leader; a closed pipeline is described by the replicas' datanodes",
+        "leader; a closed pipeline is described by the replicas' datanodes; its members with only their I/O ports (STANDALONE, RATIS, RATIS_DATASTREAM), as Ozone sends them",
         'C, U, J',
     ),
     'ListContainer': Note(
@@ -177,7 +177,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J, O',
     ),
     'QueryNode': Note(
-        'leader; state and opState filters (enums by name); scope `POOL`: `java.lang.IllegalArgumentException` "Not Supported yet", as Ozone; `poolName` not read (nor by Ozone)',
+        'leader; state and opState filters (enums by name); per node `totalVolumeCount`, `healthyVolumeCount` and `failedVolumes` from its last node report; scope `POOL`: `java.lang.IllegalArgumentException` "Not Supported yet", as Ozone; `poolName` not read (nor by Ozone)',
         'C, U, J, O',
     ),
     'CloseContainer': Note(
@@ -189,7 +189,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J',
     ),
     'ListPipelines': Note(
-        'leader',
+        "leader; every port of each member, as Ozone's; no `suggestedLeaderID` (ours keeps one leader field)",
         'C, U, J',
     ),
     'ActivatePipeline': Note(
@@ -213,7 +213,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J',
     ),
     'ForceExitSafeMode': Note(
-        "any SCM (Ozone's admin set)",
+        "any SCM (Ozone's admin set); `exitedSafeMode` true, also when safe mode was left before, as Ozone answers",
         'C, U, J',
     ),
     'StartReplicationManager': Note(
@@ -253,7 +253,7 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, J',
     ),
     'DatanodeUsageInfo': Note(
-        "leader; by `uuid` or `ipaddress` (IP address or host name: every datanode there), else the `count` most or least used healthy in-service datanodes by Ozone's utilization `(capacity - remaining) / capacity`; `count` < 1: an error saying it must be greater than zero; capacity, used, remaining, committed from the last node report's healthy volumes, container and pipeline counts; `freeSpaceToSpare`, `reserved`, `fsCapacity`, `fsAvailable` not kept",
+        "leader; by `uuid` or `ipaddress` (IP address or host name: every datanode there), else the `count` most or least used healthy in-service datanodes by Ozone's utilization `(capacity - remaining) / capacity`; `count` < 1: an error saying it must be greater than zero; capacity, used, remaining, committed, `freeSpaceToSpare`, `reserved`, `fsCapacity` and `fsAvailable` summed over the last node report's healthy volumes, container and pipeline counts",
         'C, U, O',
     ),
     'GetExistContainerWithPipelinesInBatch': Note(
@@ -265,7 +265,9 @@ LOCATION_NOTES: Mapping[str, Note] = {
         'C, U, O',
     ),
     'StopContainerBalancer': Note(
-        "leader; records `shouldRun=false` (moves in flight complete on their own); for a balancer that is not running Ozone's message, \"Expect ContainerBalancer as running "
+        "leader; records `shouldRun=false` (moves in flight complete on their own); never started on this ring "
+        "(nothing recorded): answered without an error, as Ozone 2.2.0's SCM answers it (`containerbalancer stop` "
+        "prints \"Container Balancer stopped.\"); a run recorded and ended: Ozone's message, \"Expect ContainerBalancer as running "
         "state, but running state is actually STOPPED\", as an RPC ERROR `SCMException` (**differs**: Ozone sends "
         "a plain `java.io.IOException`, which its client's failover policy retries on every SCM until its retries "
         "run out; an `SCMException` is not retried, so `containerbalancer stop` fails at once with the same text)",

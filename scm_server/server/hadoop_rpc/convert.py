@@ -292,6 +292,10 @@ def usage_to_wire(usage: DatanodeUsageInfo) -> wire.DatanodeUsageInfoProto:
         node=datanode_to_wire(usage.details),
         containerCount=usage.container_count,
         pipelineCount=usage.pipeline_count,
+        freeSpaceToSpare=usage.free_space_to_spare,
+        reserved=usage.reserved,
+        fsCapacity=usage.fs_capacity,
+        fsAvailable=usage.fs_available,
     )
 
 

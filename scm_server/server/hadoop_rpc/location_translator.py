@@ -401,18 +401,18 @@ class LocationTranslator:
         )
         pipeline = await self.scm.create_pipeline(rtype, factor)
         response.pipelineResponse.errorCode = wire_loc.PipelineResponseProto.success
-        response.pipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(pipeline))
+        response.pipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(pipeline, all_ports=True))
 
     async def _list_pipelines(self, request: Request, response: Response) -> None:
         pipelines = self.scm.list_pipelines()
         response.listPipelineResponse.SetInParent()
-        response.listPipelineResponse.pipelines.extend(ozone_wire.pipeline_to_wire(p) for p in pipelines)
+        response.listPipelineResponse.pipelines.extend(ozone_wire.pipeline_to_wire(p, all_ports=True) for p in pipelines)
 
     async def _get_pipeline(self, request: Request, response: Response) -> None:
         wanted = ozone_wire.pipeline_id_from_wire(request.getPipelineRequest.pipelineID).id
         for p in self.scm.list_pipelines():
             if p.id.id == wanted:
-                response.getPipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(p))
+                response.getPipelineResponse.pipeline.CopyFrom(ozone_wire.pipeline_to_wire(p, all_ports=True))
                 return
         raise SCMException(ResultCodes.PIPELINE_NOT_FOUND, f"pipeline {wanted} not found")
 
@@ -446,7 +446,10 @@ class LocationTranslator:
         response.inSafeModeResponse.inSafeMode = bool(in_safe_mode)
 
     async def _force_exit_safe_mode(self, request: Request, response: Response) -> None:
-        response.forceExitSafeModeResponse.exitedSafeMode = bool(self.scm.force_exit_safe_mode())
+        # Ozone's SCM answers true whether it left safe mode now or had left it before (`ozone admin safemode
+        # exit` prints "SCM exit safe mode successfully." either way); ours tells the two apart, this answer not
+        self.scm.force_exit_safe_mode()
+        response.forceExitSafeModeResponse.exitedSafeMode = True
 
     async def _safe_mode_rules(self, request: Request, response: Response) -> None:
         statuses = self.scm.safe_mode_rule_statuses()

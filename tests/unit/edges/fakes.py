@@ -163,7 +163,7 @@ class FakeSCM:
     def get_container(self, container_id: int) -> hdds_pb2.ContainerInfoProto:
         self._check_leader()
         if container_id not in self.containers:
-            raise SCMException(ResultCodes.CONTAINER_NOT_FOUND, f"container #{container_id} not found")
+            raise SCMException(ResultCodes.CONTAINER_NOT_FOUND, f"Container #{container_id} not found")
         return self.containers[container_id]
 
     def get_container_with_pipeline(

@@ -68,3 +68,14 @@ def test_json_uses_numbers_and_enum_names() -> None:
     assert to_dict(info) == {"containerID": 7, "state": "CLOSED", "pipelineID": {"id": "p"}, "usedBytes": 2**40}
     node = hdds_pb2.Node(nodeID=hdds_pb2.DatanodeDetailsProto(uuid="u"), nodeStates=[hdds_pb2.DEAD])
     assert to_dict(node) == {"nodeID": {"uuid": "u"}, "nodeStates": ["DEAD"]}
+
+
+def test_datanode_list_json_carries_volume_counts() -> None:
+    """`admin datanode list --json` shows the volume counts Ozone's `datanode list` prints (and the failed volumes
+    `--nodes-with-failed-volumes` selects on)."""
+    from scm_server.cli.output import node_to_dict
+
+    node = hdds_pb2.Node(nodeID=hdds_pb2.DatanodeDetailsProto(uuid="u"), nodeStates=[hdds_pb2.HEALTHY],
+                         totalVolumeCount=3, healthyVolumeCount=2, failedVolumes=["/data2"])
+    d = node_to_dict(node)
+    assert (d["totalVolumeCount"], d["healthyVolumeCount"], d["failedVolumes"]) == (3, 2, ["/data2"])

@@ -146,3 +146,22 @@ def test_secure_configuration_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--conf", str(conf), "admin", "--scm", "127.0.0.1:1", "containerbalancer",
                                       "status"])
     assert result.exit_code != 0 and "does not serve yet" in result.output, result.output
+
+
+def test_container_report_suppress_and_unsuppress(served: tuple[Served, Any]) -> None:
+    """`admin container report --suppress|--unsuppress <id>...` (SuppressContainer over Hadoop RPC, as `ozone
+    admin container report --suppress`): the container is marked, then unmarked; an unknown one is named."""
+    s, admin = served
+    from scm_server.proto import hdds_pb2
+
+    cid = s.run(s.scm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "cli-test")).containerInfo.containerID
+    marked = admin("container", "report", "--suppress", str(cid))
+    assert marked.exit_code == 0 and marked.output.strip() == f"Suppressed container(s): {cid}", marked.output
+    assert s.scm.get_container(cid).suppressed
+    unmarked = admin("container", "report", "--unsuppress", str(cid))
+    assert unmarked.exit_code == 0 and unmarked.output.strip() == f"Unsuppressed container(s): {cid}"
+    assert not s.scm.get_container(cid).suppressed
+    unknown = admin("container", "report", "--suppress", "999999")
+    assert unknown.exit_code != 0 and "Failed to suppress container(s): 999999" in unknown.output, unknown.output
+    both = admin("container", "report", "--suppress", "--unsuppress", str(cid))
+    assert both.exit_code == 2 and "not both" in both.output

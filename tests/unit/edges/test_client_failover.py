@@ -172,7 +172,7 @@ async def test_scm_errors_are_reraised_typed(cluster: Cluster) -> None:
         with pytest.raises(SCMException) as info:
             await client.get_container(12345)
         assert info.value.result is ResultCodes.CONTAINER_NOT_FOUND
-        assert "container #12345 not found" in str(info.value)
+        assert "Container #12345 not found" in str(info.value)
         with pytest.raises(SCMException) as info2:
             await client.allocate_block(0)
         assert info2.value.result is ResultCodes.INVALID_BLOCK_SIZE

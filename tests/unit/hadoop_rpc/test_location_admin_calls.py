@@ -186,17 +186,16 @@ async def test_deleted_blocks_and_finalization(admin: Any) -> None:
 
 async def test_balancer_start_status_and_stop_over_hadoop_rpc(admin: Any) -> None:
     """Start records the run (options over the keys' values) and answers start=true; status and status info show
-    it; a second start, a bad option and a stop of a stopped balancer answer Ozone's refusals."""
+    it; a second start and a bad option answer Ozone's refusals; a stop before any run was recorded answers
+    without an error, as Ozone 2.2's SCM does (its `containerbalancer stop` prints "Container Balancer stopped.")."""
     call, scm, _dns = admin
     status = await call(wire_loc.GetContainerBalancerStatus, containerBalancerStatusRequest={})
     assert not status.containerBalancerStatusResponse.isRunning
     info = await call(wire_loc.GetContainerBalancerStatusInfo, containerBalancerStatusInfoRequest={})
     assert not info.containerBalancerStatusInfoResponse.isRunning
     assert not info.containerBalancerStatusInfoResponse.HasField("containerBalancerStatusInfo")
-    with pytest.raises(RemoteError) as err:
-        await call(wire_loc.StopContainerBalancer, stopContainerBalancerRequest={})
-    assert err.value.exception_class == SCM_EXCEPTION and err.value.message == (
-        "Expect ContainerBalancer as running state, but running state is actually STOPPED")
+    never_started = await call(wire_loc.StopContainerBalancer, stopContainerBalancerRequest={})
+    assert never_started.success and never_started.status == wire_loc.ScmContainerLocationResponse.OK
     bad = await call(wire_loc.StartContainerBalancer, startContainerBalancerRequest={"threshold": 120.0})
     assert not bad.startContainerBalancerResponse.start
     assert "threshold 120 must be a percentage in [0, 100)" in bad.startContainerBalancerResponse.message
@@ -317,3 +316,49 @@ async def test_reconcile_container_sends_each_replica_its_peers(admin: Any) -> N
             datanodeUUID=dn.uuid, commands=[command]))
         assert theirs.commands[0].reconcileContainerCommandProto.containerID == cid
         assert len(theirs.commands[0].reconcileContainerCommandProto.peers) == 2
+
+
+async def test_answers_as_ozone_admin_prints_them(admin: Any) -> None:
+    """What the field-by-field comparison with Ozone's own SCM found (tests/ozone_interop/test_admin_compare.py):
+    `safemode exit` answers true once out of safe mode too; every datanode is named by its uuid in the network
+    topology whatever it sent; a pipeline handed out with a container or a block carries only the ports a client
+    writes through (`pipeline list` all of them); `datanode
+    usageinfo` carries the file system's figures, the reserved space and the space to spare the datanodes report."""
+    call, scm, dns = admin
+    for _ in range(2):  # the second time SCM is already out of safe mode: Ozone's SCM still answers true
+        answer = await call(wire_loc.ForceExitSafeMode, forceExitSafeModeRequest={})
+        assert answer.forceExitSafeModeResponse.exitedSafeMode is True
+    nodes = await call(wire_loc.QueryNode, nodeQueryRequest={"scope": wire.QueryScope.CLUSTER, "state": wire.HEALTHY})
+    assert {n.nodeID.networkName for n in nodes.nodeQueryResponse.datanodes} == {dn.uuid for dn in dns}
+
+    member = hdds_pb2.DatanodeDetailsProto(uuid=dns[0].uuid, ipAddress="127.0.0.1", hostName="dn1", ports=[
+        hdds_pb2.Port(name=name, value=port) for name, port in (
+            ("HTTP", 9882), ("CLIENT_RPC", 19864), ("REPLICATION", 9886), ("RATIS", 9858), ("RATIS_ADMIN", 9857),
+            ("RATIS_SERVER", 9856), ("STANDALONE", 9859), ("RATIS_DATASTREAM", 9855))])
+    pipeline = hdds_pb2.Pipeline(id=hdds_pb2.PipelineID(id="0f4e3d2c-1b0a-4988-8776-655443322110"), members=[member])
+    (on_wire,) = ozone_wire.pipeline_to_wire(pipeline).members  # with a container, in an allocated block
+    assert sorted(p.name for p in on_wire.ports) == ["RATIS", "RATIS_DATASTREAM", "STANDALONE"]
+    (listed,) = ozone_wire.pipeline_to_wire(pipeline, all_ports=True).members  # pipeline list / get / create
+    assert len(listed.ports) == 8
+    assert len(member.ports) == 8  # the stored record keeps them all
+
+    volume = scm_datanode_pb2.StorageReportProto(
+        storageUuid="v1", storageLocation="/data", capacity=100 * GiB, scmUsed=10 * GiB, remaining=80 * GiB,
+        freeSpaceToSpare=5 * GiB, reserved=1 * GiB, fsCapacity=101 * GiB, fsAvailable=81 * GiB)
+    scm.node_manager.process_node_report(dns[0].uuid, scm_datanode_pb2.NodeReportProto(storageReport=[volume]))
+    usage = await call(wire_loc.DatanodeUsageInfo, DatanodeUsageInfoRequest={"uuid": dns[0].uuid})
+    (info,) = usage.DatanodeUsageInfoResponse.info
+    assert (info.freeSpaceToSpare, info.reserved, info.fsCapacity, info.fsAvailable) == (
+        5 * GiB, 1 * GiB, 101 * GiB, 81 * GiB)
+
+
+async def test_datanode_list_carries_its_volume_counts(admin: Any) -> None:
+    """`ozone admin datanode list` prints "Total volume count" and "Healthy volume count" (and the failed volumes
+    with --nodes-with-failed-volumes) from QueryNode's Node: the volumes of the last node report."""
+    call, scm, dns = admin
+    volumes = [scm_datanode_pb2.StorageReportProto(storageUuid=f"v{i}", storageLocation=f"/data{i}", capacity=GiB,
+                                                   remaining=GiB, failed=i == 2) for i in range(3)]
+    scm.node_manager.process_node_report(dns[0].uuid, scm_datanode_pb2.NodeReportProto(storageReport=volumes))
+    nodes = await call(wire_loc.QueryNode, nodeQueryRequest={"scope": wire.QueryScope.CLUSTER, "state": wire.HEALTHY})
+    (node,) = [n for n in nodes.nodeQueryResponse.datanodes if n.nodeID.uuid == dns[0].uuid]
+    assert (node.totalVolumeCount, node.healthyVolumeCount, list(node.failedVolumes)) == (3, 2, ["/data2"])

@@ -37,6 +37,7 @@ class SpaceDatanode(FakeDatanode):
     """Reports capacity and the space its replicas use; copies and deletes replicas as commanded."""
 
     copies: int = 0
+    refused_deletions: int = 0
 
     def node_report(self) -> scm_datanode_pb2.NodeReportProto:
         used = sum(r.used for r in self.replicas.values())
@@ -53,7 +54,13 @@ class SpaceDatanode(FakeDatanode):
                 self.replicas[cid] = R.FromString(source.replicas[cid].SerializeToString())
                 self.copies += 1
             elif c.commandType == T.deleteContainerCommand:
-                self.replicas.pop(c.deleteContainerCommandProto.containerID, None)
+                cid = c.deleteContainerCommandProto.containerID
+                # Ozone's datanode refuses a deletion without force of a replica holding data
+                # (KeyValueHandler: "Non-force deletion of non-empty container is not allowed")
+                if cid in self.replicas and self.replicas[cid].used > 0 and not c.deleteContainerCommandProto.force:
+                    self.refused_deletions += 1
+                    continue
+                self.replicas.pop(cid, None)
 
 
 def make_nodes() -> list[SpaceDatanode]:
@@ -123,6 +130,7 @@ async def test_balancer_moves_containers_until_the_cluster_is_within_its_thresho
         avg = sum(usage.values()) / len(usage)
         assert abs(avg - 0.36) < 1e-9
         assert all(abs(u - avg) <= 0.10 for u in usage.values()), usage
+        assert sum(dn.refused_deletions for dn in dns) == 0, "a move's deletion must be forced, as Ozone's"
         assert sum(dn.copies for dn in dns) == 6  # the fewest moves: 18 replicas over five nodes, 4/4/4/3/3
         assert sorted(round(u, 2) for u in usage.values()) == [0.3, 0.3, 0.4, 0.4, 0.4]
         for cid in ids:  # every container kept exactly its three replicas, as the SCM sees them too
