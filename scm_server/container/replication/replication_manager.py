@@ -169,7 +169,11 @@ class ReplicationManagerReport:
         self.samples: dict[str, list[int]] = defaultdict(list)
 
     def increment(self, key: str, container_id: int | None = None) -> None:
+        """Count ``key``; sample ``container_id`` under it unless the container is healthy: samples name the
+        containers that need attention, as Ozone's report does."""
         self.stats[key] = self.stats.get(key, 0) + 1
+        if key == ContainerHealthState.HEALTHY.value:
+            return
         if container_id is not None and len(self.samples[key]) < self.sample_limit:
             self.samples[key].append(container_id)
 
