@@ -19,6 +19,7 @@ from ozone_scm_operator.spec import parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "ozone-on-k8s"
+NAMESPACE = "ozone"  # the namespace the example's addresses name (its README)
 OZONE_VERSION = re.search(r"<ozone.version>(.+)</ozone.version>",
                           (REPO / "interop" / "ozone" / "pom.xml").read_text()).group(1)  # type: ignore[union-attr]
 
@@ -55,8 +56,8 @@ def test_the_ozone_side_names_the_members_as_the_operator_does() -> None:
     assert props["ozone.scm.service.ids"] == svc and props["ozone.scm.default.service.id"] == svc
     assert props[f"ozone.scm.nodes.{svc}"].split(",") == members
     for m in members:
-        # the member's DNS name with the namespace's search domain doing the rest
-        assert props[f"ozone.scm.address.{svc}.{m}"] == f"{m}.{naming.headless_service_name(name)}"
+        # the member's DNS name as the operator writes it into the members' own ozone-site.xml
+        assert props[f"ozone.scm.address.{svc}.{m}"] == naming.member_host(m, name, NAMESPACE, "cluster.local")
     for port_name in ("client-hadoop", "datanode-hadoop", "block-hadoop", "security-hadoop"):
         assert props[naming.PORT_KEYS[port_name]] == str(naming.PORTS[port_name]), port_name
     # nothing else points Ozone's processes elsewhere
