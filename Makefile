@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: k8s-node e2e-node e2e-node-scenarios ozone-migrate-test ozone-upgrade-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release ozone-dashboards-test ozone-recon-jars ozone-recon-test ozone-balancer-test
+.PHONY: k8s-node e2e-node e2e-node-scenarios ozone-migrate-test ozone-upgrade-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release ozone-dashboards-test ozone-recon-jars ozone-recon-test ozone-balancer-test ozone-image e2e-node-ozone
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -94,6 +94,9 @@ ozone-metrics-fixture: env ozone-jars ## Record Ozone's own SCM's /jmx bean and 
 ozone-jars: ## Apache Ozone 2.2.0's released jars from Maven Central into ~/.m2; class path in interop/ozone/target
 	bash scripts/ozone_jars.sh
 
+ozone-image: ozone-jars ## the Ozone image localhost/ozone:2.2.0 (Apache Ozone's jars from make ozone-jars, Debian's Java 17, uid 1000) for examples/ozone-on-k8s
+	nice -n 10 bash scripts/build_ozone_image.sh
+
 ozone-ec-test: env ozone-jars ## Apache Ozone's 7 datanodes on 3 racks + OM on our 3-SCM ring: an rs-3-2-1024k bucket written and read, a datanode stopped for good and its EC index rebuilt, a holder decommissioned
 	$(PYTEST) tests/ozone_interop/test_ozone_ec.py -m ozone_ec -q -rA -s
 
@@ -179,6 +182,10 @@ e2e-node: env k8s-tools k8s-node image ## a real single node (kubelet + containe
 
 e2e-node-scenarios: env k8s-tools k8s-node image audit-image ## the shared operator scenario list (tests/e2e/scenarios.py) on the real node
 	$(PYTEST) tests/e2e/node/test_node_scenarios.py -m node -q --durations=30
+
+e2e-node-ozone: env k8s-tools k8s-node image ozone-image ## Ozone's datanodes, OM and client (examples/ozone-on-k8s) beside an OzoneSCMCluster of 3 on the real node: keys through ozone sh, the SCM leader's Pod deleted while writing, a member rolled by an image change
+	@start=$$(date +%s); $(PYTEST) tests/e2e/node/test_ozone_on_k8s.py -m node -q -s --durations=20; rc=$$?; \
+	  echo "e2e-node-ozone: $$(( $$(date +%s) - start )) s wall clock (exit $$rc)"; exit $$rc
 
 REGISTRY ?= 127.0.0.1:5000
 # Plain HTTP (podman --tls-verify=false, helm --plain-http) only for the default loopback registry.

@@ -35,8 +35,9 @@ up_to_date() {
   [ -s "$out" ] && [ "$out" -nt "$project/pom.xml" ] || return 1
   local jar
   while IFS= read -r jar; do
+    [ -n "$jar" ] || continue
     [ -f "$jar" ] || return 1
-  done < <(tr ':' '\n' < "$out")
+  done < <(tr ':' '\n' < "$out"; echo)  # the file has no final newline: the echo ends its last entry
 }
 
 if [ "$force" -eq 0 ] && up_to_date; then
