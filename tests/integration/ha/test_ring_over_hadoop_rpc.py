@@ -66,7 +66,7 @@ def test_transfer_and_decommission_over_the_location_protocol(tmp_path: Path) ->
         asyncio.run(scenario())
         out = subprocess.run([sys.executable, "-m", "scm_server.cli.main", "--conf", conf, "admin", "scm",
                               "finalizationstatus"], capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0 and out.stdout.strip() == "ALREADY_FINALIZED", out.stdout + out.stderr
+        assert out.returncode == 0 and out.stdout.strip() == "FINALIZATION_DONE", out.stdout + out.stderr
     finally:
         if (data / local_cluster.STATE_FILE).exists():
             local_cluster.down(data)

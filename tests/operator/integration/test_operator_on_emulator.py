@@ -120,7 +120,10 @@ async def test_bootstrap_objects_status_events_and_endpoints(cluster_api: tuple[
     assert st["currentOperation"]["type"] == "Bootstrap" and st["primordialMember"] == "scm-0"
     assert st["members"][0]["name"] == "scm-0" and st["members"][0]["state"] == "Creating"
     assert st["members"][0]["outOfQuorumSince"] and st["immutableSpec"]["storageSize"] == "10Gi"
-    assert st["nextMemberIndex"] == 1 and st["replicas"] == 3 and st["revision"] and st["membersReady"] == "0/3"
+    # the joiners are recorded beside the primordial (their Pods start with it, scm --bootstrap)
+    assert [(m["name"], m["state"]) for m in st["members"]] == [("scm-0", "Creating"), ("scm-1", "Joining"),
+                                                               ("scm-2", "Joining")]
+    assert st["nextMemberIndex"] == 3 and st["replicas"] == 3 and st["revision"] and st["membersReady"] == "0/3"
     conds = {c["type"]: c for c in st["conditions"]}
     assert set(conds) == {"Ready", "Initialized", "Progressing", "Degraded", "ConsistentClusterID"}
     assert conds["Progressing"]["status"] == "True" and conds["Initialized"]["reason"] == "Bootstrapping"
@@ -212,9 +215,11 @@ async def test_restarted_operator_does_not_repeat_a_step(cluster_api: tuple[Emul
     # a few passes later: still waiting for the primordial SCM; nothing created twice, no new member
     await wait_for(lambda: api.get_object(API, "OzoneSCMCluster", "r", NS)["status"]["currentOperation"].get("step")  # type: ignore[index]
                    == "WaitForLeader", 20, "steady after restart")
-    assert sum(1 for _, r, _ in events(api, "r") if r == "CreatingPod") == 1
+    await wait_for(lambda: all(obj(api, "Pod", m) for m in ("r-1", "r-2")), 30, "the joiners' Pods")
+    created = sorted(m.split()[2] for _, r, m in events(api, "r") if r == "CreatingPod")  # "creating Pod r-N (...)"
+    assert created == ["r-0", "r-1", "r-2"], created  # each member's Pod once, none again after the restart
     after = api.get_object(API, "OzoneSCMCluster", "r", NS)["status"]  # type: ignore[index]
-    assert [m["name"] for m in after["members"]] == [m["name"] for m in before["members"]] == ["r-0"]
+    assert [m["name"] for m in after["members"]] == [m["name"] for m in before["members"]] == ["r-0", "r-1", "r-2"]
     assert after["currentOperation"]["startedAt"] == before["currentOperation"]["startedAt"]
 
 
@@ -367,9 +372,9 @@ async def test_steady_passes_read_the_watch_fed_store_not_lists(
     # not even the client certificate's Secret: its serial, from the watch, says the loaded identity is current
     assert {k for k in grown if k[0] in ("get", "list")} <= {gets, ("get", "namespaces")}, grown
     assert {k for k in grown if k[0] in writes} <= {(verb, r) for verb in writes for r in own}, grown
-    # every action ran once: one Pod, one volume, each child applied once
+    # every action ran once: one Pod per member, each child applied once
     reasons = [r for _, r, _ in events(api, "scm")]
-    assert reasons.count("CreatingPod") == 1 and reasons.count("ApplyService") == 2, reasons
+    assert reasons.count("CreatingPod") == 3 and reasons.count("ApplyService") == 2, reasons
     rt = op.running.runtime
     assert rt is not None and rt.reconciler.store is not None and rt.reconciler.store.ready
 
