@@ -180,8 +180,9 @@ def plan_iteration(
 
     # Every limit only tightens as moves accumulate, and every node's utilization moves only away from what would
     # make a move possible (a source's falls, a target's rises): a (container, source) pair that finds no target
-    # finds none later in the iteration. So each source keeps a cursor into its containers, and a source with none
-    # left is done, unless it receives a container (its utilization rises): then it is looked at afresh. The plan
+    # finds none later in the iteration, unless a new target appears. So each source keeps a cursor into its
+    # containers, and a source with none left is done, unless it receives a container (its utilization rises):
+    # then it is looked at afresh; and every source is, when a source falls below the average (a new target). The plan
     # is the one the plain greedy search gives (the property tests compare them), found in one pass over each
     # source's containers instead of one per move.
     cursor: dict[str, int] = {}
@@ -225,6 +226,11 @@ def plan_iteration(
         used[chosen.source] -= chosen.size
         used[chosen.target] += chosen.size
         where[chosen.container_id] = (where[chosen.container_id] - {chosen.source}) | {chosen.target}
+        if util(chosen.source) < avg:
+            # the source fell below the average: a new target, which may take containers the other sources could
+            # place nowhere before; they are looked at afresh
+            cursor.clear()
+            done.clear()
     return IterationPlan(tuple(moves), avg, over, under, tuple(sorted(involved)))
 
 

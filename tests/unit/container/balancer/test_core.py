@@ -252,3 +252,50 @@ def test_the_planner_finds_the_plain_greedy_plan(
     if not nodes or sum(n.capacity for n in nodes) == 0:
         return
     assert list(plan_iteration(nodes, containers, limits).moves) == _plain_greedy(nodes, containers, limits)
+
+
+def test_a_source_that_falls_below_the_average_is_a_new_target_for_the_others() -> None:
+    """Found by the property below: dn3 -> dn0, then dn0 -> dn5 leaves dn0 under the average, and dn3, which had
+    found no target for its smaller containers before, moves one to dn0 (the plain greedy search does too)."""
+    gib = 1 << 30
+    nodes = [NodeUsage(u, c, used, r) for u, c, used, r in [
+        ('dn0', 139586437120, 45097156608, '/rack0'),
+        ('dn1', 93415538688, 91268055040, '/rack1'),
+        ('dn2', 53687091200, 52613349376, '/rack2'),
+        ('dn3', 80530636800, 79456894976, '/rack0'),
+        ('dn4', 183609851904, 5368709120, '/rack1'),
+        ('dn5', 204010946560, 0, '/rack2'),
+    ]]
+    replicas = {
+        1: (1, ('dn0', 'dn1', 'dn2')),
+        2: (6, ('dn1', 'dn2', 'dn3')),
+        3: (1, ('dn0', 'dn1', 'dn2')),
+        4: (1, ('dn0', 'dn1', 'dn2')),
+        5: (3, ('dn0', 'dn1', 'dn3')),
+        6: (1, ('dn0', 'dn1', 'dn2')),
+        7: (8, ('dn0', 'dn1', 'dn3')),
+        8: (8, ('dn0', 'dn1', 'dn3')),
+        9: (4, ('dn1', 'dn2', 'dn3')),
+        10: (1, ('dn0', 'dn1', 'dn2')),
+        11: (1, ('dn0', 'dn1', 'dn2')),
+        12: (1, ('dn1', 'dn2', 'dn3')),
+        13: (2, ('dn0', 'dn1', 'dn3')),
+        14: (5, ('dn1', 'dn2', 'dn3')),
+        15: (4, ('dn0', 'dn1', 'dn2')),
+        16: (7, ('dn1', 'dn2', 'dn3')),
+        17: (8, ('dn1', 'dn2', 'dn3')),
+        18: (8, ('dn0', 'dn1', 'dn3')),
+        19: (1, ('dn1', 'dn2', 'dn3')),
+        20: (6, ('dn1', 'dn2', 'dn3')),
+        21: (1, ('dn0', 'dn1', 'dn2')),
+        22: (2, ('dn0', 'dn1', 'dn3')),
+        23: (5, ('dn1', 'dn3', 'dn4')),
+    }
+    containers = [ContainerReplicas(cid, size * gib, 3, frozenset(on), True) for cid, (size, on) in replicas.items()]
+    limits = BalancerLimits(threshold=0.01, max_datanodes_ratio=0.5,
+                            max_size_per_iteration=9 * gib, max_size_entering_target=7 * gib,
+                            max_size_leaving_source=7 * gib)
+    moves = list(plan_iteration(nodes, containers, limits).moves)
+    assert moves == _plain_greedy(nodes, containers, limits)
+    assert [(m.container_id, m.source, m.target) for m in moves] == [(2, "dn3", "dn0"), (13, "dn0", "dn5"),
+                                                                      (12, "dn3", "dn0")]
