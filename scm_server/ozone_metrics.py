@@ -142,8 +142,8 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed(f"{SCM_SERVICE},name=SCMNodeMetrics", "NumSkippedFullNodeContainerAllocation", "not counted"),
     NotServed(f"{SCM_SERVICE},name=SCMNodeMetrics", "NumNode*ReportProcessed", "node and command-queue reports "
               "arrive inside heartbeats here: NumHBProcessed counts them"),
-    NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "Ec*", "erasure-coded containers: this SCM "
-              "serves RATIS replication only"),
+    NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "Ec*", "erasure-coded containers are "
+              "repaired here (reconstruction commands) but not counted under Ozone's EC metric names yet"),
     NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "InflightEc*", "erasure coding (as Ec*)"),
     NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "Partial*", "partial (EC) replication"),
     NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "*QueueSize", "our ReplicationManager acts on "
