@@ -135,14 +135,15 @@ async def test_bootstrap_objects_status_events_and_endpoints(cluster_api: tuple[
     assert posted and all(e["reportingController"] == "ozone-scm.io/operator" and e["reportingInstance"]
                           and e["eventTime"] and e["regarding"]["uid"] for e in posted), posted
     assert any(e["action"] == "CreatePod" and e["reason"] == "CreatingPod" for e in posted), posted
-    # /healthz and /metrics
+    # /healthz and /metrics, once the joiners' Pods (started beside the primordial's) exist too
+    await wait_for(lambda: all(obj(api, "Pod", m) for m in ("scm-1", "scm-2")), 30, "the joiners' Pods")
     port = op.running.health_port
     async with aiohttp.ClientSession() as s:
         async with s.get(f"http://127.0.0.1:{port}/healthz") as r:
             assert r.status == 200 and (await r.json())["clusters"] == 1
         async with s.get(f"http://127.0.0.1:{port}/metrics") as r:
             text = await r.text()
-    assert 'ozone_scm_operator_actions_total{kind="CreatePod"} 1.0' in text
+    assert 'ozone_scm_operator_actions_total{kind="CreatePod"} 3.0' in text
     assert 'ozone_scm_operator_members_desired{cluster="scm",namespace="ozone"} 3.0' in text
 
 
