@@ -11,6 +11,7 @@ import pytest
 from scm_server import hadoop_ipc as codec
 from scm_server.local.cluster import LocalCluster
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
+from scm_server.proto.ozone import hdds_pb2
 from scm_server.server.hadoop_rpc.kerberos import canonical_hostname
 from tests.kerberos.kdc import MiniKdc
 from tests.kerberos.sasl_client import KerberosClient, ServerFatal
@@ -55,7 +56,7 @@ async def test_every_hadoop_rpc_listener_serves_kerberos_callers(kdc: MiniKdc, t
             assert answer.header.exceptionClassName == codec.NO_SUCH_METHOD, (which, answer.header)
             if which == "client":
                 request = wire_loc.ScmContainerLocationRequest(
-                    cmdType=wire_loc.GetScmInfo, traceID="t", getScmInfoRequest={})
+                    cmdType=wire_loc.GetScmInfo, traceID="t", getScmInfoRequest=hdds_pb2.GetScmInfoRequestProto())
                 info = await client.call(1, protocol, "submitRequest", request)
                 assert info.header.status == codec.Status.SUCCESS, info.header
             client.close()
