@@ -361,10 +361,7 @@ class PipelineManager:
             )
 
     def _duplicate_of_existing(self, member_ids: list[str], rfactor: int) -> bool:
-        wanted = set(member_ids)
-        return any(
-            {m.uuid for m in p.members} == wanted for p in self.get_pipelines(RATIS, rfactor, {ALLOCATED, OPEN, DORMANT})
-        )
+        return frozenset(member_ids) in self.state_manager.member_sets(RATIS, rfactor, LIVE)
 
     async def open_pipeline(self, pipeline_id: str) -> None:
         self.scm_context.check_leader()

@@ -46,6 +46,7 @@ class PipelineStateManager(ReplicatedStateManager):
         # placement of one new pipeline asks for every candidate datanode's count
         self._members: dict[tuple[int | None, frozenset[int]], dict[str, int]] = {}
         self._leaders: dict[tuple[int | None, frozenset[int]], dict[str, int]] = {}
+        self._member_sets: dict[tuple[int | None, int | None, frozenset[int]], set[frozenset[str]]] = {}
         super().__init__(store, buffer, ha_manager)
 
     def reinitialize(self) -> None:
@@ -57,6 +58,7 @@ class PipelineStateManager(ReplicatedStateManager):
         self._filtered.clear()
         self._members.clear()
         self._leaders.clear()
+        self._member_sets.clear()
 
     def _all_sorted(self) -> list[hdds_pb2.Pipeline]:
         if self._sorted is None:  # rebuilt lazily after a mutation
@@ -111,6 +113,17 @@ class PipelineStateManager(ReplicatedStateManager):
             for p in self.get_pipelines(None, rfactor, set(states)):
                 if p.leaderID:
                     hit[p.leaderID] = hit.get(p.leaderID, 0) + 1
+        return hit
+
+    def member_sets(self, rtype: int | None, rfactor: int | None, states: AbstractSet[int]) -> AbstractSet[frozenset[str]]:
+        """The sets of members of the pipelines matching the filters (whether a new pipeline would repeat one: a set
+        lookup instead of a scan); kept until the next mutation, as :meth:`member_counts`."""
+        key = (rtype, rfactor, frozenset(states))
+        hit = self._member_sets.get(key)
+        if hit is None:
+            hit = self._member_sets[key] = {
+                frozenset(m.uuid for m in p.members) for p in self.get_pipelines(rtype, rfactor, set(states))
+            }
         return hit
 
     def __len__(self) -> int:
