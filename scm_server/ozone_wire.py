@@ -128,13 +128,30 @@ _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 _ENUM = FieldDescriptor.TYPE_ENUM
 
 
+# A datanode sends the same details in every heartbeat: their conversion is kept by their bytes (a pure function of
+# them), up to this many datanodes' worth before the cache starts again
+_DETAILS_CACHE_SIZE = 65536
+_details_cache: dict[bytes, hdds_pb2.DatanodeDetailsProto] = {}
+
+
 def datanode_from_wire(dn: wire.DatanodeDetailsProto) -> hdds_pb2.DatanodeDetailsProto:
+    """Ozone's datanode details in our message (a new message: the caller may change it)."""
+    key = dn.SerializePartialToString()
+    known = _details_cache.get(key)
     out = hdds_pb2.DatanodeDetailsProto()
+    if known is not None:
+        out.CopyFrom(known)
+        return out
     _copy_by_name(dn, out, _TO_OURS)
     if not out.uuid:
         source = dn.id.uuid if dn.HasField("id") else dn.uuid128 if dn.HasField("uuid128") else None
         if source is not None:
             out.uuid = uuid_text(source)
+    if len(_details_cache) >= _DETAILS_CACHE_SIZE:
+        _details_cache.clear()
+    kept = hdds_pb2.DatanodeDetailsProto()
+    kept.CopyFrom(out)
+    _details_cache[key] = kept
     return out
 
 
