@@ -266,6 +266,22 @@ async def _until_allocation(client: BlockLocationClient, what: str, timeout: flo
         await asyncio.sleep(0.5)
 
 
+async def pipeline_count(ring: Ring) -> int | None:
+    """The pipelines the ring's leader lists (every state), None when it would not say: read before and after the
+    rounds, so that a reader sees how much of the background creator's work (a Raft entry per pipeline) ran beside
+    the rows."""
+    client = LocationClient(ring.location, attempts=20, retry_interval=0.2)
+    try:
+        request = wire_loc.ScmContainerLocationRequest(
+            cmdType=wire_loc.ListPipelines, traceID="", listPipelineRequest=wire_loc.ListPipelineRequestProto())
+        return len((await client.submit(request)).listPipelineResponse.pipelines)
+    except (SCMError, OSError, RuntimeError) as exc:
+        print(f"{ring.name}: ListPipelines failed ({exc}); pipeline count not recorded", flush=True)
+        return None
+    finally:
+        await client.close()
+
+
 async def prepare(ring: Ring, args: argparse.Namespace) -> dict[str, interleave.MakeCall]:
     """The ring's state for the rows (containers, datanodes registered) and each row's call maker."""
     # every member's address, the leader's first: a client follows a new leader's hint if one is elected
@@ -402,9 +418,14 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
         if args.profile is not None:
             await profile_rows(rings[0], targets[rings[0].name], args)
         cpu = {ring.name: (lambda pid=ring.pids[0]: cpu_seconds(pid)) for ring in rings}
+        pipelines = {ring.name: [await pipeline_count(ring)] for ring in rings}
         samples, loads = await interleave.run_rounds(
             targets, list(args.rows), rounds=args.rounds, warmup_rounds=args.warmup_rounds, clients=args.clients,
             seconds=args.seconds, measure=measure, cpu=cpu)
+        for ring in rings:
+            pipelines[ring.name].append(await pipeline_count(ring))
+            print(f"{ring.name}: {pipelines[ring.name][0]} pipelines before the rounds, {pipelines[ring.name][1]} after"
+                  " (the background creator places the registered datanodes' pipelines meanwhile)", flush=True)
         for ring in rings:
             for c in ring.opened:
                 await c.close()
@@ -419,6 +440,7 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
             gaps[ring.name] = await failover(ring, args.failover_clients)
             print(f"{ring.name}: allocation gap after SIGKILL of the leader {gaps[ring.name]:.2f} s", flush=True)
         return {"leaders": {r.name: r.leader for r in rings}, "targets": [r.name for r in rings], "rows": args.rows,
+                "pipelines_before_after": pipelines,
                 "our_leader_after_rounds": now,
                 "samples": samples, "loads": loads, "memory": memory, "failover_s": gaps}
     finally:
@@ -543,6 +565,7 @@ def main() -> int:
         "samples": [dataclasses.asdict(x) | {"leader_cpu_us_per_call": cpu_us_per_call(x)} for x in result["samples"]],
         "summary": {row: {t: {m: dataclasses.asdict(v) for m, v in ms.items()} for t, ms in ts.items()}
                     for row, ts in summary.items()},
+        "pipelines_before_after_rounds": result["pipelines_before_after"],
         "our_leader_after_rounds": result["our_leader_after_rounds"], "ratios_ours_over_ozone": ratios, "memory_mib": result["memory"], "failover_s": result["failover_s"],
         "machine": platform.platform(),
     }, indent=2))
