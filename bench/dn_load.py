@@ -25,7 +25,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from scm_server import ozone_wire
-from scm_server.client.hadoop_rpc import DATANODE_PROTOCOL, HadoopDatanodeClient, HadoopRpcConnection
+from scm_server.client.hadoop_rpc import (
+    DATANODE_PROTOCOL,
+    ConnectionLost,
+    HadoopDatanodeClient,
+    HadoopRpcConnection,
+)
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.datanode_sim.simulator import SimDatanode
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
@@ -145,15 +150,23 @@ class DatanodeLoad:
 
     async def _submit(self, i: int, body: bytes) -> None:
         """Datanode ``i``'s call; a connection the server closed meanwhile (an idle one: Hadoop's IPC server closes
-        them) is opened again first, as a datanode's client does, and counted."""
-        conn = self.connections[i]
-        if not conn.open:
-            await conn.close()
-            conn = self.connections[i] = HadoopRpcConnection(conn.address, DATANODE_PROTOCOL)
-            await conn.connect(timeout=30)
-            self.reconnects += 1
-        answer = await conn.call("submitRequest", body, call_id=next(self._call_ids) & 0x7FFFFFFF, timeout=60)
-        wire_dn.SCMDatanodeResponse.FromString(answer)
+        them) is opened again first, as a datanode's client does, and counted. The server may also close it while
+        the call is on its way (its idle timer fired just then): the call is sent once more on a new connection."""
+        for attempt in (1, 2):
+            conn = self.connections[i]
+            if not conn.open:
+                await conn.close()
+                conn = self.connections[i] = HadoopRpcConnection(conn.address, DATANODE_PROTOCOL)
+                await conn.connect(timeout=30)
+                self.reconnects += 1
+            try:
+                answer = await conn.call("submitRequest", body, call_id=next(self._call_ids) & 0x7FFFFFFF, timeout=60)
+            except ConnectionLost:
+                if attempt == 2:
+                    raise
+                continue
+            wire_dn.SCMDatanodeResponse.FromString(answer)
+            return
 
     def call(self) -> Callable[[], Awaitable[None]]:
         """A measuring loop's call: the next datanode's next heartbeat (datanodes taken in turn)."""

@@ -128,13 +128,30 @@ _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 _ENUM = FieldDescriptor.TYPE_ENUM
 
 
+# A datanode sends the same details in every heartbeat: their conversion is kept by their bytes (a pure function of
+# them), up to this many datanodes' worth before the cache starts again
+_DETAILS_CACHE_SIZE = 65536
+_details_cache: dict[bytes, hdds_pb2.DatanodeDetailsProto] = {}
+
+
 def datanode_from_wire(dn: wire.DatanodeDetailsProto) -> hdds_pb2.DatanodeDetailsProto:
+    """Ozone's datanode details in our message (a new message: the caller may change it)."""
+    key = dn.SerializePartialToString()
+    known = _details_cache.get(key)
     out = hdds_pb2.DatanodeDetailsProto()
+    if known is not None:
+        out.CopyFrom(known)
+        return out
     _copy_by_name(dn, out, _TO_OURS)
     if not out.uuid:
         source = dn.id.uuid if dn.HasField("id") else dn.uuid128 if dn.HasField("uuid128") else None
         if source is not None:
             out.uuid = uuid_text(source)
+    if len(_details_cache) >= _DETAILS_CACHE_SIZE:
+        _details_cache.clear()
+    kept = hdds_pb2.DatanodeDetailsProto()
+    kept.CopyFrom(out)
+    _details_cache[key] = kept
     return out
 
 
@@ -170,35 +187,70 @@ def _convert_message(value: pb_message.Message, target: pb_message.Message, spec
     _copy_by_name(value, target, specials)
 
 
-def _copy_by_name(source: pb_message.Message, target: pb_message.Message, specials: dict[str, Any]) -> None:
-    fields = target.DESCRIPTOR.fields_by_name
-    for fd, value in source.ListFields():
+_SCALAR, _SUB, _ENUM_VALUE = 0, 1, 2
+# (source message, target message) -> source field number -> how it is carried: (target field name, kind, repeated,
+# enum numbers source -> target), or None when it is not (no such target field, another kind); built once per pair
+_Step = tuple[str, int, bool, dict[int, int]]
+_PLANS: dict[tuple[str, str], dict[int, _Step | None]] = {}
+
+
+def _plan(source: Any, target: Any) -> dict[int, _Step | None]:
+    """How each field of ``source`` (a message descriptor) lands in ``target``'s: the by-name rules of
+    :func:`by_name` worked out once per pair of messages instead of per field of every message copied."""
+    key = (source.full_name, target.full_name)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    plan = {}
+    fields = target.fields_by_name
+    for fd in source.fields:
         tfd = fields.get(fd.name)
-        if tfd is None or (fd.type == _MESSAGE) != (tfd.type == _MESSAGE) or (fd.type == _ENUM) != (tfd.type == _ENUM):
+        if (
+            tfd is None
+            or (fd.type == _MESSAGE) != (tfd.type == _MESSAGE)
+            or (fd.type == _ENUM) != (tfd.type == _ENUM)
+            or fd.is_repeated != tfd.is_repeated
+        ):
+            plan[fd.number] = None
             continue
-        repeated = fd.is_repeated
-        if repeated != tfd.is_repeated:
+        numbers: dict[int, int] = {}
+        if fd.type == _ENUM:
+            kind = _ENUM_VALUE
+            known = tfd.enum_type.values_by_name
+            numbers = {v.number: known[v.name].number for v in fd.enum_type.values if v.name in known}
+        else:
+            kind = _SUB if fd.type == _MESSAGE else _SCALAR
+        plan[fd.number] = (tfd.name, kind, fd.is_repeated, numbers)
+    _PLANS[key] = plan
+    return plan
+
+
+def _copy_by_name(source: pb_message.Message, target: pb_message.Message, specials: dict[str, Any]) -> None:
+    plan = _plan(source.DESCRIPTOR, target.DESCRIPTOR)
+    for fd, value in source.ListFields():
+        step = plan.get(fd.number)
+        if step is None:
             continue
-        values = list(value) if repeated else [value]
+        name, kind, repeated, numbers = step
         try:
-            if fd.type == _MESSAGE:
-                for v in values:
-                    sub = getattr(target, fd.name).add() if repeated else getattr(target, fd.name)
-                    sub.SetInParent()  # an empty message (ReregisterCommandProto) is still present
-                    _convert_message(v, sub, specials)
-            elif fd.type == _ENUM:
-                src_enum, dst_enum = fd.enum_type, tfd.enum_type
-                assert src_enum is not None and dst_enum is not None
-                names = [src_enum.values_by_number[v].name for v in values if v in src_enum.values_by_number]
-                mapped = [dst_enum.values_by_name[n].number for n in names if n in dst_enum.values_by_name]
+            if kind == _SUB:
                 if repeated:
-                    getattr(target, fd.name).extend(mapped)
-                elif mapped:
-                    setattr(target, fd.name, mapped[0])
+                    into = getattr(target, name)
+                    for v in value:
+                        _convert_message(v, into.add(), specials)
+                else:
+                    sub = getattr(target, name)
+                    sub.SetInParent()  # an empty message (ReregisterCommandProto) is still present
+                    _convert_message(value, sub, specials)
+            elif kind == _ENUM_VALUE:  # by name: a value the target does not know is left out
+                if repeated:
+                    getattr(target, name).extend([numbers[v] for v in value if v in numbers])
+                elif value in numbers:
+                    setattr(target, name, numbers[value])
             elif repeated:
-                getattr(target, fd.name).extend(values)
+                getattr(target, name).extend(value)
             else:
-                setattr(target, fd.name, value)
+                setattr(target, name, value)
         except (ValueError, TypeError) as exc:
             raise ValueError(f"{source.DESCRIPTOR.name}.{fd.name}: {exc}") from exc
 

@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
@@ -211,7 +211,7 @@ class ContainerManager:
         self._node_ids: dict[str, str] = {}
         self._replica_total = 0
         self._replica_listeners: list[ReplicaListener] = []
-        self._round_robin = itertools.count()
+        self._last_chosen: dict[tuple[str, str], int] = {}  # (pipeline, owner) -> the container chosen last
         self._allocation_lock = asyncio.Lock()
         self.reports_processed = 0
         self.incremental_reports_processed = 0
@@ -451,17 +451,27 @@ class ContainerManager:
         return self.node_manager.open_container_limit(m.uuid for m in pipeline.members)
 
     def _open_with_room(self, size: int, owner: str, pipeline_id: str, excluded: AbstractSet[int], limit: int) -> int | None:
-        """Round robin over ``owner``'s OPEN containers on the pipeline with room for ``size``; None
-        when a new container is due: fewer than ``limit`` are open (Ozone fills up to the limit),
-        or none has room."""
-        open_containers = [c for c in self.state_manager.open_container_records(pipeline_id, owner) if c.container_id not in excluded]
-        if len(open_containers) < limit:
+        """Round robin over ``owner``'s OPEN containers on the pipeline with room for ``size``, as Ozone's
+        getMatchingContainer: the first with room after the one last chosen (in id order, wrapping around), so a
+        choice looks at one container when the next has room, not at every open one; None when a new container is
+        due: fewer than ``limit`` are open (Ozone fills up to the limit), or none has room."""
+        ids = self.state_manager.open_container_ids(pipeline_id, owner)
+        count = len(ids)
+        if (count - sum(1 for c in ids if c in excluded) if excluded else count) < limit:
             return None
         room = self.config.container_size - size
-        with_room = [c for c in open_containers if self._used_bytes(c.container_id, c.used_bytes) <= room]
-        if not with_room:
-            return None
-        return with_room[next(self._round_robin) % len(with_room)].container_id
+        key = (pipeline_id, owner)
+        start = bisect_right(ids, self._last_chosen.get(key, -1))
+        record_of = self.state_manager.record_of
+        for k in range(count):
+            cid = ids[(start + k) % count]
+            if cid in excluded:
+                continue
+            record = record_of(cid)
+            if record is not None and self._used_bytes(cid, record.used_bytes) <= room:
+                self._last_chosen[key] = cid
+                return cid
+        return None
 
     # ---- closing (leader) ----
     async def close_container(self, container_id: int, force: bool = False) -> None:

@@ -163,6 +163,7 @@ class SCMNodeManager:
         self.scm_context = scm_context
         self.clock = clock
         self._nodes: dict[str, DatanodeInfo] = {}
+        self._sorted_nodes: list[DatanodeInfo] | None = None  # by uuid, until a datanode registers first
         self._listeners: list[NodeEventListener] = []
         self._cmd_ids = itertools.count(clock.wall_ms() * 1000)
         self.heartbeats_processed = 0
@@ -221,6 +222,7 @@ class SCMNodeManager:
                 op_state_since_ms=wall,
             )
             self._nodes[details.uuid] = info
+            self._sorted_nodes = None
             log.info("registered datanode %s (%s, rack %s)", details.uuid, details.hostName, rack_of(details))
         else:
             info.health = health
@@ -266,7 +268,10 @@ class SCMNodeManager:
         return matches
 
     def all_nodes(self) -> list[DatanodeInfo]:
-        return sorted(self._nodes.values(), key=lambda n: n.uuid)
+        """Every registered datanode by uuid (a new list; the order is kept until a new datanode registers)."""
+        if self._sorted_nodes is None:
+            self._sorted_nodes = sorted(self._nodes.values(), key=lambda n: n.uuid)
+        return list(self._sorted_nodes)
 
     def get_nodes(self, health: int | None = None, op_state: int | None = None) -> list[DatanodeInfo]:
         return [

@@ -53,6 +53,7 @@ EC = hdds_pb2.EC
 ONE = hdds_pb2.ONE
 THREE = hdds_pb2.THREE
 CommandType = scm_datanode_pb2.SCMCommandProto.Type
+LIVE = frozenset({ALLOCATED, OPEN, DORMANT})  # the states a pipeline counts against its members' limits in
 
 ContainerCloser = Callable[[str], Awaitable[None]]
 
@@ -144,23 +145,23 @@ class PipelineManager:
         ]
 
     def pipeline_count_of(self, dn_uuid: str, rfactor: int | None = None) -> int:
-        """Non-closed pipelines the datanode belongs to (of one factor if given)."""
-        return sum(
-            1
-            for p in self.get_pipelines(rfactor=rfactor, states={ALLOCATED, OPEN, DORMANT})
-            if any(m.uuid == dn_uuid for m in p.members)
-        )
+        """Non-closed pipelines the datanode belongs to (of one factor if given); a dict lookup (the counts of every
+        datanode are kept by the state manager until the pipelines change)."""
+        return self.state_manager.member_counts(rfactor, LIVE).get(dn_uuid, 0)
 
     def _placement_limits(self, rfactor: int) -> tuple[Callable[[str], int], Callable[[str], int]]:
         """Ozone counts only RATIS/THREE pipelines against ozone.scm.datanode.pipeline.limit;
-        a datanode hosts at most one RATIS/ONE pipeline."""
+        a datanode hosts at most one RATIS/ONE pipeline. The load is read from the counts of this moment: the
+        placement asks for every candidate's, twice."""
+        counts = self.state_manager.member_counts(rfactor, LIVE)
+        load = lambda u: counts.get(u, 0)  # noqa: E731
         if rfactor == THREE:
-            return (lambda u: self.pipeline_count_of(u, THREE)), self.node_manager.pipeline_limit
-        return (lambda u: self.pipeline_count_of(u, ONE)), (lambda _u: 1)
+            return load, self.node_manager.pipeline_limit
+        return load, (lambda _u: 1)
 
     def _leader_count(self, dn_uuid: str) -> int:
         """Non-closed RATIS/THREE pipelines whose suggested leader is the datanode (MinLeaderCountChoosePolicy)."""
-        return sum(1 for p in self.get_pipelines(rfactor=THREE, states={ALLOCATED, OPEN, DORMANT}) if p.leaderID == dn_uuid)
+        return self.state_manager.leader_counts(THREE, LIVE).get(dn_uuid, 0)
 
     def pipelines_of(self, dn_uuid: str) -> list[hdds_pb2.Pipeline]:
         return [p for p in self.get_pipelines() if any(m.uuid == dn_uuid for m in p.members)]
@@ -360,10 +361,7 @@ class PipelineManager:
             )
 
     def _duplicate_of_existing(self, member_ids: list[str], rfactor: int) -> bool:
-        wanted = set(member_ids)
-        return any(
-            {m.uuid for m in p.members} == wanted for p in self.get_pipelines(RATIS, rfactor, {ALLOCATED, OPEN, DORMANT})
-        )
+        return frozenset(member_ids) in self.state_manager.member_sets(RATIS, rfactor, LIVE)
 
     async def open_pipeline(self, pipeline_id: str) -> None:
         self.scm_context.check_leader()

@@ -8,6 +8,9 @@ any -> PIPELINE_CLOSED; CLOSED is final (a closed pipeline is only removed).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.replicate import RequestType, replicate
 from scm_server.ha.scm_ha_manager_api import SCMHAManager
@@ -39,6 +42,11 @@ class PipelineStateManager(ReplicatedStateManager):
         # get_pipelines answers by filter, until the next mutation: block allocation asks for the
         # OPEN pipelines of one replication config once per block.
         self._filtered: dict[tuple[int | None, int | None, frozenset[int] | None], list[hdds_pb2.Pipeline]] = {}
+        # pipelines per datanode (as a member, as the suggested leader) by filter, until the next mutation: the
+        # placement of one new pipeline asks for every candidate datanode's count
+        self._members: dict[tuple[int | None, frozenset[int]], dict[str, int]] = {}
+        self._leaders: dict[tuple[int | None, frozenset[int]], dict[str, int]] = {}
+        self._member_sets: dict[tuple[int | None, int | None, frozenset[int]], set[frozenset[str]]] = {}
         super().__init__(store, buffer, ha_manager)
 
     def reinitialize(self) -> None:
@@ -48,6 +56,9 @@ class PipelineStateManager(ReplicatedStateManager):
     def _changed(self) -> None:
         self._sorted = None
         self._filtered.clear()
+        self._members.clear()
+        self._leaders.clear()
+        self._member_sets.clear()
 
     def _all_sorted(self) -> list[hdds_pb2.Pipeline]:
         if self._sorted is None:  # rebuilt lazily after a mutation
@@ -79,6 +90,41 @@ class PipelineStateManager(ReplicatedStateManager):
                 and (states is None or p.state in states)
             ]
         return list(hit)
+
+    def member_counts(self, rfactor: int | None, states: AbstractSet[int]) -> Mapping[str, int]:
+        """Datanode uuid -> how many pipelines of ``rfactor`` (any if None) in ``states`` it is a member of (a datanode
+        named twice in one pipeline counted once). Kept until the next mutation: read it, never change it."""
+        key = (rfactor, frozenset(states))
+        hit = self._members.get(key)
+        if hit is None:
+            hit = self._members[key] = {}
+            for p in self.get_pipelines(None, rfactor, set(states)):
+                for uuid in {m.uuid for m in p.members}:
+                    hit[uuid] = hit.get(uuid, 0) + 1
+        return hit
+
+    def leader_counts(self, rfactor: int | None, states: AbstractSet[int]) -> Mapping[str, int]:
+        """Datanode uuid -> how many pipelines of ``rfactor`` in ``states`` name it as their suggested leader (kept
+        until the next mutation, as :meth:`member_counts`)."""
+        key = (rfactor, frozenset(states))
+        hit = self._leaders.get(key)
+        if hit is None:
+            hit = self._leaders[key] = {}
+            for p in self.get_pipelines(None, rfactor, set(states)):
+                if p.leaderID:
+                    hit[p.leaderID] = hit.get(p.leaderID, 0) + 1
+        return hit
+
+    def member_sets(self, rtype: int | None, rfactor: int | None, states: AbstractSet[int]) -> AbstractSet[frozenset[str]]:
+        """The sets of members of the pipelines matching the filters (whether a new pipeline would repeat one: a set
+        lookup instead of a scan); kept until the next mutation, as :meth:`member_counts`."""
+        key = (rtype, rfactor, frozenset(states))
+        hit = self._member_sets.get(key)
+        if hit is None:
+            hit = self._member_sets[key] = {
+                frozenset(m.uuid for m in p.members) for p in self.get_pipelines(rtype, rfactor, set(states))
+            }
+        return hit
 
     def __len__(self) -> int:
         return len(self._pipelines)

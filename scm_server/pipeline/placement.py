@@ -345,22 +345,38 @@ class PipelinePlacementPolicy:
         """``count`` members for a new pipeline; raises FAILED_TO_FIND_SUITABLE_NODE (too few healthy nodes
         below their pipeline limit) or FAILED_TO_FIND_NODES_WITH_SPACE."""
         excluded = exclude or set()
-        healthy = [n for n in candidates if n.is_healthy_in_service() and n.uuid not in excluded]
+        # one pass over the candidates (a background creation at a thousand datanodes runs this once per pipeline)
+        healthy: list[DatanodeInfo] = []
+        below = 0
+        usable: list[DatanodeInfo] = []
+        loads: dict[int, int] = {}  # by id() of the candidate: its load, asked once
+        for n in candidates:
+            if not n.is_healthy_in_service():
+                continue
+            uuid = n.uuid
+            if uuid in excluded:
+                continue
+            healthy.append(n)
+            n_load = load(uuid)
+            if n_load >= limit(uuid):
+                continue
+            below += 1
+            if has_enough_space(n, data_size, self.min_free_space):
+                loads[id(n)] = n_load
+                usable.append(n)
         if len(healthy) < count:
             raise SCMException(
                 ResultCodes.FAILED_TO_FIND_SUITABLE_NODE,
                 f"Pipeline creation failed due to no sufficient healthy datanodes. Required {count}. "
                 f"Found {len(healthy)}. Excluded {len(excluded)}.",
             )
-        below = [n for n in healthy if load(n.uuid) < limit(n.uuid)]
-        if len(below) < count:
+        if below < count:
             raise SCMException(
                 ResultCodes.FAILED_TO_FIND_SUITABLE_NODE,
                 f"Pipeline creation failed because nodes are engaged in other pipelines and every node can only "
                 f"be engaged in max {max((limit(n.uuid) for n in healthy), default=0)} pipelines. Required {count}. "
-                f"Found {len(below)}. Excluded: {len(excluded)}.",
+                f"Found {below}. Excluded: {len(excluded)}.",
             )
-        usable = [n for n in below if has_enough_space(n, data_size, self.min_free_space)]
         if len(usable) < count:
             raise SCMException(
                 ResultCodes.FAILED_TO_FIND_NODES_WITH_SPACE,
@@ -369,19 +385,19 @@ class PipelinePlacementPolicy:
             )
         shuffled = list(usable)
         self._rng.shuffle(shuffled)
-        ordered = sorted(shuffled, key=lambda n: load(n.uuid))
-        favored_nodes = [n for n in ordered if n.uuid in set(favored)]
-        anchor = (favored_nodes or ordered)[0]
+        ordered = sorted(shuffled, key=lambda n: loads[id(n)])
+        wanted = set(favored)
+        anchor = next((n for n in ordered if n.uuid in wanted), ordered[0]) if wanted else ordered[0]
         chosen = [anchor]
         rest = [n for n in ordered if n is not anchor]
+        rack = anchor.rack
+        # each pick is the first of the rest (least loaded first) that fits: scans stop at it
         if count > 1:
-            other_rack = [n for n in rest if n.rack != anchor.rack]
-            second = (other_rack or rest)[0]
+            second = next((n for n in rest if n.rack != rack), rest[0])
             chosen.append(second)
             rest.remove(second)
         while len(chosen) < count:
-            near = [n for n in rest if n.rack == anchor.rack]
-            pick = (near or rest)[0]
+            pick = next((n for n in rest if n.rack == rack), rest[0])
             chosen.append(pick)
             rest.remove(pick)
         return chosen

@@ -351,3 +351,30 @@ async def test_full_reports_leave_exactly_what_each_datanode_last_listed(
         assert cm.replica_count() == sum(len(cs) for cs in expected.values())
     assert not cm.has_replicas(10**9)
     await scm.stop()
+
+
+async def test_matching_container_goes_round_the_open_ones_skipping_full_and_excluded(tmp_path: Path) -> None:
+    """Ozone's getMatchingContainer: the next container with room after the one chosen last, in id order, wrapping
+    around; a full or excluded one is passed over, and when none has room a new one is made."""
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    cm = scm.container_manager
+    (p3,) = scm.pipeline_manager.open_pipelines(hdds_pb2.RATIS, hdds_pb2.THREE)
+    ids = [(await cm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "om")).containerID for _ in range(4)]
+    limit = 4
+    got = [await cm.get_matching_container_id(1000, "om", p3, limit=limit) for _ in range(9)]
+    assert got == [ids[i % 4] for i in range(9)]
+    full = ids[1]
+    for dn in dns:
+        dn.replicas[full] = replica(full, R.OPEN, used=(1 << 30) - 10)
+        await dn.heartbeat(scm)
+    got = [await cm.get_matching_container_id(1000, "om", p3, limit=limit) for _ in range(6)]
+    assert full not in got and sorted(set(got)) == sorted(set(ids) - {full})
+    got = [await cm.get_matching_container_id(1000, "om", p3, [ids[0]], limit=3) for _ in range(4)]
+    assert sorted(set(got)) == [ids[2], ids[3]]  # the excluded one and the full one passed over
+    # every open container full or excluded: a new one
+    made = await cm.get_matching_container_id(1000, "om", p3, [ids[0], ids[2], ids[3]], limit=1)
+    assert made not in ids
+    assert cm.get_container(made).state == hdds_pb2.OPEN
+    await scm.stop()
