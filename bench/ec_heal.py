@@ -37,11 +37,11 @@ if not __package__:  # `python bench/ec_heal.py`: import bench.* and tests.* fro
 
 from bench.ozone_anchor import banner, classpath_or_reason
 from tests.ozone_interop.container_health import (
+    cluster_containers,
     cluster_shortfalls,
     details,
+    full_holders,
     node_uuid,
-    replicas_of,
-    required_replicas,
 )
 from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, Timings, wait_for
 
@@ -109,17 +109,9 @@ def pick_victim(c: OzoneCluster) -> tuple[str, str, int]:
     the datanodes report them)."""
 
     def holders() -> tuple[str, int] | None:
-        listed = json.loads(c.admin("container", "list", "--all"))
-        full: dict[str, set[str]] = {"EC": set(), "RATIS": set()}
-        for x in listed:
-            kind, need = required_replicas(x.get("replicationConfig", {}))
-            if kind not in full:
-                continue
-            held = {r.uuid for r in replicas_of(json.loads(c.admin("container", "info", str(x["containerID"]),
-                                                                   "--json")))}
-            if len(held) >= need:
-                full[kind] |= held
-        both = sorted(full["EC"] & full["RATIS"])
+        listed, infos = cluster_containers(c)
+        full = full_holders(listed, infos)
+        both = sorted(full.get("EC", set()) & full.get("RATIS", set()))
         return (both[0], len(listed)) if both else None
 
     victim_uuid, containers = wait_for("a datanode holding a full EC and a full Ratis container's replica", holders,
