@@ -4,7 +4,9 @@ The harness of `make ozone-interop`: it writes one `ozone-site.xml` per process 
 keys only (written here, key by key; nothing is taken from Ozone's files), starts Ozone's SCM ring, datanodes and
 Ozone Manager as JVMs with small heaps, runs `ozone sh` and `ozone admin` through their main classes, and waits
 on conditions (ports open, command output) with deadlines, never for a fixed time. Every process it starts is
-recorded and killed by `OzoneCluster.stop()`, which the tests call on any failure.
+recorded and killed by `OzoneCluster.stop()`, which the tests call on any failure. Its ports come from
+:class:`PortPool`: outside the kernel's ephemeral range and reserved machine-wide per block, so that harnesses run
+at once by several people never race for a port.
 
 The SCM side is a parameter: "ozone" starts Ozone's own 3-SCM HA ring (the anchor); "ours" starts this project's
 3-SCM ring (`ozone-scm scm --init` / `--bootstrap` / `scm`) serving Ozone's four protocols over Hadoop RPC (issue 20)
