@@ -369,11 +369,15 @@ class OzoneCluster:
                  racks: int = 0) -> None:
         """``extra_props``: keys every process gets on top of (and over) :meth:`common_props`' own.
 
-        ``racks`` > 0: each datanode on a loopback address of its own (dn1 on 127.0.0.11, dn2 on 127.0.0.12, ...:
-        ``hdds.datanode.hostname`` and every bind host), and a Hadoop ``TableMapping`` file (``topology.table``
-        under ``base``) putting dn<i> on ``/rack<(i - 1) % racks + 1>``, named to every process through
-        ``net.topology.node.switch.mapping.impl`` and ``net.topology.table.file.name``; 0: every datanode on
-        127.0.0.1 and no mapping (each lands on ``/default-rack``)."""
+        ``racks`` > 0: each datanode with a loopback address of its own as its name (dn1 127.0.0.11, dn2
+        127.0.0.12, ...: ``hdds.datanode.hostname``, which it reports as host name and address), racks resolved
+        from that name (``hdds.datanode.use.datanode.hostname=true``) through a Hadoop ``TableMapping`` file
+        (``topology.table`` under ``base``) putting dn<i> on ``/rack<(i - 1) % racks + 1>``, named to every
+        process through ``net.topology.node.switch.mapping.impl`` and ``net.topology.table.file.name``. Its
+        servers listen on every address (each on ports of its own): Ozone's SCM records a datanode's address as
+        the source address of its heartbeat connection (127.0.0.1 here, whatever the datanode reports) and hands
+        that address to the other datanodes as their Ratis peer. 0: every datanode on 127.0.0.1 and no mapping
+        (each lands on ``/default-rack``)."""
         if scm_side not in ("ozone", "ours"):
             raise ValueError(f"scm_side must be 'ozone' or 'ours', not {scm_side!r}")
         self.base = base
@@ -472,6 +476,7 @@ class OzoneCluster:
         if self.racks:
             props["net.topology.node.switch.mapping.impl"] = "org.apache.hadoop.net.TableMapping"
             props["net.topology.table.file.name"] = str(self.topology_table)
+            props["hdds.datanode.use.datanode.hostname"] = "true"  # the table's names are the datanodes' own
         props.update(self.extra_props)
         return props
 
@@ -515,6 +520,7 @@ class OzoneCluster:
         root = self.base / dn.name
         p = dn.ports
         host = self.datanode_address(dn)
+        bind = "0.0.0.0" if self.racks else LOOPBACK  # see __init__: Ozone's SCM dials 127.0.0.1 whatever the name
         return {
             **self.common_props(),
             "ozone.metadata.dirs": str(root / "metadata"),
@@ -528,14 +534,14 @@ class OzoneCluster:
             "hdds.container.ratis.server.port": str(p["ratis_server"]),
             "hdds.container.ratis.datastream.port": str(p["ratis_datastream"]),
             "hdds.datanode.client.port": str(p["client"]),
-            "hdds.datanode.client.bind.host": host,
+            "hdds.datanode.client.bind.host": bind,
             "hdds.datanode.http-address": f"{host}:{p['http']}",
             "hdds.datanode.https-address": f"{host}:{p['https']}",
-            "hdds.datanode.http-bind-host": host,
-            "hdds.datanode.https-bind-host": host,
+            "hdds.datanode.http-bind-host": bind,
+            "hdds.datanode.https-bind-host": bind,
             "hdds.datanode.replication.port": str(p["replication"]),
             # Ratis' own host keys, passed through by the datanode under hdds.ratis.: its Raft servers on loopback
-            **{f"hdds.ratis.raft.grpc.{kind}.host": host for kind in ("server", "admin", "client")},
+            **{f"hdds.ratis.raft.grpc.{kind}.host": bind for kind in ("server", "admin", "client")},
             # a test volume on a shared disk: reserve little, never refuse writes for the disk's fill level
             "hdds.datanode.volume.min.free.space": "64MB",
             "hdds.datanode.storage.utilization.critical.threshold": "0.999",
