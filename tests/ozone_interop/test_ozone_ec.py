@@ -303,11 +303,12 @@ def test_ec_and_ratis_keys_survive_a_death_a_decommission_and_a_maintenance(clus
         else:
             assert len({r.uuid for r in kept}) >= MAINTENANCE_RATIS_MINIMUM, (cid, replicas)
     read_all(c, tmp_path, data)
+    recommissioned = time.monotonic()
     print(c.admin("datanode", "recommission", resting.ip))
     wait_op_state(c, resting_uuid, "IN_SERVICE", 300)
     back = time.monotonic()
     read_all(c, tmp_path, data)
     c.timings.add(f"maintenance {resting.ip} -> IN_MAINTENANCE (Ratis replicas copied)", entered - asked)
-    c.timings.add(f"recommission {resting.ip} -> IN_SERVICE", back - entered)
+    c.timings.add(f"recommission {resting.ip} -> IN_SERVICE", back - recommissioned)
     print(f"ozone-ec: {resting.ip} IN_MAINTENANCE {entered - asked:.1f} s after `ozone admin datanode maintenance`, "
-          f"IN_SERVICE {back - entered:.1f} s after `recommission`")
+          f"IN_SERVICE {back - recommissioned:.1f} s after `recommission`")
