@@ -97,7 +97,7 @@ ozone-jars: ## Apache Ozone 2.2.0's released jars from Maven Central into ~/.m2;
 ozone-image: ozone-jars ## the Ozone image localhost/ozone:2.2.0 (Apache Ozone's jars from make ozone-jars, Debian's Java 17, uid 1000) for examples/ozone-on-k8s
 	nice -n 10 bash scripts/build_ozone_image.sh
 
-ozone-ec-test: env ozone-jars ## Apache Ozone's 7 datanodes on 3 racks + OM on our 3-SCM ring: an rs-3-2-1024k bucket written and read, a datanode stopped for good and its EC index rebuilt, a holder decommissioned
+ozone-ec-test: env ozone-jars ## Apache Ozone's 7 datanodes on 3 racks + OM on our 3-SCM ring: rs-3-2-1024k and RATIS/THREE buckets written and read, a datanode holding both stopped for good and every container repaired, a holder decommissioned, another put in maintenance
 	$(PYTEST) tests/ozone_interop/test_ozone_ec.py -m ozone_ec -q -rA -s
 
 ozone-interop: env ozone-jars ## Apache Ozone's 3 datanodes, OM, ozone sh/admin on Ozone's SCM ring and on ours (OZONE_INTEROP_SCM=ours|ozone: one side); SCM leader killed (~7 min)

@@ -11,9 +11,12 @@ then a datanode holding both an EC index and a Ratis replica is SIGKILLed for go
 admin CLI: the kill -> DEAD (``ozone admin datanode list``), and DEAD -> every container (Ratis and EC) back to full
 health (tests/ozone_interop/container_health.py: closed, all indexes / three replicas on live datanodes, and
 ``ozone admin container report`` with no container under-replicated, missing or unhealthy). Every key is read
-back afterwards. Printed: both sides and the ratio ours / Ozone's; written to bench/results/ec_heal.json.
+back afterwards. Also, from the datanodes' own logs (the same Ozone code on both sides, to the millisecond): the
+kill -> the last replicate / reconstruct command logged DONE. Printed: both sides and the ratios ours / Ozone's;
+written to bench/results/ec_heal.json.
 
-A probe runs three or more CLI JVMs, so a time is known to within one probe's length (printed with it).
+A probe runs three CLI JVMs, so the probed times are known to within one probe's length (printed with them); the
+datanode log times are not.
 Without Java, Maven or Maven Central the benchmark prints why and exits non-zero (bench/ozone_anchor.py).
 
 Usage: ``nice -n 10 .venv/bin/python -m bench.ec_heal [--sides ozone,ours]``.
@@ -26,6 +29,7 @@ import datetime
 import hashlib
 import json
 import random
+import re
 import shutil
 import sys
 import time
@@ -37,11 +41,11 @@ if not __package__:  # `python bench/ec_heal.py`: import bench.* and tests.* fro
 
 from bench.ozone_anchor import banner, classpath_or_reason
 from tests.ozone_interop.container_health import (
+    cluster_containers,
     cluster_shortfalls,
     details,
+    full_holders,
     node_uuid,
-    replicas_of,
-    required_replicas,
 )
 from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, Timings, wait_for
 
@@ -72,6 +76,10 @@ class SideResult:
     dead_to_healthy_s: float = 0.0
     kill_to_healthy_s: float = 0.0
     probe_s: float = 0.0  # the last probe's length: the times are known to within it
+    # kill -> the last repair command (replicate / reconstruct) a datanode logged DONE: to the millisecond, from
+    # Ozone's own datanodes' logs (the same code on both sides), not bounded by the CLI probe's length
+    kill_to_repaired_s: float = 0.0
+    repairs: int = 0
     shortfalls_seen: list[str] = field(default_factory=list)  # what the first probes after DEAD said was missing
 
 
@@ -109,17 +117,9 @@ def pick_victim(c: OzoneCluster) -> tuple[str, str, int]:
     the datanodes report them)."""
 
     def holders() -> tuple[str, int] | None:
-        listed = json.loads(c.admin("container", "list", "--all"))
-        full: dict[str, set[str]] = {"EC": set(), "RATIS": set()}
-        for x in listed:
-            kind, need = required_replicas(x.get("replicationConfig", {}))
-            if kind not in full:
-                continue
-            held = {r.uuid for r in replicas_of(json.loads(c.admin("container", "info", str(x["containerID"]),
-                                                                   "--json")))}
-            if len(held) >= need:
-                full[kind] |= held
-        both = sorted(full["EC"] & full["RATIS"])
+        listed, infos = cluster_containers(c)
+        full = full_holders(listed, infos)
+        both = sorted(full.get("EC", set()) & full.get("RATIS", set()))
         return (both[0], len(listed)) if both else None
 
     victim_uuid, containers = wait_for("a datanode holding a full EC and a full Ratis container's replica", holders,
@@ -136,6 +136,26 @@ def wait_stable_before_kill(c: OzoneCluster) -> None:
     """Every container written is healthy before the kill (its replicas reported), so the clock measures repair."""
     wait_for("every container healthy before the kill", lambda: True if not cluster_shortfalls(c, set()) else None,
              300, interval=2)
+
+
+# a datanode's log line (log4j ISO8601, local time) telling that a repair command it ran is done
+REPAIR_DONE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*Successful DONE (replicateContainerCommand|reconstructECContainersCommand)"
+)
+
+
+def repairs_done(logs: list[Path], since: datetime.datetime) -> list[datetime.datetime]:
+    """When each replicate / reconstruct command the datanodes ran after ``since`` (local time, as the logs) was
+    done, from their logs' ``ReplicationSupervisor: Successful DONE ...`` lines."""
+    out = []
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            m = REPAIR_DONE.match(line)
+            if m:
+                at = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
+                if at >= since:
+                    out.append(at)
+    return out
 
 
 def run_side(side: str, classpath: str, note: str) -> SideResult:
@@ -156,7 +176,7 @@ def run_side(side: str, classpath: str, note: str) -> SideResult:
         wait_stable_before_kill(c)
         victim, victim_uuid, result.containers = pick_victim(c)
         result.victim = victim
-        killed = time.monotonic()
+        killed, killed_wall = time.monotonic(), datetime.datetime.now()
         c.kill(victim)
 
         def dead() -> bool | None:
@@ -179,6 +199,9 @@ def run_side(side: str, classpath: str, note: str) -> SideResult:
         result.kill_to_dead_s = dead_at - killed
         result.dead_to_healthy_s = healthy_at - dead_at
         result.kill_to_healthy_s = healthy_at - killed
+        done = repairs_done(sorted((base / "logs").glob("dn*.log")), killed_wall)
+        result.repairs = len(done)
+        result.kill_to_repaired_s = (max(done) - killed_wall).total_seconds() if done else 0.0
         read_all(c, work, data)
     finally:
         c.stop()
@@ -199,18 +222,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntime to healthy after a datanode death ({DATANODES} datanodes on {RACKS} racks, "
           f"rs-3-2-1024k + RATIS/THREE, {', '.join(f'{k}={v}' for k, v in INTERVALS.items())}):")
     print(f"  {'SCM ring':<10} {'containers':>10} {'kill->DEAD':>11} {'DEAD->healthy':>14} {'kill->healthy':>14} "
-          f"{'probe':>7}")
+          f"{'probe':>7} {'kill->repaired':>15} {'repairs':>8}")
     for r in results.values():
         print(f"  {r.side:<10} {r.containers:>10} {r.kill_to_dead_s:>10.1f}s {r.dead_to_healthy_s:>13.1f}s "
-              f"{r.kill_to_healthy_s:>13.1f}s {r.probe_s:>6.1f}s")
+              f"{r.kill_to_healthy_s:>13.1f}s {r.probe_s:>6.1f}s {r.kill_to_repaired_s:>14.1f}s {r.repairs:>8}")
     ratio = {}
     if "ours" in results and "ozone" in results and results["ozone"].dead_to_healthy_s > 0:
         ratio = {
             "dead_to_healthy": results["ours"].dead_to_healthy_s / results["ozone"].dead_to_healthy_s,
             "kill_to_healthy": results["ours"].kill_to_healthy_s / results["ozone"].kill_to_healthy_s,
         }
+        if results["ozone"].kill_to_repaired_s > 0:
+            ratio["kill_to_repaired"] = results["ours"].kill_to_repaired_s / results["ozone"].kill_to_repaired_s
+        repaired = f", kill->repaired {ratio['kill_to_repaired']:.2f}x" if "kill_to_repaired" in ratio else ""
         print(f"  ours / Ozone's: DEAD->healthy {ratio['dead_to_healthy']:.2f}x, "
-              f"kill->healthy {ratio['kill_to_healthy']:.2f}x")
+              f"kill->healthy {ratio['kill_to_healthy']:.2f}x{repaired} (the first two bounded by the probe)")
     out = REPO / "bench" / "results" / "ec_heal.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({

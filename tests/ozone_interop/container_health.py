@@ -2,8 +2,8 @@
 
 Shared by the EC tier (tests/ozone_interop/test_ozone_ec.py) and the time-to-healthy benchmark (bench/ec_heal.py),
 which ask the same question of our SCM ring and of Ozone's: ``ozone admin container list --all --json`` for the
-containers, ``ozone admin container info <id> --json`` for each one's replicas, ``ozone admin container report``
-for the ReplicationManager's counts. The judging (:func:`shortfalls`, :func:`report_counts`) is pure: it reads the
+containers, one ``ozone admin container info <id>... --json`` for the replicas of all of them, ``ozone admin
+container report`` for the ReplicationManager's counts. The judging (:func:`shortfalls`, :func:`report_counts`) is pure: it reads the
 CLI's JSON and text and says what is still wrong, so it is tested without a cluster.
 
 Full health, per container (DELETING and DELETED ones are leaving and need nothing, nor does one never written:
@@ -119,11 +119,46 @@ def report_counts(text: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*([A-Z_]+): (\d+)\s*$", text, re.MULTILINE)}
 
 
-def cluster_shortfalls(c: AdminCli, dead: set[str]) -> list[str]:
-    """Ask the cluster (list, info of each container, report) and judge: empty when every container is healthy."""
+def infos_by_id(text: str) -> dict[int, Mapping[str, Any]]:
+    """`ozone admin container info ID... --json`: one object for one ID, an array of them for several (Ozone 2.x
+    prints ``[``, the objects separated by ``,``, then ``]``), keyed by container ID."""
+    parsed = json.loads(text)
+    items = parsed if isinstance(parsed, list) else [parsed]
+    out: dict[int, Mapping[str, Any]] = {}
+    for item in items:
+        container = item.get("containerInfo", item)
+        out[int(container["containerID"])] = item
+    return out
+
+
+def cluster_containers(c: AdminCli) -> tuple[list[Mapping[str, Any]], dict[int, Mapping[str, Any]]]:
+    """`container list --all` and one `container info ... --json` of every container not leaving (two CLI JVMs)."""
     listed = json.loads(c.admin("container", "list", "--all"))
-    infos = {int(x["containerID"]): json.loads(c.admin("container", "info", str(x["containerID"]), "--json"))
-             for x in listed if str(x.get("state")) not in LEAVING}
+    ids = [str(x["containerID"]) for x in listed if str(x.get("state")) not in LEAVING]
+    return listed, (infos_by_id(c.admin("container", "info", *ids, "--json")) if ids else {})
+
+
+def full_holders(containers: Iterable[Mapping[str, Any]], infos: Mapping[int, Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Replication type -> datanodes (uuids) holding a replica of a container of that type that has its full set
+    (EC: every index; RATIS: ``requiredNodes`` datanodes): the datanodes whose loss leaves a container short."""
+    out: dict[str, set[str]] = {}
+    for x in containers:
+        kind, need = required_replicas(x.get("replicationConfig", {}))
+        info = infos.get(int(x["containerID"]))
+        if info is None or str(x.get("state")) in LEAVING:
+            continue
+        replicas = replicas_of(info)
+        full = (set(range(1, need + 1)) <= {r.index for r in replicas}) if kind == "EC" \
+            else len({r.uuid for r in replicas}) >= need
+        if full:
+            out.setdefault(kind, set()).update(r.uuid for r in replicas)
+    return out
+
+
+def cluster_shortfalls(c: AdminCli, dead: set[str]) -> list[str]:
+    """Ask the cluster (list, one `container info` of every container at once, report) and judge: empty when every
+    container is healthy. Three CLI JVMs whatever the number of containers."""
+    listed, infos = cluster_containers(c)
     problems = shortfalls(listed, infos, dead)
     if not problems:  # the replicas say healthy; the ReplicationManager's own counts must agree
         counts = report_counts(c.admin("container", "report"))

@@ -4,7 +4,9 @@ The harness of `make ozone-interop`: it writes one `ozone-site.xml` per process 
 keys only (written here, key by key; nothing is taken from Ozone's files), starts Ozone's SCM ring, datanodes and
 Ozone Manager as JVMs with small heaps, runs `ozone sh` and `ozone admin` through their main classes, and waits
 on conditions (ports open, command output) with deadlines, never for a fixed time. Every process it starts is
-recorded and killed by `OzoneCluster.stop()`, which the tests call on any failure.
+recorded and killed by `OzoneCluster.stop()`, which the tests call on any failure. Its ports come from
+:class:`PortPool`: outside the kernel's ephemeral range and reserved machine-wide per block, so that harnesses run
+at once by several people never race for a port.
 
 The SCM side is a parameter: "ozone" starts Ozone's own 3-SCM HA ring (the anchor); "ours" starts this project's
 3-SCM ring (`ozone-scm scm --init` / `--bootstrap` / `scm`) serving Ozone's four protocols over Hadoop RPC (issue 20)
@@ -15,6 +17,7 @@ on Ozone's own port keys: our SCMs read the very keys every Ozone process is giv
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -24,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -102,21 +106,139 @@ def port_open(port: int, host: str = LOOPBACK) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-class PortAllocator:
-    """Distinct free loopback ports (asked of the kernel one by one, never reused within a cluster)."""
+# The harness's ports: a range below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default), so
+# no outgoing connection's source port and no other process's bind(0) ever lands on one of them between the pick
+# and the JVM's bind; and blocks of that range are reserved machine-wide, one lock file each (flock, released by
+# the kernel when the holding process exits, even killed), so two harnesses running at once never pick the same
+# port. OZONE_INTEROP_PORT_RANGE=LO-HI moves the range (it must stay outside the ephemeral range).
+PORT_RANGE_ENV = "OZONE_INTEROP_PORT_RANGE"
+DEFAULT_PORT_RANGE = (20000, 29999)  # below the NodePort range (30000-32767) a real node's kube-proxy may use
+PORT_BLOCK = 128  # a 7-datanode cluster takes about 105 ports
+PORT_LOCK_DIR = Path(tempfile.gettempdir()) / "ozone-interop-ports"
 
-    def __init__(self) -> None:
+
+def ephemeral_range(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
+    """The kernel's ephemeral (automatically assigned) port range; Linux's default when it cannot be read."""
+    try:
+        lo, hi = path.read_text().split()[:2]
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def port_range_from_env(value: str | None, ephemeral: tuple[int, int]) -> tuple[int, int]:
+    """``LO-HI`` (inclusive) from OZONE_INTEROP_PORT_RANGE, or the default; refused when malformed, too small for
+    one block, or overlapping the ephemeral range."""
+    if not value:
+        lo, hi = DEFAULT_PORT_RANGE
+    else:
+        m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", value)
+        if not m:
+            raise OzoneInteropError(f"{PORT_RANGE_ENV}={value!r} is not LO-HI (e.g. 20000-29999): fix or unset it")
+        lo, hi = int(m.group(1)), int(m.group(2))
+    if not 1024 <= lo <= hi <= 65535 or hi - lo + 1 < PORT_BLOCK:
+        raise OzoneInteropError(f"port range {lo}-{hi} must lie within 1024-65535 and hold at least {PORT_BLOCK} ports:"
+                                f" set {PORT_RANGE_ENV}=LO-HI")
+    if lo <= ephemeral[1] and ephemeral[0] <= hi:
+        raise OzoneInteropError(f"port range {lo}-{hi} overlaps the kernel's ephemeral range {ephemeral[0]}-"
+                                f"{ephemeral[1]}: set {PORT_RANGE_ENV}=LO-HI outside it")
+    return lo, hi
+
+
+def port_bindable(port: int) -> bool:
+    """Whether nothing holds ``port`` on any address (a wildcard bind collides with every address's socket)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the servers bind (Java and grpc set SO_REUSEADDR): a TIME_WAIT left by an earlier run is no obstacle
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+class PortPool:
+    """Ports handed out by this process: blocks of the range locked with one lock file each (held until the
+    process exits), every port given once, a port some other process already holds skipped."""
+
+    def __init__(self, port_range: tuple[int, int] | None = None, lock_dir: Path = PORT_LOCK_DIR,
+                 block: int = PORT_BLOCK) -> None:
+        self._range = port_range
+        self.lock_dir = lock_dir
+        self.block = block
+        self._locks: list[tuple[int, int]] = []  # (first port of a block, its lock file's descriptor)
+        self._next: int | None = None  # the next port of the newest block to try
+        self._mutex = threading.Lock()
+
+    @property
+    def port_range(self) -> tuple[int, int]:
+        if self._range is None:  # read on first use: a bad environment variable fails the cluster, not the import
+            self._range = port_range_from_env(os.environ.get(PORT_RANGE_ENV), ephemeral_range())
+        return self._range
+
+    def blocks(self) -> list[int]:
+        """First ports of the blocks this pool holds."""
+        return [start for start, _ in self._locks]
+
+    def _lock_block(self) -> int:
+        lo, hi = self.port_range
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        held = set(self.blocks())
+        for start in range(lo, hi - self.block + 2, self.block):
+            if start in held:
+                continue
+            fd = os.open(self.lock_dir / f"{start}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for a person looking
+            self._locks.append((start, fd))
+            return start
+        raise OzoneInteropError(
+            f"every {self.block}-port block of {lo}-{hi} is held by another running harness (lock files in "
+            f"{self.lock_dir}): wait for one to end, or set {PORT_RANGE_ENV}=LO-HI to a wider range"
+        )
+
+    def take(self) -> int:
+        with self._mutex:
+            for _ in range(64):  # bounded: a block of ports all held by strangers is left for the next
+                if self._next is None or self._next >= self.blocks()[-1] + self.block:
+                    self._next = self._lock_block()
+                while self._next < self.blocks()[-1] + self.block:
+                    port = self._next
+                    self._next += 1
+                    if port_bindable(port):
+                        return port
+            raise OzoneInteropError(f"no bindable port in 64 blocks of {self.port_range}: something else holds them")
+
+    def release(self) -> None:
+        """Give every block back (the kernel does it anyway when the process exits)."""
+        with self._mutex:
+            for _, fd in self._locks:
+                os.close(fd)
+            self._locks.clear()
+            self._next = None
+
+
+# one pool per process: clusters, Recon and the secure tier's extra listeners all draw from it, never the same port
+PORTS = PortPool()
+
+
+class PortAllocator:
+    """Distinct loopback ports for one cluster, from the process's :data:`PORTS` pool (never reused within the
+    process; reserved machine-wide against other harnesses; outside the ephemeral range)."""
+
+    def __init__(self, pool: PortPool | None = None) -> None:
+        self.pool = pool or PORTS
         self._given: set[int] = set()
 
     def take(self) -> int:
-        for _ in range(1000):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.bind((LOOPBACK, 0))
-                port = int(sock.getsockname()[1])
-            if port not in self._given:
-                self._given.add(port)
-                return port
-        raise OzoneInteropError("no free loopback port found in 1000 tries")
+        port = self.pool.take()
+        self._given.add(port)
+        return port
 
 
 def write_site(path: Path, props: dict[str, str]) -> None:
@@ -247,11 +369,15 @@ class OzoneCluster:
                  racks: int = 0) -> None:
         """``extra_props``: keys every process gets on top of (and over) :meth:`common_props`' own.
 
-        ``racks`` > 0: each datanode on a loopback address of its own (dn1 on 127.0.0.11, dn2 on 127.0.0.12, ...:
-        ``hdds.datanode.hostname`` and every bind host), and a Hadoop ``TableMapping`` file (``topology.table``
-        under ``base``) putting dn<i> on ``/rack<(i - 1) % racks + 1>``, named to every process through
-        ``net.topology.node.switch.mapping.impl`` and ``net.topology.table.file.name``; 0: every datanode on
-        127.0.0.1 and no mapping (each lands on ``/default-rack``)."""
+        ``racks`` > 0: each datanode with a loopback address of its own as its name (dn1 127.0.0.11, dn2
+        127.0.0.12, ...: ``hdds.datanode.hostname``, which it reports as host name and address), racks resolved
+        from that name (``hdds.datanode.use.datanode.hostname=true``) through a Hadoop ``TableMapping`` file
+        (``topology.table`` under ``base``) putting dn<i> on ``/rack<(i - 1) % racks + 1>``, named to every
+        process through ``net.topology.node.switch.mapping.impl`` and ``net.topology.table.file.name``. Its
+        servers listen on every address (each on ports of its own): Ozone's SCM records a datanode's address as
+        the source address of its heartbeat connection (127.0.0.1 here, whatever the datanode reports) and hands
+        that address to the other datanodes as their Ratis peer. 0: every datanode on 127.0.0.1 and no mapping
+        (each lands on ``/default-rack``)."""
         if scm_side not in ("ozone", "ours"):
             raise ValueError(f"scm_side must be 'ozone' or 'ours', not {scm_side!r}")
         self.base = base
@@ -350,6 +476,7 @@ class OzoneCluster:
         if self.racks:
             props["net.topology.node.switch.mapping.impl"] = "org.apache.hadoop.net.TableMapping"
             props["net.topology.table.file.name"] = str(self.topology_table)
+            props["hdds.datanode.use.datanode.hostname"] = "true"  # the table's names are the datanodes' own
         props.update(self.extra_props)
         return props
 
@@ -393,6 +520,7 @@ class OzoneCluster:
         root = self.base / dn.name
         p = dn.ports
         host = self.datanode_address(dn)
+        bind = "0.0.0.0" if self.racks else LOOPBACK  # see __init__: Ozone's SCM dials 127.0.0.1 whatever the name
         return {
             **self.common_props(),
             "ozone.metadata.dirs": str(root / "metadata"),
@@ -406,14 +534,14 @@ class OzoneCluster:
             "hdds.container.ratis.server.port": str(p["ratis_server"]),
             "hdds.container.ratis.datastream.port": str(p["ratis_datastream"]),
             "hdds.datanode.client.port": str(p["client"]),
-            "hdds.datanode.client.bind.host": host,
+            "hdds.datanode.client.bind.host": bind,
             "hdds.datanode.http-address": f"{host}:{p['http']}",
             "hdds.datanode.https-address": f"{host}:{p['https']}",
-            "hdds.datanode.http-bind-host": host,
-            "hdds.datanode.https-bind-host": host,
+            "hdds.datanode.http-bind-host": bind,
+            "hdds.datanode.https-bind-host": bind,
             "hdds.datanode.replication.port": str(p["replication"]),
             # Ratis' own host keys, passed through by the datanode under hdds.ratis.: its Raft servers on loopback
-            **{f"hdds.ratis.raft.grpc.{kind}.host": host for kind in ("server", "admin", "client")},
+            **{f"hdds.ratis.raft.grpc.{kind}.host": bind for kind in ("server", "admin", "client")},
             # a test volume on a shared disk: reserve little, never refuse writes for the disk's fill level
             "hdds.datanode.volume.min.free.space": "64MB",
             "hdds.datanode.storage.utilization.critical.threshold": "0.999",

@@ -3,11 +3,18 @@ cluster): what counts as a container back to full health after a datanode is gon
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from tests.ozone_interop.container_health import report_counts, required_replicas, shortfalls
+from tests.ozone_interop.container_health import (
+    full_holders,
+    infos_by_id,
+    report_counts,
+    required_replicas,
+    shortfalls,
+)
 
 EC = {"replicationType": "EC", "data": 3, "parity": 2, "codec": "RS", "ecChunkSize": 1048576}
 RATIS = {"replicationType": "RATIS", "replicationFactor": "THREE", "requiredNodes": 3}
@@ -100,3 +107,29 @@ First 100 UNDER_REPLICATED containers:
 """
     counts = report_counts(text)
     assert counts == {"OPEN": 2, "CLOSED": 3, "UNDER_REPLICATED": 1, "MISSING": 0}
+
+
+def test_container_info_of_one_id_and_of_several() -> None:
+    one = {"containerInfo": {"containerID": 4, "state": "CLOSED"}, "replicas": []}
+    assert infos_by_id(json.dumps(one)) == {4: one}
+    two = {"containerInfo": {"containerID": 5, "state": "OPEN"}, "replicas": []}
+    # Ozone 2.x prints several IDs' answers as "[" obj "," obj "]"
+    assert infos_by_id("[" + json.dumps(one, indent=2) + ",\n" + json.dumps(two, indent=2) + "]") == {4: one, 5: two}
+
+
+def test_full_holders_only_counts_containers_with_their_whole_set() -> None:
+    containers = [listed(1, "CLOSED", EC), listed(2, "CLOSED", RATIS), listed(3, "CLOSED", RATIS),
+                  listed(4, "DELETING", RATIS)]
+    infos = {
+        1: info(*((f"dn{i}", i, "CLOSED") for i in range(1, 6))),
+        2: info(("dn1", 0, "CLOSED"), ("dn6", 0, "CLOSED"), ("dn7", 0, "CLOSED")),
+        3: info(("dn2", 0, "CLOSED"), ("dn3", 0, "CLOSED")),  # short: its holders are not counted
+        4: info(("dn2", 0, "CLOSED"), ("dn3", 0, "CLOSED"), ("dn4", 0, "CLOSED")),  # leaving
+    }
+    holders = full_holders(containers, infos)
+    assert holders == {"EC": {"dn1", "dn2", "dn3", "dn4", "dn5"}, "RATIS": {"dn1", "dn6", "dn7"}}
+    assert holders["EC"] & holders["RATIS"] == {"dn1"}
+    # an EC container missing index 3 is not full, however many replicas it lists
+    infos[1] = info(("dn1", 1, "CLOSED"), ("dn2", 2, "CLOSED"), ("dn4", 4, "CLOSED"), ("dn5", 5, "CLOSED"),
+                    ("dn6", 5, "CLOSED"))
+    assert "EC" not in full_holders(containers, infos)

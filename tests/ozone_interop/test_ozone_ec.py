@@ -1,16 +1,27 @@
 """Erasure coding with Apache Ozone 2.2.0's own datanodes (seven JVMs) and OM on our 3-SCM ring (`make ozone-ec-test`).
 
 The seven datanodes each bind and report a loopback address of their own, and a Hadoop TableMapping file puts
-them on three racks (3, 2, 2); `ozone admin printTopology` shows them so. An `rs-3-2-1024k` bucket made with Ozone's
-`ozone sh`; keys of 1, 5 and 17 MiB put and read back byte for byte (Ozone's EC client writes stripes over the
-pipeline our SCM allocated: five datanodes, replica indexes 1..5); the container's replicas, as `ozone admin
-container info` lists them, on five datanodes with indexes 1..5 spanning all three racks (RackScatter). Then a
-datanode holding an index is stopped for good (SIGKILL): it goes stale then dead (intervals shortened on both
-sides), our ReplicationManager has Ozone's datanodes reconstruct the lost index on a spare datanode, the
-container is back to five distinct indexes on live datanodes over three racks, and every key still reads back.
-Last, a live holder is decommissioned with `ozone admin datanode decommission` (by its address): it reaches
-DECOMMISSIONED only with its index on another in-service datanode, and the keys still read back. The times from
-the kill to DEAD, from DEAD to healthy and from the decommission to DECOMMISSIONED are printed.
+them on three racks (3, 2, 2); `ozone admin printTopology` shows them so. An `rs-3-2-1024k` bucket and a RATIS/THREE
+bucket made with Ozone's `ozone sh`; keys of 1, 5 and 17 MiB (EC) and 1 and 5 MiB (Ratis) put and read back byte for
+byte (Ozone's EC client writes stripes over the pipeline our SCM allocated: five datanodes, replica indexes 1..5);
+the EC container's replicas, as `ozone admin container info` lists them, on five datanodes with indexes 1..5
+spanning all three racks (RackScatter), a Ratis container's three replicas over two racks or more.
+
+Then a datanode holding both an EC index and a Ratis replica is stopped for good (SIGKILL): it goes stale then dead
+(intervals shortened on both sides), our ReplicationManager has Ozone's datanodes close the open containers,
+reconstruct the lost EC index and copy the Ratis replica, and every container is back to its full replica set on
+live datanodes (tests/ozone_interop/container_health.py, with `ozone admin container report` agreeing), placed per
+policy (EC over three racks, Ratis over two or more); every key still reads back.
+
+Then a live holder of both is decommissioned with `ozone admin datanode decommission` (by its address): it reaches
+DECOMMISSIONED only with every container it held full on in-service datanodes. Last, another holder of both is put
+in maintenance with `ozone admin datanode maintenance` (with `hdds.scm.replication.maintenance.replica.minimum` 3,
+so that its Ratis replicas must be copied first): IN_MAINTENANCE only with three in-service copies of each Ratis
+container and four EC indexes (data + `hdds.scm.replication.maintenance.remaining.redundancy`) elsewhere, the keys
+read back, and `ozone admin datanode recommission` brings it back IN_SERVICE. The times from the kill to DEAD, from
+DEAD to healthy, and from each admin command to its state are printed.
+
+Ozone's own SCM ring is not run here: `bench/ec_heal.py` runs the same death on Ozone's ring and ours, side by side.
 """
 
 from __future__ import annotations
@@ -18,30 +29,46 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.ozone_interop.container_health import (
+    Replica,
+    cluster_containers,
+    cluster_shortfalls,
+    details,
+    full_holders,
+    node_uuid,
+    replicas_of,
+    required_replicas,
+)
 from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, Timings, resolve_classpath, wait_for
 
-pytestmark = [pytest.mark.ozone_ec, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.ozone_ec, pytest.mark.timeout(2400)]
 MIB = 1024 * 1024
 RACKS = 3  # seven datanodes (3, 2, 2 per rack), each on its own loopback address, racks from a TableMapping file
-DATANODES = 7  # five for rs-3-2, one spare for the rebuild, one for the decommission's copy
-VOLUME, BUCKET = "ecvol", "ecbucket"
-SIZES = {"k1": 1 * MIB, "k5": 5 * MIB, "k17": 17 * MIB}
-# both sides: a dead datanode within ~20 s, the ReplicationManager every 5 s
+DATANODES = 7  # five for rs-3-2, then one dead, one decommissioned: five left in service for the maintenance
+VOLUME = "ecvol"
+EC_BUCKET, RATIS_BUCKET = "ecbucket", "ratisbucket"
+SIZES = {EC_BUCKET: {"k1": 1 * MIB, "k5": 5 * MIB, "k17": 17 * MIB}, RATIS_BUCKET: {"r1": 1 * MIB, "r5": 5 * MIB}}
+MAINTENANCE_RATIS_MINIMUM = 3  # hdds.scm.replication.maintenance.replica.minimum: a Ratis replica must be copied
+EC_DATA, EC_MAINTENANCE_REDUNDANCY = 3, 1  # rs-3-2; hdds.scm.replication.maintenance.remaining.redundancy's default
+# both sides: a dead datanode within ~20 s, the ReplicationManager and the admin monitor every 5 s
 FAST = {
     "ozone.scm.stale.node.interval": "10s",
     "ozone.scm.dead.node.interval": "20s",
     "hdds.scm.replication.thread.interval": "5s",
+    "hdds.scm.replication.under.replicated.interval": "5s",
+    "hdds.scm.replication.over.replicated.interval": "5s",
     "ozone.scm.heartbeat.thread.interval": "1s",
     "ozone.scm.ec.pipeline.minimum": "1",
+    "ozone.scm.datanode.admin.monitor.interval": "5s",
+    "hdds.scm.replication.maintenance.replica.minimum": str(MAINTENANCE_RATIS_MINIMUM),
 }
 
 
@@ -67,21 +94,13 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_back(c: OzoneCluster, tmp: Path, key: str) -> bytes:
-    out = tmp / f"{key}.{time.monotonic_ns()}.out"
-    c.sh("key", "get", f"/{VOLUME}/{BUCKET}/{key}", str(out))
-    return out.read_bytes()
-
-
-def details(entry: dict[str, Any]) -> dict[str, Any]:
-    """A `datanode list --json` entry's datanode details (nested or flat, as the CLI version prints them)."""
-    nested = entry.get("datanodeDetails")
-    return nested if isinstance(nested, dict) else entry
-
-
-def node_uuid(entry: dict[str, Any]) -> str:
-    d = details(entry)
-    return str(d.get("uuid") or d.get("uuidString") or d.get("id"))
+def read_all(c: OzoneCluster, tmp: Path, data: Mapping[str, Mapping[str, bytes]]) -> None:
+    """Every key of both buckets read back with Ozone's `ozone sh key get`, byte for byte."""
+    for bucket, keys in data.items():
+        for key, blob in keys.items():
+            out = tmp / f"{bucket}.{key}.{time.monotonic_ns()}.out"
+            c.sh("key", "get", f"/{VOLUME}/{bucket}/{key}", str(out))
+            assert digest(out.read_bytes()) == digest(blob), f"/{VOLUME}/{bucket}/{key} read back different bytes"
 
 
 def topology(text: str) -> dict[str, set[str]]:
@@ -98,27 +117,88 @@ def topology(text: str) -> dict[str, set[str]]:
     return racks
 
 
-def replica_racks(c: OzoneCluster, holders: dict[str, int]) -> dict[int, str]:
-    """Replica index -> rack of the datanode holding it (``datanode list --json``: uuid -> IP -> the table's rack)."""
-    ip_rack = {c.datanode_address(dn): c.datanode_rack(dn) for dn in c.datanodes}
-    listed = json.loads(c.admin("datanode", "list", "--json"))
-    ips = {node_uuid(h): str(details(h).get("ipAddress")) for h in listed}
-    unknown = {uuid: ips.get(uuid) for uuid in holders if ips.get(uuid) not in ip_rack}
-    assert not unknown, f"replica holders without a known address: {unknown}; datanode list: {listed[:1]}"
-    return {index: ip_rack[ips[uuid]] for uuid, index in holders.items()}
+@dataclass(frozen=True)
+class Node:
+    uuid: str
+    ip: str
+    name: str  # the harness's process name (dn1..dn7)
+    rack: str  # the rack the topology table gives its address
+    op_state: str
+    health: str
 
 
-def replica_indexes(c: OzoneCluster, cid: str) -> dict[str, int]:
-    """Datanode (uuid) -> replica index, as `ozone admin container info --json` lists the replicas."""
-    info = json.loads(c.admin("container", "info", cid, "--json"))
+def nodes(c: OzoneCluster) -> dict[str, Node]:
+    """uuid -> the datanode as `ozone admin datanode list --json` shows it (address, op and health state)."""
+    by_ip = {c.datanode_address(dn): dn for dn in c.datanodes}
     out = {}
-    for r in info.get("replicas", []):
-        dn = r.get("datanodeDetails", {})
-        out[str(dn.get("uuid") or dn.get("uuidString") or dn.get("hostName"))] = int(r.get("replicaIndex", 0))
+    for entry in json.loads(c.admin("datanode", "list", "--json")):
+        d = details(entry)
+        ip = str(d.get("ipAddress"))
+        dn = by_ip.get(ip)
+        assert dn is not None, f"a datanode at {ip} the harness did not start: {entry}"
+        out[node_uuid(entry)] = Node(node_uuid(entry), ip, dn.name, c.datanode_rack(dn),
+                                     str(entry.get("opState") or d.get("persistedOpState")),
+                                     str(entry.get("healthState")))
     return out
 
 
-def test_ec_bucket_write_read_and_a_lost_index_rebuilt(cluster: OzoneCluster, tmp_path: Path) -> None:
+def containers_with_replicas(c: OzoneCluster) -> dict[int, tuple[str, int, list[Replica]]]:
+    """Container ID -> (replication type, replicas a full set has, its replicas) for every written container."""
+    listed, infos = cluster_containers(c)
+    out = {}
+    for x in listed:
+        cid = int(x["containerID"])
+        if cid in infos and (replicas_of(infos[cid]) or int(x.get("numberOfKeys", 0))):
+            kind, need = required_replicas(x.get("replicationConfig", {}))
+            out[cid] = (kind, need, replicas_of(infos[cid]))
+    return out
+
+
+def placement_problems(c: OzoneCluster, counted: set[str]) -> list[str]:
+    """Per policy, over the replicas on the datanodes in ``counted``: an EC container's indexes 1..5 on distinct
+    datanodes over every rack still holding one of ``counted`` (RackScatter: at most ceil(5 / racks) a rack);
+    a Ratis container's replicas on at least two racks (rack-aware)."""
+    known = nodes(c)
+    racks_left = {known[u].rack for u in counted if u in known}
+    problems = []
+    for cid, (kind, need, replicas) in containers_with_replicas(c).items():
+        here = [r for r in replicas if r.uuid in counted]
+        racks = [known[r.uuid].rack for r in here]
+        if kind == "EC":
+            by_index = {r.index: known[r.uuid].rack for r in here}
+            wanted = min(len(racks_left), need)
+            if sorted(by_index) != list(range(1, need + 1)) or len(set(by_index.values())) < wanted:
+                problems.append(f"EC container {cid}: index -> rack {dict(sorted(by_index.items()))}")
+            elif max(racks.count(r) for r in set(racks)) > -(-need // wanted):
+                problems.append(f"EC container {cid}: more than {-(-need // wanted)} replicas on one rack: {racks}")
+        elif len(set(racks)) < min(2, len(racks_left)):
+            problems.append(f"Ratis container {cid}: replicas on racks {racks}")
+    return problems
+
+
+def holder_of_both(c: OzoneCluster, candidates: set[str]) -> str:
+    """A datanode among ``candidates`` holding a replica of a full EC container and of a full Ratis one."""
+
+    def probe() -> str | None:
+        listed, infos = cluster_containers(c)
+        full = full_holders(listed, infos)
+        both = sorted(full.get("EC", set()) & full.get("RATIS", set()) & candidates)
+        return both[0] if both else None
+
+    return wait_for("a datanode holding an EC index and a Ratis replica", probe, 300, interval=2)
+
+
+def held_by(c: OzoneCluster, uuid: str) -> dict[int, tuple[str, int, list[Replica]]]:
+    return {cid: v for cid, v in containers_with_replicas(c).items() if any(r.uuid == uuid for r in v[2])}
+
+
+def wait_op_state(c: OzoneCluster, uuid: str, state: str, timeout: float) -> None:
+    wait_for(f"datanode {uuid} {state}", lambda: True if nodes(c)[uuid].op_state == state else None, timeout,
+             interval=3)
+
+
+def test_ec_and_ratis_keys_survive_a_death_a_decommission_and_a_maintenance(cluster: OzoneCluster,
+                                                                            tmp_path: Path) -> None:
     c = cluster
     # every datanode under the rack the table gives its address, as Ozone's printTopology shows our ring's answer
     expected = {f"/rack{r}": {c.datanode_address(dn) for dn in c.datanodes if c.datanode_rack(dn) == f"/rack{r}"}
@@ -133,87 +213,102 @@ def test_ec_bucket_write_read_and_a_lost_index_rebuilt(cluster: OzoneCluster, tm
         wait_for(f"printTopology listing {DATANODES} datanodes on {RACKS} racks", listed_by_rack, 60, interval=2)
     finally:
         print(f"\nozone admin printTopology -o:\n{shown[0] if shown else '(no answer)'}")
+
+    # ---- an EC bucket and a Ratis bucket, written and read back
     c.sh("volume", "create", f"/{VOLUME}")
-    c.sh("bucket", "create", f"/{VOLUME}/{BUCKET}", "--type", "EC", "--replication", "rs-3-2-1024k")
-    data = {}
-    for key, size in SIZES.items():
-        data[key] = os.urandom(size)
-        src = tmp_path / f"{key}.in"
-        src.write_bytes(data[key])
-        c.sh("key", "put", f"/{VOLUME}/{BUCKET}/{key}", str(src))
-        assert digest(read_back(c, tmp_path, key)) == digest(data[key]), key
-    info = json.loads(c.sh("key", "info", f"/{VOLUME}/{BUCKET}/k17"))
-    assert info["replicationConfig"]["replicationType"] == "EC", info["replicationConfig"]
-    cids = sorted({str(loc["containerID"]) for k in SIZES
-                   for loc in json.loads(c.sh("key", "info", f"/{VOLUME}/{BUCKET}/{k}"))["ozoneKeyLocations"]})
-    cid = cids[0]
+    c.sh("bucket", "create", f"/{VOLUME}/{EC_BUCKET}", "--type", "EC", "--replication", "rs-3-2-1024k")
+    c.sh("bucket", "create", f"/{VOLUME}/{RATIS_BUCKET}", "--type", "RATIS", "--replication", "THREE")
+    data: dict[str, dict[str, bytes]] = {}
+    for bucket, keys in SIZES.items():
+        data[bucket] = {}
+        for key, size in keys.items():
+            data[bucket][key] = os.urandom(size)
+            src = tmp_path / f"{bucket}.{key}.in"
+            src.write_bytes(data[bucket][key])
+            c.sh("key", "put", f"/{VOLUME}/{bucket}/{key}", str(src))
+    read_all(c, tmp_path, data)
+    for bucket, kind in ((EC_BUCKET, "EC"), (RATIS_BUCKET, "RATIS")):
+        info = json.loads(c.sh("key", "info", f"/{VOLUME}/{bucket}/{next(iter(SIZES[bucket]))}"))
+        assert info["replicationConfig"]["replicationType"] == kind, info["replicationConfig"]
 
-    def five_indexes() -> dict[str, int] | None:
-        got = replica_indexes(c, cid)
-        return got if sorted(got.values()) == [1, 2, 3, 4, 5] else None
+    # every written container full (replicas reported) and placed per policy before anything is stopped
+    wait_for("every container full before the kill", lambda: True if not cluster_shortfalls(c, set()) else None,
+             300, interval=2)
+    everyone = set(nodes(c))
+    assert len(everyone) == DATANODES
+    written = containers_with_replicas(c)
+    assert {"EC", "RATIS"} <= {kind for kind, _, _ in written.values()}, written
+    assert not placement_problems(c, everyone), placement_problems(c, everyone)
 
-    holders = wait_for(f"container {cid}'s five replicas with indexes 1..5", five_indexes, 120, interval=2)
-    assert len(holders) == 5
-    # RackScatter (ozone.scm.container.placement.ec.impl's default): five members over all three racks, at most
-    # ceil(5/3) = 2 on one
-    spread = replica_racks(c, holders)
-    assert sorted(spread) == [1, 2, 3, 4, 5] and len(set(spread.values())) == RACKS, spread
-    assert max(list(spread.values()).count(r) for r in set(spread.values())) <= 2, spread
-
-    # stop a datanode holding index 2 for good
-    hosts = json.loads(c.admin("datanode", "list", "--json"))
-    by_uuid = {node_uuid(h): details(h) for h in hosts}
-    victim_uuid = next(u for u, i in holders.items() if i == 2)
-    assert victim_uuid in by_uuid, (victim_uuid, hosts[:1])
-    ports = {str(p.get("value")) for p in by_uuid[victim_uuid].get("ports", [])}
-    victim = next((dn.name for dn in c.datanodes if str(dn.ports["ratis_ipc"]) in ports), None)
-    assert victim is not None, (ports, by_uuid[victim_uuid])
+    # ---- a datanode holding an EC index and a Ratis replica stopped for good
+    victim = holder_of_both(c, everyone)
+    before = nodes(c)[victim]
+    lost = held_by(c, victim)
+    print(f"\nozone-ec: stopping {before.name} ({before.ip}, {before.rack}), holding "
+          + ", ".join(f"{kind} container {cid}" for cid, (kind, _, _) in sorted(lost.items())))
     killed = time.monotonic()
-    c.kill(victim)
-
-    def dead() -> bool | None:
-        listed = json.loads(c.admin("datanode", "list", "--json"))
-        return True if any(node_uuid(h) == victim_uuid and "DEAD" in json.dumps(h) for h in listed) else None
-
-    wait_for(f"{victim} DEAD", dead, 120, interval=2)
+    c.kill(before.name)
+    wait_for(f"{before.name} DEAD", lambda: True if nodes(c)[victim].health == "DEAD" else None, 120, interval=2)
     dead_at = time.monotonic()
+    seen: list[str] = []
 
-    def rebuilt() -> bool | None:
-        got = replica_indexes(c, cid)
-        live = {u: i for u, i in got.items() if u != victim_uuid}
-        return True if sorted(live.values()) == [1, 2, 3, 4, 5] else None
+    def healthy() -> bool | None:
+        problems = cluster_shortfalls(c, {victim})
+        if problems and (not seen or seen[-1] != "; ".join(problems)):
+            seen.append("; ".join(problems))
+        return True if not problems else None
 
-    wait_for(f"container {cid} back to indexes 1..5 on live datanodes", rebuilt, 600, interval=3)
+    wait_for("every container back to its full replica set on live datanodes", healthy, 600, interval=2)
     healthy_at = time.monotonic()
-    live = {u: i for u, i in replica_indexes(c, cid).items() if u != victim_uuid}
-    rebuilt_spread = replica_racks(c, live)
-    assert len(set(rebuilt_spread.values())) == RACKS, rebuilt_spread  # the rebuilt index kept three racks
-    for key in SIZES:
-        assert digest(read_back(c, tmp_path, key)) == digest(data[key]), key
-    report = c.admin("container", "report")
-    assert re.search(r"MISSING: 0", report), report
-    c.timings.add(f"{victim} killed -> DEAD", dead_at - killed)
-    c.timings.add(f"DEAD -> container {cid} rebuilt (indexes 1..5 live)", healthy_at - dead_at)
-    print(f"\nozone-ec: DEAD {dead_at - killed:.1f} s after the kill; index 2 rebuilt {healthy_at - dead_at:.1f} s "
-          "after DEAD")
+    live = everyone - {victim}
+    assert not placement_problems(c, live), placement_problems(c, live)
+    for cid, (kind, need, replicas) in held_by(c, victim).items():
+        on_live = [r for r in replicas if r.uuid in live]
+        assert (len({r.index for r in on_live}) if kind == "EC" else len(on_live)) >= need, (cid, replicas)
+    read_all(c, tmp_path, data)
+    c.timings.add(f"{before.name} killed -> DEAD", dead_at - killed)
+    c.timings.add(f"DEAD -> all {len(written)} containers healthy (EC rebuilt, Ratis copied)", healthy_at - dead_at)
+    print(f"ozone-ec: DEAD {dead_at - killed:.1f} s after the kill; every container healthy {healthy_at - dead_at:.1f} s "
+          f"after DEAD (what the probes saw missing: {seen[:3]})")
 
-    # decommission a live holder (index 4) with Ozone's CLI, by the address it reports: it may only reach
-    # DECOMMISSIONED once index 4 sits on another in-service datanode (the spare one)
-    leaving_uuid = next(u for u, i in live.items() if i == 4)
-    leaving_ip = str(by_uuid[leaving_uuid].get("ipAddress"))
+    # ---- a live holder of both decommissioned with Ozone's CLI, by the address it reports
+    leaving = holder_of_both(c, live)
+    gone = nodes(c)[leaving]
     asked = time.monotonic()
-    print(c.admin("datanode", "decommission", leaving_ip))
-
-    def decommissioned() -> bool | None:
-        listed = json.loads(c.admin("datanode", "list", "--json"))
-        return True if any(node_uuid(h) == leaving_uuid and '"DECOMMISSIONED"' in json.dumps(h) for h in listed) \
-            else None
-
-    wait_for(f"{leaving_ip} DECOMMISSIONED", decommissioned, 300, interval=3)
+    print(c.admin("datanode", "decommission", gone.ip))
+    wait_op_state(c, leaving, "DECOMMISSIONED", 600)
     done_at = time.monotonic()
-    kept = {u: i for u, i in replica_indexes(c, cid).items() if u not in (victim_uuid, leaving_uuid)}
-    assert sorted(kept.values()) == [1, 2, 3, 4, 5], kept  # every index on an in-service datanode
-    for key in SIZES:
-        assert digest(read_back(c, tmp_path, key)) == digest(data[key]), key
-    c.timings.add(f"decommission {leaving_ip} -> DECOMMISSIONED (index 4 copied)", done_at - asked)
-    print(f"ozone-ec: {leaving_ip} DECOMMISSIONED {done_at - asked:.1f} s after `ozone admin datanode decommission`")
+    in_service = live - {leaving}
+    for cid, (kind, need, replicas) in held_by(c, leaving).items():
+        kept = [r for r in replicas if r.uuid in in_service]
+        count = len({r.index for r in kept}) if kind == "EC" else len({r.uuid for r in kept})
+        assert count >= need, f"{gone.ip} DECOMMISSIONED with {kind} container {cid} short elsewhere: {replicas}"
+    assert not cluster_shortfalls(c, {victim, leaving}), cluster_shortfalls(c, {victim, leaving})
+    read_all(c, tmp_path, data)
+    c.timings.add(f"decommission {gone.ip} -> DECOMMISSIONED (its EC and Ratis replicas copied)", done_at - asked)
+    print(f"ozone-ec: {gone.ip} DECOMMISSIONED {done_at - asked:.1f} s after `ozone admin datanode decommission`")
+
+    # ---- another holder of both into maintenance: its Ratis replicas copied first (minimum 3 elsewhere)
+    resting_uuid = holder_of_both(c, in_service)
+    resting = nodes(c)[resting_uuid]
+    asked = time.monotonic()
+    print(c.admin("datanode", "maintenance", resting.ip))
+    wait_op_state(c, resting_uuid, "IN_MAINTENANCE", 600)
+    entered = time.monotonic()
+    others = in_service - {resting_uuid}
+    for cid, (kind, _, replicas) in held_by(c, resting_uuid).items():
+        kept = [r for r in replicas if r.uuid in others]
+        if kind == "EC":
+            assert len({r.index for r in kept}) >= EC_DATA + EC_MAINTENANCE_REDUNDANCY, (cid, replicas)
+        else:
+            assert len({r.uuid for r in kept}) >= MAINTENANCE_RATIS_MINIMUM, (cid, replicas)
+    read_all(c, tmp_path, data)
+    recommissioned = time.monotonic()
+    print(c.admin("datanode", "recommission", resting.ip))
+    wait_op_state(c, resting_uuid, "IN_SERVICE", 300)
+    back = time.monotonic()
+    read_all(c, tmp_path, data)
+    c.timings.add(f"maintenance {resting.ip} -> IN_MAINTENANCE (Ratis replicas copied)", entered - asked)
+    c.timings.add(f"recommission {resting.ip} -> IN_SERVICE", back - recommissioned)
+    print(f"ozone-ec: {resting.ip} IN_MAINTENANCE {entered - asked:.1f} s after `ozone admin datanode maintenance`, "
+          f"IN_SERVICE {back - recommissioned:.1f} s after `recommission`")
