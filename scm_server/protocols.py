@@ -182,6 +182,8 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
         self, container_id: int
     ) -> tuple[hdds_pb2.ContainerWithPipeline, list[hdds_pb2.ContainerReplicaInfo]]: ...
 
+    def container_with_pipeline(self, container_id: int) -> hdds_pb2.ContainerWithPipeline: ...
+
     def list_containers(
         self,
         start_id: int = 0,

@@ -643,9 +643,21 @@ class StorageContainerManager:
     ) -> tuple[hdds_pb2.ContainerWithPipeline, list[hdds_pb2.ContainerReplicaInfo]]:
         info = self.container_manager.get_container(container_id)
         replicas = self.container_manager.replica_info(container_id)
+        return self._with_pipeline(info, lambda: replicas), replicas
+
+    def container_with_pipeline(self, container_id: int) -> hdds_pb2.ContainerWithPipeline:
+        """:meth:`get_container_with_pipeline` without the replicas beside it: their details (each datanode's)
+        are built only when the pipeline is described from them (what a reader of a batch asks)."""
+        info = self.container_manager.get_container(container_id)
+        return self._with_pipeline(info, lambda: self.container_manager.replica_info(container_id))
+
+    def _with_pipeline(
+        self, info: hdds_pb2.ContainerInfoProto, replicas_of: Callable[[], list[hdds_pb2.ContainerReplicaInfo]]
+    ) -> hdds_pb2.ContainerWithPipeline:
         pipeline = self.pipeline_manager.find(info.pipelineID.id) if info.HasField("pipelineID") else None
         is_ec = info.replicationType == hdds_pb2.EC
         if pipeline is None or (is_ec and info.state != hdds_pb2.OPEN):
+            replicas = replicas_of()
             # The pipeline is gone (closed/removed), or the EC container is no longer written: describe where
             # the replicas are, like Ozone's createPipelineForRead (for EC, each member with the index it holds,
             # so a reader finds a rebuilt index on its new datanode).
@@ -662,7 +674,7 @@ class StorageContainerManager:
                 pipeline.memberReplicaIndexes.extend(r.replica.replicaIndex for r in replicas)
             else:
                 pipeline.factor = info.replicationFactor
-        return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipeline), replicas
+        return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipeline)
 
     def list_containers(
         self,
@@ -681,7 +693,7 @@ class StorageContainerManager:
         page, total = self.container_manager.state_manager.list_containers(
             start_id, count, state, rtype, rfactor, suppressed, ec=ec
         )
-        return [self.container_manager.get_container(c.containerID) for c in page], total
+        return self.container_manager.with_reported_usage(page), total
 
     async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]:
         """``ozone admin container report --suppress|--unsuppress``: mark containers (replicated, as Ozone's

@@ -234,6 +234,13 @@ class ContainerManager:
         view = self.state_manager.get_container(container_id)  # already a fresh copy
         return merge_reported_usage(view, self._replicas.get(container_id, ()))
 
+    def with_reported_usage(self, infos: list[hdds_pb2.ContainerInfoProto]) -> list[hdds_pb2.ContainerInfoProto]:
+        """:meth:`get_container` of each of ``infos`` (fresh copies from the state manager, changed in place)."""
+        replicas = self._replicas
+        for info in infos:
+            merge_reported_usage(info, replicas.get(info.containerID, ()))
+        return infos
+
     def used_bytes(self, info: hdds_pb2.ContainerInfoProto) -> int:
         """Bytes used: the most any replica reported (soft), at least what is stored."""
         return self._used_bytes(info.containerID, info.usedBytes)

@@ -200,7 +200,8 @@ class LocationTranslator:
         if request.HasField("traceID"):
             response.traceID = request.traceID
         await handler(request, response)
-        ozone_wire.fill_required(response)
+        if not response.IsInitialized():  # a check in C; the walk in Python only when a required value is unset
+            ozone_wire.fill_required(response)
         return response.SerializeToString()
 
     @staticmethod
@@ -228,34 +229,31 @@ class LocationTranslator:
 
     async def _get_container(self, request: Request, response: Response) -> None:
         info = self.scm.get_container(request.getContainerRequest.containerID)
-        response.getContainerResponse.containerInfo.CopyFrom(ozone_wire.by_name(info, wire.ContainerInfoProto))
+        response.getContainerResponse.containerInfo.MergeFromString(ozone_wire.container_info_bytes(info))
 
     async def _get_container_with_pipeline(self, request: Request, response: Response) -> None:
-        cwp, _ = self.scm.get_container_with_pipeline(request.getContainerWithPipelineRequest.containerID)
-        response.getContainerWithPipelineResponse.containerWithPipeline.CopyFrom(
-            ozone_wire.by_name(cwp, wire.ContainerWithPipeline)
-        )
+        cwp = self.scm.container_with_pipeline(request.getContainerWithPipelineRequest.containerID)
+        response.getContainerWithPipelineResponse.MergeFromString(convert.containers_with_pipelines_bytes([cwp]))
 
     async def _get_container_with_pipeline_batch(self, request: Request, response: Response) -> None:
         """What Ozone's OM asks when it refreshes the pipelines of a key's blocks (`key get`): every id
         answered in order, and, as in Ozone, one id that fails fails the whole call."""
         out = response.getContainerWithPipelineBatchResponse
         out.SetInParent()
-        for cid in request.getContainerWithPipelineBatchRequest.containerIDs:
-            cwp, _ = self.scm.get_container_with_pipeline(cid)
-            out.containerWithPipelines.append(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
+        cwps = [self.scm.container_with_pipeline(cid) for cid in request.getContainerWithPipelineBatchRequest.containerIDs]
+        out.MergeFromString(convert.containers_with_pipelines_bytes(cwps))
 
     async def _get_exist_container_with_pipelines_in_batch(self, request: Request, response: Response) -> None:
         """The lenient batch: as in Ozone, an id that cannot be answered is left out, the others answered."""
         out = response.getExistContainerWithPipelinesInBatchResponse
         out.SetInParent()
+        cwps = []
         for cid in request.getExistContainerWithPipelinesInBatchRequest.containerIDs:
             try:
-                cwp, _ = self.scm.get_container_with_pipeline(cid)
+                cwps.append(self.scm.container_with_pipeline(cid))
             except SCMException as exc:
                 LOG.info("GetExistContainerWithPipelinesInBatch leaves out container %d: %s", cid, exc)
-                continue
-            out.containerWithPipelines.append(ozone_wire.by_name(cwp, wire.ContainerWithPipeline))
+        out.MergeFromString(convert.containers_with_pipelines_bytes(cwps))
 
     async def _get_container_replicas(self, request: Request, response: Response) -> None:
         _, replicas = self.scm.get_container_with_pipeline(request.getContainerReplicasRequest.containerID)
@@ -287,7 +285,7 @@ class LocationTranslator:
         )
         out = response.scmListContainerResponse
         out.SetInParent()
-        out.containers.extend(ozone_wire.by_name(c, wire.ContainerInfoProto) for c in containers)
+        ozone_wire.container_infos_to_wire(containers, out)
         out.containerCount = total
 
     async def _get_container_count(self, request: Request, response: Response) -> None:

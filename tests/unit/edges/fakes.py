@@ -172,6 +172,9 @@ class FakeSCM:
         info = self.get_container(container_id)
         return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=PIPELINE), []
 
+    def container_with_pipeline(self, container_id: int) -> hdds_pb2.ContainerWithPipeline:
+        return self.get_container_with_pipeline(container_id)[0]
+
     def list_containers(
         self,
         start_id: int = 0,
