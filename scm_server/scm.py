@@ -89,6 +89,7 @@ from scm_server.protocols import (
     BalancerStartRequest,
     BalancerStatusInfo,
     BlockAllocation,
+    ContainerReport,
     DeletedBlocksSummary,
 )
 from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
@@ -549,8 +550,11 @@ class StorageContainerManager:
             log.warning("report processing: %s", exc)
 
     async def process_heartbeat(
-        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto
+        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto, container_report: ContainerReport | None = None
     ) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
+        """One heartbeat and the reports it carries. ``container_report``: the heartbeat's full container report
+        when an edge passes it apart from ``request`` (as decoded from Ozone's message), read instead of
+        ``request.containerReport``."""
         self._check_dn_traffic_allowed()
         dn = request.datanodeDetails
         layout = request.dataNodeLayoutVersion if request.HasField("dataNodeLayoutVersion") else None
@@ -570,7 +574,9 @@ class StorageContainerManager:
         uuid = dn.uuid
         if request.HasField("nodeReport"):
             self.node_manager.process_node_report(uuid, request.nodeReport)
-        if request.HasField("containerReport"):
+        if container_report is not None:
+            await self._safely(self.container_report_handler.on_message(uuid, container_report))
+        elif request.HasField("containerReport"):
             await self._safely(self.container_report_handler.on_message(uuid, request.containerReport))
         for icr in request.incrementalContainerReport:
             await self._safely(self.incremental_container_report_handler.on_message(uuid, icr))

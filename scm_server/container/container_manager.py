@@ -47,6 +47,7 @@ from scm_server.metadata.enums import enum_name
 from scm_server.node.node_manager import SCMNodeManager
 from scm_server.pipeline.pipeline_manager import PipelineManager
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
+from scm_server.protocols import ContainerReport, ReplicaReport
 
 log = logging.getLogger(__name__)
 
@@ -516,7 +517,7 @@ class ContainerManager:
             await self.close_container(info.containerID)
 
     # ---- report handlers (every SCM) ----
-    async def process_container_report(self, dn_uuid: str, report: scm_datanode_pb2.ContainerReportsProto) -> None:
+    async def process_container_report(self, dn_uuid: str, report: ContainerReport) -> None:
         """Full report: the DN's replica set is exactly what it lists (missing ones are removed)."""
         self.reports_processed += 1
         now = self.clock.wall_ms()
@@ -544,7 +545,7 @@ class ContainerManager:
         await self._record_replicas(self._intern(dn_uuid), report.report, self.clock.wall_ms(), None)
 
     async def _record_replicas(
-        self, dn: str, protos: Iterable[hdds_pb2.ContainerReplicaProto], now_ms: int, seen: set[int] | None
+        self, dn: str, protos: Iterable[ReplicaReport], now_ms: int, seen: set[int] | None
     ) -> None:
         """Record reported replicas (soft state, every SCM), and on the leader take the lifecycle
         step a replica calls for. One call per replica: this loop is most of a full report's cost.
@@ -575,7 +576,7 @@ class ContainerManager:
             await self._leader_update(dn, proto, state)
             records = self.state_manager.records()  # a checkpoint install may have replaced it
 
-    async def _leader_update(self, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, state: int) -> None:
+    async def _leader_update(self, dn_uuid: str, proto: ReplicaReport, state: int) -> None:
         if not self.scm_context.is_leader():
             return  # followers record replicas; lifecycle transitions are the leader's (Raft) job
         cid = proto.containerID
@@ -587,7 +588,7 @@ class ContainerManager:
             log.warning("container #%d: report from %s not applied: %s", cid, dn_uuid, exc)
 
     async def _update_container_state(
-        self, cid: int, state: int, replica: hdds_pb2.ContainerReplicaProto, dn_uuid: str
+        self, cid: int, state: int, replica: ReplicaReport, dn_uuid: str
     ) -> None:
         if state == OPEN and replica.state != R_OPEN:
             await self.close_container(cid)

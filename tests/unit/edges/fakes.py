@@ -18,6 +18,7 @@ from scm_server.protocols import (
     BalancerStartRequest,
     BalancerStatusInfo,
     BlockAllocation,
+    ContainerReport,
     DatanodeUsageInfo,
     DeletedBlocksSummary,
 )
@@ -95,7 +96,7 @@ class FakeSCM:
         )
 
     async def process_heartbeat(
-        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto
+        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto, container_report: ContainerReport | None = None
     ) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
         return scm_datanode_pb2.SCMHeartbeatResponseProto(datanodeUUID=request.datanodeDetails.uuid)
 
