@@ -12,6 +12,7 @@ and carry the issuing leader's term.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from scm_server import ozone_wire
 from scm_server.exceptions import ResultCodes, SCMException
@@ -27,6 +28,12 @@ PROTOCOL = "org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol"
 SERVED = ("GetVersion", "Register", "SendHeartbeat")  # every cmdType of the protocol, dispatched in ``call``
 VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
+
+
+class ReceivedReport(NamedTuple):
+    """A full container report's replicas in Ozone's message, as received (a :class:`ContainerReport`)."""
+
+    reports: list[wire_dn.ContainerReplicaProto]
 
 
 class DatanodeTranslator:
@@ -65,7 +72,7 @@ class DatanodeTranslator:
     @staticmethod
     def _heartbeat_request(
         wire_req: wire_dn.SCMHeartbeatRequestProto,
-    ) -> tuple[ours.SCMHeartbeatRequestProto, wire_dn.ContainerReportsProto | None]:
+    ) -> tuple[ours.SCMHeartbeatRequestProto, ReceivedReport | None]:
         """The heartbeat in our message, and its full container report apart, as it arrived: the report's
         replicas are read where they are (:class:`scm_server.protocols.ReplicaReport`) instead of copied by name
         one field at a time, which cost most of a full report's time. A negative ``used`` or ``keyCount``
@@ -73,13 +80,15 @@ class DatanodeTranslator:
         if not wire_req.HasField("containerReport"):
             return ozone_wire.by_name(wire_req, ours.SCMHeartbeatRequestProto), None
         report = wire_req.containerReport
-        bad = next((r for r in report.reports if r.used < 0 or r.keyCount < 0), None)
+        wire_req.ClearField("containerReport")  # ``report`` keeps its replicas
+        # each replica's Python object made once, for this check and the report handler's loop both
+        replicas = list(report.reports)
+        bad = next((r for r in replicas if r.used < 0 or r.keyCount < 0), None)
         if bad is not None:
             field = "used" if bad.used < 0 else "keyCount"
             raise ValueError(f"ContainerReplicaProto.{field}: container {bad.containerID} reported"
                              f" {getattr(bad, field)}, and a replica's {field} is never negative")
-        wire_req.ClearField("containerReport")  # ``report`` keeps its replicas
-        return ozone_wire.by_name(wire_req, ours.SCMHeartbeatRequestProto), report
+        return ozone_wire.by_name(wire_req, ours.SCMHeartbeatRequestProto), ReceivedReport(replicas)
 
     @staticmethod
     def _register_request(request: wire_dn.SCMDatanodeRequest) -> ours.SCMRegisterRequestProto:
