@@ -305,6 +305,18 @@ def container_info_bytes(info: hdds_pb2.ContainerInfoProto) -> bytes:
     return data
 
 
+def container_list_bytes(page: list[tuple[bytes, str | None]], total: int) -> bytes:
+    """Ozone's ``SCMListContainerResponseProto`` serialized: each container of ``page`` (our ContainerInfoProto's
+    bytes and its pipeline id, :meth:`scm_server.scm.StorageContainerManager.list_containers_encoded`) as
+    :func:`container_info_bytes` gives it, then ``containerCount``."""
+    parts = [
+        _length_delimited(1, data + _pipeline_uuid_field(pipeline_id) if pipeline_id is not None else data)
+        for data, pipeline_id in page
+    ]
+    parts.append(b"\x10" + encode_varint(total))  # containerCount = 2, a varint (never negative)
+    return b"".join(parts)
+
+
 def container_infos_to_wire(infos: list[hdds_pb2.ContainerInfoProto], out: Any, field: int = 1) -> None:
     """Appends Ozone's form of each of ``infos`` to the repeated ContainerInfoProto field number ``field`` of
     the message ``out`` (one parse of the joined bytes, in order)."""

@@ -230,6 +230,18 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
         ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]: ...
 
+    def list_containers_encoded(
+        self,
+        start_id: int = 0,
+        count: int = 1000,
+        state: int | None = None,
+        rtype: int | None = None,
+        rfactor: int | None = None,
+        suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
+    ) -> tuple[list[tuple[bytes, str | None]], int]: ...
+
     async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]: ...
 
     def reconcile_container(self, container_id: int) -> None: ...

@@ -701,6 +701,26 @@ class StorageContainerManager:
         )
         return self.container_manager.with_reported_usage(page), total
 
+    def list_containers_encoded(
+        self,
+        start_id: int = 0,
+        count: int = 1000,
+        state: int | None = None,
+        rtype: int | None = None,
+        rfactor: int | None = None,
+        suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
+    ) -> tuple[list[tuple[bytes, str | None]], int]:
+        """:meth:`list_containers` with each container serialized (and its pipeline id beside it), from the
+        container manager's kept forms: a page of 1,000 builds no message when nothing changed since the last."""
+        if count < 0:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"count must be >= 0, got {count}")
+        ids, total = self.container_manager.state_manager.list_container_ids(
+            start_id, count, state, rtype, rfactor, suppressed, ec=ec
+        )
+        return self.container_manager.encoded(ids), total
+
     async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]:
         """``ozone admin container report --suppress|--unsuppress``: mark containers (replicated, as Ozone's
         updateContainerInfo) so the replication manager counts them by state but checks and repairs nothing;

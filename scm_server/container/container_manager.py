@@ -171,6 +171,11 @@ def _sorted_discard(ids: array[int], cid: int) -> None:
 ReplicaListener = Callable[[int, str, bool], None]
 
 
+# containers whose encoded form :meth:`ContainerManager.encoded` keeps (some 100 bytes each, with a record and a
+# replica tuple that would otherwise be freed when replaced)
+ENCODED_MAX = 100_000
+
+
 def merge_reported_usage(info: hdds_pb2.ContainerInfoProto, replicas: StoredReplicas) -> hdds_pb2.ContainerInfoProto:
     """Raise ``info``'s used bytes, key count and BCSID to the most any replica reported (in place;
     pass a copy). What :meth:`ContainerManager.get_container` serves and the ReplicationManager
@@ -220,10 +225,15 @@ class ContainerManager:
         # one (the audit marks a view partial until every registered datanode has; docs/audit.md).
         self.started_wall_ms = clock.wall_ms()
         self.first_full_report_ms: dict[str, int] = {}
+        # Each container's ContainerInfoProto as get_container serves it, serialized, with the stored record and the
+        # replica tuple it was made from: valid while both are the very objects the tables hold (neither is ever
+        # changed in place: a change stores a new record or a new tuple), so nothing needs to invalidate it.
+        self._encoded: dict[int, tuple[ContainerInfo, StoredReplicas | None, bytes]] = {}
         pipeline_manager.set_container_closer(self.close_containers_of_pipeline)
 
     def reinitialize(self) -> None:
         self.state_manager.reinitialize()
+        self._encoded = {}  # every record is new: free the old ones the entries hold
 
     def add_replica_listener(self, listener: ReplicaListener) -> None:
         """``listener(container_id, dn_uuid, added)`` on replica appearance/removal (pending ops)."""
@@ -234,6 +244,29 @@ class ContainerManager:
         """The container info merged with soft usage from reports (a copy)."""
         view = self.state_manager.get_container(container_id)  # already a fresh copy
         return merge_reported_usage(view, self._replicas.get(container_id, ()))
+
+    def encoded(self, container_ids: Iterable[int]) -> list[tuple[bytes, str | None]]:
+        """For each id: ``get_container(id).SerializeToString()`` and the container's pipeline id, kept across
+        calls (:data:`ENCODED_MAX` containers; the table is emptied when it grows past it) while neither the
+        stored record nor the container's replicas change. What a long listing serves without building a
+        message per container."""
+        records = self.state_manager.records()
+        replicas = self._replicas
+        cache = self._encoded
+        out = []
+        for cid in container_ids:
+            record = records.get(cid)
+            if record is None:
+                raise SCMException(ResultCodes.CONTAINER_NOT_FOUND, f"Container #{cid} not found")
+            reported = replicas.get(cid)
+            entry = cache.get(cid)
+            if entry is None or entry[0] is not record or entry[1] is not reported:
+                data = merge_reported_usage(record.to_proto(), reported or ()).SerializeToString()
+                if len(cache) >= ENCODED_MAX:
+                    cache.clear()
+                entry = cache[cid] = (record, reported, data)
+            out.append((entry[2], record.pipeline_id))
+        return out
 
     def with_reported_usage(self, infos: list[hdds_pb2.ContainerInfoProto]) -> list[hdds_pb2.ContainerInfoProto]:
         """:meth:`get_container` of each of ``infos`` (fresh copies from the state manager, changed in place)."""

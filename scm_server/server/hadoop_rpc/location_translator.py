@@ -56,7 +56,11 @@ Type = wire_loc.Type
 Response = wire_loc.ScmContainerLocationResponse
 Request = wire_loc.ScmContainerLocationRequest
 
-Handler = Callable[[Request, Response], Awaitable[None]]
+# A handler fills the response's fields; or returns one of them already serialized (field key included), which the
+# answer carries after the others.
+Handler = Callable[[Request, Response], Awaitable[bytes | None]]
+# ScmContainerLocationResponse.scmListContainerResponse, written as bytes by ListContainer
+_LIST_FIELD = Response.DESCRIPTOR.fields_by_name["scmListContainerResponse"].number
 
 
 class LocationTranslator:
@@ -199,10 +203,11 @@ class LocationTranslator:
         response = Response(cmdType=request.cmdType, status=Response.OK)
         if request.HasField("traceID"):
             response.traceID = request.traceID
-        await handler(request, response)
+        written = await handler(request, response)
         if not response.IsInitialized():  # a check in C; the walk in Python only when a required value is unset
             ozone_wire.fill_required(response)
-        return response.SerializeToString()
+        data = response.SerializeToString()
+        return data + written if written else data
 
     @staticmethod
     def _cache_key(call: Call, command: str) -> tuple[str, int, str] | None:
@@ -272,7 +277,9 @@ class LocationTranslator:
         )
         return state, rtype, factor
 
-    async def _list_container(self, request: Request, response: Response) -> None:
+    async def _list_container(self, request: Request, response: Response) -> bytes:
+        """The page written as bytes from the containers' kept forms (:func:`ozone_wire.container_list_bytes`):
+        no message is built per container."""
         req = request.scmListContainerRequest
         state, rtype, factor = self._list_filters(req)
         ec = (
@@ -280,13 +287,10 @@ class LocationTranslator:
             if req.HasField("ecReplicationConfig") else None
         )
         suppressed = req.suppressed if req.HasField("suppressed") else None
-        containers, total = self.scm.list_containers(
+        page, total = self.scm.list_containers_encoded(
             req.startContainerID, req.count, state, rtype, factor, suppressed, ec=ec
         )
-        out = response.scmListContainerResponse
-        out.SetInParent()
-        ozone_wire.container_infos_to_wire(containers, out)
-        out.containerCount = total
+        return convert.field_bytes(_LIST_FIELD, ozone_wire.container_list_bytes(page, total))
 
     async def _get_container_count(self, request: Request, response: Response) -> None:
         req = request.getContainerCountRequest

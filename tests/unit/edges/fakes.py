@@ -176,6 +176,20 @@ class FakeSCM:
     def container_with_pipeline(self, container_id: int) -> hdds_pb2.ContainerWithPipeline:
         return self.get_container_with_pipeline(container_id)[0]
 
+    def list_containers_encoded(
+        self,
+        start_id: int = 0,
+        count: int = 1000,
+        state: int | None = None,
+        rtype: int | None = None,
+        rfactor: int | None = None,
+        suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
+    ) -> tuple[list[tuple[bytes, str | None]], int]:
+        page, total = self.list_containers(start_id, count, state, rtype, rfactor, suppressed, ec=ec)
+        return [(c.SerializeToString(), c.pipelineID.id if c.HasField("pipelineID") else None) for c in page], total
+
     def list_containers(
         self,
         start_id: int = 0,
