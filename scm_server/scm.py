@@ -649,17 +649,19 @@ class StorageContainerManager:
     ) -> tuple[hdds_pb2.ContainerWithPipeline, list[hdds_pb2.ContainerReplicaInfo]]:
         info = self.container_manager.get_container(container_id)
         replicas = self.container_manager.replica_info(container_id)
-        return self._with_pipeline(info, lambda: replicas), replicas
+        info, pipeline = self._with_pipeline(info, lambda: replicas)
+        return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipeline), replicas
 
-    def container_with_pipeline(self, container_id: int) -> hdds_pb2.ContainerWithPipeline:
-        """:meth:`get_container_with_pipeline` without the replicas beside it: their details (each datanode's)
-        are built only when the pipeline is described from them (what a reader of a batch asks)."""
+    def container_and_pipeline(self, container_id: int) -> tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline]:
+        """:meth:`get_container_with_pipeline` as its two parts, without the replicas beside it: their details
+        (each datanode's) are built only when the pipeline is described from them, and an open pipeline is the
+        pipeline manager's stored message itself (read it, never change it), not a copy."""
         info = self.container_manager.get_container(container_id)
         return self._with_pipeline(info, lambda: self.container_manager.replica_info(container_id))
 
     def _with_pipeline(
         self, info: hdds_pb2.ContainerInfoProto, replicas_of: Callable[[], list[hdds_pb2.ContainerReplicaInfo]]
-    ) -> hdds_pb2.ContainerWithPipeline:
+    ) -> tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline]:
         pipeline = self.pipeline_manager.find(info.pipelineID.id) if info.HasField("pipelineID") else None
         is_ec = info.replicationType == hdds_pb2.EC
         if pipeline is None or (is_ec and info.state != hdds_pb2.OPEN):
@@ -680,7 +682,7 @@ class StorageContainerManager:
                 pipeline.memberReplicaIndexes.extend(r.replica.replicaIndex for r in replicas)
             else:
                 pipeline.factor = info.replicationFactor
-        return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipeline)
+        return info, pipeline
 
     def list_containers(
         self,

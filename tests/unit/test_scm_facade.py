@@ -39,7 +39,7 @@ async def test_admin_reads_and_summary(tmp_path: Path) -> None:
         await dn.heartbeat(scm)
     info, replicas = scm.get_container_with_pipeline(cid)
     assert info.containerInfo.state == hdds_pb2.CLOSED
-    assert scm.container_with_pipeline(cid) == info
+    assert scm.container_and_pipeline(cid) == (info.containerInfo, info.pipeline)
     assert sorted(r.datanode.uuid for r in replicas) == sorted(d.uuid for d in dns)
     closed, total = scm.list_containers(state=hdds_pb2.CLOSED)
     assert [c.containerID for c in closed] == [cid] and total == 1
@@ -162,7 +162,7 @@ async def test_pipeline_action_closes_pipeline_and_container_view_survives(tmp_p
     view, replicas = scm.get_container_with_pipeline(cwp.containerInfo.containerID)
     assert view.pipeline.state == hdds_pb2.PIPELINE_CLOSED  # synthesised from where the replicas are
     assert [m.uuid for m in view.pipeline.members] == [dns[1].uuid] and len(replicas) == 1
-    assert scm.container_with_pipeline(cwp.containerInfo.containerID) == view  # the same, without the replicas
+    assert scm.container_and_pipeline(cwp.containerInfo.containerID) == (view.containerInfo, view.pipeline)
     await scm.stop()
 
 

@@ -116,16 +116,23 @@ def pipeline_field(pipeline: hdds_pb2.Pipeline) -> bytes:
     return field
 
 
-def containers_with_pipelines_bytes(cwps: Sequence[hdds_pb2.ContainerWithPipeline], number: int = 1) -> bytes:
-    """Ozone's ``ContainerWithPipeline`` of each of ``cwps`` as a repeated field ``number``, serialized: the
-    container's bytes are ours (:func:`scm_server.ozone_wire.container_info_bytes`) and the pipeline's are kept
-    across answers (:func:`pipeline_field`: ``ContainerWithPipeline.pipeline`` is field 2 too), so a batch
-    answer converts no message field by field."""
+def containers_with_pipelines_bytes(
+    pairs: Sequence[tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline | None]], number: int = 1
+) -> bytes:
+    """Ozone's ``ContainerWithPipeline`` of each (container, pipeline) pair as a repeated field ``number``,
+    serialized: the container's bytes are ours (:func:`scm_server.ozone_wire.container_info_bytes`) and the
+    pipeline's are kept across answers (:func:`pipeline_field`: ``ContainerWithPipeline.pipeline`` is field 2
+    too) and looked up once per pipeline message in a call, so a batch answer converts no message field by
+    field."""
+    fields: dict[int, bytes] = {}  # by the identity of the pipeline message: ``pairs`` holds each one meanwhile
     parts = []
-    for cwp in cwps:
-        inner = field_bytes(1, container_info_bytes(cwp.containerInfo))
-        if cwp.HasField("pipeline"):
-            inner += pipeline_field(cwp.pipeline)
+    for info, pipeline in pairs:
+        inner = field_bytes(1, container_info_bytes(info))
+        if pipeline is not None:
+            field = fields.get(id(pipeline))
+            if field is None:
+                field = fields[id(pipeline)] = pipeline_field(pipeline)
+            inner += field
         parts.append(field_bytes(number, inner))
     return b"".join(parts)
 

@@ -59,8 +59,10 @@ Request = wire_loc.ScmContainerLocationRequest
 # A handler fills the response's fields; or returns one of them already serialized (field key included), which the
 # answer carries after the others.
 Handler = Callable[[Request, Response], Awaitable[bytes | None]]
-# ScmContainerLocationResponse.scmListContainerResponse, written as bytes by ListContainer
+# the fields of ScmContainerLocationResponse that the container reads write as bytes
 _LIST_FIELD = Response.DESCRIPTOR.fields_by_name["scmListContainerResponse"].number
+_BATCH_FIELD = Response.DESCRIPTOR.fields_by_name["getContainerWithPipelineBatchResponse"].number
+_EXIST_BATCH_FIELD = Response.DESCRIPTOR.fields_by_name["getExistContainerWithPipelinesInBatchResponse"].number
 
 
 class LocationTranslator:
@@ -237,28 +239,24 @@ class LocationTranslator:
         response.getContainerResponse.containerInfo.MergeFromString(ozone_wire.container_info_bytes(info))
 
     async def _get_container_with_pipeline(self, request: Request, response: Response) -> None:
-        cwp = self.scm.container_with_pipeline(request.getContainerWithPipelineRequest.containerID)
-        response.getContainerWithPipelineResponse.MergeFromString(convert.containers_with_pipelines_bytes([cwp]))
+        pair = self.scm.container_and_pipeline(request.getContainerWithPipelineRequest.containerID)
+        response.getContainerWithPipelineResponse.MergeFromString(convert.containers_with_pipelines_bytes([pair]))
 
-    async def _get_container_with_pipeline_batch(self, request: Request, response: Response) -> None:
+    async def _get_container_with_pipeline_batch(self, request: Request, response: Response) -> bytes:
         """What Ozone's OM asks when it refreshes the pipelines of a key's blocks (`key get`): every id
-        answered in order, and, as in Ozone, one id that fails fails the whole call."""
-        out = response.getContainerWithPipelineBatchResponse
-        out.SetInParent()
-        cwps = [self.scm.container_with_pipeline(cid) for cid in request.getContainerWithPipelineBatchRequest.containerIDs]
-        out.MergeFromString(convert.containers_with_pipelines_bytes(cwps))
+        answered in order, and, as in Ozone, one id that fails fails the whole call. Written as bytes."""
+        pairs = [self.scm.container_and_pipeline(cid) for cid in request.getContainerWithPipelineBatchRequest.containerIDs]
+        return convert.field_bytes(_BATCH_FIELD, convert.containers_with_pipelines_bytes(pairs))
 
-    async def _get_exist_container_with_pipelines_in_batch(self, request: Request, response: Response) -> None:
+    async def _get_exist_container_with_pipelines_in_batch(self, request: Request, response: Response) -> bytes:
         """The lenient batch: as in Ozone, an id that cannot be answered is left out, the others answered."""
-        out = response.getExistContainerWithPipelinesInBatchResponse
-        out.SetInParent()
-        cwps = []
+        pairs = []
         for cid in request.getExistContainerWithPipelinesInBatchRequest.containerIDs:
             try:
-                cwps.append(self.scm.container_with_pipeline(cid))
+                pairs.append(self.scm.container_and_pipeline(cid))
             except SCMException as exc:
                 LOG.info("GetExistContainerWithPipelinesInBatch leaves out container %d: %s", cid, exc)
-        out.MergeFromString(convert.containers_with_pipelines_bytes(cwps))
+        return convert.field_bytes(_EXIST_BATCH_FIELD, convert.containers_with_pipelines_bytes(pairs))
 
     async def _get_container_replicas(self, request: Request, response: Response) -> None:
         _, replicas = self.scm.get_container_with_pipeline(request.getContainerReplicasRequest.containerID)

@@ -173,8 +173,9 @@ class FakeSCM:
         info = self.get_container(container_id)
         return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=PIPELINE), []
 
-    def container_with_pipeline(self, container_id: int) -> hdds_pb2.ContainerWithPipeline:
-        return self.get_container_with_pipeline(container_id)[0]
+    def container_and_pipeline(self, container_id: int) -> tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline]:
+        cwp = self.get_container_with_pipeline(container_id)[0]
+        return cwp.containerInfo, cwp.pipeline
 
     def list_containers_encoded(
         self,

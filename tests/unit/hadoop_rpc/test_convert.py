@@ -251,7 +251,8 @@ def test_containers_with_pipelines_as_bytes_equal_the_by_name_conversion(
             for info, with_pipeline, which in cases]
     by_name = wire_loc.GetContainerWithPipelineBatchResponseProto()
     by_name.containerWithPipelines.extend(ozone_wire.by_name(c, wire.ContainerWithPipeline) for c in cwps)
-    as_bytes = wire_loc.GetContainerWithPipelineBatchResponseProto.FromString(convert.containers_with_pipelines_bytes(cwps))
+    pairs = [(c.containerInfo, c.pipeline if c.HasField("pipeline") else None) for c in cwps]
+    as_bytes = wire_loc.GetContainerWithPipelineBatchResponseProto.FromString(convert.containers_with_pipelines_bytes(pairs))
     assert as_bytes == by_name
 
 
