@@ -171,8 +171,8 @@ def _sorted_discard(ids: array[int], cid: int) -> None:
 ReplicaListener = Callable[[int, str, bool], None]
 
 
-# containers whose encoded form :meth:`ContainerManager.encoded` keeps (some 100 bytes each, with a record and a
-# replica tuple that would otherwise be freed when replaced)
+# containers whose encoded form :meth:`ContainerManager.encoded` keeps, each with the record and replica tuple it was
+# made from (which would otherwise be freed when replaced); docs/performance.md has what they cost
 ENCODED_MAX = 100_000
 
 
