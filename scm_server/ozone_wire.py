@@ -315,9 +315,3 @@ def container_list_bytes(page: list[tuple[bytes, str | None]], total: int) -> by
     ]
     parts.append(b"\x10" + encode_varint(total))  # containerCount = 2, a varint (never negative)
     return b"".join(parts)
-
-
-def container_infos_to_wire(infos: list[hdds_pb2.ContainerInfoProto], out: Any, field: int = 1) -> None:
-    """Appends Ozone's form of each of ``infos`` to the repeated ContainerInfoProto field number ``field`` of
-    the message ``out`` (one parse of the joined bytes, in order)."""
-    out.MergeFromString(b"".join(_length_delimited(field, container_info_bytes(i)) for i in infos))

@@ -229,10 +229,10 @@ def container_infos(draw: st.DrawFn) -> hdds_pb2.ContainerInfoProto:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(container_infos(), max_size=5))
 def test_container_infos_as_bytes_equal_the_by_name_conversion(infos: list[hdds_pb2.ContainerInfoProto]) -> None:
-    by_name = wire_loc.SCMListContainerResponseProto()
+    by_name = wire_loc.SCMListContainerResponseProto(containerCount=len(infos) + 7)
     by_name.containers.extend(ozone_wire.by_name(i, wire.ContainerInfoProto) for i in infos)
-    as_bytes = wire_loc.SCMListContainerResponseProto()
-    ozone_wire.container_infos_to_wire(infos, as_bytes)
+    page = [(i.SerializeToString(), i.pipelineID.id if i.HasField("pipelineID") else None) for i in infos]
+    as_bytes = wire_loc.SCMListContainerResponseProto.FromString(ozone_wire.container_list_bytes(page, len(infos) + 7))
     assert as_bytes == by_name
     for one in infos:
         assert wire.ContainerInfoProto.FromString(ozone_wire.container_info_bytes(one)) == ozone_wire.by_name(
