@@ -34,14 +34,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import json
 import os
 import platform
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -88,21 +86,6 @@ HB100, HB1000 = "heartbeats, 100 datanodes", "heartbeats, 1,000 datanodes"
 FCR = "full report, 1,000 containers"
 BATCH, LIST = "GetContainerWithPipelineBatch 100", "ListContainer 1,000"
 ROWS = (NOOP, ALLOC1, ALLOC100, HB100, HB1000, FCR, BATCH, LIST)
-# --rows names a subset by these short keys
-ROW_KEYS = {"noop": NOOP, "alloc1": ALLOC1, "alloc100": ALLOC100, "hb100": HB100, "hb1000": HB1000, "fcr": FCR,
-            "batch": BATCH, "list": LIST}
-ROW_KEY_OF = {row: key for key, row in ROW_KEYS.items()}
-
-
-def rows_of(text: str) -> tuple[str, ...]:
-    """``--rows``: comma-separated short keys -> the rows, in the bench's order; ValueError naming an unknown key."""
-    keys = [k.strip() for k in text.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in ROW_KEYS]
-    if unknown or not keys:
-        raise ValueError(f"--rows {text!r}: unknown row(s) {', '.join(unknown) or '(none named)'}; "
-                         f"choose from {','.join(ROW_KEYS)}")
-    wanted = {ROW_KEYS[k] for k in keys}
-    return tuple(r for r in ROWS if r in wanted)
 
 
 async def measure(clients: int, seconds: float, make_call: Callable[[], Callable[[], Awaitable[Any]]]) -> dict[str, float]:
@@ -140,38 +123,6 @@ def rss_mib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) // 1024
     raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def listening_inodes(port: int) -> set[str]:
-    """Socket inodes listening on TCP ``port`` (any address, IPv4 or IPv6), from /proc/net/tcp{,6}."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(FileNotFoundError):
-            for line in Path(table).read_text().splitlines()[1:]:
-                fields = line.split()
-                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
-                    found.add(fields[9])
-    return found
-
-
-def holds_listener(pid: int, port: int) -> bool:
-    """Whether process ``pid`` holds the socket listening on ``port``: the process whose CPU is read is the one
-    that answers the calls (not a launcher or a parent of it)."""
-    inodes = listening_inodes(port)
-    fd_dir = Path(f"/proc/{pid}/fd")
-    for fd in fd_dir.iterdir():
-        with contextlib.suppress(OSError):
-            link = os.readlink(fd)
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                return True
-    return False
-
-
-def cpu_us_per_call(sample: interleave.Sample) -> float | None:
-    """The leader's CPU microseconds per answered call in one sample (CPU share / calls per second)."""
-    if sample.leader_cpu_pct is None or sample.calls_per_s <= 0:
-        return None
-    return 1e6 * (sample.leader_cpu_pct / 100) / sample.calls_per_s
 
 
 @dataclasses.dataclass
@@ -344,27 +295,6 @@ async def failover(ring: Ring, clients: int) -> float:
         await load.stop()
 
 
-async def profile_rows(ring: Ring, rows: dict[str, interleave.MakeCall], args: argparse.Namespace) -> None:
-    """Each chosen row once for ``--seconds`` while py-spy samples ``ring``'s leader (its raw folded stacks, one
-    file a row, under ``--profile``), before the rounds; the leader's CPU per call printed beside."""
-    args.profile.mkdir(parents=True, exist_ok=True)
-    pid = ring.pids[0]
-    for row in args.rows:
-        out = args.profile / f"{ROW_KEY_OF[row]}.txt"
-        spy = await asyncio.create_subprocess_exec(
-            str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid), "--duration",
-            str(max(1, round(args.seconds))), "--rate", "200", "--nonblocking", "--format", "raw", "--output", str(out),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        cpu0 = cpu_seconds(pid)
-        got = await measure(args.clients, args.seconds, rows[row])
-        cpu = cpu_seconds(pid) - cpu0
-        _, err = await spy.communicate()
-        if spy.returncode != 0:
-            raise RuntimeError(f"py-spy on {pid} failed ({spy.returncode}): {err.decode(errors='replace').strip()}")
-        print(f"profile {row}: {got['calls_per_s']:.0f} calls/s, leader CPU {1e6 * cpu / max(got['calls'], 1):.0f}"
-              f" us/call -> {out}", flush=True)
-
-
 async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorCluster | None) -> dict[str, Any]:
     """Our ring started here and ``ozone`` (Ozone's SCMs, already started) or None; the rounds, then memory
     and failover."""
@@ -385,33 +315,21 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
             targets[ring.name] = await prepare(ring, args)
             print(f"{ring.name}: leader {ring.leader}, {CONTAINERS} containers and 1,100 datanodes in"
                   f" {time.monotonic() - t0:.0f} s", flush=True)
-        for ring in rings:
-            port = int(ring.block[0].rsplit(":", 1)[1])
-            if not holds_listener(ring.pids[0], port):
-                raise RuntimeError(f"{ring.name}: process {ring.pids[0]} does not hold the leader's listening socket"
-                                   f" {ring.block[0]}: its CPU would not be the leader's")
-        print("the CPU read is each leader's own process (it holds the leader's listening block port)", flush=True)
-        if args.profile is not None:
-            await profile_rows(rings[0], targets[rings[0].name], args)
         cpu = {ring.name: (lambda pid=ring.pids[0]: cpu_seconds(pid)) for ring in rings}
         samples, loads = await interleave.run_rounds(
-            targets, list(args.rows), rounds=args.rounds, warmup_rounds=args.warmup_rounds, clients=args.clients,
+            targets, list(ROWS), rounds=args.rounds, warmup_rounds=args.warmup_rounds, clients=args.clients,
             seconds=args.seconds, measure=measure, cpu=cpu)
         for ring in rings:
             for c in ring.opened:
                 await c.close()
             ring.opened.clear()
-        now = cluster.scms[await cluster.wait_leader()].node_id
-        if now != rings[0].leader:  # the rows after the change measured another process than the one whose CPU is read
-            print(f"WARNING: our ring's leader changed during the rounds ({rings[0].leader} -> {now})", flush=True)
         memory = {ring.name: {"leader_mib": rss_mib(ring.pids[0]), "ring_mib": sum(rss_mib(p) for p in ring.pids)}
                   for ring in rings}
         gaps = {}
-        for ring in rings if not args.no_failover else ():
+        for ring in rings:
             gaps[ring.name] = await failover(ring, args.failover_clients)
             print(f"{ring.name}: allocation gap after SIGKILL of the leader {gaps[ring.name]:.2f} s", flush=True)
-        return {"leaders": {r.name: r.leader for r in rings}, "targets": [r.name for r in rings], "rows": args.rows,
-                "our_leader_after_rounds": now,
+        return {"leaders": {r.name: r.leader for r in rings}, "targets": [r.name for r in rings],
                 "samples": samples, "loads": loads, "memory": memory, "failover_s": gaps}
     finally:
         for ring in rings:
@@ -448,21 +366,17 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         tag = " (warm-up)" if load.warmup else ""
         lines.append(f"{load.round:>5}  {_load(load.start):<16} {_load(load.end):<16}{tag}")
     lines.append(f"{'row':<34} {'ring':<6} {'calls/s median [low-high]':>27} {'p50 ms':>18} {'p99 ms':>18}"
-                 f" {'leader CPU %':>16} {'leader CPU us/call':>20}")
-    rows = result["rows"]
-    for row in rows:
+                 f" {'leader CPU %':>16}")
+    for row in ROWS:
         for target in result["targets"]:
             got = summary[row][target]
             cpu = got[interleave.CPU].text() if interleave.CPU in got else "-"
-            per_call = [v for s in samples if s.row == row and s.target == target and not s.warmup
-                        and (v := cpu_us_per_call(s)) is not None]
-            us = interleave.spread(per_call).text() if per_call else "-"
             lines.append(f"{row:<34} {target:<6} {got['calls_per_s'].text():>27} {got['p50_ms'].text('.2f'):>18}"
-                         f" {got['p99_ms'].text('.2f'):>18} {cpu:>16} {us:>20}")
+                         f" {got['p99_ms'].text('.2f'):>18} {cpu:>16}")
     if both:
         lines.append("ours / Ozone's, round by round, median [low-high] (throughput goal >= 1.0; latency <= 1.0):")
         lines.append(f"  {'row':<34} {'calls/s':>18} {'p50':>18} {'p99':>18}")
-        for row in rows:
+        for row in ROWS:
             cells = []
             for metric in ("calls_per_s", "p50_ms", "p99_ms"):
                 r = interleave.ratio(samples, row, OURS, OZONE, metric)
@@ -470,10 +384,9 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
             lines.append(f"  {row:<34} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}")
     lines.append("resident memory after the rounds (MiB): "
                  + "; ".join(f"{k} leader {v['leader_mib']}, ring {v['ring_mib']}" for k, v in result["memory"].items()))
-    if result["failover_s"]:
-        lines.append("allocation gap after SIGKILL of the leader (one kill each): "
-                     + "; ".join(f"{k} {v:.2f} s" for k, v in result["failover_s"].items()))
-    if both and result["failover_s"]:
+    lines.append("allocation gap after SIGKILL of the leader (one kill each): "
+                 + "; ".join(f"{k} {v:.2f} s" for k, v in result["failover_s"].items()))
+    if both:
         mem, gap = result["memory"], result["failover_s"]
         lines.append(f"  ours / Ozone's: RSS leader {mem[OURS]['leader_mib'] / mem[OZONE]['leader_mib']:.2f}"
                      f" (goal <= 0.5), failover {gap[OURS] / gap[OZONE]:.2f} (goal <= 0.2)")
@@ -492,19 +405,8 @@ def main() -> int:
     p.add_argument("--warmup-rounds", type=int, default=1, help="rounds run first and left out of the figures (default 1)")
     p.add_argument("--failover-clients", type=int, default=4, help="callers allocating during the SIGKILL (default 4)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "wire.json")
-    p.add_argument("--no-ozone", "--ours-only", action="store_true",
-                   help="leave out Ozone's own SCM ring (the anchor): our ring alone")
-    p.add_argument("--rows", default=",".join(ROW_KEYS),
-                   help=f"comma-separated rows to measure (default all: {','.join(ROW_KEYS)})")
-    p.add_argument("--no-failover", action="store_true", help="skip the SIGKILL of each leader after the rounds")
-    p.add_argument("--profile", type=Path, default=None,
-                   help="before the rounds, run each chosen row once while py-spy samples our leader; its folded"
-                        " stacks go to DIR/<row>.txt")
+    p.add_argument("--no-ozone", action="store_true", help="leave out Ozone's own SCM ring (the anchor)")
     args = p.parse_args()
-    try:
-        args.rows = rows_of(args.rows)
-    except ValueError as exc:
-        p.error(str(exc))
     if args.rounds < 1 or args.warmup_rounds < 0 or args.seconds <= 0 or args.clients < 1 or args.failover_clients < 1:
         p.error("--rounds, --clients and --failover-clients must be at least 1, --warmup-rounds at least 0,"
                 " --seconds above 0")
@@ -521,7 +423,7 @@ def main() -> int:
     elif args.no_ozone:
         print("\nOzone's own SCM ring left out (--no-ozone)")
     summary = interleave.summarize(result["samples"])
-    ratios = {metric: {row: dataclasses.asdict(r) for row in args.rows
+    ratios = {metric: {row: dataclasses.asdict(r) for row in ROWS
                        if (r := interleave.ratio(result["samples"], row, OURS, OZONE, metric)) is not None}
               for metric in ("calls_per_s", "p50_ms", "p99_ms")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -529,11 +431,10 @@ def main() -> int:
         "started_unix": started, "leaders": result["leaders"], "ozone": ozone_note,
         "clients": args.clients, "seconds": args.seconds, "rounds": args.rounds, "warmup_rounds": args.warmup_rounds,
         "loads": [dataclasses.asdict(x) for x in result["loads"]],
-        "rows": list(args.rows),
-        "samples": [dataclasses.asdict(x) | {"leader_cpu_us_per_call": cpu_us_per_call(x)} for x in result["samples"]],
+        "samples": [dataclasses.asdict(x) for x in result["samples"]],
         "summary": {row: {t: {m: dataclasses.asdict(v) for m, v in ms.items()} for t, ms in ts.items()}
                     for row, ts in summary.items()},
-        "our_leader_after_rounds": result["our_leader_after_rounds"], "ratios_ours_over_ozone": ratios, "memory_mib": result["memory"], "failover_s": result["failover_s"],
+        "ratios_ours_over_ozone": ratios, "memory_mib": result["memory"], "failover_s": result["failover_s"],
         "machine": platform.platform(),
     }, indent=2))
     return 1 if "error" in ozone_note else 0
