@@ -74,8 +74,8 @@ class DatanodeTranslator:
         wire_req: wire_dn.SCMHeartbeatRequestProto,
     ) -> tuple[ours.SCMHeartbeatRequestProto, ReceivedReport | None]:
         """The heartbeat in our message, and its full container report apart, as it arrived: the report's
-        replicas are read where they are (:class:`scm_server.protocols.ReplicaReport`) instead of copied by name
-        one field at a time, which cost most of a full report's time. A negative ``used`` or ``keyCount``
+        replicas are read where they are (:class:`scm_server.protocols.ReplicaReport`), not copied by name one
+        field at a time (docs/performance.md, "Levers: container reads and reports"). A negative ``used`` or ``keyCount``
         (signed in Ozone's message, unsigned in ours) is refused as the by-name copy refuses it."""
         if not wire_req.HasField("containerReport"):
             return ozone_wire.by_name(wire_req, ours.SCMHeartbeatRequestProto), None
