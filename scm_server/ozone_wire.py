@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from google.protobuf import message as pb_message
 from google.protobuf.descriptor import FieldDescriptor
 
+from scm_server.hadoop_ipc import encode_varint
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.proto.ozone import hdds_pb2 as wire
@@ -316,3 +317,53 @@ def register_request_to_wire(req: scm_datanode_pb2.SCMRegisterRequestProto) -> w
     out.containerReport.SetInParent()
     out.pipelineReports.SetInParent()
     return out
+
+
+# ---- containers: the same field numbers in both models, so our bytes are Ozone's ----
+
+# Ozone's PipelineID field 100 (uuid128) of a pipeline id string, wrapped as ContainerInfoProto.pipelineID (field 3),
+# by the id: pipelines are few and long-lived, so the table stays small (emptied past its bound)
+_PIPELINE_UUID_FIELDS: dict[str, bytes] = {}
+PIPELINE_UUID_FIELDS_MAX = 4096
+
+
+def _pipeline_uuid_field(pipeline_id: str) -> bytes:
+    field = _PIPELINE_UUID_FIELDS.get(pipeline_id)
+    if field is None:
+        u128 = uuid_proto(pipeline_id)
+        inner = b"" if u128 is None else _length_delimited(100, u128.SerializeToString())
+        field = _length_delimited(3, inner) if inner else b""
+        if len(_PIPELINE_UUID_FIELDS) >= PIPELINE_UUID_FIELDS_MAX:
+            _PIPELINE_UUID_FIELDS.clear()
+        _PIPELINE_UUID_FIELDS[pipeline_id] = field
+    return field
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
+
+
+def container_info_bytes(info: hdds_pb2.ContainerInfoProto) -> bytes:
+    """Ozone's ``ContainerInfoProto`` of ``info``, serialized, without a message built field by field.
+
+    Both models number every field of ContainerInfoProto, PipelineID and ECReplicationConfig alike and their
+    enums' values alike (a test holds them to it), so our bytes parse as Ozone's message; what Ozone has and we
+    lack, the pipeline id's 128-bit form, follows as a second ``pipelineID`` field, which a parser merges into
+    the first. Ozone's required ``owner``, ``usedBytes``, ``numberOfKeys`` and ``replicationType`` are optional in
+    ours: a caller checks the message it parses these bytes into (``IsInitialized``)."""
+    data = info.SerializeToString()
+    if info.HasField("pipelineID"):
+        data += _pipeline_uuid_field(info.pipelineID.id)
+    return data
+
+
+def container_list_bytes(page: list[tuple[bytes, str | None]], total: int) -> bytes:
+    """Ozone's ``SCMListContainerResponseProto`` serialized: each container of ``page`` (our ContainerInfoProto's
+    bytes and its pipeline id, :meth:`scm_server.scm.StorageContainerManager.list_containers_encoded`) as
+    :func:`container_info_bytes` gives it, then ``containerCount``."""
+    parts = [
+        _length_delimited(1, data + _pipeline_uuid_field(pipeline_id) if pipeline_id is not None else data)
+        for data, pipeline_id in page
+    ]
+    parts.append(b"\x10" + encode_varint(total))  # containerCount = 2, a varint (never negative)
+    return b"".join(parts)

@@ -21,6 +21,7 @@ itself a leaf) and the standard library, nothing else of ``scm_server`` (an impo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -28,6 +29,39 @@ from prometheus_client import CollectorRegistry
 
 from scm_server.ozone_metrics import Bean
 from scm_server.proto import hdds_pb2, scm_client_pb2, scm_datanode_pb2
+
+
+class ReplicaReport(Protocol):
+    """One replica as a datanode reports it: what the report handlers read of a ``ContainerReplicaProto``.
+
+    Our message and Ozone's name these fields alike and number the ``state`` values alike, so a full report
+    decoded from Ozone's datanode protocol is read as it arrived, with no copy into our message (the Hadoop RPC
+    edge checks first that ``used`` and ``keyCount``, signed in Ozone's message and unsigned in ours, are not
+    negative)."""
+
+    @property
+    def containerID(self) -> int: ...
+    @property
+    def state(self) -> int: ...
+    @property
+    def used(self) -> int: ...
+    @property
+    def keyCount(self) -> int: ...
+    @property
+    def blockCommitSequenceId(self) -> int: ...
+    @property
+    def originNodeId(self) -> str: ...
+    @property
+    def isEmpty(self) -> bool: ...
+    @property
+    def replicaIndex(self) -> int: ...
+
+
+class ContainerReport(Protocol):
+    """A full container report (``ContainerReportsProto``) of either model: the datanode's every replica."""
+
+    @property
+    def reports(self) -> Sequence[ReplicaReport]: ...
 
 
 class BlockAllocation(NamedTuple):
@@ -182,6 +216,8 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
         self, container_id: int
     ) -> tuple[hdds_pb2.ContainerWithPipeline, list[hdds_pb2.ContainerReplicaInfo]]: ...
 
+    def container_and_pipeline(self, container_id: int) -> tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline]: ...
+
     def list_containers(
         self,
         start_id: int = 0,
@@ -193,6 +229,18 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
         *,
         ec: hdds_pb2.ECReplicationConfig | None = None,
     ) -> tuple[list[hdds_pb2.ContainerInfoProto], int]: ...
+
+    def list_containers_encoded(
+        self,
+        start_id: int = 0,
+        count: int = 1000,
+        state: int | None = None,
+        rtype: int | None = None,
+        rfactor: int | None = None,
+        suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
+    ) -> tuple[list[tuple[bytes, str | None]], int]: ...
 
     async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]: ...
 
@@ -282,7 +330,7 @@ class StorageContainerDatanodeProtocol(LeaderRole, Protocol):
     ) -> scm_datanode_pb2.SCMRegisteredResponseProto: ...
 
     async def process_heartbeat(
-        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto
+        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto, container_report: ContainerReport | None = None
     ) -> scm_datanode_pb2.SCMHeartbeatResponseProto: ...
 
 

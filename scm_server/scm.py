@@ -89,6 +89,7 @@ from scm_server.protocols import (
     BalancerStartRequest,
     BalancerStatusInfo,
     BlockAllocation,
+    ContainerReport,
     DeletedBlocksSummary,
 )
 from scm_server.safemode.safe_mode_manager import SCMSafeModeManager
@@ -549,8 +550,11 @@ class StorageContainerManager:
             log.warning("report processing: %s", exc)
 
     async def process_heartbeat(
-        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto
+        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto, container_report: ContainerReport | None = None
     ) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
+        """One heartbeat and the reports it carries. ``container_report``: the heartbeat's full container report
+        when an edge passes it apart from ``request`` (as decoded from Ozone's message), read instead of
+        ``request.containerReport``."""
         self._check_dn_traffic_allowed()
         dn = request.datanodeDetails
         layout = request.dataNodeLayoutVersion if request.HasField("dataNodeLayoutVersion") else None
@@ -570,7 +574,9 @@ class StorageContainerManager:
         uuid = dn.uuid
         if request.HasField("nodeReport"):
             self.node_manager.process_node_report(uuid, request.nodeReport)
-        if request.HasField("containerReport"):
+        if container_report is not None:
+            await self._safely(self.container_report_handler.on_message(uuid, container_report))
+        elif request.HasField("containerReport"):
             await self._safely(self.container_report_handler.on_message(uuid, request.containerReport))
         for icr in request.incrementalContainerReport:
             await self._safely(self.incremental_container_report_handler.on_message(uuid, icr))
@@ -643,9 +649,23 @@ class StorageContainerManager:
     ) -> tuple[hdds_pb2.ContainerWithPipeline, list[hdds_pb2.ContainerReplicaInfo]]:
         info = self.container_manager.get_container(container_id)
         replicas = self.container_manager.replica_info(container_id)
+        info, pipeline = self._with_pipeline(info, lambda: replicas)
+        return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipeline), replicas
+
+    def container_and_pipeline(self, container_id: int) -> tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline]:
+        """:meth:`get_container_with_pipeline` as its two parts, without the replicas beside it: their details
+        (each datanode's) are built only when the pipeline is described from them, and an open pipeline is the
+        pipeline manager's stored message itself (read it, never change it), not a copy."""
+        info = self.container_manager.get_container(container_id)
+        return self._with_pipeline(info, lambda: self.container_manager.replica_info(container_id))
+
+    def _with_pipeline(
+        self, info: hdds_pb2.ContainerInfoProto, replicas_of: Callable[[], list[hdds_pb2.ContainerReplicaInfo]]
+    ) -> tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline]:
         pipeline = self.pipeline_manager.find(info.pipelineID.id) if info.HasField("pipelineID") else None
         is_ec = info.replicationType == hdds_pb2.EC
         if pipeline is None or (is_ec and info.state != hdds_pb2.OPEN):
+            replicas = replicas_of()
             # The pipeline is gone (closed/removed), or the EC container is no longer written: describe where
             # the replicas are, like Ozone's createPipelineForRead (for EC, each member with the index it holds,
             # so a reader finds a rebuilt index on its new datanode).
@@ -662,7 +682,7 @@ class StorageContainerManager:
                 pipeline.memberReplicaIndexes.extend(r.replica.replicaIndex for r in replicas)
             else:
                 pipeline.factor = info.replicationFactor
-        return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipeline), replicas
+        return info, pipeline
 
     def list_containers(
         self,
@@ -681,7 +701,27 @@ class StorageContainerManager:
         page, total = self.container_manager.state_manager.list_containers(
             start_id, count, state, rtype, rfactor, suppressed, ec=ec
         )
-        return [self.container_manager.get_container(c.containerID) for c in page], total
+        return self.container_manager.with_reported_usage(page), total
+
+    def list_containers_encoded(
+        self,
+        start_id: int = 0,
+        count: int = 1000,
+        state: int | None = None,
+        rtype: int | None = None,
+        rfactor: int | None = None,
+        suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
+    ) -> tuple[list[tuple[bytes, str | None]], int]:
+        """:meth:`list_containers` with each container serialized (and its pipeline id beside it), from the
+        container manager's kept forms: a page of 1,000 builds no message when nothing changed since the last."""
+        if count < 0:
+            raise SCMException(ResultCodes.INVALID_REQUEST, f"count must be >= 0, got {count}")
+        ids, total = self.container_manager.state_manager.list_container_ids(
+            start_id, count, state, rtype, rfactor, suppressed, ec=ec
+        )
+        return self.container_manager.encoded(ids), total
 
     async def suppress_containers(self, container_ids: list[int], suppress: bool) -> list[int]:
         """``ozone admin container report --suppress|--unsuppress``: mark containers (replicated, as Ozone's

@@ -47,6 +47,7 @@ from scm_server.metadata.enums import enum_name
 from scm_server.node.node_manager import SCMNodeManager
 from scm_server.pipeline.pipeline_manager import PipelineManager
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
+from scm_server.protocols import ContainerReport, ReplicaReport
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,11 @@ def _sorted_discard(ids: array[int], cid: int) -> None:
 ReplicaListener = Callable[[int, str, bool], None]
 
 
+# containers whose encoded form :meth:`ContainerManager.encoded` keeps, each with the record and replica tuple it was
+# made from (which would otherwise be freed when replaced); docs/performance.md has what they cost
+ENCODED_MAX = 100_000
+
+
 def merge_reported_usage(info: hdds_pb2.ContainerInfoProto, replicas: StoredReplicas) -> hdds_pb2.ContainerInfoProto:
     """Raise ``info``'s used bytes, key count and BCSID to the most any replica reported (in place;
     pass a copy). What :meth:`ContainerManager.get_container` serves and the ReplicationManager
@@ -219,10 +225,15 @@ class ContainerManager:
         # one (the audit marks a view partial until every registered datanode has; docs/audit.md).
         self.started_wall_ms = clock.wall_ms()
         self.first_full_report_ms: dict[str, int] = {}
+        # Each container's ContainerInfoProto as get_container serves it, serialized, with the stored record and the
+        # replica tuple it was made from: valid while both are the very objects the tables hold (neither is ever
+        # changed in place: a change stores a new record or a new tuple), so nothing needs to invalidate it.
+        self._encoded: dict[int, tuple[ContainerInfo, StoredReplicas | None, bytes]] = {}
         pipeline_manager.set_container_closer(self.close_containers_of_pipeline)
 
     def reinitialize(self) -> None:
         self.state_manager.reinitialize()
+        self._encoded = {}  # every record is new: free the old ones the entries hold
 
     def add_replica_listener(self, listener: ReplicaListener) -> None:
         """``listener(container_id, dn_uuid, added)`` on replica appearance/removal (pending ops)."""
@@ -233,6 +244,36 @@ class ContainerManager:
         """The container info merged with soft usage from reports (a copy)."""
         view = self.state_manager.get_container(container_id)  # already a fresh copy
         return merge_reported_usage(view, self._replicas.get(container_id, ()))
+
+    def encoded(self, container_ids: Iterable[int]) -> list[tuple[bytes, str | None]]:
+        """For each id: ``get_container(id).SerializeToString()`` and the container's pipeline id, kept across
+        calls (:data:`ENCODED_MAX` containers; the table is emptied when it grows past it) while neither the
+        stored record nor the container's replicas change. What a long listing serves without building a
+        message per container."""
+        records = self.state_manager.records()
+        replicas = self._replicas
+        cache = self._encoded
+        out = []
+        for cid in container_ids:
+            record = records.get(cid)
+            if record is None:
+                raise SCMException(ResultCodes.CONTAINER_NOT_FOUND, f"Container #{cid} not found")
+            reported = replicas.get(cid)
+            entry = cache.get(cid)
+            if entry is None or entry[0] is not record or entry[1] is not reported:
+                data = merge_reported_usage(record.to_proto(), reported or ()).SerializeToString()
+                if len(cache) >= ENCODED_MAX:
+                    cache.clear()
+                entry = cache[cid] = (record, reported, data)
+            out.append((entry[2], record.pipeline_id))
+        return out
+
+    def with_reported_usage(self, infos: list[hdds_pb2.ContainerInfoProto]) -> list[hdds_pb2.ContainerInfoProto]:
+        """:meth:`get_container` of each of ``infos`` (fresh copies from the state manager, changed in place)."""
+        replicas = self._replicas
+        for info in infos:
+            merge_reported_usage(info, replicas.get(info.containerID, ()))
+        return infos
 
     def used_bytes(self, info: hdds_pb2.ContainerInfoProto) -> int:
         """Bytes used: the most any replica reported (soft), at least what is stored."""
@@ -519,7 +560,7 @@ class ContainerManager:
             await self.close_container(info.containerID)
 
     # ---- report handlers (every SCM) ----
-    async def process_container_report(self, dn_uuid: str, report: scm_datanode_pb2.ContainerReportsProto) -> None:
+    async def process_container_report(self, dn_uuid: str, report: ContainerReport) -> None:
         """Full report: the DN's replica set is exactly what it lists (missing ones are removed)."""
         self.reports_processed += 1
         now = self.clock.wall_ms()
@@ -547,7 +588,7 @@ class ContainerManager:
         await self._record_replicas(self._intern(dn_uuid), report.report, self.clock.wall_ms(), None)
 
     async def _record_replicas(
-        self, dn: str, protos: Iterable[hdds_pb2.ContainerReplicaProto], now_ms: int, seen: set[int] | None
+        self, dn: str, protos: Iterable[ReplicaReport], now_ms: int, seen: set[int] | None
     ) -> None:
         """Record reported replicas (soft state, every SCM), and on the leader take the lifecycle
         step a replica calls for. One call per replica: this loop is most of a full report's cost.
@@ -578,7 +619,7 @@ class ContainerManager:
             await self._leader_update(dn, proto, state)
             records = self.state_manager.records()  # a checkpoint install may have replaced it
 
-    async def _leader_update(self, dn_uuid: str, proto: hdds_pb2.ContainerReplicaProto, state: int) -> None:
+    async def _leader_update(self, dn_uuid: str, proto: ReplicaReport, state: int) -> None:
         if not self.scm_context.is_leader():
             return  # followers record replicas; lifecycle transitions are the leader's (Raft) job
         cid = proto.containerID
@@ -590,7 +631,7 @@ class ContainerManager:
             log.warning("container #%d: report from %s not applied: %s", cid, dn_uuid, exc)
 
     async def _update_container_state(
-        self, cid: int, state: int, replica: hdds_pb2.ContainerReplicaProto, dn_uuid: str
+        self, cid: int, state: int, replica: ReplicaReport, dn_uuid: str
     ) -> None:
         if state == OPEN and replica.state != R_OPEN:
             await self.close_container(cid)

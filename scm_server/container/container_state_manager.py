@@ -348,6 +348,21 @@ class ContainerStateManager(ReplicatedStateManager):
         Without type/factor/suppressed filters the page costs O(log n + count) (all states) or
         O(containers in ``state``); with them, one pass over the candidates.
         """
+        ids, total = self.list_container_ids(start_id, count, state, rtype, rfactor, suppressed, ec=ec)
+        return [self._containers[c].to_proto() for c in ids], total
+
+    def list_container_ids(
+        self,
+        start_id: int,
+        count: int,
+        state: int | None = None,
+        rtype: int | None = None,
+        rfactor: int | None = None,
+        suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
+    ) -> tuple[list[int], int]:
+        """:meth:`list_containers`' page as ids, no message built."""
         layout = ec_layout(ec) if ec is not None else None
         if layout is not None:
             rtype, rfactor = hdds_pb2.EC, None
@@ -357,9 +372,9 @@ class ContainerStateManager(ReplicatedStateManager):
             if state is None:
                 ids = self._ordered_ids()
                 i = bisect.bisect_left(ids, start_id)
-                return [self._containers[c].to_proto() for c in ids[i : i + count]], len(ids) - i
+                return ids[i : i + count], len(ids) - i
             candidates = [c for c in self._by_state.get(state, ()) if c >= start_id]
-            return [self._containers[c].to_proto() for c in heapq.nsmallest(count, candidates)], len(candidates)
+            return heapq.nsmallest(count, candidates), len(candidates)
         pool = self._ordered_ids() if state is None else sorted(self._by_state.get(state, ()))
         start = bisect.bisect_left(pool, start_id)
         matching = [
@@ -370,7 +385,7 @@ class ContainerStateManager(ReplicatedStateManager):
             and (layout is None or self._containers[c].ec == layout)
             and (suppressed is None or self._containers[c].suppressed == suppressed)
         ]
-        return [self._containers[c].to_proto() for c in matching[:count]], len(matching)
+        return matching[:count], len(matching)
 
     def open_containers_of_pipeline(self, pipeline_id: str) -> list[hdds_pb2.ContainerInfoProto]:
         ids = self._open_by_pipeline.get(pipeline_id, ())

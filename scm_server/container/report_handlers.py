@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from scm_server.container.container_manager import ContainerManager
 from scm_server.proto import scm_datanode_pb2
+from scm_server.protocols import ContainerReport
 
 
 class ContainerReportHandler:
@@ -18,7 +19,7 @@ class ContainerReportHandler:
     def __init__(self, container_manager: ContainerManager) -> None:
         self.container_manager = container_manager
 
-    async def on_message(self, dn_uuid: str, report: scm_datanode_pb2.ContainerReportsProto) -> None:
+    async def on_message(self, dn_uuid: str, report: ContainerReport) -> None:
         await self.container_manager.process_container_report(dn_uuid, report)
 
 

@@ -39,6 +39,7 @@ async def test_admin_reads_and_summary(tmp_path: Path) -> None:
         await dn.heartbeat(scm)
     info, replicas = scm.get_container_with_pipeline(cid)
     assert info.containerInfo.state == hdds_pb2.CLOSED
+    assert scm.container_and_pipeline(cid) == (info.containerInfo, info.pipeline)
     assert sorted(r.datanode.uuid for r in replicas) == sorted(d.uuid for d in dns)
     closed, total = scm.list_containers(state=hdds_pb2.CLOSED)
     assert [c.containerID for c in closed] == [cid] and total == 1
@@ -161,6 +162,28 @@ async def test_pipeline_action_closes_pipeline_and_container_view_survives(tmp_p
     view, replicas = scm.get_container_with_pipeline(cwp.containerInfo.containerID)
     assert view.pipeline.state == hdds_pb2.PIPELINE_CLOSED  # synthesised from where the replicas are
     assert [m.uuid for m in view.pipeline.members] == [dns[1].uuid] and len(replicas) == 1
+    assert scm.container_and_pipeline(cwp.containerInfo.containerID) == (view.containerInfo, view.pipeline)
+    await scm.stop()
+
+
+async def test_listed_containers_carry_the_usage_their_replicas_report(tmp_path: Path) -> None:
+    """A page of ListContainer is what GetContainer answers for each: the stored row raised to the most any
+    replica reports (soft state), the stored row itself unchanged."""
+    scm = await make_scm(tmp_path)
+    dns = make_datanodes(3)
+    await bring_up(scm, dns)
+    ids = [(await scm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "u")).containerInfo.containerID for _ in range(3)]
+    for n, dn in enumerate(dns):
+        dn.replicas[ids[0]] = replica(ids[0], R.OPEN, keys=4 + n, used=1000 * (n + 1), bcsid=7)
+        dn.replicas[ids[1]] = replica(ids[1], R.OPEN, keys=1, used=10)
+        await dn.heartbeat(scm)
+    page, total = scm.list_containers()
+    assert total == 3 and [c.containerID for c in page] == ids
+    assert page == [scm.get_container(c) for c in ids]
+    assert (page[0].usedBytes, page[0].numberOfKeys, page[0].sequenceId) == (3000, 6, 7)
+    assert (page[1].usedBytes, page[1].numberOfKeys) == (10, 1)
+    assert (page[2].usedBytes, page[2].numberOfKeys) == (0, 0)  # no replica reported yet
+    assert scm.container_state_manager.get_container(ids[0]).usedBytes == 0  # soft: nothing stored
     await scm.stop()
 
 

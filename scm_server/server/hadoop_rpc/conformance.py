@@ -138,7 +138,7 @@ DATANODE_NOTES: Mapping[str, Note] = {
         'C, U, P, J',
     ),
     'SendHeartbeat': Note(
-        "every report of the request carried by name (node, full and incremental container, command status with deletion ACKs, container and pipeline actions, pipeline reports, command queue); the answer's commands with their id *inside* the command message (Ozone's place) and the leader's term; only the leader stamps a term; an unregistered datanode gets `reregisterCommand`",
+        "every report of the request carried by name (node, incremental container, command status with deletion ACKs, container and pipeline actions, pipeline reports, command queue); the full container report read in place as Ozone's message decoded it (same names and state numbers; a negative `used` or `keyCount` is refused); the answer's commands with their id *inside* the command message (Ozone's place) and the leader's term; only the leader stamps a term; an unregistered datanode gets `reregisterCommand`",
         'C, U, P, J, S',
     ),
 }

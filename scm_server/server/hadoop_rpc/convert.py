@@ -11,7 +11,13 @@ from typing import Any
 
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.hadoop_ipc import encode_varint
-from scm_server.ozone_wire import datanode_to_wire, enum_by_name, pipeline_id_from_wire, pipeline_to_wire
+from scm_server.ozone_wire import (
+    container_info_bytes,
+    datanode_to_wire,
+    enum_by_name,
+    pipeline_id_from_wire,
+    pipeline_to_wire,
+)
 from scm_server.proto import hdds_pb2, scm_client_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
@@ -108,6 +114,27 @@ def pipeline_field(pipeline: hdds_pb2.Pipeline) -> bytes:
             _PIPELINE_FIELDS.clear()
         field = _PIPELINE_FIELDS[key] = field_bytes(2, pipeline_to_wire(pipeline).SerializeToString())
     return field
+
+
+def containers_with_pipelines_bytes(
+    pairs: Sequence[tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline | None]], number: int = 1
+) -> bytes:
+    """Ozone's ``ContainerWithPipeline`` of each (container, pipeline) pair as a repeated field ``number``,
+    serialized: the container's bytes are ours (:func:`scm_server.ozone_wire.container_info_bytes`) and the
+    pipeline's are kept across answers (:func:`pipeline_field`: ``ContainerWithPipeline.pipeline`` is field 2
+    too) and looked up once per pipeline message in a call, so a batch answer converts no message field by
+    field."""
+    fields: dict[int, bytes] = {}  # by the identity of the pipeline message: ``pairs`` holds each one meanwhile
+    parts = []
+    for info, pipeline in pairs:
+        inner = field_bytes(1, container_info_bytes(info))
+        if pipeline is not None:
+            field = fields.get(id(pipeline))
+            if field is None:
+                field = fields[id(pipeline)] = pipeline_field(pipeline)
+            inner += field
+        parts.append(field_bytes(number, inner))
+    return b"".join(parts)
 
 
 _INT64 = 1 << 64

@@ -18,6 +18,7 @@ from scm_server.protocols import (
     BalancerStartRequest,
     BalancerStatusInfo,
     BlockAllocation,
+    ContainerReport,
     DatanodeUsageInfo,
     DeletedBlocksSummary,
 )
@@ -95,7 +96,7 @@ class FakeSCM:
         )
 
     async def process_heartbeat(
-        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto
+        self, request: scm_datanode_pb2.SCMHeartbeatRequestProto, container_report: ContainerReport | None = None
     ) -> scm_datanode_pb2.SCMHeartbeatResponseProto:
         return scm_datanode_pb2.SCMHeartbeatResponseProto(datanodeUUID=request.datanodeDetails.uuid)
 
@@ -171,6 +172,24 @@ class FakeSCM:
     ) -> tuple[hdds_pb2.ContainerWithPipeline, list[hdds_pb2.ContainerReplicaInfo]]:
         info = self.get_container(container_id)
         return hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=PIPELINE), []
+
+    def container_and_pipeline(self, container_id: int) -> tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline]:
+        cwp = self.get_container_with_pipeline(container_id)[0]
+        return cwp.containerInfo, cwp.pipeline
+
+    def list_containers_encoded(
+        self,
+        start_id: int = 0,
+        count: int = 1000,
+        state: int | None = None,
+        rtype: int | None = None,
+        rfactor: int | None = None,
+        suppressed: bool | None = None,
+        *,
+        ec: hdds_pb2.ECReplicationConfig | None = None,
+    ) -> tuple[list[tuple[bytes, str | None]], int]:
+        page, total = self.list_containers(start_id, count, state, rtype, rfactor, suppressed, ec=ec)
+        return [(c.SerializeToString(), c.pipelineID.id if c.HasField("pipelineID") else None) for c in page], total
 
     def list_containers(
         self,

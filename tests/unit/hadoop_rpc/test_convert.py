@@ -1,5 +1,6 @@
 """Values carried between our messages and Ozone's wire messages: by name, UUIDs both ways, and the
-hand-written AllocateScmBlockResponseProto bytes equal to the message built the plain way."""
+hand-written AllocateScmBlockResponseProto, ContainerInfoProto and ContainerWithPipeline bytes equal to the
+message built the plain way."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from scm_server import ozone_wire
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2, scm_client_pb2
+from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.server.hadoop_rpc import convert
@@ -174,3 +176,91 @@ def test_ec_commands_reach_ozone_datanodes_whole() -> None:
     out = ozone_wire.pipeline_to_wire(pipeline)
     assert out.type == wire.EC and list(out.memberReplicaIndexes) == [1, 2, 3]
     assert (out.ecReplicationConfig.data, out.ecReplicationConfig.codec) == (2, "xor")
+
+
+# ---- containers written as bytes: the same answer as the by-name conversion, and the models kept in step ----
+
+def _fields(descriptor: object) -> dict[str, tuple[int, int, bool]]:
+    return {f.name: (f.number, f.type, f.is_repeated) for f in descriptor.fields}  # type: ignore[attr-defined]
+
+
+def test_container_messages_number_their_fields_alike_in_both_models() -> None:
+    """container_info_bytes sends our bytes as Ozone's: every field of ours has Ozone's number and type, and
+    every enum value Ozone's number (a change to either proto breaks this, not the answers)."""
+    for ours_msg, theirs in ((hdds_pb2.ContainerInfoProto, wire.ContainerInfoProto),
+                             (hdds_pb2.ECReplicationConfig, wire.ECReplicationConfig),
+                             (hdds_pb2.PipelineID, wire.PipelineID)):
+        ours_fields, their_fields = _fields(ours_msg.DESCRIPTOR), _fields(theirs.DESCRIPTOR)
+        assert {n: ours_fields[n] for n in ours_fields} == {n: their_fields[n] for n in ours_fields}, ours_msg
+    for ours_enum, their_enum in ((hdds_pb2.LifeCycleState, wire.LifeCycleState),
+                                  (hdds_pb2.ReplicationFactor, wire.ReplicationFactor),
+                                  (hdds_pb2.ReplicationType, wire.ReplicationType)):
+        assert all(their_enum.Value(name) == number for name, number in ours_enum.items())
+
+
+_U64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+_I64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+
+
+@st.composite
+def container_infos(draw: st.DrawFn) -> hdds_pb2.ContainerInfoProto:
+    """Any container our model holds: optional fields present or not, EC or not, a pipeline id that is a UUID,
+    another string, or none."""
+    info = hdds_pb2.ContainerInfoProto(containerID=draw(_I64), state=draw(st.sampled_from(list(hdds_pb2.LifeCycleState.values()))))
+    optional = {
+        "usedBytes": _U64, "numberOfKeys": _U64, "stateEnterTime": _I64, "owner": st.text(max_size=8),
+        "deleteTransactionId": _I64, "sequenceId": _I64, "suppressed": st.booleans(),
+        "replicationFactor": st.sampled_from(list(hdds_pb2.ReplicationFactor.values())),
+        "replicationType": st.sampled_from(list(hdds_pb2.ReplicationType.values())),
+    }
+    for name, values in optional.items():
+        if draw(st.booleans()):
+            setattr(info, name, draw(values))
+    pipeline = draw(st.one_of(st.none(), st.uuids().map(str), st.text(max_size=6)))
+    if pipeline is not None:
+        info.pipelineID.id = pipeline
+    if draw(st.booleans()):
+        info.ecReplicationConfig.CopyFrom(hdds_pb2.ECReplicationConfig(
+            data=draw(st.integers(1, 10)), parity=draw(st.integers(1, 4)), codec=draw(st.sampled_from(["rs", "xor"])),
+            ecChunkSize=draw(st.integers(1, 1 << 22))))
+    return info
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(container_infos(), max_size=5))
+def test_container_infos_as_bytes_equal_the_by_name_conversion(infos: list[hdds_pb2.ContainerInfoProto]) -> None:
+    by_name = wire_loc.SCMListContainerResponseProto(containerCount=len(infos) + 7)
+    by_name.containers.extend(ozone_wire.by_name(i, wire.ContainerInfoProto) for i in infos)
+    page = [(i.SerializeToString(), i.pipelineID.id if i.HasField("pipelineID") else None) for i in infos]
+    as_bytes = wire_loc.SCMListContainerResponseProto.FromString(ozone_wire.container_list_bytes(page, len(infos) + 7))
+    assert as_bytes == by_name
+    for one in infos:
+        assert wire.ContainerInfoProto.FromString(ozone_wire.container_info_bytes(one)) == ozone_wire.by_name(
+            one, wire.ContainerInfoProto)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(container_infos(), st.booleans(), st.integers(0, 2)), max_size=4))
+def test_containers_with_pipelines_as_bytes_equal_the_by_name_conversion(
+    cases: list[tuple[hdds_pb2.ContainerInfoProto, bool, int]],
+) -> None:
+    closed = _pipeline(str(uuid.UUID(int=9)), 2)
+    closed.state = hdds_pb2.PIPELINE_CLOSED
+    pipelines = [_pipeline(str(uuid.UUID(int=8)), 3), closed, _pipeline("not-a-uuid", 1)]
+    cwps = [hdds_pb2.ContainerWithPipeline(containerInfo=info, pipeline=pipelines[which] if with_pipeline else None)
+            for info, with_pipeline, which in cases]
+    by_name = wire_loc.GetContainerWithPipelineBatchResponseProto()
+    by_name.containerWithPipelines.extend(ozone_wire.by_name(c, wire.ContainerWithPipeline) for c in cwps)
+    pairs = [(c.containerInfo, c.pipeline if c.HasField("pipeline") else None) for c in cwps]
+    as_bytes = wire_loc.GetContainerWithPipelineBatchResponseProto.FromString(convert.containers_with_pipelines_bytes(pairs))
+    assert as_bytes == by_name
+
+
+def test_a_pipeline_id_that_is_no_uuid_has_no_128_bit_form() -> None:
+    info = hdds_pb2.ContainerInfoProto(containerID=1, state=hdds_pb2.OPEN, pipelineID=hdds_pb2.PipelineID(id="p1"))
+    out = wire.ContainerInfoProto.FromString(ozone_wire.container_info_bytes(info))
+    assert out.pipelineID.id == "p1" and not out.pipelineID.HasField("uuid128")
+    pid = str(uuid.uuid4())
+    info.pipelineID.id = pid
+    out = wire.ContainerInfoProto.FromString(ozone_wire.container_info_bytes(info))
+    assert ozone_wire.uuid_text(out.pipelineID.uuid128) == pid

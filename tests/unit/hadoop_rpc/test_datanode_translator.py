@@ -13,6 +13,7 @@ from scm_server.proto import hdds_pb2
 from scm_server.proto import scm_datanode_pb2 as ours
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
 from scm_server.proto.ozone import hdds_pb2 as wire
+from scm_server.protocols import ContainerReport
 from scm_server.server.hadoop_rpc.datanode_translator import PROTOCOL, SCM_EXCEPTION, DatanodeTranslator
 from scm_server.server.hadoop_rpc.server import HadoopRpcServer
 from tests.unit.edges.fakes import FakeSCM
@@ -25,6 +26,7 @@ class RecordingSCM(FakeSCM):
         super().__init__()
         self.registered: list[ours.SCMRegisterRequestProto] = []
         self.heartbeats: list[ours.SCMHeartbeatRequestProto] = []
+        self.reports: list[ContainerReport | None] = []
 
     async def register_datanode(self, req: ours.SCMRegisterRequestProto) -> ours.SCMRegisteredResponseProto:
         self.registered.append(req)
@@ -32,8 +34,11 @@ class RecordingSCM(FakeSCM):
                                                datanodeUUID=req.datanodeDetails.uuid, clusterID=self.cluster_id,
                                                hostname="dn1.example")
 
-    async def process_heartbeat(self, req: ours.SCMHeartbeatRequestProto) -> ours.SCMHeartbeatResponseProto:
+    async def process_heartbeat(
+        self, req: ours.SCMHeartbeatRequestProto, container_report: ContainerReport | None = None
+    ) -> ours.SCMHeartbeatResponseProto:
         self.heartbeats.append(req)
+        self.reports.append(container_report)
         if req.datanodeDetails.hostName == "refused":
             raise SCMException(ResultCodes.SCM_NOT_INITIALIZED, "not caught up with the leader yet")
         resp = ours.SCMHeartbeatResponseProto(datanodeUUID=req.datanodeDetails.uuid, term=4)
@@ -139,6 +144,39 @@ async def test_a_value_our_model_cannot_hold_is_named(conn: Any) -> None:
         reports=[wire_dn.ContainerReplicaProto(containerID=1, state=wire_dn.ContainerReplicaProto.OPEN, used=-5)]))
     with pytest.raises(RemoteError, match=r"ContainerReplicaProto\.used"):
         await submit(c, wire_dn.SCMDatanodeRequest(cmdType=wire_dn.SendHeartbeat, sendHeartbeatRequest=hb), 5)
+
+
+async def test_a_negative_key_count_is_named_too(conn: Any) -> None:
+    c, scm = conn
+    hb = wire_dn.SCMHeartbeatRequestProto(datanodeDetails=details(), containerReport=wire_dn.ContainerReportsProto(
+        reports=[wire_dn.ContainerReplicaProto(containerID=1, state=wire_dn.ContainerReplicaProto.OPEN, used=1),
+                 wire_dn.ContainerReplicaProto(containerID=2, state=wire_dn.ContainerReplicaProto.OPEN, keyCount=-1)]))
+    with pytest.raises(RemoteError, match=r"ContainerReplicaProto\.keyCount: container 2 reported -1"):
+        await submit(c, wire_dn.SCMDatanodeRequest(cmdType=wire_dn.SendHeartbeat, sendHeartbeatRequest=hb), 6)
+    assert scm.heartbeats == []  # refused before the facade saw any of it
+
+
+async def test_a_full_report_reaches_the_facade_as_it_arrived(conn: Any) -> None:
+    """The heartbeat's full container report is passed apart, every replica with every value the report handlers
+    read; the heartbeat itself no longer carries it."""
+    c, scm = conn
+    replicas = [wire_dn.ContainerReplicaProto(containerID=cid, state=wire_dn.ContainerReplicaProto.CLOSED, used=cid << 20,
+                                              keyCount=cid, blockCommitSequenceId=cid + 7, originNodeId=DN,
+                                              replicaIndex=cid % 3, isEmpty=cid == 2, readCount=4)
+                for cid in range(1, 6)]
+    hb = wire_dn.SCMHeartbeatRequestProto(datanodeDetails=details(), nodeReport=wire_dn.NodeReportProto(),
+                                          containerReport=wire_dn.ContainerReportsProto(reports=replicas))
+    await submit(c, wire_dn.SCMDatanodeRequest(cmdType=wire_dn.SendHeartbeat, sendHeartbeatRequest=hb), 7)
+    (got,), (report,) = scm.heartbeats, scm.reports
+    assert not got.HasField("containerReport") and got.HasField("nodeReport")
+    assert report is not None
+    fields = ("containerID", "state", "used", "keyCount", "blockCommitSequenceId", "originNodeId", "replicaIndex",
+              "isEmpty")
+    assert [tuple(getattr(r, f) for f in fields) for r in report.reports] == [
+        tuple(getattr(r, f) for f in fields) for r in replicas]
+    await submit(c, wire_dn.SCMDatanodeRequest(cmdType=wire_dn.SendHeartbeat, sendHeartbeatRequest=wire_dn.SCMHeartbeatRequestProto(
+        datanodeDetails=details())), 8)
+    assert scm.reports[-1] is None  # no report, none passed
 
 
 async def test_the_simulators_client_round_trips_our_messages(conn: Any) -> None:
