@@ -16,7 +16,14 @@ import secrets
 from pathlib import Path
 
 from tests.kerberos.kdc import MiniKdc
-from tests.ozone_interop.ozone_procs import LOOPBACK, SCM_SERVICE_ID, OzoneCluster, PortAllocator, Timings
+from tests.ozone_interop.ozone_procs import (
+    LOOPBACK,
+    SCM_SERVICE_ID,
+    OzoneCluster,
+    PortAllocator,
+    ScmNode,
+    Timings,
+)
 
 # The host part of every service principal: Hadoop resolves `_HOST` to the canonical name of the address a server
 # binds or a client dials, and 127.0.0.1 is `localhost` (ours resolves it the same way, kerberos.canonical_hostname).
@@ -34,10 +41,15 @@ RENEWAL_PROPS = {"hdds.x509.renew.grace.duration": "P365D", "hdds.x509.default.d
 
 
 class SecureOzoneCluster(OzoneCluster):
-    """Our 3-SCM ring and Ozone's 3 datanodes and OM, all Kerberized and with `ozone.security.enabled`."""
+    """Our 3-SCM ring (or, with ``scm_side="ozone"``, Apache Ozone's own: the anchor of bench/failover_ozone.py
+    --secure) and Ozone's 3 datanodes and OM, all Kerberized and with `ozone.security.enabled`. Ozone's SCMs get
+    the same keys as ours; their ring is made as Ozone documents it for a secure cluster: `scm --init` on the
+    primordial SCM makes the root CA, `scm --bootstrap` on the others gets each its certificate from it over
+    Kerberos."""
 
-    def __init__(self, base: Path, classpath: str, kdc: MiniKdc, *, timings: Timings | None = None) -> None:
-        super().__init__(base, classpath, scm_side="ours", timings=timings)
+    def __init__(self, base: Path, classpath: str, kdc: MiniKdc, *, timings: Timings | None = None,
+                 scm_side: str = "ours") -> None:
+        super().__init__(base, classpath, scm_side=scm_side, timings=timings)
         self.kdc = kdc
         ports = PortAllocator()
         taken = {p for s in self.scms for p in vars(s).values() if isinstance(p, int)}
@@ -93,6 +105,11 @@ class SecureOzoneCluster(OzoneCluster):
             "ozone.http.policy": "HTTP_ONLY",
         })
         return props
+
+    def scm_props(self, scm: ScmNode) -> dict[str, str]:
+        """Ozone's own SCM (the anchor): its keytab; everything else comes from the shared keys."""
+        return {**super().scm_props(scm), "hdds.scm.kerberos.keytab.file": str(self.keytabs["scm"]),
+                "ozone.http.policy": "HTTP_ONLY"}
 
     def datanode_props(self, dn: object) -> dict[str, str]:
         renewing = RENEWAL_PROPS if dn is self.datanodes[RENEWING_DATANODE] else {}
