@@ -256,6 +256,8 @@ def main() -> int:
     p.add_argument("--no-ozone", action="store_true", help="leave out Ozone's own SCM ring (the anchor)")
     p.add_argument("--secure", action="store_true",
                    help="the secure rings (Kerberos, CA, tokens, TLS; Ozone's DNs and OM on each), ours and Ozone's")
+    p.add_argument("--rings", default="ours,ozone",
+                   help="with --secure: which secure rings, in order (default ours,ozone)")
     p.add_argument("--out", type=Path, default=None,
                    help="where the JSON goes (default bench/results/failover_ozone[_secure].json)")
     args = p.parse_args()
@@ -302,8 +304,12 @@ def main_secure(args: argparse.Namespace) -> int:
     out["jars"] = note
     print(f"secure rings: ring start to first key put, then {runs} SIGKILLs of the leader under Kerberized "
           f"allocation ({args.clients} clients) per ring", flush=True)
+    sides = [side for side in args.rings.split(",") if side != "ozone" or not args.no_ozone]
+    unknown = [side for side in sides if side not in failover_secure.SIDES]
+    if unknown or not sides:
+        print(f"--rings {args.rings!r}: name the rings as ours and/or ozone, comma-separated (unknown: {unknown})")
+        return 2
     with tempfile.TemporaryDirectory(prefix="bench-failover-secure-") as tmp:
-        sides = ["ours"] if args.no_ozone else ["ours", "ozone"]
         for side in sides:
             out[side] = failover_secure.run_ring(side, Path(tmp) / side, classpath, runs, args.clients,
                                                  ozone_anchor.loadavg)
@@ -319,6 +325,9 @@ def main_secure(args: argparse.Namespace) -> int:
 
 
 def print_secure_table(out: dict[str, Any]) -> None:
+    if "ours" not in out:
+        print(f"\nOzone's secure ring alone: {out.get('ozone')}")
+        return
     ours, ozone = out["ours"], out.get("ozone")
     load = out.get("loadavg_after_ozone", out["loadavg_after_ours"])
     print(f"\nsecure rings, side by side ({out['runs']} SIGKILLs each, {out['clients']} Kerberized clients; "

@@ -31,7 +31,9 @@ import asyncio
 import contextlib
 import itertools
 import os
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,7 @@ from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 from tests.kerberos.kdc import MiniKdc
 from tests.kerberos.sasl_client import KerberosClient, ServerFatal
-from tests.ozone_interop.ozone_procs import OzoneCluster, ScmNode, digest, wait_for
+from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, OzoneInteropError, ScmNode, digest, wait_for
 from tests.ozone_secure.secure_procs import HOST, USER, SecureOzoneCluster
 
 BLOCK_SIZE = 4096
@@ -53,6 +55,7 @@ CALL_TIMEOUT = 10.0
 KEY_BYTES = 256 * 1024
 VOLUME, BUCKET = "anchorvol", "anchorbucket"
 SIDES = {"ours": "ours", "ozone": "Ozone 2.2.0"}
+KEPT_LOGS = REPO / "run-data" / "failover-secure"
 
 
 class KerberosLoad:
@@ -214,8 +217,26 @@ def put_key(cluster: SecureOzoneCluster, tmp: Path, name: str) -> bytes:
     data = os.urandom(KEY_BYTES)
     src = tmp / f"{name}.in"
     src.write_bytes(data)
-    cluster.sh("key", "put", f"/{VOLUME}/{BUCKET}/{name}", str(src), user=USER, timeout=300)
+    try:
+        cluster.sh("key", "put", f"/{VOLUME}/{BUCKET}/{name}", str(src), user=USER, timeout=300)
+    except OzoneInteropError as exc:  # a put with no answer: what the CLI said before it was killed
+        cause = exc.__cause__
+        said = cause.stderr if isinstance(cause, subprocess.TimeoutExpired) else None
+        if said:
+            text = said.decode(errors="replace") if isinstance(said, bytes) else said
+            raise OzoneInteropError(f"{exc}; its stderr ended with:\n{text[-4000:]}") from exc
+        raise
     return data
+
+
+def keep_logs(cluster: SecureOzoneCluster, kdc: MiniKdc, side: str) -> Path:
+    """Copy a failed ring's logs (its processes' and its KDC's) under run-data/ (git-ignored) for a look."""
+    target = KEPT_LOGS / side
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(cluster.base / "logs", target / "logs", dirs_exist_ok=True)
+    with contextlib.suppress(OSError):
+        shutil.copy2(kdc.root / "kdc.log", target / "kdc.log")
+    return target
 
 
 def run_ring(side: str, base: Path, classpath: str, runs: int, clients: int, loadavg: Any) -> dict[str, Any]:
@@ -249,6 +270,11 @@ def run_ring(side: str, base: Path, classpath: str, runs: int, clients: int, loa
                 raise AssertionError(f"{label}: key {name} read back with other bytes")
         return {"up_s": round(up, 1), "ready_s": round(ready, 1), **failover,
                 "keys_read_back": sorted(keys), "steps_s": {k: round(v, 1) for k, v in cluster.timings.steps.items()}}
+    except BaseException:
+        if cluster is not None:
+            with contextlib.suppress(OSError):
+                print(f"  {label}: failed; logs kept under {keep_logs(cluster, kdc, side)}", flush=True)
+        raise
     finally:
         if cluster is not None:
             with contextlib.suppress(Exception):
