@@ -11,14 +11,18 @@ its enrolment secrets and its gRPC security service's port (`ozone.scm.security.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
+import socket
+import struct
 from pathlib import Path
 
 from tests.kerberos.kdc import MiniKdc
 from tests.ozone_interop.ozone_procs import (
     LOOPBACK,
     SCM_SERVICE_ID,
+    DatanodeNode,
     OzoneCluster,
     PortAllocator,
     ScmNode,
@@ -38,6 +42,29 @@ RPC_PROTECTION = "privacy"  # Hadoop's strongest QOP: every frame wrapped
 # the datanode's hdds.x509.default.duration, which only our CA reads, so the datanode is given a longer one.
 RENEWING_DATANODE = 2
 RENEWAL_PROPS = {"hdds.x509.renew.grace.duration": "P365D", "hdds.x509.default.duration": "P366D"}
+
+
+SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
+
+
+def non_loopback_address() -> str:
+    """This machine's first IPv4 address outside 127.0.0.0/8 (asked of each network interface in turn).
+
+    Ozone's own CA puts into a datanode's certificate only the addresses its certificate request names, and Ozone's
+    datanodes name every address of the machine but the loopback ones; its clients check the address they dial
+    against them. Ozone's datanodes on Ozone's own secure ring therefore listen on this address."""
+    for _, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                answer = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+            except OSError:  # an interface without an IPv4 address
+                continue
+        address = socket.inet_ntoa(answer[20:24])
+        if not address.startswith("127."):
+            return address
+    raise RuntimeError("Ozone's own secure ring needs an IPv4 address outside 127.0.0.0/8 on this machine (its "
+                       "datanodes' certificates leave loopback addresses out): give an interface one, e.g. "
+                       "`ip addr add 10.0.0.2/24 dev eth0`")
 
 
 class SecureOzoneCluster(OzoneCluster):
@@ -63,6 +90,10 @@ class SecureOzoneCluster(OzoneCluster):
         self.principals = {role: f"{role}/_HOST@{realm}" for role in ("scm", "dn", "om")}
         # one keytab per service, holding its principal for this host (all processes share loopback)
         self.keytabs = {role: kdc.keytab(f"{role}/{HOST}", role) for role in ("scm", "dn", "om")}
+        # on Ozone's own ring the datanodes listen on the machine's own address, their host name (non_loopback_address)
+        self.datanode_host = non_loopback_address() if scm_side == "ozone" else None
+        if self.datanode_host is not None:
+            self.keytabs["dn"] = kdc.keytab(f"dn/{self.datanode_host}", "dn-own-address")
         self.ccaches = {user: kdc.kinit(user, kdc.keytab(user)) for user in (ADMIN, USER)}
         self.ccaches[NO_TICKET] = base / "no-ticket.ccache"  # never written
         secret_dir = base / "secrets"
@@ -111,10 +142,14 @@ class SecureOzoneCluster(OzoneCluster):
         return {**super().scm_props(scm), "hdds.scm.kerberos.keytab.file": str(self.keytabs["scm"]),
                 "ozone.http.policy": "HTTP_ONLY"}
 
+    def datanode_address(self, dn: DatanodeNode) -> str:
+        return self.datanode_host or super().datanode_address(dn)
+
     def datanode_props(self, dn: object) -> dict[str, str]:
         renewing = RENEWAL_PROPS if dn is self.datanodes[RENEWING_DATANODE] else {}
+        own = {"hdds.datanode.hostname": self.datanode_host} if self.datanode_host else {}
         return {**super().datanode_props(dn),  # type: ignore[arg-type]
-                "hdds.datanode.kerberos.keytab.file": str(self.keytabs["dn"]), **renewing}
+                "hdds.datanode.kerberos.keytab.file": str(self.keytabs["dn"]), **renewing, **own}
 
     def om_props(self) -> dict[str, str]:
         return {**super().om_props(), "ozone.om.kerberos.keytab.file": str(self.keytabs["om"])}
