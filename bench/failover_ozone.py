@@ -21,7 +21,7 @@ restart. Prints median / max per ring and ours/Ozone.
 secure mode (Kerberos with a real MIT KDC on loopback, its own CA, block tokens, gRPC TLS) with Ozone's datanodes
 and OM on it: the time from the ring's start to the first key put, the allocation gap after SIGKILL of the leader
 (Kerberized Hadoop RPC callers), and every acknowledged key read back; printed side by side with ours/Ozone.
-Writes bench/results/failover_ozone_secure.json. Bounded: about 5 minutes per ring with 2 runs on a quiet machine.
+Writes bench/results/failover_ozone_secure.json; every wait has a deadline (its duration: docs/performance.md).
 
 Needs Ozone's jars (make ozone-jars); without them it prints a banner saying so and exits 1. Writes
 bench/results/failover_ozone.json. Bounded: about 1 minute for ours, 4-6 for Ozone's ring with 5 runs.
