@@ -17,6 +17,12 @@ waits until it is back (ours: caught up and out of safe mode; Ozone's: its log s
 ``--ozone-fast-election`` adds runs of Ozone's ring with its election timeout set to ours (1 s) after a rolling
 restart. Prints median / max per ring and ours/Ozone.
 
+``--secure`` measures the secure rings instead (bench/failover_secure.py): ours and Ozone's own 3-SCM ring, each in
+secure mode (Kerberos with a real MIT KDC on loopback, its own CA, block tokens, gRPC TLS) with Ozone's datanodes
+and OM on it: the time from the ring's start to the first key put, the allocation gap after SIGKILL of the leader
+(Kerberized Hadoop RPC callers), and every acknowledged key read back; printed side by side with ours/Ozone.
+Writes bench/results/failover_ozone_secure.json; every wait has a deadline (its duration: docs/performance.md).
+
 Needs Ozone's jars (make ozone-jars); without them it prints a banner saying so and exits 1. Writes
 bench/results/failover_ozone.json. Bounded: about 1 minute for ours, 4-6 for Ozone's ring with 5 runs.
 """
@@ -243,13 +249,22 @@ def run_ozone(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=5, help="SIGKILLs of the leader per ring (default 5)")
+    p.add_argument("--runs", type=int, default=None, help="SIGKILLs of the leader per ring (default 5; 2 with --secure)")
     p.add_argument("--clients", type=int, default=4, help="concurrent allocating clients (default 4)")
     p.add_argument("--ozone-fast-election", action="store_true",
                    help="also measure Ozone's ring with its election timeout set to ours (1 s)")
     p.add_argument("--no-ozone", action="store_true", help="leave out Ozone's own SCM ring (the anchor)")
-    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "failover_ozone.json")
+    p.add_argument("--secure", action="store_true",
+                   help="the secure rings (Kerberos, CA, tokens, TLS; Ozone's DNs and OM on each), ours and Ozone's")
+    p.add_argument("--rings", default="ours,ozone",
+                   help="with --secure: which secure rings, in order (default ours,ozone)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="where the JSON goes (default bench/results/failover_ozone[_secure].json)")
     args = p.parse_args()
+    if args.secure:
+        return main_secure(args)
+    args.out = args.out or ROOT / "bench" / "results" / "failover_ozone.json"
+    args.runs = args.runs or 5
     started = time.monotonic()
     out: dict[str, Any] = {"runs": args.runs, "clients": args.clients, "client_retry_interval_s": RETRY_INTERVAL}
     with tempfile.TemporaryDirectory(prefix="bench-failover-ozone-") as tmp:
@@ -270,6 +285,67 @@ def main() -> int:
     args.out.write_text(json.dumps(out, indent=2))
     print(f"wrote {args.out} ({out['wall_seconds']} s)")
     return 1 if "error" in out.get("ozone", {}) else 0
+
+
+# ---------------------------------------------------------------------------------------------------- secure rings
+
+def main_secure(args: argparse.Namespace) -> int:
+    """Ours, then Ozone's, each secure and alone on the machine while measured; the table side by side."""
+    from bench import failover_secure  # the secure tier's harness and MIT Kerberos: only for --secure
+
+    runs = args.runs or 2  # a secure SCM of Ozone's comes back in minutes on a loaded machine
+    out: dict[str, Any] = {"runs": runs, "clients": args.clients, "client_retry_interval_s": RETRY_INTERVAL,
+                           "loadavg_start": ozone_anchor.loadavg()}
+    started = time.monotonic()
+    classpath, note = ozone_anchor.classpath_or_reason()
+    if classpath is None:
+        print(ozone_anchor.banner(note))
+        return 1
+    out["jars"] = note
+    print(f"secure rings: ring start to first key put, then {runs} SIGKILLs of the leader under Kerberized "
+          f"allocation ({args.clients} clients) per ring", flush=True)
+    sides = [side for side in args.rings.split(",") if side != "ozone" or not args.no_ozone]
+    unknown = [side for side in sides if side not in failover_secure.SIDES]
+    if unknown or not sides:
+        print(f"--rings {args.rings!r}: name the rings as ours and/or ozone, comma-separated (unknown: {unknown})")
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bench-failover-secure-") as tmp:
+        for side in sides:
+            out[side] = failover_secure.run_ring(side, Path(tmp) / side, classpath, runs, args.clients,
+                                                 ozone_anchor.loadavg)
+            out[f"loadavg_after_{side}"] = ozone_anchor.loadavg()
+    out["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count()}
+    out["wall_seconds"] = round(time.monotonic() - started, 1)
+    print_secure_table(out)
+    target = args.out or ROOT / "bench" / "results" / "failover_ozone_secure.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(out, indent=2))
+    print(f"wrote {target} ({out['wall_seconds']} s)")
+    return 0
+
+
+def print_secure_table(out: dict[str, Any]) -> None:
+    if "ours" not in out:
+        print(f"\nOzone's secure ring alone: {out.get('ozone')}")
+        return
+    ours, ozone = out["ours"], out.get("ozone")
+    load = out.get("loadavg_after_ozone", out["loadavg_after_ours"])
+    print(f"\nsecure rings, side by side ({out['runs']} SIGKILLs each, {out['clients']} Kerberized clients; "
+          f"load average {out['loadavg_start']} at the start, {load} at the end):")
+    print(f"{'':<44} {'ours':>8} {'Ozone 2.2.0':>12} {'ours/Ozone':>11}")
+    rows = [("ring start -> first key put (s)", ours["up_s"], ozone and ozone["up_s"]),
+            ("  of which: cluster ready (s)", ours["ready_s"], ozone and ozone["ready_s"]),
+            ("allocation gap after SIGKILL, median (s)", statistics.median(ours["gaps"]),
+             ozone and statistics.median(ozone["gaps"])),
+            ("allocation gap after SIGKILL, max (s)", max(ours["gaps"]), ozone and max(ozone["gaps"]))]
+    for name, a, b in rows:
+        other = f"{b:>12.2f} {a / b:>11.2f}" if b else f"{'-':>12} {'-':>11}"
+        print(f"{name:<44} {a:>8.2f} {other}")
+    for side in ("ours", "ozone"):
+        if side in out:
+            r = out[side]
+            print(f"  {side}: gaps {' '.join(f'{g:.2f}' for g in r['gaps'])}, {r['allocations']} allocations, "
+                  f"0 duplicate block IDs, keys read back: {', '.join(r['keys_read_back'])}")
 
 
 def print_table(out: dict[str, Any]) -> None:

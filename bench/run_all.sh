@@ -25,6 +25,7 @@ run scale; explicit[scale]=1
 run backup --sizes 100000,1000000; explicit[backup]=1
 explicit[issue9_summary]=1  # run last: it reads what the others wrote
 explicit[ozone_anchor]=1  # a helper of wire and failover_ozone, not a benchmark
+explicit[failover_secure]=1  # the secure rings of failover_ozone (--secure), not run by make bench (it takes long: docs/performance.md)
 explicit[interleave]=1  # a helper of wire (interleaved rounds), not a benchmark
 explicit[__init__]=1
 # Every other benchmark, no arguments:

@@ -307,7 +307,9 @@ class SCMDaemon:
                     authorizer=rpc_security.authorizer if rpc_security is not None else None,
                     container_tokens=self._container_tokens(scm, administrators, require_authentication),
                 )
-                extra = [ReconfigureTranslator(scm)]  # Ozone serves `ozone admin reconfig` on the client port
+                # Ozone serves `ozone admin reconfig` on the client port
+                extra = [ReconfigureTranslator(
+                    scm, authorizer=rpc_security.authorizer if rpc_security is not None else None)]
             elif protocol is P.SECURITY_HADOOP:
                 translator = SecurityTranslator(
                     SecurityReader(self.security) if self.security is not None else None,

@@ -7,6 +7,7 @@ Run by ``make kerberos-test`` (which installs the Debian packages); marker ``ker
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -22,14 +23,18 @@ from scm_server.conf import OzoneConfiguration
 from scm_server.exceptions import ConfigError
 from scm_server.hadoop_ipc import Call
 from scm_server.hadoop_sasl import Qop
+from scm_server.proto.ozone import ReconfigureProtocol_pb2 as wire_reconf
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.server.hadoop_rpc.kerberos import KerberosSettings, RpcSecurity, canonical_hostname
 from scm_server.server.hadoop_rpc.location_translator import PROTOCOL as LOCATION
 from scm_server.server.hadoop_rpc.location_translator import LocationTranslator
+from scm_server.server.hadoop_rpc.reconfigure_translator import PROTOCOL as RECONFIGURE
+from scm_server.server.hadoop_rpc.reconfigure_translator import ReconfigureTranslator
 from scm_server.server.hadoop_rpc.server import HadoopRpcServer
 from tests.kerberos.kdc import MiniKdc
 from tests.kerberos.sasl_client import KerberosClient, NoCommonLayer, ServerFatal
 from tests.unit.edges.fakes import FakeSCM
+from tests.unit.scm_state_harness import make_scm
 
 pytestmark = pytest.mark.kerberos
 
@@ -321,6 +326,68 @@ async def test_a_non_administrator_is_refused_an_admin_command_and_an_administra
     done = location_response(await admin.call(0, LOCATION, "submitRequest", location_request("ForceExitSafeMode")))
     assert done.status == wire_loc.ScmContainerLocationResponse.OK
     assert not scm.safe_mode
+
+
+async def test_reconfiguration_is_refused_to_a_plain_user_and_run_for_an_administrator(
+    kdc: MiniKdc, realm: dict[str, Path], tmp_path: Path
+) -> None:
+    """ReconfigureProtocol on a Kerberized SCM, as Ozone's ReconfigurationHandler guards it with the SCM's
+    checkAdminAccess: alice is refused startReconfigure, getReconfigureStatus and listReconfigureProperties with
+    Ozone's AccessControlException and no task starts (the changed key keeps its old value); getServerName is
+    answered to her; the administrator's startReconfigure runs the task, which applies the changed key."""
+    limit = "hdds.scm.replication.datanode.replication.limit"
+    site = tmp_path / "ozone-site.xml"
+
+    def write(value: str) -> None:
+        site.write_text(f"<?xml version=\"1.0\"?><configuration><property><name>{limit}</name>"
+                        f"<value>{value}</value></property></configuration>")
+
+    write("20")
+    scm = await make_scm(tmp_path / "meta")
+    scm.conf.add_site_xml(site)
+    settings = KerberosSettings.from_conf(conf_of(kdc, realm["scm"]), "localhost")
+    assert settings is not None
+    security = RpcSecurity.load(settings)
+    translator = ReconfigureTranslator(scm, authorizer=security.authorizer)
+    server = HadoopRpcServer([translator], security=security, idle_timeout=30)
+    port = await server.start("127.0.0.1", 0)
+    try:
+        write("25")  # a change for the task to find
+        alice = await KerberosClient.open(port)
+        await alice.authenticate(realm["alice"])
+        alice.send_context(RECONFIGURE)
+        for call_id, method in enumerate(("startReconfigure", "getReconfigureStatus", "listReconfigureProperties")):
+            request = getattr(wire_reconf, method[0].upper() + method[1:] + "RequestProto")()
+            refused = await alice.call(call_id, RECONFIGURE, method, request)
+            assert refused.header.status == codec.Status.ERROR, (method, refused.header)
+            assert refused.header.exceptionClassName == "org.apache.hadoop.security.AccessControlException", method
+            assert refused.header.errorMsg == (
+                f"Access denied for user alice@{kdc.realm}. SCM superuser privilege is required."), method
+        assert translator.status.start_ms == 0  # no task was started for her
+        assert scm.replication_manager.config.datanode_replication_limit == 20  # nothing applied
+        name = await alice.call(9, RECONFIGURE, "getServerName", wire_reconf.GetServerNameRequestProto())
+        assert name.header.status == codec.Status.SUCCESS, name.header
+        assert name.body is not None and wire_reconf.GetServerNameResponseProto.FromString(name.body).name == "SCM"
+        alice.close()
+
+        admin = await KerberosClient.open(port)
+        await admin.authenticate(realm["admin"])
+        admin.send_context(RECONFIGURE)
+        started = await admin.call(0, RECONFIGURE, "startReconfigure", wire_reconf.StartReconfigureRequestProto())
+        assert started.header.status == codec.Status.SUCCESS, started.header
+        await asyncio.wait_for(translator.wait(), 30)
+        answer = await admin.call(1, RECONFIGURE, "getReconfigureStatus", wire_reconf.GetReconfigureStatusRequestProto())
+        assert answer.header.status == codec.Status.SUCCESS, answer.header
+        assert answer.body is not None
+        status = wire_reconf.GetReconfigureStatusResponseProto.FromString(answer.body)
+        assert status.HasField("endTime"), status
+        assert [(c.name, c.oldValue, c.newValue, c.HasField("errorMessage")) for c in status.changes] == [
+            (limit, "20", "25", False)]
+        assert scm.replication_manager.config.datanode_replication_limit == 25
+        admin.close()
+    finally:
+        await server.stop()
+        await scm.stop()
 
 
 @pytest.mark.parametrize("secured", [{"hadoop.security.authorization": "true",

@@ -11,12 +11,23 @@ its enrolment secrets and its gRPC security service's port (`ozone.scm.security.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
+import socket
+import struct
 from pathlib import Path
 
 from tests.kerberos.kdc import MiniKdc
-from tests.ozone_interop.ozone_procs import LOOPBACK, SCM_SERVICE_ID, OzoneCluster, PortAllocator, Timings
+from tests.ozone_interop.ozone_procs import (
+    LOOPBACK,
+    SCM_SERVICE_ID,
+    DatanodeNode,
+    OzoneCluster,
+    PortAllocator,
+    ScmNode,
+    Timings,
+)
 
 # The host part of every service principal: Hadoop resolves `_HOST` to the canonical name of the address a server
 # binds or a client dials, and 127.0.0.1 is `localhost` (ours resolves it the same way, kerberos.canonical_hostname).
@@ -33,11 +44,39 @@ RENEWING_DATANODE = 2
 RENEWAL_PROPS = {"hdds.x509.renew.grace.duration": "P365D", "hdds.x509.default.duration": "P366D"}
 
 
-class SecureOzoneCluster(OzoneCluster):
-    """Our 3-SCM ring and Ozone's 3 datanodes and OM, all Kerberized and with `ozone.security.enabled`."""
+SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
 
-    def __init__(self, base: Path, classpath: str, kdc: MiniKdc, *, timings: Timings | None = None) -> None:
-        super().__init__(base, classpath, scm_side="ours", timings=timings)
+
+def non_loopback_address() -> str:
+    """This machine's first IPv4 address outside 127.0.0.0/8 (asked of each network interface in turn).
+
+    Ozone's own CA puts into a datanode's certificate only the addresses its certificate request names, and Ozone's
+    datanodes name every address of the machine but the loopback ones; its clients check the address they dial
+    against them. Ozone's datanodes on Ozone's own secure ring therefore listen on this address."""
+    for _, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                answer = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+            except OSError:  # an interface without an IPv4 address
+                continue
+        address = socket.inet_ntoa(answer[20:24])
+        if not address.startswith("127."):
+            return address
+    raise RuntimeError("Ozone's own secure ring needs an IPv4 address outside 127.0.0.0/8 on this machine (its "
+                       "datanodes' certificates leave loopback addresses out): give an interface one, e.g. "
+                       "`ip addr add 10.0.0.2/24 dev eth0`")
+
+
+class SecureOzoneCluster(OzoneCluster):
+    """Our 3-SCM ring (or, with ``scm_side="ozone"``, Apache Ozone's own: the anchor of bench/failover_ozone.py
+    --secure) and Ozone's 3 datanodes and OM, all Kerberized and with `ozone.security.enabled`. Ozone's SCMs get
+    the same keys as ours; their ring is made as Ozone documents it for a secure cluster: `scm --init` on the
+    primordial SCM makes the root CA, `scm --bootstrap` on the others gets each its certificate from it over
+    Kerberos."""
+
+    def __init__(self, base: Path, classpath: str, kdc: MiniKdc, *, timings: Timings | None = None,
+                 scm_side: str = "ours") -> None:
+        super().__init__(base, classpath, scm_side=scm_side, timings=timings)
         self.kdc = kdc
         ports = PortAllocator()
         taken = {p for s in self.scms for p in vars(s).values() if isinstance(p, int)}
@@ -51,6 +90,10 @@ class SecureOzoneCluster(OzoneCluster):
         self.principals = {role: f"{role}/_HOST@{realm}" for role in ("scm", "dn", "om")}
         # one keytab per service, holding its principal for this host (all processes share loopback)
         self.keytabs = {role: kdc.keytab(f"{role}/{HOST}", role) for role in ("scm", "dn", "om")}
+        # on Ozone's own ring the datanodes listen on the machine's own address, their host name (non_loopback_address)
+        self.datanode_host = non_loopback_address() if scm_side == "ozone" else None
+        if self.datanode_host is not None:
+            self.keytabs["dn"] = kdc.keytab(f"dn/{self.datanode_host}", "dn-own-address")
         self.ccaches = {user: kdc.kinit(user, kdc.keytab(user)) for user in (ADMIN, USER)}
         self.ccaches[NO_TICKET] = base / "no-ticket.ccache"  # never written
         secret_dir = base / "secrets"
@@ -94,10 +137,19 @@ class SecureOzoneCluster(OzoneCluster):
         })
         return props
 
+    def scm_props(self, scm: ScmNode) -> dict[str, str]:
+        """Ozone's own SCM (the anchor): its keytab; everything else comes from the shared keys."""
+        return {**super().scm_props(scm), "hdds.scm.kerberos.keytab.file": str(self.keytabs["scm"]),
+                "ozone.http.policy": "HTTP_ONLY"}
+
+    def datanode_address(self, dn: DatanodeNode) -> str:
+        return self.datanode_host or super().datanode_address(dn)
+
     def datanode_props(self, dn: object) -> dict[str, str]:
         renewing = RENEWAL_PROPS if dn is self.datanodes[RENEWING_DATANODE] else {}
+        own = {"hdds.datanode.hostname": self.datanode_host} if self.datanode_host else {}
         return {**super().datanode_props(dn),  # type: ignore[arg-type]
-                "hdds.datanode.kerberos.keytab.file": str(self.keytabs["dn"]), **renewing}
+                "hdds.datanode.kerberos.keytab.file": str(self.keytabs["dn"]), **renewing, **own}
 
     def om_props(self) -> dict[str, str]:
         return {**super().om_props(), "ozone.om.kerberos.keytab.file": str(self.keytabs["om"])}

@@ -17,7 +17,9 @@ Three checks, in Ozone's order:
    read-only admin calls), per call, for the StorageContainerLocationProtocol commands Ozone's
    ``SCMClientProtocolServer`` guards with ``checkAdminAccess`` (:data:`ADMIN_COMMANDS`). The SCM's own
    principal is always an administrator (Ozone adds the user the SCM runs as). A refusal is the call's ERROR
-   ``AccessControlException``: "Access denied for user P. SCM superuser privilege is required."
+   ``AccessControlException``: "Access denied for user P. SCM superuser privilege is required." The same check
+   guards ReconfigureProtocol's ``startReconfigure``, ``getReconfigureStatus`` and ``listReconfigureProperties``
+   (:data:`RECONFIGURE_ADMIN_METHODS`; administrators only), as Ozone's ReconfigurationHandler does.
 3. **Short names** come from ``hadoop.security.auth_to_local`` (:class:`AuthToLocal`: ``DEFAULT`` and
    ``RULE:[n:format](match)s/from/to/[g][/L]`` rules, Hadoop's ``hadoop`` mechanism: a principal no rule
    maps is refused).
@@ -83,6 +85,10 @@ ADMIN_COMMANDS: Mapping[str, bool] = {
     "StartContainerBalancer": False, "StopContainerBalancer": False, "DatanodeUsageInfo": True,
     "GetContainerToken": True, "DecommissionScm": False, "ReconcileContainer": False, "SuppressContainer": False,
 }
+
+# ReconfigureProtocol methods Ozone's ReconfigurationHandler guards with the SCM's checkAdminAccess (administrators
+# only: a read-only administrator is refused too); getServerName is answered to any caller.
+RECONFIGURE_ADMIN_METHODS = frozenset({"startReconfigure", "getReconfigureStatus", "listReconfigureProperties"})
 
 
 # ---- principals and auth_to_local ----
@@ -336,7 +342,17 @@ class Authorizer:
     def command(self, principal: str, command: str) -> Refusal | None:
         """The admin check of one StorageContainerLocationProtocol command (None: allowed)."""
         read_only = ADMIN_COMMANDS.get(command)
-        if read_only is None or self.is_admin(principal, read_only):
+        if read_only is None:
+            return None
+        return self.administrator(principal, read_only)
+
+    def reconfigure(self, principal: str, method: str) -> Refusal | None:
+        """The admin check of one ReconfigureProtocol method (None: allowed)."""
+        return self.administrator(principal, False) if method in RECONFIGURE_ADMIN_METHODS else None
+
+    def administrator(self, principal: str, read_only: bool) -> Refusal | None:
+        """Ozone's ``checkAdminAccess(user, isRead)``: None for an administrator, else its refusal."""
+        if self.is_admin(principal, read_only):
             return None
         return Refusal(
             ACCESS_CONTROL_EXCEPTION, f"Access denied for user {principal}. SCM superuser privilege is required."

@@ -436,8 +436,10 @@ RECONFIGURE_NOTES: Mapping[str, Note] = {
         "every SCM; a background task reads ozone-site.xml again and applies each changed reconfigurable key "
         "through the facade to the running managers (a value the key's group refuses: its error recorded, "
         "nothing applied); other changed keys wait for a restart; a second start while one runs: "
-        "`java.io.IOException` \"Another reconfiguration task is running.\"",
-        "U, O",
+        "`java.io.IOException` \"Another reconfiguration task is running.\"; under Kerberos, as for `getReconfigureStatus` and "
+        "`listReconfigureProperties`, callers other than administrators get Ozone's `AccessControlException` \"Access denied for user P. SCM "
+        "superuser privilege is required.\" and nothing starts",
+        "U, O, K",
     ),
     "listReconfigureProperties": Note(
         "every SCM; sorted: the `hdds.scm.replication.*` keys this SCM declares and "

@@ -14,7 +14,11 @@ under Ozone's ReconfigurationHandler answers:
 * ``getReconfigureStatus``: the task's start time; once it ended, its end time and each applied change (old
   value, new value, error). Before any task: start time 0.
 
-Every SCM answers (each applies its own configuration, as in Ozone). Times come from the facade's clock.
+Every SCM answers (each applies its own configuration, as in Ozone). Times come from the facade's clock. Under
+Kerberos (an authorizer given) the three calls other than ``getServerName`` are served to administrators only
+(``ozone.administrators``, the SCM's own principal), as Ozone's ReconfigurationHandler checks them with the SCM's
+``checkAdminAccess``; any other caller gets Ozone's ``AccessControlException`` "Access denied for user P. SCM
+superuser privilege is required." and nothing is read or started.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from scm_server.conf.reconfiguration import (
 from scm_server.exceptions import SCMError
 from scm_server.hadoop_ipc import Call
 from scm_server.proto.ozone import ReconfigureProtocol_pb2 as wire
+from scm_server.server.hadoop_rpc.authorization import Authorizer
 from scm_server.server.hadoop_rpc.server import IO_EXCEPTION, RpcCallError, parse_request
 
 PROTOCOL = "org.apache.hadoop.hdds.protocol.ReconfigureProtocol"
@@ -77,8 +82,9 @@ class ReconfigureTranslator:
     version = VERSION
     methods = frozenset({"getServerName", "startReconfigure", "getReconfigureStatus", "listReconfigureProperties"})
 
-    def __init__(self, scm: Reconfigurable) -> None:
+    def __init__(self, scm: Reconfigurable, *, authorizer: Authorizer | None = None) -> None:
         self.scm = scm
+        self.authorizer = authorizer  # None: no Kerberos, no admin check (SIMPLE authenticates nobody)
         self.status = ReconfigurationTaskStatus()
         self._task: asyncio.Task[None] | None = None
 
@@ -90,6 +96,11 @@ class ReconfigureTranslator:
             "listReconfigureProperties": wire.ListReconfigurePropertiesRequestProto,
         }[method]()
         parse_request(call.body, request)
+        if self.authorizer is not None and call.authenticated:
+            refusal = self.authorizer.reconfigure(call.user, method)
+            if refusal is not None:
+                LOG.warning("refused %s to %s: %s", method, call.user, refusal.message)
+                raise RpcCallError(refusal.exception_class, refusal.message)
         answer: pb_message.Message
         if method == "getServerName":
             answer = wire.GetServerNameResponseProto(name=SERVER_NAME)

@@ -9,7 +9,7 @@ written by hand:
   (no CA) and every SCMSecretKeyProtocol call answers ``SECRET_KEY_NOT_ENABLED``.
 * **secure** (``ozone.security.enabled=true``, ``hadoop.security.authentication=kerberos``): the callers
   admitted, from :data:`.authorization.ADMIN_COMMANDS` (administrators; read-only administrators where Ozone's
-  ``checkAdminAccess`` is a read), the certificate calls' principal roles
+  ``checkAdminAccess`` is a read) and :data:`.authorization.RECONFIGURE_ADMIN_METHODS` (administrators), the certificate calls' principal roles
   (:data:`.security_translator.ISSUED_TO`: the datanode, OM or SCM service principal, for its own host),
   the administrator-only calls of the security and secret-key translators, and the client principal each
   secret-key protocol name admits under service-level authorization (:data:`.authorization.SERVICES`).
@@ -86,8 +86,11 @@ def _secret_key_names() -> str:
 
 def access(protocol_key: str, command: str) -> Access:
     """The access of a served ``command`` of the protocol whose conformance key is ``protocol_key``."""
-    if protocol_key in ("block", "datanode", "reconfigure"):
+    if protocol_key in ("block", "datanode"):
         return Access(SERVED, (Caller.ANYONE,))
+    if protocol_key == "reconfigure":
+        admin_only = command in authorization.RECONFIGURE_ADMIN_METHODS
+        return Access(SERVED, _admins(False) if admin_only else (Caller.ANYONE,))
     if protocol_key == "location":
         read_only = authorization.ADMIN_COMMANDS.get(command)
         return Access(SERVED, (Caller.ANYONE,) if read_only is None else _admins(read_only))

@@ -102,7 +102,7 @@ def translators(secure: bool) -> dict[str, Any]:
     return {"block": BlockLocationTranslator(backend, get, "scm1", "scm1.example.com"),
             "datanode": DatanodeTranslator(backend), "location": location, "security": security,
             "secretkey": secret_key_translator.translators(secret_keys)[0],
-            "reconfigure": ReconfigureTranslator(backend)}
+            "reconfigure": ReconfigureTranslator(backend, authorizer=check if secure else None)}
 
 
 def request(key: str, command: str, caller: Caller) -> tuple[str, Message]:
