@@ -52,7 +52,7 @@ from scm_server.local.cluster import (
     tail,
     wait_for,
 )
-from scm_server.local.secure import SecureSetup
+from scm_server.local.secure import AdminCertRenewer, SecureSetup
 from scm_server.proto import hdds_pb2
 from scm_server.security.core import certificates as pki
 from scm_server.security.tls import FileClientSecurity
@@ -167,6 +167,39 @@ class HALocalCluster(LocalCluster):
         primordial = self.scms[0]
         self.secure.fetch_admin_certificate(self.security_addresses[0], primordial.metadata_dir)
         self.secure.write_admin_conf(self.common_settings())
+        self.start_admin_renewer()
+
+    admin_renewer: AdminCertRenewer | None = None
+
+    def admin_cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """``ozone-scm --conf <admin conf> args...`` (secure clusters) to completion."""
+        assert self.secure is not None
+        return subprocess.run(
+            [*self.launcher, self.python, "-m", "scm_server.cli.main", "--conf", str(self.secure.admin_conf_dir),
+             *args],
+            capture_output=True, text=True, timeout=timeout, env=self._env(),
+        )
+
+    def start_admin_renewer(self) -> AdminCertRenewer | None:
+        """Keep the admin certificate renewed from now until :meth:`stop_all` (see AdminCertRenewer)."""
+        if self.secure is None or self.secure.ca_mode == "operator":  # the operator's admin certificate lives a year
+            return None
+        from scm_server.conf import OzoneConfiguration
+        from scm_server.conf.security import SecurityConfig
+
+        config = SecurityConfig.from_conf(OzoneConfiguration(self.settings))
+        if self.admin_renewer is None:
+            self.admin_renewer = AdminCertRenewer(
+                self.secure.admin_cert, lambda: self.admin_cli("admin", "cert", "renew"),
+                grace=config.renew_grace_duration, interval=config.renew_check_interval.total_seconds(),
+            )
+        self.admin_renewer.start()
+        return self.admin_renewer
+
+    def stop_all(self) -> None:
+        if self.admin_renewer is not None:
+            self.admin_renewer.stop()
+        super().stop_all()
 
     def datanode_security(self) -> DatanodeSecurity | None:
         if self.secure is None:
