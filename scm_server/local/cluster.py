@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -32,6 +34,19 @@ from scm_server.exceptions import ConfigError
 from scm_server.ports import free_port
 
 SERVICE_ID = "scmservice"
+LOG = logging.getLogger(__name__)
+
+# A port picked free can be taken by another process before the daemon binds it (a busy machine): the
+# daemon then exits with one line "cannot listen on HOST:PORT (...)", and the harness starts that SCM
+# again on a freshly picked port, up to this many starts in all.
+START_ATTEMPTS = 3
+_BIND_FAILURE = re.compile(r"cannot listen on \[?[^\s\]]*?\]?:(\d+)\b")
+# the ports the harness may move: every port but the Raft and inter-SCM ones (the ring knows a member by them)
+_MOVABLE_PORTS = ("client_port", "block_port", "datanode_port", "http_port")
+
+
+class PortInUseError(RuntimeError):
+    """An SCM could not bind one of its ports on any of its start attempts."""
 
 # Short intervals so a local cluster (and a test) sees safemode exit, stale/dead nodes and
 # replication within seconds rather than Ozone's production minutes.
@@ -91,6 +106,9 @@ class ScmProcessInfo:
     )
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
+    _log_offset: int = 0  # where this process's output starts in log_path
+    _extra_env: Mapping[str, str] | None = None  # the environment of the last start, for a start on new ports
+    start_attempts: int = 0  # starts of the current launch (more than 1: a port was taken before the bind)
     host: str = "127.0.0.1"  # where this process can be reached now (tests move SCMs to new addresses)
     web_scheme: str = "http"  # "https" when the SCM serves its page only over HTTPS (ozone.http.policy=HTTPS_ONLY)
     web_ca: Path | None = None  # the root CA file that verifies the HTTPS page (secure clusters)
@@ -131,8 +149,10 @@ class LocalCluster:
         *,
         settings: Mapping[str, str] | None = None,
         python: str = sys.executable,
+        port_picker: Callable[[], int] = free_port,
     ) -> None:
         self.base_dir = Path(base_dir)
+        self.port_picker = port_picker  # every port of every SCM (tests inject one to force a collision)
         self.num_scms = num_scms
         self.python = python
         self.settings = {**FAST_SETTINGS, **(settings or {})}
@@ -147,13 +167,14 @@ class LocalCluster:
                     node_id=node_id,
                     conf_dir=root / "conf",
                     metadata_dir=root / "metadata",
-                    client_port=free_port(),
-                    block_port=free_port(),
-                    datanode_port=free_port(),
-                    http_port=free_port(),
-                    ratis_port=free_port(),
-                    grpc_port=free_port(),
+                    client_port=self.port_picker(),
+                    block_port=self.port_picker(),
+                    datanode_port=self.port_picker(),
+                    http_port=self.port_picker(),
+                    ratis_port=self.port_picker(),
+                    grpc_port=self.port_picker(),
                     log_path=root / "scm.log",
+                    hadoop_ports={protocol: self.port_picker() for protocol in HADOOP_RPC_KEYS},
                 )
             )
 
@@ -247,15 +268,22 @@ class LocalCluster:
             result = self.cli(s, "scm", "--bootstrap", timeout=120)
             if result.returncode != 0:
                 raise RuntimeError(f"scm --bootstrap on {s.node_id} failed: {result.stderr.strip()}")
+        s._extra_env = dict(extra_env or {})
+        s.start_attempts = 0
+        self._launch(s)
+        return s
+
+    def _launch(self, s: ScmProcessInfo) -> None:
         s.log_path.parent.mkdir(parents=True, exist_ok=True)
         s._log = open(s.log_path, "ab")  # noqa: SIM115 - closed in stop()/kill()
+        s._log_offset = s._log.tell()
         env = self._env()
-        env.update(extra_env or {})
+        env.update(s._extra_env or {})
+        s.start_attempts += 1
         s.proc = subprocess.Popen(
             self.command(s, "scm"),
             stdout=s._log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
-        return s
 
     def start_all(self) -> None:
         self.start(0)
@@ -265,16 +293,66 @@ class LocalCluster:
             self.start(i)
 
     def wait_serving(self, index: int = 0, timeout: float = 60.0) -> None:
-        """Poll /health until the SCM's HTTP server answers (its gRPC servers start before it)."""
+        """Poll /health until the SCM's HTTP server answers (its gRPC servers start before it). An SCM that
+        exited because another process took one of its ports since it was picked is started again on a
+        new port (:data:`START_ATTEMPTS` starts in all); after the last, :class:`PortInUseError`."""
         s = self.scms[index]
         wait_for(lambda: self._http_ok(s, "/health"), timeout, f"SCM {s.node_id or ''} at {s.http_url}",
                  lambda: self._check_alive(s))
 
     def _check_alive(self, s: ScmProcessInfo) -> None:
-        if s.proc is not None and s.proc.poll() is not None:
+        if s.proc is None or s.proc.poll() is None:
+            return
+        port = bind_failure(s.log_path, s._log_offset)
+        if port is None:
             raise RuntimeError(
                 f"SCM process exited with {s.proc.returncode}; log {s.log_path}:\n{tail(s.log_path)}"
             )
+        slot = self.port_slot(s, port)
+        name = s.node_id or "scm"
+        if slot is None or s.start_attempts >= START_ATTEMPTS:
+            why = (f"after {s.start_attempts} start attempt(s), each on a newly picked port" if slot is not None
+                   else f"and the harness does not move that port ({self.port_key(s, port)})")
+            raise PortInUseError(
+                f"SCM {name} could not listen on 127.0.0.1:{port} ({self.port_key(s, port)}): address in use, "
+                f"{why}; log {s.log_path}:\n{tail(s.log_path)}"
+            )
+        new = self.port_picker()
+        LOG.warning("SCM %s: port %d (%s) was taken before it bound it; starting it again on port %d",
+                    name, port, self.port_key(s, port), new)
+        self._close_log(s)
+        self.set_port(s, slot, new)
+        self.ports_changed()
+        self._launch(s)
+
+    # ---- ports: which port of an SCM a bind failure names, and moving it ----
+
+    def port_slots(self, s: ScmProcessInfo) -> dict[str, int]:
+        """The ports of ``s`` the harness may move to a new port, by slot name."""
+        slots = {attr: int(getattr(s, attr)) for attr in _MOVABLE_PORTS}
+        slots.update({f"hadoop:{protocol}": port for protocol, port in s.hadoop_ports.items()})
+        return slots
+
+    def port_slot(self, s: ScmProcessInfo, port: int) -> str | None:
+        return next((slot for slot, p in self.port_slots(s).items() if p == port), None)
+
+    def port_key(self, s: ScmProcessInfo, port: int) -> str:
+        """The configuration key of ``port`` on ``s``, for messages."""
+        keys = {s.client_port: ports.CLIENT_GRPC.port_key, s.block_port: ports.BLOCK_GRPC.port_key,
+                s.datanode_port: ports.DATANODE_GRPC.port_key, s.ratis_port: "ozone.scm.ratis.port",
+                s.grpc_port: "ozone.scm.grpc.port", s.http_port: "the web port",
+                **{p: HADOOP_RPC_KEYS[protocol] for protocol, p in s.hadoop_ports.items()}}
+        return keys.get(port, "a port not of this SCM")
+
+    def set_port(self, s: ScmProcessInfo, slot: str, port: int) -> None:
+        if slot.startswith("hadoop:"):
+            s.hadoop_ports[slot.split(":", 1)[1]] = port
+        else:
+            setattr(s, slot, port)
+
+    def ports_changed(self) -> None:
+        """A port moved: every SCM's configuration names it (running SCMs keep what they loaded)."""
+        self.write_configs()
 
     @staticmethod
     def _http_ok(s: ScmProcessInfo, path: str) -> bool:
@@ -289,6 +367,10 @@ class LocalCluster:
             if s.proc.poll() is None:
                 s.proc.kill()
                 s.proc.wait(timeout=10)
+        self._close_log(s)
+
+    @staticmethod
+    def _close_log(s: ScmProcessInfo) -> None:
         if s._log is not None:
             s._log.close()
             s._log = None
@@ -350,6 +432,18 @@ def tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def bind_failure(log_path: Path, offset: int = 0) -> int | None:
+    """The port of the daemon's "cannot listen on HOST:PORT" line in ``log_path`` after ``offset``, if any."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    found = _BIND_FAILURE.findall(text)
+    return int(found[-1]) if found else None
 
 
 def wait_for(

@@ -52,7 +52,7 @@ from scm_server.local.cluster import (
     tail,
     wait_for,
 )
-from scm_server.local.secure import SecureSetup
+from scm_server.local.secure import AdminCertRenewer, SecureSetup
 from scm_server.proto import hdds_pb2
 from scm_server.security.core import certificates as pki
 from scm_server.security.tls import FileClientSecurity
@@ -89,6 +89,7 @@ class HALocalCluster(LocalCluster):
         key_spec: pki.KeySpec | None = None,
         ca_mode: str = "scm",
         hadoop_rpc: bool = False,
+        port_picker: Callable[[], int] = free_port,
     ) -> None:
         self.secure = SecureSetup(Path(base_dir), spec=key_spec, ca_mode=ca_mode) if secure else None
         secure_settings = self.secure.settings() if self.secure is not None else {}
@@ -96,8 +97,9 @@ class HALocalCluster(LocalCluster):
             problem = secure_hadoop_rpc_problem({**secure_settings, **(settings or {})})
             if problem is not None:
                 raise ValueError(problem)
-        super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **secure_settings, **(settings or {})})
-        self.security_ports: dict[str, int] = {str(s.node_id): free_port() for s in self.scms}
+        super().__init__(base_dir, num_scms, settings={**HA_SETTINGS, **secure_settings, **(settings or {})},
+                         port_picker=port_picker)
+        self.security_ports: dict[str, int] = {str(s.node_id): self.port_picker() for s in self.scms}
         if self.secure is not None:
             for s in self.scms:
                 s.web_ca = self.secure.root_cert
@@ -129,8 +131,30 @@ class HALocalCluster(LocalCluster):
     def security_port(self, node_id: str | None) -> int:
         key = str(node_id)
         if key not in self.security_ports:
-            self.security_ports[key] = free_port()
+            self.security_ports[key] = self.port_picker()
         return self.security_ports[key]
+
+    def port_slots(self, s: ScmProcessInfo) -> dict[str, int]:
+        slots = super().port_slots(s)
+        if self.secure is not None:
+            slots["security"] = self.security_port(s.node_id)
+        return slots
+
+    def port_key(self, s: ScmProcessInfo, port: int) -> str:
+        if self.secure is not None and port == self.security_port(s.node_id):
+            return ports.SECURITY_GRPC.port_key
+        return super().port_key(s, port)
+
+    def set_port(self, s: ScmProcessInfo, slot: str, port: int) -> None:
+        if slot == "security":
+            self.security_ports[str(s.node_id)] = port
+        else:
+            super().set_port(s, slot, port)
+
+    def ports_changed(self) -> None:
+        super().ports_changed()
+        if self.secure is not None and self.secure.ready:
+            self.secure.write_admin_conf(self.common_settings())  # the admin client's list of SCM addresses
 
     @property
     def security_addresses(self) -> list[str]:
@@ -143,6 +167,39 @@ class HALocalCluster(LocalCluster):
         primordial = self.scms[0]
         self.secure.fetch_admin_certificate(self.security_addresses[0], primordial.metadata_dir)
         self.secure.write_admin_conf(self.common_settings())
+        self.start_admin_renewer()
+
+    admin_renewer: AdminCertRenewer | None = None
+
+    def admin_cli(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """``ozone-scm --conf <admin conf> args...`` (secure clusters) to completion."""
+        assert self.secure is not None
+        return subprocess.run(
+            [*self.launcher, self.python, "-m", "scm_server.cli.main", "--conf", str(self.secure.admin_conf_dir),
+             *args],
+            capture_output=True, text=True, timeout=timeout, env=self._env(),
+        )
+
+    def start_admin_renewer(self) -> AdminCertRenewer | None:
+        """Keep the admin certificate renewed from now until :meth:`stop_all` (see AdminCertRenewer)."""
+        if self.secure is None or self.secure.ca_mode == "operator":  # the operator's admin certificate lives a year
+            return None
+        from scm_server.conf import OzoneConfiguration
+        from scm_server.conf.security import SecurityConfig
+
+        config = SecurityConfig.from_conf(OzoneConfiguration(self.settings))
+        if self.admin_renewer is None:
+            self.admin_renewer = AdminCertRenewer(
+                self.secure.admin_cert, lambda: self.admin_cli("admin", "cert", "renew"),
+                grace=config.renew_grace_duration, interval=config.renew_check_interval.total_seconds(),
+            )
+        self.admin_renewer.start()
+        return self.admin_renewer
+
+    def stop_all(self) -> None:
+        if self.admin_renewer is not None:
+            self.admin_renewer.stop()
+        super().stop_all()
 
     def datanode_security(self) -> DatanodeSecurity | None:
         if self.secure is None:
@@ -237,8 +294,9 @@ class HALocalCluster(LocalCluster):
         self.scms.append(
             ScmProcessInfo(
                 node_id=node_id, conf_dir=root / "conf", metadata_dir=root / "metadata",
-                client_port=free_port(), block_port=free_port(), datanode_port=free_port(),
-                http_port=free_port(), ratis_port=free_port(), grpc_port=free_port(), log_path=root / "scm.log",
+                client_port=self.port_picker(), block_port=self.port_picker(), datanode_port=self.port_picker(),
+                http_port=self.port_picker(), ratis_port=self.port_picker(), grpc_port=self.port_picker(),
+                log_path=root / "scm.log", hadoop_ports={p: self.port_picker() for p in HADOOP_RPC_KEYS},
             )
         )
         self.num_scms += 1

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import os
 import secrets
+import subprocess
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -45,6 +48,7 @@ from scm_server.security.tls import FileClientSecurity
 
 ADMIN_USER = "admin"
 T = TypeVar("T")
+LOG = logging.getLogger(__name__)
 
 
 def run_sync(factory: Callable[[], Awaitable[T]]) -> T:
@@ -251,3 +255,74 @@ class SecureSetup:
         path.write_text(site_xml(values))
         os.chmod(path, 0o644)
         return self.admin_conf_dir
+
+
+class AdminCertRenewer:
+    """Keeps the harness's admin client certificate renewed for as long as the cluster runs, as a long-running
+    client's renewal check does: every ``interval`` seconds (``hdds.x509.renew.check.interval``), once the
+    certificate is within ``grace`` (``hdds.x509.renew.grace.duration``) of its expiry, ``renew`` runs
+    (``ozone-scm admin cert renew`` with the admin configuration). A failed renewal is kept in ``errors`` and
+    tried again at the next check.
+
+    Why the harness and not the test: the admin certificate is signed at the primordial's ``--init`` and never
+    outlives the sub-CA that signed it, so with short test lifetimes it is due while the quorum is still
+    starting; a renewer started only once the quorum serves can come too late on a busy machine, and a client
+    whose certificate expired cannot renew it any more (every SCM refuses its handshake)."""
+
+    def __init__(
+        self,
+        cert_file: Path,
+        renew: Callable[[], subprocess.CompletedProcess[str]],
+        *,
+        grace: timedelta,
+        interval: float,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.cert_file = cert_file
+        self.renew = renew
+        self.grace = grace
+        self.interval = interval
+        self.clock = clock
+        self.renewals = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def check(self) -> bool:
+        """Renew if due; True when a renewal succeeded."""
+        cert = pki.load_certificates(self.cert_file.read_bytes())[0]
+        if not pki.needs_renewal(cert, self.clock(), self.grace):
+            return False
+        out = self.renew()
+        if out.returncode != 0:
+            error = f"{self.clock().isoformat()}: exit {out.returncode}: {out.stderr.strip()[-500:]}"
+            self.errors.append(error)
+            LOG.warning("renewing the admin certificate failed (retried at the next check): %s", error)
+            return False
+        self.renewals += 1
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.check()
+            except Exception as exc:  # a torn read or a CLI timeout: the next check tries again
+                self.errors.append(f"{self.clock().isoformat()}: {type(exc).__name__}: {exc}")
+            self._stop.wait(self.interval)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self.running:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="admin-cert-renewer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=90)
+            self._thread = None
