@@ -35,8 +35,13 @@ from scm_server.block.deleted_block_log import (
 )
 from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfigurations
-from scm_server.conf.groups import ReplicationManagerConfig
-from scm_server.conf.reconfiguration import RECONFIGURABLE, PropertyChange, reconfigured_group
+from scm_server.conf.groups import PipelineConfig, ReplicationManagerConfig
+from scm_server.conf.reconfiguration import (
+    RECONFIGURABLE,
+    AdministratorsConfig,
+    PropertyChange,
+    reconfigured_group,
+)
 from scm_server.container.balancer.container_balancer import ContainerBalancer
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import ContainerStateManager
@@ -116,6 +121,10 @@ class StorageContainerManager:
     ) -> None:
         self.conf = conf
         self.config = configs
+        # ozone.administrators / ozone.readonly.administrators as last applied; the edges that check
+        # administrators register here to follow a run-time reconfiguration
+        self.administrators = AdministratorsConfig.from_conf(conf)
+        self.administrator_listeners: list[Callable[[AdministratorsConfig], None]] = []
         self.storage_config = storage_config
         self.metadata_store = metadata_store
         self.ha_manager = ha_manager
@@ -948,13 +957,23 @@ class StorageContainerManager:
 
     def reconfigure_property(self, change: PropertyChange) -> None:
         """Apply one changed key to the running managers; ConfigError (nothing changed) when its group refuses
-        the value. A removed key goes back to its default."""
+        the value. A removed key goes back to its default. The administrators go to the listeners the edges
+        registered (:attr:`administrator_listeners`: the Hadoop RPC administrator checks)."""
         group = reconfigured_group(self.conf, change)
         if isinstance(group, ReplicationManagerConfig):
             self.replication_manager.config = group
             self.replication_manager.interval = group.interval
             self.decommission_manager.config = group
             self.config = dataclasses.replace(self.config, replication=group)  # a new interval: after the current wait
+        elif isinstance(group, PipelineConfig):
+            ec_only = dataclasses.replace(self.pipeline_manager.config, ec_pipeline_minimum=group.ec_pipeline_minimum,
+                                          ec_pipeline_per_volume_factor=group.ec_pipeline_per_volume_factor)
+            self.pipeline_manager.config = ec_only  # read at the next EC block allocation
+            self.config = dataclasses.replace(self.config, pipeline=ec_only)
+        elif isinstance(group, AdministratorsConfig):
+            for listener in self.administrator_listeners:
+                listener(group)
+            self.administrators = group
         else:
             self.deleted_block_log.config = group
             self.config = dataclasses.replace(self.config, block=group)

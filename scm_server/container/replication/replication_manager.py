@@ -366,11 +366,18 @@ class ReplicationManager(BackgroundSCMService):
         unknown datanode, a close already queued). The ContainerBalancer's moves go this way."""
         return self._send(container_id, cmd)
 
+    def datanode_deadline_ms(self) -> int:
+        """The deadline a command sent now carries to its datanode (wall clock, ms): the SCM's own deadline
+        (hdds.scm.replication.event.timeout from now) less hdds.scm.replication.event.timeout.datanode.offset, as
+        Ozone's ReplicationManager sets it, so the datanode drops the command before the SCM sends it again."""
+        timeout = self.config.event_timeout - self.config.event_timeout_datanode_offset
+        return self.clock.wall_ms() + int(timeout.total_seconds() * 1000)
+
     def _send(self, container_id: int, cmd: PlannedCommand) -> bool:
         node = self.node_manager.get_node(cmd.datanode)
         if node is None:
             return False
-        deadline_ms = self.clock.wall_ms() + int(self.config.event_timeout.total_seconds() * 1000)
+        deadline_ms = self.datanode_deadline_ms()
         deadline = self.clock.monotonic() + self.config.event_timeout.total_seconds()
         if cmd.kind in ("replicate", "reconstruct") and self._inflight_limit_reached():
             self.commands_throttled += 1
