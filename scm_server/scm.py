@@ -35,7 +35,7 @@ from scm_server.block.deleted_block_log import (
 )
 from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfigurations
-from scm_server.conf.groups import PipelineConfig, ReplicationManagerConfig
+from scm_server.conf.groups import PipelineConfig, ReplicationManagerConfig, SafeModeConfig
 from scm_server.conf.reconfiguration import (
     RECONFIGURABLE,
     AdministratorsConfig,
@@ -371,6 +371,7 @@ class StorageContainerManager:
         await self._service_manager.start()
         self.safe_mode_manager.validate()
         self._tasks.append(asyncio.get_running_loop().create_task(self._health_loop(), name="scm-node-health"))
+        self._tasks.append(asyncio.get_running_loop().create_task(self._safemode_log_loop(), name="scm-safemode-log"))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -396,6 +397,14 @@ class StorageContainerManager:
                 raise
             except Exception:
                 log.exception("node health check failed; retrying next interval")
+
+    async def _safemode_log_loop(self) -> None:
+        """While in safemode, the status and each rule's progress every hdds.scm.safemode.log.interval (read
+        again before every wait: a reconfigured interval applies from the next line on)."""
+        while True:
+            await asyncio.sleep(self.safe_mode_manager.config.log_interval.total_seconds())
+            if self.safe_mode_manager.in_safe_mode():
+                log.info("%s", self.safe_mode_manager.status_line())
 
     async def run_health_check(self) -> None:
         """One pass of the node health check + safemode refresh (the background loop calls this)."""
@@ -970,6 +979,10 @@ class StorageContainerManager:
                                           ec_pipeline_per_volume_factor=group.ec_pipeline_per_volume_factor)
             self.pipeline_manager.config = ec_only  # read at the next EC block allocation
             self.config = dataclasses.replace(self.config, pipeline=ec_only)
+        elif isinstance(group, SafeModeConfig):
+            self.safe_mode_manager.config = dataclasses.replace(self.safe_mode_manager.config,
+                                                                log_interval=group.log_interval)
+            self.config = dataclasses.replace(self.config, safemode=self.safe_mode_manager.config)
         elif isinstance(group, AdministratorsConfig):
             for listener in self.administrator_listeners:
                 listener(group)

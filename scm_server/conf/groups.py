@@ -295,11 +295,17 @@ class SafeModeConfig:
         "so late reports arrive (duration).",
         "5m",
     )
+    log_interval: timedelta = setting(
+        "hdds.scm.safemode.log.interval", "duration",
+        "While in safemode, how often the SCM logs its safemode status and each exit rule's progress (duration).",
+        "1m",
+    )
 
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> SafeModeConfig:
         result = _build(cls, conf)
         _check_fraction(cls, result, "threshold_pct", "healthy_pipeline_pct", "one_replica_pipeline_pct")
+        _check_positive(cls, result, "log_interval")
         if result.min_datanode < 0:
             raise ConfigError("hdds.scm.safemode.min.datanode must be >= 0 (e.g. hdds.scm.safemode.min.datanode=1)")
         return result

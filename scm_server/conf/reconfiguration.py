@@ -16,10 +16,10 @@ Served, as Ozone 2.2.0's SCM registers them with its ReconfigurationHandler: ``o
 ``ozone.readonly.administrators`` (the administrator checks of the Hadoop RPC protocols), every
 ``hdds.scm.replication.*`` key this SCM declares (Ozone's ReplicationManagerConfiguration marks them
 reconfigurable), ``hdds.scm.block.deletion.per-interval.max`` (Ozone's ScmConfig) and the two EC pipeline keys
-``ozone.scm.ec.pipeline.minimum`` and ``ozone.scm.ec.pipeline.per.volume.factor``. Ozone's other reconfigurable keys
-(the under/over-replicated queue intervals and quasi-closed-stuck copies of its ReplicationManager,
-``hdds.scm.safemode.log.interval``, the ``ozone.tracing.*`` keys) govern parts this SCM does not have and are not
-listed (docs/ozone-compatibility.md, ReconfigureProtocol).
+``ozone.scm.ec.pipeline.minimum`` and ``ozone.scm.ec.pipeline.per.volume.factor``, and
+``hdds.scm.safemode.log.interval``. Ozone's other reconfigurable keys (the under/over-replicated queue intervals and
+quasi-closed-stuck copies of its ReplicationManager, the ``ozone.tracing.*`` keys) govern parts this SCM does not
+have and are not listed (docs/ozone-compatibility.md, ReconfigureProtocol).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scm_server.conf.groups import BlockConfig, PipelineConfig, ReplicationManagerConfig
+from scm_server.conf.groups import BlockConfig, PipelineConfig, ReplicationManagerConfig, SafeModeConfig
 from scm_server.conf.ozone_configuration import OzoneConfiguration
 
 ADMINISTRATORS_KEY = "ozone.administrators"
@@ -51,7 +51,7 @@ class AdministratorsConfig:
                    tuple(conf.get_trimmed_list(READONLY_ADMINISTRATORS_KEY)))
 
 
-ReconfigurableGroup = ReplicationManagerConfig | BlockConfig | PipelineConfig | AdministratorsConfig
+ReconfigurableGroup = ReplicationManagerConfig | BlockConfig | PipelineConfig | SafeModeConfig | AdministratorsConfig
 
 
 def _keys(cls: type[Any], *fields: str) -> dict[str, type[ReconfigurableGroup]]:
@@ -66,6 +66,7 @@ RECONFIGURABLE: Mapping[str, type[ReconfigurableGroup]] = {
     **_keys(ReplicationManagerConfig),
     **_keys(BlockConfig, "deletion_per_interval_max"),
     **_keys(PipelineConfig, "ec_pipeline_minimum", "ec_pipeline_per_volume_factor"),
+    **_keys(SafeModeConfig, "log_interval"),
 }
 
 

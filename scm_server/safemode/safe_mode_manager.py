@@ -352,5 +352,12 @@ class SCMSafeModeManager:
         self._set_status(SafeModeStatusName.OUT_OF_SAFE_MODE)
         return True
 
+    def status_line(self) -> str:
+        """One line for the periodic safemode log (``hdds.scm.safemode.log.interval``): the status and every
+        rule's last evaluation, as Ozone's SCMSafeModeManager logs them while in safemode."""
+        rules = "; ".join(
+            f"{r.name}: {'validated' if r.validated else 'not validated'} ({r.last.text})" for r in self.rules)
+        return f"SCM in safemode, status {self.status.value}, rules: {rules}"
+
     def rule_statuses(self) -> list[hdds_pb2.SafeModeRuleStatus]:
         return [r.status() for r in self.rules]

@@ -175,3 +175,26 @@ async def test_every_key_ozone_lists_that_this_scm_has_is_applied_at_run_time(se
     (refused,) = (await call.start_and_wait()).changes
     assert refused.name == offset and "must be at least 0 and less than" in refused.errorMessage
     assert scm.replication_manager.config.event_timeout_datanode_offset.total_seconds() == 600
+
+
+async def test_safemode_log_interval_reconfigured_paces_the_running_log(
+        served: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """hdds.scm.safemode.log.interval: while in safemode the SCM logs its status and rules every interval; a
+    reconfigured interval is read before the next wait."""
+    call, scm, site, _t = served
+    assert scm.safe_mode_manager.in_safe_mode(), "the harness SCM has no datanodes: it stays in safemode"
+    assert scm.safe_mode_manager.config.log_interval.total_seconds() == 60
+    write_site(site, {LIMIT: "20", "hdds.scm.safemode.log.interval": "50ms"})
+    (change,) = (await call.start_and_wait()).changes
+    assert change.name == "hdds.scm.safemode.log.interval" and not change.HasField("errorMessage")
+    caplog.set_level("INFO", logger="scm_server.scm")
+    task = asyncio.get_running_loop().create_task(scm._safemode_log_loop())
+    try:
+        deadline = asyncio.get_running_loop().time() + TASK_TIMEOUT
+        while sum("SCM in safemode" in r.getMessage() for r in caplog.records) < 2:
+            assert asyncio.get_running_loop().time() < deadline, "no safemode status lines at a 50 ms interval"
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    line = next(r.getMessage() for r in caplog.records if "SCM in safemode" in r.getMessage())
+    assert "DataNodeSafeModeRule: not validated" in line, line
