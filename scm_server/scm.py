@@ -207,7 +207,8 @@ class StorageContainerManager:
             configs.scm,
         )
         self.safe_mode_manager = SCMSafeModeManager(
-            configs.safemode, self.node_manager, self.container_manager, self.pipeline_manager, ctx, self._service_manager
+            configs.safemode, self.node_manager, self.container_manager, self.pipeline_manager, ctx, self._service_manager,
+            clock=clock,
         )
         self.replication_manager = ReplicationManager(
             configs.replication,

@@ -257,6 +257,9 @@ class ReplicationManager(BackgroundSCMService):
         self.last_results: dict[int, CheckResult] = {}
         self.commands_issued: dict[str, int] = defaultdict(int)
         self.commands_throttled = 0
+        # commands not sent because their datanode was at its queue limit, by kind (Ozone's *CmdsDeferredTotal);
+        # commands_throttled counts these and the cluster-wide in-flight limit together
+        self.commands_deferred: dict[str, int] = defaultdict(int)
         self._pass_inflight_limit = 0
         self.runs = 0
 
@@ -385,6 +388,7 @@ class ReplicationManager(BackgroundSCMService):
         if cmd.kind == "replicate":
             if self.replication_load(cmd.datanode) >= self.config.datanode_replication_limit:
                 self.commands_throttled += 1
+                self.commands_deferred[cmd.kind] += 1
                 return False
             sources = [self.node_manager.require_node(s).details for s in cmd.sources if self.node_manager.get_node(s)]
             proto = scm_datanode_pb2.SCMCommandProto(
@@ -401,6 +405,7 @@ class ReplicationManager(BackgroundSCMService):
         elif cmd.kind == "reconstruct":
             if not self._send_reconstruction(container_id, cmd, deadline_ms, deadline):
                 self.commands_throttled += 1
+                self.commands_deferred[cmd.kind] += 1
                 return False
         elif cmd.kind == "delete":
             queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.DELETE) + node.command_queue_report.get(
@@ -408,6 +413,7 @@ class ReplicationManager(BackgroundSCMService):
             )
             if queued >= self.config.datanode_delete_limit:
                 self.commands_throttled += 1
+                self.commands_deferred[cmd.kind] += 1
                 return False
             proto = scm_datanode_pb2.SCMCommandProto(
                 commandType=CommandType.deleteContainerCommand,
