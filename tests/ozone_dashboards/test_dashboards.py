@@ -51,18 +51,10 @@ WITHOUT_SERIES_ON_OURS: dict[str, str] = {
     "Ozone - SCM overview / Ratis Operations latency": "Apache Ratis's metrics",
     "Ozone - SCM overview / Block deleting service throughput": "the panel joins on jvm_metrics_mem_heap_used_m "
                                                                 "(a JVM's heap) to pick SCM hosts",
-    "Ozone - Container Balancer / Cluster Unbalanced Data Size Over Time": "DataSizeUnbalancedGB is not computed",
-    "Ozone - Datanode Decommission and Maintenance / Deferred Commands Rates (Overloaded Nodes)":
-        "throttled commands are counted together (PendingReplicationLimitReachedTotal)",
-    "Ozone - Datanode Decommission and Maintenance / EC Reconstruction Command Rates":
-        "ReplicationManagerMetrics Ec*: not served",
     "Ozone - Datanode Decommission and Maintenance / Partial Replication Rates (Decommission/Maintenance)":
-        "ReplicationManagerMetrics Partial*: not served",
+        "ReplicationManagerMetrics Partial*, EcPartial*: partial replication is not done here",
     "Ozone - Datanode Decommission and Maintenance / Replication Manager Queue Sizes":
         "our ReplicationManager keeps no under/over-replicated queues",
-    "Ozone - SCM Safemode / EC Containers: Target vs Actual": "SafeModeMetrics *EC*: not served",
-    "Ozone - SCM Safemode / Last container rule refresh duration": "rule refreshes are not timed",
-    "Ozone - SCM Safemode / Last safe mode exit duration": "the safe mode exit is not timed",
 }
 
 

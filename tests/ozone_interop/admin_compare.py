@@ -181,9 +181,12 @@ def json_payload(stdout: str) -> Any:
 
 
 def noise(line: str) -> bool:
-    """A log line of the CLI's own JVM (a WARN of its logger on stderr), not an answer."""
-    return bool(re.match(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d+ (WARN|INFO|DEBUG)\b", line)) or line.startswith(
-        "\tat ")
+    """A log line of the CLI's own JVM (a WARN of its logger on stderr, a stack frame), or the notice its failover
+    proxy prints when the SCM it asked first sends it to another (which SCM it asks first depends on the run:
+    the leader moves under `scm transfer`), not an answer."""
+    return bool(re.match(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d+ (WARN|INFO|DEBUG)\b", line)
+                or re.match(r"^\S*Exception: .* Retrying in \d+ms after \d+ failover attempt\(s\)\.$", line)
+                ) or line.startswith("\tat ")
 
 
 def compare_answers(name: str, ozone: dict[str, Any], ours: dict[str, Any], is_json: bool) -> list[Difference]:

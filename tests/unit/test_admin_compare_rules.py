@@ -92,3 +92,11 @@ def test_the_report_marks_new_differences_and_unused_rules() -> None:
     assert "2 differences, 1 not allowed" in text
     assert "  NEW      b | exit" in text and "  allowed  a | exit" in text
     assert "not seen this run (allowed): z | exit" in text
+
+
+def test_a_failover_retry_notice_of_the_cli_is_not_an_answer() -> None:
+    notice = ("RemoteException: SCM Server, while invoking StorageContainerLocationProtocolPB over scm1. "
+              "Retrying in 2000ms after 0 failover attempt(s).")
+    ozone = answer("Transfer leadership successfully to random node.\n", stderr=notice + "\n")
+    ours = answer("Transfer leadership successfully to random node.\n")
+    assert compare_answers("scm transfer -r", ozone, ours, is_json=False) == []
