@@ -31,7 +31,7 @@ from .panels import Panel, all_panels, scm_panels
 pytestmark = [pytest.mark.ozone_dashboards, pytest.mark.timeout(2400)]
 SIDES = [s for s in os.environ.get("OZONE_DASHBOARDS_SCM", "ozone,ours").replace(" ", "").split(",") if s]
 JOB = "ozone-scm"
-SCRAPE = "2s"
+SCRAPE = "5s"  # also the scrape timeout: Ozone's JVMs answer /prom in seconds on a loaded machine
 SAMPLES = 5  # scrapes of every SCM before the panels are evaluated (rate() over RATE_INTERVAL needs two)
 
 # SCM panels that find no series on our ring, and why (each names metrics in NOT_SERVED, scm_server/ozone_metrics.py,
@@ -93,7 +93,11 @@ def measure(side: str, classpath: str, base: Path, panels: list[Panel]) -> dict[
                 return len(got) == len(cluster.scms) and all(
                     v == "up" for v in prom.targets_up(JOB).values())
 
-            Prometheus.wait(scraped, 180, f"{SAMPLES} successful scrapes of every SCM", interval=1)
+            try:
+                Prometheus.wait(scraped, 180, f"{SAMPLES} successful scrapes of every SCM", interval=1)
+            except AssertionError as exc:  # say why Prometheus could not scrape
+                errors = {t["scrapeUrl"]: t.get("lastError", "") for t in prom.api("targets")["activeTargets"]}
+                raise AssertionError(f"{exc}; [{side}] scrape errors: {errors}") from exc
             result = evaluate(prom, panels)
     finally:
         cluster.stop()
