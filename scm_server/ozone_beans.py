@@ -20,6 +20,7 @@ from scm_server.ozone_metrics import SCM_SERVICE, Bean, Value
 from scm_server.proto import hdds_pb2
 from scm_server.safemode.safe_mode_manager import (
     DataNodeSafeModeRule,
+    ECContainerSafeModeRule,
     HealthyPipelineSafeModeRule,
     OneReplicaPipelineSafeModeRule,
     RatisContainerSafeModeRule,
@@ -164,6 +165,10 @@ def _container_beans(scm: BeanSource, hostname: str) -> list[Bean]:
     rm_attrs["ReplicationCmdsSentTotal"] = rm.commands_issued.get("replicate", 0)
     rm_attrs["DeletionCmdsSentTotal"] = rm.commands_issued.get("delete", 0)
     rm_attrs["PendingReplicationLimitReachedTotal"] = rm.commands_throttled
+    rm_attrs["EcReconstructionCmdsSentTotal"] = rm.commands_issued.get("reconstruct", 0)
+    rm_attrs["ReplicateContainerCmdsDeferredTotal"] = rm.commands_deferred.get("replicate", 0)
+    rm_attrs["DeleteContainerCmdsDeferredTotal"] = rm.commands_deferred.get("delete", 0)
+    rm_attrs["EcReconstructionCmdsDeferredTotal"] = rm.commands_deferred.get("reconstruct", 0)
     cm = scm.container_manager
     return [
         Bean(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "ReplicationManagerMetrics", rm_attrs,
@@ -188,12 +193,23 @@ def _safe_mode_bean(scm: BeanSource, hostname: str) -> Bean:
         OneReplicaPipelineSafeModeRule: (
             "CurrentPipelinesWithAtleastOneReplicaReportedCount", "NumPipelinesWithAtleastOneReplicaReportedThreshold",
         ),
+        ECContainerSafeModeRule: (
+            "CurrentContainersWithECDataReplicaReportedCount", "NumContainerWithECDataReplicaReportedThreshold",
+        ),
     }
+    refresh = {RatisContainerSafeModeRule: "LastRatisContainerSafeModeRuleRefreshDurationMs",
+               ECContainerSafeModeRule: "LastEcContainerSafeModeRuleRefreshDurationMs"}
+    refreshes = 0
     for rule in scm.safe_mode_manager.rules:
         pair = names.get(type(rule))
         if pair is not None:
             current, threshold = rule.figures()
             attrs[pair[0]], attrs[pair[1]] = current, threshold
+        if type(rule) in refresh:
+            attrs[refresh[type(rule)]] = rule.last_refresh_ms
+            refreshes += rule.refreshes
+    attrs["NumContainerSafeModeRuleRefreshes"] = refreshes
+    attrs["ScmSafeModeExitDurationMs"] = scm.safe_mode_manager.exit_duration_ms
     return Bean(f"{SCM_SERVICE},name=SafeModeMetrics", "SafeModeMetrics", attrs, {"Hostname": hostname})
 
 
@@ -256,6 +272,7 @@ def _balancer_bean(scm: BeanSource, hostname: str) -> Bean:
         "NumContainerMovesTimeout": m.moves_timeout,
         "DataSizeMovedGB": m.moved_bytes >> 30,
         "NumDatanodesUnbalanced": m.datanodes_unbalanced,
+        "DataSizeUnbalancedGB": m.unbalanced_bytes >> 30,
         "NumDatanodesInvolvedInLatestIteration": m.datanodes_involved_last,
         "NumContainerMovesScheduledInLatestIteration": last.moves_scheduled if last else 0,
         "NumContainerMovesCompletedInLatestIteration": last.moves_completed if last else 0,

@@ -142,8 +142,13 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed(f"{SCM_SERVICE},name=SCMNodeMetrics", "NumSkippedFullNodeContainerAllocation", "not counted"),
     NotServed(f"{SCM_SERVICE},name=SCMNodeMetrics", "NumNode*ReportProcessed", "node and command-queue reports "
               "arrive inside heartbeats here: NumHBProcessed counts them"),
-    NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "Ec*", "erasure-coded containers are "
-              "repaired here (reconstruction commands) but not counted under Ozone's EC metric names yet"),
+    NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "EcDeletion*", "erasure-coded replicas are "
+              "deleted here but counted with the others (DeletionCmdsSentTotal); EcReconstructionCmds*Total are "
+              "served"),
+    NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "EcReplica*", "erasure-coded replicas are "
+              "copied and created here but not counted apart; EcReconstructionCmds*Total are served"),
+    NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "EcPartial*", "partial EC reconstruction: not "
+              "done here"),
     NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "InflightEc*", "erasure coding (as Ec*)"),
     NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "Partial*", "partial (EC) replication"),
     NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "*QueueSize", "our ReplicationManager acts on "
@@ -160,11 +165,6 @@ NOT_SERVED: tuple[NotServed, ...] = (
               "not a separate health state here"),
     NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "Replicas*Total", "replicas are counted when "
               "reports arrive, not per completed command"),
-    NotServed(f"{SCM_SERVICE},name=SafeModeMetrics", "*EC*", "erasure coding (as ReplicationManagerMetrics Ec*)"),
-    NotServed(f"{SCM_SERVICE},name=SafeModeMetrics", "*Ec*", "erasure coding"),
-    NotServed(f"{SCM_SERVICE},name=SafeModeMetrics", "*RefreshDurationMs", "rule refreshes are not timed"),
-    NotServed(f"{SCM_SERVICE},name=SafeModeMetrics", "NumContainerSafeModeRuleRefreshes", "not counted"),
-    NotServed(f"{SCM_SERVICE},name=SafeModeMetrics", "ScmSafeModeExitDurationMs", "not timed"),
     NotServed(f"{SCM_SERVICE},name=SCMBlockDeletingService", "NumBlockDeletionTransaction*odes", "per-datanode "
               "deletion outcomes; ours counts the commands sent and the transactions committed"),
     NotServed(f"{SCM_SERVICE},name=SCMBlockDeletingService", "NumBlockDeletionTransactionCreated", "not counted"),
@@ -175,8 +175,6 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed(f"{SCM_SERVICE},name=SCMBlockDeletingService", "*.[0-9]", "Ozone's per-state summaries as extra "
               "records; ours: scm_deleted_block_transactions (pending)"),
     NotServed(f"{SCM_SERVICE},name=SCMBlockDeletingService", "Num*Transactions", "not counted"),
-    NotServed(f"{SCM_SERVICE},name=ReplicationManagerMetrics", "*CmdsDeferredTotal", "throttled commands are "
-              "counted together: PendingReplicationLimitReachedTotal"),
     NotServed(f"{SCM_SERVICE},name=SCMPipelineMetrics", "NumPipeline[!C]*", "only pipelines created are counted"),
     NotServed(f"{SCM_SERVICE},name=SCMPipelineMetrics", "NumPipelineC[!r]*", "not counted"),
     NotServed(f"{SCM_SERVICE},name=SCMPipelineMetrics", "NumPipelineCreationFailed", "not counted"),
@@ -189,8 +187,6 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed(f"{SCM_SERVICE},name=SCMContainerManagerMetrics", "NumFailure*", "not counted"),
     NotServed(f"{SCM_SERVICE},name=SCMContainerManagerMetrics", "NumSuccessful*Containers", "not counted"),
     NotServed(f"{SCM_SERVICE},name=SCMContainerManagerMetrics", "NumListContainerOps", "see scm_rpc_requests_total"),
-    NotServed(f"{SCM_SERVICE},name=ContainerBalancerMetrics", "DataSizeUnbalancedGB", "not computed (the "
-              "unbalanced datanodes are counted: NumDatanodesUnbalanced)"),
     NotServed(f"{SCM_SERVICE},name=StorageContainerManagerInfo,component=ServerRuntime", "RocksDbDirectory",
               "scm.db is LevelDB (its directory is in Namespace's neighbour ozone.scm.db.dirs)"),
     NotServed(f"{SCM_SERVICE},name=StorageContainerManagerInfo,component=ServerRuntime", "RatisLogDirectory",

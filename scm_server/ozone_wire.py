@@ -114,6 +114,10 @@ def pipeline_to_wire(p: hdds_pb2.Pipeline, *, all_ports: bool = False) -> wire.P
         if leader is not None:
             out.leaderID128.CopyFrom(leader)
             out.leaderDatanodeID.uuid.CopyFrom(leader)
+    suggested = uuid_proto(p.suggestedLeaderID) if p.suggestedLeaderID else None
+    if suggested is not None:
+        out.suggestedLeaderID.CopyFrom(suggested)
+        out.suggestedLeaderDatanodeID.uuid.CopyFrom(suggested)
     out.memberOrders.extend(p.memberOrders)
     out.memberReplicaIndexes.extend(p.memberReplicaIndexes)
     if p.HasField("ecReplicationConfig"):

@@ -35,8 +35,13 @@ from scm_server.block.deleted_block_log import (
 )
 from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMConfigurations
-from scm_server.conf.groups import ReplicationManagerConfig
-from scm_server.conf.reconfiguration import RECONFIGURABLE, PropertyChange, reconfigured_group
+from scm_server.conf.groups import PipelineConfig, ReplicationManagerConfig, SafeModeConfig
+from scm_server.conf.reconfiguration import (
+    RECONFIGURABLE,
+    AdministratorsConfig,
+    PropertyChange,
+    reconfigured_group,
+)
 from scm_server.container.balancer.container_balancer import ContainerBalancer
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import ContainerStateManager
@@ -117,6 +122,10 @@ class StorageContainerManager:
     ) -> None:
         self.conf = conf
         self.config = configs
+        # ozone.administrators / ozone.readonly.administrators as last applied; the edges that check
+        # administrators register here to follow a run-time reconfiguration
+        self.administrators = AdministratorsConfig.from_conf(conf)
+        self.administrator_listeners: list[Callable[[AdministratorsConfig], None]] = []
         self.storage_config = storage_config
         self.metadata_store = metadata_store
         self.ha_manager = ha_manager
@@ -199,7 +208,8 @@ class StorageContainerManager:
             configs.scm,
         )
         self.safe_mode_manager = SCMSafeModeManager(
-            configs.safemode, self.node_manager, self.container_manager, self.pipeline_manager, ctx, self._service_manager
+            configs.safemode, self.node_manager, self.container_manager, self.pipeline_manager, ctx, self._service_manager,
+            clock=clock,
         )
         self.replication_manager = ReplicationManager(
             configs.replication,
@@ -363,6 +373,7 @@ class StorageContainerManager:
         await self._service_manager.start()
         self.safe_mode_manager.validate()
         self._tasks.append(asyncio.get_running_loop().create_task(self._health_loop(), name="scm-node-health"))
+        self._tasks.append(asyncio.get_running_loop().create_task(self._safemode_log_loop(), name="scm-safemode-log"))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -388,6 +399,14 @@ class StorageContainerManager:
                 raise
             except Exception:
                 log.exception("node health check failed; retrying next interval")
+
+    async def _safemode_log_loop(self) -> None:
+        """While in safemode, the status and each rule's progress every hdds.scm.safemode.log.interval (read
+        again before every wait: a reconfigured interval applies from the next line on)."""
+        while True:
+            await asyncio.sleep(self.safe_mode_manager.config.log_interval.total_seconds())
+            if self.safe_mode_manager.in_safe_mode():
+                log.info("%s", self.safe_mode_manager.status_line())
 
     async def run_health_check(self) -> None:
         """One pass of the node health check + safemode refresh (the background loop calls this)."""
@@ -988,13 +1007,27 @@ class StorageContainerManager:
 
     def reconfigure_property(self, change: PropertyChange) -> None:
         """Apply one changed key to the running managers; ConfigError (nothing changed) when its group refuses
-        the value. A removed key goes back to its default."""
+        the value. A removed key goes back to its default. The administrators go to the listeners the edges
+        registered (:attr:`administrator_listeners`: the Hadoop RPC administrator checks)."""
         group = reconfigured_group(self.conf, change)
         if isinstance(group, ReplicationManagerConfig):
             self.replication_manager.config = group
             self.replication_manager.interval = group.interval
             self.decommission_manager.config = group
             self.config = dataclasses.replace(self.config, replication=group)  # a new interval: after the current wait
+        elif isinstance(group, PipelineConfig):
+            ec_only = dataclasses.replace(self.pipeline_manager.config, ec_pipeline_minimum=group.ec_pipeline_minimum,
+                                          ec_pipeline_per_volume_factor=group.ec_pipeline_per_volume_factor)
+            self.pipeline_manager.config = ec_only  # read at the next EC block allocation
+            self.config = dataclasses.replace(self.config, pipeline=ec_only)
+        elif isinstance(group, SafeModeConfig):
+            self.safe_mode_manager.config = dataclasses.replace(self.safe_mode_manager.config,
+                                                                log_interval=group.log_interval)
+            self.config = dataclasses.replace(self.config, safemode=self.safe_mode_manager.config)
+        elif isinstance(group, AdministratorsConfig):
+            for listener in self.administrator_listeners:
+                listener(group)
+            self.administrators = group
         else:
             self.deleted_block_log.config = group
             self.config = dataclasses.replace(self.config, block=group)

@@ -295,11 +295,17 @@ class SafeModeConfig:
         "so late reports arrive (duration).",
         "5m",
     )
+    log_interval: timedelta = setting(
+        "hdds.scm.safemode.log.interval", "duration",
+        "While in safemode, how often the SCM logs its safemode status and each exit rule's progress (duration).",
+        "1m",
+    )
 
     @classmethod
     def from_conf(cls, conf: OzoneConfiguration) -> SafeModeConfig:
         result = _build(cls, conf)
         _check_fraction(cls, result, "threshold_pct", "healthy_pipeline_pct", "one_replica_pipeline_pct")
+        _check_positive(cls, result, "log_interval")
         if result.min_datanode < 0:
             raise ConfigError("hdds.scm.safemode.min.datanode must be >= 0 (e.g. hdds.scm.safemode.min.datanode=1)")
         return result
@@ -596,6 +602,13 @@ class ReplicationManagerConfig:
         "sent again (duration).",
         "12m",
     )
+    event_timeout_datanode_offset: timedelta = setting(
+        "hdds.scm.replication.event.timeout.datanode.offset", "duration",
+        "Subtracted from hdds.scm.replication.event.timeout to give the deadline a replicate, reconstruct or delete "
+        "command carries to the datanode, so that a datanode never acts on a command the SCM already counts as "
+        "lost (duration; at least 0, less than the event timeout).",
+        "6m",
+    )
     maintenance_replica_minimum: int = setting(
         "hdds.scm.replication.maintenance.replica.minimum", "int",
         "Replicas that must stay on in-service nodes while others are in maintenance.",
@@ -624,6 +637,12 @@ class ReplicationManagerConfig:
             raise ConfigError(
                 f"hdds.scm.replication.inflight.limit.factor: value {result.inflight_limit_factor} must not be "
                 "negative (0 for no cap; e.g. hdds.scm.replication.inflight.limit.factor=0.75)"
+            )
+        offset, timeout = result.event_timeout_datanode_offset, result.event_timeout
+        if offset.total_seconds() < 0 or offset >= timeout:
+            raise ConfigError(
+                f"hdds.scm.replication.event.timeout.datanode.offset: value {offset} must be at least 0 and less "
+                f"than hdds.scm.replication.event.timeout ({timeout}); e.g. half of it"
             )
         return result
 

@@ -12,11 +12,14 @@ comparison (:func:`changed_properties`), the re-parsed group with one key change
 which raises ConfigError for a value the group refuses) and the status values. Reading ozone-site.xml again and
 handing the new groups to the running managers happen at the edges (the reconfigure translator, the facade).
 
-Served: every ``hdds.scm.replication.*`` key this SCM declares (Ozone's ReplicationManagerConfiguration marks
-them reconfigurable) and ``hdds.scm.block.deletion.per-interval.max`` (Ozone's ScmConfig). Ozone's other
-reconfigurable keys (``ozone.administrators``, ``ozone.readonly.administrators``,
-``hdds.scm.safemode.log.interval``, the tracing and EC pipeline keys) are not listed: this SCM either does not
-have them or reads them once (docs/ozone-compatibility.md).
+Served, as Ozone 2.2.0's SCM registers them with its ReconfigurationHandler: ``ozone.administrators`` and
+``ozone.readonly.administrators`` (the administrator checks of the Hadoop RPC protocols), every
+``hdds.scm.replication.*`` key this SCM declares (Ozone's ReplicationManagerConfiguration marks them
+reconfigurable), ``hdds.scm.block.deletion.per-interval.max`` (Ozone's ScmConfig) and the two EC pipeline keys
+``ozone.scm.ec.pipeline.minimum`` and ``ozone.scm.ec.pipeline.per.volume.factor``, and
+``hdds.scm.safemode.log.interval``. Ozone's other reconfigurable keys (the under/over-replicated queue intervals and
+quasi-closed-stuck copies of its ReplicationManager, the ``ozone.tracing.*`` keys) govern parts this SCM does not
+have and are not listed (docs/ozone-compatibility.md, ReconfigureProtocol).
 """
 
 from __future__ import annotations
@@ -26,10 +29,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scm_server.conf.groups import BlockConfig, ReplicationManagerConfig
+from scm_server.conf.groups import BlockConfig, PipelineConfig, ReplicationManagerConfig, SafeModeConfig
 from scm_server.conf.ozone_configuration import OzoneConfiguration
 
-ReconfigurableGroup = ReplicationManagerConfig | BlockConfig
+ADMINISTRATORS_KEY = "ozone.administrators"
+READONLY_ADMINISTRATORS_KEY = "ozone.readonly.administrators"
+
+
+@dataclass(frozen=True)
+class AdministratorsConfig:
+    """Who the administrator checks admit (Ozone's OzoneAdmins): ``ozone.administrators`` and
+    ``ozone.readonly.administrators``, comma-separated short names, ``*`` for everyone. The SCM's own user is always
+    an administrator besides these (the edge adds it)."""
+
+    administrators: tuple[str, ...] = ()
+    readonly_administrators: tuple[str, ...] = ()
+
+    @classmethod
+    def from_conf(cls, conf: OzoneConfiguration) -> AdministratorsConfig:
+        return cls(tuple(conf.get_trimmed_list(ADMINISTRATORS_KEY)),
+                   tuple(conf.get_trimmed_list(READONLY_ADMINISTRATORS_KEY)))
+
+
+ReconfigurableGroup = ReplicationManagerConfig | BlockConfig | PipelineConfig | SafeModeConfig | AdministratorsConfig
 
 
 def _keys(cls: type[Any], *fields: str) -> dict[str, type[ReconfigurableGroup]]:
@@ -39,8 +61,12 @@ def _keys(cls: type[Any], *fields: str) -> dict[str, type[ReconfigurableGroup]]:
 
 # key -> the typed group that declares it (and whose new value the running managers get)
 RECONFIGURABLE: Mapping[str, type[ReconfigurableGroup]] = {
+    ADMINISTRATORS_KEY: AdministratorsConfig,
+    READONLY_ADMINISTRATORS_KEY: AdministratorsConfig,
     **_keys(ReplicationManagerConfig),
     **_keys(BlockConfig, "deletion_per_interval_max"),
+    **_keys(PipelineConfig, "ec_pipeline_minimum", "ec_pipeline_per_volume_factor"),
+    **_keys(SafeModeConfig, "log_interval"),
 }
 
 

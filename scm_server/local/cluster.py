@@ -65,6 +65,7 @@ FAST_SETTINGS: dict[str, str] = {
     "hdds.scmclient.failover.max.retry": "15",
     "ozone.block.deleting.service.interval": "1s",
     "hdds.scm.replication.event.timeout": "10s",
+    "hdds.scm.replication.event.timeout.datanode.offset": "5s",  # less than the event timeout, as it must be
     "ozone.scm.ha.dbtransactionbuffer.flush.interval": "1s",
 }
 

@@ -238,6 +238,8 @@ class PipelineManager:
             memberOrders=list(range(len(members))),
             creationTimeStamp=self.clock.wall_ms(),
         )
+        if leader:
+            pipeline.suggestedLeaderID = leader  # as Ozone's Pipeline keeps its suggestedLeaderId apart
         await self.state_manager.add_pipeline(pipeline)
         self._allocated_at[pipeline.id.id] = self.clock.monotonic()
         self.created_count += 1

@@ -29,9 +29,11 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scm_server.clock import Clock, SystemClock
 from scm_server.conf import SafeModeConfig
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.container_state_manager import CLOSED, QUASI_CLOSED
@@ -64,19 +66,30 @@ class SafeModeExitRule:
     def __init__(self) -> None:
         self.validated = False
         self.last = RuleResult(False, "not evaluated yet")
+        self.refreshes = 0  # evaluations (Ozone's NumContainerSafeModeRuleRefreshes for the container rules)
+        self.last_refresh_ms = 0  # how long the last evaluation took (Last*ContainerSafeModeRuleRefreshDurationMs)
 
     def figures(self) -> tuple[int, int]:
         """(what is counted now, what the rule requires), the pair Ozone's SafeModeMetrics publishes per rule;
         (1, 1) or (0, 1) for a rule that only holds or does not."""
-        return (1 if self.evaluate().ok else 0), 1
+        return (1 if self.refresh().ok else 0), 1
 
     def evaluate(self) -> RuleResult:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def refresh(self) -> RuleResult:
+        """:meth:`evaluate`, counted and timed (a duration of the evaluation, not a time of day)."""
+        start = time.perf_counter()
+        try:
+            return self.evaluate()
+        finally:
+            self.refreshes += 1
+            self.last_refresh_ms = int((time.perf_counter() - start) * 1000)
+
     def validate(self) -> bool:
         if self.validated:
             return True
-        self.last = self.evaluate()
+        self.last = self.refresh()
         if self.last.ok:
             self.validated = True
             log.info("safemode rule %s validated: %s", self.name, self.last.text)
@@ -84,7 +97,7 @@ class SafeModeExitRule:
 
     def status(self) -> hdds_pb2.SafeModeRuleStatus:
         if not self.validated:
-            self.last = self.evaluate()
+            self.last = self.refresh()
         return hdds_pb2.SafeModeRuleStatus(ruleName=self.name, validate=self.validated or self.last.ok, statusText=self.last.text)
 
 
@@ -157,7 +170,7 @@ class RatisContainerSafeModeRule(SafeModeExitRule):
         return self._total, self._total - len(self._pending or ())
 
     def figures(self) -> tuple[int, int]:
-        self.evaluate()  # fixes the counted set at the first call, as the rule's own evaluation does
+        self.refresh()  # fixes the counted set at the first call, as the rule's own evaluation does
         total, reported = self._counts()
         return reported, math.ceil(self.threshold * total)
 
@@ -273,6 +286,12 @@ class ECContainerSafeModeRule(SafeModeExitRule):
             f"safeModeCutoff (={self.threshold:.2f}) [{reported}/{total}]",
         )
 
+    def figures(self) -> tuple[int, int]:
+        """(EC containers with enough data replicas reported, the count the threshold asks for)."""
+        self.refresh()  # fixes the counted set at the first call, as the rule's own evaluation does
+        total = self._total
+        return total - len(self._pending or {}), math.ceil(self.threshold * total)
+
 
 class SCMSafeModeManager:
     def __init__(
@@ -284,8 +303,12 @@ class SCMSafeModeManager:
         scm_context: SCMContext,
         service_manager: SCMServiceManager,
         state_machine_ready: Callable[[], bool] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self.clock = clock or SystemClock()
+        self.started_at = self.clock.monotonic()
+        self.exit_duration_ms = 0  # from start to the exit of safemode (Ozone's ScmSafeModeExitDurationMs)
         self.scm_context = scm_context
         self.service_manager = service_manager
         self.rules: list[SafeModeExitRule] = [
@@ -323,6 +346,8 @@ class SCMSafeModeManager:
             return
         previous, self.status = self.status, status
         log.info("safemode status %s -> %s", previous.value, status.value)
+        if status is SafeModeStatusName.OUT_OF_SAFE_MODE:
+            self.exit_duration_ms = int((self.clock.monotonic() - self.started_at) * 1000)
         self._push()
         if previous is SafeModeStatusName.INITIAL:
             self.service_manager.notify_event_triggered(Event.PRE_CHECK_COMPLETED)
@@ -351,6 +376,13 @@ class SCMSafeModeManager:
             self._set_status(SafeModeStatusName.PRE_CHECKS_PASSED)
         self._set_status(SafeModeStatusName.OUT_OF_SAFE_MODE)
         return True
+
+    def status_line(self) -> str:
+        """One line for the periodic safemode log (``hdds.scm.safemode.log.interval``): the status and every
+        rule's last evaluation, as Ozone's SCMSafeModeManager logs them while in safemode."""
+        rules = "; ".join(
+            f"{r.name}: {'validated' if r.validated else 'not validated'} ({r.last.text})" for r in self.rules)
+        return f"SCM in safemode, status {self.status.value}, rules: {rules}"
 
     def rule_statuses(self) -> list[hdds_pb2.SafeModeRuleStatus]:
         return [r.status() for r in self.rules]

@@ -37,6 +37,7 @@ import logging
 import os
 import signal
 import ssl
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -47,6 +48,7 @@ from google.protobuf.descriptor import EnumDescriptor
 from scm_server.ca import secret_key_manager
 from scm_server.ca.secret_key_manager import SecretKeyManager
 from scm_server.conf import OzoneConfiguration, SCMConfig
+from scm_server.conf.reconfiguration import AdministratorsConfig
 from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMException, StorageError, one_line
 from scm_server.grpc_options import server_options
 from scm_server.ha import heap
@@ -59,6 +61,7 @@ from scm_server.proto.ozone import (
 from scm_server.security.core import principals
 from scm_server.security.core.identity import Role
 from scm_server.server import endpoints
+from scm_server.server.administrators import LiveAdministrators
 from scm_server.server.audit_export_service import AuditExportService
 from scm_server.server.config_check import check_daemon_config
 from scm_server.server.grpc_services import (
@@ -288,8 +291,15 @@ class SCMDaemon:
         require_authentication = kerberos is not None
         # Ozone's administrators always include the user the SCM runs as: under Kerberos, its own principal's short
         # name (the authorizer's starter user), so the SCMs of a ring are administrators of each other's calls
-        administrators = self._administrators() + (
-            (rpc_security.authorizer.settings.starter_user,) if rpc_security is not None else ())
+        administrators = LiveAdministrators(
+            self._administrators(), always=(rpc_security.authorizer.settings.starter_user,) if rpc_security else ())
+
+        def follow(group: AdministratorsConfig) -> None:  # ozone admin reconfig: from the next call on
+            administrators.replace(group.administrators)
+            if rpc_security is not None:
+                rpc_security.authorizer.set_administrators(group.administrators, group.readonly_administrators)
+
+        scm.administrator_listeners.append(follow)
         wanted, left_out = hadoop_rpc_listeners(secure=self.security is not None, kerberos=kerberos is not None)
         if left_out is not None:
             LOG.info("%s", left_out)
@@ -364,7 +374,7 @@ class SCMDaemon:
         return tuple(self.security.config.administrators) if self.security is not None else ()
 
     def _container_tokens(
-        self, scm: StorageContainerManager, administrators: tuple[str, ...], require_authentication: bool
+        self, scm: StorageContainerManager, administrators: Collection[str], require_authentication: bool
     ) -> ContainerTokens | None:
         """Container tokens are signed when hdds.container.token.enabled and secret keys are on."""
         if self.secret_keys is None or self.security is None or not self.security.config.container_token_enabled:
@@ -375,8 +385,10 @@ class SCMDaemon:
         """HTTP and/or HTTPS (``ozone.http.policy``) serving the same app."""
         policy = self.security.config.https.value if self.security is not None else "HTTP_ONLY"
         http_host, http_port = endpoints.http_address(get, self.node)
+        administrators = LiveAdministrators(self._administrators())
+        scm.administrator_listeners.append(lambda group: administrators.replace(group.administrators))
         app = make_app(scm, self.listening.as_dict(), self.conf, secure=self.security is not None,
-                       administrators=self._administrators())
+                       administrators=administrators)
         self.web_runner = web.AppRunner(app, access_log=None)
         await self.web_runner.setup()
         sites: list[tuple[str, str, int, Any]] = []

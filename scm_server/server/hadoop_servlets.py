@@ -211,7 +211,7 @@ class Servlets:
         self._conf = conf
         self._source_of = source_of
         self._secure = secure
-        self._administrators = tuple(administrators)
+        self._administrators = administrators  # a LiveAdministrators follows ozone admin reconfig
 
     def bean_list(self) -> list[Bean]:
         return self._beans()

@@ -77,6 +77,9 @@ class ReconCluster(OzoneCluster):
             "ozone.recon.db.dir": str(data / "db"),
             "ozone.recon.om.db.dir": str(data / "om"),
             "ozone.recon.scm.db.dirs": str(data / "scm"),
+            # the datanodes report to ozone.recon.address; Recon binds its datanode endpoint on this key (default
+            # 0.0.0.0:9891), so both name the same port
+            "ozone.recon.datanode.address": f"{LOOPBACK}:{self.recon_ports['rpc']}",
             "ozone.recon.http-bind-host": LOOPBACK,
             "ozone.recon.https-bind-host": LOOPBACK,
             # build SCM's view through SCM client calls, not a RocksDB checkpoint of scm.db (see the module doc)

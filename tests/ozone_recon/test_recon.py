@@ -60,7 +60,8 @@ def _scm_view(c: ReconCluster) -> tuple[set[str], set[str], set[int]]:
     nodes = json.loads(c.admin("datanode", "list", "--json"))
     pipelines = json.loads(c.admin("pipeline", "list", "--json"))
     containers = json.loads(c.admin("container", "list", "--all"))  # JSON without a flag
-    uuids = {str(_details(n).get("uuid") or _details(n).get("uuidString")) for n in nodes}
+    # Ozone 2.2.0's CLI prints each datanode flat, its UUID under "id"; older ones nest it under datanodeDetails
+    uuids = {str(_details(n).get("uuid") or _details(n).get("uuidString") or _details(n).get("id")) for n in nodes}
     open_pipelines = {_pipeline_id(p) for p in pipelines if "OPEN" in str(p.get("pipelineState", p.get("state")))}
     ids = {int(x["containerID"]) for x in containers}
     return uuids, open_pipelines, ids

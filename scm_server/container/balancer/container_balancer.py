@@ -37,6 +37,7 @@ from scm_server.container.balancer.core import (
     Move,
     NodeUsage,
     plan_iteration,
+    unbalanced_bytes,
 )
 from scm_server.container.container_manager import ContainerManager
 from scm_server.container.replication.health import PlannedCommand
@@ -218,6 +219,7 @@ class BalancerMetrics:
     moves_timeout: int = 0
     moved_bytes: int = 0
     datanodes_unbalanced: int = 0
+    unbalanced_bytes: int = 0  # summed over the iterations' starts, as Ozone's DataSizeUnbalancedGB grows
     last: BalancerIterationStatus | None = None
     datanodes_involved_last: int = 0
 
@@ -375,8 +377,10 @@ class ContainerBalancer(BackgroundSCMService):
 
     async def _start_iteration(self, record: hdds_pb2.ContainerBalancerConfigurationProto, now: float) -> None:
         nodes, containers = self._view(record)
-        plan = plan_iteration(nodes, containers, limits_of(record))
+        limits = limits_of(record)
+        plan = plan_iteration(nodes, containers, limits)
         self.metrics.datanodes_unbalanced = len(plan.over_utilized) + len(plan.under_utilized)
+        self.metrics.unbalanced_bytes += unbalanced_bytes(nodes, limits.threshold)
         number = record.nextIterationIndex + 1
         if plan.balanced or not plan.moves:
             why = "the cluster is balanced" if plan.balanced else "no container can move within the limits"

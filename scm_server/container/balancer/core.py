@@ -116,6 +116,17 @@ def classify(nodes: Sequence[NodeUsage], threshold: float) -> tuple[float, tuple
     return avg, over, under
 
 
+def unbalanced_bytes(nodes: Sequence[NodeUsage], threshold: float) -> int:
+    """The data out of balance, as Ozone's balancer measures it at an iteration's start: the bytes the
+    over-utilized datanodes hold above the upper limit or the under-utilized ones lack below the lower limit,
+    whichever is more."""
+    avg = average_utilization(nodes)
+    upper, lower = avg + threshold, avg - threshold
+    over = sum(n.capacity * (n.utilization - upper) for n in nodes if n.utilization > upper)
+    under = sum(n.capacity * (lower - n.utilization) for n in nodes if n.utilization < lower)
+    return int(max(over, under))
+
+
 def phi(nodes: Sequence[NodeUsage]) -> float:
     """The capacity-weighted spread of utilizations around the average that every move lowers."""
     avg = average_utilization(nodes)

@@ -257,6 +257,9 @@ class ReplicationManager(BackgroundSCMService):
         self.last_results: dict[int, CheckResult] = {}
         self.commands_issued: dict[str, int] = defaultdict(int)
         self.commands_throttled = 0
+        # commands not sent because their datanode was at its queue limit, by kind (Ozone's *CmdsDeferredTotal);
+        # commands_throttled counts these and the cluster-wide in-flight limit together
+        self.commands_deferred: dict[str, int] = defaultdict(int)
         self._pass_inflight_limit = 0
         self.runs = 0
 
@@ -366,11 +369,18 @@ class ReplicationManager(BackgroundSCMService):
         unknown datanode, a close already queued). The ContainerBalancer's moves go this way."""
         return self._send(container_id, cmd)
 
+    def datanode_deadline_ms(self) -> int:
+        """The deadline a command sent now carries to its datanode (wall clock, ms): the SCM's own deadline
+        (hdds.scm.replication.event.timeout from now) less hdds.scm.replication.event.timeout.datanode.offset, as
+        Ozone's ReplicationManager sets it, so the datanode drops the command before the SCM sends it again."""
+        timeout = self.config.event_timeout - self.config.event_timeout_datanode_offset
+        return self.clock.wall_ms() + int(timeout.total_seconds() * 1000)
+
     def _send(self, container_id: int, cmd: PlannedCommand) -> bool:
         node = self.node_manager.get_node(cmd.datanode)
         if node is None:
             return False
-        deadline_ms = self.clock.wall_ms() + int(self.config.event_timeout.total_seconds() * 1000)
+        deadline_ms = self.datanode_deadline_ms()
         deadline = self.clock.monotonic() + self.config.event_timeout.total_seconds()
         if cmd.kind in ("replicate", "reconstruct") and self._inflight_limit_reached():
             self.commands_throttled += 1
@@ -378,6 +388,7 @@ class ReplicationManager(BackgroundSCMService):
         if cmd.kind == "replicate":
             if self.replication_load(cmd.datanode) >= self.config.datanode_replication_limit:
                 self.commands_throttled += 1
+                self.commands_deferred[cmd.kind] += 1
                 return False
             sources = [self.node_manager.require_node(s).details for s in cmd.sources if self.node_manager.get_node(s)]
             proto = scm_datanode_pb2.SCMCommandProto(
@@ -394,6 +405,7 @@ class ReplicationManager(BackgroundSCMService):
         elif cmd.kind == "reconstruct":
             if not self._send_reconstruction(container_id, cmd, deadline_ms, deadline):
                 self.commands_throttled += 1
+                self.commands_deferred[cmd.kind] += 1
                 return False
         elif cmd.kind == "delete":
             queued = self.pending_ops.count_for(cmd.datanode, PendingOpType.DELETE) + node.command_queue_report.get(
@@ -401,6 +413,7 @@ class ReplicationManager(BackgroundSCMService):
             )
             if queued >= self.config.datanode_delete_limit:
                 self.commands_throttled += 1
+                self.commands_deferred[cmd.kind] += 1
                 return False
             proto = scm_datanode_pb2.SCMCommandProto(
                 commandType=CommandType.deleteContainerCommand,

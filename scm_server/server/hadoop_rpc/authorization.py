@@ -290,6 +290,12 @@ class Authorizer:
         self.admins = frozenset(settings.administrators) | {settings.starter_user}
         self.readonly_admins = frozenset(settings.readonly_administrators)
 
+    def set_administrators(self, administrators: Collection[str], readonly_administrators: Collection[str]) -> None:
+        """``ozone.administrators`` / ``ozone.readonly.administrators`` changed at run time (``ozone admin
+        reconfig``): checked from the next call on; the SCM's own user stays an administrator."""
+        self.admins = frozenset(administrators) | {self.settings.starter_user}
+        self.readonly_admins = frozenset(readonly_administrators)
+
     def client_principal_needs_host(self, protocol: str) -> bool:
         """Whether :meth:`connection` needs the caller's canonical host name (a ``_HOST`` client principal)."""
         service = SERVICES.get(protocol)

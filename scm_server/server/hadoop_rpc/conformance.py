@@ -442,10 +442,14 @@ RECONFIGURE_NOTES: Mapping[str, Note] = {
         "U, O, K",
     ),
     "listReconfigureProperties": Note(
-        "every SCM; sorted: the `hdds.scm.replication.*` keys this SCM declares and "
-        "`hdds.scm.block.deletion.per-interval.max`. Not listed (Ozone 2.2.0 lists them): "
-        "`ozone.administrators`, `ozone.readonly.administrators`, `hdds.scm.safemode.log.interval`, the "
-        "tracing and EC pipeline keys, which this SCM lacks or reads once",
+        "every SCM; sorted: `ozone.administrators` and `ozone.readonly.administrators` (the Hadoop RPC and "
+        "/logLevel administrator checks, from the next call on), the `hdds.scm.replication.*` keys this SCM "
+        "declares (with `event.timeout.datanode.offset`: the deadline commands carry to datanodes), "
+        "`hdds.scm.block.deletion.per-interval.max`, `ozone.scm.ec.pipeline.minimum`, "
+        "`ozone.scm.ec.pipeline.per.volume.factor` and `hdds.scm.safemode.log.interval` (the periodic safemode "
+        "status line). Not listed (Ozone 2.2.0 lists them): the under/over-replicated queue intervals and the "
+        "quasi-closed-stuck copies keys (this ReplicationManager has no such queues or rule) and the "
+        "`ozone.tracing.*` keys (no tracing)",
         "U, O",
     ),
 }

@@ -74,7 +74,7 @@ class SecretKeyService:
     ) -> None:
         self.manager = manager
         self.leadership = leadership
-        self.administrators = tuple(administrators)
+        self.administrators = administrators  # a LiveAdministrators follows ozone admin reconfig
         self.require_authentication = require_authentication
 
     async def answer(self, call: Call) -> bytes:

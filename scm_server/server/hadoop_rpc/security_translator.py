@@ -222,7 +222,7 @@ class SecurityTranslator:
         # hdds.scm.kerberos.principal)
         self.primaries = dict(primaries or {Role.DATANODE: "dn", Role.OM: "OM", Role.SCM: "scm"})
         self.leadership = leadership
-        self.administrators = tuple(administrators)
+        self.administrators = administrators  # a LiveAdministrators follows ozone admin reconfig
 
     async def call(self, method: str, call: Call) -> bytes:
         request = parse_request(call.body, Request())

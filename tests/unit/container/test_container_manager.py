@@ -239,6 +239,7 @@ async def test_replication_limit_counts_datanode_reported_queue(tmp_path: Path) 
     scm.node_manager.clear_command_queues()
     await scm.replication_manager.run_once()
     assert scm.replication_manager.commands_throttled == 1
+    assert dict(scm.replication_manager.commands_deferred) == {"replicate": 1}  # ReplicateContainerCmdsDeferredTotal
     assert all(not scm.node_manager.queued_commands(d.uuid, T.replicateContainerCommand) for d in dns)
     idle = scm_datanode_pb2.CommandQueueReportProto(command=[T.replicateContainerCommand], count=[0])
     for dn in dns[2:]:

@@ -49,6 +49,8 @@ async def test_the_cluster_wide_inflight_cap(tmp_path: Path) -> None:
         await scm.replication_manager.run_once()
         assert sum(reconstructions(scm).values()) == 3
         assert scm.replication_manager.commands_throttled == 7
+        assert scm.replication_manager.commands_deferred["reconstruct"] == 0  # the cluster cap, not a datanode's
+        assert scm.replication_manager.commands_issued["reconstruct"] == 3  # EcReconstructionCmdsSentTotal
     finally:
         await scm.stop()
 
@@ -68,6 +70,7 @@ async def test_per_target_limit_counts_queued_reconstructions_by_weight(tmp_path
         assert sent[dns[2].uuid] == 1  # 3 queued + 1 pending reaches the limit of 4
         assert sent[dns[3].uuid] == sent[dns[4].uuid] == sent[dns[5].uuid] == 4
         assert scm.replication_manager.commands_throttled == 3
+        assert scm.replication_manager.commands_deferred["reconstruct"] == 3  # EcReconstructionCmdsDeferredTotal
         # every reconstruction went to its own (single) target, the coordinator, naming both sources
         for dn in dns[2:]:
             for cmd in scm.node_manager.queued_commands(dn.uuid, T.reconstructECContainersCommand):

@@ -132,3 +132,16 @@ def test_every_admin_command_is_a_location_protocol_command() -> None:
 def test_host_expansion_lowercases_and_leaves_other_forms() -> None:
     assert authz.server_principal(f"scm/_HOST@{R}", "SCM-0.Example.com") == f"scm/scm-0.example.com@{R}"
     assert authz.server_principal(f"scm/fixed@{R}", "x") == f"scm/fixed@{R}"
+
+
+def test_administrators_reconfigured_at_run_time_apply_to_the_next_check() -> None:
+    """``ozone admin reconfig`` hands new ozone.administrators / ozone.readonly.administrators to the running
+    authorizer: the next command is checked against them; the SCM's own user stays an administrator."""
+    a = authorizer()
+    alice, dave = f"alice@{R}", f"dave@{R}"
+    assert a.command(alice, "StartReplicationManager") is not None
+    a.set_administrators(("alice",), ("dave",))
+    assert a.command(alice, "StartReplicationManager") is None
+    assert a.command(f"admin@{R}", "StartReplicationManager") is not None  # no longer listed
+    assert a.command(dave, "GetContainer") is None and a.command(dave, "StartReplicationManager") is not None
+    assert a.command(f"scm/host@{R}", "StartReplicationManager") is None  # the starter user

@@ -362,3 +362,17 @@ async def test_datanode_list_carries_its_volume_counts(admin: Any) -> None:
     nodes = await call(wire_loc.QueryNode, nodeQueryRequest={"scope": wire.QueryScope.CLUSTER, "state": wire.HEALTHY})
     (node,) = [n for n in nodes.nodeQueryResponse.datanodes if n.nodeID.uuid == dns[0].uuid]
     assert (node.totalVolumeCount, node.healthyVolumeCount, list(node.failedVolumes)) == (3, 2, ["/data2"])
+
+
+async def test_pipelines_carry_their_suggested_leader(admin: Any) -> None:
+    """`pipeline list --json` and `container info --json` print Ozone's suggestedLeaderId: the member the
+    leader-choose policy suggested when the pipeline was made, kept apart from the leader the datanodes elect."""
+    call, scm, _dns = admin
+    listed = await call(wire_loc.ListPipelines, listPipelineRequest={})
+    ratis = [p for p in listed.listPipelineResponse.pipelines if p.type == wire.RATIS]
+    assert ratis, "the fixture's cluster has RATIS pipelines"
+    for p in ratis:
+        ours = scm.pipeline_manager.get_pipeline(ozone_wire.pipeline_id_from_wire(p.id).id)
+        assert ours.suggestedLeaderID and ours.suggestedLeaderID in {m.uuid for m in ours.members}
+        assert ozone_wire.uuid_text(p.suggestedLeaderID) == ours.suggestedLeaderID
+        assert ozone_wire.uuid_text(p.suggestedLeaderDatanodeID.uuid) == ours.suggestedLeaderID

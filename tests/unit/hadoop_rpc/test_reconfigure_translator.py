@@ -143,3 +143,58 @@ def test_changed_properties_cover_added_removed_and_changed_keys() -> None:
     assert changes[1].new_value is None  # a key without a default removed from the file: unset
     assert reconfigurable_changes([PropertyChange(LIMIT, None, "3"), PropertyChange("x", None, "1")]) == [
         PropertyChange(LIMIT, None, "3")]
+
+
+async def test_every_key_ozone_lists_that_this_scm_has_is_applied_at_run_time(served: Any) -> None:
+    """The keys beyond the replication manager's limits: the datanode deadline offset (commands sent from now on
+    carry the new deadline), the EC pipeline keys (the pipeline manager's next EC allocation reads them) and the
+    administrators (handed to the listeners the edges registered, which check calls with them)."""
+    call, scm, site, _t = served
+    offset, ec_min, ec_factor = ("hdds.scm.replication.event.timeout.datanode.offset", "ozone.scm.ec.pipeline.minimum",
+                                 "ozone.scm.ec.pipeline.per.volume.factor")
+    admins, readonly = "ozone.administrators", "ozone.readonly.administrators"
+    assert {offset, ec_min, ec_factor, admins, readonly} <= set(scm.reconfigurable_properties())
+    heard: list[Any] = []
+    scm.administrator_listeners.append(heard.append)
+    before = scm.replication_manager.datanode_deadline_ms() - scm.clock.wall_ms()
+    assert before == 6 * 60 * 1000  # 12 minutes' event timeout less the 6 minutes' default offset
+
+    write_site(site, {LIMIT: "20", offset: "10m", ec_min: "2", ec_factor: "0.5", admins: "alice, bob",
+                      readonly: "carol"})
+    status = await call.start_and_wait()
+    errors = {c.name: c.errorMessage for c in status.changes if c.HasField("errorMessage")}
+    assert errors == {} and {c.name for c in status.changes} == {offset, ec_min, ec_factor, admins, readonly}
+    assert scm.replication_manager.datanode_deadline_ms() - scm.clock.wall_ms() == 2 * 60 * 1000
+    assert (scm.pipeline_manager.config.ec_pipeline_minimum, scm.pipeline_manager.config.ec_pipeline_per_volume_factor
+            ) == (2, 0.5)
+    assert heard[-1].administrators == ("alice", "bob") and heard[-1].readonly_administrators == ("carol",)
+    assert scm.administrators == heard[-1]
+
+    write_site(site, {LIMIT: "20", offset: "12m", ec_min: "2", ec_factor: "0.5", admins: "alice, bob",
+                      readonly: "carol"})  # not less than the 12 minutes' event timeout: refused, nothing applied
+    (refused,) = (await call.start_and_wait()).changes
+    assert refused.name == offset and "must be at least 0 and less than" in refused.errorMessage
+    assert scm.replication_manager.config.event_timeout_datanode_offset.total_seconds() == 600
+
+
+async def test_safemode_log_interval_reconfigured_paces_the_running_log(
+        served: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """hdds.scm.safemode.log.interval: while in safemode the SCM logs its status and rules every interval; a
+    reconfigured interval is read before the next wait."""
+    call, scm, site, _t = served
+    assert scm.safe_mode_manager.in_safe_mode(), "the harness SCM has no datanodes: it stays in safemode"
+    assert scm.safe_mode_manager.config.log_interval.total_seconds() == 60
+    write_site(site, {LIMIT: "20", "hdds.scm.safemode.log.interval": "50ms"})
+    (change,) = (await call.start_and_wait()).changes
+    assert change.name == "hdds.scm.safemode.log.interval" and not change.HasField("errorMessage")
+    caplog.set_level("INFO", logger="scm_server.scm")
+    task = asyncio.get_running_loop().create_task(scm._safemode_log_loop())
+    try:
+        deadline = asyncio.get_running_loop().time() + TASK_TIMEOUT
+        while sum("SCM in safemode" in r.getMessage() for r in caplog.records) < 2:
+            assert asyncio.get_running_loop().time() < deadline, "no safemode status lines at a 50 ms interval"
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    line = next(r.getMessage() for r in caplog.records if "SCM in safemode" in r.getMessage())
+    assert "DataNodeSafeModeRule: not validated" in line, line

@@ -220,10 +220,25 @@ async def test_ec_container_rule_needs_data_replicas(tmp_path: Path) -> None:
         await dn.register(again)
     ok, text = rules(again)["ECContainerSafeModeRule"]
     assert not ok and "[0/1]" in text  # two of the three data replicas a read needs
+    ec_rule = next(r for r in again.safe_mode_manager.rules if r.name == "ECContainerSafeModeRule")
+    assert ec_rule.figures() == (0, 1)  # SafeModeMetrics' EC counts: reported, threshold
     assert rules(again)["RatisContainerSafeModeRule"][0]  # EC containers are not the Ratis rule's
     for dn in dns[2:]:
         await dn.register(again)
     ok, text = rules(again)["ECContainerSafeModeRule"]
     assert ok and "[1/1]" in text
+    assert ec_rule.figures() == (1, 1) and ec_rule.refreshes > 0 and ec_rule.last_refresh_ms >= 0
     assert not again.in_safe_mode()[0]
     await again.stop()
+
+
+async def test_exit_duration_is_measured_on_the_injected_clock(tmp_path: Path) -> None:
+    """SafeModeMetrics' ScmSafeModeExitDurationMs: from the manager's start to the exit of safemode."""
+    clock = FakeClock()
+    scm = await make_scm(tmp_path, clock)
+    assert scm.safe_mode_manager.exit_duration_ms == 0
+    clock.advance(42.5)
+    await bring_up(scm, make_datanodes(3))
+    assert not scm.in_safe_mode()[0]
+    assert scm.safe_mode_manager.exit_duration_ms == 42_500
+    await scm.stop()

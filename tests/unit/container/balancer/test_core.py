@@ -16,6 +16,7 @@ from scm_server.container.balancer.core import (
     classify,
     phi,
     plan_iteration,
+    unbalanced_bytes,
 )
 
 GB = 1 << 30
@@ -299,3 +300,12 @@ def test_a_source_that_falls_below_the_average_is_a_new_target_for_the_others() 
     assert moves == _plain_greedy(nodes, containers, limits)
     assert [(m.container_id, m.source, m.target) for m in moves] == [(2, "dn3", "dn0"), (13, "dn0", "dn5"),
                                                                       (12, "dn3", "dn0")]
+
+
+def test_unbalanced_bytes_is_the_larger_side_outside_the_limits() -> None:
+    """DataSizeUnbalancedGB's measure: average 50 %, limits 40 % and 60 %: 30 GB above on one datanode, 10 GB
+    lacking on each of the two others: the larger side counts."""
+    nodes = [NodeUsage("a", 100 * GB, 90 * GB), NodeUsage("b", 100 * GB, 30 * GB), NodeUsage("c", 100 * GB, 30 * GB)]
+    # over: 100 GB x (0.9 - 0.6) = 30 GB; under: 2 x 100 GB x (0.4 - 0.3) = 20 GB (within float rounding)
+    assert abs(unbalanced_bytes(nodes, 0.10) - 30 * GB) < 1024
+    assert unbalanced_bytes(nodes, 0.40) == 0  # every datanode within 40 points of the average
