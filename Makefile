@@ -152,8 +152,11 @@ audit-wheels: env ## PySpark and pyarrow wheels into dist/audit-wheels (for the 
 	rm -rf dist/audit-wheels
 	$(BIN)/python -m pip wheel --quiet "pyspark==4.3.0" "pyarrow==26.0.1" -w dist/audit-wheels
 
+# AUDIT_IMAGE_TAG=...: another tag (a second worktree's node tier beside the CI's; OZONE_SCM_NODE_AUDIT_IMAGE names it)
+AUDIT_IMAGE_TAG ?= ozone-scm-audit:dev
+
 audit-image: wheels audit-wheels ## the Spark audit image ozone-scm-audit:dev (target audit: Java 17 + PySpark)
-	IMAGE_TARGET=audit IMAGE_TAG=ozone-scm-audit:dev BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
+	IMAGE_TARGET=audit IMAGE_TAG=$(AUDIT_IMAGE_TAG) BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
 
 base-image: ## the local Debian base image (debootstrap, no registry needed; reused while it exists)
 	bash scripts/build_base_image.sh

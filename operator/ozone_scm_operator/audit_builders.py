@@ -160,6 +160,7 @@ def spark_kubernetes_conf(ref: ClusterRef, spec: ClusterSpec) -> list[str]:
         f"spark.executor.instances={ex.instances}",
         f"spark.executor.cores={ex.cores}",
         f"spark.executor.memory={ex.memory}",
+        *([f"spark.kubernetes.executor.request.cores={ex.cpu_request}"] if ex.cpu_request else []),
         f"spark.kubernetes.container.image={audit_image(spec)}",
         f"spark.kubernetes.container.image.pullPolicy={spec.image_pull_policy}",
         f"spark.kubernetes.executor.podNamePrefix={ref.name}-audit",

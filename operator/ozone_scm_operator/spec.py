@@ -202,6 +202,7 @@ class AuditExecutors:
     instances: int = 2
     cores: int = 1
     memory: str = "1g"
+    cpu_request: str | None = None  # the Pod's CPU request; None: ``cores``
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,8 +362,12 @@ def _audit_executors(ex: _Reader, d: AuditExecutors) -> AuditExecutors:
         ex.problem("memory", f"{memory!r} is not a Spark memory size; write a number and a unit k, m, g or t, "
                              "like 1g or 512m")
         memory = d.memory
+    cpu = ex.opt_str("cpuRequest")
+    if cpu is not None and not (_QUANTITY.match(cpu) or re.match(r"^[0-9]+m$", cpu)):
+        ex.problem("cpuRequest", f"{cpu!r} is not a CPU quantity; write it like 250m or 1")
+        cpu = None
     return AuditExecutors(instances=ex.int("instances", d.instances, 1), cores=ex.int("cores", d.cores, 1),
-                          memory=memory)
+                          memory=memory, cpu_request=cpu)
 
 
 def _kerberos(kr: _Reader) -> KerberosSpec | None:

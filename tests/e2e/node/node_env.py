@@ -32,7 +32,8 @@ from tests.e2e.node.cluster import Node
 # as the kind tier loads them; Kubernetes reads a bare name as docker.io/library/<name>.
 # OZONE_SCM_NODE_IMAGE: another local tag of `make image`'s image, for two node tiers sharing one podman store
 SCM_IMAGE = os.environ.get("OZONE_SCM_NODE_IMAGE", "localhost/ozone-scm:dev")
-AUDIT_IMAGE = "localhost/ozone-scm-audit:dev"
+# OZONE_SCM_NODE_AUDIT_IMAGE: likewise for `make audit-image AUDIT_IMAGE_TAG=...`
+AUDIT_IMAGE = os.environ.get("OZONE_SCM_NODE_AUDIT_IMAGE", "localhost/ozone-scm-audit:dev")
 TAGS = {SCM_IMAGE: ("ozone-scm:dev", "ozone-scm:0.1.0", "ozone-scm:0.2.0"), AUDIT_IMAGE: ("ozone-scm-audit:0.1.0",)}
 
 

@@ -143,7 +143,7 @@ def test_executors_on_kubernetes_the_audit_pod_is_sparks_driver_and_the_export_i
 
     spec, problems = parse_spec({"image": "ozone-scm:1.2", "imagePullSecrets": [{"name": "regcred"}], "audit": {
         "enabled": True, "master": "k8s://https://kubernetes.default.svc",
-        "executors": {"instances": 3, "cores": 2, "memory": "768m"}}})
+        "executors": {"instances": 3, "cores": 2, "memory": "768m", "cpuRequest": "250m"}}})
     assert problems == [] and spec.audit.on_kubernetes
     ps = pod_spec(audit_builders.build_audit_cronjob(REF, spec, suspend=False))
     assert ps["serviceAccountName"] == "ozone-scm-audit" and ps["automountServiceAccountToken"] is True
@@ -156,7 +156,7 @@ def test_executors_on_kubernetes_the_audit_pod_is_sparks_driver_and_the_export_i
     assert cmd[cmd.index("--input") + 1] == shared and cmd[cmd.index("--master") + 1] == spec.audit.master
     confs = dict(c.split("=", 1) for c in (cmd[i + 1] for i, a in enumerate(cmd) if a == "--conf"))
     assert confs["spark.executor.instances"] == "3" and confs["spark.executor.cores"] == "2"
-    assert confs["spark.executor.memory"] == "768m"
+    assert confs["spark.executor.memory"] == "768m" and confs["spark.kubernetes.executor.request.cores"] == "250m"
     assert confs["spark.kubernetes.container.image"] == "ozone-scm-audit:1.2"
     assert confs["spark.driver.host"] == "scm-audit-driver.$(POD_NAMESPACE).svc"
     assert confs["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
@@ -188,7 +188,8 @@ def test_local_mode_keeps_its_pod_as_it_was_and_bad_executor_fields_are_named() 
     ps = pod_spec(audit_builders.build_audit_cronjob(REF, spec, suspend=False))
     assert ps["automountServiceAccountToken"] is False and "serviceAccountName" not in ps
     assert "--executor-pod-template" not in ps["containers"][0]["command"]
-    _, problems = parse_spec({"audit": {"executors": {"memory": "1GB", "instances": 0},
+    _, problems = parse_spec({"audit": {"executors": {"memory": "1GB", "instances": 0, "cpuRequest": "lots"},
                                         "serviceAccountName": "Not_A_Name"}})
     fields = {p.field for p in problems}
-    assert fields == {"audit.executors.memory", "audit.executors.instances", "audit.serviceAccountName"}, problems
+    assert fields == {"audit.executors.memory", "audit.executors.instances", "audit.executors.cpuRequest",
+                      "audit.serviceAccountName"}, problems
