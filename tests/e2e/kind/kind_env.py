@@ -6,7 +6,8 @@ Per scenario, as in the control-plane tier (``tests/e2e/controlplane/env.py``): 
 ``pod-security.kubernetes.io/enforce=restricted``, ``helm install`` of the chart into it with ``watchNamespaces`` set
 to it, and the operator process on this machine authenticated as the chart's ServiceAccount (a TokenRequest token in
 a kubeconfig; the chart's Deployment is scaled to 0 so that one operator runs, the one the scenario starts, stops,
-crashes with a failpoint and reads the log of). The operator and the scenarios' checks (``scm_check``) reach the SCMs
+crashes with a failpoint and reads the log of) -- or, with ``operator="pod"`` (the node tier's default), the chart's
+Deployment Pod itself (``PodOperatorEnv``), which the scenario scales up and down. The operator and the scenarios' checks (``scm_check``) reach the SCMs
 by Pod IP: the session fixture routes every node's Pod CIDR through that node's address on the kind network.
 
 What the kubelet fixture does in the other tiers, ``KindNodes`` does on kind's nodes:
