@@ -294,7 +294,7 @@ def test_the_charts_operator_pod_reaches_the_api_through_the_kubernetes_service_
         return conds.get("Ready") == "True" and [m.get("ready") for m in st.get("members") or ()] == [True]
 
     wait_until(ring_ready, 300, "the one-member ring Ready", poll=1, alive=node.check_alive)
-    member = pod(admin, ns, "scm-0")
+    member = pod(admin, ns, "smoke-0")  # the member Pod is named after the cluster
     assert member["spec"]["nodeName"] == NODE_NAME and ready(member)
     # kubelet never had to restart an operator (a crash, or a failed liveness probe)
     assert all(container_status(p)["restartCount"] == 0 for p in operator_pods()), operator_pods()
