@@ -154,6 +154,9 @@ def spark_kubernetes_conf(ref: ClusterRef, spec: ClusterSpec) -> list[str]:
         "spark.kubernetes.namespace=$(POD_NAMESPACE)",
         "spark.kubernetes.driver.pod.name=$(POD_NAME)",
         f"spark.driver.host={service}.$(POD_NAMESPACE).svc",
+        # Spark 4.1+ hands executors spark.driver.bindAddress (here 0.0.0.0) as the driver's address unless told to
+        # use spark.driver.host, the Service above (found on the node: executors dialled 0.0.0.0:7078)
+        "spark.kubernetes.executor.useDriverPodIP=false",
         "spark.driver.bindAddress=0.0.0.0",
         f"spark.driver.port={DRIVER_PORT}",
         f"spark.driver.blockManager.port={BLOCK_MANAGER_PORT}",

@@ -159,6 +159,8 @@ def test_executors_on_kubernetes_the_audit_pod_is_sparks_driver_and_the_export_i
     assert confs["spark.executor.memory"] == "768m" and confs["spark.kubernetes.executor.request.cores"] == "250m"
     assert confs["spark.kubernetes.container.image"] == "ozone-scm-audit:1.2"
     assert confs["spark.driver.host"] == "scm-audit-driver.$(POD_NAMESPACE).svc"
+    # executors dial spark.driver.host (the Service), not the bind address 0.0.0.0 (Spark 4.1+'s default)
+    assert confs["spark.kubernetes.executor.useDriverPodIP"] == "false"
     assert confs["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
     assert confs["spark.kubernetes.namespace"] == "$(POD_NAMESPACE)"
     assert {e["name"] for e in audit["env"]} >= {"POD_NAME", "POD_NAMESPACE"}  # what $(...) expands from
