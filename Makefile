@@ -152,8 +152,11 @@ audit-wheels: env ## PySpark and pyarrow wheels into dist/audit-wheels (for the 
 	rm -rf dist/audit-wheels
 	$(BIN)/python -m pip wheel --quiet "pyspark==4.3.0" "pyarrow==26.0.1" -w dist/audit-wheels
 
+# AUDIT_IMAGE_TAG=...: another tag (a second worktree's node tier beside the CI's; OZONE_SCM_NODE_AUDIT_IMAGE names it)
+AUDIT_IMAGE_TAG ?= ozone-scm-audit:dev
+
 audit-image: wheels audit-wheels ## the Spark audit image ozone-scm-audit:dev (target audit: Java 17 + PySpark)
-	IMAGE_TARGET=audit IMAGE_TAG=ozone-scm-audit:dev BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
+	IMAGE_TARGET=audit IMAGE_TAG=$(AUDIT_IMAGE_TAG) BASE_IMAGE=$(BASE_IMAGE) bash scripts/build_image.sh
 
 base-image: ## the local Debian base image (debootstrap, no registry needed; reused while it exists)
 	bash scripts/build_base_image.sh
@@ -177,8 +180,10 @@ k8s-node: k8s-control-plane ## + kubelet, kube-scheduler, kube-proxy (same k8s.i
 	bash scripts/install_k8s_node_runtime.sh
 	bash scripts/build_k8s_node.sh
 
-e2e-node: env k8s-tools k8s-node image ## a real single node (kubelet + containerd, kube-proxy, CoreDNS) in namespaces of its own: the smoke test and the CI subset of the shared scenario list (.ci/run)
-	OZONE_SCM_NODE_LIST=ci $(PYTEST) tests/e2e/node/test_node_smoke.py tests/e2e/node/test_node_scenarios.py -m node -q --durations=20
+e2e-node: env k8s-tools k8s-node image audit-image ## a real single node (kubelet + containerd, kube-proxy, CoreDNS) in namespaces of its own, the operator in its Deployment Pod: the smoke test, the audit with executor Pods and the CI subset of the shared scenario list (.ci/run)
+	@start=$$(date +%s); OZONE_SCM_NODE_LIST=ci $(PYTEST) tests/e2e/node/test_node_smoke.py tests/e2e/node/test_node_audit_executors.py \
+	  tests/e2e/node/test_node_scenarios.py -m node -q --durations=20; rc=$$?; \
+	  echo "e2e-node: $$(( $$(date +%s) - start )) s wall clock (exit $$rc)"; exit $$rc
 
 e2e-node-scenarios: env k8s-tools k8s-node image audit-image ## the shared operator scenario list (tests/e2e/scenarios.py) on the real node
 	$(PYTEST) tests/e2e/node/test_node_scenarios.py -m node -q --durations=30

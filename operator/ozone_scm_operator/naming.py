@@ -169,6 +169,11 @@ def audit_pvc_name(cluster: str) -> str:
     return f"{cluster}-audit-reports"
 
 
+def audit_driver_service_name(cluster: str) -> str:
+    """The headless Service through which a Spark audit's executor Pods reach its driver (the audit Pod)."""
+    return f"{cluster}-audit-driver"
+
+
 def audit_labels(cluster: str) -> dict[str, str]:
     """Labels of the audit's CronJob, Jobs, Pods and report volume. Deliberately without ``LABEL_CLUSTER`` and
     the member selector: the reconciler lists a cluster's Pods and PVCs by ``LABEL_CLUSTER`` as members' objects,

@@ -233,9 +233,10 @@ class Reconciler:
         audit_labels = {naming.LABEL_AUDIT: ref.name}
         cronjobs = await src.list("CronJob", ns, audit_labels)
         audit_pvcs = await src.list("PersistentVolumeClaim", ns, audit_labels)
+        audit_services = await src.list("Service", ns, audit_labels)  # the driver's, with executors on Kubernetes
         metadata.update(observations.metadata_entries("PersistentVolumeClaim", audit_pvcs))
         for kind, objs in [*[(k, await src.list(k, ns, labels)) for k in ("ConfigMap", "Service", "PodDisruptionBudget")],
-                           ("CronJob", cronjobs), ("PersistentVolumeClaim", audit_pvcs)]:
+                           ("CronJob", cronjobs), ("PersistentVolumeClaim", audit_pvcs), ("Service", audit_services)]:
             hashes, owned = observations.child_entries(kind, objs)
             children.update(hashes)
             owners.update(owned)

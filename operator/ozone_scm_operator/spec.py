@@ -56,6 +56,7 @@ RETIRED_PORT_INFIX = ".hadoop-rpc."
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _SPARK_MASTER = re.compile(r"^(local(\[([0-9]+|\*)\])?|k8s://.+)$")
+_SPARK_MEMORY = re.compile(r"^[1-9][0-9]*[kmgt]$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -193,6 +194,18 @@ class MembershipSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class AuditExecutors:
+    """``spec.audit.executors``: the executor Pods Spark's Kubernetes scheduler backend starts when ``master`` is
+    ``k8s://...`` (unused in local mode). ``memory`` is the executor JVM's heap in Spark's notation (Spark adds its
+    memory overhead to the Pod's request)."""
+
+    instances: int = 2
+    cores: int = 1
+    memory: str = "1g"
+    cpu_request: str | None = None  # the Pod's CPU request; None: ``cores``
+
+
+@dataclasses.dataclass(frozen=True)
 class AuditSpec:
     enabled: bool = False
     schedule: str = "0 3 * * *"
@@ -203,6 +216,15 @@ class AuditSpec:
     failed_jobs_history_limit: int = 1
     report_storage_size: str = "1Gi"
     resources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # with executors on Kubernetes: the ServiceAccount the audit Pod (Spark's driver) runs as, allowed to create and
+    # delete the executor Pods (the chart creates it with that Role); and the executors
+    service_account_name: str = "ozone-scm-audit"
+    executors: AuditExecutors = AuditExecutors()
+
+    @property
+    def on_kubernetes(self) -> bool:
+        """Spark's executors run as Pods (``k8s://`` master); otherwise ``local[...]`` inside the audit Pod."""
+        return self.master.startswith("k8s://")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,6 +345,29 @@ class ClusterSpec:
     bootstrap: BootstrapSpec = BootstrapSpec()
     paused: bool = False
 
+
+
+def _audit_service_account(au: _Reader, default: str) -> str:
+    name = au.text("serviceAccountName", default)
+    if not _K8S_NAME.match(name) or len(name) > 253:
+        au.problem("serviceAccountName", f"{name!r} is not a ServiceAccount name; use lowercase letters, digits, "
+                                         "'-' and '.', like ozone-scm-audit")
+        return default
+    return name
+
+
+def _audit_executors(ex: _Reader, d: AuditExecutors) -> AuditExecutors:
+    memory = ex.text("memory", d.memory)
+    if not _SPARK_MEMORY.match(memory):
+        ex.problem("memory", f"{memory!r} is not a Spark memory size; write a number and a unit k, m, g or t, "
+                             "like 1g or 512m")
+        memory = d.memory
+    cpu = ex.opt_str("cpuRequest")
+    if cpu is not None and not (_QUANTITY.match(cpu) or re.match(r"^[0-9]+m$", cpu)):
+        ex.problem("cpuRequest", f"{cpu!r} is not a CPU quantity; write it like 250m or 1")
+        cpu = None
+    return AuditExecutors(instances=ex.int("instances", d.instances, 1), cores=ex.int("cores", d.cores, 1),
+                          memory=memory, cpu_request=cpu)
 
 
 def _kerberos(kr: _Reader) -> KerberosSpec | None:
@@ -558,6 +603,8 @@ def parse_spec(raw: Mapping[str, Any] | None) -> tuple[ClusterSpec, list[SpecPro
         failed_jobs_history_limit=au.int("failedJobsHistoryLimit", da.failed_jobs_history_limit, 0),
         report_storage_size=au.text("reportStorageSize", da.report_storage_size),
         resources=au.obj("resources"),
+        service_account_name=_audit_service_account(au, da.service_account_name),
+        executors=_audit_executors(au.sub("executors"), da.executors),
     )
 
     bk = r.sub("backup")

@@ -88,15 +88,20 @@ def audit() -> None:
 @click.option("--status-file", default=None, type=click.Path(path_type=Path),
               help="Also write the run's summary as one small JSON object here (the operator's audit Pod uses "
                    "/dev/termination-log).")
+@click.option("--executor-pod-template", default=None, metavar="JSON",
+              help="With a k8s:// master: the Pod (JSON) Spark starts each executor from (the operator's audit Pod "
+                   "passes one: security context, the report volume, the executor command).")
 def run_cmd(input_dir: Path, out: Path, master: str, keep_runs: int, driver_memory: str | None,
-            confs: tuple[str, ...], timeout: float | None, status_file: Path | None) -> None:
+            confs: tuple[str, ...], timeout: float | None, status_file: Path | None,
+            executor_pod_template: str | None) -> None:
     """Classify every container, compare with SCM's verdicts and across SCMs, write the report."""
     from scm_audit import submit
     from scm_audit.errors import AuditError
 
     try:
         launch = submit.build_launch(
-            input_dir, out, master=master, keep_runs=keep_runs, driver_memory=driver_memory, conf=confs
+            input_dir, out, master=master, keep_runs=keep_runs, driver_memory=driver_memory, conf=confs,
+            executor_pod_template=executor_pod_template,
         )
         with console.status(f"running the audit on Spark ({master})"):
             line = submit.run(launch, timeout=timeout)

@@ -9,6 +9,9 @@ Before a JVM starts, it checks what it can in milliseconds and fails with one li
   ``k8s://URL``) and, when remote, accepts a TCP connection;
 * ``spark-submit`` is installed (pyspark).
 
+With a ``k8s://`` master and an executor Pod template (``executor_pod_template``, a JSON Pod: the operator's audit
+Pod passes it), the template is checked and written to a file for ``spark.kubernetes.executor.podTemplateFile``.
+
 Then it runs ``spark-submit --master M .../scm_audit/job.py --input ... --out ...`` with the
 current interpreter as the PySpark Python, streams the job's one-line result, and turns a failed
 job into an :class:`AuditError` carrying the job's own error line (or the last lines of its log).
@@ -18,12 +21,14 @@ Plain Python: no pyspark import.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
@@ -112,18 +117,26 @@ def build_launch(
     conf: Sequence[str] = (),
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
+    executor_pod_template: str | None = None,
+    template_dir: Path | None = None,
 ) -> Launch:
-    """Validate everything cheap and return the command to run (pure but for the checks' I/O)."""
+    """Validate everything cheap and return the command to run (pure but for the checks' I/O). ``template_dir``:
+    where the executor Pod template is written (default: a new temporary directory)."""
     inputs.discover(input_dir)
     output.check_out_dir(out_dir)
     base_env = dict(os.environ if env is None else env)
     find_java(base_env)
     check_master(master)
+    template = None
+    if executor_pod_template is not None:
+        template = write_pod_template(executor_pod_template, master, template_dir)
     argv = [spark_submit_path(), "--master", master, "--name", "scm-audit"]
     if driver_memory:
         argv += ["--driver-memory", driver_memory]
     for item in conf:
         argv += ["--conf", item]
+    if template is not None:
+        argv += ["--conf", f"spark.kubernetes.executor.podTemplateFile={template}"]
     argv += [
         *extra_args,
         str(job_script()),
@@ -138,6 +151,23 @@ def build_launch(
     if master.startswith("local"):
         run_env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return Launch(argv, run_env)
+
+
+def write_pod_template(text: str, master: str, directory: Path | None = None) -> Path:
+    """Check an executor Pod template (a JSON Pod object) and write it where Spark's driver reads it."""
+    if not master.startswith("k8s://"):
+        raise AuditError(f"--executor-pod-template is for executors on Kubernetes; the master is {master}: "
+                         "use --master k8s://https://... or drop the template")
+    try:
+        pod = json.loads(text)
+    except ValueError as exc:
+        raise AuditError(f"--executor-pod-template is not valid JSON ({exc}); pass a Pod object as JSON") from None
+    if not isinstance(pod, dict) or pod.get("kind") != "Pod" or not isinstance(pod.get("spec"), dict):
+        raise AuditError('--executor-pod-template is not a Pod: it needs "kind": "Pod" and a "spec" object')
+    directory = directory if directory is not None else Path(tempfile.mkdtemp(prefix="scm-audit-"))
+    path = directory / "executor-pod-template.json"  # JSON is YAML: Spark reads it as a Pod
+    path.write_text(json.dumps(pod))
+    return path
 
 
 def run(launch: Launch, timeout: float | None = None) -> str:

@@ -46,3 +46,32 @@ def test_only_the_scenarios_that_need_controllers_are_kept_from_the_emulator() -
 def test_the_node_tiers_ci_subset_is_part_of_the_list() -> None:
     assert node.CI_SCENARIOS and set(node.CI_SCENARIOS) <= set(scenarios.SCENARIOS)
     assert len(set(node.CI_SCENARIOS)) == len(node.CI_SCENARIOS)
+
+
+# What a scenario can only do to an operator that is a process of this machine (kind_env.PodOperatorEnv refuses it)
+_HOST_ONLY = ("crash_before", "pause_before", "gate_before", "identity=", "operator_exited", "kill_operator",
+              "extra_env")
+
+
+def _needs_host_operator(name: str) -> bool:
+    """Whether the scenario, or a helper of the local module it calls, uses one of ``_HOST_ONLY``."""
+    helpers = {n: inspect.getsource(f) for n, f in vars(local).items()
+               if n.startswith("_") and inspect.isfunction(f)}  # coroutine functions too
+    source = inspect.getsource(getattr(local, name))
+    seen: set[str] = set()
+    todo = [source]
+    while todo:
+        text = todo.pop()
+        if any(sign in text for sign in _HOST_ONLY):
+            return True
+        for helper, body in helpers.items():
+            if helper not in seen and f"{helper}(" in text:
+                seen.add(helper)
+                todo.append(body)
+    return False
+
+
+def test_the_node_tier_runs_the_operator_in_its_pod_except_where_a_scenario_needs_a_host_process() -> None:
+    needs = {n for n in scenarios.SCENARIOS if _needs_host_operator(n)}
+    assert set(node.HOST_OPERATOR) == needs
+    assert not set(node.CI_SCENARIOS) & set(node.HOST_OPERATOR)  # make e2e-node: the operator always in its Pod

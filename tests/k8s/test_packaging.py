@@ -151,7 +151,7 @@ def test_operator_deployment_shape_and_least_privilege_rbac() -> None:
     assert spec["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     # the production default: the release's namespace only, no cluster-wide grant (no Secret outside it)
     assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    (own,) = [d for d in docs if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader-election")]
+    (own,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "ozone-scm-operator"]
     assert own["metadata"]["namespace"] == "ozone-scm-system"
     assert "--namespace=ozone-scm-system" in spec["template"]["spec"]["containers"][0]["args"]
     wide = render("clusterWide=true")
@@ -181,10 +181,33 @@ def test_operator_deployment_shape_and_least_privilege_rbac() -> None:
     assert not [g for g in granted if g[0] == "coordination.k8s.io"]  # nothing on Leases cluster-wide
     namespaced = render("watchNamespaces={team-a,team-b}")
     assert not [d for d in namespaced if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    roles = [d for d in namespaced if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader-election")]
+    roles = [d for d in namespaced if d["kind"] == "Role" and d["metadata"]["name"] == "ozone-scm-operator"]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     args = next(d for d in namespaced if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
+
+
+def test_the_spark_audit_service_account_may_run_executor_pods_in_each_watched_namespace_and_nothing_else() -> None:
+    """What Spark's driver (the audit Pod, spec.audit.master k8s://...) needs: executor Pods and their ConfigMap,
+    the claims Spark may list; in each watched namespace, bound to the ServiceAccount spec.audit defaults to."""
+    from ozone_scm_operator.spec import AuditSpec
+
+    docs = render("watchNamespaces={team-a,team-b}")
+    name = AuditSpec().service_account_name
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        assert sorted(d["metadata"]["namespace"] for d in docs
+                      if d["kind"] == kind and d["metadata"]["name"] == name) == ["team-a", "team-b"], kind
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == name)
+    granted = {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert set(granted) == {("", "pods"), ("", "configmaps"), ("", "persistentvolumeclaims")}
+    assert {"create", "watch", "delete"} <= granted[("", "pods")] and "create" in granted[("", "configmaps")]
+    assert "create" not in granted[("", "persistentvolumeclaims")]
+    binding = next(d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == name
+                   and d["metadata"]["namespace"] == "team-a")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "team-a"}]
+    # cluster-wide: the chart cannot know the namespaces; off: none
+    for sets in (("clusterWide=true",), ("sparkAudit.create=false",)):
+        assert not [d for d in render(*sets) if d["metadata"]["name"] == name], sets
 
 
 def test_single_replica_without_leader_election() -> None:

@@ -43,6 +43,9 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
             message=f"creating the audit report volume {pvc['metadata']['name']}",
             body=pvc,
         )
+    service = _audit_driver_service(p)
+    if service is not None:
+        return service
     cond = p.status.condition("Degraded")
     degraded = cond is not None and cond.status == "True"
     # before the ring has formed there is nothing to export either
@@ -68,6 +71,25 @@ def _audit(p: _Pass, *, only_existing: bool = False) -> Action | None:
         message=f"{verb} CronJob {key[1]}{why}",
         body=body,
     )
+
+
+def _audit_driver_service(p: _Pass) -> Action | None:
+    """With executors on Kubernetes, the headless Service they reach the audit's driver through; deleted when the
+    master is local again."""
+    key = ("Service", naming.audit_driver_service_name(p.ref.name))
+    if not p.spec.audit.on_kubernetes:
+        if key in p.obs.children:
+            return DeleteObject(target=key[1], reason="DeleteAuditDriverService", object_kind="Service",
+                                message=f"deleting Service {key[1]} (spec.audit.master is local)")
+        return None
+    body = audit_builders.build_audit_driver_service(p.ref)
+    want = body["metadata"]["annotations"][naming.ANN_CONTENT_HASH]
+    have = p.obs.children.get(key, "<absent>")
+    if have == want and p.obs.child_owners.get(key) == p.ref.uid:
+        return None
+    verb = "creating" if have == "<absent>" else "updating"
+    return Apply(target=key[1], reason="ApplyAuditDriverService", body=body,
+                 message=f"{verb} Service {key[1]} (the Spark executors reach the audit's driver through it)")
 
 
 def _backups(p: _Pass) -> Action | None:

@@ -50,11 +50,13 @@ def helm(cp: ControlPlane, *args: str, timeout: float = 120) -> subprocess.Compl
     return result
 
 
-def install_operator_chart(cp: ControlPlane, namespace: str) -> tuple[str, list[str]]:
-    """``helm install`` of the chart into ``namespace`` watching only it; returns the operator's ServiceAccount and
-    the warnings the API server sent back (Pod Security ``warn`` for the Deployment's Pod template, say)."""
+def install_operator_chart(cp: ControlPlane, namespace: str, *values: str) -> tuple[str, list[str]]:
+    """``helm install`` of the chart into ``namespace`` watching only it (``values``: more ``--set`` assignments);
+    returns the operator's ServiceAccount and the warnings the API server sent back (Pod Security ``warn`` for the
+    Deployment's Pod template, say)."""
+    sets = [arg for value in values for arg in ("--set", value)]
     result = helm(cp, "install", RELEASE, str(CHART), "--namespace", namespace, "--set",
-                  f"watchNamespaces={{{namespace}}}", "--wait=false")
+                  f"watchNamespaces={{{namespace}}}", *sets, "--wait=false")
     warnings = [line for line in result.stderr.splitlines() if "warning" in line.lower()]
     return RELEASE, warnings
 

@@ -6,7 +6,8 @@ Per scenario, as in the control-plane tier (``tests/e2e/controlplane/env.py``): 
 ``pod-security.kubernetes.io/enforce=restricted``, ``helm install`` of the chart into it with ``watchNamespaces`` set
 to it, and the operator process on this machine authenticated as the chart's ServiceAccount (a TokenRequest token in
 a kubeconfig; the chart's Deployment is scaled to 0 so that one operator runs, the one the scenario starts, stops,
-crashes with a failpoint and reads the log of). The operator and the scenarios' checks (``scm_check``) reach the SCMs
+crashes with a failpoint and reads the log of) -- or, with ``operator="pod"`` (the node tier's default), the chart's
+Deployment Pod itself (``PodOperatorEnv``), which the scenario scales up and down. The operator and the scenarios' checks (``scm_check``) reach the SCMs
 by Pod IP: the session fixture routes every node's Pod CIDR through that node's address on the kind network.
 
 What the kubelet fixture does in the other tiers, ``KindNodes`` does on kind's nodes:
@@ -42,6 +43,8 @@ import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
+
+import aiohttp
 
 from ozone_scm_operator.spec import DEFAULT_IMAGE
 from tests.e2e.controlplane.env import install_operator_chart, permission_warnings
@@ -255,32 +258,155 @@ class KindEnv(Env):
         return out
 
 
+OPERATOR_LABEL = "app.kubernetes.io/name"
+OPERATOR_PORT = 8080  # the chart's operator.healthPort (its /healthz and /metrics)
+# What the chart's operator Pod is installed with in the scenarios: one replica (the scenarios start and stop "the"
+# operator) and the host-process operator's poll interval, so both modes move at the same pace.
+POD_OPERATOR_VALUES = ("replicaCount=1", "operator.pollInterval=1")
+
+
+class PodOperatorEnv(KindEnv):
+    """``KindEnv`` whose operator is the chart's Deployment Pod, run by the cluster's kubelet from the project's image
+    as the chart's ServiceAccount, reaching the API server through the ``kubernetes`` Service: ``start_operator``
+    scales the Deployment to 1 and waits for its Pod to be Ready, ``stop_operator`` scales it to 0 (kubelet sends
+    SIGTERM; the operator releases its Lease) and keeps the Pod's log in the work dir, as the host-process operator's
+    log is kept, for ``operator_output`` and the permission check. What only a process on this machine allows --
+    failpoints, gates, several identities, SIGKILL without a restart -- is refused with one line: such a scenario
+    runs with the operator as a host process (``operator="process"``)."""
+
+    release: str
+
+    def _deployment(self) -> str:
+        return self.release
+
+    def _operator_pods(self) -> list[Obj]:
+        return [p for p in self.api.list_objects("v1", "Pod", self.ns)
+                if (p["metadata"].get("labels") or {}).get(OPERATOR_LABEL) == self.release]
+
+    @staticmethod
+    def _ready(pod: Obj) -> bool:
+        conds = {c["type"]: c["status"] for c in (pod.get("status") or {}).get("conditions") or ()}
+        return conds.get("Ready") == "True" and not pod["metadata"].get("deletionTimestamp")
+
+    def _scale(self, replicas: int) -> None:
+        self.api.patch_object("apps/v1", "Deployment", self._deployment(), self.ns, {"spec": {"replicas": replicas}},
+                              subresource="scale")
+
+    def _pod_log(self, name: str, *, previous: bool = False) -> str:
+        params = {"previous": "true"} if previous else None
+        try:
+            return bytes(self.api.request("GET", f"/api/v1/namespaces/{self.ns}/pods/{name}/log",  # type: ignore[attr-defined]
+                                          raw=True, params=params)).decode(errors="replace")
+        except (ApiError, OSError):
+            return ""
+
+    def _keep_logs(self, pod: Obj) -> None:
+        """The Pod's log (and the log of its previous container, if kubelet restarted it) into the work dir."""
+        name = pod["metadata"]["name"]
+        restarts = sum(int(cs.get("restartCount") or 0) for cs in (pod.get("status") or {}).get("containerStatuses") or ())
+        text = (self._pod_log(name, previous=True) if restarts else "") + self._pod_log(name)
+        if text:
+            (self.workdir / f"operator-pod-{name}.log").write_text(text)
+
+    async def start_operator(self, crash_before: tuple[str, str] | None = None, *, identity: str = "",
+                             pause_before: tuple[str, str] | None = None, args: tuple[str, ...] = (),
+                             extra_env: Any = None, gate_before: tuple[str, str, Path] | None = None) -> None:
+        if crash_before or pause_before or gate_before or identity or args or extra_env:
+            raise AssertionError("failpoints, gates, identities, arguments and environment need the operator as a "
+                                 "host process: run this scenario with operator='process' (tests/e2e/node/"
+                                 "test_node_scenarios.py HOST_OPERATOR)")
+        self.operator_starts += 1
+        self._scale(1)
+        await self.wait_for(lambda: [p for p in self._operator_pods() if self._ready(p)], 240,
+                            "the chart's operator Pod Ready (its /healthz probe)", poll=0.5)
+
+    def operator_running(self, identity: str = "") -> bool:
+        return not identity and any(self._ready(p) for p in self._operator_pods())
+
+    async def stop_operator(self, identity: str = "") -> None:
+        """Scale the Deployment to 0: kubelet stops the Pod (SIGTERM, then SIGKILL after its grace period); its log
+        is read until the Pod object is gone."""
+        assert not identity, "the chart's operator has no identities: run this scenario with operator='process'"
+        pods = self._operator_pods()
+        self._scale(0)
+        for pod in pods:
+            name = pod["metadata"]["name"]
+
+            def gone(name: str = name) -> bool:
+                live = self.api.get_object("v1", "Pod", name, self.ns)
+                if live is not None:
+                    self._keep_logs(live)
+                return live is None
+
+            await self.wait_for(gone, 90, f"the operator Pod {name} stopped and deleted", poll=0.5)
+
+    async def stop_all_operators(self) -> None:
+        await self.stop_operator()
+
+    async def kill_operator(self, identity: str = "") -> None:
+        raise AssertionError("SIGKILL without a restart needs the operator as a host process (kubelet restarts a "
+                             "killed container): run this scenario with operator='process'")
+
+    async def operator_exited(self, timeout: float = 120, identity: str = "") -> int:
+        raise AssertionError("an operator that exits is restarted by kubelet: run this scenario with "
+                             "operator='process'")
+
+    def operator_output(self) -> str:
+        kept = "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("operator-pod-*.log")))
+        live = "".join(self._pod_log(p["metadata"]["name"]) for p in self._operator_pods())
+        return kept + live
+
+    async def operator_metrics(self) -> str:
+        """``/metrics`` of the running operator Pod, by its Pod IP (the host routes the Pod subnet)."""
+        pods = [p for p in self._operator_pods() if self._ready(p)]
+        assert pods, "no operator Pod is Ready"
+        url = f"http://{pods[0]['status']['podIP']}:{OPERATOR_PORT}/metrics"
+        async with aiohttp.ClientSession() as http, http.get(url) as resp:
+            assert resp.status == 200, resp.status
+            return await resp.text()
+
+    def operator_restarts(self) -> dict[str, int]:
+        """Container restarts of each operator Pod now running (kubelet restarts a crashed or unhealthy one)."""
+        return {p["metadata"]["name"]: sum(int(cs.get("restartCount") or 0)
+                                           for cs in (p.get("status") or {}).get("containerStatuses") or ())
+                for p in self._operator_pods()}
+
+
 @contextlib.asynccontextmanager
 async def kind_environment(cluster: KindCluster, workdir: Path, *, namespace: str = "ozone", runtime: str = "process",
                            restricted: bool = True, nodes: type[KindNodes] = KindNodes,
-                           node_volumes: str = NODE_VOLUMES) -> AsyncIterator[Env]:
+                           node_volumes: str = NODE_VOLUMES, operator: str = "process") -> AsyncIterator[Env]:
     """Like ``operator_env.environment``: yields an ``Env`` on the kind cluster (see the module docstring).
     ``nodes`` and ``node_volumes``: how the nodes are reached and where they see ``cluster.volumes`` (the node tier,
-    ``tests/e2e/node/node_env.py``, passes its own)."""
+    ``tests/e2e/node/node_env.py``, passes its own). ``operator``: ``process`` (this machine's process as the chart's
+    ServiceAccount, the chart's Deployment scaled to 0) or ``pod`` (the chart's Deployment Pod, ``PodOperatorEnv``)."""
     assert runtime == "process", "on kind the Pods run in kind's own container runtime"
+    if operator not in ("process", "pod"):
+        raise ValueError(f"operator={operator!r}: use 'process' (a host process) or 'pod' (the chart's Deployment)")
     cluster.check_alive()
     admin = cluster.admin()
     ns = f"{namespace}-{os.getpid()}-{next(_counter)}"
     admin.create_namespace(ns, RESTRICTED if restricted else {"ozone-scm.test/pod-security": "not-enforced"})
     workdir.mkdir(parents=True, exist_ok=True)
-    sa, warnings = install_operator_chart(cluster, ns)  # type: ignore[arg-type]  # helm needs only the kubeconfig
-    # one operator: the one the scenario drives (the chart's Deployment would be a second)
-    cluster.kubectl("scale", "deployment", "-n", ns, "--all", "--replicas=0")
-    wait_until(lambda: not [p for p in admin.list_objects("v1", "Pod", ns)
-                            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == sa], 120,
-               "the chart's operator Pod gone")
-    token = admin.service_account_token(ns, sa)
-    operator_kubeconfig = kubeconfig(workdir / "operator.kubeconfig", cluster.url, cluster.ca_crt, token, ns)
+    in_pod = operator == "pod"
+    sa, warnings = install_operator_chart(cluster, ns, *(POD_OPERATOR_VALUES if in_pod else ()))  # type: ignore[arg-type]  # helm needs only the kubeconfig
     api = RealAPI(cluster.url, cluster.ca_crt, cluster.admin_token)
     kind_nodes = nodes(cluster, api, ns)
     kind_nodes.starts.start()
-    env = KindEnv(api, cluster.url, kind_nodes, workdir, ns,  # type: ignore[arg-type]
-                  operator_args=["--kubeconfig", str(operator_kubeconfig), "-n", ns])
+    env: KindEnv
+    if in_pod:
+        env = PodOperatorEnv(api, cluster.url, kind_nodes, workdir, ns)  # type: ignore[arg-type]
+        env.release = sa  # the chart names its Deployment and ServiceAccount after the release
+    else:
+        # one operator: the one the scenario drives (the chart's Deployment would be a second)
+        cluster.kubectl("scale", "deployment", "-n", ns, "--all", "--replicas=0")
+        wait_until(lambda: not [p for p in admin.list_objects("v1", "Pod", ns)
+                                if (p["metadata"].get("labels") or {}).get(OPERATOR_LABEL) == sa], 120,
+                   "the chart's operator Pod gone")
+        token = admin.service_account_token(ns, sa)
+        operator_kubeconfig = kubeconfig(workdir / "operator.kubeconfig", cluster.url, cluster.ca_crt, token, ns)
+        env = KindEnv(api, cluster.url, kind_nodes, workdir, ns,  # type: ignore[arg-type]
+                      operator_args=["--kubeconfig", str(operator_kubeconfig), "-n", ns])
     env.kind = cluster
     env.node_volumes = node_volumes
     env.real_controllers = True  # kind's kube-controller-manager runs the Job controller (the backup scenarios)
@@ -288,6 +414,10 @@ async def kind_environment(cluster: KindCluster, workdir: Path, *, namespace: st
     await env.start_operator()
     try:
         yield env
+        if isinstance(env, PodOperatorEnv):  # a crash or a failed liveness probe is restarted silently by kubelet
+            restarts = env.operator_restarts()
+            assert not any(restarts.values()), f"kubelet restarted the operator: {restarts}\n" + (
+                env.operator_output()[-3000:])
     finally:
         await env.stop_all_operators()
         kind_nodes.starts.stop()

@@ -1,8 +1,11 @@
 """The operator's scenarios (``tests/e2e/scenarios.py``) on the node tier's real single node: the kind tier's
 environment (``tests/e2e/kind/kind_env.kind_environment``) unchanged, given this node in place of a kind cluster.
 
-So, per scenario: a namespace enforcing ``restricted``, the chart installed with ``helm install`` (its Deployment
-scaled to 0: the operator the scenario drives is a process here, as the chart's ServiceAccount), every member Pod
+So, per scenario: a namespace enforcing ``restricted``, the chart installed with ``helm install``, the operator the
+chart's Deployment Pod run by kubelet from the project's image (``kind_env.PodOperatorEnv``: it reaches the API
+server through the ``kubernetes`` Service, kube-proxy's rules, with its ServiceAccount's projected token) -- or, for
+the scenarios that need a process of this machine (failpoints, gates, two identities), a host process as the chart's
+ServiceAccount with the Deployment scaled to 0 --, every member Pod
 scheduled by kube-scheduler and run by kubelet and containerd from the project's image, probes and restarts by
 kubelet, Services by kube-proxy, DNS by CoreDNS, volumes the node's static local PersistentVolumes. What the kind
 tier does through ``docker exec`` into a node, ``Nodes`` does here directly: the container's PID from containerd for
@@ -29,7 +32,8 @@ from tests.e2e.node.cluster import Node
 # as the kind tier loads them; Kubernetes reads a bare name as docker.io/library/<name>.
 # OZONE_SCM_NODE_IMAGE: another local tag of `make image`'s image, for two node tiers sharing one podman store
 SCM_IMAGE = os.environ.get("OZONE_SCM_NODE_IMAGE", "localhost/ozone-scm:dev")
-AUDIT_IMAGE = "localhost/ozone-scm-audit:dev"
+# OZONE_SCM_NODE_AUDIT_IMAGE: likewise for `make audit-image AUDIT_IMAGE_TAG=...`
+AUDIT_IMAGE = os.environ.get("OZONE_SCM_NODE_AUDIT_IMAGE", "localhost/ozone-scm-audit:dev")
 TAGS = {SCM_IMAGE: ("ozone-scm:dev", "ozone-scm:0.1.0", "ozone-scm:0.2.0"), AUDIT_IMAGE: ("ozone-scm-audit:0.1.0",)}
 
 
@@ -92,11 +96,12 @@ class Nodes(kind_env.KindNodes):
 
 @contextlib.asynccontextmanager
 async def node_environment(node: Node, workdir: Path, *, namespace: str = "ozone", runtime: str = "process",
-                           restricted: bool = True) -> AsyncIterator[Env]:
-    """Like ``operator_env.environment``: the kind tier's environment on this node."""
+                           restricted: bool = True, operator: str = "pod") -> AsyncIterator[Env]:
+    """Like ``operator_env.environment``: the kind tier's environment on this node, the operator as the chart's
+    Deployment Pod (``operator="pod"``) or as a host process (``"process"``)."""
     cluster = NodeCluster(node)
     node.top_up_volumes(node.admin())
     async with kind_env.kind_environment(cluster, workdir, namespace=namespace, runtime=runtime,
-                                         restricted=restricted, nodes=Nodes,
-                                         node_volumes=str(cluster.volumes)) as env:
+                                         restricted=restricted, nodes=Nodes, node_volumes=str(cluster.volumes),
+                                         operator=operator) as env:
         yield env

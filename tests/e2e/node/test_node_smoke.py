@@ -9,7 +9,10 @@ a real kubelet, containerd and runc, kube-proxy and CoreDNS on one node (``clust
   another Pod through a ClusterIP Service (kube-proxy's rules) by its DNS name (CoreDNS) and by the short name;
 - kubelet restarts a container killed with SIGKILL, and one whose liveness probe fails;
 - a PersistentVolumeClaim of the default StorageClass binds a local volume of the node, written as the Pod's
-  ``fsGroup``, and may grow (``allowVolumeExpansion``).
+  ``fsGroup``, and may grow (``allowVolumeExpansion``);
+- the chart, installed with its defaults, runs the operator in its own Deployment Pods from the project's image
+  (one holds the Lease), reaching the API server through the ``kubernetes`` Service with the ServiceAccount's
+  projected token, and that operator makes a one-member ring Ready.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.controlplane.env import install_operator_chart
 from tests.e2e.controlplane.fixture import RESTRICTED, TOOLS_BIN, ApiError, RealAPI, wait_until
+from tests.e2e.local.operator_env import FAST_SITE
 from tests.e2e.node.cluster import NODE_NAME, PAUSE_IMAGE, STORAGE_CLASS, Node
 
 pytestmark = pytest.mark.node
@@ -237,4 +242,60 @@ def test_a_claim_of_the_default_class_binds_a_local_volume_that_may_grow(node: N
     grown = admin.patch_object("v1", "PersistentVolumeClaim", "data", ns,
                                {"spec": {"resources": {"requests": {"storage": "8Gi"}}}})
     assert grown["spec"]["resources"]["requests"]["storage"] == "8Gi"
+    admin.call_delete("v1", "Namespace", ns)
+
+
+def test_the_charts_operator_pod_reaches_the_api_through_the_kubernetes_service_and_runs_a_ring(
+        node: Node, scm_image: str) -> None:
+    """``helm install`` with the chart's defaults in a ``restricted`` namespace: two operator Pods from the project's
+    image (one holds the Lease, the other stands by), run by kubelet as non-root with no capabilities, their API
+    server the ``kubernetes`` Service (kube-proxy) and their credentials the ServiceAccount's projected token; the
+    active one creates a one-member ring that becomes Ready."""
+    assert node.cp is not None
+    admin = node.admin()
+    ns = namespace(admin)
+    release, _ = install_operator_chart(node.cp, ns)
+    label = f"app.kubernetes.io/name={release}"
+
+    def operator_pods() -> list[Obj]:
+        return [p for p in admin.list_objects("v1", "Pod", ns)
+                if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == release]
+
+    wait_until(lambda: len([p for p in operator_pods() if ready(p)]) == 2, 240,
+               f"the chart's two operator Pods Ready ({label})", poll=0.5, alive=node.check_alive)
+    pods = {p["metadata"]["name"]: p for p in operator_pods()}
+    for name, p in pods.items():
+        assert p["spec"]["serviceAccountName"] == release
+        assert p["spec"]["containers"][0]["image"] == f"{scm_image.split(':')[0]}:0.1.0"  # the chart's appVersion
+        # runc applied the chart's security context
+        status = proc_status(task_pid(node, container_status(p)["containerID"]))
+        assert status["Uid"].split()[0] == "1000" and status["CapEff"] == "0000000000000000", (name, status)
+        assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", (name, status)
+        # in-cluster configuration: the `kubernetes` Service's address and the projected token
+        seen = kubectl(node, "-n", ns, "exec", name, "--", "python3", "-c",
+                       "import os; print(os.environ['KUBERNETES_SERVICE_HOST'], os.environ['KUBERNETES_SERVICE_PORT']);"
+                       "print(len(open('/var/run/secrets/kubernetes.io/serviceaccount/token').read()) > 0)")
+        service = admin.get_object("v1", "Service", "kubernetes", "default")
+        assert service is not None
+        assert seen.split() == [service["spec"]["clusterIP"], "443", "True"], seen
+    # one holds the Lease (leader election, as installed by default)
+    wait_until(lambda: ((admin.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{release}")
+                         .get("spec") or {}).get("holderIdentity") in pods), 60, "the Lease held by an operator Pod",
+               poll=0.5, alive=node.check_alive)
+
+    admin.put_object({"apiVersion": "ozone-scm.io/v1alpha1", "kind": "OzoneSCMCluster",
+                      "metadata": {"name": "smoke", "namespace": ns},
+                      "spec": {"replicas": 1, "ozoneSite": dict(FAST_SITE)}})
+
+    def ring_ready() -> bool:
+        obj = admin.get_object("ozone-scm.io/v1alpha1", "OzoneSCMCluster", "smoke", ns) or {}
+        st = obj.get("status") or {}
+        conds = {c["type"]: c["status"] for c in st.get("conditions") or ()}
+        return conds.get("Ready") == "True" and [m.get("ready") for m in st.get("members") or ()] == [True]
+
+    wait_until(ring_ready, 300, "the one-member ring Ready", poll=1, alive=node.check_alive)
+    member = pod(admin, ns, "smoke-0")  # the member Pod is named after the cluster
+    assert member["spec"]["nodeName"] == NODE_NAME and ready(member)
+    # kubelet never had to restart an operator (a crash, or a failed liveness probe)
+    assert all(container_status(p)["restartCount"] == 0 for p in operator_pods()), operator_pods()
     admin.call_delete("v1", "Namespace", ns)

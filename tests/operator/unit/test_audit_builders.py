@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ozone_scm_operator import audit_builders, builders, naming
@@ -135,3 +136,62 @@ def test_the_default_audit_image_is_the_one_built_beside_the_cluster_image() -> 
     assert derived("registry:5000/ozone/scm") == "registry:5000/ozone/scm-audit"
     assert derived("ozone/scm:1@sha256:" + "0" * 64) == "ozone/scm-audit:1"
     assert derived("ozone/scm@sha256:" + "0" * 64) == "ozone/scm-audit"
+
+
+def test_executors_on_kubernetes_the_audit_pod_is_sparks_driver_and_the_export_is_on_the_report_volume() -> None:
+    from ozone_scm_operator import podsecurity
+
+    spec, problems = parse_spec({"image": "ozone-scm:1.2", "imagePullSecrets": [{"name": "regcred"}], "audit": {
+        "enabled": True, "master": "k8s://https://kubernetes.default.svc",
+        "executors": {"instances": 3, "cores": 2, "memory": "768m", "cpuRequest": "250m"}}})
+    assert problems == [] and spec.audit.on_kubernetes
+    ps = pod_spec(audit_builders.build_audit_cronjob(REF, spec, suspend=False))
+    assert ps["serviceAccountName"] == "ozone-scm-audit" and ps["automountServiceAccountToken"] is True
+    (export,) = ps["initContainers"]
+    (audit,) = ps["containers"]
+    shared = "/audit/reports/.scratch/export"  # hidden from the report directory's own check
+    assert export["command"][-2:] == ["--out", shared]
+    assert {m["mountPath"] for m in export["volumeMounts"]} >= {"/audit/reports"}
+    cmd = audit["command"]
+    assert cmd[cmd.index("--input") + 1] == shared and cmd[cmd.index("--master") + 1] == spec.audit.master
+    confs = dict(c.split("=", 1) for c in (cmd[i + 1] for i, a in enumerate(cmd) if a == "--conf"))
+    assert confs["spark.executor.instances"] == "3" and confs["spark.executor.cores"] == "2"
+    assert confs["spark.executor.memory"] == "768m" and confs["spark.kubernetes.executor.request.cores"] == "250m"
+    assert confs["spark.kubernetes.container.image"] == "ozone-scm-audit:1.2"
+    assert confs["spark.driver.host"] == "scm-audit-driver.$(POD_NAMESPACE).svc"
+    # executors dial spark.driver.host (the Service), not the bind address 0.0.0.0 (Spark 4.1+'s default)
+    assert confs["spark.kubernetes.executor.useDriverPodIP"] == "false"
+    assert confs["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
+    assert confs["spark.kubernetes.namespace"] == "$(POD_NAMESPACE)"
+    assert {e["name"] for e in audit["env"]} >= {"POD_NAME", "POD_NAMESPACE"}  # what $(...) expands from
+    # the executors: restricted, the report volume at the same path, on the driver's node (ReadWriteOnce)
+    template = json.loads(cmd[cmd.index("--executor-pod-template") + 1])
+    assert template == audit_builders.build_executor_pod_template(REF, spec)
+    tspec = template["spec"]
+    assert podsecurity.check(tspec, "restricted") == []
+    (ex,) = tspec["containers"]
+    assert ex["command"] == ["python", "-m", "scm_audit.executor"]
+    assert {m["mountPath"]: m["name"] for m in ex["volumeMounts"]}["/audit/reports"] == "reports"
+    assert {v["name"]: v for v in tspec["volumes"]}["reports"]["persistentVolumeClaim"]["claimName"] == "scm-audit-reports"
+    (term,) = tspec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["labelSelector"]["matchLabels"] == naming.audit_labels("scm")
+    assert tspec["imagePullSecrets"] == [{"name": "regcred"}] and tspec["automountServiceAccountToken"] is False
+    # the driver Service selects the audit Pods and never an executor
+    svc = audit_builders.build_audit_driver_service(REF)
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["selector"] == naming.audit_labels("scm")
+    assert {p["port"] for p in svc["spec"]["ports"]} == {int(confs["spark.driver.port"]),
+                                                        int(confs["spark.driver.blockManager.port"])}
+    labels = template["metadata"]["labels"]
+    assert not all(labels.get(k) == v for k, v in svc["spec"]["selector"].items())
+
+
+def test_local_mode_keeps_its_pod_as_it_was_and_bad_executor_fields_are_named() -> None:
+    spec, _ = parse_spec({"audit": {"enabled": True}})
+    ps = pod_spec(audit_builders.build_audit_cronjob(REF, spec, suspend=False))
+    assert ps["automountServiceAccountToken"] is False and "serviceAccountName" not in ps
+    assert "--executor-pod-template" not in ps["containers"][0]["command"]
+    _, problems = parse_spec({"audit": {"executors": {"memory": "1GB", "instances": 0, "cpuRequest": "lots"},
+                                        "serviceAccountName": "Not_A_Name"}})
+    fields = {p.field for p in problems}
+    assert fields == {"audit.executors.memory", "audit.executors.instances", "audit.executors.cpuRequest",
+                      "audit.serviceAccountName"}, problems

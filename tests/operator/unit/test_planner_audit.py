@@ -93,3 +93,28 @@ def test_user_suspend_and_schedule_changes_rewrite_the_cronjob_and_disable_delet
     deleted = [a for a in w.actions if isinstance(a, planner.DeleteObject) and a.target == "scm-audit"]
     assert len(deleted) == 1 and "report volume is kept" in deleted[0].message
     assert ("PersistentVolumeClaim", naming.audit_pvc_name("scm")) in w.children  # the reports (trends) stay
+
+
+def test_executors_on_kubernetes_get_the_driver_service_which_goes_when_the_master_is_local_again() -> None:
+    k8s = {**AUDIT, "master": "k8s://https://kubernetes.default.svc"}
+    w = World({"replicas": 1, "audit": k8s})
+    w.run()
+    key = ("Service", naming.audit_driver_service_name("scm"))
+    assert key in w.children
+    applied = [a for a in w.actions if isinstance(a, planner.Apply) and a.target == key[1]]
+    assert len(applied) == 1 and applied[0].body == audit_builders.build_audit_driver_service(w.ref)
+    spec, _ = parse_spec(w.spec_raw)
+    assert cronjob(w) == audit_builders.build_audit_cronjob(w.ref, spec, suspend=False)
+    assert w.quiet()
+    w.spec_raw = {"replicas": 1, "audit": AUDIT}  # local[*] again
+    w.run()
+    assert key not in w.children
+    deleted = [a for a in w.actions if isinstance(a, planner.DeleteObject) and a.target == key[1]]
+    assert len(deleted) == 1 and deleted[0].object_kind == "Service"
+    assert "--executor-pod-template" not in pod_command(w)
+
+
+def pod_command(w: World) -> list[str]:
+    cj = cronjob(w)
+    assert cj is not None
+    return list(cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"])
