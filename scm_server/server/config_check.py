@@ -39,6 +39,9 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     from scm_server.server.hadoop_rpc.kerberos import KerberosSettings
 
     KerberosSettings.from_conf(conf, node.host)  # hadoop.security.authentication, the principal, QOP, ACLs, rules
+    from scm_server.conf.reconfiguration import AdministratorsConfig
+
+    AdministratorsConfig.from_conf(conf)  # ozone.administrators, ozone.readonly.administrators (also when insecure)
     endpoints.http_address(get, node)
     endpoints.https_address(get, node)
     # every peer's addresses too: servicers name the leader's address in NOT_LEADER answers
