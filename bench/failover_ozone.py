@@ -79,6 +79,9 @@ class HadoopLoad:
         self._stop.set()
         await asyncio.gather(*self._tasks)
 
+    def _refused(self, name: str) -> None:
+        self.refusals[name] = self.refusals.get(name, 0) + 1
+
     async def _run(self, i: int) -> None:
         async with BlockLocationClient(self.addresses, attempts=30, retry_interval=RETRY_INTERVAL,
                                        call_timeout=10) as c:
@@ -87,13 +90,11 @@ class HadoopLoad:
                 try:
                     resp = await c.allocate_blocks(BLOCK_SIZE, 1, f"failover-{i}")
                 except (ConnectionLost, RemoteError, OSError) as exc:
-                    name = type(exc).__name__
-                    self.refusals[name] = self.refusals.get(name, 0) + 1
+                    self._refused(type(exc).__name__)
                     await asyncio.sleep(0.01)
                     continue
                 if not resp.success:  # e.g. SAFE_MODE_EXCEPTION from a leader not ready yet
-                    key = str(resp.status)
-                    self.refusals[key] = self.refusals.get(key, 0) + 1
+                    self._refused(str(resp.status))
                     await asyncio.sleep(0.01)
                     continue
                 self.done.append((t0, time.monotonic()))
@@ -111,17 +112,18 @@ class HadoopLoad:
         while len(self.done) < n + count and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         if len(self.done) == n:
-            raise RuntimeError(f"no allocation succeeded for {timeout:.0f} s before the fault")
+            raise RuntimeError(f"no allocation succeeded for {timeout:.0f} s before the fault "
+                               f"(failed attempts: {self.refusals})")
 
 
 async def gap_after(load: HadoopLoad, fault_at: float, timeout: float = 90) -> float:
+    """Seconds from the fault to the first allocation answered among calls started after it."""
     deadline = time.monotonic() + timeout
-    while load.first_success_after(fault_at) is None:
+    while (first := load.first_success_after(fault_at)) is None:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"no allocation succeeded within {timeout:.0f} s of the SIGKILL")
+            raise RuntimeError(f"no allocation succeeded within {timeout:.0f} s of the SIGKILL "
+                               f"(failed attempts: {load.refusals})")
         await asyncio.sleep(0.01)
-    first = load.first_success_after(fault_at)
-    assert first is not None
     return first - fault_at
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import gssapi
 
+from bench.failover_ozone import HadoopLoad, gap_after
 from scm_server import hadoop_ipc as codec
 from scm_server.client.hadoop_rpc import BLOCK_PROTOCOL
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
@@ -58,30 +59,13 @@ SIDES = {"ours": "ours", "ozone": "Ozone 2.2.0"}
 KEPT_LOGS = REPO / "run-data" / "failover-secure"
 
 
-class KerberosLoad:
-    """``clients`` Kerberized Hadoop RPC callers allocating one block per call until stopped; successes kept as
-    (start, end), with the SCM that answered the latest one."""
+class KerberosLoad(HadoopLoad):
+    """:class:`HadoopLoad` over Kerberized Hadoop RPC, with the SCM that answered the latest allocation."""
 
     def __init__(self, addresses: list[str], clients: int, ccache: Path) -> None:
-        self.addresses = addresses
-        self.clients = clients
+        super().__init__(addresses, clients)
         self.ccache = ccache
-        self.done: list[tuple[float, float]] = []
-        self.ids: list[tuple[int, int]] = []
-        self.refusals: dict[str, int] = {}
         self.last_served: str | None = None
-        self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-
-    def start(self) -> None:
-        self._tasks = [asyncio.get_running_loop().create_task(self._run(i)) for i in range(self.clients)]
-
-    async def stop(self) -> None:
-        self._stop.set()
-        await asyncio.gather(*self._tasks)
-
-    def _refused(self, name: str) -> None:
-        self.refusals[name] = self.refusals.get(name, 0) + 1
 
     async def _connect(self, address: str) -> KerberosClient:
         client = await KerberosClient.open(int(address.rsplit(":", 1)[1]))
@@ -146,28 +130,6 @@ class KerberosLoad:
             if client is not None:
                 client.close()
 
-    def first_success_after(self, t: float) -> float | None:
-        ends = [end for start, end in self.done if start >= t]
-        return min(ends) if ends else None
-
-    async def steady(self, count: int = 100, timeout: float = 60) -> None:
-        n = len(self.done)
-        deadline = time.monotonic() + timeout
-        while len(self.done) < n + count and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        if len(self.done) == n:
-            raise RuntimeError(f"no allocation succeeded for {timeout:.0f} s before the fault "
-                               f"(failed attempts: {self.refusals})")
-
-    async def gap_after(self, fault_at: float, timeout: float = 180) -> float:
-        deadline = time.monotonic() + timeout
-        while (first := self.first_success_after(fault_at)) is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no allocation succeeded within {timeout:.0f} s of the SIGKILL "
-                                   f"(failed attempts: {self.refusals})")
-            await asyncio.sleep(0.01)
-        return first - fault_at
-
 
 def restart_member(cluster: OzoneCluster, scm: ScmNode) -> float:
     """Start a killed SCM of either ring again (its metadata kept); seconds until the ring has three members and one
@@ -190,14 +152,14 @@ async def failover_runs(cluster: SecureOzoneCluster, runs: int, clients: int, cc
     restarts: list[float] = []
     try:
         for run in range(runs):
-            await load.steady()
+            await load.steady(count=100, timeout=60)
             assert load.last_served is not None
             leader = by_address[load.last_served]  # the SCM serving allocations right now
             proc = cluster.procs[leader.node_id].popen
             fault_at = time.monotonic()
             os.killpg(proc.pid, signal.SIGKILL)
             await asyncio.to_thread(proc.wait, 30)
-            gap = await load.gap_after(fault_at)
+            gap = await gap_after(load, fault_at, timeout=180)
             new = by_address[load.last_served]
             print(f"  {label} run {run + 1}/{runs}: SIGKILL {leader.node_id} -> {new.node_id}, "
                   f"allocation gap {gap:.2f} s (load {loadavg()})", flush=True)
