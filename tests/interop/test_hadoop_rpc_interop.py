@@ -33,6 +33,7 @@ from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.server.hadoop_rpc.block_translator import PROTOCOL, SERVER_NOT_LEADER
 from scm_server.server.hadoop_rpc.datanode_translator import PROTOCOL as DN_PROTOCOL
+from scm_server.upgrade.layout import SOFTWARE_LAYOUT_VERSION
 from tests.integration.ha.harness import (
     CLIENT_CONFIG,
     TEST_SETTINGS,
@@ -333,14 +334,16 @@ async def test_a_datanode_registers_and_heartbeats_over_hadoop_rpc_on_every_scm(
 
 async def test_hadoops_client_as_a_datanode_gets_commands_with_the_term(quorum: Quorum) -> None:
     """Hadoop's client calling the datanode protocol as a datanode does: an unknown datanode's heartbeat is
-    answered with a reregister command, then GetVersion, Register and a heartbeat stamped with the term."""
+    answered with a reregister command, then GetVersion, a registration at a foreign software layout version refused
+    as Ozone's SCM refuses it, Register at the SCM's layout and a heartbeat stamped with the term."""
     leader = await quorum.cluster.wait_leader()
     dn = str(uuid.uuid4())
     facts = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in java(
-        quorum.classpath, "datanode", dn, quorum.datanode_address(leader))}
+        quorum.classpath, "datanode", dn, quorum.datanode_address(leader), str(SOFTWARE_LAYOUT_VERSION))}
     assert facts["EarlyHeartbeat"] == "OK reregisterCommand", facts
     status, cluster_id = facts["GetVersion"].split()
     assert status == "OK" and cluster_id.startswith("CID-")
+    assert facts["RegisterForeignLayout"] == f"OK errorNodeNotPermitted {cluster_id}"
     assert facts["Register"] == f"OK success {cluster_id}"
     m = re.fullmatch(rf"OK {dn} term=(\d+) commands=\[.*\]", facts["Heartbeat"])
     assert m is not None and int(m.group(1)) >= 1, facts["Heartbeat"]

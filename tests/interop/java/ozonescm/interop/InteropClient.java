@@ -35,7 +35,8 @@ import ozonescm.wire.hdds.HddsProtos;
  *
  *   calls ADDR              every supported cmdType, one unsupported, a same-call retry
  *   allocate N ADDR,ADDR..  N single-block allocations, following ServerNotLeaderException hints
- *   datanode UUID ADDR      a datanode's calls: a heartbeat before registering, GetVersion, Register, heartbeats
+ *   datanode UUID ADDR SLV  a datanode's calls: a heartbeat before registering, GetVersion, Register at software
+ *                           layout version 0 (refused, as Ozone refuses a foreign layout), Register at SLV, heartbeats
  *   location ADDR           every served cmdType of StorageContainerLocationProtocol, one unsupported (AdminCalls)
  *   security ADDR           SCMSecurityProtocol's reads, an issuance and a CRL call (AdminCalls)
  */
@@ -217,7 +218,7 @@ public final class InteropClient {
     return out.toString().trim();
   }
 
-  private void datanode(String uuid, String address) throws Exception {
+  private void datanode(String uuid, String address, int softwareLayout) throws Exception {
     StorageContainerDatanodeProtocolPB p = datanodeProxy(address);
     java.util.UUID u = java.util.UUID.fromString(uuid);
     HddsProtos.UUID u128 = HddsProtos.UUID.newBuilder()
@@ -246,18 +247,20 @@ public final class InteropClient {
     }
     System.out.println("GetVersion " + version.getStatus() + " " + cluster);
 
-    StorageContainerDatanodeProtocolProtos.SCMDatanodeResponse registered = p.submitRequest(null, StorageContainerDatanodeProtocolProtos.SCMDatanodeRequest.newBuilder()
-        .setCmdType(StorageContainerDatanodeProtocolProtos.Type.Register).setRegisterRequest(StorageContainerDatanodeProtocolProtos.SCMRegisterRequestProto.newBuilder()
-            .setExtendedDatanodeDetails(HddsProtos.ExtendedDatanodeDetailsProto.newBuilder().setDatanodeDetails(details)
-                .setVersion("2.2.0"))
-            .setNodeReport(nodeReport)
-            .setContainerReport(StorageContainerDatanodeProtocolProtos.ContainerReportsProto.newBuilder())
-            .setPipelineReports(StorageContainerDatanodeProtocolProtos.PipelineReportsProto.newBuilder())
-            .setDataNodeLayoutVersion(StorageContainerDatanodeProtocolProtos.LayoutVersionProto.newBuilder().setMetadataLayoutVersion(0)
-                .setSoftwareLayoutVersion(0)))
-        .build());
-    System.out.println("Register " + registered.getStatus() + " " + registered.getRegisterResponse().getErrorCode() + " "
-        + registered.getRegisterResponse().getClusterID());
+    for (int layout : new int[] {0, softwareLayout}) {
+      StorageContainerDatanodeProtocolProtos.SCMDatanodeResponse registered = p.submitRequest(null, StorageContainerDatanodeProtocolProtos.SCMDatanodeRequest.newBuilder()
+          .setCmdType(StorageContainerDatanodeProtocolProtos.Type.Register).setRegisterRequest(StorageContainerDatanodeProtocolProtos.SCMRegisterRequestProto.newBuilder()
+              .setExtendedDatanodeDetails(HddsProtos.ExtendedDatanodeDetailsProto.newBuilder().setDatanodeDetails(details)
+                  .setVersion("2.2.0"))
+              .setNodeReport(nodeReport)
+              .setContainerReport(StorageContainerDatanodeProtocolProtos.ContainerReportsProto.newBuilder())
+              .setPipelineReports(StorageContainerDatanodeProtocolProtos.PipelineReportsProto.newBuilder())
+              .setDataNodeLayoutVersion(StorageContainerDatanodeProtocolProtos.LayoutVersionProto.newBuilder()
+                  .setMetadataLayoutVersion(layout).setSoftwareLayoutVersion(layout)))
+          .build());
+      System.out.println((layout == softwareLayout ? "Register " : "RegisterForeignLayout ") + registered.getStatus()
+          + " " + registered.getRegisterResponse().getErrorCode() + " " + registered.getRegisterResponse().getClusterID());
+    }
 
     StorageContainerDatanodeProtocolProtos.SCMDatanodeResponse beat = p.submitRequest(null, StorageContainerDatanodeProtocolProtos.SCMDatanodeRequest.newBuilder()
         .setCmdType(StorageContainerDatanodeProtocolProtos.Type.SendHeartbeat).setSendHeartbeatRequest(heartbeat).build());
@@ -274,7 +277,7 @@ public final class InteropClient {
         client.calls(args[1]);
         break;
       case "datanode":
-        client.datanode(args[1], args[2]);
+        client.datanode(args[1], args[2], Integer.parseInt(args[3]));
         break;
       case "allocate":
         client.allocateAcrossFailover(Integer.parseInt(args[1]), args[2].split(","));
