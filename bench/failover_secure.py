@@ -40,7 +40,7 @@ from typing import Any
 
 import gssapi
 
-from bench.failover_ozone import HadoopLoad, gap_after
+from bench.hadoop_load import BLOCK_SIZE, RETRY_INTERVAL, HadoopLoad, gap_after
 from scm_server import hadoop_ipc as codec
 from scm_server.client.hadoop_rpc import BLOCK_PROTOCOL
 from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
@@ -50,8 +50,6 @@ from tests.kerberos.sasl_client import KerberosClient, ServerFatal
 from tests.ozone_interop.ozone_procs import REPO, OzoneCluster, OzoneInteropError, ScmNode, digest, wait_for
 from tests.ozone_secure.secure_procs import HOST, USER, SecureOzoneCluster
 
-BLOCK_SIZE = 4096
-RETRY_INTERVAL = 0.05  # as bench/failover_ozone.py's client
 CALL_TIMEOUT = 10.0
 KEY_BYTES = 256 * 1024
 VOLUME, BUCKET = "anchorvol", "anchorbucket"

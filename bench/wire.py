@@ -53,7 +53,7 @@ if not __package__:  # `python bench/wire.py`: import bench.* and tests.* from t
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import dn_load, interleave, ozone_anchor
-from bench.failover_ozone import HadoopLoad, gap_after
+from bench.hadoop_load import HadoopLoad, gap_after
 from scm_server.client.hadoop_rpc import BlockLocationClient, HadoopDatanodeClient, LocationClient
 from scm_server.datanode_sim import DatanodeSimulator
 from scm_server.exceptions import SCMError

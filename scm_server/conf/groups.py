@@ -27,7 +27,7 @@ from scm_server.conf.values import parse_bool, parse_duration, parse_float, pars
 from scm_server.exceptions import ConfigError
 
 if TYPE_CHECKING:
-    from scm_server.conf.ozone_configuration import OzoneConfiguration
+    from scm_server.conf.source import ConfigSource
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ def _parse(key: str, kind: str, raw: str) -> Any:
     raise AssertionError(f"unknown config kind {kind}")
 
 
-def _build(cls: type[T], conf: OzoneConfiguration, **extra: Any) -> T:
+def _build(cls: type[T], conf: ConfigSource, **extra: Any) -> T:
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in extra:
@@ -80,7 +80,7 @@ def _build(cls: type[T], conf: OzoneConfiguration, **extra: Any) -> T:
     return cls(**kwargs)
 
 
-def _for_node(conf: OzoneConfiguration, key: str, service_id: str, node_id: str) -> tuple[str, str] | None:
+def _for_node(conf: ConfigSource, key: str, service_id: str, node_id: str) -> tuple[str, str] | None:
     """Ozone's per-node lookup (``key.svc.node``, ``key.svc``, ``key``): the key that held the value, and it."""
     for candidate in (f"{key}.{service_id}.{node_id}", f"{key}.{service_id}", key):
         value = conf.get_str(candidate)
@@ -224,7 +224,7 @@ class SCMConfig:
     )
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> SCMConfig:
+    def from_conf(cls, conf: ConfigSource) -> SCMConfig:
         conf.require("ozone.metadata.dirs", "/data/metadata")
         result = _build(cls, conf)
         _check_positive(cls, result, "container_size", "block_size", "sequence_id_batch_size", "max_blocks_per_request")
@@ -302,7 +302,7 @@ class SafeModeConfig:
     )
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> SafeModeConfig:
+    def from_conf(cls, conf: ConfigSource) -> SafeModeConfig:
         result = _build(cls, conf)
         _check_fraction(cls, result, "threshold_pct", "healthy_pipeline_pct", "one_replica_pipeline_pct")
         _check_positive(cls, result, "log_interval")
@@ -343,7 +343,7 @@ class NodeManagerConfig:
     )
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> NodeManagerConfig:
+    def from_conf(cls, conf: ConfigSource) -> NodeManagerConfig:
         result = _build(cls, conf)
         _check_positive(cls, result, "heartbeat_interval", "heartbeat_thread_interval", "stale_node_interval",
                         "admin_monitor_interval")
@@ -412,7 +412,7 @@ class PipelineConfig:
     )
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> PipelineConfig:
+    def from_conf(cls, conf: ConfigSource) -> PipelineConfig:
         result = _build(cls, conf)
         _check_positive(
             cls, result, "creation_interval", "owner_container_count", "pipeline_per_metadata_disk", "ec_pipeline_minimum"
@@ -503,7 +503,7 @@ class TopologyConfig:
     )
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> TopologyConfig:
+    def from_conf(cls, conf: ConfigSource) -> TopologyConfig:
         extra: dict[str, Any] = {}
         if conf.source_of("hdds.datanode.use.datanode.hostname") in ("default", "unset"):
             legacy = conf.get_str("dfs.datanode.use.datanode.hostname")
@@ -552,7 +552,7 @@ class PlacementConfig:
         MIN_LEADER_COUNT,
     )
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> PlacementConfig:
+    def from_conf(cls, conf: ConfigSource) -> PlacementConfig:
         result = _build(cls, conf)
         result = dataclasses.replace(
             result,
@@ -627,7 +627,7 @@ class ReplicationManagerConfig:
     )
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> ReplicationManagerConfig:
+    def from_conf(cls, conf: ConfigSource) -> ReplicationManagerConfig:
         result = _build(cls, conf)
         _check_positive(
             cls, result, "interval", "datanode_replication_limit", "datanode_reconstruction_weight",
@@ -739,7 +739,7 @@ class ContainerBalancerConfig:
     )
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> ContainerBalancerConfig:
+    def from_conf(cls, conf: ConfigSource) -> ContainerBalancerConfig:
         return _build(cls, conf)
 
 
@@ -762,7 +762,7 @@ class BlockConfig:
     )
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> BlockConfig:
+    def from_conf(cls, conf: ConfigSource) -> BlockConfig:
         result = _build(cls, conf)
         _check_positive(cls, result, "deleting_service_interval", "deletion_per_interval_max")
         return result
@@ -873,7 +873,7 @@ class SCMHAConfig:
     nodes: tuple[SCMNodeDetails, ...] = ()
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> SCMHAConfig:
+    def from_conf(cls, conf: ConfigSource) -> SCMHAConfig:
         base = _build(cls, conf)
         for sid in base.service_ids:
             check_name("ozone.scm.service.ids", sid, "service id", "scmservice")
@@ -1001,7 +1001,7 @@ class SCMConfigurations:
     balancer: ContainerBalancerConfig = ContainerBalancerConfig()
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> SCMConfigurations:
+    def from_conf(cls, conf: ConfigSource) -> SCMConfigurations:
         return cls(
             scm=SCMConfig.from_conf(conf),
             safemode=SafeModeConfig.from_conf(conf),

@@ -39,7 +39,7 @@ from scm_server.conf.groups import _build, _port, setting
 from scm_server.exceptions import ConfigError
 
 if TYPE_CHECKING:
-    from scm_server.conf.ozone_configuration import OzoneConfiguration
+    from scm_server.conf.source import ConfigSource
 
 ENROLLMENT_ROLES = ("scm", "datanode", "om")
 SECRET_KEY_ALGORITHMS = ("HmacSHA1", "HmacSHA224", "HmacSHA256", "HmacSHA384", "HmacSHA512")
@@ -291,7 +291,7 @@ class SecurityConfig:
     enrollment_secret_files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def if_enabled(cls, conf: OzoneConfiguration) -> SecurityConfig | None:
+    def if_enabled(cls, conf: ConfigSource) -> SecurityConfig | None:
         """The parsed and validated configuration when ``ozone.security.enabled`` is true, else None
         (and nothing else is read). A command (``scm --init``, ``scm --bootstrap``) calls this once
         and hands the result to every function that needs it."""
@@ -300,7 +300,7 @@ class SecurityConfig:
         return cls.from_conf(conf)
 
     @classmethod
-    def from_conf(cls, conf: OzoneConfiguration) -> SecurityConfig:
+    def from_conf(cls, conf: ConfigSource) -> SecurityConfig:
         secrets = tuple(
             (role, value)
             for role in ENROLLMENT_ROLES

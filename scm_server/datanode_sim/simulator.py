@@ -46,10 +46,10 @@ from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim.fencing import CommandFence
 from scm_server.datanode_sim.security import DatanodeSecurity
 from scm_server.exceptions import ResultCodes, SCMException
+from scm_server.hdds_layout import SOFTWARE_LAYOUT_VERSION
 from scm_server.proto import hdds_pb2, scm_datanode_pb2
 from scm_server.security.cert_client import NodeCertificateClient
 from scm_server.security.tls import ChannelSecurity
-from scm_server.upgrade.layout import SOFTWARE_LAYOUT_VERSION
 
 # The transports a simulated datanode can speak: our gRPC protocol, or Ozone's over Hadoop RPC.
 PROTOCOLS = ("grpc", "hadoop-rpc")

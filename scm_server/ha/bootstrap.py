@@ -53,12 +53,12 @@ from pathlib import Path
 
 import grpc
 
+from scm_server import hdds_layout as layout
 from scm_server.conf import OzoneConfiguration, SCMConfig, SCMHAConfig, SCMNodeDetails
 from scm_server.conf.addresses import parse_port
 from scm_server.conf.security import SecurityConfig
 from scm_server.exceptions import ConfigError, SCMError, StorageError
 from scm_server.metadata.storage_config import SCMStorageConfig, validate_cluster_id
-from scm_server.upgrade import layout
 
 LOG = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from scm_server import hdds_layout as layout
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.ha.replicate import RequestType, replicate
 from scm_server.ha.scm_ha_manager_api import SCMHAManager
@@ -31,7 +32,6 @@ from scm_server.metadata.scm_db_definition import FINALIZING_KEY, LAYOUT_VERSION
 from scm_server.proto import hdds_pb2
 from scm_server.security.core import certificates as pki
 from scm_server.security.core import serials as serial_ids
-from scm_server.upgrade import layout
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class FinalizationListener(Protocol):
 
 class FinalizationStateManager(ReplicatedStateManager):
     """The replicated half of upgrade finalization: the ``#FINALIZING`` mark and the metadata layout version
-    (MLV) in ``meta``. Which checkpoint SCM is at follows from them alone (:mod:`scm_server.upgrade.layout`).
+    (MLV) in ``meta``. Which checkpoint SCM is at follows from them alone (:mod:`scm_server.hdds_layout`).
     Until a feature was finalized through Raft the MLV is the one VERSION records (``initial_layout_version``)."""
 
     def __init__(

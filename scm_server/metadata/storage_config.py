@@ -33,7 +33,7 @@ STORAGE_DIR_CURRENT = "current"
 STORAGE_FILE_VERSION = "VERSION"
 NODE_TYPE = "SCM"
 # The HDDS layout version a new SCM starts at: the newest feature of Ozone 2.2.0's HDDSLayoutFeature
-# (scm_server.upgrade.layout.SOFTWARE_LAYOUT_VERSION; a test keeps the two equal).
+# (scm_server.hdds_layout.SOFTWARE_LAYOUT_VERSION; a test keeps the two equal).
 CURRENT_LAYOUT_VERSION = 10
 
 _REQUIRED = ("nodeType", "clusterID", "cTime", "layoutVersion", "scmUuid")

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from scm_server import hdds_layout as layout
 from scm_server.conf import OzoneConfiguration
 from scm_server.exceptions import SCMError
 from scm_server.ha.bootstrap import LocalSCM, resolve_local_scm
@@ -38,7 +39,6 @@ from scm_server.migrate import ozone_records as rec
 from scm_server.proto import hdds_pb2
 from scm_server.raft.core.recovery import RecoveryError, restored_start
 from scm_server.raft.storage import LevelDBStorage
-from scm_server.upgrade import layout
 
 LOG = logging.getLogger(__name__)
 FLUSH_HINT = (

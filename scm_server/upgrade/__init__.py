@@ -1,5 +1,6 @@
-"""Upgrades: Ozone's HDDS layout features and the SCM's upgrade finalization (``ozone admin scm finalizeupgrade``).
+"""Upgrades: the SCM's upgrade finalization (``ozone admin scm finalizeupgrade``).
 
-``layout`` is pure (the feature table, the finalization checkpoints and the statuses they report);
-``finalization`` drives finalization on the leader through the replicated FinalizationStateManager.
+``finalization`` drives finalization on the leader through the replicated FinalizationStateManager; Ozone's HDDS
+layout features, the finalization checkpoints and the statuses they report are values in
+:mod:`scm_server.hdds_layout`, low in the house because storage, HA, the node manager and the simulator read them.
 """

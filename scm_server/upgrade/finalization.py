@@ -3,7 +3,7 @@
 
 The leader drives it; every step that changes state is a replicated call of the
 :class:`~scm_server.ha.stateful_service_state_manager.FinalizationStateManager`, so every SCM crosses the
-same checkpoints (:mod:`scm_server.upgrade.layout`) in the same order::
+same checkpoints (:mod:`scm_server.hdds_layout`) in the same order::
 
     finalizeupgrade  -> STARTING_FINALIZATION (this leader, until the mark is committed)
     add the #FINALIZING mark            FINALIZATION_STARTED: pipeline creation frozen, status IN_PROGRESS
@@ -32,13 +32,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from scm_server import hdds_layout as layout
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.ha.scm_context import SCMContext
 from scm_server.ha.stateful_service_state_manager import FinalizationStateManager
+from scm_server.hdds_layout import FinalizationCheckpoint, Status, StatusAndMessages
 from scm_server.node.node_manager import ScmLayout, SCMNodeManager
 from scm_server.proto import hdds_pb2
-from scm_server.upgrade import layout
-from scm_server.upgrade.layout import FinalizationCheckpoint, Status, StatusAndMessages
 
 log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from scm_server import hadoop_ipc as codec
 from scm_server.client.hadoop_rpc import HadoopRpcConnection
 from scm_server.client.scm_client import SCMClient
 from scm_server.datanode_sim import DatanodeSimulator
+from scm_server.hdds_layout import SOFTWARE_LAYOUT_VERSION
 from scm_server.local.quorum import HALocalCluster
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmServerDatanodeHeartbeatProtocol_pb2 as wire_dn
@@ -33,7 +34,6 @@ from scm_server.proto.ozone import ScmServerProtocol_pb2 as wire_block
 from scm_server.proto.ozone import hdds_pb2 as wire
 from scm_server.server.hadoop_rpc.block_translator import PROTOCOL, SERVER_NOT_LEADER
 from scm_server.server.hadoop_rpc.datanode_translator import PROTOCOL as DN_PROTOCOL
-from scm_server.upgrade.layout import SOFTWARE_LAYOUT_VERSION
 from tests.integration.ha.harness import (
     CLIENT_CONFIG,
     TEST_SETTINGS,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from scm_server.upgrade import layout
+from scm_server import hdds_layout as layout
 from tests.ozone_interop.ozone_procs import (
     ADMIN_MAIN,
     CLI_HEAP,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from scm_state_harness import CLUSTER_ID, FakeDatanode, bring_up, make_scm
 
+from scm_server import hdds_layout as layout
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
 from scm_server.metadata import SCMStorageConfig
 from scm_server.proto import hdds_pb2, scm_datanode_pb2, scm_ratis_pb2
 from scm_server.scm import StorageContainerManager
-from scm_server.upgrade import layout
 
 T = scm_datanode_pb2.SCMCommandProto.Type
 Err = scm_datanode_pb2.SCMRegisteredResponseProto.ErrorCode

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from scm_server import hdds_layout as layout
+from scm_server.hdds_layout import FinalizationCheckpoint as C
+from scm_server.hdds_layout import Status
 from scm_server.metadata.storage_config import CURRENT_LAYOUT_VERSION
-from scm_server.upgrade import layout
-from scm_server.upgrade.layout import FinalizationCheckpoint as C
-from scm_server.upgrade.layout import Status
 
 
 def test_features_are_ozone_2_2_0s_in_order() -> None:
