@@ -19,7 +19,9 @@ from tests.e2e.controlplane.env import control_plane_environment
 from tests.e2e.controlplane.fixture import ControlPlane
 from tests.e2e.local import test_operator_scenarios as scenarios
 
-pytestmark = pytest.mark.control_plane
+# Each scenario bounds its own waits (the audit's: a ready ring, a container, the CronJob's Job, the Job's end: up to
+# 20 min in all); pytest's limit is the last resort above them, not the default 300 s that a loaded machine outlasts.
+pytestmark = [pytest.mark.control_plane, pytest.mark.timeout(1800)]
 
 # Every scenario of the local tier (the functions are imported, not copied): tests/e2e/scenarios.py
 SCENARIOS = shared.SCENARIOS
