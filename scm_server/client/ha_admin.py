@@ -282,17 +282,22 @@ class HAAdminClient:
         raise last
 
     async def _any(self, invoke: Callable[[scm_ha_pb2_grpc.InterSCMProtocolServiceStub], Awaitable[T]]) -> T:
-        """Call on any reachable SCM."""
+        """Call on any reachable SCM: the list in order, then again after a short pause, bounded rounds as
+        :meth:`_call` (a member whose network has just come up can drop the first connection)."""
         last: Exception | None = None
-        for address in self.addresses:
-            try:
-                return await invoke(self._stub(address))
-            except grpc.aio.AioRpcError as err:
-                exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
-                if exc is not None:
-                    raise exc from err
-                last = SCMUnavailableError(address, f"{err.code().name}: {err.details()}")
-        assert last is not None
+        for round_ in range(self.rounds):
+            if round_:
+                await asyncio.sleep(self.pause)
+            for address in self.addresses:
+                try:
+                    return await invoke(self._stub(address))
+                except grpc.aio.AioRpcError as err:
+                    exc = from_grpc_error(err.code(), err.details() or "", err.trailing_metadata())
+                    if exc is not None:
+                        raise exc from err
+                    last = SCMUnavailableError(address, f"{err.code().name}: {err.details()}", attempts=round_ + 1)
+        if last is None:
+            last = SCMUnavailableError(",".join(self.addresses), "no answer")
         raise last
 
     async def scm_info(self) -> scm_ha_pb2.ScmInfoResponseProto:
