@@ -160,6 +160,10 @@ audit-wheels: env ## PySpark and pyarrow wheels into dist/audit-wheels (for the 
 	rm -rf dist/audit-wheels
 	$(BIN)/python -m pip wheel --quiet "pyspark==4.3.0" "pyarrow==26.0.1" -w dist/audit-wheels
 
+# IMAGE_DEPS=: use the images as they are (.ci/run builds them once in one lane; two lanes rebuilding the same tags
+# and dist/wheels at once remove each other's build stages)
+IMAGE_DEPS ?= image audit-image
+
 # AUDIT_IMAGE_TAG=...: another tag (a second worktree's node tier beside the CI's; OZONE_SCM_NODE_AUDIT_IMAGE names it)
 AUDIT_IMAGE_TAG ?= ozone-scm-audit:dev
 
@@ -188,7 +192,7 @@ k8s-node: k8s-control-plane ## + kubelet, kube-scheduler, kube-proxy (same k8s.i
 	bash scripts/install_k8s_node_runtime.sh
 	bash scripts/build_k8s_node.sh
 
-e2e-node: env k8s-tools k8s-node image audit-image ## a real single node (kubelet + containerd, kube-proxy, CoreDNS) in namespaces of its own, the operator in its Deployment Pod: the smoke test, the audit with executor Pods and the CI subset of the shared scenario list (.ci/run)
+e2e-node: env k8s-tools k8s-node $(IMAGE_DEPS) ## a real single node (kubelet + containerd, kube-proxy, CoreDNS) in namespaces of its own, the operator in its Deployment Pod: the smoke test, the audit with executor Pods and the CI subset of the shared scenario list (.ci/run)
 	@start=$$(date +%s); OZONE_SCM_NODE_LIST=ci $(PYTEST) tests/e2e/node/test_node_smoke.py tests/e2e/node/test_node_audit_executors.py \
 	  tests/e2e/node/test_node_scenarios.py -m node -q --durations=20; rc=$$?; \
 	  echo "e2e-node: $$(( $$(date +%s) - start )) s wall clock (exit $$rc)"; exit $$rc
@@ -214,7 +218,7 @@ registry: env registry-tools ## a local OCI registry on 127.0.0.1:5000 (storage 
 release: image audit-image k8s-tools ## push both images and the chart (OCI) to REGISTRY=host[:port][/path] (default 127.0.0.1:5000), render dist/ozone-scm-operator-<VERSION>.yaml
 	$(BIN)/python scripts/release.py --registry $(REGISTRY) $(if $(VERSION),--version $(VERSION)) $(if $(filter 1,$(REGISTRY_INSECURE)),--insecure)
 
-e2e-container: image audit-image k8s-tools registry-tools ## the container scenarios: a 3-SCM ring as podman containers (leader killed), the audit Pod, a release pushed to a local registry and installed from it
+e2e-container: $(IMAGE_DEPS) k8s-tools registry-tools ## the container scenarios: a 3-SCM ring as podman containers (leader killed), the audit Pod, a release pushed to a local registry and installed from it
 	$(PYTEST) tests/e2e/container -m container -q
 
 e2e-kind: env k8s-tools ## the kind tier against a real cluster (needs kind + docker; see tests/e2e/kind/README.md)

@@ -16,6 +16,10 @@ if ! ls dist/wheels/pip-*.whl >/dev/null 2>&1 || ! ls dist/wheels/ozone_scm-*.wh
   echo "build_image: dist/wheels has no ozone_scm or pip wheel; run 'make wheels' first" >&2
   exit 1
 fi
+# One podman build at a time on this machine: each build's prune of untagged labelled images would remove another
+# build's intermediate stages (podman: "reading image ...: image not known").
+exec 9>"${TMPDIR:-/tmp}/ozone-scm-podman-build.lock"
+flock 9
 podman --runtime runc build --quiet --build-arg "BASE_IMAGE=$BASE_IMAGE" --target "$TARGET" \
   --label ozone-scm.build=1 -t "$TAG" . >/dev/null
 # The builder stage and replaced tags stay behind as untagged images; remove ours (labelled) only.

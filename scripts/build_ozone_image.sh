@@ -32,6 +32,10 @@ while IFS= read -r jar; do
 done < <(tr ":" "\n" < "$classpath_file"; echo)
 cp images/ozone/ozone images/ozone/log4j.properties images/ozone/log4j2.properties "$ctx/"
 chmod -R u=rwX,go=rX "$ctx" && chmod 0755 "$ctx/ozone"
+# One podman build at a time on this machine: each build's prune of untagged labelled images would remove another
+# build's intermediate stages (podman: "reading image ...: image not known").
+exec 9>"${TMPDIR:-/tmp}/ozone-scm-podman-build.lock"
+flock 9
 podman --runtime runc build --quiet --build-arg "BASE_IMAGE=$BASE_IMAGE" --label ozone-scm.build=1 \
   -f images/ozone/Dockerfile -t "$TAG" "$ctx" >/dev/null
 podman image prune -f --filter label=ozone-scm.build=1 >/dev/null
