@@ -108,8 +108,18 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed(f"{SCM_SERVICE},name=ManagedRocksObjectMetrics", "*", "leak tracking of RocksJava objects"),
     NotServed(f"{SCM_SERVICE},name=DBCheckpointMetrics", "*", "Ozone's HTTP checkpoint servlet; our members "
               "transfer checkpoints over the inter-SCM gRPC service"),
-    NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "*", "Hadoop's IPC server counters per port; ours are "
-              "scm_rpc_requests_total and scm_rpc_latency_seconds by protocol and method"),
+    NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "RpcQueueTime*", "calls wait in no queue here: each "
+              "runs as its own task as soon as it is read (scm_hadoop_rpc_latency_seconds times them)"),
+    NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "CallQueueLength", "no call queue (as RpcQueueTime*)"),
+    NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "RpcClientBackoff", "no call queue to back off from"),
+    NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "RpcLockWaitTime*", "Hadoop's namesystem lock; none here"),
+    NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "RpcProcessingTimeAvgTime", "an average over Hadoop's "
+              "last metrics interval; ours: scm_hadoop_rpc_latency_seconds (a histogram) by protocol and method"),
+    NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "RpcSlowCalls", "not counted"),
+    NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "NumDroppedConnections", "connections are not dropped "
+              "for load here; idle ones close after twice ipc.client.connection.maxidletime, as Hadoop's"),
+    NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "tag.NumOpenConnectionsPerUser", "open connections "
+              "are counted per port, not per user"),
     NotServed(f"{SCM_SERVICE},name=RpcDetailedActivityForPort*", "*", "as RpcActivityForPort*"),
     NotServed(f"{SCM_SERVICE},name=ScmBlockLocationProtocol", "*", "Ozone's per-cmdType ProtocolMessageMetrics "
               "are on /prom under Ozone's names (scm_block_location_protocol_counter, _time, _concurrency, by "
@@ -201,13 +211,24 @@ NOT_SERVED: tuple[NotServed, ...] = (
               "see `ozone admin datanode usageinfo`"),
 )
 
-# /prom names Ozone's SCM writes outside its Hadoop beans: Ratis's own (dropwizard) registry. Ours serves the
-# Raft figures under scm_term, scm_applied_index, scm_is_leader and scm_raft_leader_known instead.
+# /prom names Ozone's SCM writes outside its Hadoop beans: Ratis's own (dropwizard) registry. Ours serves seven of
+# them for the same events of its own Raft (scm_server/ha/ratis_metrics.py), and the Raft figures under scm_term,
+# scm_applied_index, scm_is_leader and scm_raft_leader_known.
 NOT_SERVED_PROM_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("ratis_", "Apache Ratis's own metrics; our Raft's are scm_term, scm_applied_index, scm_is_leader"),
-    ("rpc_", "Hadoop's IPC server (the RpcActivityForPort* beans, record rpc); ours: scm_rpc_requests_total"),
+    ("ratis_", "Apache Ratis's other metrics (its gRPC, leader election and state machine internals); ours serves "
+               "ratis_log_worker_appendEntryCount, _flushCount, _appendEntryLatency, _syncTime and "
+               "ratis_server_clientWriteRequest, _clientReadRequest, _numFailedClientWriteOnServer for the same "
+               "events of its own Raft"),
     ("rpcdetailed_", "Hadoop's per-method IPC timings (record rpcdetailed); ours: scm_rpc_latency_seconds"),
 )
+
+
+def rpc_activity_bean(port: int, server_name: str, hostname: str, activity: Mapping[str, int]) -> Bean:
+    """Hadoop's ``RpcActivityForPort<port>`` bean of one Hadoop RPC listener (metrics record ``rpc``, so
+    ``rpc_num_open_connections{port,servername,context,hostname}`` on /prom) with the attributes ``activity``
+    holds (``HadoopRpcServer.activity``)."""
+    return Bean(f"{SCM_SERVICE},name=RpcActivityForPort{port}", "rpc", dict(activity),
+                {"port": str(port), "serverName": server_name, "Context": "rpc", "Hostname": hostname})
 
 
 def not_served(bean_name: str, attribute: str) -> NotServed | None:

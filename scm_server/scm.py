@@ -267,6 +267,9 @@ class StorageContainerManager:
         self.last_backup_served: float | None = None  # scm_backup_last_served_timestamp_seconds
         self.metrics_registry = CollectorRegistry(auto_describe=False)
         self.metrics_registry.register(SCMCollector(self))
+        ha_metrics = ha_manager.metrics_collector()
+        if ha_metrics is not None:
+            self.metrics_registry.register(ha_metrics)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         ha_manager.attach(self)

@@ -54,10 +54,11 @@ from scm_server.clock import Clock, SystemClock
 from scm_server.conf import OzoneConfiguration, SCMNodeDetails
 from scm_server.exceptions import ConfigError, NotLeaderException, ResultCodes, SCMException
 from scm_server.grpc_decode import DecodeGuard
-from scm_server.ha.bootstrap import LocalSCM, resolve_local_scm
+from scm_server.ha.bootstrap import LocalSCM, raft_group_id, resolve_local_scm
 from scm_server.ha.inter_scm_client import DownloadedCheckpoint, add_scm, download_checkpoint, get_roles
 from scm_server.ha.inter_scm_service import InterSCMService
 from scm_server.ha.peer_addresses import PeerAddresses, host_of, peer_role, resolve_host
+from scm_server.ha.ratis_metrics import RatisNames, ratis_group_label
 from scm_server.ha.scm_ha_manager_api import SCMHAHost
 from scm_server.ha.scm_state_machine import SCMStateMachine, Terminate, terminate_process
 from scm_server.ha.transaction_buffer import SCMHADBTransactionBuffer
@@ -376,6 +377,11 @@ class SCMHAManagerImpl:
 
     def raft_role(self) -> str | None:
         return self.raft.status().role if self.raft is not None else None
+
+    def metrics_collector(self) -> RatisNames:
+        """Our Raft's figures under Apache Ratis's names (ratis_log_worker_*, ratis_server_*), for /prom."""
+        return RatisNames(lambda: self.raft.metrics if self.raft is not None else None, self.peer_id,
+                          ratis_group_label(raft_group_id(self.cluster_id)))
 
     def leader_node(self) -> SCMNodeDetails | None:
         leader = self.leader_peer_id()

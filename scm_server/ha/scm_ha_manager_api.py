@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
+from prometheus_client.registry import Collector
+
 from scm_server.conf import SCMNodeDetails
 from scm_server.ha.dispatcher import SCMStateMachineDispatcher
 from scm_server.ha.scm_context import SCMContext
@@ -131,6 +133,11 @@ class SCMHAManager(Protocol):
     def ring_membership(self) -> RingMembership | None:
         """The ring's membership as this member applied it last (its members and their Raft addresses); None
         without Raft, or before Raft started."""
+        ...
+
+    def metrics_collector(self) -> Collector | None:
+        """The HA layer's own figures for the SCM's /prom (Raft's, under Apache Ratis's names); None without
+        Raft."""
         ...
 
     def raft_role(self) -> str | None:

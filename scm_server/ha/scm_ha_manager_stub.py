@@ -98,6 +98,9 @@ class SCMHAManagerStub:
     def raft_role(self) -> str | None:
         return None  # no Raft
 
+    def metrics_collector(self) -> None:
+        return None  # no Raft
+
     def set_decommission_hook(self, hook: Callable[[str, str], Awaitable[None]]) -> None:
         return None  # no ring: no SCM is ever removed from it
 

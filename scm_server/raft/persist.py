@@ -21,6 +21,7 @@ import time
 from concurrent.futures import Executor
 
 from scm_server.raft.core.types import Ready, Snapshot
+from scm_server.raft.metrics import RaftMetrics
 from scm_server.raft.storage import LevelDBStorage, PreparedSave
 from scm_server.raft.view import CoreView
 
@@ -32,11 +33,13 @@ INLINE_WRITE_MAX_SECONDS = 0.001
 
 
 class LogWriter:
-    def __init__(self, view: CoreView, storage: LevelDBStorage, writer: Executor) -> None:
-        """``writer`` is the single thread synced writes run in."""
+    def __init__(self, view: CoreView, storage: LevelDBStorage, writer: Executor,
+                 metrics: RaftMetrics | None = None) -> None:
+        """``writer`` is the single thread synced writes run in; ``metrics`` counts and times the writes."""
         self._view = view
         self._storage = storage
         self._writer = writer
+        self._metrics = metrics if metrics is not None else RaftMetrics()
         self.write_seconds = 0.0  # moving average of synced log writes
 
     async def save(self, rd: Ready, snap: Snapshot | None) -> None:
@@ -66,4 +69,6 @@ class LogWriter:
         """Write (and sync) one Ready, keeping a moving average of how long that takes."""
         t0 = time.perf_counter()
         self._storage.write_prepared(p)
-        self.write_seconds += (time.perf_counter() - t0 - self.write_seconds) * 0.2
+        seconds = time.perf_counter() - t0
+        self.write_seconds += (seconds - self.write_seconds) * 0.2
+        self._metrics.logged(len(p.entries), p.sync and self._storage.fsync, seconds)

@@ -86,12 +86,13 @@ from scm_server.raft.errors import (
 )
 from scm_server.raft.leadership import ElectionTiming, LeadershipPolicy
 from scm_server.raft.membership import MembershipChanges
+from scm_server.raft.metrics import RaftMetrics
 from scm_server.raft.outbox import Outbox
 from scm_server.raft.persist import LogWriter
 from scm_server.raft.reads import ReadIndexBatcher
 from scm_server.raft.retry_cache import RetryCache, encode_envelope
 from scm_server.raft.snapshots import Snapshots
-from scm_server.raft.statemachine import StateMachine
+from scm_server.raft.statemachine import ApplyRejected, StateMachine
 from scm_server.raft.storage import LevelDBStorage
 from scm_server.raft.transport import (
     SERVER_OPTIONS,
@@ -222,6 +223,7 @@ class RaftServer:
         self._snapshots: Snapshots | None = None
         self._outbox: Outbox | None = None  # the transport's, with the log's
         self._log_writer: LogWriter | None = None
+        self.metrics = RaftMetrics()  # log writes, syncs, client writes and reads (Ratis's figures' counterparts)
         self.port = 0
         self.ticks = 0  # ticks driven so far (observability / tests)
         self._stop_task: asyncio.Task[None] | None = None
@@ -269,7 +271,7 @@ class RaftServer:
         assert self._writer is not None
         storage = await loop.run_in_executor(self._writer, lambda: LevelDBStorage(cfg.storage_dir, fsync=cfg.fsync))
         self.storage = storage
-        self._log_writer = LogWriter(self._view, storage, self._writer)
+        self._log_writer = LogWriter(self._view, storage, self._writer, self.metrics)
         hs, conf = storage.initial_state()
         _, sm_index = self.sm.last_applied()
         first = storage.first_index()
@@ -544,13 +546,24 @@ class RaftServer:
                 "max_pending_proposals"
             )
         payload = encode_envelope(client_id, call_id, time.time(), data)
+        started = time.perf_counter()
         try:
             index = node.propose(payload)
         except ProposalDroppedError as exc:
+            self.metrics.failed_client_writes += 1
             raise self._map_dropped(exc) from exc
         fut = applier.expect(index, self._view.term, key)
         self._wakeup.set()
-        return await applier.await_result(fut, timeout, index)
+        try:
+            result = await applier.await_result(fut, timeout, index)
+        except ApplyRejected:  # committed and applied: the state machine's answer is a refusal
+            self.metrics.client_writes.add(time.perf_counter() - started)
+            raise
+        except BaseException:
+            self.metrics.failed_client_writes += 1
+            raise
+        self.metrics.client_writes.add(time.perf_counter() - started)
+        return result
 
     def _map_dropped(self, exc: ProposalDroppedError) -> Exception:
         text = str(exc)
@@ -569,7 +582,10 @@ class RaftServer:
         Concurrent readers are batched: everyone who arrives before the next request is issued
         shares one ReadIndex round (one heartbeat quorum), like etcd's linearizable read loop."""
         self._check_running()
-        return await self._reads.read(timeout)
+        started = time.perf_counter()
+        index = await self._reads.read(timeout)
+        self.metrics.client_reads.add(time.perf_counter() - started)
+        return index
 
     async def transfer_leadership(self, target_id: str | None, timeout: float = 10.0) -> str:
         node = self._check_running()

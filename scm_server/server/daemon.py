@@ -53,6 +53,7 @@ from scm_server.exceptions import ConfigError, ResultCodes, SCMError, SCMExcepti
 from scm_server.grpc_options import server_options
 from scm_server.ha import heap
 from scm_server.metadata.storage_config import SCMStorageConfig
+from scm_server.ozone_metrics import Bean, rpc_activity_bean
 from scm_server.proto.ozone import (
     ScmAdminProtocol_pb2,
     ScmServerDatanodeHeartbeatProtocol_pb2,
@@ -77,6 +78,7 @@ from scm_server.server.web import INFO_KEY, make_app
 if TYPE_CHECKING:
     from scm_server.ca.scm_security import SCMSecurity
     from scm_server.scm import StorageContainerManager
+    from scm_server.server.hadoop_rpc.server import HadoopRpcServer
 
 LOG = logging.getLogger("scm_server.daemon")
 # Ozone's metrics record of each protocol's per-cmdType counters (Ozone's ProtocolMessageMetrics) and its Type enum
@@ -84,6 +86,14 @@ MESSAGE_METRICS_RECORDS: dict[endpoints.Protocol, tuple[str, EnumDescriptor]] = 
     endpoints.Protocol.BLOCK_HADOOP: ("ScmBlockLocationProtocol", ScmServerProtocol_pb2.DESCRIPTOR.enum_types_by_name["Type"]),
     endpoints.Protocol.CLIENT_HADOOP: ("ScmContainerLocationProtocol", ScmAdminProtocol_pb2.DESCRIPTOR.enum_types_by_name["Type"]),
     endpoints.Protocol.DATANODE_HADOOP: ("SCMDatanodeProtocol", ScmServerDatanodeHeartbeatProtocol_pb2.DESCRIPTOR.enum_types_by_name["Type"]),
+}
+# Hadoop's serverName of each listener (the tag of its RpcActivityForPort<port> bean): the protobuf service of the
+# protocol the listener serves first, as Ozone's SCM names them
+RPC_SERVER_NAMES: dict[endpoints.Protocol, str] = {
+    endpoints.Protocol.CLIENT_HADOOP: "StorageContainerLocationProtocolService",
+    endpoints.Protocol.BLOCK_HADOOP: "ScmBlockLocationProtocolService",
+    endpoints.Protocol.DATANODE_HADOOP: "StorageContainerDatanodeProtocolService",
+    endpoints.Protocol.SECURITY_HADOOP: "SCMSecurityProtocolService",
 }
 NOT_INITIALIZED = "SCM not initialized: run `ozone-scm scm --init` first"
 
@@ -171,7 +181,7 @@ class SCMDaemon:
         self.scm: StorageContainerManager | None = None
         self.node = local_node(conf)
         self.grpc_servers: list[grpc.aio.Server] = []
-        self.hadoop_servers: list[Any] = []
+        self.hadoop_servers: list[HadoopRpcServer] = []
         self.web_runner: web.AppRunner | None = None
         self.listening = Listening()
         self.security: SCMSecurity | None = None
@@ -342,6 +352,7 @@ class SCMDaemon:
             server = HadoopRpcServer(
                 [translator, *extra], max_frame=settings.max_frame, idle_timeout=settings.idle_timeout,
                 name=f"hadoop-rpc {protocol.name.lower()}", metrics=metrics, security=rpc_security,
+                server_name=RPC_SERVER_NAMES[protocol],
             )
             host = endpoints.bind_host(get, protocol, self.node)
             port = endpoints.port_of(get, protocol, self.node)
@@ -357,6 +368,11 @@ class SCMDaemon:
             )
             LOG.info("SCM %s over Hadoop RPC (%s) listening on %s:%s (%s)", translator.protocol, auth, host, bound,
                      protocol.port_key)
+
+    def _rpc_activity_beans(self, hostname: str) -> list[Bean]:
+        """Hadoop's RpcActivityForPort<port> bean of every Hadoop RPC listener (Ozone's dashboards read
+        rpc_num_open_connections)."""
+        return [rpc_activity_bean(s.port, s.server_name, hostname, s.activity()) for s in self.hadoop_servers]
 
     def _service_primaries(self, scm_principal: str | None) -> dict[Role, str]:
         """Which principals get datanode, OM and SCM certificates (hdds.datanode.kerberos.principal,
@@ -388,7 +404,7 @@ class SCMDaemon:
         administrators = LiveAdministrators(self._administrators())
         scm.administrator_listeners.append(lambda group: administrators.replace(group.administrators))
         app = make_app(scm, self.listening.as_dict(), self.conf, secure=self.security is not None,
-                       administrators=administrators)
+                       administrators=administrators, extra_beans=self._rpc_activity_beans)
         self.web_runner = web.AppRunner(app, access_log=None)
         await self.web_runner.setup()
         sites: list[tuple[str, str, int, Any]] = []

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 SCM_KEY: web.AppKey[ScmStatusView] = web.AppKey("scm", ScmStatusView)
 INFO_KEY: web.AppKey[dict[str, Any]] = web.AppKey("info", dict)
+# beans of the process around the SCM (its Hadoop RPC listeners' RpcActivityForPort<port>), by hostname
+EXTRA_BEANS_KEY: web.AppKey[Callable[[str], list[Bean]]] = web.AppKey("extra_beans")
 
 
 def _jsonable(value: Any) -> Any:
@@ -126,7 +128,12 @@ def _ports(info: dict[str, Any]) -> dict[str, int]:
 
 
 def ozone_beans(request: web.Request) -> list[Bean]:
-    return request.app[SCM_KEY].ozone_beans(_hostname(), _ports(request.app[INFO_KEY]))
+    return _beans(request.app)
+
+
+def _beans(app: web.Application) -> list[Bean]:
+    hostname = _hostname()
+    return [*app[SCM_KEY].ozone_beans(hostname, _ports(app[INFO_KEY])), *app[EXTRA_BEANS_KEY](hostname)]
 
 
 async def prom(request: web.Request) -> web.Response:
@@ -216,15 +223,18 @@ def make_app(
     conf: OzoneConfiguration | None = None,
     secure: bool = False,
     administrators: Collection[str] = (),
+    extra_beans: Callable[[str], list[Bean]] = lambda _hostname: [],
 ) -> web.Application:
     """The web app. ``conf`` is what /conf shows (None: /conf answers 503); ``secure``: /logLevel serves only a
-    caller whose HTTPS client certificate names one of ``administrators`` (ozone.administrators)."""
+    caller whose HTTPS client certificate names one of ``administrators`` (ozone.administrators); ``extra_beans``:
+    the beans of the process around the SCM (its Hadoop RPC listeners'), on /jmx and /prom beside the SCM's."""
     web_errors.install()  # a gRPC client on this port: one warning line, not a traceback
     app = web.Application()
     app[SCM_KEY] = scm
     app[INFO_KEY] = info
+    app[EXTRA_BEANS_KEY] = extra_beans
     servlets = hadoop_servlets.Servlets(
-        lambda: scm.ozone_beans(_hostname(), _ports(info)),
+        lambda: _beans(app),
         conf,
         conf.source_of if conf is not None else (lambda _key: ""),
         secure,

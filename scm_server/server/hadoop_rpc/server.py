@@ -128,6 +128,7 @@ class HadoopRpcServer:
         name: str = "hadoop-rpc",
         metrics: HadoopRpcMetrics | None = None,
         security: RpcSecurity | None = None,
+        server_name: str = "",
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive, got {idle_timeout}")
@@ -138,6 +139,14 @@ class HadoopRpcServer:
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.stats = {"connections": 0, "calls": 0, "errors": 0, "fatal": 0, "idle_closed": 0}
+        # Hadoop's RpcMetrics of the port (RpcActivityForPort<port> on /jmx and /prom, see :meth:`activity`)
+        self.server_name = server_name  # Hadoop's serverName tag: the protocol's protobuf service
+        self.port = 0
+        self.received_bytes = 0
+        self.sent_bytes = 0
+        self.answered = 0
+        self.authentications = [0, 0]  # succeeded, failed
+        self.authorizations = [0, 0]
         self.metrics = metrics if metrics is not None else HadoopRpcMetrics(None)
         self.security = security
 
@@ -147,7 +156,8 @@ class HadoopRpcServer:
         bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
         self._server = await asyncio.start_server(self._accept, bare, port, reuse_address=True)
         sock = self._server.sockets[0]
-        return int(sock.getsockname()[1])
+        self.port = int(sock.getsockname()[1])
+        return self.port
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -206,6 +216,7 @@ class HadoopRpcServer:
                     return
                 if not data:
                     return
+                self.received_bytes += len(data)
                 watch.last_read = watch.loop.time()
                 for event in decoder.feed(data):
                     if isinstance(event, codec.Call):
@@ -217,10 +228,12 @@ class HadoopRpcServer:
                         await self._fatal(writer, peer, event, decoder.seal)
                         return
                     elif isinstance(event, codec.SaslReply):
+                        self.sent_bytes += len(event.data)
                         writer.write(event.data)
                         with contextlib.suppress(ConnectionError):
                             await writer.drain()
                     elif isinstance(event, codec.Authenticated):
+                        self.authentications[0] += 1
                         LOG.debug("%s: %s authenticated as %s (%s)", self.name, peer, event.principal,
                                   event.qop.hadoop_name)
                     elif isinstance(event, codec.ConnectionContext) and decoder.principal:
@@ -252,11 +265,15 @@ class HadoopRpcServer:
         """Answer FATAL (wrapped when the connection wraps), log it once, and let the caller close."""
         self.stats["fatal"] += 1
         self.metrics.fatal.inc()
+        if event.call_id == codec.SASL_CALL_ID:
+            self.authentications[1] += 1
         who = f" ({event.principal})" if event.principal else ""
         why = f" [{event.reason}]" if event.reason else ""
         LOG.warning("%s: closing connection from %s%s: %s%s", self.name, peer, who, event.message, why)
         answer = codec.encode_fatal(event)
-        writer.write(seal(answer) if seal is not None else answer)
+        frame = seal(answer) if seal is not None else answer
+        self.sent_bytes += len(frame)
+        writer.write(frame)
         with contextlib.suppress(ConnectionError):
             await writer.drain()
 
@@ -268,6 +285,7 @@ class HadoopRpcServer:
         if authorizer.client_principal_needs_host(protocol) and isinstance(peer, tuple):
             host = await _canonical_peer_name(str(peer[0]))
         refusal = authorizer.connection(principal, protocol, host)
+        self.authorizations[refusal is not None] += 1
         if refusal is None:
             return None
         return codec.Fatal(
@@ -303,13 +321,31 @@ class HadoopRpcServer:
                 )
             finally:
                 self.metrics.answered(protocol, method, result, time.perf_counter() - started)
+                self.answered += 1
             if writer.is_closing():
                 return
-            writer.write(seal(answer) if seal is not None else answer)
+            frame = seal(answer) if seal is not None else answer
+            self.sent_bytes += len(frame)
+            writer.write(frame)
             with contextlib.suppress(ConnectionError):
                 await writer.drain()
         finally:
             slots.release()
+
+    def activity(self) -> dict[str, int]:
+        """Hadoop's ``RpcMetrics`` of this port that this server keeps, under Hadoop's attribute names: open
+        connections, bytes received and sent (frames, SASL included), calls answered, SASL authentications and
+        service-level authorizations (Kerberos only) that succeeded and failed."""
+        return {
+            "NumOpenConnections": len(self._connections),
+            "ReceivedBytes": self.received_bytes,
+            "SentBytes": self.sent_bytes,
+            "RpcProcessingTimeNumOps": self.answered,
+            "RpcAuthenticationSuccesses": self.authentications[0],
+            "RpcAuthenticationFailures": self.authentications[1],
+            "RpcAuthorizationSuccesses": self.authorizations[0],
+            "RpcAuthorizationFailures": self.authorizations[1],
+        }
 
     async def _dispatch(self, call: Call) -> bytes | pb_message.Message:
         handler = self.handlers.get(call.protocol)

@@ -550,3 +550,27 @@ def _async(pred: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
         return pred()
 
     return run
+
+
+async def test_the_members_figures_count_log_writes_syncs_and_client_calls(group3: Group) -> None:
+    """RaftMetrics (served under Apache Ratis's names on the SCM's /prom): the leader times every client write
+    to its result, a refusal by the state machine included; every member counts the entries it wrote and its synced
+    writes; a follower times its ReadIndex barriers."""
+    leader = await group3.leader()
+    follower = next(s for s in group3.servers.values() if s is not leader)
+    before = leader.metrics.appended_entries
+    for i in range(5):
+        await leader.submit(b"w%d" % i)
+    with pytest.raises(ApplyRejected):
+        await leader.submit(b"reject-this")
+    m = leader.metrics
+    assert m.client_writes.count == 6 and m.failed_client_writes == 0
+    assert m.appended_entries - before >= 6
+    assert m.flushes >= 1 and m.sync_time.count == m.flushes  # the leader syncs every write of entries
+    assert all(0.0 <= t < 30 for t in m.client_writes.quantiles([0.5, 0.99]))
+    await follower.read_index(timeout=5)
+    await wait_for(lambda: _v(follower.metrics.appended_entries >= 6), 5, "the follower wrote the entries")
+    assert follower.metrics.client_reads.count == 1 and follower.metrics.append_latency.count >= 1
+    with pytest.raises(NotLeaderError):  # refused before it was proposed: no write of this member's
+        await follower.submit(b"x")
+    assert follower.metrics.client_writes.count == 0 and follower.metrics.failed_client_writes == 0

@@ -547,3 +547,33 @@ async def test_add_scm_joins_the_ring_of_the_same_cluster_only(served: Any) -> N
     assert "INVALID_CLUSTER_ID" in refused.message and "CID-y" in refused.message
     assert scm.added == [("scm-4", "scm4.example:9894")]
     c.close()
+
+
+async def test_the_ports_rpc_activity_counts_connections_bytes_and_calls(served: Any) -> None:
+    """Hadoop's RpcActivityForPort<port> figures (rpc_num_open_connections on /prom): what the client wrote and
+    read, byte for byte; the calls answered; the connection counted while it is open only."""
+    server, port = await served(FakeSCM(), server_name="ScmBlockLocationProtocolService")
+    assert server.port == port and server.activity()["NumOpenConnections"] == 0
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    client_id = os.urandom(16)
+    sent = codec.encode_preamble() + codec.encode_context(client_id, PROTOCOL, "om")
+    sent += b"".join(codec.encode_call(i, client_id, PROTOCOL, "send", allocate()) for i in (1, 2))
+    writer.write(sent)
+    got, responses, decoder = b"", [], codec.ResponseDecoder()
+    while len(responses) < 2:
+        data = await asyncio.wait_for(reader.read(65536), 10)
+        assert data, "the server closed the connection"
+        got += data
+        responses += decoder.feed(data)
+    assert all(r.header.status == codec.Status.SUCCESS for r in responses)
+    activity = server.activity()
+    assert activity["NumOpenConnections"] == 1
+    assert (activity["ReceivedBytes"], activity["SentBytes"]) == (len(sent), len(got))
+    assert activity["RpcProcessingTimeNumOps"] == 2
+    assert activity["RpcAuthenticationSuccesses"] == activity["RpcAuthenticationFailures"] == 0
+    writer.close()
+    for _ in range(500):  # the server sees the end of the stream and forgets the connection
+        if server.activity()["NumOpenConnections"] == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert server.activity()["NumOpenConnections"] == 0

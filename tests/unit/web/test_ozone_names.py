@@ -7,20 +7,26 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import uuid
 from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 from scm_state_harness import bring_up, make_datanodes, make_scm
 
+from scm_server.ha.ratis_metrics import RatisNames, ratis_group_label
 from scm_server.ozone_metrics import (
     NOT_SERVED,
     NOT_SERVED_PROM_PREFIXES,
+    Bean,
     not_served,
     prometheus_name,
     render_not_served,
+    rpc_activity_bean,
 )
 from scm_server.proto import hdds_pb2
+from scm_server.raft.metrics import RaftMetrics
+from scm_server.server.hadoop_rpc.server import HadoopRpcServer
 from scm_server.server.web import make_app
 
 FIXTURE = json.loads((Path(__file__).parent / "data" / "ozone_scm_metrics.json").read_text())
@@ -34,7 +40,17 @@ RECORDS = {"SCMNodeMetrics": "SCMNodeManager"}
 
 def _record_of(bean: str) -> str:
     name = dict(p.split("=", 1) for p in bean.split(":", 1)[1].split(","))["name"]
+    if name.startswith("RpcActivityForPort"):  # Hadoop's RpcMetrics: record "rpc" for every port
+        return "rpc"
     return RECORDS.get(name, name)
+
+
+def _rpc_activity_beans(hostname: str) -> list[Bean]:
+    """An RpcActivityForPort bean for each port of the recorded page, with the figures a real (idle) Hadoop RPC
+    server of ours keeps (the daemon passes its listeners' the same way)."""
+    ports = [int(b.rsplit("RpcActivityForPort", 1)[1]) for b in FIXTURE["jmx"] if "name=RpcActivityForPort" in b]
+    return [rpc_activity_bean(port, "StorageContainerLocationProtocolService", hostname,
+                              HadoopRpcServer([]).activity()) for port in ports]
 
 
 def test_fixture_notes_its_source() -> None:
@@ -70,7 +86,10 @@ async def _serve(tmp_path: Path) -> tuple[dict[str, dict[str, object]], set[str]
         await bring_up(scm, dns)
         await scm.allocate_container(hdds_pb2.RATIS, hdds_pb2.THREE, "ozone-names")
         await scm.replication_manager.run_once()
-        app = make_app(scm, {"client_hadoop": "127.0.0.1:9860", "datanode_hadoop": "127.0.0.1:9861"}, scm.conf)
+        # Raft's figures under Ratis's names, registered as the Raft-backed HA manager registers them
+        scm.metrics_registry.register(RatisNames(RaftMetrics, "scm-1-id", ratis_group_label(str(uuid.uuid4()))))
+        app = make_app(scm, {"client_hadoop": "127.0.0.1:9860", "datanode_hadoop": "127.0.0.1:9861"}, scm.conf,
+                       extra_beans=_rpc_activity_beans)
         async with TestClient(TestServer(app, host="127.0.0.1")) as client:
             beans = (await (await client.get("/jmx")).json())["beans"]
             prom_text = await (await client.get("/prom")).text()
