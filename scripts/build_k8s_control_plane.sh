@@ -15,7 +15,7 @@ TOOLS=${TOOLS_DIR:-.tools}
 BIN="$TOOLS/bin"
 JOBS=${K8S_CP_JOBS:-2}
 K8S_VERSION=$(awk '$1=="k8s.io/kubernetes"{print $2}' "$MOD/go.mod")
-ETCD_VERSION=$(grep -oE "go.etcd.io/etcd/server/v3 v[0-9.]+" "$MOD/go.mod" | head -n1 | cut -d" " -f2)
+ETCD_VERSION=$(grep -m1 -oE "go.etcd.io/etcd/server/v3 v[0-9.]+" "$MOD/go.mod" | cut -d" " -f2)
 GO=${GO:-go}
 command -v "$GO" >/dev/null || { echo "build_k8s_control_plane: no go command on PATH" >&2; exit 1; }
 stamp_value="k8s=${K8S_VERSION} etcd=${ETCD_VERSION} gosum=$(sha256sum "$MOD/go.sum" | cut -c1-16) go=$("$GO" env GOVERSION)"
@@ -49,7 +49,9 @@ build() {  # build OUT PKG
 build etcd ./etcd
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
-"$abs_bin/kube-apiserver" --version | grep -qx "Kubernetes ${K8S_VERSION}" \
+# the output read whole, then matched: `cmd | grep -q` fails under pipefail when grep exits before cmd's
+# last line (SIGPIPE; coredns -version prints two)
+grep -qx "Kubernetes ${K8S_VERSION}" <<<"$("$abs_bin/kube-apiserver" --version)" \
   || { echo "build_k8s_control_plane: kube-apiserver reports $("$abs_bin/kube-apiserver" --version)" >&2; exit 1; }
 echo "$stamp_value" > "$stamp"
 echo "build_k8s_control_plane: done in $(($(date +%s) - t0)) s"

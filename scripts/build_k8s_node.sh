@@ -51,7 +51,7 @@ if ! fresh "$stamp" "$value" kubelet kube-scheduler kube-proxy; then
   build "$MOD" kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$ldflags"
   build "$MOD" kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$ldflags"
   for b in kubelet kube-scheduler kube-proxy; do
-    "$abs_bin/$b" --version | grep -qx "Kubernetes ${K8S_VERSION}" \
+    grep -qx "Kubernetes ${K8S_VERSION}" <<<"$("$abs_bin/$b" --version)" \
       || { echo "build_k8s_node: $b reports $("$abs_bin/$b" --version)" >&2; exit 1; }
   done
   echo "$value" > "$stamp"
@@ -59,14 +59,16 @@ fi
 
 # ---- coredns: its own module, the plugins a cluster DNS uses ----------------------------------------------------
 MOD=tools/k8s-node/coredns
-COREDNS_VERSION=$(grep -oE "github.com/coredns/coredns v[0-9.]+" "$MOD/go.mod" | head -n1 | cut -d" " -f2)
+COREDNS_VERSION=$(grep -m1 -oE "github.com/coredns/coredns v[0-9.]+" "$MOD/go.mod" | cut -d" " -f2)
 [ -n "$COREDNS_VERSION" ] || { echo "build_k8s_node: no github.com/coredns/coredns version in $MOD/go.mod" >&2; exit 1; }
 value="coredns=${COREDNS_VERSION} gosum=$(sha256sum "$MOD/go.sum" | cut -c1-16) go=$("$GO" env GOVERSION)"
 stamp="$BIN/.coredns.stamp"
 if ! fresh "$stamp" "$value" coredns; then
   (cd "$MOD" && nice -n 15 "$GO" mod download)
   build "$MOD" coredns . "-s -w"
-  "$abs_bin/coredns" -version | grep -q "CoreDNS-${COREDNS_VERSION#v}" \
+  # the output read whole, then matched: `cmd | grep -q` fails under pipefail when grep exits before cmd's
+  # last line (SIGPIPE; coredns -version prints two)
+  grep -q "CoreDNS-${COREDNS_VERSION#v}" <<<"$("$abs_bin/coredns" -version)" \
     || { echo "build_k8s_node: coredns reports $("$abs_bin/coredns" -version)" >&2; exit 1; }
   echo "$value" > "$stamp"
 fi

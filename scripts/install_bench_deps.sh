@@ -26,4 +26,4 @@ fi
 if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import pysyncobj" 2>/dev/null; then
   .venv/bin/python -m pip install --quiet "pysyncobj==0.3.17"
 fi
-etcd --version | head -1
+etcd --version | sed -n 1p  # (head would end the pipe early: SIGPIPE under pipefail)

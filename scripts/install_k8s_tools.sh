@@ -20,8 +20,10 @@ PY=${PYTHON:-.venv/bin/python}
 
 have_versions() {
   [ -x "$BIN/helm" ] && [ -x "$BIN/kubectl" ] || return 1
-  "$BIN/helm" version --short 2>/dev/null | grep -q "^${HELM_PREFIX}" || return 1
-  "$BIN/kubectl" version --client -o json 2>/dev/null | grep -q "\"gitVersion\": \"${KUBECTL_PREFIX}" || return 1
+  # the output read whole, then matched: `cmd | grep -q` fails under pipefail when grep exits before cmd's
+  # last line (SIGPIPE; coredns -version prints two)
+  grep -q "^${HELM_PREFIX}" <<<"$("$BIN/helm" version --short 2>/dev/null)" || return 1
+  grep -q "\"gitVersion\": \"${KUBECTL_PREFIX}" <<<"$("$BIN/kubectl" version --client -o json 2>/dev/null)" || return 1
 }
 
 if have_versions; then
