@@ -192,9 +192,9 @@ k8s-node: k8s-control-plane ## + kubelet, kube-scheduler, kube-proxy (same k8s.i
 	bash scripts/install_k8s_node_runtime.sh
 	bash scripts/build_k8s_node.sh
 
-e2e-node: env k8s-tools k8s-node $(IMAGE_DEPS) ## a real single node (kubelet + containerd, kube-proxy, CoreDNS) in namespaces of its own, the operator in its Deployment Pod: the smoke test, the audit with executor Pods and the CI subset of the shared scenario list (.ci/run)
+e2e-node: env k8s-tools k8s-node $(IMAGE_DEPS) $(if $(IMAGE_DEPS),ozone-image) ## a real single node (kubelet + containerd, kube-proxy, CoreDNS) in namespaces of its own, the operator in its Deployment Pod: the smoke test, the audit with executor Pods, the CI subset of the shared scenario list and Ozone's datanodes and OM beside the ring (.ci/run)
 	@start=$$(date +%s); OZONE_SCM_NODE_LIST=ci $(PYTEST) tests/e2e/node/test_node_smoke.py tests/e2e/node/test_node_audit_executors.py \
-	  tests/e2e/node/test_node_scenarios.py -m node -q --durations=20; rc=$$?; \
+	  tests/e2e/node/test_node_scenarios.py tests/e2e/node/test_ozone_on_k8s.py -m node -q -rA --durations=20; rc=$$?; \
 	  echo "e2e-node: $$(( $$(date +%s) - start )) s wall clock (exit $$rc)"; exit $$rc
 
 e2e-node-scenarios: env k8s-tools k8s-node image audit-image ## the shared operator scenario list (tests/e2e/scenarios.py) on the real node
