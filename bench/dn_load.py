@@ -19,6 +19,7 @@ bench process spends its time on the calls and not on building them; both rings 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -179,6 +180,27 @@ class DatanodeLoad:
             await self._submit(i, requests[beat % len(requests)])
 
         return send
+
+    async def keep_alive(self, stop: asyncio.Event, in_flight: int = 16) -> int:
+        """Until ``stop`` is set: every ``schedule.heartbeat_s`` seconds each datanode sends its next heartbeat, as
+        a datanode does between the rows, so none goes stale (and loses its pipelines) while the ring is measured.
+        Returns the heartbeats sent."""
+        gate = asyncio.Semaphore(in_flight)
+        sent = 0
+
+        async def beat(i: int) -> None:
+            nonlocal sent
+            async with gate:
+                b = self._beat[i]
+                self._beat[i] = b + 1
+                await self._submit(i, self.requests[i][b % len(self.requests[i])])
+                sent += 1
+
+        while not stop.is_set():
+            await asyncio.gather(*(beat(i) for i in range(len(self.requests))))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.schedule.heartbeat_s)
+        return sent
 
     def full_report(self, container_ids: Sequence[int], reporters: int = 3) -> Callable[[], Awaitable[None]]:
         """A call sending one full container report (a heartbeat with every replica of ``container_ids``), from

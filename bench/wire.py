@@ -18,7 +18,10 @@ and the heartbeat load of bench/dn_load.py. Both are driven through their leader
   one-block allocation by ``--failover-clients`` callers, the gap to the first allocation that succeeds.
 
 Both rings hold the same state for the rows: 1,000 containers allocated through each, 1,103 datanodes registered.
-The rows are measured in interleaved rounds (bench/interleave.py): ``--warmup-rounds`` first (the JVM's JIT and
+Both run their background services at Ozone's defaults (``BACKGROUND``), every simulated datanode heartbeats at
+Ozone's 30 s interval from registration to the end of the rounds, and the rounds start once each ring's pipeline
+count has stood still for ``--settle`` seconds (its creator has placed the new datanodes' pipelines): the rows
+measure rings in their steady state. The rows are measured in interleaved rounds (bench/interleave.py): ``--warmup-rounds`` first (the JVM's JIT and
 our caches warm; kept in the JSON, left out of the figures), then ``--rounds`` rounds of ``--seconds`` a row, the
 rings' order alternating, the load average read at the start and end of each round. Each row prints each ring's
 median with its lowest and highest round, and ours/Ozone's taken round by round.
@@ -66,16 +69,33 @@ ROOT = Path(__file__).resolve().parent.parent
 # Ozone's defaults where they matter to the rows (stale and dead node intervals: the load's datanodes heartbeat
 # only while their row runs), our benchmark sizes on both rings.
 SIZES = {"ozone.scm.container.size": "5GB", "ozone.scm.block.size": "256MB"}
+# Both rings run the background services at Ozone's defaults (the local harness's FAST_SETTINGS, short intervals for
+# tests, are put back to them): a pipeline creator every 1 s that scrubs unreported pipelines after 30 s would spend
+# our leader's CPU on a churn Ozone's ring never has. The one change on both: background services start right after
+# safe mode (Ozone's default waits 5 min), so the pipelines of the registered datanodes are placed before the rounds.
+BACKGROUND = {
+    "hdds.scm.wait.time.after.safemode.exit": "0s",
+    "ozone.scm.heartbeat.thread.interval": "3s",
+    "hdds.scm.replication.thread.interval": "300s",
+    "ozone.scm.pipeline.creation.interval": "120s",
+    "ozone.scm.pipeline.allocated.timeout": "5m",
+    "ozone.scm.pipeline.destroy.timeout": "66s",
+    "hdds.scm.safemode.rule.refresh.interval": "5s",
+    "ozone.block.deleting.service.interval": "60s",
+    "hdds.scm.replication.event.timeout": "12m",
+    "hdds.scm.replication.event.timeout.datanode.offset": "6m",
+    "ozone.scm.ha.dbtransactionbuffer.flush.interval": "60s",
+}
 SETTINGS = {
     **SIZES,
+    **BACKGROUND,
     "hdds.heartbeat.interval": "3s",
     "ozone.scm.stale.node.interval": "5m",
     "ozone.scm.dead.node.interval": "10m",
-    "hdds.scm.replication.thread.interval": "60s",
     "hdds.scm.safemode.min.datanode": "3",
     "ozone.scm.ha.ratis.fsync": "false",
 }
-OZONE_OVERRIDES = {**SIZES, "hdds.scm.safemode.min.datanode": "3", "ozone.replication": "3",
+OZONE_OVERRIDES = {**SIZES, **BACKGROUND, "hdds.scm.safemode.min.datanode": "3", "ozone.replication": "3",
                    "ozone.server.default.replication": "3"}
 BLOCK = 256 << 20
 CONTAINERS = 1000
@@ -186,6 +206,7 @@ class Ring:
     pids: list[int]  # every member's process, the leader's first
     kill_leader: Callable[[], None]
     opened: list[Any] = dataclasses.field(default_factory=list)
+    loads: list[dn_load.DatanodeLoad] = dataclasses.field(default_factory=list)  # the simulated datanodes
 
 
 def _block_calls(clients: list[BlockLocationClient]) -> dict[str, interleave.MakeCall]:
@@ -282,6 +303,26 @@ async def pipeline_count(ring: Ring) -> int | None:
         await client.close()
 
 
+async def settle_pipelines(ring: Ring, quiet: float, timeout: float) -> tuple[int | None, float]:
+    """Until the ring's pipeline count has not moved for ``quiet`` seconds (its background creator has placed the
+    pipelines of the datanodes just registered: a Raft entry each), at most ``timeout`` seconds: the rows measure
+    a ring in its steady state, not in the wave that follows 1,100 registrations. Returns the count and the
+    seconds it took."""
+    t0 = time.monotonic()
+    last, since = await pipeline_count(ring), time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        await asyncio.sleep(min(2.0, quiet))
+        now = await pipeline_count(ring)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+    else:
+        print(f"{ring.name}: pipeline count still moving after {timeout:.0f} s ({last}); measuring anyway",
+              flush=True)
+    return last, time.monotonic() - t0 - (time.monotonic() - since)
+
+
 async def prepare(ring: Ring, args: argparse.Namespace) -> dict[str, interleave.MakeCall]:
     """The ring's state for the rows (containers, datanodes registered) and each row's call maker."""
     # every member's address, the leader's first: a client follows a new leader's hint if one is elected
@@ -300,6 +341,7 @@ async def prepare(ring: Ring, args: argparse.Namespace) -> dict[str, interleave.
         ring.opened.append(load)
         await load.register(ring.datanode, cluster_id)
         await load.connect(ring.datanode[0], containers)
+        ring.loads.append(load)
         rows[row] = load.call
         if count == 100:
             rows[FCR] = _same(load.full_report(containers))
@@ -394,6 +436,7 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
     and failover."""
     sims: list[DatanodeSimulator] = []
     rings: list[Ring] = []
+    beats: list[asyncio.Task[int]] = []
     cluster = None
     try:
         if ozone is not None:
@@ -415,6 +458,17 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
                 raise RuntimeError(f"{ring.name}: process {ring.pids[0]} does not hold the leader's listening socket"
                                    f" {ring.block[0]}: its CPU would not be the leader's")
         print("the CPU read is each leader's own process (it holds the leader's listening block port)", flush=True)
+        # every simulated datanode heartbeats at Ozone's interval from here to the end of the rounds, as a live
+        # cluster's do, so none goes stale while the ring settles or is measured
+        stop_beats = asyncio.Event()
+        beats += [asyncio.create_task(load.keep_alive(stop_beats)) for ring in rings for load in ring.loads]
+        settled = {}
+        if args.settle > 0:
+            for ring in rings:
+                count, took = await settle_pipelines(ring, args.settle, timeout=900)
+                settled[ring.name] = {"pipelines": count, "seconds": round(took, 1)}
+                print(f"{ring.name}: {count} pipelines placed for the registered datanodes, the last {took:.0f} s after"
+                      f" registration ended (then {args.settle:.0f} s without a change)", flush=True)
         if args.profile is not None:
             await profile_rows(rings[0], targets[rings[0].name], args)
         cpu = {ring.name: (lambda pid=ring.pids[0]: cpu_seconds(pid)) for ring in rings}
@@ -422,6 +476,9 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
         samples, loads = await interleave.run_rounds(
             targets, list(args.rows), rounds=args.rounds, warmup_rounds=args.warmup_rounds, clients=args.clients,
             seconds=args.seconds, measure=measure, cpu=cpu)
+        stop_beats.set()
+        sent = sum(await asyncio.gather(*beats))
+        print(f"keep-alive heartbeats beside the rounds and the settling: {sent}", flush=True)
         for ring in rings:
             pipelines[ring.name].append(await pipeline_count(ring))
             print(f"{ring.name}: {pipelines[ring.name][0]} pipelines before the rounds, {pipelines[ring.name][1]} after"
@@ -440,10 +497,12 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
             gaps[ring.name] = await failover(ring, args.failover_clients)
             print(f"{ring.name}: allocation gap after SIGKILL of the leader {gaps[ring.name]:.2f} s", flush=True)
         return {"leaders": {r.name: r.leader for r in rings}, "targets": [r.name for r in rings], "rows": args.rows,
-                "pipelines_before_after": pipelines,
+                "pipelines_before_after": pipelines, "pipelines_settled": settled,
                 "our_leader_after_rounds": now,
                 "samples": samples, "loads": loads, "memory": memory, "failover_s": gaps}
     finally:
+        for task in beats:
+            task.cancel()
         for ring in rings:
             for c in ring.opened:
                 await c.close()
@@ -526,6 +585,9 @@ def main() -> int:
                    help="leave out Ozone's own SCM ring (the anchor): our ring alone")
     p.add_argument("--rows", default=",".join(ROW_KEYS),
                    help=f"comma-separated rows to measure (default all: {','.join(ROW_KEYS)})")
+    p.add_argument("--settle", type=float, default=10.0,
+                   help="before the rounds, wait until each ring's pipeline count has not changed for this many"
+                        " seconds (the background creator's wave after the registrations); 0: measure during it")
     p.add_argument("--no-failover", action="store_true", help="skip the SIGKILL of each leader after the rounds")
     p.add_argument("--uvloop", action="store_true",
                    help="run our SCM processes on uvloop's event loop (a measurement: the SCM itself runs on asyncio's)")

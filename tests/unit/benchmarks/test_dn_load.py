@@ -45,3 +45,24 @@ def test_encoded_heartbeat_is_ozones_send_heartbeat_with_the_layout_and_the_repo
         dn_load.wire_request(dn_load.heartbeat(dn, frozenset(), 7, load.layout))).sendHeartbeatRequest
     assert not bare.HasField("nodeReport") and not bare.HasField("pipelineReports")
     assert not bare.incrementalContainerReport
+
+
+async def test_keep_alive_sends_each_datanode_its_next_heartbeat_each_interval_until_stopped() -> None:
+    """Between the rows every datanode heartbeats at its interval (none goes stale while a ring is measured): each
+    round one call per datanode, each datanode's own requests in its schedule's order, until ``stop`` is set."""
+    import asyncio
+
+    load = dn_load.DatanodeLoad(3, "t", ReportSchedule(heartbeat_s=0.01))
+    load.requests = [[f"dn{i}-beat{b}".encode() for b in range(2)] for i in range(3)]
+    sent: list[tuple[int, bytes]] = []
+    stop = asyncio.Event()
+
+    async def submit(i: int, body: bytes) -> None:
+        sent.append((i, body))
+        if len(sent) == 6:
+            stop.set()
+
+    load._submit = submit  # type: ignore[method-assign]
+    assert await asyncio.wait_for(load.keep_alive(stop), 10) == 6
+    assert sorted(sent) == [(i, f"dn{i}-beat{b}".encode()) for i in range(3) for b in range(2)]
+    assert load._beat == [2, 2, 2]  # the measuring loop's next heartbeat of each datanode follows these
