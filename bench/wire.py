@@ -320,7 +320,7 @@ async def settle_pipelines(ring: Ring, quiet: float, timeout: float) -> tuple[in
     else:
         print(f"{ring.name}: pipeline count still moving after {timeout:.0f} s ({last}); measuring anyway",
               flush=True)
-    return last, time.monotonic() - t0 - (time.monotonic() - since)
+    return last, since - t0
 
 
 async def prepare(ring: Ring, args: argparse.Namespace) -> dict[str, interleave.MakeCall]:

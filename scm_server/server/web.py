@@ -127,11 +127,8 @@ def _ports(info: dict[str, Any]) -> dict[str, int]:
     return ports
 
 
-def ozone_beans(request: web.Request) -> list[Bean]:
-    return _beans(request.app)
-
-
 def _beans(app: web.Application) -> list[Bean]:
+    """The SCM's Ozone beans and the process's (its Hadoop RPC listeners'), for /jmx and /prom."""
     hostname = _hostname()
     return [*app[SCM_KEY].ozone_beans(hostname, _ports(app[INFO_KEY])), *app[EXTRA_BEANS_KEY](hostname)]
 
@@ -139,7 +136,7 @@ def _beans(app: web.Application) -> list[Bean]:
 async def prom(request: web.Request) -> web.Response:
     ours = generate_latest(request.app[SCM_KEY].metrics_registry)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_OzoneNames(ozone_beans(request)))
+    registry.register(_OzoneNames(_beans(request.app)))
     return web.Response(body=ours + generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

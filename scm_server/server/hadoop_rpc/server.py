@@ -138,15 +138,12 @@ class HadoopRpcServer:
         self.name = name
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self.stats = {"connections": 0, "calls": 0, "errors": 0, "fatal": 0, "idle_closed": 0}
-        # Hadoop's RpcMetrics of the port (RpcActivityForPort<port> on /jmx and /prom, see :meth:`activity`)
+        # also Hadoop's RpcMetrics of the port (RpcActivityForPort<port> on /jmx and /prom: :meth:`activity`)
+        self.stats = {"connections": 0, "calls": 0, "answered": 0, "errors": 0, "fatal": 0, "idle_closed": 0,
+                      "received_bytes": 0, "sent_bytes": 0, "authenticated": 0, "authentication_failed": 0,
+                      "authorized": 0, "authorization_refused": 0}
         self.server_name = server_name  # Hadoop's serverName tag: the protocol's protobuf service
         self.port = 0
-        self.received_bytes = 0
-        self.sent_bytes = 0
-        self.answered = 0
-        self.authentications = [0, 0]  # succeeded, failed
-        self.authorizations = [0, 0]
         self.metrics = metrics if metrics is not None else HadoopRpcMetrics(None)
         self.security = security
 
@@ -216,7 +213,7 @@ class HadoopRpcServer:
                     return
                 if not data:
                     return
-                self.received_bytes += len(data)
+                self.stats["received_bytes"] += len(data)
                 watch.last_read = watch.loop.time()
                 for event in decoder.feed(data):
                     if isinstance(event, codec.Call):
@@ -228,12 +225,12 @@ class HadoopRpcServer:
                         await self._fatal(writer, peer, event, decoder.seal)
                         return
                     elif isinstance(event, codec.SaslReply):
-                        self.sent_bytes += len(event.data)
+                        self.stats["sent_bytes"] += len(event.data)
                         writer.write(event.data)
                         with contextlib.suppress(ConnectionError):
                             await writer.drain()
                     elif isinstance(event, codec.Authenticated):
-                        self.authentications[0] += 1
+                        self.stats["authenticated"] += 1
                         LOG.debug("%s: %s authenticated as %s (%s)", self.name, peer, event.principal,
                                   event.qop.hadoop_name)
                     elif isinstance(event, codec.ConnectionContext) and decoder.principal:
@@ -266,13 +263,13 @@ class HadoopRpcServer:
         self.stats["fatal"] += 1
         self.metrics.fatal.inc()
         if event.call_id == codec.SASL_CALL_ID:
-            self.authentications[1] += 1
+            self.stats["authentication_failed"] += 1
         who = f" ({event.principal})" if event.principal else ""
         why = f" [{event.reason}]" if event.reason else ""
         LOG.warning("%s: closing connection from %s%s: %s%s", self.name, peer, who, event.message, why)
         answer = codec.encode_fatal(event)
         frame = seal(answer) if seal is not None else answer
-        self.sent_bytes += len(frame)
+        self.stats["sent_bytes"] += len(frame)
         writer.write(frame)
         with contextlib.suppress(ConnectionError):
             await writer.drain()
@@ -285,7 +282,7 @@ class HadoopRpcServer:
         if authorizer.client_principal_needs_host(protocol) and isinstance(peer, tuple):
             host = await _canonical_peer_name(str(peer[0]))
         refusal = authorizer.connection(principal, protocol, host)
-        self.authorizations[refusal is not None] += 1
+        self.stats["authorized" if refusal is None else "authorization_refused"] += 1
         if refusal is None:
             return None
         return codec.Fatal(
@@ -321,11 +318,11 @@ class HadoopRpcServer:
                 )
             finally:
                 self.metrics.answered(protocol, method, result, time.perf_counter() - started)
-                self.answered += 1
+                self.stats["answered"] += 1
             if writer.is_closing():
                 return
             frame = seal(answer) if seal is not None else answer
-            self.sent_bytes += len(frame)
+            self.stats["sent_bytes"] += len(frame)
             writer.write(frame)
             with contextlib.suppress(ConnectionError):
                 await writer.drain()
@@ -336,15 +333,16 @@ class HadoopRpcServer:
         """Hadoop's ``RpcMetrics`` of this port that this server keeps, under Hadoop's attribute names: open
         connections, bytes received and sent (frames, SASL included), calls answered, SASL authentications and
         service-level authorizations (Kerberos only) that succeeded and failed."""
+        stats = self.stats
         return {
             "NumOpenConnections": len(self._connections),
-            "ReceivedBytes": self.received_bytes,
-            "SentBytes": self.sent_bytes,
-            "RpcProcessingTimeNumOps": self.answered,
-            "RpcAuthenticationSuccesses": self.authentications[0],
-            "RpcAuthenticationFailures": self.authentications[1],
-            "RpcAuthorizationSuccesses": self.authorizations[0],
-            "RpcAuthorizationFailures": self.authorizations[1],
+            "ReceivedBytes": stats["received_bytes"],
+            "SentBytes": stats["sent_bytes"],
+            "RpcProcessingTimeNumOps": stats["answered"],
+            "RpcAuthenticationSuccesses": stats["authenticated"],
+            "RpcAuthenticationFailures": stats["authentication_failed"],
+            "RpcAuthorizationSuccesses": stats["authorized"],
+            "RpcAuthorizationFailures": stats["authorization_refused"],
         }
 
     async def _dispatch(self, call: Call) -> bytes | pb_message.Message:

@@ -572,8 +572,7 @@ async def test_the_ports_rpc_activity_counts_connections_bytes_and_calls(served:
     assert activity["RpcProcessingTimeNumOps"] == 2
     assert activity["RpcAuthenticationSuccesses"] == activity["RpcAuthenticationFailures"] == 0
     writer.close()
-    for _ in range(500):  # the server sees the end of the stream and forgets the connection
-        if server.activity()["NumOpenConnections"] == 0:
-            break
-        await asyncio.sleep(0.01)
+    # the server sees the end of the stream and forgets the connection: its task ends, which we wait for
+    tasks = list(server._connections)
+    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
     assert server.activity()["NumOpenConnections"] == 0
