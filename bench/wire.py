@@ -348,16 +348,9 @@ async def prepare(ring: Ring, args: argparse.Namespace) -> dict[str, interleave.
     return rows
 
 
-# ``--uvloop``: each of our SCM processes installs uvloop's event loop policy, then runs the CLI module as
-# ``python -m`` would (the harness puts this before its ``python -m scm_server.cli.main`` argv)
-UVLOOP_LAUNCH = ("import runpy, sys, uvloop; uvloop.install(); sys.argv = sys.argv[3:]; "
-                 "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
-
-
-async def start_ours(tmp: Path, uvloop: bool = False) -> tuple[HALocalCluster, DatanodeSimulator, Ring]:
-    cluster = HALocalCluster(tmp / "ours", 3, settings=SETTINGS)
-    if uvloop:
-        cluster.launcher = [sys.executable, "-c", UVLOOP_LAUNCH]
+async def start_ours(tmp: Path, event_loop: str = "uvloop") -> tuple[HALocalCluster, DatanodeSimulator, Ring]:
+    # ``--event-loop``: our SCMs' ozone.scm.event.loop (uvloop is the daemon's default)
+    cluster = HALocalCluster(tmp / "ours", 3, settings={**SETTINGS, "ozone.scm.event.loop": event_loop})
     cluster.start_quorum()
     sim = DatanodeSimulator(cluster.hadoop_addresses("datanode"), 3, heartbeat_interval=3.0, racks=1,
                             capacity=CAPACITY, protocol="hadoop-rpc", layout_version=dn_load.OZONE_LAYOUT_VERSION,
@@ -443,7 +436,7 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
             sim, ring = await start_ozone(ozone)
             sims.append(sim)
             rings.append(ring)
-        cluster, sim, ring = await start_ours(tmp, args.uvloop)
+        cluster, sim, ring = await start_ours(tmp, args.event_loop)
         sims.append(sim)
         rings.insert(0, ring)
         targets = {}
@@ -589,8 +582,8 @@ def main() -> int:
                    help="before the rounds, wait until each ring's pipeline count has not changed for this many"
                         " seconds (the background creator's wave after the registrations); 0: measure during it")
     p.add_argument("--no-failover", action="store_true", help="skip the SIGKILL of each leader after the rounds")
-    p.add_argument("--uvloop", action="store_true",
-                   help="run our SCM processes on uvloop's event loop (a measurement: the SCM itself runs on asyncio's)")
+    p.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
+                   help="our SCMs' event loop (ozone.scm.event.loop; default uvloop, the daemon's default)")
     p.add_argument("--profile", type=Path, default=None,
                    help="before the rounds, run each chosen row once while py-spy samples our leader; its folded"
                         " stacks go to DIR/<row>.txt")

@@ -21,6 +21,9 @@ def check_daemon_config(conf: OzoneConfiguration) -> None:
     from scm_server.ha.scm_ha_manager import GRPC_BIND_HOST_KEY, bind_address, raft_config_from_conf
 
     check_endpoint_keys(conf)  # every port and address key set, the peers' and the unused transports' too
+    from scm_server.server.event_loop import event_loop_factory
+
+    event_loop_factory(conf)  # ozone.scm.event.loop names a loop this SCM runs on
     scm = SCMConfig.from_conf(conf)
     SecurityConfig.from_conf(conf)
     configs = SCMConfigurations.from_conf(conf)

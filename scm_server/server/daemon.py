@@ -65,6 +65,7 @@ from scm_server.server import endpoints
 from scm_server.server.administrators import LiveAdministrators
 from scm_server.server.audit_export_service import AuditExportService
 from scm_server.server.config_check import check_daemon_config
+from scm_server.server.event_loop import event_loop_factory
 from scm_server.server.grpc_services import (
     BlockProtocolService,
     DatanodeProtocolService,
@@ -514,7 +515,8 @@ async def serve(conf: OzoneConfiguration, stop_event: asyncio.Event | None = Non
 def run(conf: OzoneConfiguration) -> int:
     """Blocking entry point for the CLI. Returns the process exit code."""
     try:
-        asyncio.run(serve(conf))
+        with asyncio.Runner(loop_factory=event_loop_factory(conf)) as runner:
+            runner.run(serve(conf))
     except DaemonStartupError as exc:
         LOG.error("%s", one_line(str(exc)))
         return 2
