@@ -324,8 +324,11 @@ class HadoopRpcServer:
             frame = seal(answer) if seal is not None else answer
             self.stats["sent_bytes"] += len(frame)
             writer.write(frame)
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
+            # drain() waits only while the transport holds more than its high-water mark; an answer the socket
+            # took whole leaves nothing buffered, and the usual call skips drain()'s two coroutines
+            if writer.transport.get_write_buffer_size():
+                with contextlib.suppress(ConnectionError):
+                    await writer.drain()
         finally:
             slots.release()
 
