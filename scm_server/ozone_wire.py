@@ -361,13 +361,31 @@ def container_info_bytes(info: hdds_pb2.ContainerInfoProto) -> bytes:
     return data
 
 
+# Ozone's container as field 1 (SCMListContainerResponseProto.containers, ContainerWithPipeline.containerInfo), by
+# our serialized ContainerInfoProto: the container manager keeps one bytes object per unchanged container
+# (ContainerManager.encoded), so an unchanged container is framed once, its bytes' hash computed once. The bytes
+# hold the pipeline id, so they alone determine the field. Emptied past its bound.
+_CONTAINER_FIELDS: dict[bytes, bytes] = {}
+CONTAINER_FIELDS_MAX = 1 << 17
+
+
+def container_field(data: bytes, pipeline_id: str | None) -> bytes:
+    """Field 1 holding Ozone's ``ContainerInfoProto`` of our serialized one, ``data`` (whose pipeline id is
+    ``pipeline_id``), as :func:`container_info_bytes` writes it."""
+    field = _CONTAINER_FIELDS.get(data)
+    if field is None:
+        field = _length_delimited(1, data + _pipeline_uuid_field(pipeline_id) if pipeline_id is not None else data)
+        if len(_CONTAINER_FIELDS) >= CONTAINER_FIELDS_MAX:
+            _CONTAINER_FIELDS.clear()
+        _CONTAINER_FIELDS[data] = field
+    return field
+
+
 def container_list_bytes(page: list[tuple[bytes, str | None]], total: int) -> bytes:
     """Ozone's ``SCMListContainerResponseProto`` serialized: each container of ``page`` (our ContainerInfoProto's
     bytes and its pipeline id, :meth:`scm_server.scm.StorageContainerManager.list_containers_encoded`) as
-    :func:`container_info_bytes` gives it, then ``containerCount``."""
-    parts = [
-        _length_delimited(1, data + _pipeline_uuid_field(pipeline_id) if pipeline_id is not None else data)
-        for data, pipeline_id in page
-    ]
+    :func:`container_field` gives it, then ``containerCount``."""
+    field = _CONTAINER_FIELDS.get
+    parts = [field(data) or container_field(data, pipeline_id) for data, pipeline_id in page]
     parts.append(b"\x10" + encode_varint(total))  # containerCount = 2, a varint (never negative)
     return b"".join(parts)

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -680,6 +680,22 @@ class StorageContainerManager:
         pipeline manager's stored message itself (read it, never change it), not a copy."""
         info = self.container_manager.get_container(container_id)
         return self._with_pipeline(info, lambda: self.container_manager.replica_info(container_id))
+
+    def containers_encoded_with_pipelines(
+        self, container_ids: Sequence[int]
+    ) -> list[tuple[bytes, str | None, hdds_pb2.Pipeline]]:
+        """:meth:`container_and_pipeline` of each id, the container serialized from the container manager's kept
+        form (as :meth:`list_containers_encoded`), with its pipeline id: a batch of unchanged containers on open
+        pipelines builds no container message. A container whose pipeline is gone, or an EC one, is described as
+        :meth:`container_and_pipeline` describes it. An unknown id fails the whole call (CONTAINER_NOT_FOUND)."""
+        find = self.pipeline_manager.find
+        out = []
+        for cid, (data, pipeline_id) in zip(container_ids, self.container_manager.encoded(container_ids)):
+            pipeline = find(pipeline_id) if pipeline_id is not None else None
+            if pipeline is None or pipeline.type == hdds_pb2.EC:
+                _, pipeline = self.container_and_pipeline(cid)
+            out.append((data, pipeline_id, pipeline))
+        return out
 
     def _with_pipeline(
         self, info: hdds_pb2.ContainerInfoProto, replicas_of: Callable[[], list[hdds_pb2.ContainerReplicaInfo]]

@@ -12,6 +12,7 @@ from typing import Any
 from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.hadoop_ipc import encode_varint
 from scm_server.ozone_wire import (
+    container_field,
     container_info_bytes,
     datanode_to_wire,
     enum_by_name,
@@ -128,6 +129,25 @@ def containers_with_pipelines_bytes(
     parts = []
     for info, pipeline in pairs:
         inner = field_bytes(1, container_info_bytes(info))
+        if pipeline is not None:
+            field = fields.get(id(pipeline))
+            if field is None:
+                field = fields[id(pipeline)] = pipeline_field(pipeline)
+            inner += field
+        parts.append(field_bytes(number, inner))
+    return b"".join(parts)
+
+
+def encoded_containers_with_pipelines_bytes(
+    triples: Sequence[tuple[bytes, str | None, hdds_pb2.Pipeline | None]], number: int = 1
+) -> bytes:
+    """:func:`containers_with_pipelines_bytes` of containers already serialized (our ContainerInfoProto's bytes,
+    its pipeline id, its pipeline: :meth:`scm_server.scm.StorageContainerManager.containers_encoded_with_pipelines`):
+    each container's field is framed once while it is unchanged (:func:`scm_server.ozone_wire.container_field`)."""
+    fields: dict[int, bytes] = {}
+    parts = []
+    for data, pipeline_id, pipeline in triples:
+        inner = container_field(data, pipeline_id)
         if pipeline is not None:
             field = fields.get(id(pipeline))
             if field is None:

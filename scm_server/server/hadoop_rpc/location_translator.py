@@ -245,8 +245,8 @@ class LocationTranslator:
     async def _get_container_with_pipeline_batch(self, request: Request, response: Response) -> bytes:
         """What Ozone's OM asks when it refreshes the pipelines of a key's blocks (`key get`): every id
         answered in order, and, as in Ozone, one id that fails fails the whole call. Written as bytes."""
-        pairs = [self.scm.container_and_pipeline(cid) for cid in request.getContainerWithPipelineBatchRequest.containerIDs]
-        return convert.field_bytes(_BATCH_FIELD, convert.containers_with_pipelines_bytes(pairs))
+        triples = self.scm.containers_encoded_with_pipelines(list(request.getContainerWithPipelineBatchRequest.containerIDs))
+        return convert.field_bytes(_BATCH_FIELD, convert.encoded_containers_with_pipelines_bytes(triples))
 
     async def _get_exist_container_with_pipelines_in_batch(self, request: Request, response: Response) -> bytes:
         """The lenient batch: as in Ozone, an id that cannot be answered is left out, the others answered."""

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from scm_server import ozone_wire
+from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.client.hadoop_rpc import HadoopRpcConnection
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
@@ -89,3 +90,21 @@ async def test_container_with_pipeline_calls_are_the_facades(served: Any) -> Non
     assert info.getContainerResponse.containerInfo == expected[1].containerInfo
     # the pipeline carries the ports a client reads and writes through only, as Ozone's does
     assert {p.name for m in expected[1].pipeline.members for p in m.ports} <= ozone_wire.IO_PORTS
+
+
+async def test_the_batch_describes_a_container_whose_pipeline_is_gone_from_its_replicas(served: Any) -> None:
+    """The batch serves unchanged containers on open pipelines from their kept bytes; a container whose pipeline
+    was removed takes the facade's path (a closed pipeline of its replicas), and an unknown id fails the call."""
+    scm, ids, call = served
+    gone = scm.get_container(ids[1]).pipelineID.id
+    await scm.pipeline_manager.close_pipeline(gone, remove=True)
+    assert scm.pipeline_manager.find(gone) is None
+    expected = [ozone_wire.by_name(scm.get_container_with_pipeline(c)[0], wire.ContainerWithPipeline) for c in ids]
+    assert expected[1].pipeline.state == wire.PIPELINE_CLOSED and len(expected[1].pipeline.members) == 3
+    for _ in range(2):  # the second time from the kept forms
+        batch = await call(wire_loc.GetContainerWithPipelineBatch,
+                           getContainerWithPipelineBatchRequest={"containerIDs": ids})
+        assert list(batch.getContainerWithPipelineBatchResponse.containerWithPipelines) == expected
+    with pytest.raises(SCMException) as err:
+        scm.containers_encoded_with_pipelines([ids[0], 9999])
+    assert err.value.result is ResultCodes.CONTAINER_NOT_FOUND and "9999" in str(err.value)

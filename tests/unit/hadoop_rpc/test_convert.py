@@ -254,6 +254,11 @@ def test_containers_with_pipelines_as_bytes_equal_the_by_name_conversion(
     pairs = [(c.containerInfo, c.pipeline if c.HasField("pipeline") else None) for c in cwps]
     as_bytes = wire_loc.GetContainerWithPipelineBatchResponseProto.FromString(convert.containers_with_pipelines_bytes(pairs))
     assert as_bytes == by_name
+    # the same from the containers' serialized forms, twice (the second from the kept fields)
+    triples = [(i.SerializeToString(), i.pipelineID.id if i.HasField("pipelineID") else None, p) for i, p in pairs]
+    for _ in range(2):
+        encoded = convert.encoded_containers_with_pipelines_bytes(triples)
+        assert wire_loc.GetContainerWithPipelineBatchResponseProto.FromString(encoded) == by_name
 
 
 def test_a_pipeline_id_that_is_no_uuid_has_no_128_bit_form() -> None:
