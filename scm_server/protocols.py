@@ -218,6 +218,10 @@ class StorageContainerLocationProtocol(LeaderRole, Protocol):
 
     def container_and_pipeline(self, container_id: int) -> tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline]: ...
 
+    def containers_encoded_with_pipelines(
+        self, container_ids: Sequence[int]
+    ) -> list[tuple[bytes, str | None, hdds_pb2.Pipeline]]: ...
+
     def list_containers(
         self,
         start_id: int = 0,

@@ -690,7 +690,7 @@ class StorageContainerManager:
         :meth:`container_and_pipeline` describes it. An unknown id fails the whole call (CONTAINER_NOT_FOUND)."""
         find = self.pipeline_manager.find
         out = []
-        for cid, (data, pipeline_id) in zip(container_ids, self.container_manager.encoded(container_ids)):
+        for cid, (data, pipeline_id) in zip(container_ids, self.container_manager.encoded(container_ids), strict=True):
             pipeline = find(pipeline_id) if pipeline_id is not None else None
             if pipeline is None or pipeline.type == hdds_pb2.EC:
                 _, pipeline = self.container_and_pipeline(cid)

@@ -9,6 +9,8 @@ datanode (``nodes``), blocks numbered from 1, safe mode until forced out; tests 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry
 
 from scm_server.exceptions import NotLeaderException, ResultCodes, SCMException
@@ -176,6 +178,12 @@ class FakeSCM:
     def container_and_pipeline(self, container_id: int) -> tuple[hdds_pb2.ContainerInfoProto, hdds_pb2.Pipeline]:
         cwp = self.get_container_with_pipeline(container_id)[0]
         return cwp.containerInfo, cwp.pipeline
+
+    def containers_encoded_with_pipelines(
+        self, container_ids: Sequence[int]
+    ) -> list[tuple[bytes, str | None, hdds_pb2.Pipeline]]:
+        pairs = [self.container_and_pipeline(cid) for cid in container_ids]
+        return [(i.SerializeToString(), i.pipelineID.id if i.HasField("pipelineID") else None, p) for i, p in pairs]
 
     def list_containers_encoded(
         self,

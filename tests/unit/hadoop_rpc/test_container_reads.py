@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from scm_server import ozone_wire
-from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.client.hadoop_rpc import HadoopRpcConnection
+from scm_server.exceptions import ResultCodes, SCMException
 from scm_server.proto import hdds_pb2
 from scm_server.proto.ozone import ScmAdminProtocol_pb2 as wire_loc
 from scm_server.proto.ozone import hdds_pb2 as wire
