@@ -72,11 +72,15 @@ def channel_options(
 
 
 def server_options(*, max_message_bytes: int = MAX_MESSAGE_BYTES) -> ChannelOptions:
-    """Options for our gRPC servers: accept the clients' liveness PINGs."""
+    """Options for our gRPC servers: accept the clients' liveness PINGs, and never share a port. gRPC sets
+    SO_REUSEPORT by default, so a second process on the same host and port (a second SCM given the same
+    ports, another program) would bind too and take a share of the connections; without it the bind fails
+    and the daemon says which port is taken (Raft's transport does the same)."""
     return [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 100),
         ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.so_reuseport", 0),
     ]

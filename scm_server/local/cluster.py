@@ -23,6 +23,7 @@ import ssl
 import subprocess
 import sys
 import time
+import http.client
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -482,11 +483,13 @@ def web_context(url: str, ca_file: Path | None) -> ssl.SSLContext | None:
 
 
 def web_ok(url: str, ca_file: Path | None = None, timeout: float = 2.0) -> bool:
-    """True if ``url`` (HTTP or HTTPS) answers 200 within ``timeout``."""
+    """True if ``url`` (HTTP or HTTPS) answers 200 within ``timeout``; False also when what answers does not
+    speak HTTP (another process's gRPC server on a port this SCM could not bind: the caller's wait sees the
+    SCM exit and says which port)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout, context=web_context(url, ca_file)) as resp:
             return bool(resp.status == 200)
-    except OSError:
+    except (OSError, http.client.HTTPException):
         return False
 
 
