@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import http.client
 import logging
 import os
 import re
@@ -23,7 +24,6 @@ import ssl
 import subprocess
 import sys
 import time
-import http.client
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path

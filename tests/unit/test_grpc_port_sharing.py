@@ -4,6 +4,7 @@ and take a share of the connections (a second SCM given the same ports); with ``
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
 import grpc.aio
 import pytest
@@ -12,7 +13,7 @@ from scm_server.grpc_options import server_options
 
 
 @pytest.fixture
-def shared_listener() -> socket.socket:
+def shared_listener() -> Iterator[socket.socket]:
     """A listener on loopback that allows SO_REUSEPORT (as gRPC's own servers do by default)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
