@@ -169,6 +169,11 @@ class DatanodeLoad:
             wire_dn.SCMDatanodeResponse.FromString(answer)
             return
 
+    @property
+    def heartbeats_sent(self) -> int:
+        """Heartbeats sent so far (the rows' calls and :meth:`keep_alive`'s)."""
+        return sum(self._beat)
+
     def call(self) -> Callable[[], Awaitable[None]]:
         """A measuring loop's call: the next datanode's next heartbeat (datanodes taken in turn)."""
 

@@ -345,7 +345,38 @@ async def prepare(ring: Ring, args: argparse.Namespace) -> dict[str, interleave.
         rows[row] = load.call
         if count == 100:
             rows[FCR] = _same(load.full_report(containers))
+    if args.idle_datanodes:  # heartbeats only (keep_alive): the idle cost of many datanodes, no row of their own
+        load = dn_load.DatanodeLoad(args.idle_datanodes, f"{ring.name.lower()}-idle")
+        ring.opened.append(load)
+        await load.register(ring.datanode, cluster_id)
+        await load.connect(ring.datanode[0], containers)
+        ring.loads.append(load)
     return rows
+
+
+async def idle_cost(rings: list[Ring], window: float) -> dict[str, dict[str, float]]:
+    """Each leader's CPU over the same ``window`` seconds while only the keep-alive heartbeats run (every
+    registered datanode every ``hdds.heartbeat.interval``, 30 s, with its node, pipeline and incremental reports
+    as bench/dn_load.py schedules them) and the rings' background services: the cost of holding that many
+    datanodes, as a share of one core, and per heartbeat; projected to exactly one heartbeat per datanode per
+    30 s (keep_alive's rounds take a little longer than 30 s)."""
+    before = {r.name: (cpu_seconds(r.pids[0]), sum(load.heartbeats_sent for load in r.loads)) for r in rings}
+    t0 = time.monotonic()
+    await asyncio.sleep(window)  # the measuring window itself (not a wait for a condition)
+    took = time.monotonic() - t0
+    out = {}
+    for r in rings:
+        cpu0, beats0 = before[r.name]
+        cpu = cpu_seconds(r.pids[0]) - cpu0
+        beats = sum(load.heartbeats_sent for load in r.loads) - beats0
+        datanodes = sum(len(load.datanodes) for load in r.loads)
+        per_beat = cpu / beats if beats else float("nan")
+        out[r.name] = {"datanodes": datanodes, "seconds": took, "heartbeats": beats, "leader_cpu_pct": 100 * cpu / took,
+                       "cpu_us_per_heartbeat": 1e6 * per_beat, "pct_of_core_at_30s": 100 * per_beat * datanodes / 30}
+        print(f"{r.name}: {datanodes:,} datanodes heartbeating, {beats:,} heartbeats in {took:.0f} s: leader at"
+              f" {100 * cpu / took:.1f} % of one core, {1e6 * per_beat:.0f} us a heartbeat"
+              f" ({100 * per_beat * datanodes / 30:.1f} % at one heartbeat per datanode per 30 s)", flush=True)
+    return out
 
 
 async def start_ours(tmp: Path, event_loop: str = "uvloop") -> tuple[HALocalCluster, DatanodeSimulator, Ring]:
@@ -443,7 +474,8 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
         for ring in rings:
             t0 = time.monotonic()
             targets[ring.name] = await prepare(ring, args)
-            print(f"{ring.name}: leader {ring.leader}, {CONTAINERS} containers and 1,100 datanodes in"
+            print(f"{ring.name}: leader {ring.leader}, {CONTAINERS} containers and"
+                  f" {sum(len(load.datanodes) for load in ring.loads):,} datanodes in"
                   f" {time.monotonic() - t0:.0f} s", flush=True)
         for ring in rings:
             port = int(ring.block[0].rsplit(":", 1)[1])
@@ -462,6 +494,7 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
                 settled[ring.name] = {"pipelines": count, "seconds": round(took, 1)}
                 print(f"{ring.name}: {count} pipelines placed for the registered datanodes, the last {took:.0f} s after"
                       f" registration ended (then {args.settle:.0f} s without a change)", flush=True)
+        idle = await idle_cost(rings, args.idle_window) if args.idle_window > 0 else {}
         if args.profile is not None:
             await profile_rows(rings[0], targets[rings[0].name], args)
         cpu = {ring.name: (lambda pid=ring.pids[0]: cpu_seconds(pid)) for ring in rings}
@@ -492,7 +525,7 @@ async def run(args: argparse.Namespace, tmp: Path, ozone: ozone_anchor.AnchorClu
         return {"leaders": {r.name: r.leader for r in rings}, "targets": [r.name for r in rings], "rows": args.rows,
                 "pipelines_before_after": pipelines, "pipelines_settled": settled,
                 "our_leader_after_rounds": now,
-                "samples": samples, "loads": loads, "memory": memory, "failover_s": gaps}
+                "samples": samples, "loads": loads, "memory": memory, "failover_s": gaps, "idle": idle}
     finally:
         for task in beats:
             task.cancel()
@@ -552,6 +585,15 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
             lines.append(f"  {row:<34} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18}")
     lines.append("resident memory after the rounds (MiB): "
                  + "; ".join(f"{k} leader {v['leader_mib']}, ring {v['ring_mib']}" for k, v in result["memory"].items()))
+    idle = result["idle"]
+    if idle:
+        lines.append("datanodes heartbeating at 30 s, leader CPU as a share of one core (projected to one heartbeat a"
+                     " datanode per 30 s): " + "; ".join(
+                         f"{k} {v['datanodes']:,} datanodes {v['pct_of_core_at_30s']:.1f} %"
+                         f" ({v['cpu_us_per_heartbeat']:.0f} us a heartbeat)" for k, v in idle.items()))
+        if both:
+            ours, theirs = idle[OURS]["pct_of_core_at_30s"], idle[OZONE]["pct_of_core_at_30s"]
+            lines.append(f"  ours / Ozone's: {ours / theirs:.2f} (goal: ours <= 50 % of one core at 10,000 datanodes)")
     if result["failover_s"]:
         lines.append("allocation gap after SIGKILL of the leader (one kill each): "
                      + "; ".join(f"{k} {v:.2f} s" for k, v in result["failover_s"].items()))
@@ -582,6 +624,11 @@ def main() -> int:
                    help="before the rounds, wait until each ring's pipeline count has not changed for this many"
                         " seconds (the background creator's wave after the registrations); 0: measure during it")
     p.add_argument("--no-failover", action="store_true", help="skip the SIGKILL of each leader after the rounds")
+    p.add_argument("--idle-datanodes", type=int, default=0,
+                   help="this many more simulated datanodes registered with each ring, heartbeating only (e.g. 10000)")
+    p.add_argument("--idle-window", type=float, default=0.0,
+                   help="after the settling, each leader's CPU over this many seconds (a multiple of 30) while only"
+                        " the datanodes' heartbeats run; 0: not measured")
     p.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
                    help="our SCMs' event loop (ozone.scm.event.loop; default uvloop, the daemon's default)")
     p.add_argument("--profile", type=Path, default=None,
@@ -592,6 +639,8 @@ def main() -> int:
         args.rows = rows_of(args.rows)
     except ValueError as exc:
         p.error(str(exc))
+    if args.idle_datanodes < 0 or args.idle_window < 0:
+        p.error("--idle-datanodes and --idle-window must not be negative")
     if args.rounds < 1 or args.warmup_rounds < 0 or args.seconds <= 0 or args.clients < 1 or args.failover_clients < 1:
         p.error("--rounds, --clients and --failover-clients must be at least 1, --warmup-rounds at least 0,"
                 " --seconds above 0")
@@ -622,6 +671,7 @@ def main() -> int:
                     for row, ts in summary.items()},
         "pipelines_before_after_rounds": result["pipelines_before_after"],
         "our_leader_after_rounds": result["our_leader_after_rounds"], "ratios_ours_over_ozone": ratios, "memory_mib": result["memory"], "failover_s": result["failover_s"],
+        "idle_heartbeats": result["idle"],
         "machine": platform.platform(),
     }, indent=2))
     return 1 if "error" in ozone_note else 0

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,35 @@ def test_heartbeat_cpu_runs_and_every_datanode_s_report_lands() -> None:
                           "--heartbeats", "300"], capture_output=True, text=True, timeout=240, cwd="/")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "CPU per heartbeat" in out.stdout and "50 datanodes every 30 s" in out.stdout
+
+
+class _Beating:
+    """A load whose datanodes send ``per_window`` heartbeats while the window runs (counted when read)."""
+
+    def __init__(self, datanodes: int, per_window: int) -> None:
+        self.datanodes = [object()] * datanodes
+        self.per_window = per_window
+        self.reads = 0
+
+    @property
+    def heartbeats_sent(self) -> int:
+        self.reads += 1
+        return 0 if self.reads == 1 else self.per_window
+
+
+async def test_the_idle_cost_is_the_leader_s_cpu_over_the_window_per_heartbeat_projected_to_30_s() -> None:
+    load = _Beating(datanodes=300, per_window=100)
+    ring = wire.Ring(wire.OURS, "scm1", [], [], [], [os.getpid()], lambda: None, loads=[load])  # type: ignore[list-item]
+
+    async def spin() -> None:  # this process stands for the leader: 100 ms of CPU inside the window
+        end = time.process_time() + 0.1
+        while time.process_time() < end:
+            pass
+
+    measured, _ = await asyncio.gather(wire.idle_cost([ring], 0.4), spin())
+    got = measured[wire.OURS]
+    assert got["datanodes"] == 300 and got["heartbeats"] == 100
+    per_beat_s = got["cpu_us_per_heartbeat"] / 1e6
+    # at least the CPU spent inside the window over its 100 heartbeats, less one clock tick of /proc's accounting
+    assert per_beat_s >= (0.1 - 0.01) / 100
+    assert got["pct_of_core_at_30s"] == pytest.approx(100 * per_beat_s * 300 / 30)
