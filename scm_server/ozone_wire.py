@@ -366,7 +366,7 @@ def container_info_bytes(info: hdds_pb2.ContainerInfoProto) -> bytes:
 # (ContainerManager.encoded), so an unchanged container is framed once, its bytes' hash computed once. The bytes
 # hold the pipeline id, so they alone determine the field. Emptied past its bound.
 _CONTAINER_FIELDS: dict[bytes, bytes] = {}
-CONTAINER_FIELDS_MAX = 1 << 17
+CONTAINER_FIELDS_MAX = 1 << 16  # about 15 MB at most (a framed container is about 100-150 bytes)
 
 
 def container_field(data: bytes, pipeline_id: str | None) -> bytes:
