@@ -7,7 +7,7 @@
 #   scripts/ozone_jars.sh --force    run Maven even when the class path is up to date
 #   OZONE_JARS_PROJECT=interop/ozone-recon scripts/ozone_jars.sh   the same for another project of interop/
 #                                    (Recon's, kept off the other components' class path)
-# Needs Java 17+ and Maven (installed with apt-get when missing and running as root).
+# Needs Java 17+ (the JDK: javac), and Maven (installed with apt-get when missing and running as root).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,6 +29,9 @@ need() {  # need <command> <debian package>
   fi
 }
 need java openjdk-17-jre-headless
+# javac: tests/ozone_interop/AdminBatch.java (many `ozone admin` commands in one JVM) is compiled against the jars
+command -v javac >/dev/null 2>&1 || mkdir -p /usr/share/man/man1  # Debian's JDK package writes a man page there
+need javac openjdk-17-jdk-headless
 need mvn maven
 
 up_to_date() {

@@ -48,6 +48,8 @@ DATANODE_MAIN = "org.apache.hadoop.ozone.HddsDatanodeService"
 OM_MAIN = "org.apache.hadoop.ozone.om.OzoneManagerStarter"
 SHELL_MAIN = "org.apache.hadoop.ozone.shell.OzoneShell"
 ADMIN_MAIN = "org.apache.hadoop.ozone.admin.OzoneAdmin"
+ADMIN_BATCH_MAIN = "AdminBatch"  # tests/ozone_interop/AdminBatch.java: many `ozone admin` commands in one JVM
+ADMIN_BATCH_SOURCE = Path(__file__).with_name("AdminBatch.java")
 FREON_MAIN = "org.apache.hadoop.ozone.freon.Freon"
 
 # Heaps: 2 cores and 24 GiB shared with the project's own processes and other test runs.
@@ -351,6 +353,26 @@ def resolve_classpath() -> tuple[str, str]:
     return cp_file.read_text().strip(), note
 
 
+def compile_admin_batch(classpath: str, out_dir: Path) -> Path:
+    """tests/ozone_interop/AdminBatch.java compiled against Ozone's class path into ``out_dir`` (again only when
+    the source changed). Returns ``out_dir``."""
+    source = ADMIN_BATCH_SOURCE.read_bytes()
+    stamp = out_dir / "source.sha256"
+    if stamp.exists() and stamp.read_text() == digest(source) and (out_dir / f"{ADMIN_BATCH_MAIN}.class").exists():
+        return out_dir
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    javac = Path(java_binary()).resolve().with_name("javac")
+    if not javac.exists():
+        raise OzoneInteropError(f"no javac beside {java_binary()}: AdminBatch needs the JDK (openjdk-17-jdk-headless)")
+    result = subprocess.run([str(javac), "-nowarn", "-cp", classpath, "-d", str(out_dir), str(ADMIN_BATCH_SOURCE)],
+                            capture_output=True, text=True, timeout=300, check=False)
+    if result.returncode != 0:
+        raise OzoneInteropError(f"javac AdminBatch.java exited {result.returncode}:\n{result.stderr[-3000:]}")
+    stamp.write_text(digest(source))
+    return out_dir
+
+
 def java_binary() -> str:
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").exists():
@@ -573,13 +595,16 @@ class OzoneCluster:
         """System properties every JVM of this cluster gets (none here; the secure tier adds its krb5.conf)."""
         return []
 
-    def java_cmd(self, conf: Path, heap: str, main: str, args: list[str], *, cli: bool = False) -> list[str]:
+    def java_cmd(self, conf: Path, heap: str, main: str, args: list[str], *, cli: bool = False,
+                 extra_classpath: str | None = None) -> list[str]:
+        classpath = os.pathsep.join(p for p in (str(conf), extra_classpath, self.classpath) if p)
         return [
             self.java, heap, *JVM_FLAGS, *(CLI_FLAGS if cli else []), *self.jvm_properties(),
             f"-Dlog4j.configuration=file:{conf / 'log4j.properties'}",
             f"-Dlog4j.configurationFile={conf / 'log4j2.properties'}",
             f"-Dozone.log.dir={conf.parent / 'logs'}",
-            "-cp", f"{conf}{os.pathsep}{self.classpath}",
+            *(["-Djava.security.manager=allow"] if main == ADMIN_BATCH_MAIN else []),
+            "-cp", classpath,
             main, *args,
         ]
 
@@ -875,6 +900,34 @@ class OzoneCluster:
     def admin(self, *args: str, timeout: float = 120, user: str | None = None) -> str:
         return self._checked("ozone admin " + " ".join(args),
                              self.tool(ADMIN_MAIN, *args, timeout=timeout, user=user))
+
+    def admin_batch(self, commands: list[list[str]], timeout: float = 1800) -> list[subprocess.CompletedProcess[str]]:
+        """Each of ``commands`` run by Ozone's `ozone admin` in turn, all in one JVM (tests/ozone_interop/
+        AdminBatch.java: a new OzoneAdmin per command, its exit code, stdout and stderr kept apart), as
+        :meth:`tool` would run each in a JVM of its own; a JVM start costs seconds of CPU a command. Ozone's log
+        lines go to the batch's own log, not to a command's stderr. Raises if the batch does not finish every
+        command within ``timeout``."""
+        if any("\t" in a or "\n" in a for args in commands for a in args):
+            raise OzoneInteropError(f"an argument of {commands} holds a tab or a line break: AdminBatch cannot pass it")
+        conf = self.client_conf()
+        classes = compile_admin_batch(self.classpath, self.base / "admin-batch-classes")
+        work = Path(tempfile.mkdtemp(prefix="admin-batch-", dir=self.base))
+        (work / "commands").write_text("".join("\t".join(args) + "\n" for args in commands))
+        cmd = self.java_cmd(conf, CLI_HEAP, ADMIN_BATCH_MAIN, [str(work / "commands"), str(work / "out")], cli=True,
+                            extra_classpath=str(classes))
+        with (work / "batch.log").open("wb") as log:
+            try:
+                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.base,
+                                    timeout=timeout, check=False).returncode
+            except subprocess.TimeoutExpired as exc:
+                raise OzoneInteropError(f"AdminBatch of {len(commands)} commands: not done in {timeout:.0f} s"
+                                        f" (log {work / 'batch.log'})") from exc
+        out = work / "out"
+        if rc != 0 or not (out / "done").exists():
+            raise OzoneInteropError(f"AdminBatch exited {rc} before its last command; {work / 'batch.log'}:\n"
+                                    f"{tail(work / 'batch.log')}")
+        return [subprocess.CompletedProcess(args, int((out / f"{i}.rc").read_text()), (out / f"{i}.out").read_text(),
+                                            (out / f"{i}.err").read_text()) for i, args in enumerate(commands)]
 
     def freon(self, *args: str, timeout: float = 300) -> str:
         result = self.tool(FREON_MAIN, *args, timeout=timeout)
