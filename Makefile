@@ -6,7 +6,7 @@ STAMPS := .stamps
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 PROTOS := $(wildcard proto/*.proto proto/ozone/*.proto)
 
-.PHONY: ci-tools k8s-node e2e-node e2e-node-scenarios ozone-migrate-test ozone-upgrade-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release ozone-dashboards-test ozone-recon-jars ozone-recon-test ozone-balancer-test ozone-image e2e-node-ozone
+.PHONY: ci-tools k8s-node e2e-node e2e-node-scenarios ozone-migrate-test ozone-upgrade-test ozone-metrics-fixture ozone-secure-test ozone-ec-test kerberos-tools kerberos-test test-slow test-clock s3-tools s3-test config-docs compat-docs operator-docs e2e-local-extra browser-tools browser-test help env proto lint test test-unit interop-test ozone-jars ozone-interop audit-test run bench soak chaos clean wheels audit-wheels audit-image image base-image k8s-tools manifests monitoring-tools monitoring-test e2e-local e2e-container e2e-kind k8s-control-plane e2e-control-plane registry-tools registry release ozone-dashboards-test ozone-recon-jars ozone-recon-test ozone-balancer-test ozone-image e2e-node-ozone ozone-admin-compare
 
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -111,6 +111,9 @@ ozone-ec-test: env ozone-jars ## Apache Ozone's 7 datanodes on 3 racks + OM on o
 
 ozone-interop: env ozone-jars ## Apache Ozone's 3 datanodes, OM, ozone sh/admin on Ozone's SCM ring and on ours (OZONE_INTEROP_SCM=ours|ozone: one side); SCM leader killed (~7 min)
 	$(PYTEST) tests/ozone_interop -m "ozone_interop$(if $(OZONE_INTEROP_SCM), and not ozone_compare)" -q -rA
+
+ozone-admin-compare: env ozone-jars ## Only the field-by-field comparison of Ozone's own `ozone admin` against Ozone's SCM ring and ours (both rings, one after the other; part of make ozone-interop without OZONE_INTEROP_SCM) (~5 min)
+	$(PYTEST) tests/ozone_interop/test_admin_compare.py -m "ozone_interop and ozone_compare" -q -rA
 
 ozone-secure-test: env ozone-jars kerberos-tools ## Apache Ozone's datanodes, OM and CLIs in secure mode on our 3-SCM ring: a real MIT KDC, Kerberos on Hadoop RPC, certificates from our CA, block/container tokens, gRPC TLS, admin refused to a user, leader SIGKILLed
 	nice -n 10 $(PYTEST) tests/ozone_secure -m ozone_secure -q -rA
