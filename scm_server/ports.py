@@ -10,6 +10,12 @@ joining a ring lost its security port to one of its own AddSCM connections).
 So ports are chosen below the ephemeral range, where the kernel never
 assigns local ends by itself, checked by binding them, and never handed out
 twice by one process. Processes draw from different random sequences.
+
+They are never drawn from :data:`LOCKED_POOL`, the range the Apache Ozone
+tiers (tests/ozone_interop's PortPool) hand out in blocks under machine-wide
+locks: a port chosen here could otherwise be taken there between the check and
+the bind (seen in CI, with those tiers running beside the whole-SCM scenarios:
+an SCM of the balancer tier could not bind its inter-SCM port).
 """
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ from pathlib import Path
 
 #: Lowest port handed out: above the well-known and most registered service ports.
 LOWEST = 15000
+#: Ports free_port never hands out: the Ozone tiers' locked pool (OZONE_INTEROP_PORT_RANGE's default).
+LOCKED_POOL = (20000, 29999)
 _RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _lock = threading.Lock()
 _given: set[int] = set()
@@ -45,10 +53,24 @@ def _bindable(host: str, port: int) -> bool:
     return True
 
 
+def _outside(hole: tuple[int, int], ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` (inclusive bounds) with the ports of ``hole`` taken out."""
+    out = []
+    for lo, hi in ranges:
+        if hi < hole[0] or lo > hole[1]:
+            out.append((lo, hi))
+            continue
+        if lo < hole[0]:
+            out.append((lo, hole[0] - 1))
+        if hi > hole[1]:
+            out.append((hole[1] + 1, hi))
+    return out
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on, outside the ephemeral range, new to this process."""
     low, high = ephemeral_range()
-    ranges = [r for r in ((LOWEST, low - 1), (high + 1, 65535)) if r[1] - r[0] >= 1000]
+    ranges = [r for r in _outside(LOCKED_POOL, [(LOWEST, low - 1), (high + 1, 65535)]) if r[1] - r[0] >= 1000]
     with _lock:
         for _ in range(2000):
             if not ranges:

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import TypeVar
 from xml.sax.saxutils import escape
 
+from scm_server import ports
+
 REPO = Path(__file__).resolve().parents[2]
 JARS_SCRIPT = REPO / "scripts" / "ozone_jars.sh"
 LOOPBACK = "127.0.0.1"
@@ -114,7 +116,9 @@ def port_open(port: int, host: str = LOOPBACK) -> bool:
 # the kernel when the holding process exits, even killed), so two harnesses running at once never pick the same
 # port. OZONE_INTEROP_PORT_RANGE=LO-HI moves the range (it must stay outside the ephemeral range).
 PORT_RANGE_ENV = "OZONE_INTEROP_PORT_RANGE"
-DEFAULT_PORT_RANGE = (20000, 29999)  # below the NodePort range (30000-32767) a real node's kube-proxy may use
+# below the NodePort range (30000-32767) a real node's kube-proxy may use; scm_server.ports.free_port (every other
+# tier's local servers) never draws from it, so only this pool's locks hand its ports out
+DEFAULT_PORT_RANGE = ports.LOCKED_POOL
 PORT_BLOCK = 128  # a 7-datanode cluster takes about 105 ports
 PORT_LOCK_DIR = Path(tempfile.gettempdir()) / "ozone-interop-ports"
 

@@ -15,6 +15,7 @@ def test_ports_are_outside_the_ephemeral_range_distinct_and_bindable() -> None:
     assert len(set(got)) == len(got)
     for p in got:
         assert not low <= p <= high, (p, low, high)
+        assert not ports.LOCKED_POOL[0] <= p <= ports.LOCKED_POOL[1], p  # the Ozone tiers' locked pool
         assert p >= ports.LOWEST
     with socket.socket() as s:
         s.bind(("127.0.0.1", got[0]))
@@ -42,3 +43,10 @@ def test_a_port_in_use_is_never_handed_out(monkeypatch: pytest.MonkeyPatch) -> N
         assert p != taken and p == free_now
     finally:
         listener.close()
+
+
+def test_the_locked_pool_is_cut_out_of_the_ranges() -> None:
+    assert ports._outside((20000, 29999), [(15000, 32767), (61000, 65535)]) == [
+        (15000, 19999), (30000, 32767), (61000, 65535)]
+    assert ports._outside((20000, 29999), [(21000, 22000)]) == []
+    assert ports._outside((20000, 29999), [(25000, 40000)]) == [(30000, 40000)]
