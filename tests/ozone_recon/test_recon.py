@@ -86,7 +86,9 @@ def test_recon_shows_what_the_scm_knows(cluster: ReconCluster, tmp_path: os.Path
     with open(src, "wb") as f:
         f.write(os.urandom(256 * 1024))
     for i in range(3):
-        c.sh("key", "put", f"/recon/bucket/key{i}", src)
+        # 300 s, as the interop tier's puts: on a shared 2-core machine beside the other tiers' JVMs a put's client
+        # JVM, its first pipeline's Ratis group and the write took over 120 s once (CI, 2026-12-07)
+        c.sh("key", "put", f"/recon/bucket/key{i}", src, timeout=300)
     uuids, open_pipelines, container_ids = _scm_view(c)
     assert len(uuids) == 3 and open_pipelines and container_ids, (uuids, open_pipelines, container_ids)
     print(f"\nSCM: {len(uuids)} datanodes, {len(open_pipelines)} open pipelines, containers {sorted(container_ids)}")
