@@ -600,14 +600,14 @@ class OzoneCluster:
         return []
 
     def java_cmd(self, conf: Path, heap: str, main: str, args: list[str], *, cli: bool = False,
-                 extra_classpath: str | None = None) -> list[str]:
+                 extra_classpath: str | None = None, extra_flags: tuple[str, ...] = ()) -> list[str]:
         classpath = os.pathsep.join(p for p in (str(conf), extra_classpath, self.classpath) if p)
         return [
             self.java, heap, *JVM_FLAGS, *(CLI_FLAGS if cli else []), *self.jvm_properties(),
             f"-Dlog4j.configuration=file:{conf / 'log4j.properties'}",
             f"-Dlog4j.configurationFile={conf / 'log4j2.properties'}",
             f"-Dozone.log.dir={conf.parent / 'logs'}",
-            *(["-Djava.security.manager=allow"] if main == ADMIN_BATCH_MAIN else []),
+            *extra_flags,
             "-cp", classpath,
             main, *args,
         ]
@@ -918,7 +918,7 @@ class OzoneCluster:
         work = Path(tempfile.mkdtemp(prefix="admin-batch-", dir=self.base))
         (work / "commands").write_text("".join("\t".join(args) + "\n" for args in commands))
         cmd = self.java_cmd(conf, CLI_HEAP, ADMIN_BATCH_MAIN, [str(work / "commands"), str(work / "out")], cli=True,
-                            extra_classpath=str(classes))
+                            extra_classpath=str(classes), extra_flags=("-Djava.security.manager=allow",))
         with (work / "batch.log").open("wb") as log:
             try:
                 rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.base,

@@ -6,7 +6,7 @@ the topology tree, result codes. The shared by-name machinery and the datanode a
 from __future__ import annotations
 
 import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from scm_server.exceptions import ResultCodes, SCMException
@@ -125,17 +125,7 @@ def containers_with_pipelines_bytes(
     pipeline's are kept across answers (:func:`pipeline_field`: ``ContainerWithPipeline.pipeline`` is field 2
     too) and looked up once per pipeline message in a call, so a batch answer converts no message field by
     field."""
-    fields: dict[int, bytes] = {}  # by the identity of the pipeline message: ``pairs`` holds each one meanwhile
-    parts = []
-    for info, pipeline in pairs:
-        inner = field_bytes(1, container_info_bytes(info))
-        if pipeline is not None:
-            field = fields.get(id(pipeline))
-            if field is None:
-                field = fields[id(pipeline)] = pipeline_field(pipeline)
-            inner += field
-        parts.append(field_bytes(number, inner))
-    return b"".join(parts)
+    return _with_pipelines(((field_bytes(1, container_info_bytes(info)), p) for info, p in pairs), number)
 
 
 def encoded_containers_with_pipelines_bytes(
@@ -144,10 +134,15 @@ def encoded_containers_with_pipelines_bytes(
     """:func:`containers_with_pipelines_bytes` of containers already serialized (our ContainerInfoProto's bytes,
     its pipeline id, its pipeline: :meth:`scm_server.scm.StorageContainerManager.containers_encoded_with_pipelines`):
     each container's field is framed once while it is unchanged (:func:`scm_server.ozone_wire.container_field`)."""
+    return _with_pipelines(((container_field(data, pid), p) for data, pid, p in triples), number)
+
+
+def _with_pipelines(containers: Iterable[tuple[bytes, hdds_pb2.Pipeline | None]], number: int) -> bytes:
+    """Each (container field 1, pipeline) as a ``ContainerWithPipeline`` in repeated field ``number``, each pipeline
+    message's field made once per call (by its identity: the caller's sequence holds each one meanwhile)."""
     fields: dict[int, bytes] = {}
     parts = []
-    for data, pipeline_id, pipeline in triples:
-        inner = container_field(data, pipeline_id)
+    for inner, pipeline in containers:
         if pipeline is not None:
             field = fields.get(id(pipeline))
             if field is None:
