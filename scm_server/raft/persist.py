@@ -17,8 +17,9 @@ writer decides only where the write runs:
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Callable
 from concurrent.futures import Executor
+from time import perf_counter
 
 from scm_server.raft.core.types import Ready, Snapshot
 from scm_server.raft.metrics import RaftMetrics
@@ -34,12 +35,14 @@ INLINE_WRITE_MAX_SECONDS = 0.001
 
 class LogWriter:
     def __init__(self, view: CoreView, storage: LevelDBStorage, writer: Executor,
-                 metrics: RaftMetrics | None = None) -> None:
-        """``writer`` is the single thread synced writes run in; ``metrics`` counts and times the writes."""
+                 metrics: RaftMetrics | None = None, timer: Callable[[], float] | None = None) -> None:
+        """``writer`` is the single thread synced writes run in; ``metrics`` counts and times the writes;
+        ``timer`` (seconds, read in the thread that writes; default ``time.perf_counter``) times them."""
         self._view = view
         self._storage = storage
         self._writer = writer
         self._metrics = metrics if metrics is not None else RaftMetrics()
+        self._timer = timer if timer is not None else perf_counter
         self.write_seconds = 0.0  # moving average of synced log writes
 
     async def save(self, rd: Ready, snap: Snapshot | None) -> None:
@@ -67,8 +70,8 @@ class LogWriter:
 
     def _timed_write(self, p: PreparedSave) -> None:
         """Write (and sync) one Ready, keeping a moving average of how long that takes."""
-        t0 = time.perf_counter()
+        t0 = self._timer()
         self._storage.write_prepared(p)
-        seconds = time.perf_counter() - t0
+        seconds = self._timer() - t0
         self.write_seconds += (seconds - self.write_seconds) * 0.2
         self._metrics.logged(len(p.entries), p.sync and self._storage.fsync, seconds)

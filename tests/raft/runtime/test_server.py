@@ -199,18 +199,26 @@ async def test_follower_writes_small_batches_on_its_loop_only_while_its_disk_syn
     (a network volume: 4 ms per sync here) they go back to the thread, so the loop keeps serving."""
     import threading
 
+    from scm_server.raft import persist
     from scm_server.raft.storage import LevelDBStorage
 
     where: list[tuple[str, bool]] = []  # (storage dir, written on the event loop thread)
     real_write = LevelDBStorage.write_prepared
+    # the log writers time their writes on a clock that moves only by the simulated disk's sync latency (one per
+    # thread, as each write is timed in the thread that makes it): the machine's load is not what is measured
+    disk_clock = threading.local()
+
+    def timer() -> float:
+        return float(getattr(disk_clock, "now", 0.0))
 
     def write_prepared(self: LevelDBStorage, p: object) -> None:
         if p.sync and p.entries:  # type: ignore[attr-defined]
-            time.sleep(disk_seconds)  # the simulated disk's sync latency
+            disk_clock.now = timer() + disk_seconds  # the simulated disk's sync latency
             where.append((str(self.dir), threading.current_thread() is threading.main_thread()))
         real_write(self, p)  # type: ignore[arg-type]
 
     monkeypatch.setattr(LevelDBStorage, "write_prepared", write_prepared)
+    monkeypatch.setattr(persist, "perf_counter", timer)
     g = Group(tmp_path, 3, fsync=False)  # the real disk's own latency stays out of the measurement
     await g.start()
     try:
