@@ -9,7 +9,9 @@ translators and by the client's Hadoop RPC datanode protocol (the simulator).
 
 from __future__ import annotations
 
+import keyword
 import uuid as uuid_mod
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from google.protobuf import message as pb_message
@@ -231,33 +233,66 @@ def _plan(source: Any, target: Any) -> dict[int, _Step | None]:
 
 
 def _copy_by_name(source: pb_message.Message, target: pb_message.Message, specials: dict[str, Any]) -> None:
-    plan = _plan(source.DESCRIPTOR, target.DESCRIPTOR)
-    for fd, value in source.ListFields():
+    key = (type(source), type(target), id(specials))
+    copier = _COPIERS.get(key)
+    if copier is None:
+        copier = _COPIERS[key] = _compile_copier(source.DESCRIPTOR, target.DESCRIPTOR, specials)
+    copier(source, target)
+
+
+# (source class, target class, which specials) -> the by-name copy of that pair, written out as Python once
+_COPIERS: dict[tuple[type, type, int], Callable[[Any, Any], None]] = {}
+
+
+def _compile_copier(source: Any, target: Any, specials: dict[str, Any]) -> Callable[[Any, Any], None]:
+    """The by-name copy of ``source`` messages into ``target`` ones (descriptors) as one Python function, one
+    statement per field :func:`_plan` carries, each field read by its attribute: what a walk of ``ListFields()``
+    against the plan does, without the walk (a heartbeat's messages are copied this way on every call).
+
+    A field is copied when ``ListFields()`` would list it: a field with presence when it is set, any other when it
+    is not its default (a repeated one: not empty). A value that does not fit raises ValueError naming
+    ``Message.field``, as before."""
+    plan = _plan(source, target)
+    namespace: dict[str, Any] = {"_convert": _convert_message, "_specials": specials}
+    lines = ["def copy(s, t):"]
+    for fd in source.fields:
         step = plan.get(fd.number)
         if step is None:
             continue
         name, kind, repeated, numbers = step
-        try:
-            if kind == _SUB:
-                if repeated:
-                    into = getattr(target, name)
-                    for v in value:
-                        _convert_message(v, into.add(), specials)
-                else:
-                    sub = getattr(target, name)
-                    sub.SetInParent()  # an empty message (ReregisterCommandProto) is still present
-                    _convert_message(value, sub, specials)
-            elif kind == _ENUM_VALUE:  # by name: a value the target does not know is left out
-                if repeated:
-                    getattr(target, name).extend([numbers[v] for v in value if v in numbers])
-                elif value in numbers:
-                    setattr(target, name, numbers[value])
-            elif repeated:
-                getattr(target, name).extend(value)
+        src, dst = _attribute("s", fd.name), _attribute("t", name)
+        body: list[str]
+        if kind == _SUB:
+            if repeated:
+                body = [f"into = {dst}", f"for v in {src}:", "    _convert(v, into.add(), _specials)"]
             else:
-                setattr(target, name, value)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{source.DESCRIPTOR.name}.{fd.name}: {exc}") from exc
+                body = [f"sub = {dst}", "sub.SetInParent()", f"_convert({src}, sub, _specials)"]
+        elif kind == _ENUM_VALUE:
+            table = f"numbers_{fd.number}"
+            namespace[table] = numbers
+            if repeated:
+                body = [f"{dst}.extend([{table}[x] for x in {src} if x in {table}])"]
+            else:
+                body = [f"x = {table}.get({src})", "if x is not None:", f"    {dst} = x"]
+        elif repeated:
+            body = [f"{dst}.extend({src})"]
+        else:
+            body = [f"{dst} = {src}"]
+        test = f"s.HasField({fd.name!r})" if fd.has_presence and not repeated else src
+        lines.append(f"    if {test}:")
+        lines.append("        try:")
+        lines.extend(f"            {line}" for line in body)
+        lines.append("        except (ValueError, TypeError) as exc:")
+        lines.append(f"            raise ValueError(f'{source.name}.{fd.name}: {{exc}}') from exc")
+    lines.append("    return None")
+    exec(compile("\n".join(lines), f"<by_name {source.full_name} -> {target.full_name}>", "exec"), namespace)
+    copier: Callable[[Any, Any], None] = namespace["copy"]
+    return copier
+
+
+def _attribute(obj: str, name: str) -> str:
+    """``obj.name`` as Python source; ``getattr`` for a field named as a Python keyword."""
+    return f"getattr({obj}, {name!r})" if keyword.iskeyword(name) else f"{obj}.{name}"
 
 
 def _fill_required(msg: pb_message.Message) -> None:
