@@ -33,6 +33,7 @@ import dataclasses
 import enum
 import re
 import struct
+from typing import NamedTuple
 
 from google.protobuf import message as pb_message
 
@@ -59,6 +60,15 @@ RpcRequestHeader = RpcHeader_pb2.RpcRequestHeaderProto
 RpcResponseHeader = RpcHeader_pb2.RpcResponseHeaderProto
 Status = RpcResponseHeader.RpcStatusProto
 ErrorCode = RpcResponseHeader.RpcErrorCodeProto
+
+# the enum values read on every call, as plain ints (an attribute of protobuf's enum wrapper is a Python
+# __getattr__ each time)
+_RPC_PROTOCOL_BUFFER = RpcHeader_pb2.RpcKindProto.Value("RPC_PROTOCOL_BUFFER")
+_RPC_FINAL_PACKET = RpcRequestHeader.OperationProto.Value("RPC_FINAL_PACKET")
+_RPC_CLOSE_CONNECTION = RpcRequestHeader.OperationProto.Value("RPC_CLOSE_CONNECTION")
+_SUCCESS = Status.Value("SUCCESS")
+_FATAL_INVALID_RPC_HEADER = ErrorCode.Value("FATAL_INVALID_RPC_HEADER")
+_FATAL_DESERIALIZING_REQUEST = ErrorCode.Value("FATAL_DESERIALIZING_REQUEST")
 
 # Exception classes a Hadoop client maps errors to (it rebuilds them by name from the answer).
 IPC_EXCEPTION = "org.apache.hadoop.ipc.IpcException"
@@ -117,6 +127,8 @@ class FrameError(Exception):
 
 def decode_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     """(value, position after it); FrameError when the bytes end or the varint is longer than 10 bytes."""
+    if pos < len(data) and data[pos] < 0x80:  # one byte: every header's and most requests' length
+        return data[pos], pos + 1
     result = 0
     shift = 0
     while True:
@@ -155,6 +167,8 @@ def parse(cls: type[pb_message.Message], raw: bytes, what: str, code: int, call_
         msg.ParseFromString(raw)
     except pb_message.DecodeError as exc:
         raise FrameError(code, f"malformed {what}: {exc}", call_id) from exc
+    if msg.IsInitialized():  # in C; the walk naming what is missing only when something is
+        return msg
     missing = msg.FindInitializationErrors()  # type: ignore[attr-defined]
     if missing:
         raise FrameError(code, f"{what} lacks required field(s) {', '.join(missing)}", call_id)
@@ -177,13 +191,13 @@ class ConnectionContext:
     real_user: str
 
 
-@dataclasses.dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):
     """One call: who (client id, call id, retry count), what (protocol, method, version) and its body.
 
     ``user`` is the caller every authorization check judges: the SASL-authenticated principal on a
     secure connection, else the effective user of the connection context (empty before one arrived).
-    ``authenticated`` says which of the two it is.
+    ``authenticated`` says which of the two it is. A named tuple, not a frozen dataclass: one is made
+    for every call, and a frozen dataclass sets each field through ``object.__setattr__``.
     """
 
     call_id: int
@@ -424,7 +438,7 @@ class ConnectionDecoder:
     @staticmethod
     def _header(frame: bytes) -> tuple[RpcRequestHeader, int]:
         raw, pos = read_delimited(frame, 0, "RpcRequestHeaderProto")
-        header = parse(RpcRequestHeader, raw, "RpcRequestHeaderProto", ErrorCode.FATAL_INVALID_RPC_HEADER)
+        header = parse(RpcRequestHeader, raw, "RpcRequestHeaderProto", _FATAL_INVALID_RPC_HEADER)
         assert isinstance(header, RpcRequestHeader)
         return header, pos
 
@@ -498,16 +512,17 @@ class ConnectionDecoder:
 
     def _after_header(self, header: RpcRequestHeader, frame: bytes, pos: int) -> Event | None:
         call_id = header.callId
-        if header.HasField("rpcKind") and header.rpcKind != RpcHeader_pb2.RPC_PROTOCOL_BUFFER:
+        if header.rpcKind != _RPC_PROTOCOL_BUFFER and header.HasField("rpcKind"):
             raise FrameError(
                 ErrorCode.FATAL_INVALID_RPC_HEADER,
                 f"rpc kind {RpcHeader_pb2.RpcKindProto.Name(header.rpcKind)} is not served "
                 "(only RPC_PROTOCOL_BUFFER)",
                 call_id,
             )
-        if header.rpcOp == RpcRequestHeader.RPC_CLOSE_CONNECTION:
+        op = header.rpcOp
+        if op == _RPC_CLOSE_CONNECTION:
             return CloseRequested()
-        if header.rpcOp != RpcRequestHeader.RPC_FINAL_PACKET:
+        if op != _RPC_FINAL_PACKET:
             raise FrameError(ErrorCode.FATAL_INVALID_RPC_HEADER, "continuation packets are not served", call_id)
         if len(header.clientId) not in (0, CLIENT_ID_LENGTH):
             raise FrameError(
@@ -554,8 +569,7 @@ class ConnectionDecoder:
             )
         raw, pos = read_delimited(frame, pos, "RequestHeaderProto")
         req = parse(
-            ProtobufRpcEngine_pb2.RequestHeaderProto, raw, "RequestHeaderProto",
-            ErrorCode.FATAL_DESERIALIZING_REQUEST, call_id,
+            ProtobufRpcEngine_pb2.RequestHeaderProto, raw, "RequestHeaderProto", _FATAL_DESERIALIZING_REQUEST, call_id,
         )
         assert isinstance(req, ProtobufRpcEngine_pb2.RequestHeaderProto)
         body, pos = read_delimited(frame, pos, f"the request of {req.methodName}")
@@ -598,9 +612,29 @@ def _response_header(call_id: int, status: int, client_id: bytes, retry_count: i
 
 
 def encode_success(call: Call, response: pb_message.Message | bytes) -> bytes:
-    """The SUCCESS answer of ``call`` carrying ``response`` (a message, or one already serialized)."""
-    header = _response_header(call.call_id, Status.SUCCESS, call.client_id, call.retry_count)
-    return _frame(delimited(header), delimited(response))
+    """The SUCCESS answer of ``call`` carrying ``response`` (a message, or one already serialized).
+
+    Its ``RpcResponseHeaderProto`` is written directly, field by field in field order as protobuf writes it
+    (callId, status SUCCESS, serverIpcVersionNum, clientId when the call had one, retryCount zigzag-encoded as
+    the sint32 it is): the same bytes (a test holds it to protobuf's serialization), without a message built
+    and serialized for every answer."""
+    client_id = call.client_id
+    retry = call.retry_count
+    header = b"".join((
+        b"\x08", encode_varint(call.call_id & 0xFFFFFFFF), _SUCCESS_STATUS_AND_VERSION,
+        (b":" + encode_varint(len(client_id)) + client_id) if client_id else b"",
+        b"@", encode_varint((retry << 1) ^ (retry >> 31) if -0x80000000 <= retry < 0x80000000 else _bad_retry(retry)),
+    ))
+    body = response if isinstance(response, bytes) else response.SerializeToString()
+    payload = b"".join((encode_varint(len(header)), header, encode_varint(len(body)), body))
+    return _LENGTH.pack(len(payload)) + payload
+
+
+_SUCCESS_STATUS_AND_VERSION = bytes((0x10, _SUCCESS, 0x18, VERSION))  # status = SUCCESS, serverIpcVersionNum
+
+
+def _bad_retry(retry: int) -> int:
+    raise ValueError(f"retryCount {retry} is not a sint32")
 
 
 def encode_error(call: Call, exception_class: str, message: str, code: int = ErrorCode.ERROR_APPLICATION) -> bytes:

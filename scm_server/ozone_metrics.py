@@ -109,7 +109,8 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed(f"{SCM_SERVICE},name=DBCheckpointMetrics", "*", "Ozone's HTTP checkpoint servlet; our members "
               "transfer checkpoints over the inter-SCM gRPC service"),
     NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "RpcQueueTime*", "calls wait in no queue here: each "
-              "runs as its own task as soon as it is read (scm_hadoop_rpc_latency_seconds times them)"),
+              "runs as soon as it is read, a call that waits (Raft, the disk) in a task of its own "
+              "(scm_hadoop_rpc_latency_seconds times them)"),
     NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "CallQueueLength", "no call queue (as RpcQueueTime*)"),
     NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "RpcClientBackoff", "no call queue to back off from"),
     NotServed(f"{SCM_SERVICE},name=RpcActivityForPort*", "RpcLockWaitTime*", "Hadoop's namesystem lock; none here"),

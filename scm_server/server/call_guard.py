@@ -148,10 +148,13 @@ def access_of(service: str, method: str) -> Access:
     return ACCESS.get((service, method), Access.READ)
 
 
+_GUARDED_HADOOP = frozenset(face.hadoop_protocol for face in GUARDED)
+
+
 def hadoop_access_of(protocol: str, command: str) -> Access:
     """The access rule of a Hadoop RPC ``cmdType`` of the client and block protocols (a READ needs the leader
     there: no caller asks for a local read); other protocols decide for themselves: ANY here."""
-    if protocol not in (face.hadoop_protocol for face in GUARDED):
+    if protocol not in _GUARDED_HADOOP:
         return Access.ANY
     return HADOOP_ACCESS.get((protocol, command), Access.READ)
 

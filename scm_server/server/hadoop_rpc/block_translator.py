@@ -46,6 +46,7 @@ VERSION = 1
 SERVER_NOT_LEADER = codec.SERVER_NOT_LEADER
 
 Type = wire_block.Type
+_COMMANDS = {number: name for name, number in Type.items()}  # cmdType -> its name, without the enum wrapper's calls
 SUPPORTED = ("AllocateScmBlock", "DeleteScmKeyBlocks", "GetScmInfo", "SortDatanodes", "AddScm", "GetClusterTree")
 
 
@@ -63,14 +64,15 @@ class BlockLocationTranslator:
         self.hostname = hostname
         self.leadership = Leadership(scm, get, endpoints.Protocol.BLOCK_HADOOP, self_name, hostname)
         self.responses = call_guard.ResponseCache()
+        self._by_command = self._handlers()
 
     async def call(self, method: str, call: Call) -> bytes:
         request = parse_request(call.body, wire_block.SCMBlockLocationRequest())
-        command = Type.Name(request.cmdType)
+        command = _COMMANDS.get(request.cmdType) or Type.Name(request.cmdType)
         response = wire_block.SCMBlockLocationResponse(cmdType=request.cmdType, status=wire_block.OK, success=True)
         if request.HasField("traceID"):
             response.traceID = request.traceID
-        handler = self._handlers().get(command)
+        handler = self._by_command.get(command)
         if handler is None:
             response.success = False
             response.status = wire_block.UNSUPPORTED_OPERATION

@@ -25,6 +25,7 @@ from scm_server.server.hadoop_rpc.server import IO_EXCEPTION, RpcCallError, pars
 LOG = logging.getLogger(__name__)
 
 PROTOCOL = "org.apache.hadoop.ozone.protocol.StorageContainerDatanodeProtocol"
+_COMMANDS = {number: name for name, number in wire_dn.Type.items()}  # cmdType -> name, without the enum wrapper's calls
 SERVED = ("GetVersion", "Register", "SendHeartbeat")  # every cmdType of the protocol, dispatched in ``call``
 VERSION = 1
 SCM_EXCEPTION = "org.apache.hadoop.hdds.scm.exceptions.SCMException"
@@ -48,7 +49,7 @@ class DatanodeTranslator:
 
     async def call(self, method: str, call: Call) -> bytes:
         request = parse_request(call.body, wire_dn.SCMDatanodeRequest())
-        command = wire_dn.Type.Name(request.cmdType)
+        command = _COMMANDS.get(request.cmdType) or wire_dn.Type.Name(request.cmdType)
         response = wire_dn.SCMDatanodeResponse(cmdType=request.cmdType, status=wire_dn.OK, success=True)
         if request.HasField("traceID"):
             response.traceID = request.traceID

@@ -53,6 +53,7 @@ LOG = logging.getLogger(__name__)
 OZONE_UNKNOWN = frozenset({"DeleteContainer"})
 
 Type = wire_loc.Type
+_COMMANDS = {number: name for name, number in Type.items()}  # cmdType -> name, without the enum wrapper's calls
 Response = wire_loc.ScmContainerLocationResponse
 Request = wire_loc.ScmContainerLocationRequest
 
@@ -143,7 +144,7 @@ class LocationTranslator:
 
     async def call(self, method: str, call: Call) -> bytes:
         request = parse_request(call.body, Request())
-        command = Type.Name(request.cmdType)
+        command = _COMMANDS.get(request.cmdType) or Type.Name(request.cmdType)
         handler = self.handlers.get(command)
         if command in OZONE_UNKNOWN:  # Ozone's translator has no case for it and throws this out of the call
             raise RpcCallError("java.lang.IllegalArgumentException", f"Unknown command type: {command}")

@@ -188,3 +188,25 @@ def test_answers_decode_on_the_client_side() -> None:
     assert (err.header.exceptionClassName, err.header.errorMsg) == ("java.io.IOException", "nope")
     assert err.header.errorDetail == ErrorCode.ERROR_APPLICATION
     assert fat.call_id == -1 and fat.header.status == codec.Status.FATAL and fat.header.errorMsg == "bye"
+
+
+@settings(max_examples=300)
+@given(
+    call_id=st.integers(min_value=-(1 << 31), max_value=(1 << 31) - 1),
+    client_id=st.sampled_from([b"", CLIENT, bytes(16)]),
+    retry=st.integers(min_value=-(1 << 31), max_value=(1 << 31) - 1),
+    body=st.binary(max_size=300),
+)
+def test_a_success_answer_is_the_bytes_protobuf_writes_for_its_header(
+    call_id: int, client_id: bytes, retry: int, body: bytes
+) -> None:
+    """encode_success writes the RpcResponseHeaderProto by hand: the same bytes as the message serialized."""
+    call = codec.Call(call_id, client_id, retry, PROTO, "send", 1, b"")
+    header = RpcHeader_pb2.RpcResponseHeaderProto(
+        callId=call_id & 0xFFFFFFFF, status=RpcHeader_pb2.RpcResponseHeaderProto.SUCCESS,
+        serverIpcVersionNum=codec.VERSION, retryCount=retry)
+    if client_id:
+        header.clientId = client_id
+    assert codec.encode_success(call, body) == codec.frame(codec.delimited(header) + codec.delimited(body))
+    (response,) = codec.ResponseDecoder().feed(codec.encode_success(call, body))
+    assert (response.call_id, response.body) == (call_id, body)

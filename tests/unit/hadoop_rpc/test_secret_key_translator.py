@@ -168,7 +168,7 @@ async def test_unauthenticated_callers_refused_when_authentication_is_required(r
     refused = Resp.FromString(await SecretKeyTranslator(PROTOCOLS[0], service).call("submitRequest", call))
     assert not refused.success and "is not authenticated" in refused.message
     assert not refused.HasField("currentSecretKeyResponseProto")
-    trusted = Resp.FromString(await service.answer(codec.Call(**{**call.__dict__, "authenticated": True})))
+    trusted = Resp.FromString(await service.answer(call._replace(authenticated=True)))
     assert trusted.success and trusted.currentSecretKeyResponseProto.secretKey.encoded
 
 

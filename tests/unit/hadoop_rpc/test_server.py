@@ -367,7 +367,7 @@ async def test_unknown_protocol_method_and_version(served: Any) -> None:
     server, port = await served(FakeSCM())
     c = await Client.connect(port)
     r = await c.call(1, allocate(), protocol="org.example.Nope")
-    assert server.metrics.requests.labels("unknown", "unknown", codec.NO_SUCH_PROTOCOL)._value.get() == 1
+    assert server.metrics.requests("unknown", "unknown", codec.NO_SUCH_PROTOCOL) == 1
     assert (r.header.status, r.header.errorDetail) == (codec.Status.ERROR, ErrorCode.ERROR_NO_SUCH_PROTOCOL)
     assert r.header.exceptionClassName == codec.NO_SUCH_PROTOCOL and "org.example.Nope" in r.header.errorMsg
     r = await c.call(2, allocate(), method="submitRequest")
@@ -399,8 +399,8 @@ async def test_garbage_and_oversized_frames_are_fatal_and_the_server_serves_on(s
 
     assert block_response(await healthy.call(2, allocate())).success
     assert server.stats["fatal"] == 2
-    assert server.metrics.fatal._value.get() == 2
-    assert server.metrics.requests.labels(PROTOCOL, "send", "SUCCESS")._value.get() == 2
+    assert server.metrics.fatal == 2
+    assert server.metrics.requests(PROTOCOL, "send", "SUCCESS") == 2
 
 
 async def test_http_request_gets_a_plain_answer(served: Any) -> None:
@@ -572,7 +572,33 @@ async def test_the_ports_rpc_activity_counts_connections_bytes_and_calls(served:
     assert activity["RpcProcessingTimeNumOps"] == 2
     assert activity["RpcAuthenticationSuccesses"] == activity["RpcAuthenticationFailures"] == 0
     writer.close()
-    # the server sees the end of the stream and forgets the connection: its task ends, which we wait for
-    tasks = list(server._connections)
-    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+    # the server sees the end of the stream and forgets the connection, which we wait for
+    (connection,) = server._connections
+    await asyncio.wait_for(connection.closed(), 10)
     assert server.activity()["NumOpenConnections"] == 0
+
+
+def test_the_rpc_metrics_are_written_under_their_prometheus_names_when_scraped() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from scm_server.server.hadoop_rpc.server import HadoopRpcMetrics
+
+    registry = CollectorRegistry()
+    metrics = HadoopRpcMetrics(registry)
+    for seconds in (0.0002, 0.0005, 0.003, 7.0):  # the second on a bucket's bound: counted in it, as Prometheus does
+        metrics.answered(PROTOCOL, "send", "SUCCESS", seconds)
+    metrics.answered(PROTOCOL, "send", codec.SERVER_EXCEPTION, 0.02)
+    metrics.fatal_answered()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(generate_latest(registry).decode())
+               for s in family.samples}
+    labels = (("method", "send"), ("protocol", PROTOCOL))
+    assert samples[("scm_hadoop_rpc_requests_total", (("answer", "SUCCESS"), *labels))] == 4
+    assert samples[("scm_hadoop_rpc_requests_total", (("answer", codec.SERVER_EXCEPTION), *labels))] == 1
+    assert samples[("scm_hadoop_rpc_fatal_total", ())] == 1
+    bucket = {le: samples[("scm_hadoop_rpc_latency_seconds_bucket", tuple(sorted((*labels, ("le", le)))))]
+              for le in ("0.0005", "0.001", "0.005", "0.025", "5.0", "+Inf")}
+    assert bucket == {"0.0005": 2, "0.001": 2, "0.005": 3, "0.025": 4, "5.0": 4, "+Inf": 5}
+    assert samples[("scm_hadoop_rpc_latency_seconds_count", labels)] == 5
+    assert samples[("scm_hadoop_rpc_latency_seconds_sum", labels)] == pytest.approx(7.0237)
