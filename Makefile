@@ -100,6 +100,10 @@ audit-test: env ## whole Spark audit runs: the job's report/trends, and end to e
 ozone-metrics-fixture: env ozone-jars ## Record Ozone's own SCM's /jmx bean and /prom metric names into tests/unit/web/data (one Ozone SCM + datanode + OM, ~2 min)
 	nice -n 10 .venv/bin/python -m tests.ozone_interop.record_scm_metrics
 
+# An Ozone tier keeps its clusters' data under run-data/<tier> for a look after a failure; a tier that passes removes
+# it (a few GB each: one whole .ci/run left 16 GB there). KEEP_RUN_DATA=1 keeps it either way.
+drop_run_data = $(if $(KEEP_RUN_DATA),,&& rm -rf $(addprefix run-data/,$(1)))
+
 ozone-jars: ## Apache Ozone 2.2.0's released jars from Maven Central into ~/.m2; class path in interop/ozone/target
 	bash scripts/ozone_jars.sh
 
@@ -107,33 +111,33 @@ ozone-image: ozone-jars ## the Ozone image localhost/ozone:2.2.0 (Apache Ozone's
 	nice -n 10 bash scripts/build_ozone_image.sh
 
 ozone-ec-test: env ozone-jars ## Apache Ozone's 7 datanodes on 3 racks + OM on our 3-SCM ring: rs-3-2-1024k and RATIS/THREE buckets written and read, a datanode holding both stopped for good and every container repaired, a holder decommissioned, another put in maintenance
-	$(PYTEST) tests/ozone_interop/test_ozone_ec.py -m ozone_ec -q -rA -s
+	$(PYTEST) tests/ozone_interop/test_ozone_ec.py -m ozone_ec -q -rA -s $(call drop_run_data,ozone-ec)
 
 ozone-interop: env ozone-jars ## Apache Ozone's 3 datanodes, OM, ozone sh/admin on Ozone's SCM ring and on ours (OZONE_INTEROP_SCM=ours|ozone: one side); SCM leader killed (~7 min)
-	$(PYTEST) tests/ozone_interop -m "ozone_interop$(if $(OZONE_INTEROP_SCM), and not ozone_compare)" -q -rA
+	$(PYTEST) tests/ozone_interop -m "ozone_interop$(if $(OZONE_INTEROP_SCM), and not ozone_compare)" -q -rA $(call drop_run_data,ozone-interop)
 
 ozone-admin-compare: env ozone-jars ## Only the field-by-field comparison of Ozone's own `ozone admin` against Ozone's SCM ring and ours (both rings, one after the other; part of make ozone-interop without OZONE_INTEROP_SCM) (~5 min)
-	$(PYTEST) tests/ozone_interop/test_admin_compare.py -m "ozone_interop and ozone_compare" -q -rA
+	$(PYTEST) tests/ozone_interop/test_admin_compare.py -m "ozone_interop and ozone_compare" -q -rA $(call drop_run_data,ozone-interop/admin-compare ozone-interop/admin-compare-ozone ozone-interop/admin-compare-ours)
 
 ozone-secure-test: env ozone-jars kerberos-tools ## Apache Ozone's datanodes, OM and CLIs in secure mode on our 3-SCM ring: a real MIT KDC, Kerberos on Hadoop RPC, certificates from our CA, block/container tokens, gRPC TLS, admin refused to a user, leader SIGKILLed
-	nice -n 10 $(PYTEST) tests/ozone_secure -m ozone_secure -q -rA
+	nice -n 10 $(PYTEST) tests/ozone_secure -m ozone_secure -q -rA $(call drop_run_data,ozone-secure)
 ozone-upgrade-test: env ozone-jars ## Our ring at Ozone 1.4.1's HDDS layout (7) with Ozone 2.2.0's datanodes restarted on their data at layout 7 and its OM: `ozone admin scm finalizeupgrade`, the datanodes HEALTHY_READONLY until they finalize, every key reads back
-	nice -n 10 $(PYTEST) tests/ozone_upgrade -m ozone_upgrade -q -rA -s
+	nice -n 10 $(PYTEST) tests/ozone_upgrade -m ozone_upgrade -q -rA -s $(call drop_run_data,ozone-upgrade)
 
 ozone-dashboards-test: env ozone-jars monitoring-tools ## Apache Ozone's Grafana dashboards (tests/ozone_dashboards/dashboards): a real Prometheus scrapes Ozone's 3-SCM ring, then ours (Ozone's DNs and OM on each); every panel evaluated, "panels with series: ours N/M, Ozone's K/M"
-	nice -n 10 $(PYTEST) tests/ozone_dashboards -m ozone_dashboards -q -rA -s
+	nice -n 10 $(PYTEST) tests/ozone_dashboards -m ozone_dashboards -q -rA -s $(call drop_run_data,ozone-dashboards)
 
 ozone-recon-jars: ## Apache Ozone 2.2.0's Recon (ozone-recon) from Maven Central into ~/.m2, on its own class path (interop/ozone-recon/target)
 	OZONE_JARS_PROJECT=interop/ozone-recon bash scripts/ozone_jars.sh
 
 ozone-recon-test: env ozone-jars ozone-recon-jars ## Apache Ozone's Recon beside our 3-SCM ring (Ozone's DNs and OM, keys written): its REST API shows our SCM's datanodes, pipelines and containers (OZONE_RECON_SCM=ozone|ours)
-	nice -n 10 $(PYTEST) tests/ozone_recon -m ozone_recon -q -rA -s
+	nice -n 10 $(PYTEST) tests/ozone_recon -m ozone_recon -q -rA -s $(call drop_run_data,ozone-recon)
 
 ozone-balancer-test: env ozone-jars ## Our ring's ContainerBalancer moving real containers: Ozone's 3 datanodes (each on a tmpfs of its own; root) hold keys, 2 empty ones join, `containerbalancer start` until every datanode is within the threshold, every key read back
-	nice -n 10 $(PYTEST) tests/ozone_interop/test_ozone_balancer.py -m ozone_balancer -q -rA -s
+	nice -n 10 $(PYTEST) tests/ozone_interop/test_ozone_balancer.py -m ozone_balancer -q -rA -s $(call drop_run_data,ozone-balancer)
 
 ozone-migrate-test: env ozone-jars ## Ozone's own 3-SCM ring with its datanodes and OM, keys written, stopped, `migrate from-ozone`, our ring on the same addresses: every key reads back, new block IDs above Ozone's
-	$(PYTEST) tests/ozone_migrate -m ozone_migrate -q -rA -s
+	$(PYTEST) tests/ozone_migrate -m ozone_migrate -q -rA -s $(call drop_run_data,ozone-migrate ozone-migrate-fixture)
 
 test-unit: env ## unit tests only
 	$(PYTEST) tests/unit -q
