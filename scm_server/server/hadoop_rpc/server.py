@@ -366,6 +366,7 @@ class _Connection(asyncio.Protocol):
         self.last_read = self.loop.time()
         self._idle: asyncio.TimerHandle | None = None
         self._waiting: asyncio.Task[None] | None = None  # the events being served after something that waits
+        self._backlog: list[codec.Event] = []  # events read meanwhile (reading is paused: none, as a rule)
         self._write_paused = False
         self._lost = self.loop.create_future()
 
@@ -386,7 +387,11 @@ class _Connection(asyncio.Protocol):
         self.server.stats["received_bytes"] += len(data)
         self.last_read = self.loop.time()
         try:
-            self._serve(self.decoder.feed(data))
+            events = self.decoder.feed(data)
+            if self._waiting is not None:  # served after what waits, in order
+                self._backlog.extend(events)
+                return
+            self._serve(events)
         except Exception:
             LOG.exception("%s: connection from %s failed", self.server.name, self.peer)
             self.close()
@@ -479,19 +484,22 @@ class _Connection(asyncio.Protocol):
         """Pause reading, wait for ``wait``, then serve ``events[rest:]`` and read on."""
 
         async def then() -> None:
+            me = asyncio.current_task()
             try:
                 if await wait is False:  # a refused authorization: answered, closed
                     return
+                pending, self._backlog = events[rest:] + self._backlog, []
                 self._waiting = None
                 self._update_reading()
-                self._serve(events, rest)
+                self._serve(pending)
             except asyncio.CancelledError:
                 pass
             except Exception:
                 LOG.exception("%s: connection from %s failed", self.server.name, self.peer)
                 self.close()
             finally:
-                self._waiting = None
+                if self._waiting is me:  # not a later wait that serving the rest started
+                    self._waiting = None
 
         self._waiting = self.loop.create_task(then())
         self._update_reading()

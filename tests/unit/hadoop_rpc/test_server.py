@@ -363,6 +363,41 @@ async def test_calls_in_flight_are_answered_out_of_order(served: Any) -> None:
     assert second.call_id == 1 and block_response(second).allocateScmBlockResponse.blocks[0].containerBlockID.localID == 1
 
 
+async def test_calls_past_the_in_flight_limit_wait_for_one_to_finish_in_order(
+    served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection with MAX_IN_FLIGHT calls waiting serves nothing more it has read until one finishes; the
+    calls after it are then served in the order they came (here a GetScmInfo, which never waits, behind four
+    allocations waiting for Raft)."""
+    from scm_server.server.hadoop_rpc import server as server_mod
+
+    monkeypatch.setattr(server_mod, "MAX_IN_FLIGHT", 4)
+    scm = SlowSCM()
+    server, port = await served(scm)
+    c = await Client.connect(port)
+    for call_id in range(1, 5):
+        c.send(call_id, allocate())
+    c.send(5, block_request("GetScmInfo"))
+    c.send(6, block_request("GetScmInfo"))
+
+    async def parked() -> bool:
+        (connection,) = server._connections
+        return server.stats["calls"] == 4 and connection._waiting is not None
+
+    deadline = asyncio.get_running_loop().time() + 10
+    while not await parked():
+        assert asyncio.get_running_loop().time() < deadline, "the fifth call was served past the limit"
+        await asyncio.sleep(0.01)
+    assert server.stats["answered"] == 0  # nothing answered: four wait, two are held back
+    scm.gate.set()
+    answers = [await c.receive() for _ in range(6)]
+    order = [a.call_id for a in answers]
+    assert sorted(order) == [1, 2, 3, 4, 5, 6]
+    assert order.index(5) < order.index(6) and order.index(5) > 0  # after a finished allocation, before call 6
+    assert all(a.header.status == codec.Status.SUCCESS for a in answers)
+    c.close()
+
+
 async def test_unknown_protocol_method_and_version(served: Any) -> None:
     server, port = await served(FakeSCM())
     c = await Client.connect(port)
