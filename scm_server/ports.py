@@ -9,7 +9,14 @@ joining a ring lost its security port to one of its own AddSCM connections).
 
 So ports are chosen below the ephemeral range, where the kernel never
 assigns local ends by itself, checked by binding them, and never handed out
-twice by one process. Processes draw from different random sequences.
+twice by one process. Processes draw from different random sequences, and a
+port handed out is reserved machine-wide (an flock on a file named after it)
+while it is among the process's last :data:`RESERVED` ports or until the process
+ends: two processes checking the same port before either binds it would
+otherwise both take it (seen in CI: a ring's Raft port, picked by one lane's
+tests while another lane had picked it and was starting its server). An older
+port has been bound by then, or given up; keeping every lock would hold a file
+descriptor per port for the life of a long test run.
 
 They are never drawn from :data:`LOCKED_POOL`, the range the Apache Ozone
 tiers (tests/ozone_interop's PortPool) hand out in blocks under machine-wide
@@ -19,9 +26,12 @@ an SCM of the balancer tier could not bind its inter-SCM port).
 """
 from __future__ import annotations
 
+import collections
+import fcntl
 import os
 import random
 import socket
+import tempfile
 import threading
 from pathlib import Path
 
@@ -67,6 +77,33 @@ def _outside(hole: tuple[int, int], ranges: list[tuple[int, int]]) -> list[tuple
     return out
 
 
+#: Where the machine-wide reservations live (one empty file per port ever reserved; the locks go with the processes).
+RESERVATIONS = Path(tempfile.gettempdir()) / "ozone-scm-free-ports"
+#: How many of its latest ports a process keeps reserved.
+RESERVED = 256
+_reservations: collections.deque[int] = collections.deque()  # the open files whose locks this process holds
+
+
+def _reserve(port: int) -> bool:
+    """Reserve ``port`` for this process's life; False when another process holds it. Where the reservation
+    cannot be made at all (no writable temporary directory), the port is taken as reserved: the bind check
+    still applies."""
+    try:
+        RESERVATIONS.mkdir(mode=0o1777, exist_ok=True)
+        fd = os.open(RESERVATIONS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _reservations.append(fd)
+    while len(_reservations) > RESERVED:
+        os.close(_reservations.popleft())  # the oldest: bound long since, or given up
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on, outside the ephemeral range, new to this process."""
     low, high = ephemeral_range()
@@ -77,7 +114,7 @@ def free_port(host: str = "127.0.0.1") -> int:
                 break
             lo, hi = _rng.choice(ranges)
             port = _rng.randint(lo, hi)
-            if port not in _given and _bindable(host, port):
+            if port not in _given and _bindable(host, port) and _reserve(port):
                 _given.add(port)
                 return port
         # No room outside the ephemeral range (unusual kernel setting): let the kernel choose.

@@ -144,11 +144,13 @@ class ContainerPlacementPolicy:
         placed = list(placed)
         first_rack = placed[0] if placed else None
         chosen: list[DatanodeInfo] = []
-        favored_set = set(favored)
+        rank = {uuid: i for i, uuid in reversed(list(enumerate(favored)))}  # a favored node's first position
         for _ in range(count):
             wanted = self._wanted(remaining, placed, first_rack, rack_count) or remaining
-            preferred = [n for n in wanted if n.uuid in favored_set] or wanted
-            pick = self._pick_one(preferred, load)
+            # the first favored node the rule allows, in the order given (as Ozone's rack-aware policy tries its
+            # favored nodes); else the policy's own pick
+            in_favor = [n for n in wanted if n.uuid in rank]
+            pick = min(in_favor, key=lambda n: rank[n.uuid]) if in_favor else self._pick_one(wanted, load)
             chosen.append(pick)
             remaining.remove(pick)
             placed.append(pick.rack)
