@@ -84,19 +84,28 @@ RESERVED = 256
 _reservations: collections.deque[int] = collections.deque()  # the open files whose locks this process holds
 
 
-def _reserve(port: int) -> bool:
-    """Reserve ``port`` for this process's life; False when another process holds it. Where the reservation
-    cannot be made at all (no writable temporary directory), the port is taken as reserved: the bind check
-    still applies."""
-    try:
-        RESERVATIONS.mkdir(mode=0o1777, exist_ok=True)
-        fd = os.open(RESERVATIONS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
-    except OSError:
-        return True
+def try_lock(path: Path) -> int | None:
+    """An exclusive flock on ``path`` (created if missing), without waiting: its open descriptor (the lock lasts
+    until it is closed or the process ends, even killed), or None when another process holds it."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:
         os.close(fd)
+        return None
+    return fd
+
+
+def _reserve(port: int) -> bool:
+    """Reserve ``port`` while it is among this process's latest :data:`RESERVED`; False when another process
+    holds it. Where the reservation cannot be made at all (no writable temporary directory), the port is taken
+    as reserved: the bind check still applies."""
+    try:
+        RESERVATIONS.mkdir(mode=0o1777, exist_ok=True)
+        fd = try_lock(RESERVATIONS / str(port))
+    except OSError:
+        return True
+    if fd is None:
         return False
     _reservations.append(fd)
     while len(_reservations) > RESERVED:

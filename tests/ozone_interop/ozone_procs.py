@@ -17,7 +17,6 @@ on Ozone's own port keys: our SCMs read the very keys every Ozone process is giv
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -193,11 +192,8 @@ class PortPool:
         for start in range(lo, hi - self.block + 2, self.block):
             if start in held:
                 continue
-            fd = os.open(self.lock_dir / f"{start}.lock", os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+            fd = ports.try_lock(self.lock_dir / f"{start}.lock")
+            if fd is None:
                 continue
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for a person looking

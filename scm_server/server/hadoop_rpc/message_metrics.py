@@ -15,7 +15,6 @@ written first) and times the translator's answer. The clock is injected.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -65,18 +64,17 @@ class ProtocolMessageMetrics(Collector):
         """For every value of a protobuf enum (``ScmServerProtocol_pb2.DESCRIPTOR.enum_types_by_name["Type"]``)."""
         return cls(record, {v.number: v.name for v in enum.values}, hostname, clock)
 
-    @contextlib.contextmanager
-    def measure(self, cmd_type: int) -> Iterator[None]:
-        """Count one call of ``cmd_type`` and add its duration (whole milliseconds, as Ozone's) when it ends,
-        whether it answered or raised."""
-        start = self.clock()
+    def started(self) -> float:
+        """A call begins: counted as running; returns the clock reading :meth:`ended` takes."""
         self.concurrency += 1
-        try:
-            yield
-        finally:
-            self.concurrency -= 1
-            self.counter[cmd_type] += 1
-            self.time_ms[cmd_type] += int((self.clock() - start) * 1000)
+        return self.clock()
+
+    def ended(self, cmd_type: int, start: float) -> None:
+        """The call of ``cmd_type`` begun at ``start`` ended, answered or raised: counted, its duration (whole
+        milliseconds, as Ozone's) added."""
+        self.concurrency -= 1
+        self.counter[cmd_type] += 1
+        self.time_ms[cmd_type] += int((self.clock() - start) * 1000)
 
     def collect(self) -> Iterator[Metric]:
         labels = ["type", "hostname"]
@@ -114,12 +112,8 @@ class MeasuredHandler:
         if cmd_type not in self.metrics.types:
             return await self.inner.call(method, call)
         assert cmd_type is not None
-        metrics = self.metrics  # measure()'s bookkeeping, written out: this runs on every call
-        start = metrics.clock()
-        metrics.concurrency += 1
+        start = self.metrics.started()  # not a context manager: this runs on every call
         try:
             return await self.inner.call(method, call)
         finally:
-            metrics.concurrency -= 1
-            metrics.counter[cmd_type] += 1
-            metrics.time_ms[cmd_type] += int((metrics.clock() - start) * 1000)
+            self.metrics.ended(cmd_type, start)
